@@ -1,0 +1,3 @@
+"""Every pytest run in this repository goes through the course's harness (jaxkoans.plugin)."""
+
+pytest_plugins = ["jaxkoans.plugin", "pytester"]

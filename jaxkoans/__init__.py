@@ -1,0 +1,5 @@
+"""jax-koans harness: blanks for koans, course data, the pytest plugin, progress."""
+
+from jaxkoans.blanks import BlankError, TodoError, __, todo
+
+__all__ = ["__", "todo", "BlankError", "TodoError"]

@@ -1,0 +1,138 @@
+"""Why did a koan fail? Its blank, its TODO, a timeout, or the learner's (wrong) answer.
+
+Attribution is causal: a failure counts as "not started" only when the exception is a
+BlankError/TodoError (or was caused by one), or when it was raised while executing a statement
+of the koan's own file that still contains `__`. JAX often wraps a blank in an error of its own
+(`lax.scan(step, __, xs)` raises a ValueError deep inside JAX); the statement rule catches that.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+from jaxkoans.blanks import BlankError, TodoError
+
+
+class KoanState(enum.StrEnum):
+    NOT_STARTED = "not_started"  # fails because of its blank or TODO
+    FAILING = "failing"  # attempted, still wrong
+    PASSED = "passed"
+
+
+class Cause(enum.StrEnum):
+    BLANK = "blank"
+    TODO = "todo"
+    TIMEOUT = "timeout"
+    WRONG = "wrong"  # an assertion or any other exception of the learner's code
+
+
+@dataclass(frozen=True)
+class Attribution:
+    cause: Cause
+    path: Path | None = None  # where, in the koan's file
+    lineno: int | None = None  # 1-based
+    source: str = ""
+
+    @property
+    def state(self) -> KoanState:
+        if self.cause in (Cause.BLANK, Cause.TODO):
+            return KoanState.NOT_STARTED
+        return KoanState.FAILING
+
+
+def has_blank(source: str) -> bool:
+    """True when `source` uses the name `__` (not in a string or comment)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        tokens = _tokens_of_fragment(source)
+    return any(t.type == tokenize.NAME and t.string == "__" for t in tokens)
+
+
+def _tokens_of_fragment(source: str) -> list[tokenize.TokenInfo]:
+    # A statement cut out of a file may not tokenize on its own (an unclosed bracket);
+    # keep the tokens read before the error.
+    tokens: list[tokenize.TokenInfo] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            tokens.append(token)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return tokens
+
+
+def _exception_chain(exc: BaseException | None):
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def attribute(excinfo, koan_file: Path) -> Attribution:
+    """Attribute the failure in `excinfo` (a pytest ExceptionInfo) for a koan in `koan_file`."""
+    koan_file = Path(koan_file).resolve()
+    chain = list(_exception_chain(excinfo.value))
+    if _is_timeout(excinfo):
+        where = _last_entry_in(excinfo, koan_file)
+        return Attribution(Cause.TIMEOUT, *where)
+
+    # The innermost frame of the koan's file is the learner's line.
+    where = _last_entry_in(excinfo, koan_file)
+    if any(isinstance(e, TodoError) for e in chain):
+        return Attribution(Cause.TODO, *_todo_site(excinfo, koan_file, where))
+    if any(isinstance(e, BlankError) for e in chain):
+        return Attribution(Cause.BLANK, *_blank_site(excinfo, koan_file, where))
+    blank_site = _blank_site(excinfo, koan_file, None)
+    if blank_site[0] is not None:
+        return Attribution(Cause.BLANK, *blank_site)
+    return Attribution(Cause.WRONG, *where)
+
+
+def _is_timeout(excinfo) -> bool:
+    # pytest-timeout's signal method fails the test with "Timeout (>Ns) from pytest-timeout".
+    return excinfo.typename == "Failed" and "Timeout" in str(excinfo.value)[:40]
+
+
+def _koan_entries(excinfo, koan_file: Path):
+    for entry in excinfo.traceback:
+        try:
+            if Path(entry.path).resolve() == koan_file:
+                yield entry
+        except (TypeError, OSError):
+            continue
+
+
+def _describe(entry) -> tuple[Path, int, str]:
+    try:
+        statement = str(entry.statement).strip()
+    except Exception:  # source not available
+        statement = ""
+    return Path(entry.path), entry.lineno + 1, statement
+
+
+def _last_entry_in(excinfo, koan_file: Path) -> tuple[Path | None, int | None, str]:
+    entries = list(_koan_entries(excinfo, koan_file))
+    return _describe(entries[-1]) if entries else (None, None, "")
+
+
+def _blank_site(excinfo, koan_file, fallback):
+    """The innermost statement of the koan's file that still contains `__`."""
+    for entry in reversed(list(_koan_entries(excinfo, koan_file))):
+        described = _describe(entry)
+        if has_blank(described[2]):
+            return described
+    return fallback if fallback is not None else (None, None, "")
+
+
+def _todo_site(excinfo, koan_file, fallback):
+    """The `todo(...)` call in the koan's file, else where the koan called the stub."""
+    for entry in reversed(list(_koan_entries(excinfo, koan_file))):
+        described = _describe(entry)
+        if "todo(" in described[2]:
+            return described
+    return fallback

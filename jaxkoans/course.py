@@ -1,0 +1,83 @@
+"""The course as data: each chapter's `chapter.toml` (titles, devices, float64, file order, hints).
+
+A chapter's data lives beside its koans, in `koans/NN/chapter.toml`; `answers/NN` shares it, so
+the two trees cannot disagree on order, devices or hints.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KOANS = REPO / "koans"
+ANSWERS = REPO / "answers"
+MANIFEST = "chapter.toml"
+
+
+@dataclass(frozen=True)
+class Hint:
+    zh: tuple[str, ...]
+    en: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Chapter:
+    number: str  # the directory name, "01" … "11"
+    title_zh: str
+    title_en: str
+    devices: int = 1  # CPU devices the chapter's koans need
+    x64: bool = False  # run the chapter's koans with jax_enable_x64
+    files: tuple[str, ...] = ()  # test files in course order
+    hints: dict[str, Hint] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def title(self) -> str:
+        return f"{self.number} {self.title_zh} / {self.title_en}"
+
+    def file_rank(self, filename: str) -> int:
+        """Position of a test file in course order; unlisted files come last."""
+        return self.files.index(filename) if filename in self.files else len(self.files)
+
+    def hint(self, filename: str, koan: str) -> Hint | None:
+        return self.hints.get(f"{filename}::{koan}")
+
+
+@cache
+def load_chapter(manifest: Path) -> Chapter:
+    data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    hints = {
+        key: Hint(zh=tuple(_levels(value.get("zh"))), en=tuple(_levels(value.get("en"))))
+        for key, value in data.pop("hints", {}).items()
+    }
+    return Chapter(
+        number=manifest.parent.name,
+        title_zh=data["title_zh"],
+        title_en=data["title_en"],
+        devices=int(data.get("devices", 1)),
+        x64=bool(data.get("x64", False)),
+        files=tuple(data.get("files", ())),
+        hints=hints,
+    )
+
+
+def _levels(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def chapter_for(test_file: Path) -> Chapter | None:
+    """The chapter a test file belongs to: its own directory's manifest, else its koans/ twin's."""
+    directory = Path(test_file).resolve().parent
+    for candidate in (directory / MANIFEST, KOANS / directory.name / MANIFEST):
+        if candidate.is_file():
+            return load_chapter(candidate)
+    return None
+
+
+def all_chapters(root: Path = KOANS) -> list[Chapter]:
+    """Every chapter under `root`, in course order."""
+    return [load_chapter(m) for m in sorted(root.glob(f"*/{MANIFEST}"))]

@@ -1,0 +1,131 @@
+"""The pytest plugin of the course: JAX set up per chapter, course order, readable koan failures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jaxkoans import course, runtime
+from jaxkoans.classify import Attribution, Cause, KoanState, attribute
+from jaxkoans.report import render_failure
+
+ATTRIBUTION = pytest.StashKey[Attribution]()
+OVERRIDES = pytest.StashKey[list[str]]()
+
+
+def _chapters_named_by(args: list[str]) -> list[course.Chapter]:
+    """Chapters under the paths on the command line (fake courses in tests included)."""
+    found = []
+    for arg in args:
+        path = Path(arg.split("::")[0])
+        if path.is_file():
+            chapter = course.chapter_for(path)
+            found += [chapter] if chapter else []
+        elif path.is_dir():
+            found += [course.load_chapter(m) for m in path.rglob(course.MANIFEST)]
+    return found
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Configure JAX once per process, before any koan computes anything."""
+    chapters = course.all_chapters() + _chapters_named_by(config.args)
+    devices = max([c.devices for c in chapters], default=1)
+    config.stash[OVERRIDES] = runtime.environment_overrides(devices)
+    try:
+        runtime.configure(devices)
+    except runtime.SetupError as error:
+        raise pytest.UsageError(str(error)) from None
+    config.addinivalue_line("markers", "koan: a koan of the course (added by the harness)")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Say what JAX the koans run on, and which environment settings were overridden."""
+    import jax
+
+    lines = [f"jax-koans: jax {jax.__version__}, CPU, float64 per chapter"]
+    return lines + [f"jax-koans: ⚠️ {note}" for note in config.stash.get(OVERRIDES, [])]
+
+
+def _course_key(item: pytest.Item) -> tuple:
+    path = Path(item.path)
+    chapter = course.chapter_for(path)
+    if chapter is None:
+        return (1, str(path), item.reportinfo()[1] or 0)
+    return (0, chapter.number, chapter.file_rank(path.name), item.reportinfo()[1] or 0)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run koans in course order: chapter, the chapter's file order, then line."""
+    items.sort(key=_course_key)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """Give each koan its chapter's float64 setting and check its device count."""
+    chapter = course.chapter_for(Path(item.path))
+    if chapter is None:
+        return (yield)
+    runtime.set_x64(chapter.x64)
+    try:
+        runtime.require_devices(chapter.devices)
+    except runtime.SetupError as error:
+        pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
+    try:
+        return (yield)
+    finally:
+        runtime.set_x64(False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Turn a koan's failure into a short report that names its blank, TODO or wrong answer."""
+    report: pytest.TestReport = yield
+    chapter = course.chapter_for(Path(item.path))
+    if chapter is None or not isinstance(item, pytest.Function):
+        return report
+    if report.passed and report.when == "call":
+        report.user_properties.append(("koan_state", KoanState.PASSED.value))
+    if not report.failed or call.excinfo is None:
+        return report
+    found = attribute(call.excinfo, Path(item.path))
+    item.stash[ATTRIBUTION] = found
+    report.user_properties.append(("koan_state", found.state.value))
+    report.user_properties.append(("koan_cause", found.cause.value))
+    if found.lineno:
+        report.user_properties.append(("koan_line", found.lineno))
+    details = _learner_traceback(item, call.excinfo) if found.cause is Cause.WRONG else ""
+    report.longrepr = render_failure(
+        chapter, item, found, details, start=Path(item.config.invocation_params.dir)
+    )
+    return report
+
+
+def _learner_traceback(item: pytest.Item, excinfo) -> str:
+    """pytest's report of the failure with only the learner's frames (the koan's file):
+    JAX's and the harness's frames are hidden."""
+    koan_file = Path(item.path)
+
+    def own_frames(info):
+        own = info.traceback.filter(lambda entry: _same_file(entry.path, koan_file))
+        return own if len(own) else info.traceback
+
+    style = item.config.getoption("tbstyle", "auto")
+    return str(
+        excinfo.getrepr(
+            funcargs=True,
+            showlocals=item.config.getoption("showlocals", False),
+            style="long" if style == "auto" else style,
+            tbfilter=own_frames,
+            truncate_locals=True,
+        )
+    )
+
+
+def _same_file(path, koan_file: Path) -> bool:
+    try:
+        return os.path.samefile(path, koan_file)
+    except (OSError, TypeError):
+        return False

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Sets the course up on a fresh machine and shows where the learner stands.
+#   bash setup.sh            create .venv (Python >= 3.12), install the pinned packages, check, progress
+# Safe to run again: an existing .venv is reused and only what is missing is installed.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+python_ok() {  # prints the interpreter's path when it is Python >= 3.12
+  "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && command -v "$1"
+}
+
+find_python() {
+  local candidate
+  for candidate in "${JAX_KOANS_PYTHON:-}" python3.13 python3.12 python3 python; do
+    [ -n "$candidate" ] && python_ok "$candidate" && return 0
+  done
+  # pyenv keeps versions that are not on PATH until selected.
+  if command -v pyenv >/dev/null 2>&1; then
+    for version in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[2-9]|[2-9][0-9])' | sort -V -r); do
+      python_ok "$(pyenv root)/versions/$version/bin/python" && return 0
+    done
+  fi
+  for candidate in "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do
+    [ -x "$candidate" ] && python_ok "$candidate" && return 0
+  done
+  return 1
+}
+
+if [ ! -x .venv/bin/python ]; then
+  if ! python=$(find_python); then
+    echo "需要 Python ≥ 3.12 / needs Python >= 3.12: install one (e.g. 'pyenv install 3.12') or set JAX_KOANS_PYTHON=/path/to/python3.12" >&2
+    exit 1
+  fi
+  echo "→ Python: $python ($("$python" --version))"
+  "$python" -m venv .venv
+fi
+
+echo "→ pip install -e . (jax 0.12.0.1, flax, optax, orbax, pytest …)"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+
+.venv/bin/python progress.py doctor
+.venv/bin/python progress.py
+echo
+echo "下一步 / next:  source .venv/bin/activate && pytest koans/01"

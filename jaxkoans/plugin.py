@@ -10,6 +10,7 @@ import pytest
 from jaxkoans import course, runtime
 from jaxkoans.classify import Attribution, Cause, KoanState, attribute
 from jaxkoans.report import render_failure
+from jaxkoans.results import Recorder
 
 ATTRIBUTION = pytest.StashKey[Attribution]()
 OVERRIDES = pytest.StashKey[list[str]]()
@@ -28,6 +29,13 @@ def _chapters_named_by(args: list[str]) -> list[course.Chapter]:
     return found
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """--koans-record: where progress.py and grading read the run's results."""
+    parser.getgroup("jax-koans").addoption(
+        "--koans-record", metavar="PATH", help="write one JSON line per koan result to PATH"
+    )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Configure JAX once per process, before any koan computes anything."""
@@ -38,7 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
         runtime.configure(devices)
     except runtime.SetupError as error:
         raise pytest.UsageError(str(error)) from None
-    config.addinivalue_line("markers", "koan: a koan of the course (added by the harness)")
+    record = config.getoption("koans_record", None)
+    if record and not hasattr(config, "workerinput"):  # the xdist controller records
+        config.pluginmanager.register(Recorder(Path(record), Path(config.rootpath)), "koans-record")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -1,0 +1,157 @@
+"""Where a learner stands: run the koans in a subprocess, read its record, summarise.
+
+The run happens in a child process under a timeout, so a learner's endless loop, a crash in a
+C++ kernel or a file that does not parse costs that file's koans, never the whole report. Nothing
+here writes to a learner's files: the record goes to a temporary directory.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxkoans import course, results
+from jaxkoans.classify import KoanState
+
+RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
+TEST_DEF = re.compile(r"^def (test_\w+)\s*\(", re.MULTILINE)
+
+
+@dataclass
+class Koan:
+    chapter: course.Chapter
+    path: Path  # the koan's file, relative to the repository
+    name: str
+    line: int  # where to look: the blank, the TODO, the failure, else the def
+    state: str = KoanState.NOT_STARTED.value
+    cause: str = ""
+    doc: str = ""
+    note: str = ""  # why the state is what it is, when the run could not say
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.path.as_posix()}::{self.name}"
+
+
+@dataclass
+class Progress:
+    koans: list[Koan]
+    problems: list[str] = field(default_factory=list)  # files that did not run, hangs
+
+    def of(self, chapter: course.Chapter) -> list[Koan]:
+        return [k for k in self.koans if k.chapter.number == chapter.number]
+
+    def next_koan(self, path: list[str], chapter: str | None = None) -> Koan | None:
+        order = {number: i for i, number in enumerate(path)}
+        candidates = [k for k in self.koans if k.state != KoanState.PASSED.value]
+        if chapter:
+            candidates = [k for k in candidates if k.chapter.number == chapter]
+        candidates.sort(key=lambda k: order.get(k.chapter.number, len(order)))
+        return candidates[0] if candidates else None
+
+
+def recommended_path(root: Path = course.KOANS) -> list[str]:
+    manifest = root / "course.toml"
+    if manifest.is_file():
+        return list(tomllib.loads(manifest.read_text(encoding="utf-8"))["path"])
+    return [c.number for c in course.all_chapters(root)]
+
+
+def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
+    """(name, def line, docstring) of each koan in a file, read without importing it."""
+    text = test_file.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # still count the koans of a file the learner broke
+        return [(m.group(1), text.count("\n", 0, m.start()) + 1, "") for m in TEST_DEF.finditer(text)]
+    return [
+        (node.name, node.lineno, ast.get_docstring(node) or "")
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
+    ]
+
+
+def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
+    """Every koan of the chosen chapters, in course order, before anything runs."""
+    koans = []
+    for chapter in chapters:
+        directory = root / chapter.number
+        files = sorted(directory.glob("test_*.py"), key=lambda p: (chapter.file_rank(p.name), p.name))
+        for test_file in files:
+            relative = test_file.relative_to(course.REPO)
+            for name, line, doc in listed_koans(test_file):
+                koans.append(Koan(chapter, relative, name, line, doc=doc))
+    return koans
+
+
+def run_koans(targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S) -> tuple[list[dict], str]:
+    """Run pytest on `targets` in a child process; return its record's events and any problem."""
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
+        record = Path(scratch) / "record.jsonl"
+        command = [
+            sys.executable, "-m", "pytest", *targets,
+            "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider",
+            f"--koans-record={record}",
+        ]
+        if workers > 1:
+            command += ["-n", str(workers)]
+        problem = ""
+        try:
+            finished = subprocess.run(
+                command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                text=True, timeout=timeout_s, start_new_session=True, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            problem = f"the koans did not finish within {timeout_s} s"
+        else:
+            if finished.returncode not in (0, 1):  # 0 all passed, 1 some failed
+                tail = "\n".join(finished.stderr.strip().splitlines()[-5:])
+                problem = f"pytest stopped with exit code {finished.returncode}: {tail}"
+        events = results.read(record) if record.exists() else []
+        return events, problem
+
+
+def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
+    progress = Progress(koans)
+    by_id = {k.nodeid: k for k in koans}
+    finished = set()
+    for event in events:
+        if event["event"] == "koan" and event["nodeid"] in by_id:
+            koan = by_id[event["nodeid"]]
+            koan.state, koan.cause = event["state"], event.get("cause", "")
+            koan.line = event.get("line") or koan.line
+            finished.add(koan.nodeid)
+        elif event["event"] == "collect-error":
+            progress.problems.append(f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}")
+            for koan in koans:
+                if koan.path.as_posix() == event["path"]:
+                    koan.state, koan.note = KoanState.FAILING.value, "file does not import"
+                    finished.add(koan.nodeid)
+    if problem:
+        running = [e["nodeid"] for e in events if e["event"] == "running" and e["nodeid"] not in finished]
+        where = f" (still running: {running[-1]})" if running else ""
+        progress.problems.append(problem + where)
+    for koan in koans:
+        if koan.nodeid not in finished and not koan.note:
+            koan.state, koan.note = KoanState.FAILING.value, "did not report (crash or hang)"
+    return progress
+
+
+def measure(chapter: str | None = None, workers: int | None = None) -> Progress:
+    chapters = course.all_chapters()
+    if chapter:
+        chapters = [c for c in chapters if c.number == chapter]
+    koans = inventory(course.KOANS, chapters)
+    targets = sorted({k.path.parent.as_posix() for k in koans})
+    if not targets:
+        return Progress([])
+    workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(targets))
+    events, problem = run_koans(targets, workers)
+    return merge(koans, events, problem)

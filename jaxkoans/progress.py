@@ -97,7 +97,7 @@ def run_koans(targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S) 
         record = Path(scratch) / "record.jsonl"
         command = [
             sys.executable, "-m", "pytest", *targets,
-            "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider",
+            "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider", "--continue-on-collection-errors",
             f"--koans-record={record}",
         ]
         if workers > 1:

@@ -52,11 +52,20 @@ def initial_carry(batch_shape=()):
     return zeros, zeros
 
 
-def run_unpadded(params, x):
-    """参考实现：一条未补齐的序列 x [L, D]（L 可以是 0）。
-    Reference: one unpadded sequence x [L, D] (L may be 0). Returns ((h, c), ys [L, H]).
+def numpy_lstm(params, x):
+    """参考实现（纯 numpy）：逐步运行一条未补齐的序列 x [L, D]（L 可以是 0）。
+    Reference in plain numpy: step through one unpadded sequence x [L, D] (L may be 0).
+    Returns ((h, c), ys [L, H]).
     """
-    return lax.scan(lambda carry, x_t: lstm_cell(params, carry, x_t), initial_carry(), x)
+    wx, wh, b = (np.asarray(params[k], np.float64) for k in ("wx", "wh", "b"))
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    h, c, ys = np.zeros(H), np.zeros(H), []
+    for x_t in np.asarray(x, np.float64):
+        i, f, g, o = np.split(x_t @ wx + h @ wh + b, 4)
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        ys.append(h)
+    return (h, c), np.array(ys).reshape(len(ys), H)
 
 
 def padded_batch(total_steps=T, pad_value=0.0):
@@ -135,10 +144,10 @@ def test_final_state_equals_unpadded_run():
     """
     params = init_params()
     xs, lengths = padded_batch()
-    (h, c), _ = masked_lstm(params, xs, lengths)
+    (h, c), _ = jax.jit(masked_lstm)(params, xs, lengths)
     assert h.shape == c.shape == (B, H)
     for b, n in enumerate(LENGTHS):
-        (h_ref, c_ref), _ = run_unpadded(params, xs[b, :n])
+        (h_ref, c_ref), _ = numpy_lstm(params, np.asarray(xs)[b, :n])
         np.testing.assert_allclose(h[b], h_ref, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(c[b], c_ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(h[1], np.zeros(H))  # length 0 / 长度 0
@@ -152,10 +161,10 @@ def test_padded_outputs_are_zero_valid_outputs_match():
     """
     params = init_params()
     xs, lengths = padded_batch(pad_value=3.0)  # padding that is not zero / 补齐值不是 0
-    _, ys = masked_lstm(params, xs, lengths)
+    _, ys = jax.jit(masked_lstm)(params, xs, lengths)
     assert ys.shape == (B, T, H)
     for b, n in enumerate(LENGTHS):
-        _, ys_ref = run_unpadded(params, xs[b, :n])
+        _, ys_ref = numpy_lstm(params, np.asarray(xs)[b, :n])
         np.testing.assert_allclose(ys[b, :n], ys_ref, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(ys[b, n:], np.zeros((T - n, H)))
 

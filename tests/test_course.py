@@ -1,0 +1,145 @@
+"""The authoring gate: every koan fails for its blank, passes answered, and teaches in two languages.
+
+Like rustlings' `dev check`, each failure says what to fix and where.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from jaxkoans import course, twins
+from jaxkoans.progress import listed_koans
+
+from .conftest import koan_files
+
+KOAN_FILES = koan_files(course.KOANS)
+CHAPTERS = course.all_chapters()
+CJK = re.compile(r"[\u4e00-\u9fff]")
+ENGLISH = re.compile(r"[A-Za-z]{3,}(?:\W+[A-Za-z]{2,}){3,}")  # a few English words in a row
+
+
+def ids(paths: list[Path]) -> list[str]:
+    return [p.relative_to(course.KOANS).as_posix() for p in paths]
+
+
+def answer_of(koan_file: Path) -> Path:
+    return course.ANSWERS / koan_file.relative_to(course.KOANS)
+
+
+def test_course_has_chapters_with_koans():
+    assert CHAPTERS, "koans/NN/chapter.toml: no chapter found"
+    assert KOAN_FILES, "koans/NN/test_*.py: no koan found"
+
+
+def test_koans_and_answers_hold_the_same_files():
+    koans = {p.relative_to(course.KOANS) for p in koan_files(course.KOANS)}
+    answers = {p.relative_to(course.ANSWERS) for p in koan_files(course.ANSWERS)}
+    assert koans - answers == set(), "koans without an answer file in answers/"
+    assert answers - koans == set(), "answer files without a koan file in koans/"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
+def test_chapter_manifest_lists_its_files_and_hints(chapter: course.Chapter):
+    directory = course.KOANS / chapter.number
+    present = sorted(p.name for p in directory.glob("test_*.py"))
+    assert chapter.title_zh and chapter.title_en, f"{directory}/chapter.toml: titles missing"
+    assert sorted(chapter.files) == present, (
+        f"{directory}/chapter.toml: `files` must list exactly the chapter's test files in course order"
+    )
+    koans = {f"{f}::{name}" for f in present for name, _, _ in listed_koans(directory / f)}
+    assert set(chapter.hints) - koans == set(), "hints for koans that do not exist"
+    assert koans - set(chapter.hints) == set(), "koans without a hint in chapter.toml"
+
+
+@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
+def test_koan_and_answer_are_twins(koan_file: Path):
+    report = twins.compare(koan_file, answer_of(koan_file))
+    assert report.ok, "\n".join(report.problems)
+    assert report.blanks or report.todo_bodies or report.regions, f"{koan_file}: nothing to fill in"
+    koan_names = [n for n, _, _ in listed_koans(koan_file)]
+    assert koan_names == [n for n, _, _ in listed_koans(answer_of(koan_file))]
+
+
+@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
+def test_every_koan_teaches_in_chinese_and_english(koan_file: Path):
+    chapter = course.chapter_for(koan_file)
+    for name, line, doc in listed_koans(koan_file):
+        where = f"{koan_file}:{line} {name}"
+        assert CJK.search(doc) and ENGLISH.search(doc), f"{where}: docstring needs Chinese and English"
+        hint = chapter.hint(koan_file.name, name)
+        assert hint and hint.zh and hint.en, f"{where}: needs a hint with zh and en levels"
+        assert all(CJK.search(t) for t in hint.zh), f"{where}: a zh hint level has no Chinese"
+        assert all(ENGLISH.search(t) for t in hint.en), f"{where}: an en hint level is not English"
+
+
+def _gives_away(answer: str, hint: str) -> bool:
+    """A blank's answer (an expression of 4+ characters) copied into a hint verbatim."""
+    answer = answer.strip()
+    if len(answer) < 4 or answer.replace(".", "").isdigit():
+        return False
+    return re.search(rf"(?<![\w.]){re.escape(answer)}(?![\w])", hint) is not None
+
+
+@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
+def test_no_hint_gives_the_answer_away(koan_file: Path):
+    report = twins.compare(koan_file, answer_of(koan_file))
+    chapter = course.chapter_for(koan_file)
+    tree = ast.parse(koan_file.read_text(encoding="utf-8"))
+    spans = [(n.name, n.lineno, n.end_lineno) for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for name, _, _ in listed_koans(koan_file):
+        hint = chapter.hint(koan_file.name, name)
+        texts = " ".join((hint.zh + hint.en) if hint else ())
+        start, end = next((s, e) for n, s, e in spans if n == name)
+        own = [answer for line, answer in report.blanks if start <= line <= end]
+        given = [a for a in own if _gives_away(a, texts)]
+        assert not given, f"{koan_file}::{name}: the hint contains the answer {given}"
+        body_lines = [ln.strip() for b in report.todo_bodies.values() for ln in b.splitlines()]
+        copied = [ln for ln in body_lines if len(ln) > 24 and ln in texts]
+        assert not copied, f"{koan_file}::{name}: the hint copies the solution's code {copied}"
+
+
+def _by_nodeid(events: list[dict]) -> dict[str, dict]:
+    return {e["nodeid"]: e for e in events if e["event"] == "koan"}
+
+
+def _expected(tree: Path) -> list[str]:
+    return [
+        f"{f.relative_to(course.REPO).as_posix()}::{name}"
+        for f in koan_files(tree)
+        for name, _, _ in listed_koans(f)
+    ]
+
+
+def test_every_answer_passes_under_xdist(answers_run):
+    errors = [e for e in answers_run if e["event"] == "collect-error"]
+    assert not errors, f"answer files that do not import: {errors}"
+    seen = _by_nodeid(answers_run)
+    missing = [n for n in _expected(course.ANSWERS) if n not in seen]
+    assert not missing, f"answers that did not run: {missing}"
+    skipped = [n for n, e in seen.items() if e["state"] == "skipped"]
+    assert not skipped, f"answers skipped on this machine: {skipped}"
+    failing = [f"{n} ({e['cause']}, line {e['line']})" for n, e in seen.items() if e["state"] != "passed"]
+    assert not failing, "answers that fail (run `pytest <nodeid>` to see why):\n  " + "\n  ".join(failing)
+
+
+def test_every_koan_fails_because_of_its_blank(koans_run):
+    errors = [e for e in koans_run if e["event"] == "collect-error"]
+    assert not errors, f"koan files that do not import: {errors}"
+    seen = _by_nodeid(koans_run)
+    missing = [n for n in _expected(course.KOANS) if n not in seen]
+    assert not missing, f"koans that did not run: {missing}"
+    passing = [n for n, e in seen.items() if e["state"] == "passed"]
+    assert not passing, f"koans that pass as shipped (nothing left to learn): {passing}"
+    wrong = [
+        f"{n} ({e['cause']} at line {e['line']})"
+        for n, e in seen.items()
+        if e["state"] != "not_started"
+    ]
+    assert not wrong, (
+        "koans that fail for another reason than their blank or TODO (a typo, an import, an "
+        "unrelated exception?) — run `pytest <nodeid>` and look for ❌:\n  " + "\n  ".join(wrong)
+    )

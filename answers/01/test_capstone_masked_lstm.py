@@ -10,6 +10,8 @@ the carry (h, c) must stay exactly as it was and the output is 0. One compiled p
 handles every mix of lengths and still agrees with running each sequence alone, unpadded.
 """
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +26,7 @@ LENGTHS = [5, 0, 7]  # a short one, an empty one, a full one / 短的、空的�
 # ---- 给定代码 / given code -------------------------------------------------------------
 
 
+@jax.jit  # one compiled call instead of many eager ops / 一次编译代替多次逐个执行
 def init_params():
     """固定的 LSTM 参数（来自 jax.random.key(0)）。/ Fixed LSTM parameters from jax.random.key(0)."""
     k_x, k_h, k_b = jax.random.split(jax.random.key(0), 3)
@@ -68,6 +71,7 @@ def numpy_lstm(params, x):
     return (h, c), np.array(ys).reshape(len(ys), H)
 
 
+@partial(jax.jit, static_argnums=0)
 def padded_batch(total_steps=T, pad_value=0.0):
     """固定的一批输入 xs [B, total_steps, D]：有效部分固定，补齐部分填 pad_value。
     A fixed batch xs [B, total_steps, D]: the valid part is fixed, the padding holds pad_value.

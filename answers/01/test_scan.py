@@ -106,7 +106,7 @@ def test_scan_carry_can_be_any_pytree():
     def step(stats, x):
         n = stats["n"] + 1
         mean = stats["mean"] + (x - stats["mean"]) / n  # running mean, one sample at a time
-        return {"n": n, "mean": mean}, mean
+        return {"n": n, "mean": mean}, mean  # same structure as stats
 
     xs = jnp.array([2.0, 4.0, 9.0, 1.0])
     init = {"n": jnp.int32(0), "mean": jnp.float32(0.0)}

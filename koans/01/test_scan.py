@@ -105,14 +105,14 @@ def test_scan_carry_can_be_any_pytree():
 
     def step(stats, x):
         n = stats["n"] + 1
-        mean = stats["mean"] + (x - stats["mean"]) / n  # running mean, one sample at a time
-        return __, mean
+        mean = stats["mean"] + (x - stats["mean"]) / __  # running mean, one sample at a time
+        return {"n": n, "mean": mean}, mean  # same structure as stats
 
     xs = jnp.array([2.0, 4.0, 9.0, 1.0])
     init = {"n": jnp.int32(0), "mean": jnp.float32(0.0)}
     final, means = lax.scan(step, init, xs)
     assert jax.tree.structure(final) == jax.tree.structure(init)
-    assert int(final["n"]) == 4
+    assert int(final["n"]) == __
     np.testing.assert_allclose(means, np.cumsum(xs) / np.arange(1, 5), rtol=1e-6)
 
 

@@ -143,3 +143,16 @@ def test_every_koan_fails_because_of_its_blank(koans_run):
         "koans that fail for another reason than their blank or TODO (a typo, an import, an "
         "unrelated exception?) — run `pytest <nodeid>` and look for ❌:\n  " + "\n  ".join(wrong)
     )
+
+
+def test_koans_and_answers_collect_together_without_collisions():
+    import subprocess
+    import sys
+
+    listing = subprocess.run(
+        [sys.executable, "-m", "pytest", "koans", "answers", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=course.REPO, capture_output=True, text=True, timeout=300, check=False,
+    )
+    collected = [line for line in listing.stdout.splitlines() if "::test" in line]
+    assert listing.returncode == 0, listing.stdout[-2000:] + listing.stderr[-2000:]
+    assert len(collected) == len(_expected(course.KOANS)) + len(_expected(course.ANSWERS))

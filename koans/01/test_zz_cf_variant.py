@@ -143,7 +143,7 @@ def test_while_loop_carry_keeps_its_type():
     def halves(init):
         return lax.while_loop(lambda c: c < 2, lambda c: c + 0.5, init)
 
-    assert halves(0).dtype == __
+    assert halves(0).dtype == jnp.float32
     assert float(halves(0)) == 2.0
 
     with pytest.raises(TypeError, match="carry input and carry output must have equal types"):
@@ -164,6 +164,6 @@ def test_vmap_of_cond_with_batched_predicate_becomes_select():
     unbatched = _prims(jax.make_jaxpr(jax.vmap(f, in_axes=(None, 0)))(True, xs))
 
     assert ("cond" in batched, "select_n" in batched) == (False, True)
-    assert ("sin" in batched, "cos" in batched) == (True, True)
+    assert ("sin" in batched, "cos" in batched) == __
     assert ("cond" in unbatched, "select_n" in unbatched) == (True, False)
     np.testing.assert_allclose(jax.vmap(f)(xs > 0, xs), np.where(xs > 0, np.sin(xs), np.cos(xs)))

@@ -11,6 +11,7 @@ from jaxkoans import course, runtime
 from jaxkoans.classify import Attribution, Cause, KoanState, attribute
 from jaxkoans.report import render_failure
 from jaxkoans.results import Recorder
+from jaxkoans.watchdog import Watchdog
 
 ATTRIBUTION = pytest.StashKey[Attribution]()
 OVERRIDES = pytest.StashKey[list[str]]()
@@ -83,9 +84,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         runtime.require_devices(chapter.devices)
     except runtime.SetupError as error:
         pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
+    watchdog = Watchdog(item)
     try:
         return (yield)
     finally:
+        watchdog.disarm()
         runtime.set_x64(False)
 
 

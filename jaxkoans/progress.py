@@ -100,8 +100,9 @@ def run_koans(targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S) 
             "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider", "--continue-on-collection-errors",
             f"--koans-record={record}",
         ]
-        if workers > 1:
-            command += ["-n", str(workers)]
+        # Always through pytest-xdist, even with one worker: a worker that crashes or is
+        # stopped by the watchdog is replaced, and the remaining koans still run.
+        command += ["-n", str(max(1, workers))]
         problem = ""
         try:
             finished = subprocess.run(

@@ -99,6 +99,20 @@ def test_an_endless_loop_times_out_with_an_explanation(pytester):
     result.stdout.fnmatch_lines(["*⏱️ 超时 / timed out*", "*endless loop*"])
 
 
+def test_an_endless_while_loop_inside_xla_is_stopped_and_the_rest_runs(pytester):
+    chapter(pytester, "01", {"test_a.py": '''
+        def test_hang():
+            """死循环。A while_loop that never ends runs inside XLA, out of a signal's reach."""
+            lax.while_loop(lambda c: c >= 0, lambda c: c + 1 - 1, 0).block_until_ready()
+
+        def test_after():
+            """之后。The koans after it still run."""
+    '''})
+    result = run(pytester, "01", "--timeout=1", "-p", "xdist", "-n", "1")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stderr.fnmatch_lines(["*⏱️ 超时 / timed out: *test_a.py::test_hang*"])
+
+
 def test_float64_and_devices_follow_each_chapter_in_one_run(pytester):
     check = '''
         def test_settings():

@@ -12,8 +12,8 @@ from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
 
 def test_captured_array_becomes_a_constant_of_the_jaxpr():
-    """闭包捕获的数组不是输入：它成为 staged 程序的常量（jaxpr.consts / constvars，打印在 `;` 之前），
-    只有函数参数出现在 invars 里。
+    """闭包捕获的数组不是输入：它成为 staged 程序的常量
+    （jaxpr.consts / constvars，打印在 `;` 之前），只有函数参数出现在 invars 里。
     A closed-over array is not an input: it becomes a constant of the staged program
     (jaxpr.consts / constvars, printed before the `;`); only the arguments are invars.
     """
@@ -43,12 +43,13 @@ def test_captured_python_scalar_is_inlined_and_captured_array_is_baked_into_hlo(
     hlo = jax.jit(lambda x: x * w).lower(jnp.ones(3)).as_text()
     assert "stablehlo.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]>" in hlo
     signature = hlo.split("func.func public @main(")[1].split(")")[0]
-    assert signature.count("%arg") == 1  # w is not a parameter of the compiled program
+    assert signature.count("%arg") == 1  # parameters of the compiled program
 
 
 def test_jit_keeps_the_old_value_of_a_changed_global():
     """⚠️ 陷阱 / trap：jit 只在追踪时读取闭包里的 Python 值（全局变量同理），之后复用缓存的程序，
-    所以值改了以后，同样形状的调用仍返回旧结果；换一个形状触发重新追踪，才读到新值——同一函数两种答案。
+    所以值改了以后，同样形状的调用仍返回旧结果；换一个形状触发重新追踪，才读到新值——
+    同一函数两种答案。
     jit reads a captured Python value (or a global) only while tracing; the cached program keeps
     the old value. After it changes, a call with the same shape still gives the old result,
     while a new shape retraces and sees the new value: one function, two answers.
@@ -61,13 +62,14 @@ def test_jit_keeps_the_old_value_of_a_changed_global():
 
     assert float(scaled(1.0)) == 2.0
     config["scale"] = 10.0
-    assert float(scaled(1.0)) == 2.0  # cache hit: the trace saw scale == 2.0
-    np.testing.assert_array_equal(scaled(jnp.ones(2)), [10.0, 10.0])  # new shape: retraced
+    assert float(scaled(1.0)) == 2.0
+    np.testing.assert_array_equal(scaled(jnp.ones(2)), [10.0, 10.0])
 
 
 def test_pass_changing_values_as_arguments():
     """❌ 旧写法 / ✅ 推荐写法：会变的值别藏在闭包/全局里，作为参数传进去。
-    作为普通（被追踪的）参数：值变了结果跟着变，且不重新追踪；作为静态参数：结果也对，但每个新值都重新编译。
+    作为普通（被追踪的）参数：值变了结果跟着变，且不重新追踪；
+    作为静态参数：结果也对，但每个新值都重新追踪、重新编译。
     Pass values that change as arguments instead of closing over them. As a traced argument
     the result follows the value without a retrace; as a static argument it is also right, but
     every new value retraces. (A Python side effect runs only while tracing: it counts traces.)
@@ -81,7 +83,7 @@ def test_pass_changing_values_as_arguments():
 
     assert float(traced_scale(1.0, 2.0)) == 2.0
     assert float(traced_scale(1.0, 10.0)) == 10.0
-    assert len(traces) == 1  # one trace serves every value of scale
+    assert len(traces) == 1
 
     static_traces = []
 
@@ -92,7 +94,7 @@ def test_pass_changing_values_as_arguments():
 
     assert float(static_scale(1.0, scale=2.0)) == 2.0
     assert float(static_scale(1.0, scale=10.0)) == 10.0
-    assert len(static_traces) == 2  # a new static value means a new trace and compile
+    assert len(static_traces) == 2
 
 
 def test_tree_util_partial_is_a_pytree_functools_partial_is_not():

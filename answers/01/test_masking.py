@@ -1,4 +1,4 @@
-"""01 · 掩码：where、安全梯度、掩码均值与掩码 softmax / masking: where, safe gradients, masked reductions."""
+"""01 · 掩码：where、安全梯度、掩码均值、掩码 softmax / masking and masked reductions."""
 
 import jax
 import jax.numpy as jnp
@@ -68,7 +68,7 @@ def test_masked_mean_divides_by_the_number_of_valid_entries():
     mask = jnp.array([1.0, 1.0, 1.0, 1.0, 0.0])
 
     wrong = jnp.mean(x * mask)
-    assert float(wrong) == 2.0  # 10 / 5
+    assert float(wrong) == 2.0
 
     right = jnp.sum(x * mask) / jnp.sum(mask)
     expected = np.mean(np.asarray(x)[np.asarray(mask) > 0])  # mean of the valid entries only

@@ -1,4 +1,4 @@
-"""01 · 结构化控制流 / structured control flow: lax.cond, lax.switch, lax.fori_loop, lax.while_loop."""
+"""01 · 结构化控制流 / structured control flow: cond, switch, fori_loop, while_loop."""
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,8 @@ def _prims(closed_jaxpr):
 
 
 def test_python_if_on_tracer_fails_use_lax_cond():
-    """❌ 旧写法 / ✅ 推荐写法：jit 里对被追踪的值写 Python `if` 会报错；用 lax.cond 把分支放进计算图。
+    """❌ 旧写法 / ✅ 推荐写法：jit 里对被追踪的值写 Python `if` 会报错；
+    用 lax.cond 把两个分支都放进计算图。
     ❌ old way / ✅ recommended: a Python `if` on a traced value under jit raises; lax.cond puts
     both branches into the computation and picks one at run time.
     """
@@ -38,7 +39,8 @@ def test_python_if_on_tracer_fails_use_lax_cond():
 
 
 def test_cond_traces_both_branches_false_first():
-    """lax.cond 总是追踪两个分支（即使谓词是具体的 True）；jaxpr 的 branches 按索引排列，0 号是 false 分支。
+    """lax.cond 总是追踪两个分支（即使谓词是具体的 True）；
+    jaxpr 的 branches 按索引排列，0 号是 false 分支。
     lax.cond always traces both branches (even with a concrete True predicate); the jaxpr's
     `branches` are ordered by index, and index 0 is the false branch.
     """
@@ -95,7 +97,8 @@ def test_switch_clamps_out_of_range_index():
 
 
 def test_while_loop_rejects_reverse_mode():
-    """⚠️ 陷阱 / trap：jax.grad 穿不过 lax.while_loop（反向模式要存下未知步数的中间值），前向模式 jvp 可以。
+    """⚠️ 陷阱 / trap：jax.grad 穿不过 lax.while_loop（反向模式要存下未知步数的中间值），
+    前向模式 jvp 可以。
     ⚠️ trap: jax.grad cannot go through lax.while_loop (reverse mode would need to store an
     unknown number of steps); forward mode (jvp) works.
     """
@@ -135,7 +138,8 @@ def test_fori_loop_with_static_bounds_is_a_scan():
 
 
 def test_while_loop_carry_keeps_its_type():
-    """while_loop 的 carry 类型固定：弱类型的 Python 0 可被提升为 float32，jnp.int32(0) 则报 TypeError。
+    """while_loop 的 carry 类型固定：弱类型的 Python 0 可被提升为 float32，
+    jnp.int32(0) 则报 TypeError。
     A while_loop carry keeps its type: a weakly typed Python 0 may be promoted to float32, but
     jnp.int32(0) raises a TypeError.
     """
@@ -151,7 +155,8 @@ def test_while_loop_carry_keeps_its_type():
 
 
 def test_vmap_of_cond_with_batched_predicate_becomes_select():
-    """vmap 下谓词被批处理的 cond 变成 select_n：两个分支都会对整个批次执行。谓词不被批处理时仍是 cond。
+    """vmap 下谓词被批处理的 cond 变成 select_n：两个分支都会对整个批次执行；
+    谓词不被批处理时仍是 cond。
     Under vmap a cond with a batched predicate becomes select_n: both branches run on the whole
     batch. With an unbatched predicate it stays a cond.
     """

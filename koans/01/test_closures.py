@@ -1,0 +1,126 @@
+"""01 · 闭包与追踪：捕获的值变成常量 / closures under tracing: captured values become constants."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.tree_util import Partial
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+
+def test_captured_array_becomes_a_constant_of_the_jaxpr():
+    """闭包捕获的数组不是输入：它成为 staged 程序的常量
+    （jaxpr.consts / constvars，打印在 `;` 之前），只有函数参数出现在 invars 里。
+    A closed-over array is not an input: it becomes a constant of the staged program
+    (jaxpr.consts / constvars, printed before the `;`); only the arguments are invars.
+    """
+    w = jnp.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        return x * w  # w is captured, x is an argument
+
+    jaxpr = jax.make_jaxpr(f)(jnp.ones(3))
+    assert len(jaxpr.invars) == __
+    assert len(jaxpr.consts) == __
+    np.testing.assert_array_equal(jaxpr.consts[0], w)
+    assert str(jaxpr).startswith("{ lambda a:f32[3]; b:f32[3].")  # constvar ; invar
+
+
+def test_captured_python_scalar_is_inlined_and_captured_array_is_baked_into_hlo():
+    """捕获的 Python 标量直接内联成 jaxpr 里的字面量（没有 consts）；
+    捕获的数组在 jit 降级后被烘焙进 StableHLO，成为一个 stablehlo.constant。
+    A captured Python scalar is inlined as a literal (no consts at all); a captured array is
+    baked into the lowered StableHLO as a stablehlo.constant.
+    """
+    jaxpr = jax.make_jaxpr(lambda x: x * 2.5)(jnp.ones(3))
+    assert jaxpr.consts == __
+    assert "mul a 2.5:f32[]" in str(jaxpr)
+
+    w = jnp.array([1.0, 2.0, 3.0])
+    hlo = jax.jit(lambda x: x * w).lower(jnp.ones(3)).as_text()
+    assert "stablehlo.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]>" in hlo
+    signature = hlo.split("func.func public @main(")[1].split(")")[0]
+    assert signature.count("%arg") == __  # parameters of the compiled program
+
+
+def test_jit_keeps_the_old_value_of_a_changed_global():
+    """⚠️ 陷阱 / trap：jit 只在追踪时读取闭包里的 Python 值（全局变量同理），之后复用缓存的程序，
+    所以值改了以后，同样形状的调用仍返回旧结果；换一个形状触发重新追踪，才读到新值——
+    同一函数两种答案。
+    jit reads a captured Python value (or a global) only while tracing; the cached program keeps
+    the old value. After it changes, a call with the same shape still gives the old result,
+    while a new shape retraces and sees the new value: one function, two answers.
+    """
+    config = {"scale": 2.0}
+
+    @jax.jit
+    def scaled(x):
+        return x * config["scale"]
+
+    assert float(scaled(1.0)) == 2.0
+    config["scale"] = 10.0
+    assert float(scaled(1.0)) == __
+    np.testing.assert_array_equal(scaled(jnp.ones(2)), __)
+
+
+def test_pass_changing_values_as_arguments():
+    """❌ 旧写法 / ✅ 推荐写法：会变的值别藏在闭包/全局里，作为参数传进去。
+    作为普通（被追踪的）参数：值变了结果跟着变，且不重新追踪；
+    作为静态参数：结果也对，但每个新值都重新追踪、重新编译。
+    Pass values that change as arguments instead of closing over them. As a traced argument
+    the result follows the value without a retrace; as a static argument it is also right, but
+    every new value retraces. (A Python side effect runs only while tracing: it counts traces.)
+    """
+    traces = []
+
+    @jax.jit
+    def traced_scale(x, scale):
+        traces.append("traced")
+        return x * scale
+
+    assert float(traced_scale(1.0, 2.0)) == 2.0
+    assert float(traced_scale(1.0, 10.0)) == 10.0
+    assert len(traces) == __
+
+    static_traces = []
+
+    @functools.partial(jax.jit, static_argnames="scale")
+    def static_scale(x, scale):
+        static_traces.append("traced")
+        return x * scale
+
+    assert float(static_scale(1.0, scale=2.0)) == 2.0
+    assert float(static_scale(1.0, scale=10.0)) == 10.0
+    assert len(static_traces) == __
+
+
+def test_tree_util_partial_is_a_pytree_functools_partial_is_not():
+    """functools.partial 绑定的参数藏在一个不透明对象里：把它传给 jit 函数会报 TypeError。
+    jax.tree_util.Partial 是 pytree：绑定的数组/数值成为叶子（被追踪），函数本身在树结构里（静态），
+    换一个绑定值不会重新追踪。
+    A functools.partial is opaque to JAX: passing it to a jitted function raises TypeError.
+    jax.tree_util.Partial is a pytree: the bound values are leaves (traced), the function is
+    part of the tree structure (static), so a new bound value does not retrace.
+    """
+
+    def scale(x, k):
+        return x * k
+
+    traces = []
+
+    @jax.jit
+    def apply(fn, x):
+        traces.append("traced")
+        return fn(x)
+
+    with pytest.raises(__):
+        apply(functools.partial(scale, k=2.0), jnp.ones(2))
+
+    bound = Partial(scale, k=2.0)
+    assert jax.tree_util.tree_leaves(bound) == __
+    np.testing.assert_array_equal(apply(bound, jnp.ones(2)), [2.0, 2.0])
+    np.testing.assert_array_equal(apply(Partial(scale, k=10.0), jnp.ones(2)), [10.0, 10.0])
+    assert len(traces) == __

@@ -116,6 +116,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """A koan file that does not parse: say where, in one short report, not an import traceback."""
+    report = yield
+    if report.failed and isinstance(collector, pytest.Module):
+        chapter = course.chapter_for(Path(collector.path))
+        problem = syntax_problem(Path(collector.path)) if chapter else None
+        if problem:
+            report.longrepr = problem
+    return report
+
+
+def syntax_problem(path: Path) -> str | None:
+    try:
+        compile(path.read_text(encoding="utf-8"), str(path), "exec")
+    except SyntaxError as error:
+        line = (error.text or "").rstrip("\n")
+        caret = " " * max((error.offset or 1) - 1, 0) + "^"
+        return (
+            f"🛠️ 语法错误 / syntax error: {path.name}:{error.lineno}: {error.msg}\n"
+            f"   > {line}\n     {caret}\n"
+            "   这个文件的 koan 都无法运行，其他文件不受影响。\n"
+            "   The koans of this file cannot run until it parses; other files are not affected."
+        )
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def _learner_traceback(item: pytest.Item, excinfo) -> str:
     """pytest's report of the failure with only the learner's frames (the koan's file):
     JAX's and the harness's frames are hidden."""

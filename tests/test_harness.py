@@ -178,3 +178,14 @@ def test_the_record_says_each_koans_state(pytester):
     }
     assert [e["path"] for e in events if e["event"] == "collect-error"] == ["01/test_broken.py"]
     assert events[-1]["event"] == "finish"
+
+
+def test_a_syntax_error_costs_only_its_own_file(pytester):
+    chapter(pytester, "01", {"test_a.py": "def test_broken(:\n    pass\n", "test_b.py": '''
+        def test_fine():
+            """好。The other file still runs."""
+    '''})
+    result = run(pytester, "01")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*🛠️ 语法错误 / syntax error: test_a.py:4*", "*> def test_broken(:*"])
+    result.stdout.no_fnmatch_line("*Traceback*")

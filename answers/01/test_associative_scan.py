@@ -103,13 +103,13 @@ def test_associative_scan_needs_an_associative_fn():
     associative_scan regroups the work (e.g. (x0∘x1)∘(x2∘x3)), so fn must be associative.
     Subtraction is not: the result is silently wrong, no error is raised.
     """
-    xs = jnp.array([1.0, 2.0, 3.0, 4.0])
+    xs = jnp.array([10.0, 1.0, 2.0, 3.0])
     parallel = jax.jit(lax.associative_scan, static_argnums=0)(jnp.subtract, xs)
     xs_np = np.asarray(xs)
     sequential = [functools.reduce(operator.sub, xs_np[: t + 1]) for t in range(4)]  # ((x0-x1)-x2)-…
     np.testing.assert_array_equal(parallel[:3], sequential[:3])  # short prefixes still agree
-    assert sequential[3] == -8.0
-    assert float(parallel[3]) == 0.0
+    assert sequential[3] == 4.0
+    assert float(parallel[3]) == 10.0
 
 
 def prefix_scan(fn, elems):

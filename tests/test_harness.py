@@ -23,7 +23,10 @@ def chapter(pytester: pytest.Pytester, number: str, files: dict[str, str], **set
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "jaxkoans.plugin", "-p", "no:cacheprovider", *args)
+    # the repository's pyproject.toml passes --continue-on-collection-errors the same way
+    return pytester.runpytest_subprocess(
+        "-p", "jaxkoans.plugin", "-p", "no:cacheprovider", "--continue-on-collection-errors", *args
+    )
 
 
 def test_a_blank_reads_as_one_short_report(pytester):
@@ -168,7 +171,7 @@ def test_the_record_says_each_koans_state(pytester):
             assert 1 == 1
     ''', "test_broken.py": "def test_x(:\n"})
     record = pytester.path / "record.jsonl"
-    run(pytester, "01", f"--koans-record={record}", "--continue-on-collection-errors")
+    run(pytester, "01", f"--koans-record={record}")
     events = results.read(record)
     states = {e["name"]: (e["state"], e["cause"]) for e in events if e["event"] == "koan"}
     assert states == {

@@ -20,7 +20,7 @@ def test_segment_sum_adds_rows_that_share_an_id():
     ids = jnp.array([1, 0, 1, 1])
 
     summed = jax.ops.segment_sum(data, ids, num_segments=2)
-    np.testing.assert_array_equal(summed, [[2.0, 20.0], [8.0, 80.0]])
+    np.testing.assert_array_equal(summed, __)
 
     reference = np.zeros((2, 2), np.float32)
     np.add.at(reference, np.asarray(ids), np.asarray(data))
@@ -41,12 +41,12 @@ def test_empty_segments_get_the_identity_of_the_reduction():
     maxes = jax.ops.segment_max(data, ids, num_segments=3)
     mins = jax.ops.segment_min(data, ids, num_segments=3)
     np.testing.assert_array_equal(sums, [3.0, 0.0, 12.0])
-    np.testing.assert_array_equal(prods, [2.0, 1.0, 60.0])
-    np.testing.assert_array_equal(maxes, [2.0, -np.inf, 5.0])
-    np.testing.assert_array_equal(mins, [1.0, np.inf, 3.0])
+    np.testing.assert_array_equal(prods, __)
+    np.testing.assert_array_equal(maxes, __)
+    np.testing.assert_array_equal(mins, __)
 
     int_max = jax.ops.segment_max(data.astype(jnp.int32), ids, num_segments=3)
-    assert int(int_max[1]) == np.iinfo(np.int32).min
+    assert int(int_max[1]) == __
 
     jaxpr = jax.make_jaxpr(lambda d: jax.ops.segment_max(d, ids, num_segments=3))(data)
     assert "broadcast_in_dim -inf" in str(jaxpr)  # the output starts filled with the identity
@@ -61,7 +61,7 @@ def test_out_of_range_segment_ids_are_silently_dropped():
     ids = jnp.array([0, 0, 5, -1, 2])
 
     summed = jax.ops.segment_sum(data, ids, num_segments=3)
-    np.testing.assert_array_equal(summed, [3.0, 0.0, 5.0])
+    np.testing.assert_array_equal(summed, __)
 
 
 def test_num_segments_must_be_static_under_jit():
@@ -79,10 +79,10 @@ def test_num_segments_must_be_static_under_jit():
     def derived(data, ids):
         return jax.ops.segment_sum(data, ids, num_segments=ids.max() + 1)
 
-    with pytest.raises(jax.errors.ConcretizationTypeError):
+    with pytest.raises(__):
         derived(data, ids)
 
-    @partial(jax.jit, static_argnames="num_segments")
+    @partial(jax.jit, static_argnames=__)
     def static(data, ids, num_segments):
         return jax.ops.segment_sum(data, ids, num_segments=num_segments)
 

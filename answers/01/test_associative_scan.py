@@ -12,8 +12,8 @@ from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
 def test_associative_scan_with_add_is_cumsum():
-    """associative_scan(fn, xs) 求出所有前缀 x0∘x1∘…∘xt；fn 满足结合律时能以 O(log n) 的深度并行计算。
-    fn=加法就是 cumsum，fn=maximum 就是前缀最大值。
+    """associative_scan(fn, xs) 求出所有前缀 x0∘x1∘…∘xt；fn 满足结合律时能以 O(log n)
+    的深度并行计算。fn=加法就是 cumsum，fn=maximum 就是前缀最大值。
     associative_scan(fn, xs) computes every prefix x0∘x1∘…∘xt; when fn is associative this runs
     in O(log n) depth, in parallel. fn=add gives cumsum, fn=maximum gives the running maximum.
     """
@@ -30,13 +30,14 @@ def test_associative_scan_with_add_is_cumsum():
 
 
 def test_associative_scan_reverse_gives_suffixes():
-    """reverse=True 求后缀：结果[i] 组合 xs[i:] 的全部元素；fn 的左参数是更靠后的元素（和 scan(reverse=True) 的访问顺序一致）。
+    """reverse=True 求后缀：结果[i] 组合 xs[i:] 的全部元素；fn 的左参数是更靠后的元素
+    （与 scan(reverse=True) 的访问顺序一致）。
     reverse=True computes suffixes: result[i] combines all of xs[i:]; fn's left argument is the
     element nearer the end (the order scan(reverse=True) visits them in).
     """
 
     def append_digits(left, right):
-        # (number of digits, value): write right's digits after left's. Associative, not commutative.
+        # (number of digits, value): right's digits go after left's. Associative, not commutative.
         (n_left, left_value), (n_right, right_value) = left, right
         return n_left + n_right, left_value * 10**n_right + right_value
 
@@ -60,7 +61,8 @@ def test_associative_scan_along_an_axis():
 
     @jax.jit
     def along_axes(m):
-        return lax.associative_scan(jnp.add, m, axis=1), lax.associative_scan(jnp.maximum, m, axis=0)
+        row_sums = lax.associative_scan(jnp.add, m, axis=1)
+        return row_sums, lax.associative_scan(jnp.maximum, m, axis=0)
 
     m = jnp.array([[1, 5, 2], [4, 0, 6]])
     row_sums, column_max = along_axes(m)
@@ -106,7 +108,8 @@ def test_associative_scan_needs_an_associative_fn():
     xs = jnp.array([10.0, 1.0, 2.0, 3.0])
     parallel = jax.jit(lax.associative_scan, static_argnums=0)(jnp.subtract, xs)
     xs_np = np.asarray(xs)
-    sequential = [functools.reduce(operator.sub, xs_np[: t + 1]) for t in range(4)]  # ((x0-x1)-x2)-…
+    # one after the other: ((x0 - x1) - x2) - x3
+    sequential = [functools.reduce(operator.sub, xs_np[: t + 1]) for t in range(4)]
     np.testing.assert_array_equal(parallel[:3], sequential[:3])  # short prefixes still agree
     assert sequential[3] == 4.0
     assert float(parallel[3]) == 10.0
@@ -115,9 +118,11 @@ def test_associative_scan_needs_an_associative_fn():
 def prefix_scan(fn, elems):
     """并行前缀扫描（Hillis–Steele）：沿第 0 轴计算与 lax.associative_scan(fn, elems) 相同的结果。
     - elems：一个数组，或数组组成的 pytree（如 tuple），所有叶子第 0 轴长度相同，n ≥ 1 任意。
-    - fn(x, y) 满足结合律，逐元素处理一批：x、y 与 elems 结构相同（第 0 轴长度相同），x 是更早的元素。
-    - 只用 jnp / jax.tree 运算，不许用 lax.associative_scan；fn 最多调用 ⌈log2 n⌉ 次左右：
-      偏移 d = 1, 2, 4, …，每轮对所有 i ≥ d 同时做 r[i] ← fn(r[i-d], r[i])。
+    - fn(x, y) 满足结合律，逐元素处理一批：x、y 与 elems 结构相同（第 0 轴长度相同），
+      x 是更早的元素。
+    - 只用 jnp / jax.tree 运算，不许用 lax.associative_scan；fn 最多调用 2·⌈log2 n⌉ 次。
+      Hillis–Steele：偏移 d = 1, 2, 4, …，每轮对所有 i ≥ d 同时做 r[i] ← fn(r[i-d], r[i])
+      （只需 ⌈log2 n⌉ 次调用）；递归的 Blelloch 式（先两两合并，再递归）也可以。
     - 大约 8 行。
     Parallel prefix scan (Hillis–Steele): the same result as lax.associative_scan(fn, elems),
     along axis 0.
@@ -125,8 +130,10 @@ def prefix_scan(fn, elems):
       n ≥ 1 (any n).
     - fn(x, y) is associative and works on batches elementwise: x and y are pytrees like elems
       (same leading length), x holds the earlier elements.
-    - Use only jnp / jax.tree ops, not lax.associative_scan; call fn about ⌈log2 n⌉ times:
-      offsets d = 1, 2, 4, …, each round sets r[i] ← fn(r[i-d], r[i]) for all i ≥ d at once.
+    - Use only jnp / jax.tree ops, not lax.associative_scan; call fn at most 2·⌈log2 n⌉ times.
+      Hillis–Steele: offsets d = 1, 2, 4, …, each round sets r[i] ← fn(r[i-d], r[i]) for all
+      i ≥ d at once (only ⌈log2 n⌉ calls); a recursive Blelloch style (combine pairs, then
+      recurse) is fine too.
     - About 8 lines.
     """
     n = jax.tree.leaves(elems)[0].shape[0]
@@ -187,7 +194,10 @@ def test_write_a_parallel_prefix_scan(monkeypatch):
         return fn
 
     got = jax.jit(lambda es: [prefix_scan(counted(i), e) for i, e in enumerate(es)])(elems)
+    def close(g, w):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
     for i, e in enumerate(elems):
-        jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6), got[i], expected[i])
+        jax.tree.map(close, got[i], expected[i])
         n = jax.tree.leaves(e)[0].shape[0]
         assert calls[i] <= 2 * (n - 1).bit_length()  # O(log n) rounds, not n - 1 sequential calls

@@ -156,7 +156,7 @@ def test_integrate_is_one_scan_and_differentiable():
     np.testing.assert_allclose(dy_dy0, factor**n, rtol=1e-5)
     np.testing.assert_allclose(dy_dy0, np.exp(-t1), rtol=1e-3)  # close, but not exact / 接近而已
     assert abs(float(dy_dy0) - np.exp(-t1)) > 1e-5
-    # h = t1 / n is traced too: d/dt1 of factor(h)^n / h 也被追踪
+    # h = t1 / n is traced too; chain rule with dh/dt1 = 1/n / h 也被追踪，链式法则
     dy_dt1 = jax.grad(lambda t1: integrate(decay, 1.0, 0.0, t1, n))(t1)
     dfactor_dh = -1 + h - h**2 / 2 + h**3 / 6
     np.testing.assert_allclose(dy_dt1, n * factor ** (n - 1) * dfactor_dh / n, rtol=1e-5)

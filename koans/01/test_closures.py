@@ -43,7 +43,7 @@ def test_captured_python_scalar_is_inlined_and_captured_array_is_baked_into_hlo(
     hlo = jax.jit(lambda x: x * w).lower(jnp.ones(3)).as_text()
     assert "stablehlo.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]>" in hlo
     signature = hlo.split("func.func public @main(")[1].split(")")[0]
-    assert signature.count("%arg") == __  # parameters of the compiled program
+    assert signature.count("%arg") == 1  # parameters of the compiled program
 
 
 def test_jit_keeps_the_old_value_of_a_changed_global():
@@ -62,8 +62,8 @@ def test_jit_keeps_the_old_value_of_a_changed_global():
 
     assert float(scaled(1.0)) == 2.0
     config["scale"] = 10.0
-    assert float(scaled(1.0)) == __
-    np.testing.assert_array_equal(scaled(jnp.ones(2)), __)
+    assert float(scaled(1.0)) == 2.0
+    np.testing.assert_array_equal(scaled(jnp.ones(2)), [10.0, 10.0])
 
 
 def test_pass_changing_values_as_arguments():
@@ -83,7 +83,7 @@ def test_pass_changing_values_as_arguments():
 
     assert float(traced_scale(1.0, 2.0)) == 2.0
     assert float(traced_scale(1.0, 10.0)) == 10.0
-    assert len(traces) == __
+    assert len(traces) == 1
 
     static_traces = []
 

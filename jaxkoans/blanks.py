@@ -38,7 +38,10 @@ class _Blank:
     __bool__ = __len__ = __iter__ = __contains__ = __call__ = _refuse
     __getitem__ = __setitem__ = __hash__ = _refuse
     __int__ = __float__ = __complex__ = __index__ = _refuse
-    __array__ = __jax_array__ = __dlpack__ = _refuse
+    # No __jax_array__: JAX rejects an object that merely has one ("Triggering __jax_array__()
+    # during abstractification") before calling it; without it, JAX's probes reach
+    # __getattr__ or __array__ and the BlankError itself surfaces.
+    __array__ = __dlpack__ = _refuse
     __neg__ = __pos__ = __abs__ = __invert__ = _refuse
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
     __matmul__ = __rmatmul__ = __truediv__ = __rtruediv__ = _refuse

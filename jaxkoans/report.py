@@ -6,7 +6,7 @@ import inspect
 import os
 from pathlib import Path
 
-from jaxkoans.classify import Attribution, Cause
+from jaxkoans.classify import Attribution, Cause, has_blank
 from jaxkoans.course import Chapter
 
 HEADLINES = {
@@ -27,6 +27,15 @@ def docstring(item) -> str:
     return inspect.cleandoc(getattr(item, "obj", None).__doc__ or "") if hasattr(item, "obj") else ""
 
 
+def open_blanks(item) -> list[tuple[int, str]]:
+    """(line, source) of each line of the koan's function that still contains `__`."""
+    try:
+        lines, start = inspect.getsourcelines(item.obj)
+    except (OSError, TypeError, AttributeError):
+        return []
+    return [(start + i, line.strip()) for i, line in enumerate(lines) if has_blank(line)]
+
+
 def _where(found: Attribution, item, start: Path) -> str:
     path = found.path or Path(item.path)
     lineno = found.lineno or (item.reportinfo()[1] or 0) + 1
@@ -42,6 +51,10 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
     ]
     if found.source and found.cause is not Cause.WRONG:  # pytest shows the wrong line itself
         lines += ["   > " + line for line in found.source.splitlines()]
+    if found.cause is Cause.BLANK and not has_blank(found.source):
+        # JAX used the blank after the function holding it had returned (a scan step, say):
+        # point at the blanks still open instead.
+        lines += [f"   > {number}: {text}" for number, text in open_blanks(item)]
     if found.cause is Cause.TIMEOUT:
         lines += ["", TIMEOUT_ADVICE]
     if found.cause is Cause.WRONG:

@@ -57,6 +57,18 @@ def test_a_blank_that_jax_trips_over_is_still_the_blank(pytester):
     result.stdout.no_fnmatch_line("*ValueError*")
 
 
+def test_a_blank_returned_from_a_traced_function_is_the_blank(pytester):
+    chapter(pytester, "01", {"test_a.py": '''
+        def test_scan_step():
+            """步骤。The blank is the carry a scan step returns."""
+            def step(c, x):
+                return __, x
+            lax.scan(step, 0.0, jnp.ones(3))
+    '''})
+    result = run(pytester, "01")
+    result.stdout.fnmatch_lines(["*✍️ 填空 / fill in the blank*", "*> 8: return __, x"])
+
+
 def test_an_unwritten_todo_points_at_the_stub(pytester):
     chapter(pytester, "01", {"test_a.py": '''
         def double(x):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,24 +108,23 @@ def test_no_hint_gives_the_answer_away(koan_file: Path):
         assert not copied, f"{koan_file}::{name}: the hint copies the solution's code {copied}"
 
 
-def _by_nodeid(events: list[dict]) -> dict[str, dict]:
-    return {e["nodeid"]: e for e in events if e["event"] == "koan"}
-
-
-def _expected(tree: Path) -> list[str]:
-    return [
+def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, dict]:
+    """The run's result for each koan of `tree`; every file imported and every koan ran."""
+    errors = [e for e in events if e["event"] == "collect-error"]
+    assert not errors, f"files of {tree.name}/ that do not import: {errors}"
+    seen = {e["nodeid"]: e for e in events if e["event"] == "koan"}
+    expected = [
         f"{f.relative_to(course.REPO).as_posix()}::{name}"
         for f in koan_files(tree)
         for name, _, _ in listed_koans(f)
     ]
+    missing = [n for n in expected if n not in seen]
+    assert not missing, f"koans of {tree.name}/ that did not run: {missing}"
+    return seen
 
 
 def test_every_answer_passes_under_xdist(answers_run):
-    errors = [e for e in answers_run if e["event"] == "collect-error"]
-    assert not errors, f"answer files that do not import: {errors}"
-    seen = _by_nodeid(answers_run)
-    missing = [n for n in _expected(course.ANSWERS) if n not in seen]
-    assert not missing, f"answers that did not run: {missing}"
+    seen = results_of_every_koan(answers_run, course.ANSWERS)
     skipped = [n for n, e in seen.items() if e["state"] == "skipped"]
     assert not skipped, f"answers skipped on this machine: {skipped}"
     failing = [f"{n} ({e['cause']}, line {e['line']})" for n, e in seen.items() if e["state"] != "passed"]
@@ -131,18 +132,10 @@ def test_every_answer_passes_under_xdist(answers_run):
 
 
 def test_every_koan_fails_because_of_its_blank(koans_run):
-    errors = [e for e in koans_run if e["event"] == "collect-error"]
-    assert not errors, f"koan files that do not import: {errors}"
-    seen = _by_nodeid(koans_run)
-    missing = [n for n in _expected(course.KOANS) if n not in seen]
-    assert not missing, f"koans that did not run: {missing}"
+    seen = results_of_every_koan(koans_run, course.KOANS)
     passing = [n for n, e in seen.items() if e["state"] == "passed"]
     assert not passing, f"koans that pass as shipped (nothing left to learn): {passing}"
-    wrong = [
-        f"{n} ({e['cause']} at line {e['line']})"
-        for n, e in seen.items()
-        if e["state"] != "not_started"
-    ]
+    wrong = [f"{n} ({e['cause']} at line {e['line']})" for n, e in seen.items() if e["state"] != "not_started"]
     assert not wrong, (
         "koans that fail for another reason than their blank or TODO (a typo, an import, an "
         "unrelated exception?) — run `pytest <nodeid>` and look for ❌:\n  " + "\n  ".join(wrong)
@@ -150,13 +143,11 @@ def test_every_koan_fails_because_of_its_blank(koans_run):
 
 
 def test_koans_and_answers_collect_together_without_collisions():
-    import subprocess
-    import sys
-
     listing = subprocess.run(
         [sys.executable, "-m", "pytest", "koans", "answers", "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=course.REPO, capture_output=True, text=True, timeout=300, check=False,
     )
     collected = [line for line in listing.stdout.splitlines() if "::test" in line]
     assert listing.returncode == 0, listing.stdout[-2000:] + listing.stderr[-2000:]
-    assert len(collected) == len(_expected(course.KOANS)) + len(_expected(course.ANSWERS))
+    koans = sum(len(listed_koans(f)) for f in koan_files(course.KOANS))
+    assert len(collected) == 2 * koans

@@ -19,16 +19,22 @@ import os
 import sys
 from pathlib import Path
 
-if sys.version_info < (3, 12):
-    sys.exit("需要 Python ≥ 3.12 / needs Python >= 3.12: run `bash setup.sh`, then `source .venv/bin/activate`")
+if sys.version_info < (3, 12):  # noqa: UP036 (run by a 3.11 `python` too: say what to do)
+    sys.exit(
+        "需要 Python ≥ 3.12 / needs Python >= 3.12: run `bash setup.sh`, then `source .venv/bin/activate`"
+    )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from jaxkoans import course, doctor  # noqa: E402
-from jaxkoans.classify import KoanState  # noqa: E402
-from jaxkoans.progress import Koan, Progress, measure, recommended_path  # noqa: E402
+from jaxkoans import course, doctor
+from jaxkoans.classify import KoanState
+from jaxkoans.progress import Koan, Progress, measure, recommended_path
 
-MARKS = {KoanState.PASSED.value: "█", KoanState.FAILING.value: "▒", KoanState.NOT_STARTED.value: "░"}
+MARKS = {
+    KoanState.PASSED.value: "█",
+    KoanState.FAILING.value: "▒",
+    KoanState.NOT_STARTED.value: "░",
+}
 BAR_WIDTH = 24
 
 
@@ -40,14 +46,16 @@ def bar(koans: list[Koan]) -> str:
         share = sum(k.state == state for k in koans) / len(koans)
         cells.append(round(share * BAR_WIDTH))
     cells[-1] = BAR_WIDTH - sum(cells[:-1])
-    return "".join(mark * n for mark, n in zip(MARKS.values(), cells))
+    return "".join(mark * n for mark, n in zip(MARKS.values(), cells, strict=True))
 
 
 def counts(koans: list[Koan]) -> dict[str, int]:
     return {state: sum(k.state == state for k in koans) for state in MARKS}
 
 
-def show_summary(progress: Progress, chapters: list[course.Chapter], path: list[str], chapter: str | None) -> None:
+def show_summary(
+    progress: Progress, chapters: list[course.Chapter], path: list[str], chapter: str | None
+) -> None:
     print("JAX 进阶 Koans · 学习进度 / progress\n")
     for ch in chapters:
         own = progress.of(ch)
@@ -59,7 +67,9 @@ def show_summary(progress: Progress, chapters: list[course.Chapter], path: list[
         )
     total = counts(progress.koans)
     n = len(progress.koans) or 1
-    print(f"\n  总计 / total  {bar(progress.koans)}  {total['passed']}/{len(progress.koans)} ({100 * total['passed'] // n} %)")
+    print(
+        f"\n  总计 / total  {bar(progress.koans)}  {total['passed']}/{len(progress.koans)} ({100 * total['passed'] // n} %)"
+    )
     print("  ✅ 通过 / passed   ❌ 尝试中 / attempted   ✍️ 未开始 / not started")
     for problem in progress.problems:
         print(f"\n⚠️  {problem}")
@@ -75,19 +85,32 @@ def show_summary(progress: Progress, chapters: list[course.Chapter], path: list[
     print(f"  提示 / hint:  python progress.py hint {koan.name}")
 
 
-def as_json(progress: Progress, chapters: list[course.Chapter], path: list[str], chapter: str | None) -> dict:
+def as_json(
+    progress: Progress, chapters: list[course.Chapter], path: list[str], chapter: str | None
+) -> dict:
     def koan_dict(k: Koan) -> dict:
         return {
-            "chapter": k.chapter.number, "nodeid": k.nodeid, "file": k.path.as_posix(),
-            "name": k.name, "line": k.line, "state": k.state, "cause": k.cause, "note": k.note,
+            "chapter": k.chapter.number,
+            "nodeid": k.nodeid,
+            "file": k.path.as_posix(),
+            "name": k.name,
+            "line": k.line,
+            "state": k.state,
+            "cause": k.cause,
+            "note": k.note,
         }
 
     following = progress.next_koan(path, chapter)
     return {
         "schema": 1,
         "chapters": [
-            {"number": c.number, "title_zh": c.title_zh, "title_en": c.title_en,
-             "total": len(progress.of(c)), **counts(progress.of(c))}
+            {
+                "number": c.number,
+                "title_zh": c.title_zh,
+                "title_en": c.title_en,
+                "total": len(progress.of(c)),
+                **counts(progress.of(c)),
+            }
             for c in chapters
         ],
         "total": {"total": len(progress.koans), **counts(progress.koans)},
@@ -127,7 +150,9 @@ def show_hint(koan: Koan, lang: str, level: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chapter", metavar="NN", help="only this chapter (e.g. 03)")
     parser.add_argument("--json", action="store_true", help="print the progress as JSON")
     sub = parser.add_subparsers(dest="command")
@@ -144,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
             print(("✅ " if ok else "❌ ") + line)
         return 0 if all(ok for ok, _ in results) else 1
 
-    chapters = [c for c in course.all_chapters() if not args.chapter or c.number == args.chapter.zfill(2)]
+    chapters = [
+        c for c in course.all_chapters() if not args.chapter or c.number == args.chapter.zfill(2)
+    ]
     if not chapters:
         print(f"没有这一章 / no such chapter: {args.chapter}", file=sys.stderr)
         return 2
@@ -160,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
             progress = measure(chapter)
         koan = find_koan(progress, args.koan, path)
         if koan is None:
-            print(f"找不到 koan / no such koan: {args.koan}" if args.koan else "🎉 全部通过 / all passed")
+            print(
+                f"找不到 koan / no such koan: {args.koan}"
+                if args.koan
+                else "🎉 全部通过 / all passed"
+            )
             return 1
         return show_hint(koan, args.lang, args.level)
 

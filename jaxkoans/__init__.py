@@ -2,4 +2,4 @@
 
 from jaxkoans.blanks import BlankError, TodoError, __, todo
 
-__all__ = ["__", "todo", "BlankError", "TodoError"]
+__all__ = ["BlankError", "TodoError", "__", "todo"]

@@ -37,14 +37,22 @@ def checks() -> list[tuple[bool, str]]:
         try:
             have = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            found.append((False, f"{name} 未安装 / not installed (pin {wanted}): run bash setup.sh"))
+            found.append(
+                (False, f"{name} 未安装 / not installed (pin {wanted}): run bash setup.sh")
+            )
             continue
-        found.append((have == wanted, f"{name} {have}" + ("" if have == wanted else f" ≠ pin {wanted}")))
+        found.append(
+            (have == wanted, f"{name} {have}" + ("" if have == wanted else f" ≠ pin {wanted}"))
+        )
     devices = max((c.devices for c in course.all_chapters()), default=1)
     try:
         probe = subprocess.run(
             [sys.executable, "-c", DEVICE_PROBE.format(devices=devices)],
-            cwd=course.REPO, capture_output=True, text=True, timeout=120, check=False,
+            cwd=course.REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         ok = probe.returncode == 0 and probe.stdout.strip() == str(devices)
         detail = probe.stdout.strip() or probe.stderr.strip().splitlines()[-1:]
@@ -52,5 +60,10 @@ def checks() -> list[tuple[bool, str]]:
         ok, detail = False, "timed out"
     found.append((ok, f"JAX: {devices} CPU 设备 / CPU devices and float64 per chapter ({detail})"))
     compiler = shutil.which("g++") or shutil.which("clang++")
-    found.append((compiler is not None, f"C++ 编译器 / compiler for jax.ffi (ch. 05): {compiler or 'missing'}"))
+    found.append(
+        (
+            compiler is not None,
+            f"C++ 编译器 / compiler for jax.ffi (ch. 05): {compiler or 'missing'}",
+        )
+    )
     return found

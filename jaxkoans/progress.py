@@ -70,7 +70,9 @@ def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
     try:
         tree = ast.parse(text)
     except SyntaxError:  # still count the koans of a file the learner broke
-        return [(m.group(1), text.count("\n", 0, m.start()) + 1, "") for m in TEST_DEF.finditer(text)]
+        return [
+            (m.group(1), text.count("\n", 0, m.start()) + 1, "") for m in TEST_DEF.finditer(text)
+        ]
     return [
         (node.name, node.lineno, ast.get_docstring(node) or "")
         for node in tree.body
@@ -83,7 +85,9 @@ def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
     koans = []
     for chapter in chapters:
         directory = root / chapter.number
-        files = sorted(directory.glob("test_*.py"), key=lambda p: (chapter.file_rank(p.name), p.name))
+        files = sorted(
+            directory.glob("test_*.py"), key=lambda p: (chapter.file_rank(p.name), p.name)
+        )
         for test_file in files:
             relative = test_file.relative_to(course.REPO)
             for name, line, doc in listed_koans(test_file):
@@ -91,13 +95,23 @@ def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
     return koans
 
 
-def run_koans(targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S) -> tuple[list[dict], str]:
+def run_koans(
+    targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S
+) -> tuple[list[dict], str]:
     """Run pytest on `targets` in a child process; return its record's events and any problem."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
         record = Path(scratch) / "record.jsonl"
         command = [
-            sys.executable, "-m", "pytest", *targets,
-            "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider", "--continue-on-collection-errors",
+            sys.executable,
+            "-m",
+            "pytest",
+            *targets,
+            "-q",
+            "--tb=no",
+            "--no-header",
+            "-p",
+            "no:cacheprovider",
+            "--continue-on-collection-errors",
             f"--koans-record={record}",
         ]
         # Always through pytest-xdist, even with one worker: a worker that crashes or is
@@ -106,8 +120,14 @@ def run_koans(targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S) 
         problem = ""
         try:
             finished = subprocess.run(
-                command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True, timeout=timeout_s, start_new_session=True, check=False,
+                command,
+                cwd=course.REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=timeout_s,
+                start_new_session=True,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             problem = f"the koans did not finish within {timeout_s} s"
@@ -130,13 +150,17 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
             koan.line = event.get("line") or koan.line
             finished.add(koan.nodeid)
         elif event["event"] == "collect-error":
-            progress.problems.append(f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}")
+            progress.problems.append(
+                f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}"
+            )
             for koan in koans:
                 if koan.path.as_posix() == event["path"]:
                     koan.state, koan.note = KoanState.FAILING.value, "file does not import"
                     finished.add(koan.nodeid)
     if problem:
-        running = [e["nodeid"] for e in events if e["event"] == "running" and e["nodeid"] not in finished]
+        running = [
+            e["nodeid"] for e in events if e["event"] == "running" and e["nodeid"] not in finished
+        ]
         where = f" (still running: {running[-1]})" if running else ""
         progress.problems.append(problem + where)
     for koan in koans:

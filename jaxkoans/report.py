@@ -24,7 +24,9 @@ TIMEOUT_ADVICE = (
 
 
 def docstring(item) -> str:
-    return inspect.cleandoc(getattr(item, "obj", None).__doc__ or "") if hasattr(item, "obj") else ""
+    return (
+        inspect.cleandoc(getattr(item, "obj", None).__doc__ or "") if hasattr(item, "obj") else ""
+    )
 
 
 def open_blanks(item) -> list[tuple[int, str]]:

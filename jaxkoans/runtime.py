@@ -28,7 +28,9 @@ def environment_overrides(devices: int) -> list[str]:
         notes.append(f"XLA_FLAGS device count {match.group(1)} ignored: the course uses {devices}")
     rest = _DEVICE_FLAG.sub("", os.environ.get("XLA_FLAGS", "")).strip()
     if rest:
-        notes.append(f"XLA_FLAGS={rest!r} is in effect: HLO and timings may differ from the answers")
+        notes.append(
+            f"XLA_FLAGS={rest!r} is in effect: HLO and timings may differ from the answers"
+        )
     return notes
 
 

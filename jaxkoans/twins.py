@@ -54,10 +54,13 @@ def _functions(tree: ast.AST) -> dict[str, ast.FunctionDef]:
 def _body_span(fn: ast.FunctionDef) -> tuple[int, int]:
     """0-based [start, end) lines of the body after the docstring."""
     body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        if isinstance(body[0].value.value, str):
-            start = body[0].end_lineno  # the line after the docstring
-            return start, fn.end_lineno
+    first = body[0]
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        return first.end_lineno, fn.end_lineno  # from the line after the docstring
     return body[0].lineno - 1, fn.end_lineno
 
 
@@ -119,7 +122,7 @@ def compare(koan: Path, answer: Path) -> TwinReport:
     if len(k_regions) != len(a_regions):
         report.problems.append(f"{koan}: {REGION_BEGIN}/{REGION_END} regions differ in number")
         return report
-    for n, ((ks, ke), (as_, ae)) in enumerate(zip(k_regions, a_regions)):
+    for n, ((ks, ke), (as_, ae)) in enumerate(zip(k_regions, a_regions, strict=True)):
         k_spans[ks] = (ke, f"fix region {n}")
         a_spans[as_] = (ae, f"fix region {n}")
         report.regions.append("\n".join(a_lines[as_:ae]))
@@ -137,7 +140,9 @@ def compare(koan: Path, answer: Path) -> TwinReport:
                 f"({op}: koan {k_masked[i1:i2]!r} vs answer {a_masked[j1:j2]!r})"
             )
             continue
-        for k_line, a_line, number in zip(k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2]):
+        for k_line, a_line, number in zip(
+            k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], strict=True
+        ):
             match = blank_pattern(k_line).match(a_line) if BLANK.search(k_line) else None
             if match is None or not all(g.strip() for g in match.groups()):
                 report.problems.append(

@@ -51,7 +51,9 @@ class Watchdog:
         limit = limit_for(item)
         self._timer = None
         if limit > 0:
-            self._timer = threading.Timer(limit + GRACE_S, _abort, args=(item.config, item.nodeid, limit))
+            self._timer = threading.Timer(
+                limit + GRACE_S, _abort, args=(item.config, item.nodeid, limit)
+            )
             self._timer.daemon = True
             self._timer.start()
 

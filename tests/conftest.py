@@ -17,9 +17,23 @@ def record_run(tmp_path_factory, tree: str) -> list[dict]:
     """Run `pytest <tree> -n 2` in a child process and return its record's koan events."""
     record = tmp_path_factory.mktemp(tree) / "record.jsonl"
     subprocess.run(
-        [sys.executable, "-m", "pytest", tree, "-n", "2", "-q", "--tb=short", "-p",
-         "no:cacheprovider", f"--koans-record={record}"],
-        cwd=course.REPO, capture_output=True, timeout=RUN_TIMEOUT_S, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            tree,
+            "-n",
+            "2",
+            "-q",
+            "--tb=short",
+            "-p",
+            "no:cacheprovider",
+            f"--koans-record={record}",
+        ],
+        cwd=course.REPO,
+        capture_output=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
     )
     return [e for e in results.read(record) if e["event"] in ("koan", "collect-error")]
 

@@ -75,11 +75,15 @@ def test_every_koan_teaches_in_chinese_and_english(koan_file: Path):
     chapter = course.chapter_for(koan_file)
     for name, line, doc in listed_koans(koan_file):
         where = f"{koan_file}:{line} {name}"
-        assert CJK.search(doc) and is_english(doc, 6), f"{where}: docstring needs Chinese and English"
+        assert CJK.search(doc) and is_english(doc, 6), (
+            f"{where}: docstring needs Chinese and English"
+        )
         hint = chapter.hint(koan_file.name, name)
         assert hint and hint.zh and hint.en, f"{where}: needs a hint with zh and en levels"
         assert all(CJK.search(t) for t in hint.zh), f"{where}: a zh hint level has no Chinese"
-        assert all(is_english(t) and not CJK.search(t) for t in hint.en), f"{where}: an en hint level is not English"
+        assert all(is_english(t) and not CJK.search(t) for t in hint.en), (
+            f"{where}: an en hint level is not English"
+        )
 
 
 def _gives_away(answer: str, hint: str) -> bool:
@@ -127,15 +131,23 @@ def test_every_answer_passes_under_xdist(answers_run):
     seen = results_of_every_koan(answers_run, course.ANSWERS)
     skipped = [n for n, e in seen.items() if e["state"] == "skipped"]
     assert not skipped, f"answers skipped on this machine: {skipped}"
-    failing = [f"{n} ({e['cause']}, line {e['line']})" for n, e in seen.items() if e["state"] != "passed"]
-    assert not failing, "answers that fail (run `pytest <nodeid>` to see why):\n  " + "\n  ".join(failing)
+    failing = [
+        f"{n} ({e['cause']}, line {e['line']})" for n, e in seen.items() if e["state"] != "passed"
+    ]
+    assert not failing, "answers that fail (run `pytest <nodeid>` to see why):\n  " + "\n  ".join(
+        failing
+    )
 
 
 def test_every_koan_fails_because_of_its_blank(koans_run):
     seen = results_of_every_koan(koans_run, course.KOANS)
     passing = [n for n, e in seen.items() if e["state"] == "passed"]
     assert not passing, f"koans that pass as shipped (nothing left to learn): {passing}"
-    wrong = [f"{n} ({e['cause']} at line {e['line']})" for n, e in seen.items() if e["state"] != "not_started"]
+    wrong = [
+        f"{n} ({e['cause']} at line {e['line']})"
+        for n, e in seen.items()
+        if e["state"] != "not_started"
+    ]
     assert not wrong, (
         "koans that fail for another reason than their blank or TODO (a typo, an import, an "
         "unrelated exception?) — run `pytest <nodeid>` and look for ❌:\n  " + "\n  ".join(wrong)
@@ -144,8 +156,22 @@ def test_every_koan_fails_because_of_its_blank(koans_run):
 
 def test_koans_and_answers_collect_together_without_collisions():
     listing = subprocess.run(
-        [sys.executable, "-m", "pytest", "koans", "answers", "--collect-only", "-q", "-p", "no:cacheprovider"],
-        cwd=course.REPO, capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "koans",
+            "answers",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=course.REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     collected = [line for line in listing.stdout.splitlines() if "::test" in line]
     assert listing.returncode == 0, listing.stdout[-2000:] + listing.stderr[-2000:]

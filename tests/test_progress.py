@@ -13,7 +13,10 @@ CHAPTER = course.Chapter(number="01", title_zh="章", title_en="Chapter", files=
 def test_koans_of_a_file_that_does_not_parse_are_still_counted(tmp_path: Path):
     broken = tmp_path / "test_a.py"
     broken.write_text("def test_one():\n    x = (\n\ndef test_two():\n    pass\n", encoding="utf-8")
-    assert [(name, line) for name, line, _ in listed_koans(broken)] == [("test_one", 1), ("test_two", 4)]
+    assert [(name, line) for name, line, _ in listed_koans(broken)] == [
+        ("test_one", 1),
+        ("test_two", 4),
+    ]
 
 
 def _koans() -> list[Koan]:
@@ -21,10 +24,16 @@ def _koans() -> list[Koan]:
 
 
 def test_a_collect_error_marks_only_that_files_koans():
-    koans = _koans() + [Koan(CHAPTER, Path("koans/01/test_b.py"), "test_three", 1)]
+    koans = [*_koans(), Koan(CHAPTER, Path("koans/01/test_b.py"), "test_three", 1)]
     events = [
         {"event": "collect-error", "path": "koans/01/test_a.py", "message": "SyntaxError"},
-        {"event": "koan", "nodeid": "koans/01/test_b.py::test_three", "state": "passed", "cause": "", "line": 3},
+        {
+            "event": "koan",
+            "nodeid": "koans/01/test_b.py::test_three",
+            "state": "passed",
+            "cause": "",
+            "line": 3,
+        },
         {"event": "finish", "exitstatus": 1},
     ]
     progress = merge(koans, events, "")
@@ -35,19 +44,30 @@ def test_a_collect_error_marks_only_that_files_koans():
 def test_a_hang_names_the_koan_that_was_running():
     events = [
         {"event": "running", "nodeid": "koans/01/test_a.py::test_one"},
-        {"event": "koan", "nodeid": "koans/01/test_a.py::test_one", "state": "passed", "cause": "", "line": 1},
+        {
+            "event": "koan",
+            "nodeid": "koans/01/test_a.py::test_one",
+            "state": "passed",
+            "cause": "",
+            "line": 1,
+        },
         {"event": "running", "nodeid": "koans/01/test_a.py::test_two"},
     ]
     progress = merge(_koans(), events, "the koans did not finish within 900 s")
     assert progress.koans[0].state == "passed"
     assert progress.koans[1].note == "did not report (crash or hang)"
-    assert progress.problems == ["the koans did not finish within 900 s (still running: koans/01/test_a.py::test_two)"]
+    assert progress.problems == [
+        "the koans did not finish within 900 s (still running: koans/01/test_a.py::test_two)"
+    ]
 
 
 def test_next_koan_follows_the_recommended_path():
     late = course.Chapter(number="07", title_zh="七", title_en="Seven")
     mid = course.Chapter(number="08", title_zh="八", title_en="Eight")
-    koans = [Koan(late, Path("koans/07/test_x.py"), "test_x", 1), Koan(mid, Path("koans/08/test_y.py"), "test_y", 1)]
+    koans = [
+        Koan(late, Path("koans/07/test_x.py"), "test_x", 1),
+        Koan(mid, Path("koans/08/test_y.py"), "test_y", 1),
+    ]
     progress = merge(koans, [], "")
     assert progress.next_koan(["01", "08", "07"]).name == "test_y"
 

@@ -6,12 +6,15 @@ the two trees cannot disagree on order, devices or hints.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+# The course's root: this checkout, or another course (a fake one in tests, a student's copy
+# being graded) named by JAXKOANS_ROOT. Child processes inherit it.
+REPO = Path(os.environ.get("JAXKOANS_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 KOANS = REPO / "koans"
 ANSWERS = REPO / "answers"
 MANIFEST = "chapter.toml"

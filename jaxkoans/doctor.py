@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import dataclass
 
 from jaxkoans import course
 
@@ -17,9 +18,17 @@ from jaxkoans import runtime
 runtime.configure({devices})
 import jax, jax.numpy as jnp
 runtime.set_x64(True)
-assert jnp.ones(1).dtype == jnp.float64
+assert jnp.ones(1).dtype == jnp.float64, "float64 cannot be switched on"
 print(jax.device_count())
 """
+REINSTALL = "bash setup.sh  (reinstalls the pinned versions into .venv)"
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    line: str  # what was checked and found
+    fix: str = ""  # what to do when it failed
 
 
 def pinned_versions() -> dict[str, str]:
@@ -28,23 +37,27 @@ def pinned_versions() -> dict[str, str]:
     return {m.group(1): m.group(2) for m in pins if m}
 
 
-def checks() -> list[tuple[bool, str]]:
-    """(ok, bilingual line) for each requirement of the course."""
-    found = []
-    python_ok = sys.version_info >= (3, 12)
-    found.append((python_ok, f"Python {sys.version.split()[0]} (≥ 3.12 需要 / needed)"))
-    for name, wanted in pinned_versions().items():
-        try:
-            have = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found.append(
-                (False, f"{name} 未安装 / not installed (pin {wanted}): run bash setup.sh")
-            )
-            continue
-        found.append(
-            (have == wanted, f"{name} {have}" + ("" if have == wanted else f" ≠ pin {wanted}"))
-        )
+def _python() -> Check:
+    version = sys.version.split()[0]
+    return Check(
+        sys.version_info >= (3, 12),
+        f"Python {version} (需要 / needs ≥ 3.12)",
+        "install Python 3.12 or newer (e.g. `pyenv install 3.12`), then rm -rf .venv && bash setup.sh",
+    )
+
+
+def _package(name: str, wanted: str) -> Check:
+    try:
+        have = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return Check(False, f"{name} 未安装 / not installed (pin {wanted})", REINSTALL)
+    same = have == wanted
+    return Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
+
+
+def _devices() -> Check:
     devices = max((c.devices for c in course.all_chapters()), default=1)
+    line = f"JAX: {devices} CPU 设备 / CPU devices, float64 per chapter"
     try:
         probe = subprocess.run(
             [sys.executable, "-c", DEVICE_PROBE.format(devices=devices)],
@@ -54,16 +67,25 @@ def checks() -> list[tuple[bool, str]]:
             timeout=120,
             check=False,
         )
-        ok = probe.returncode == 0 and probe.stdout.strip() == str(devices)
-        detail = probe.stdout.strip() or probe.stderr.strip().splitlines()[-1:]
     except subprocess.TimeoutExpired:
-        ok, detail = False, "timed out"
-    found.append((ok, f"JAX: {devices} CPU 设备 / CPU devices and float64 per chapter ({detail})"))
+        return Check(False, line + " (timed out)", "run `python -c 'import jax'` to see what hangs")
+    if probe.returncode == 0 and probe.stdout.strip() == str(devices):
+        return Check(True, line)
+    why = (probe.stderr.strip().splitlines() or [probe.stdout.strip()])[-1]
+    return Check(False, f"{line}: {why}", "unset JAX_PLATFORMS and XLA_FLAGS, then " + REINSTALL)
+
+
+def _compiler() -> Check:
     compiler = shutil.which("g++") or shutil.which("clang++")
-    found.append(
-        (
-            compiler is not None,
-            f"C++ 编译器 / compiler for jax.ffi (ch. 05): {compiler or 'missing'}",
-        )
+    return Check(
+        compiler is not None,
+        f"C++ 编译器 / compiler for jax.ffi (ch. 05): {compiler or 'missing'}",
+        "install g++ (Debian/Ubuntu: apt install g++) or clang++ (macOS: xcode-select --install)",
     )
-    return found
+
+
+def checks() -> list[Check]:
+    """Every requirement of the course, in the order a fix should happen."""
+    found = [_python()]
+    found += [_package(name, wanted) for name, wanted in pinned_versions().items()]
+    return [*found, _devices(), _compiler()]

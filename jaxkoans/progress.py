@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,9 +18,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans import course, results
+from jaxkoans import course, memory, results
 from jaxkoans.classify import KoanState
 
+DELETED = "deleted from your file / 已从你的文件中删除"
 RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
 TEST_DEF = re.compile(r"^def (test_\w+)\s*\(", re.MULTILINE)
 
@@ -34,6 +36,7 @@ class Koan:
     cause: str = ""
     doc: str = ""
     note: str = ""  # why the state is what it is, when the run could not say
+    recalled: bool = False  # the state was remembered, not measured in this run
 
     @property
     def nodeid(self) -> str:
@@ -44,6 +47,7 @@ class Koan:
 class Progress:
     koans: list[Koan]
     problems: list[str] = field(default_factory=list)  # files that did not run, hangs
+    file_problems: dict[str, str] = field(default_factory=dict)  # file -> why it did not run
 
     def of(self, chapter: course.Chapter) -> list[Koan]:
         return [k for k in self.koans if k.chapter.number == chapter.number]
@@ -90,9 +94,54 @@ def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
         )
         for test_file in files:
             relative = test_file.relative_to(course.REPO)
-            for name, line, doc in listed_koans(test_file):
-                koans.append(Koan(chapter, relative, name, line, doc=doc))
+            present = listed_koans(test_file)
+            koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
+            koans += deleted_koans(chapter, test_file, {name for name, _, _ in present})
     return koans
+
+
+def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -> list[Koan]:
+    """Koans the answer file has and the learner's file lost: they count, as failing."""
+    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+    if not answer.is_file():
+        return []
+    relative = test_file.relative_to(course.REPO)
+    return [
+        Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=DELETED)
+        for name, _, doc in listed_koans(answer)
+        if name not in present
+    ]
+
+
+def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
+    """The child pytest run: the harness named explicitly (any course root), results to `record`."""
+    return [
+        sys.executable, "-m", "pytest", *targets,
+        "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider", "-p", "jaxkoans.plugin",
+        "--import-mode=importlib", "--continue-on-collection-errors",
+        f"--koans-record={record}",
+        # Always through pytest-xdist, even with one worker: a worker that crashes or is
+        # stopped by the watchdog is replaced, and the remaining koans still run.
+        "-n", str(max(1, workers)),
+    ]  # fmt: skip
+
+
+def run_in_group(command: list[str], timeout_s: float) -> tuple[int | None, str]:
+    """Run `command` in a process group of its own; on a timeout or Ctrl-C kill the whole group
+    (pytest and its xdist workers). Returns (exit code, or None on a timeout; stderr)."""
+    child = subprocess.Popen(
+        command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, stderr = child.communicate(timeout=timeout_s)
+        return child.returncode, stderr
+    except subprocess.TimeoutExpired:
+        return None, ""
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
 
 
 def run_koans(
@@ -101,40 +150,13 @@ def run_koans(
     """Run pytest on `targets` in a child process; return its record's events and any problem."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
         record = Path(scratch) / "record.jsonl"
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *targets,
-            "-q",
-            "--tb=no",
-            "--no-header",
-            "-p",
-            "no:cacheprovider",
-            "--continue-on-collection-errors",
-            f"--koans-record={record}",
-        ]
-        # Always through pytest-xdist, even with one worker: a worker that crashes or is
-        # stopped by the watchdog is replaced, and the remaining koans still run.
-        command += ["-n", str(max(1, workers))]
+        code, stderr = run_in_group(pytest_command(targets, record, workers), timeout_s)
         problem = ""
-        try:
-            finished = subprocess.run(
-                command,
-                cwd=course.REPO,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=timeout_s,
-                start_new_session=True,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
+        if code is None:
             problem = f"the koans did not finish within {timeout_s} s"
-        else:
-            if finished.returncode not in (0, 1):  # 0 all passed, 1 some failed
-                tail = "\n".join(finished.stderr.strip().splitlines()[-5:])
-                problem = f"pytest stopped with exit code {finished.returncode}: {tail}"
+        elif code not in (0, 1):  # 0: all passed, 1: some failed
+            tail = "\n".join(stderr.strip().splitlines()[-5:])
+            problem = f"pytest stopped with exit code {code}: {tail}"
         events = results.read(record) if record.exists() else []
         return events, problem
 
@@ -150,9 +172,9 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
             koan.line = event.get("line") or koan.line
             finished.add(koan.nodeid)
         elif event["event"] == "collect-error":
-            progress.problems.append(
-                f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}"
-            )
+            message = f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}"
+            progress.problems.append(message)
+            progress.file_problems[event["path"]] = message
             for koan in koans:
                 if koan.path.as_posix() == event["path"]:
                     koan.state, koan.note = KoanState.FAILING.value, "file does not import"
@@ -169,14 +191,34 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
     return progress
 
 
-def measure(chapter: str | None = None, workers: int | None = None) -> Progress:
-    chapters = course.all_chapters()
-    if chapter:
-        chapters = [c for c in chapters if c.number == chapter]
+def measure(chapter: str | None = None, workers: int | None = None, reuse: bool = True) -> Progress:
+    """Every koan's state: remembered for files unchanged since their last run, run otherwise."""
+    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
     koans = inventory(course.KOANS, chapters)
-    targets = sorted({k.path.parent.as_posix() for k in koans})
-    if not targets:
-        return Progress([])
-    workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(targets))
-    events, problem = run_koans(targets, workers)
-    return merge(koans, events, problem)
+    remembered = memory.load() if reuse else memory.Memory()
+    deleted = [k for k in koans if k.note == DELETED]
+    stale = [k for k in koans if k.note != DELETED and not remembered.recall(k)]
+    problems = remembered.problems_of([k for k in koans if k.recalled])
+    problems += [
+        f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}" for k in deleted
+    ]
+    files = sorted({k.path.as_posix() for k in stale})
+    if files:
+        workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
+        events, problem = run_koans(files, workers)
+        fresh = merge(stale, events, problem)
+        problems += fresh.problems
+        remembered.remember(stale, fresh.file_problems)
+        memory.save(remembered)
+    return Progress(koans, problems)
+
+
+def find_koan(wanted: str | None, chapter: str | None = None) -> Koan | None:
+    """A koan by name (test name, file.py::name or nodeid), or the next one on the path."""
+    if not wanted:
+        return measure(chapter).next_koan(recommended_path(), chapter)
+    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
+    for koan in inventory(course.KOANS, chapters):
+        if wanted in (koan.name, koan.nodeid, f"{koan.path.name}::{koan.name}"):
+            return koan
+    return None

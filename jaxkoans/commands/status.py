@@ -1,0 +1,123 @@
+"""Where the learner stands: per chapter the three states with a bar, and the next koan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from jaxkoans import course
+from jaxkoans.classify import KoanState
+from jaxkoans.progress import Koan, Progress, measure, recommended_path
+
+NAME, HELP = "status", "where you stand and the next koan (the default)"
+MARKS = {
+    KoanState.PASSED.value: "█",
+    KoanState.FAILING.value: "▒",
+    KoanState.NOT_STARTED.value: "░",
+}
+BAR_WIDTH = 24
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chapter", metavar="NN", help="only this chapter (e.g. 03)")
+    parser.add_argument("--json", action="store_true", help="print the progress as JSON")
+    parser.add_argument(
+        "--all", action="store_true", help="re-run every koan, ignoring remembered results"
+    )
+
+
+def chosen_chapters(args) -> tuple[list[course.Chapter], str | None]:
+    """The chapters `--chapter` selects (all without it); exits 2 on an unknown chapter."""
+    wanted = args.chapter.zfill(2) if getattr(args, "chapter", None) else None
+    chapters = [c for c in course.all_chapters() if wanted in (None, c.number)]
+    if not chapters:
+        print(f"没有这一章 / no such chapter: {args.chapter}", file=sys.stderr)
+        raise SystemExit(2)
+    return chapters, wanted
+
+
+def bar(koans: list[Koan]) -> str:
+    if not koans:
+        return "·" * BAR_WIDTH
+    cells = [round(sum(k.state == s for k in koans) / len(koans) * BAR_WIDTH) for s in MARKS]
+    cells[-1] = BAR_WIDTH - sum(cells[:-1])  # passed, failing, then the rest
+    return "".join(mark * n for mark, n in zip(MARKS.values(), cells, strict=True))
+
+
+def counts(koans: list[Koan]) -> dict[str, int]:
+    return {state: sum(k.state == state for k in koans) for state in MARKS}
+
+
+def show(progress: Progress, chapters: list[course.Chapter], following: Koan | None) -> None:
+    print("JAX 进阶 Koans · 学习进度 / progress\n")
+    for chapter in chapters:
+        own = progress.of(chapter)
+        c = counts(own)
+        print(f"  {chapter.number} {chapter.title_zh} / {chapter.title_en}")
+        print(
+            f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
+            f"  ✅ {c['passed']}  ❌ {c['failing']}  ✍️ {c['not_started']}"
+        )
+    total, n = counts(progress.koans), len(progress.koans)
+    percent = 100 * total["passed"] // (n or 1)
+    print(f"\n  总计 / total  {bar(progress.koans)}  {total['passed']}/{n} ({percent} %)")
+    print("  ✅ 通过 / passed   ❌ 尝试中 / attempted   ✍️ 未开始 / not started")
+    for problem in progress.problems:
+        print(f"\n⚠️  {problem}")
+    if following is None:
+        print("\n🎉 全部通过！/ every koan passes!")
+        return
+    print(
+        f"\n下一个 koan / next koan:  {following.chapter.number} · {following.path.name}::{following.name}"
+    )
+    note = f"  ({following.note})" if following.note else ""
+    print(f"  {following.path.as_posix()}:{following.line}{note}")
+    for line in following.doc.splitlines():
+        print(f"  │ {line}")
+    print(f"  运行 / run:   pytest {following.nodeid}")
+    print(f"  提示 / hint:  python progress.py hint {following.name}")
+
+
+def koan_dict(k: Koan) -> dict:
+    return {
+        "chapter": k.chapter.number,
+        "nodeid": k.nodeid,
+        "file": k.path.as_posix(),
+        "name": k.name,
+        "line": k.line,
+        "state": k.state,
+        "cause": k.cause,
+        "note": k.note,
+    }
+
+
+def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan | None) -> dict:
+    return {
+        "schema": 1,
+        "chapters": [
+            {
+                "number": c.number,
+                "title_zh": c.title_zh,
+                "title_en": c.title_en,
+                "total": len(progress.of(c)),
+                **counts(progress.of(c)),
+            }
+            for c in chapters
+        ],
+        "total": {"total": len(progress.koans), **counts(progress.koans)},
+        "next": koan_dict(following) if following else None,
+        "koans": [koan_dict(k) for k in progress.koans],
+        "problems": progress.problems,
+    }
+
+
+def run(args) -> int:
+    chapters, wanted = chosen_chapters(args)
+    progress = measure(wanted, reuse=not args.all)
+    following = progress.next_koan(recommended_path(), wanted)
+    if args.json:
+        print(json.dumps(as_json(progress, chapters, following), ensure_ascii=False, indent=2))
+    else:
+        show(progress, chapters, following)
+    return 0

@@ -1,0 +1,118 @@
+"""A small fake course on disk, for testing the tools end to end (like exercism's examples)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HEADER = "import jax.numpy as jnp\n\nfrom jaxkoans import __, todo  # noqa: F401\n"
+
+ALPHA = '''
+
+def double(x):
+    """Doubles x."""
+    {double}
+
+
+def test_sum():
+    """求和。The sum of three ones is three."""
+    assert int(jnp.ones(3).sum()) == {sum}
+
+
+def test_dtype():
+    """类型。jnp.ones makes float32 by default."""
+    assert jnp.ones(1).dtype == {dtype}
+
+
+def test_double():
+    """加倍。Write double() so that it doubles an array."""
+    assert (double(jnp.ones(2)) == 2).all()
+'''
+BETA = '''
+
+def test_x64():
+    """双精度。This chapter runs in float64."""
+    assert jnp.ones(1).dtype == {dtype}
+'''
+MANIFEST = """title_zh = "{zh}"
+title_en = "{en}"
+x64 = {x64}
+files = ["{file}"]
+{hints}"""
+HINTS = """
+[hints."test_alpha.py::test_sum"]
+zh = ["三个一相加。", "结果是一个整数。"]
+en = ["Three ones added up.", "The result is an integer."]
+
+[hints."test_alpha.py::test_dtype"]
+zh = ["默认精度。"]
+en = ["The default precision."]
+
+[hints."test_alpha.py::test_double"]
+zh = ["乘以二。"]
+en = ["Multiply by two."]
+"""
+PYPROJECT = """[tool.pytest.ini_options]
+addopts = "--import-mode=importlib --continue-on-collection-errors"
+timeout = 3
+"""
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def make_course(root: Path) -> Path:
+    """koans/ and answers/ of two chapters (01: three koans; 02: float64), in a git repository."""
+    write(root / "pyproject.toml", PYPROJECT)
+    write(root / "koans" / "course.toml", 'path = ["01", "02"]\n')
+    alpha = dict(double='todo("return 2 * x")', sum="__", dtype="__")
+    solved = dict(double="return 2 * x", sum="3", dtype="jnp.float32")
+    for tree, values in (("koans", alpha), ("answers", solved)):
+        write(root / tree / "01" / "test_alpha.py", HEADER + ALPHA.format(**values))
+    write(root / "koans" / "02" / "test_beta.py", HEADER + BETA.format(dtype="__"))
+    write(root / "answers" / "02" / "test_beta.py", HEADER + BETA.format(dtype="jnp.float64"))
+    write(
+        root / "koans" / "01" / "chapter.toml",
+        MANIFEST.format(zh="第一章", en="Chapter one", x64="false", file="test_alpha.py", hints=HINTS),
+    )
+    write(
+        root / "koans" / "02" / "chapter.toml",
+        MANIFEST.format(zh="第二章", en="Chapter two", x64="true", file="test_beta.py", hints=""),
+    )
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "course"], check=True)
+    return root
+
+
+def solve(root: Path, chapter: str, name: str) -> None:
+    """Copy a koan file's answer over it, as a learner who finished it would have."""
+    answer = (root / "answers" / chapter / name).read_text(encoding="utf-8")
+    (root / "koans" / chapter / name).write_text(answer, encoding="utf-8")
+
+
+def progress(
+    root: Path, *args: str, timeout: float = 300, env_extra: dict | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    """Run this checkout's progress.py on the course at `root`."""
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "LANG": "C.UTF-8", **(env_extra or {})}
+    return subprocess.run(
+        [sys.executable, str(REPO / "progress.py"), *args],
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout, **kwargs,
+    )  # fmt: skip
+
+
+def tree_digest(root: Path) -> dict[str, bytes]:
+    """Every file under koans/, to prove a command left them alone."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in (root / "koans").rglob("*") if p.is_file()}
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")

@@ -177,6 +177,36 @@ def test_damaged_memory_is_set_aside(course):
     json.loads((store / "results.json").read_text())
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` (Linux /proc)."""
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            children = (task / "children").read_text().split() if (task / "children").exists() else []
+            found.update(int(c) for c in children)
+            todo += [int(c) for c in children]
+    return found
+
+
+def is_alive(pid: int) -> bool:
+    """Running, not merely a zombie waiting for a parent that is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(condition, deadline_s: float = 60.0):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
 def test_ctrl_c_stops_cleanly_and_keeps_nothing_half_written(course):
     (course / "koans" / "01" / "test_slow.py").write_text(BROKEN["loop"], encoding="utf-8")
     before = tree_digest(course)
@@ -185,12 +215,12 @@ def test_ctrl_c_stops_cleanly_and_keeps_nothing_half_written(course):
         [sys.executable, str(REPO / "progress.py")], cwd=course, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(4)  # let it start pytest; the koan loops for 3 s before pytest-timeout stops it
+    # Interrupt once pytest and its xdist worker run (the slow koan loops for 3 s).
+    running = wait_for(lambda: (d := descendants(child.pid)) and len(d) >= 2 and d)
     child.send_signal(signal.SIGINT)
     _, stderr = child.communicate(timeout=60)
     assert child.returncode == 130 and "interrupted" in stderr
     assert tree_digest(course) == before
     results = course / ".jaxkoans" / "results.json"
     assert not results.exists() or json.loads(results.read_text())
-    leftover = subprocess.run(["pgrep", "-f", str(course)], capture_output=True, text=True)
-    assert leftover.stdout == "", "pytest children left running"
+    assert wait_for(lambda: not [pid for pid in running if is_alive(pid)], 10)

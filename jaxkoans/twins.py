@@ -28,6 +28,13 @@ class TwinReport:
     blanks: list[tuple[int, str]] = field(default_factory=list)  # (koan line, answer text)
     todo_bodies: dict[str, str] = field(default_factory=dict)  # function -> answer body
     regions: list[str] = field(default_factory=list)  # answers' fix regions
+    # For tools that need positions (grading): per problem, in the order of `problems`, the
+    # koan's and the answer's 1-based lines it involves (both empty: the whole file);
+    # each accepted blank line as (koan line, answer line); each TODO body and fix region as
+    # (label, koan [start, end), answer [start, end)) in 0-based lines.
+    problem_lines: list[tuple[list[int], list[int]]] = field(default_factory=list)
+    blank_lines: list[tuple[int, int]] = field(default_factory=list)
+    spans: list[tuple[str, tuple[int, int], tuple[int, int]]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -103,6 +110,7 @@ def compare(koan: Path, answer: Path) -> TwinReport:
         k_tree, a_tree = ast.parse(k_text), ast.parse(a_text)
     except SyntaxError as error:
         report.problems.append(f"{error.filename or koan}:{error.lineno}: SyntaxError: {error.msg}")
+        report.problem_lines.append(([], []))
         return report
     k_lines, a_lines = k_text.splitlines(), a_text.splitlines()
 
@@ -112,23 +120,27 @@ def compare(koan: Path, answer: Path) -> TwinReport:
     for name, fn in _todo_functions(k_tree).items():
         if name not in answer_functions:
             report.problems.append(f"{koan}:{fn.lineno}: TODO function {name}() has no answer")
+            report.problem_lines.append(([fn.lineno], []))
             continue
         ks, ke = _body_span(fn)
         as_, ae = _body_span(answer_functions[name])
         k_spans[ks] = (ke, f"TODO body of {name}")
         a_spans[as_] = (ae, f"TODO body of {name}")
         report.todo_bodies[name] = "\n".join(a_lines[as_:ae])
+        report.spans.append((f"TODO body of {name}", (ks, ke), (as_, ae)))
     k_regions, a_regions = _region_spans(k_lines), _region_spans(a_lines)
     if len(k_regions) != len(a_regions):
         report.problems.append(f"{koan}: {REGION_BEGIN}/{REGION_END} regions differ in number")
+        report.problem_lines.append(([], []))
         return report
     for n, ((ks, ke), (as_, ae)) in enumerate(zip(k_regions, a_regions, strict=True)):
         k_spans[ks] = (ke, f"fix region {n}")
         a_spans[as_] = (ae, f"fix region {n}")
         report.regions.append("\n".join(a_lines[as_:ae]))
+        report.spans.append((f"fix region {n}", (ks, ke), (as_, ae)))
 
     k_masked, k_numbers = _mask(k_lines, k_spans)
-    a_masked, _ = _mask(a_lines, a_spans)
+    a_masked, a_numbers = _mask(a_lines, a_spans)
     matcher = difflib.SequenceMatcher(a=k_masked, b=a_masked, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
@@ -139,9 +151,10 @@ def compare(koan: Path, answer: Path) -> TwinReport:
                 f"{koan}:{where}: koan and answer differ outside blanks/TODO bodies "
                 f"({op}: koan {k_masked[i1:i2]!r} vs answer {a_masked[j1:j2]!r})"
             )
+            report.problem_lines.append((k_numbers[i1:i2], a_numbers[j1:j2]))
             continue
-        for k_line, a_line, number in zip(
-            k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], strict=True
+        for k_line, a_line, number, a_number in zip(
+            k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], a_numbers[j1:j2], strict=True
         ):
             match = blank_pattern(k_line).match(a_line) if BLANK.search(k_line) else None
             if match is None or not all(g.strip() for g in match.groups()):
@@ -149,6 +162,8 @@ def compare(koan: Path, answer: Path) -> TwinReport:
                     f"{koan}:{number}: line differs from the answer but not only at `__`:\n"
                     f"    koan:   {k_line.strip()}\n    answer: {a_line.strip()}"
                 )
+                report.problem_lines.append(([number], [a_number]))
                 continue
             report.blanks += [(number, g.strip()) for g in match.groups()]
+            report.blank_lines.append((number, a_number))
     return report

@@ -224,3 +224,19 @@ def test_ctrl_c_stops_cleanly_and_keeps_nothing_half_written(course):
     results = course / ".jaxkoans" / "results.json"
     assert not results.exists() or json.loads(results.read_text())
     assert wait_for(lambda: not [pid for pid in running if is_alive(pid)], 10)
+
+
+def test_doctor_passes_here_and_names_the_fix_for_a_wrong_pin(course):
+    here = progress(REPO, "doctor", timeout=200)
+    assert here.returncode == 0, here.stdout
+    assert "❌" not in here.stdout and "✅ jax 0.12.0.1" in here.stdout
+    (course / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["jax==0.0.1", "no-such-package==1.0"]\n'
+        + (course / "pyproject.toml").read_text(),
+        encoding="utf-8",
+    )
+    wrong = progress(course, "doctor", timeout=200)
+    assert wrong.returncode == 1
+    assert "❌ jax 0.12.0.1 ≠ pin 0.0.1" in wrong.stdout
+    assert "❌ no-such-package 未安装 / not installed (pin 1.0)" in wrong.stdout
+    assert wrong.stdout.count("→ bash setup.sh") == 2

@@ -1,0 +1,147 @@
+"""02 · 异步派发与诚实的计时 / asynchronous dispatch and honest timing.
+
+调用一个 jit 函数只是把工作“派发”出去：Python 拿回一个还没算完的 jax.Array，马上继续往下跑；
+XLA 在自己的线程里按数据依赖的顺序执行。`x.is_ready()` 问它算完没有，`jax.block_until_ready(x)`
+等它算完。转成 NumPy、`float(x)`、`print(x)` 也会悄悄等待。计时时忘了等，量到的只是派发。
+这里的检查不比较耗时（会随机器变化），只检查就绪状态、顺序和编译次数。
+
+Calling a jitted function only dispatches the work: Python gets back a jax.Array that may
+not be computed yet and carries on; XLA runs the work on its own threads in the order of the
+data dependencies. `x.is_ready()` asks whether it is done, `jax.block_until_ready(x)` waits
+for it. Converting to NumPy, `float(x)` and `print(x)` wait silently too. A timer that does
+not wait measures the dispatch only. These checks never compare durations (they vary by
+machine): they check readiness, order and compile counts.
+"""
+
+import contextlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 768  # one step is a 768×768 matmul: ~15 ms of work on two cores, dispatched in ~50 µs
+
+
+@jax.jit
+def step(a):
+    return jnp.tanh(a @ a) * 2.0
+
+
+def start():
+    """一个编译好的 step 和它的输入。/ A compiled step and its input."""
+    a = jnp.eye(N) * 0.5
+    step(a).block_until_ready()  # compile now, outside the koans' measurements
+    return a
+
+
+def chain(a, n):
+    """派发 n 个首尾相接的 step，返回 [a, step(a), step(step(a)), ...]。
+    Dispatch n chained steps; return [a, step(a), step(step(a)), ...].
+    """
+    ys = [a]
+    for _ in range(n):
+        ys.append(step(ys[-1]))
+    return ys
+
+
+@contextlib.contextmanager
+def counting_compiles():
+    """收集这段时间里每一次 XLA 编译的函数名（jax.monitoring 事件）。
+    Collects the function name of every XLA compilation in the block (jax.monitoring).
+    """
+    names = []
+
+    def on_duration(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            names.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    try:
+        yield names
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_duration)
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def honest_time(f, *args, clock=time.perf_counter):
+    """测量 f(*args) 稳态下的一次调用：先调用一次并等它算完（编译和预热不计入），然后读
+    clock()，再调用一次、等结果算完，再读 clock()。返回 (秒数, 结果)。大约 5 行。
+
+    Measure one steady-state call of f(*args): call it once first and wait for it
+    (compilation and warm-up stay outside the measurement), then read clock(), call again,
+    wait for the result, and read clock() again. Return (seconds, result). About 5 lines.
+    """
+    jax.block_until_ready(f(*args))
+    begin = clock()
+    out = jax.block_until_ready(f(*args))
+    return clock() - begin, out
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_a_jitted_call_returns_before_its_result_is_ready():
+    """派发 12 个首尾相接的 step 不到一毫秒，算完它们要约 200 毫秒：最后一个结果拿到手时还没算出来。
+    block_until_ready 等到它算完；因为它依赖前面所有的结果，它们也都算完了。
+    Dispatching 12 chained steps takes under a millisecond, computing them about 200
+    milliseconds: the last result is handed back long before it is computed.
+    block_until_ready waits for it, and since it depends on every earlier result, those are
+    done too.
+    """
+    ys = chain(start(), 12)
+    assert ys[-1].is_ready() is False
+    jax.block_until_ready(ys[-1])
+    assert all(y.is_ready() for y in ys)
+
+
+def test_converting_to_numpy_waits_for_the_value_and_its_inputs():
+    """np.asarray(y) 要把数值拷到主机上，所以会等 y 算完——y 又要等它的所有输入。训练循环里每步
+    `float(loss)` 就是这样让 Python 和设备同步的，异步派发的好处随之消失。
+    np.asarray(y) copies the value to the host, so it waits until y is computed, and y waits
+    for all of its inputs. A `float(loss)` at every step of a training loop synchronises
+    Python with the device like this, and the benefit of asynchronous dispatch is gone.
+    """
+    ys = chain(start(), 12)
+    host = np.asarray(ys[6])
+    assert isinstance(host, np.ndarray)
+    assert sum(y.is_ready() for y in ys[:7]) == 7
+    ys[-1].block_until_ready()  # leave nothing running / 不留下还在跑的工作
+
+
+def test_honest_time_waits_for_the_work_and_excludes_compilation():
+    """用一个假时钟检查你的 honest_time：每读一次时钟，记下此刻已经编译了几次、f 的结果算完没有。
+    开始计时前必须已经编译过（编译只发生一次）；停表时这次调用的结果必须已经算完。
+    A fake clock checks your honest_time: at every reading it records how many compilations
+    have happened and whether f's results are ready. The compilation must be over before the
+    clock starts (there is just one), and the timed call's result must be ready when it stops.
+    """
+    fresh_step = jax.jit(lambda a: jnp.tanh(a @ a) * 2.0)  # a new function: not compiled yet
+    x = jnp.eye(N) * 0.25
+    outputs, readings, ticks = [], [], iter([10.0, 12.5])
+
+    def three_steps(x):
+        out = fresh_step(fresh_step(fresh_step(x)))
+        outputs.append(out)
+        return out
+
+    with counting_compiles() as compiles:
+
+        def clock():
+            readings.append((len(compiles), [o.is_ready() for o in outputs]))
+            return next(ticks)
+
+        seconds, out = honest_time(three_steps, x, clock=clock)
+
+    assert seconds == 2.5  # the difference of the two readings
+    assert len(readings) == 2 and len(outputs) == 2, "read the clock twice, call f twice"
+    (compiles_at_start, _), (compiles_at_stop, ready_at_stop) = readings
+    assert compiles_at_start == compiles_at_stop == 1, "compile before the clock starts"
+    assert ready_at_stop[-1], "wait for the result before reading the clock again"
+    np.testing.assert_allclose(out, three_steps(x), rtol=1e-5)

@@ -1,0 +1,179 @@
+"""02 · 在 CPU 上真实地做一次 profile / a real profiler trace on CPU.
+
+`jax.profiler.trace(logdir)` 在退出时写出 `plugins/profile/<时间戳>/<主机>.xplane.pb`（给
+TensorBoard / XProf）和一个 gzip 压缩的 Chrome trace JSON（`*.trace.json.gz`，也能用
+https://ui.perfetto.dev 打开）。这里不用任何界面：直接读 JSON，像读日志一样在里面找事件。
+
+`jax.profiler.trace(logdir)` writes, on exit, `plugins/profile/<timestamp>/<host>.xplane.pb`
+(for TensorBoard / XProf) and a gzipped Chrome trace JSON (`*.trace.json.gz`, which
+https://ui.perfetto.dev also opens). No UI here: the koans read the JSON and search its
+events like a log.
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+
+def read_trace(logdir):
+    """jax.profiler.trace 在 logdir 下写出的 Chrome trace 事件列表。
+    The events of the Chrome trace that jax.profiler.trace wrote under logdir.
+    """
+    [path] = Path(logdir).glob("plugins/profile/*/*.trace.json.gz")
+    with gzip.open(path) as f:
+        return json.load(f)["traceEvents"]
+
+
+def named(events, name):
+    """名字为 name 的完整事件（ph == "X"，带 ts 和 dur，单位微秒）。
+    The complete events (ph == "X", with ts and dur in microseconds) called name.
+    """
+    return [e for e in events if e.get("ph") == "X" and e.get("name") == name]
+
+
+def kernels(events):
+    """XLA 执行的内核：带 hlo_op / hlo_module 参数的事件。
+    The kernels XLA ran: the events whose args carry hlo_op / hlo_module.
+    """
+    return [e for e in events if "hlo_op" in e.get("args", {})]
+
+
+def inside(event, outer):
+    """event 的时间段是否落在 outer 之内。/ Whether event's time span lies within outer's."""
+    return outer["ts"] <= event["ts"] and event["ts"] + event["dur"] <= outer["ts"] + outer["dur"]
+
+
+def loss(x):
+    return jnp.mean(jnp.tanh(x @ x.T))
+
+
+def fused(x, y):
+    return jnp.exp(jnp.sin(x * y))
+
+
+def split(x, y):
+    a = lax.optimization_barrier(x * y)  # XLA may not fuse across a barrier / 屏障两侧不融合
+    b = lax.optimization_barrier(jnp.sin(a))
+    return jnp.exp(b)
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def trace_one_step(logdir, step, *args, label):
+    """对 step(*args) 的一次调用做 profile，写到 logdir：用 jax.profiler.trace 包住，
+    里面用一个名为 label 的 jax.profiler.TraceAnnotation 包住这次调用，并且在标注结束之前
+    等结果算完（异步派发！）。返回结果。大约 4 行。
+
+    Profile one call of step(*args) into logdir: jax.profiler.trace around it, and inside a
+    jax.profiler.TraceAnnotation named label around the call; wait for the result before the
+    annotation closes (dispatch is asynchronous!). Return the result. About 4 lines.
+    """
+    todo("trace_one_step: jax.profiler.trace、TraceAnnotation，并等待结果 / trace, annotate, wait for the result")
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_your_annotation_is_in_the_written_trace(tmp_path):
+    """自己写一次 trace：TraceAnnotation 在 trace 里成为一个完整事件（ph "X"），它的时间段
+    包住了 jit 函数的派发（PjitFunction(loss)）和 XLA 在另一个线程上执行的内核。
+    Write a trace yourself: a TraceAnnotation becomes one complete event (ph "X") whose span
+    encloses the dispatch of the jitted function (PjitFunction(loss)) and the kernels XLA ran
+    on another thread.
+    """
+    x = jnp.linspace(-1.0, 1.0, 64 * 32).reshape(64, 32)
+    step = jax.jit(loss)
+    step(x).block_until_ready()  # compile first: the trace shows one steady-state step
+
+    out = trace_one_step(tmp_path, step, x, label="my_train_step")
+    np.testing.assert_allclose(out, loss(x), rtol=1e-5)
+    assert {p.suffix for p in tmp_path.glob("plugins/profile/*/*")} == {".gz", ".pb"}
+
+    events = read_trace(tmp_path)
+    [mine] = named(events, "my_train_step")
+    dispatches = named(events, "PjitFunction(loss)")
+    assert dispatches and all(inside(d, mine) for d in dispatches)
+    ran = kernels(events)
+    assert ran and all(inside(k, mine) for k in ran), "block on the result inside the annotation"
+    assert {k["tid"] for k in ran}.isdisjoint({mine["tid"]})  # XLA's threads, not Python's
+
+
+def test_kernels_are_named_after_the_compiled_hlo(tmp_path):
+    """trace 里的内核事件以编译后 HLO 的指令命名，参数 hlo_module 是 XLA 模块名：
+    jit 给模块起的名字是 "jit_" 加函数名。拿这两个名字就能回到 compiled.as_text() 里找到那条指令。
+    The kernel events of a trace are named after instructions of the compiled HLO, and their
+    hlo_module argument is the XLA module, which jit names "jit_" plus the function's name.
+    With the two names you find the instruction in compiled.as_text().
+    """
+    x = jnp.linspace(-1.0, 1.0, 64 * 32).reshape(64, 32)
+    step = jax.jit(loss)
+    step(x).block_until_ready()
+    trace_one_step(tmp_path, step, x, label="step")
+
+    ran = kernels(read_trace(tmp_path))
+    assert {k["args"]["hlo_module"] for k in ran} == {__}
+    hlo = step.lower(x).compile().as_text()
+    assert hlo.split()[:2] == ["HloModule", ran[0]["args"]["hlo_module"] + ","]
+    for k in ran:
+        assert f"%{k['args']['hlo_op']} = " in hlo  # an instruction of the entry computation
+
+
+def test_fusion_is_visible_as_fewer_kernels(tmp_path):
+    """融合在 profile 里看得见：编译后 HLO 入口里的每条 fusion 指令执行时是一个内核，profile
+    里内核的个数就是 fusion 的个数；XLA 不会跨过 optimization_barrier 融合。各有几个内核？
+    Fusion is visible in a profile: every fusion instruction of the compiled entry computation
+    runs as one kernel, so the profile holds as many kernels as there are fusions; XLA does
+    not fuse across an optimization_barrier. How many kernels does each version run?
+    """
+    x = jnp.linspace(0.0, 1.0, 4096)
+    counts = {}
+    for fn in (fused, split):
+        step = jax.jit(fn)
+        step(x, x).block_until_ready()
+        logdir = tmp_path / fn.__name__
+        trace_one_step(logdir, step, x, x, label=fn.__name__)
+        counts[fn.__name__] = len(kernels(read_trace(logdir)))
+        hlo = step.lower(x, x).compile().as_text()
+        assert counts[fn.__name__] == hlo.split("ENTRY")[1].count(" fusion(")
+    assert counts == __
+
+
+def test_the_profile_shows_which_steps_compile(tmp_path):
+    """用 StepTraceAnnotation 标出训练步（参数 step_num 在 JSON 里是字符串）。编译也会被记录：
+    XLA 的 pass 事件名里带着模块名。第一步要编译；输入形状一变，那一步又编译一次——
+    profile 直接告诉你哪一步在重新编译。
+    StepTraceAnnotation marks training steps (its step_num arrives as a string in the JSON).
+    Compilation is recorded too: XLA's pass events carry the module name. The first step
+    compiles, and so does any step whose input shape is new: the profile tells you which step
+    recompiles.
+    """
+
+    def train_loss(x):  # a fresh function each run: nothing compiled for it yet
+        return loss(x)
+
+    step = jax.jit(train_loss)
+    sizes = [8, 8, 16, 8, 16]
+    with jax.profiler.trace(tmp_path):
+        for i, n in enumerate(sizes):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                step(jnp.ones((n, 4))).block_until_ready()
+
+    events = read_trace(tmp_path)
+    steps = named(events, "train")
+    assert [s["args"]["step_num"] for s in steps] == __
+    compiling = [e for e in events if "(jit_train_loss)" in e.get("name", "") and e.get("ph") == "X"]
+    assert compiling, "XLA's compiler passes are in the trace"
+    steps_that_compile = [
+        int(s["args"]["step_num"]) for s in steps if any(inside(c, s) for c in compiling)
+    ]
+    assert steps_that_compile == __

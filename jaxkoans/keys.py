@@ -1,0 +1,80 @@
+"""Keys for `progress.py watch`: h, n, r, q.
+
+On a terminal each key acts at once: the terminal is put in cbreak mode (no echo, no Enter
+needed, Ctrl-C still interrupts), given back as it was on exit and while Ctrl-Z suspends the
+watch. When stdin is a pipe (tests, scripts), commands come one per line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+
+class Keys:
+    """h/n/r/q: single keys in cbreak mode on a terminal, else one command per line."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd: int | None = sys.stdin.fileno()
+        except (AttributeError, ValueError, OSError):
+            self.fd = None
+        self.tty = self.fd is not None and os.isatty(self.fd)
+        self._terminal = self.fd if self.tty else None
+        self._saved: list | None = None
+        self._stop_handler = None
+        self._buffer = b""
+
+    def _cbreak(self) -> None:
+        import termios  # POSIX only, like the watch itself
+        import tty
+
+        with contextlib.suppress(termios.error):
+            self._saved = tty.setcbreak(self._terminal, termios.TCSANOW)
+
+    def _restore(self) -> None:
+        import termios
+
+        if self._saved is not None:
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self._terminal, termios.TCSADRAIN, self._saved)
+            self._saved = None
+
+    def _suspend(self, signum, frame) -> None:
+        """Ctrl-Z: the shell gets its terminal back as it was; `fg` resumes the keys."""
+        self._restore()
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until SIGCONT
+        signal.signal(signal.SIGTSTP, self._suspend)
+        self._cbreak()
+
+    def __enter__(self) -> Keys:
+        if self._terminal is not None:
+            self._cbreak()
+            self._stop_handler = signal.signal(signal.SIGTSTP, self._suspend)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._stop_handler is not None:
+            signal.signal(signal.SIGTSTP, self._stop_handler)
+        self._restore()
+
+    def fileno(self) -> int | None:
+        return self.fd
+
+    def read(self) -> list[str]:
+        try:
+            data = os.read(self.fd, 1024)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError:
+            data = b""
+        if not data:  # end of input: keep watching, Ctrl-C quits
+            self.fd = None
+            return []
+        if self.tty:
+            return ["q" if c == "\x04" else c.lower() for c in data.decode(errors="ignore")]
+        *lines, self._buffer = (self._buffer + data).split(b"\n")
+        return [line.decode(errors="ignore").strip().lower()[:1] for line in lines]

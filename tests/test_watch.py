@@ -1,0 +1,230 @@
+"""`progress.py watch` on small fake courses, driven through pipes as a learner would use it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxkoans import watcher as watcher_module
+from jaxkoans.watcher import Watcher
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 180  # generous: the machine is slow and each watch imports JAX once
+HEADER = "import jax\nimport jax.numpy as jnp\n\nfrom jaxkoans import __\n"
+ONE_AND_TWO = {
+    "test_a.py": '''
+    def test_one():
+        """一加一。One plus one."""
+        assert int(jnp.int32(1) + 1) == __
+
+
+    def test_two():
+        """二加二。Two plus two."""
+        assert int(jnp.int32(2) + 2) == __
+    '''
+}
+
+
+def chapter(root: Path, number: str, files: dict[str, str], **settings) -> Path:
+    """A fake chapter koans/NN with its chapter.toml (one hint for test_two) and test files."""
+    directory = root / "koans" / number
+    directory.mkdir(parents=True)
+    toml = [f'title_zh = "第{number}章"', f'title_en = "Chapter {number}"']
+    toml += [f"{key} = {str(value).lower()}" for key, value in settings.items()]
+    toml.append("files = [" + ", ".join(f'"{name}"' for name in files) + "]")
+    toml += ['[hints."test_a.py::test_two"]', 'zh = ["想想四。"]', 'en = ["Think of four."]']
+    (directory / "chapter.toml").write_text("\n".join(toml) + "\n", encoding="utf-8")
+    for name, body in files.items():
+        (directory / name).write_text(HEADER + textwrap.dedent(body), encoding="utf-8")
+    return directory
+
+
+def like_the_course(root: Path) -> None:
+    """The course's own conftest.py and pytest settings (filterwarnings = error, timeout)."""
+    for name in ("conftest.py", "pyproject.toml"):
+        (root / name).write_text((REPO / name).read_text(encoding="utf-8"), encoding="utf-8")
+
+
+class Watch:
+    """`progress.py watch` in a child process: its output collected, commands sent by line."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        env.update(JAXKOANS_ROOT=str(root), PYTHONIOENCODING="utf-8")
+        self.process = subprocess.Popen(
+            [sys.executable, str(REPO / "progress.py"), "watch", *args],
+            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, encoding="utf-8", bufsize=1,
+        )  # fmt: skip
+        self.output, self.seen = "", 0
+        self.changed = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            with self.changed:
+                self.output += line
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
+
+    def expect(self, text: str, unless: str | None = None) -> None:
+        """Wait until `text` appears after what was expected before (fail on `unless`)."""
+        deadline = time.monotonic() + TIMEOUT_S
+        with self.changed:
+            while True:
+                found = self.output.find(text, self.seen)
+                if found >= 0:
+                    self.seen = found + len(text)
+                    return
+                rest = self.output[self.seen :]
+                if unless and unless in rest:
+                    pytest.fail(f"{unless!r} before {text!r}:\n{rest}")
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.reader.is_alive():
+                    pytest.fail(f"no {text!r} within {TIMEOUT_S} s; the output:\n{self.output}")
+                self.changed.wait(left)
+
+    def send(self, line: str) -> None:
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> int:
+        """Wait for the exit code, then release the process and its pipes."""
+        try:
+            return self.process.wait(timeout=TIMEOUT_S)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdin.close()
+        self.reader.join(timeout=TIMEOUT_S)
+        self.process.stdout.close()
+
+
+@pytest.fixture
+def watch():
+    started: list[Watch] = []
+
+    def start(root: Path, *args: str) -> Watch:
+        started.append(Watch(root, *args))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.release()
+
+
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_a_save_shows_the_verdict_and_a_pass_moves_on(tmp_path, watch, mode):
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    like_the_course(tmp_path)
+    koan_file = koans / "test_a.py"
+    shipped = koan_file.read_text(encoding="utf-8")
+    session = watch(tmp_path, *(["--poll"] if mode == "poll" else []))
+    session.expect("inotify" if mode == "inotify" else "polling every 0.2 s (--poll)")
+    session.expect("01 · test_a.py::test_one")
+    session.expect("✍️ 填空 / fill in the blank")
+
+    koan_file.write_text(shipped.replace("+ 1) == __", "+ 1) == 3"), encoding="utf-8")
+    session.expect("❌ 还不对 / not yet", unless="✅")
+    session.expect("assert 2 == 3")
+
+    koan_file.write_text(shipped.replace("+ 1) == __", "+ 1) == 2"), encoding="utf-8")
+    session.expect("✅ 通过 / passed  ·  01 · test_a.py::test_one", unless="❌")
+    session.expect("👀 01 · test_a.py::test_two")
+    session.expect("✍️ 填空 / fill in the blank")
+
+    session.send("h")
+    session.expect("💡 01 · test_a.py::test_two")
+    session.send("q")
+    assert session.close() == 0
+    assert not list(tmp_path.rglob("__pycache__"))  # the learner's files only, no bytecode
+
+
+def test_n_skips_to_the_next_koan(tmp_path, watch):
+    chapter(tmp_path, "01", ONE_AND_TWO)
+    session = watch(tmp_path, "test_one")
+    session.expect("✍️ 填空 / fill in the blank")
+    session.send("n")
+    session.expect("⏭️ 跳过 / skipped  ·  01 · test_a.py::test_one")
+    session.expect("👀 01 · test_a.py::test_two")
+    session.send("q")
+    assert session.close() == 0
+
+
+def test_each_chapter_gets_its_devices_and_float64(tmp_path, watch):
+    check = '''
+    def test_{name}():
+        """设备与精度。Devices and precision."""
+        assert jax.device_count() == 8
+        assert jnp.zeros(()).dtype == jnp.{dtype}
+    '''
+    chapter(tmp_path, "01", {"test_a.py": check.format(name="x64", dtype="float64")}, devices=8, x64=True)  # fmt: skip
+    chapter(tmp_path, "02", {"test_b.py": check.format(name="x32", dtype="float32")})
+    session = watch(tmp_path)
+    session.expect("✅ 已通过 / already passes  ·  01 · test_a.py::test_x64", unless="❌")
+    session.expect("✅ 已通过 / already passes  ·  02 · test_b.py::test_x32", unless="❌")
+    session.expect("🎉")
+    assert session.close() == 0
+
+
+def test_a_koan_that_never_ends_is_stopped(tmp_path, watch):
+    chapter(tmp_path, "01", {"test_a.py": "def test_forever():\n    while True:\n        pass\n"})
+    session = watch(tmp_path, "--timeout", "3")
+    session.expect("⏱️ 超时 / timed out")
+    session.send("q")
+    assert session.close() == 0
+
+
+def _wait_for_change(watcher: Watcher, path: Path) -> set[Path]:
+    deadline, seen = time.monotonic() + 30, set()
+    while path not in seen and time.monotonic() < deadline:
+        import select
+
+        select.select([watcher.fileno()] if watcher.fileno() else [], [], [], watcher.wait_s())
+        seen |= watcher.changes()
+    return seen
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
+def test_saves_by_rename_and_new_chapters_are_seen(tmp_path, poll):
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    with Watcher(tmp_path / "koans", poll=poll) as watcher:
+        if not poll and watcher.mode != "inotify":
+            pytest.skip(f"inotify is not available here: {watcher.why}")
+        temporary = koans / ".test_a.py.swp"
+        temporary.write_text(HEADER, encoding="utf-8")
+        os.replace(temporary, koans / "test_a.py")  # how many editors save
+        assert koans / "test_a.py" in _wait_for_change(watcher, koans / "test_a.py")
+        later = chapter(tmp_path, "02", ONE_AND_TWO)
+        assert later / "test_a.py" in _wait_for_change(watcher, later / "test_a.py")
+        (later / "test_a.py").write_text(HEADER + "# edited\n", encoding="utf-8")
+        assert later / "test_a.py" in _wait_for_change(watcher, later / "test_a.py")
+
+
+def test_a_change_that_inotify_misses_switches_to_polling(tmp_path, monkeypatch):
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    monkeypatch.setattr(watcher_module, "VERIFY_S", 0.0)
+    with Watcher(tmp_path / "koans") as watcher:
+        if watcher.mode != "inotify":
+            pytest.skip(f"inotify is not available here: {watcher.why}")
+        focus = koans / "test_a.py"
+        watcher.watch_closely(focus)
+        watcher.backend.changes = set  # events that never arrive, as on a WSL or network mount
+        assert watcher.changes() == set()
+        focus.write_text(HEADER + "# saved from the other side\n", encoding="utf-8")
+        assert focus in watcher.changes()
+        assert watcher.mode == "poll"
+        assert "missed a change" in watcher.why

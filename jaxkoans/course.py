@@ -48,9 +48,19 @@ class Chapter:
         return self.hints.get(f"{filename}::{koan}")
 
 
+class CourseDataError(ValueError):
+    """A chapter.toml that cannot be read; the message names the file."""
+
+
 @cache
 def load_chapter(manifest: Path) -> Chapter:
-    data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    try:
+        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        data["title_zh"], data["title_en"]  # required keys
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as error:
+        raise CourseDataError(
+            f"{manifest}: 章节数据无法读取 / chapter data unreadable: {error!r}"
+        ) from error
     hints = {
         key: Hint(zh=tuple(_levels(value.get("zh"))), en=tuple(_levels(value.get("en"))))
         for key, value in data.pop("hints", {}).items()

@@ -40,7 +40,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Configure JAX once per process, before any koan computes anything."""
-    chapters = course.all_chapters() + _chapters_named_by(config.args)
+    try:
+        chapters = course.all_chapters() + _chapters_named_by(config.args)
+    except course.CourseDataError as error:
+        raise pytest.UsageError(str(error)) from None
     devices = max([c.devices for c in chapters], default=1)
     config.stash[OVERRIDES] = runtime.environment_overrides(devices)
     try:

@@ -285,3 +285,11 @@ def test_a_syntax_error_costs_only_its_own_file(pytester):
         ["*🛠️ 语法错误 / syntax error: test_a.py:4*", "*> def test_broken(:*"]
     )
     result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_unreadable_chapter_data_is_named(pytester):
+    chapter(pytester, "01", {"test_a.py": "def test_x():\n    pass\n"})
+    (pytester.path / "01" / "chapter.toml").write_text("title_zh = [unclosed\n", encoding="utf-8")
+    result = run(pytester, "01")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*01/chapter.toml: 章节数据无法读取 / chapter data unreadable*"])

@@ -3,6 +3,7 @@
 
     python progress.py                 where you stand, and the next koan to work on
     python progress.py --chapter 03    one chapter only (--json: the same as JSON, --all: re-run all)
+    python progress.py watch [KOAN]    re-run the koan you work on at every save (keys: h, n, q)
     python progress.py hint [KOAN]     the hint of the next (or named) koan, one level more each time
     python progress.py diff [KOAN]     your file against its answer, once the koan passes
     python progress.py reset KOAN      restore a pristine koan file (yours is kept beside it)

@@ -1,0 +1,359 @@
+"""What a student wrote where the course lets them write, read as a syntax tree.
+
+`compare_trees` walks a pristine koan file and its graded version together: each `__` may
+have become any one expression, TODO bodies and fix regions may hold any statements, and
+every other difference is a mismatch (a fill that reaches beyond its blank, `0 or True`).
+`audit` names the constructs a fill or a body may not use unless the course's own answer
+uses them for the same koan: process control, introspection, the test machinery, `global`,
+assignments to imported modules, `:=` in a blank. Names are resolved through the enclosing
+functions and lambdas, so a local variable called `input` or `types` is fine, and
+`(lambda g: g(np, "x"))(getattr)` is not. `tautology` finds a fill that repeats what its
+assert checks (`assert f(x) == f(x)`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+MODULE = "<module>"  # the owner of module-level lines: every koan of the file
+# Modules a student's code could reach the machine, the files or the test machinery through.
+RISKY_MODULES = frozenset(
+    {
+        "os", "sys", "subprocess", "signal", "ctypes", "cffi", "faulthandler", "threading",
+        "multiprocessing", "_thread", "concurrent", "asyncio", "atexit", "gc", "shutil",
+        "tempfile", "pathlib", "io", "socket", "pdb", "builtins", "importlib", "inspect",
+        "types", "pickle", "marshal", "glob", "mmap", "codecs", "runpy", "zipfile", "tarfile",
+        "gzip", "bz2", "lzma", "sqlite3", "urllib", "pytest", "_pytest", "unittest", "mock",
+        "jaxkoans", "conftest", "xdist", "pluggy",
+    }
+)  # fmt: skip
+BANNED_NAMES = RISKY_MODULES | {
+    "Path", "open", "input", "exit", "quit", "breakpoint", "KeyboardInterrupt", "SystemExit",
+    "BaseException", "GeneratorExit", "eval", "exec", "compile", "globals", "locals", "vars",
+    "getattr", "setattr", "delattr", "attrgetter", "methodcaller", "monkeypatch",
+}  # fmt: skip
+BANNED_ATTRIBUTES = (RISKY_MODULES - {"types", "io", "signal", "inspect"}) | {
+    # a module reached through another (np.lib.npyio.os), frames, files written or read
+    "ctypeslib", "_exit", "system", "popen", "modules", "f_globals", "f_locals", "f_back",
+    "f_builtins", "gi_frame", "cr_frame", "tb_frame", "fromfile", "tofile", "loadtxt",
+    "savetxt", "genfromtxt", "fromregex", "memmap", "DataSource", "save", "savez",
+    "savez_compressed", "load", "dump", "open", "write_text", "write_bytes",
+}  # fmt: skip
+# What a TODO body may import (more only where the course's answer does).
+ALLOWED_IMPORTS = frozenset(
+    {
+        "jax", "jaxlib", "numpy", "ml_dtypes", "scipy", "flax", "optax", "orbax", "chex",
+        "einops", "math", "cmath", "functools", "itertools", "collections", "dataclasses",
+        "typing", "operator", "string", "re", "random", "statistics", "fractions", "decimal",
+        "numbers", "enum", "abc", "heapq", "bisect", "copy", "textwrap", "time", "warnings",
+        "contextlib", "struct", "array",
+    }
+)  # fmt: skip
+DUNDER = re.compile(r"__\w+__")
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+ASSERT_LIKE = {"allclose", "array_equal", "array_equiv", "isclose", "equal"}
+
+
+def owner(spans: dict[str, tuple[int, int]], line: int) -> str:
+    """The test whose lines (1-based, inclusive) hold `line`, else MODULE."""
+    for name, (start, end) in spans.items():
+        if start <= line <= end:
+            return name
+    return MODULE
+
+
+@dataclass
+class Written:
+    """What the student wrote, by owner (a koan's name or MODULE)."""
+
+    fills: list[tuple[str, ast.expr]] = field(default_factory=list)  # one per `__`
+    code: list[tuple[str, ast.AST]] = field(default_factory=list)  # TODO bodies, fix regions
+    mismatches: list[tuple[str, int, str]] = field(default_factory=list)  # owner, line, what
+
+
+def has_docstring(fn: ast.AST) -> bool:
+    first = fn.body[0] if getattr(fn, "body", None) else None
+    return (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    )
+
+
+def calls_todo(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A TODO function: its own statements (not a nested function's) call `todo(...)`."""
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "todo"
+        ):
+            return True
+        if not isinstance(node, SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def compare_trees(
+    pristine: ast.Module,
+    graded: ast.Module,
+    spans: dict[str, tuple[int, int]],
+    p_regions: set[int],
+    g_regions: set[int],
+) -> Written:
+    """Walk the pristine and the graded tree together (see the module's docstring)."""
+    written = Written()
+
+    def kept(nodes: list, regions: set[int], where: str | None) -> list:
+        out = []
+        for node in nodes:
+            if isinstance(node, ast.stmt) and node.lineno in regions:
+                if where is not None:
+                    written.code.append((where, node))
+                continue
+            out.append(node)
+        return out
+
+    def walk(p: ast.AST, g: ast.AST, line: int) -> None:
+        line = getattr(p, "lineno", line)
+        here = owner(spans, line)
+        if isinstance(p, ast.Name) and p.id == "__":
+            if isinstance(g, ast.expr):
+                written.fills.append((here, g))
+            else:
+                written.mismatches.append((here, line, "the fill is not one expression"))
+            return
+        if type(p) is not type(g):
+            what = f"{type(p).__name__} became {type(g).__name__}"
+            written.mismatches.append((here, line, what))
+            return
+        todo = isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and calls_todo(p)
+        for name in p._fields:
+            if name == "ctx":
+                continue
+            a, b = getattr(p, name, None), getattr(g, name, None)
+            if todo and name == "body":
+                skip = 1 if has_docstring(p) else 0
+                if skip and ast.dump(p.body[0]) != ast.dump(b[0]):
+                    written.mismatches.append((here, line, "a TODO function's docstring changed"))
+                written.code += [(here, node) for node in b[skip:]]
+                continue
+            if isinstance(a, list) and isinstance(b, list):
+                a, b = kept(a, p_regions, None), kept(b, g_regions, here)
+                if len(a) != len(b):
+                    where = _first_difference(a, b, line)
+                    written.mismatches.append(
+                        (owner(spans, where), where, f"{len(a)} → {len(b)} {name}")
+                    )
+                    continue
+                for x, y in zip(a, b, strict=True):
+                    if isinstance(x, ast.AST):
+                        walk(x, y, line)
+                    elif x != y or type(x) is not type(y):
+                        written.mismatches.append((here, line, f"{name} changed"))
+            elif isinstance(a, ast.AST) and isinstance(b, ast.AST):
+                walk(a, b, line)
+            elif a != b or type(a) is not type(b):
+                written.mismatches.append((here, line, f"{name} changed"))
+
+    walk(pristine, graded, 1)
+    return written
+
+
+def _first_difference(a: list, b: list, line: int) -> int:
+    """The pristine line of the first item where two lists part ways."""
+    for x, y in zip(a, b, strict=False):
+        if not (isinstance(x, ast.AST) and isinstance(y, ast.AST)) or ast.dump(x) != ast.dump(y):
+            return getattr(x, "lineno", line)
+    rest = a[len(b) :] if len(a) > len(b) else []
+    return getattr(rest[0], "lineno", line) if rest else line
+
+
+def parents_of(tree: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _bound(scope: ast.AST) -> set[str]:
+    """Names a function, lambda or comprehension binds for itself."""
+    names: set[str] = set()
+    if isinstance(scope, COMPREHENSIONS):
+        for generator in scope.generators:
+            names |= {n.id for n in ast.walk(generator.target) if isinstance(n, ast.Name)}
+        return names
+    arguments = scope.args
+    for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
+        names.add(arg.arg)
+    names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    body = scope.body if isinstance(scope.body, list) else [scope.body]
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue  # its body is its own scope
+        elif isinstance(node, (ast.Lambda, *COMPREHENSIONS)):
+            continue
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def is_local(name: ast.Name, parents: dict[int, ast.AST], bound: dict[int, set[str]]) -> bool:
+    """True when an enclosing function, lambda or comprehension binds the name
+    (`bound` caches each scope's names)."""
+    node: ast.AST = name
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, *COMPREHENSIONS)
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, scopes):
+            if id(node) not in bound:
+                bound[id(node)] = _bound(node)
+            if name.id in bound[id(node)]:
+                return True
+    return False
+
+
+def audit(
+    node: ast.AST, parents: dict[int, ast.AST], in_fill: bool, modules: set[str]
+) -> list[str]:
+    """What under `node` the course does not allow, one short label each."""
+    flags = []
+    bound: dict[int, set[str]] = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            banned = sub.id in BANNED_NAMES or DUNDER.fullmatch(sub.id)
+            if banned and not is_local(sub, parents, bound):
+                flags.append(f"name {sub.id}")
+        elif isinstance(sub, ast.Attribute) and (
+            sub.attr in BANNED_ATTRIBUTES or DUNDER.fullmatch(sub.attr)
+        ):
+            flags.append(f"attribute .{sub.attr}")
+        elif isinstance(sub, ast.Import):
+            roots = [a.name.split(".")[0] for a in sub.names]
+            flags += [f"import {r}" for r in roots if r not in ALLOWED_IMPORTS]
+        elif isinstance(sub, ast.ImportFrom):
+            root = (sub.module or "").split(".")[0] if not sub.level else "."
+            flags += [f"import {root}"] if root not in ALLOWED_IMPORTS else []
+            names = [a.name for a in sub.names]
+            flags += [f"import {n}" for n in names if n in BANNED_ATTRIBUTES or n == "*"]
+        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+            flags.append(f"{type(sub).__name__.lower()} statement")
+        elif isinstance(sub, ast.NamedExpr) and in_fill:
+            flags.append("assignment (:=) in a blank")
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            if DUNDER.search(sub.value):
+                flags.append("a dunder name in a string")
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+            if sub.func.id == "type" and len(sub.args) == 3:
+                flags.append("type() with 3 arguments")
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if DUNDER.fullmatch(sub.name):
+                flags.append(f"def {sub.name}")
+        elif isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = sub.targets if isinstance(sub, (ast.Assign, ast.Delete)) else [sub.target]
+            for target in targets:
+                root = _root_name(target)
+                if root in modules and not isinstance(target, ast.Name):
+                    flags.append(f"assignment to {root}.…")
+    return list(dict.fromkeys(flags))
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def tautology(fill: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """True when the fill's side of an assert's comparison (or of an `assert_*` call)
+    contains the other side, or the reverse."""
+    node = fill
+    while id(node) in parents:
+        parent = parents[id(node)]
+        operands: list[ast.AST] = []
+        if (
+            isinstance(parent, ast.Compare)
+            and len(parent.comparators) == 1
+            and isinstance(_statement(parent, parents), ast.Assert)
+        ):
+            operands = [parent.left, parent.comparators[0]]
+        elif isinstance(parent, ast.Call) and _assert_like(parent.func) and len(parent.args) >= 2:
+            operands = list(parent.args[:2])
+        if any(op is node for op in operands):
+            other = operands[1] if operands[0] is node else operands[0]
+            return _contains(node, other) or _contains(other, node)
+        if isinstance(parent, ast.stmt):
+            return False
+        node = parent
+    return False
+
+
+def _statement(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST | None:
+    while id(node) in parents and not isinstance(node, ast.stmt):
+        node = parents[id(node)]
+    return node if isinstance(node, ast.stmt) else None
+
+
+def _assert_like(func: ast.AST) -> bool:
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name.startswith("assert") or name in ASSERT_LIKE
+
+
+def _contains(outer: ast.AST, inner: ast.AST) -> bool:
+    if not any(isinstance(n, ast.Name) for n in ast.walk(inner)):
+        return False  # a constant is not a repetition
+    sizes = _sizes(outer)
+    size = _sizes(inner)[id(inner)]
+    if sizes[id(outer)] < size:
+        return False
+    wanted = ast.dump(inner)
+    return any(
+        sizes[id(n)] == size and type(n) is type(inner) and ast.dump(n) == wanted
+        for n in ast.walk(outer)
+    )
+
+
+def _sizes(root: ast.AST) -> dict[int, int]:
+    """Node -> how many nodes its subtree holds (without recursion: fills may be deep)."""
+    sizes: dict[int, int] = {}
+    for node in reversed(list(ast.walk(root))):  # children before their parents
+        sizes[id(node)] = 1 + sum(sizes[id(c)] for c in ast.iter_child_nodes(node))
+    return sizes
+
+
+def flags_by_owner(
+    pristine: ast.Module,
+    graded: ast.Module,
+    spans: dict[str, tuple[int, int]],
+    p_regions: set[int],
+    g_regions: set[int],
+) -> tuple[list[tuple[str, int, str]], dict[str, dict[str, int]]]:
+    """(mismatches, owner -> {flag: graded line}) for a graded file against its pristine one."""
+    written = compare_trees(pristine, graded, spans, p_regions, g_regions)
+    parents = parents_of(graded)
+    modules = {
+        (a.asname or a.name).split(".")[0]
+        for n in pristine.body
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    flags: dict[str, dict[str, int]] = {}
+    for name, node in written.fills:
+        found = audit(node, parents, in_fill=True, modules=modules)
+        found += ["tautology"] if tautology(node, parents) else []
+        for flag in found:
+            flags.setdefault(name, {}).setdefault(flag, node.lineno)
+    for name, node in written.code:
+        for flag in audit(node, parents, in_fill=False, modules=modules):
+            flags.setdefault(name, {}).setdefault(flag, node.lineno)
+    return written.mismatches, flags

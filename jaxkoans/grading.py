@@ -1,0 +1,315 @@
+"""Grade a student's copy of the course against the pristine course, in isolation.
+
+The pristine course (`grade_course.py`: a git ref of this repository or a directory) is built
+once. For each copy an isolated temporary workdir holds the pristine course with, in place of
+its koan files, the *graded files* that `tamper.py` rebuilds from the copy's koan files: the
+pristine file plus the student's blanks and TODO bodies, koan by koan. Nothing else of the
+copy is used (not its conftest.py, jaxkoans/, pyproject.toml, csrc/ or added files), and the
+copy is only read. `grade_run.py` runs pytest there; its record (`--koans-record`), the
+guard's events and the static findings make the grade: each koan passed, failing,
+not_started, tampered, missing or crashed.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from jaxkoans import tamper
+from jaxkoans.grade_course import CouldNotGrade, Course, UsageProblem, prepare_course
+from jaxkoans.grade_run import (
+    RUN_TIMEOUT_S,
+    Cancelled,
+    Options,
+    Outcome,
+    reset_cancel,
+    run,
+    stop_all,
+)
+from jaxkoans.tamper import Finding
+
+__all__ = [
+    "RUN_TIMEOUT_S",
+    "Cancelled",
+    "CouldNotGrade",
+    "Course",
+    "Grade",
+    "KoanGrade",
+    "Options",
+    "UsageProblem",
+    "grade",
+    "prepare_course",
+    "reset_cancel",
+    "stop_all",
+]
+
+MESSAGE_LIMIT = 1000  # characters of a koan's message in the reports
+WORKDIR_IGNORED = (".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", ".jaxkoans")
+WORKDIR_IGNORED += ("answers", "tests", ".ci", ".github")
+WATCHDOG_LINE = re.compile(r"timed out: (\S+::\S+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+XDIST_HEADER = re.compile(r"^\[gw\d+\] .* -- Python .*\n?", re.MULTILINE)  # which worker ran it
+
+
+@dataclass
+class KoanGrade:
+    chapter: str
+    file: str
+    name: str
+    status: str  # passed failing not_started tampered missing crashed
+    cause: str = ""
+    line: int | None = None
+    duration: float = 0.0
+    message: str = ""
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.file}::{self.name}"
+
+
+@dataclass
+class Grade:
+    student: str
+    student_path: Path
+    course: Course
+    koans: list[KoanGrade]
+    findings: list[Finding]
+    problems: list[dict]  # {"file": str | None, "message": str}
+    graded_at: str
+    duration_s: float
+    versions: dict[str, str]
+    run: dict  # {"exit_code": int | None, "timed_out": bool, "ran": bool, "harness": str}
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in ("jax", "jaxlib", "pytest"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "missing"
+    return found
+
+
+def grade(student_dir: Path, pristine: Course, options: Options | None = None) -> Grade:
+    """Grade one student's copy; raises UsageProblem, CouldNotGrade or Cancelled."""
+    options = options or Options()
+    student_dir = Path(student_dir)
+    if not student_dir.is_dir():
+        raise UsageProblem(f"不是目录 / not a directory: {student_dir}")
+    student_dir = student_dir.resolve()
+    started, clock = datetime.now(UTC), time.monotonic()
+    with tempfile.TemporaryDirectory(
+        prefix="jaxkoans-grade-", ignore_cleanup_errors=True
+    ) as scratch_name:
+        scratch = Path(scratch_name)
+        work = scratch / "course"
+        shutil.copytree(pristine.root, work, ignore=shutil.ignore_patterns(*WORKDIR_IGNORED))
+        checks: dict[str, tamper.FileCheck] = {}
+        problems: list[dict] = []
+        for rel in pristine.files:
+            (work / rel).unlink()
+            checks[rel] = _check(rel, student_dir, pristine, scratch / "student", problems)
+            if checks[rel].graded is not None:
+                (work / rel).write_text(checks[rel].graded, encoding="utf-8")
+        findings = [f for c in checks.values() for f in c.findings]
+        student_harness = tamper.harness_entries(student_dir, set(pristine.files))
+        findings += tamper.harness_findings(pristine.harness, student_harness)
+        targets = [rel for rel in pristine.files if checks[rel].graded is not None]
+        count = sum(len(pristine.koans[rel]) for rel in targets)
+        outcome = run(work, scratch, targets, count, options) if targets else Outcome()
+    koans = _merge(pristine, checks, outcome, findings, problems, work)
+    return Grade(
+        student=student_dir.name,
+        student_path=student_dir,
+        course=pristine,
+        koans=koans,
+        findings=findings,
+        problems=problems,
+        graded_at=started.isoformat(timespec="seconds"),
+        duration_s=round(time.monotonic() - clock, 2),
+        versions=versions(),
+        run={
+            "exit_code": outcome.exit_code,
+            "timed_out": outcome.timed_out,
+            "ran": bool(targets),
+            "harness": outcome.harness,
+        },
+    )
+
+
+def _check(
+    rel: str, student_dir: Path, pristine: Course, scratch: Path, problems: list[dict]
+) -> tamper.FileCheck:
+    names = pristine.koans[rel]
+    text, problem = tamper.read_text(student_dir / rel)
+    if problem == "missing":
+        check = tamper.FileCheck(rel, names, {}, missing=set(names))
+        message = f"缺少 koan 文件 / the koan file is missing: {rel}"
+        check.findings.append(Finding("missing_file", rel, None, tuple(names), message))
+        return check
+    problem = problem or tamper.parse_problem(text or "")
+    if problem:
+        problems.append({"file": rel, "message": problem})
+        return tamper.FileCheck(rel, names, {}, problem=problem)
+    return tamper.check_file(
+        rel, pristine.root / rel, text, scratch / rel.replace("/", "_"), pristine.allowed[rel]
+    )
+
+
+# ---- the grade --------------------------------------------------------------------------------
+
+
+def _merge(
+    pristine: Course,
+    checks: dict[str, tamper.FileCheck],
+    outcome: Outcome,
+    findings: list[Finding],
+    problems: list[dict],
+    work: Path,
+) -> list[KoanGrade]:
+    results_by_id = {e["nodeid"]: e for e in outcome.events if e.get("event") == "koan"}
+    running = {e["nodeid"] for e in outcome.events if e.get("event") == "running"}
+    collect_errors = {
+        e["path"]: e.get("message", "") for e in outcome.events if e.get("event") == "collect-error"
+    }
+    finished = any(e.get("event") == "finish" for e in outcome.events)
+    messages = _messages(outcome.guard, work)
+    timed_out = set(WATCHDOG_LINE.findall(outcome.stderr))
+    patched = _patched(outcome.guard, pristine, findings)
+    for path, message in collect_errors.items():
+        last = message.strip().splitlines()[-1:] or [""]
+        problems.append({"file": path, "message": f"无法导入 / cannot be imported: {last[0]}"})
+    if outcome.timed_out:
+        problems.append(
+            {"file": None, "message": "评分运行超时 / the grading run hit its time limit"}
+        )
+    elif outcome.exit_code not in (None, 0, 1) or (outcome.events and not finished):
+        problems.append(
+            {
+                "file": None,
+                "message": f"pytest 异常结束 / pytest ended abnormally (exit code {outcome.exit_code})",
+            }
+        )
+    crashed_files = _crashed_imports(outcome.guard)
+    for path in crashed_files:
+        problems.append(
+            {"file": path, "message": "导入时解释器崩溃 / the interpreter crashed importing it"}
+        )
+
+    graded = []
+    for rel in pristine.files:
+        check = checks[rel]
+        for name in pristine.koans[rel]:
+            koan = KoanGrade(pristine.chapter_of(rel), rel, name, "crashed")
+            koan.line = check.def_lines.get(name)
+            event = results_by_id.get(koan.nodeid)
+            if name in check.missing:
+                koan.status, koan.line = "missing", None
+                koan.message = "学生的副本里没有这个 koan / not in the student's copy"
+            elif check.problem:
+                koan.status, koan.message = "failing", check.problem
+            elif name in check.tampered:
+                koan.status = "tampered"
+                koan.message = check.tampered[name].message
+                koan.line = check.tampered[name].line or koan.line
+            elif koan.nodeid in patched or rel in patched:
+                koan.status = "tampered"
+                koan.message = patched.get(koan.nodeid) or patched[rel]
+            elif event is not None:
+                koan.status = _status(event["state"])
+                koan.cause = event.get("cause", "")
+                koan.line = _student_line(check, event.get("line")) or koan.line
+                koan.duration = float(event.get("duration") or 0.0)
+                koan.message = messages.get(koan.nodeid, "")
+                if event["state"] == "skipped":
+                    koan.message = "跳过不算通过 / a skip is not a pass. " + koan.message
+            elif rel in collect_errors:
+                koan.status, koan.cause = "failing", "import"
+                koan.message = _clean(collect_errors[rel], work)
+            elif koan.nodeid in timed_out:
+                koan.status, koan.cause = "failing", "timeout"
+                koan.message = "⏱️ 超时 / timed out: the watchdog stopped it inside compiled code"
+            elif koan.nodeid in running:
+                koan.message = messages.get(koan.nodeid) or "💥 the interpreter crashed"
+                koan.message = "💥 解释器崩溃 / the interpreter crashed: " + koan.message
+            else:
+                koan.message = "没有运行 / did not run" + (
+                    " (the grading run hit its time limit)"
+                    if outcome.timed_out
+                    else " (the interpreter crashed while importing the file)"
+                    if rel in crashed_files
+                    else " (the grading run stopped early)"
+                )
+            koan.message = _cap(koan.message)
+            graded.append(koan)
+    return graded
+
+
+def _status(state: str) -> str:
+    return {"passed": "passed", "not_started": "not_started"}.get(state, "failing")
+
+
+def _student_line(check: tamper.FileCheck, line: int | None) -> int | None:
+    if line and 0 < line <= len(check.line_map):
+        return check.line_map[line - 1]
+    return None
+
+
+def _messages(guard: list[dict], work: Path) -> dict[str, str]:
+    """A koan's message: the text of its failed call, else setup, else a crash."""
+    rank = {"call": 0, "setup": 1, "???": 2, "teardown": 3}
+    best: dict[str, tuple[int, str]] = {}
+    for event in guard:
+        if event.get("event") != "message":
+            continue
+        order = rank.get(event.get("when"), 4)
+        nodeid = event.get("nodeid", "")
+        if nodeid not in best or order < best[nodeid][0]:
+            best[nodeid] = (order, _clean(event.get("text", ""), work))
+    return {nodeid: text for nodeid, (_, text) in best.items()}
+
+
+def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> dict[str, str]:
+    """nodeid or file -> why, for what the runtime guard caught; adds a finding for each."""
+    caught: dict[str, str] = {}
+    for event in guard:
+        if event.get("event") != "patched":
+            continue
+        names = ", ".join(event.get("names", [])[:5])
+        message = f"运行时替换了 / replaced at run time: {names}"
+        where = event.get("nodeid") or event.get("file") or ""
+        if where in caught:
+            continue
+        caught[where] = message
+        rel, _, name = where.partition("::")
+        koans = (name,) if name else tuple(pristine.koans.get(rel, ()))
+        findings.append(Finding("runtime_patch", rel, None, koans, message))
+    return caught
+
+
+def _crashed_imports(guard: list[dict]) -> list[str]:
+    """Files whose import never ended in some process: it died importing them."""
+    began = {(e["pid"], e.get("file")) for e in guard if e.get("event") == "collecting"}
+    ended = {(e["pid"], e.get("file")) for e in guard if e.get("event") == "collected"}
+    return sorted({file for _, file in began - ended if file})
+
+
+def _clean(text: str, work: Path) -> str:
+    text = XDIST_HEADER.sub("", ANSI.sub("", text or ""))
+    return text.replace(f"{work}{os.sep}", "").replace(str(work), ".").strip()
+
+
+def _cap(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return f"{text[:half]}\n…\n{text[-half:]}"

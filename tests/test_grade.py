@@ -1,0 +1,568 @@
+"""The instructor's `grade`: a student's copy against the pristine course, on a small fake
+course (two chapters, one file each, a pristine harness) and on the real one.
+
+Set UPDATE_GOLDEN=1 to rewrite tests/golden/grade/ after an intended change of output.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxkoans import cli, grade_guard, grade_reports, grading, tamper
+
+pytestmark = pytest.mark.timeout(600)  # whole grading runs, beyond a koan's 60 s
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "golden" / "grade"
+
+KOAN_A = '''"""假的第一章 / a fake chapter: sums and loops."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxkoans import __, todo  # noqa: F401
+
+
+@pytest.fixture
+def xs():
+    return jnp.arange(4)
+
+
+def double(x):
+    """Doubles x."""
+    {double}
+
+
+def test_sum():
+    """求和。The sum of three ones is three."""
+    total = jnp.ones(3).sum()
+    assert int(total) == {sum}
+
+
+def test_cumsum(xs):
+    """累加。cumsum keeps every partial sum."""
+    np.testing.assert_array_equal(jnp.cumsum(xs), {cumsum})
+
+
+def test_double():
+    """加倍。Write double() so that it doubles an array."""
+    np.testing.assert_array_equal(double(jnp.arange(3)), [0, 2, 4])
+
+
+def test_loop():
+    """循环。A while_loop runs until its condition is False."""
+    final = lax.while_loop(lambda c: c < {limit}, lambda c: c + 1, 0)
+    assert int(final) == 5
+'''
+KOAN_B = '''"""假的第二章 / a fake chapter: the host."""
+
+import ctypes
+import os
+
+from jaxkoans import __  # noqa: F401
+
+SEPARATOR = {separator}
+
+
+def test_separator():
+    """分隔符。os.sep joins the parts of a path."""
+    assert "a" + SEPARATOR + "b" == os.path.join("a", "b")
+
+
+def test_int_size():
+    """整数。A C int is as wide as ctypes says."""
+    assert ctypes.sizeof(ctypes.c_int) == {size}
+
+
+def test_pid():
+    """进程。A running process has a positive id."""
+    assert {pid} > 0
+'''
+BLANKS_A = dict(double='todo("return 2 * x")', sum="__", cumsum="__", limit="__")
+ANSWER_A = dict(double="return 2 * x", sum="3", cumsum="[0, 1, 3, 6]", limit="5")
+BLANKS_B = dict(separator="__", size="__", pid="__")
+ANSWER_B = dict(separator="os.sep", size="ctypes.sizeof(ctypes.c_int32)", pid="os.getpid()")
+A, B = "koans/01/test_a.py", "koans/02/test_b.py"
+PYPROJECT = """[tool.pytest.ini_options]
+addopts = "--import-mode=importlib --continue-on-collection-errors"
+pythonpath = ["."]
+testpaths = ["koans"]
+timeout = 30
+"""
+MANIFEST = 'title_zh = "{zh}"\ntitle_en = "{en}"\nfiles = ["{file}"]\n'
+
+
+def write(path: Path, text: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+def answer_a(**changes: str) -> str:
+    return KOAN_A.format(**{**ANSWER_A, **changes})
+
+
+def answer_b(**changes: str) -> str:
+    return KOAN_B.format(**{**ANSWER_B, **changes})
+
+
+@pytest.fixture(scope="module")
+def fake_course(tmp_path_factory) -> Path:
+    """A course with the pristine harness (this checkout's jaxkoans/), in a git repository."""
+    root = tmp_path_factory.mktemp("grade") / "course"
+    shutil.copytree(
+        REPO / "jaxkoans", root / "jaxkoans", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(REPO / "conftest.py", root / "conftest.py")
+    write(root / "pyproject.toml", PYPROJECT)
+    write(root / "koans" / "course.toml", 'path = ["01", "02"]\n')
+    write(root / "koans/01/chapter.toml", MANIFEST.format(zh="第一章", en="Sums", file="test_a.py"))
+    write(root / "koans/02/chapter.toml", MANIFEST.format(zh="第二章", en="Host", file="test_b.py"))
+    write(root / A, KOAN_A.format(**BLANKS_A))
+    write(root / B, KOAN_B.format(**BLANKS_B))
+    write(root / "answers/01/test_a.py", answer_a())
+    write(root / "answers/02/test_b.py", answer_b())
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "course"], check=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def pristine(fake_course, tmp_path_factory) -> grading.Course:
+    return grading.prepare_course(str(fake_course), tmp_path_factory.mktemp("pristine"))
+
+
+def student(course_root: Path, where: Path, files: dict[str, str | bytes | None]) -> Path:
+    """A student's fork: the whole course, its koan files replaced (None deletes one)."""
+    shutil.copytree(course_root, where, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+    for rel, text in files.items():
+        if text is None:
+            (where / rel).unlink()
+        else:
+            write(where / rel, text)
+    return where
+
+
+def digest(root: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under `root` with its mtime and content: grade must change none of them."""
+    return {
+        p.relative_to(root).as_posix(): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def statuses(grade: grading.Grade) -> dict[str, str]:
+    return {k.name: k.status for k in grade.koans}
+
+
+# ---- the static check: a corpus of tampering, and edits that are fine ---------------------------
+
+TAMPERING = {
+    "edited assert": (A, answer_a().replace("assert int(total) == 3", "assert int(total) >= 0"), "assert", ["test_sum"]),
+    "skip marker": (A, answer_a().replace("def test_sum", "@pytest.mark.skip\ndef test_sum"), "marker", ["test_sum"]),
+    "xfail marker": (A, answer_a().replace("def test_loop", "@pytest.mark.xfail\ndef test_loop"), "marker", ["test_loop"]),
+    "deleted test": (A, answer_a().split("def test_loop")[0], "missing_test", ["test_loop"]),
+    "renamed test": (A, answer_a().replace("def test_loop", "def test_loops"), "missing_test", ["test_loop"]),
+    "changed fixture": (A, answer_a().replace("jnp.arange(4)", "jnp.arange(1)"), "fixture", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
+    "added import": (A, answer_a().replace("import pytest\n", "import pytest\nimport os\n"), "changed_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
+    "fill beyond its blank": (A, answer_a(sum="0 or True"), "fill_shape", ["test_sum"]),
+    "two statements in a blank": (A, answer_a(sum="3; total = 3"), "fill_shape", ["test_sum"]),
+    "os._exit in a blank": (A, answer_a(sum='__import__("os")._exit(0)'), "unsafe_code", ["test_sum"]),
+    "pytest.skip in a blank": (A, answer_a(sum="pytest.skip()"), "unsafe_code", ["test_sum"]),
+    "monkeypatch in a blank": (A, answer_a(cumsum='(setattr(np.testing, "assert_array_equal", print), [0])[1]'), "unsafe_code", ["test_cumsum"]),
+    "vars() in a blank": (A, answer_a(cumsum="vars(np.testing).clear()"), "unsafe_code", ["test_cumsum"]),
+    "builtin passed to a lambda": (A, answer_a(sum="(lambda getattr: 3)(getattr)"), "unsafe_code", ["test_sum"]),
+    "walrus in a blank": (A, answer_a(limit="(c := 5)"), "unsafe_code", ["test_loop"]),
+    "an always-equal object": (A, answer_a(sum='type("A", (), {"__eq__": lambda s, o: True})()'), "unsafe_code", ["test_sum"]),
+    "the result copied into the blank": (A, answer_a(sum="int(total)"), "tautology", ["test_sum"]),
+    "the array copied into the blank": (A, answer_a(cumsum="jnp.cumsum(xs)"), "tautology", ["test_cumsum"]),
+    "os._exit in a TODO body": (A, answer_a(double="import os\n    os._exit(0)"), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
+    "patching numpy in a TODO body": (A, answer_a(double="np.testing.assert_array_equal = print\n    return x"), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
+    "global in a TODO body": (A, answer_a(double="global jnp\n    return 2 * x"), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
+    "a file written from a TODO body": (A, answer_a(double='import glob\n    np.savetxt(glob.glob("*")[0], [])\n    return 2 * x'), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
+    "a module reached through numpy": (A, answer_a(sum="(np.lib.npyio.os.getpid() and 3)"), "unsafe_code", ["test_sum"]),
+    "pickle through np.load": (A, answer_a(cumsum='np.load("x.npy", allow_pickle=True)'), "unsafe_code", ["test_cumsum"]),
+    "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "unsafe_code", ["test_int_size"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", TAMPERING, ids=list(TAMPERING))
+def test_tampering_is_found_and_named(case, pristine, tmp_path):
+    rel, text, kind, koans = TAMPERING[case]
+    check = tamper.check_file(rel, pristine.root / rel, text, tmp_path, pristine.allowed[rel])
+    kinds = {f.kind for f in check.findings}
+    assert kind in kinds, [f.message for f in check.findings]
+    scored_zero = sorted(set(check.tampered) | check.missing)
+    assert scored_zero == sorted(koans), [f.message for f in check.findings]
+    # What runs is the pristine file plus allowed edits: none of the tampering.
+    shipped = (pristine.root / rel).read_text(encoding="utf-8")
+    if check.graded is not None:
+        for koan in koans:
+            body = shipped.split(f"def {koan}")[1].split("\ndef ")[0]
+            assert body in check.graded, f"{koan} does not run as shipped"
+    for finding in check.findings:
+        assert finding.file == rel and " / " in finding.message  # Chinese / English
+
+
+FINE = {  # the student's file, and the file that runs
+    "the answer": (answer_a(), answer_a()),
+    "partly solved": (KOAN_A.format(**{**BLANKS_A, "sum": "3"}),) * 2,
+    "a comment line added": (
+        answer_a().replace("    total = jnp", "    # my note\n    total = jnp"),
+        answer_a(),
+    ),
+    "a trailing comment": (answer_a(sum="3  # three ones"),) * 2,
+    "CRLF line endings": (answer_a().replace("\n", "\r\n"), answer_a()),
+    "a byte order mark": ("\ufeff" + answer_a(), answer_a()),
+    "a local variable named input": (answer_a(double="input = 2 * x\n    return input"),) * 2,
+    "a lambda": (answer_a(limit="(lambda n: n)(5)"),) * 2,
+    "an import in a TODO body": (
+        answer_a(double="from jax import numpy as np2\n\n    return np2.multiply(x, 2)"),
+    )
+    * 2,
+}
+
+
+@pytest.mark.parametrize("case", FINE, ids=list(FINE))
+def test_allowed_edits_are_not_findings(case, pristine, tmp_path):
+    written, runs = FINE[case]
+    path = tmp_path / "student.py"
+    path.write_bytes(written.encode("utf-8"))  # the BOM case starts with U+FEFF
+    text, problem = tamper.read_text(path)
+    assert problem == ""
+    check = tamper.check_file(A, pristine.root / A, text, tmp_path, pristine.allowed[A])
+    assert check.findings == [] and check.tampered == {}
+    assert check.graded == runs
+
+
+def test_a_fill_nested_too_deeply_to_check_credits_nothing(pristine, tmp_path):
+    assert "nested too deeply" in tamper.parse_problem(answer_a(sum="+".join(["1"] * 50_000)))
+    deep = answer_a(sum="+".join(["1"] * 900))  # parses, but deeper than a walk may go
+    check = tamper.check_file(A, pristine.root / A, deep, tmp_path, pristine.allowed[A])
+    assert check.findings == [] or sorted(check.tampered) == sorted(pristine.koans[A])
+
+
+def test_os_in_a_blank_is_allowed_where_the_answer_uses_it(pristine, tmp_path):
+    check = tamper.check_file(
+        B, pristine.root / B, answer_b(pid="os.getppid()"), tmp_path, pristine.allowed[B]
+    )
+    assert check.findings == []
+
+
+def test_the_guard_finds_and_undoes_a_replaced_function():
+    import numpy as np
+
+    snapshot = grade_guard.Snapshot()
+    original = np.testing.assert_array_equal
+    try:
+        np.testing.assert_array_equal = print
+        assert snapshot.restore() == ["numpy.testing.assert_array_equal"]
+        assert np.testing.assert_array_equal is original
+        assert snapshot.restore() == []
+    finally:
+        np.testing.assert_array_equal = original
+
+
+# ---- the command end to end, against golden files ------------------------------------------------
+
+
+def normalised(document: dict) -> dict:
+    """The JSON without what changes from run to run: paths, times, versions, the commit."""
+    document = json.loads(json.dumps(document))
+    document["student"]["path"] = "<student>"
+    document["course"].update(source="<course>", commit="<commit>")
+    document["versions"] = dict.fromkeys(document["versions"], "<version>")
+    document["graded_at"], document["duration_s"] = "<time>", 0
+    for koan in document["koans"]:
+        koan["duration"] = 0.0
+    return document
+
+
+def matches_golden(name: str, text: str) -> None:
+    golden = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert golden.is_file(), f"no golden file {golden}: run with UPDATE_GOLDEN=1 once"
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def progress_py(*args: str, root: Path, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "LANG": "C.UTF-8", **kwargs.pop("env", {})}
+    return subprocess.run(
+        [sys.executable, str(REPO / "progress.py"), "grade", *args],
+        capture_output=True, text=True, env=env, timeout=300, **kwargs,
+    )  # fmt: skip
+
+
+def workflow_command(copy: Path, out: Path) -> list[str]:
+    """The arguments templates/github-classroom.yml gives `progress.py grade`, with its paths
+    pointed at `copy` and `out`."""
+    template = (REPO / "templates" / "github-classroom.yml").read_text(encoding="utf-8")
+    line = next(x for x in template.splitlines() if "run: .venv/bin/python progress.py grade" in x)
+    places = {
+        "../student": str(copy),
+        "../grade.json": str(out / "g.json"),
+        "../grade.xml": str(out / "g.xml"),
+        "$GITHUB_STEP_SUMMARY": str(out / "g.md"),
+    }
+    args = shlex.split(line.split("progress.py grade", 1)[1])
+    assert set(places) <= set(args), f"the workflow's command changed: {line}"
+    return [places.get(arg, arg) for arg in args]
+
+
+def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course, tmp_path):
+    """The command the classroom workflow runs, on a copy with passed, failing, not started,
+    missing and tampered koans, harness edits and an added test file."""
+    copy = student(
+        fake_course,
+        tmp_path / "alice",
+        {
+            A: KOAN_A.format(**{**ANSWER_A, "double": BLANKS_A["double"], "cumsum": "[0, 1, 2, 3]"}).split("def test_loop")[0],
+            B: answer_b(size="4").replace("assert ctypes.sizeof(ctypes.c_int) == 4", "assert True"),
+            "koans/01/conftest.py": "collect_ignore = ['test_a.py']\n",
+            "koans/01/test_extra.py": "def test_free():\n    pass\n",
+            "pyproject.toml": PYPROJECT + "# mine\n",
+        },
+    )  # fmt: skip
+    before = digest(copy)
+    out = tmp_path / "reports"
+    out.mkdir()
+    command = workflow_command(copy, out)  # --course HEAD: a git ref of the course at root
+    done = progress_py(*command, "--workers=1", root=fake_course, cwd=fake_course)
+    assert done.returncode == 1, done.stdout + done.stderr  # graded, with findings
+    assert digest(copy) == before, "grade changed the student's copy"
+    document = json.loads((out / "g.json").read_text(encoding="utf-8"))
+    assert (out / "g.md").read_text(encoding="utf-8") == grade_reports.markdown(document)
+    assert (out / "g.xml").read_text(encoding="utf-8") == grade_reports.junit(document)
+    assert document["run"]["harness"] == "jaxkoans/__init__.py"  # the pristine copy ran
+    assert document["course"]["source"] == "HEAD" and len(document["course"]["commit"]) == 40
+    assert {k["name"]: k["status"] for k in document["koans"]} == {
+        "test_sum": "passed",
+        "test_cumsum": "failing",
+        "test_double": "not_started",
+        "test_loop": "missing",
+        "test_separator": "passed",
+        "test_int_size": "tampered",
+        "test_pid": "passed",
+    }
+    assert "koans/01/conftest.py" in done.stdout and "findings (5)" in done.stdout
+    document = normalised(document)
+    matches_golden("alice.json", grade_reports.to_json_text(document))
+    matches_golden("alice.md", grade_reports.markdown(document))
+    matches_golden("alice.xml", grade_reports.junit(document))
+
+
+def test_usage_errors_exit_2_before_any_work(fake_course, tmp_path):
+    assert cli.main(["grade"]) == 2
+    assert cli.main(["grade", str(tmp_path / "nobody")]) == 2
+    assert cli.main(["grade", "--batch", str(tmp_path)]) == 2  # no --csv
+    assert cli.main(["grade", str(tmp_path), f"--json={tmp_path / 'no' / 'g.json'}"]) == 2
+    done = progress_py(str(tmp_path), "--course", "no-such-ref", root=fake_course)
+    assert done.returncode == 2 and "no-such-ref" in done.stderr
+
+
+def test_the_run_refuses_a_harness_that_is_not_the_pristine_course(fake_course, tmp_path):
+    """Without jaxkoans/ in the course, the child would import the editable install of this
+    checkout: the guard stops it, and grade says it could not grade (exit code 3)."""
+    bare = tmp_path / "bare"
+    shutil.copytree(fake_course, bare, ignore=shutil.ignore_patterns(".git", "jaxkoans"))
+    with pytest.raises(grading.CouldNotGrade, match=str(REPO / "jaxkoans")):
+        grading.grade(bare, grading.prepare_course(str(bare), tmp_path / "p"))
+
+
+# ---- robustness: one broken file, koan or copy costs only itself ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def broken(fake_course, pristine, tmp_path_factory) -> dict[str, grading.Grade]:
+    """Copies with one broken file each, graded at once (their runs are independent)."""
+    base = tmp_path_factory.mktemp("students")
+    crash_b = answer_b(size="ctypes.string_at(0)")  # a segfault: `ctypes` is what the answer uses
+    copies = {  # the longest run first
+        "hostile": {
+            A: answer_a(limit="c + 1", sum='__import__("os")._exit(0)'),  # endless; exit
+            B: crash_b,
+        },
+        "syntax": {A: answer_a().replace("def test_sum():", "def test_sum(:")},
+        "garbage": {A: bytes(range(256)) * 8},
+        "import": {A: answer_a(), B: answer_b(separator="os.no_such_thing")},
+    }
+    fast = grading.Options(workers=1)
+    options = {"hostile": grading.Options(koan_timeout=2, workers=1)}  # short, not too short
+    paths = {name: student(fake_course, base / name, files) for name, files in copies.items()}
+    for name in ("syntax", "garbage", "import"):
+        for rel in (A, B):
+            if rel not in copies[name]:
+                write(paths[name] / rel, answer_a() if rel == A else answer_b())
+    before = {name: digest(path) for name, path in paths.items()}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            name: pool.submit(grading.grade, path, pristine, options.get(name, fast))
+            for name, path in paths.items()
+        }
+        graded = {name: future.result() for name, future in futures.items()}
+    assert {name: digest(path) for name, path in paths.items()} == before
+    return graded
+
+
+def test_a_syntax_error_costs_only_its_file(broken):
+    grade = broken["syntax"]
+    assert statuses(grade) == dict.fromkeys(["test_sum", "test_cumsum", "test_double", "test_loop"], "failing") | dict.fromkeys(["test_separator", "test_int_size", "test_pid"], "passed")  # fmt: skip
+    assert grade.problems == [
+        {"file": A, "message": "无法解析 / does not parse: line 21: invalid syntax"}
+    ]
+    assert grade.findings == []
+
+
+def test_a_corrupted_file_is_named_and_the_rest_counts(broken):
+    grade = broken["garbage"]
+    assert [k.status for k in grade.koans] == ["failing"] * 4 + ["passed"] * 3
+    assert grade.problems[0]["file"] == A and "UTF-8" in grade.problems[0]["message"]
+
+
+def test_a_file_that_fails_to_import_is_named_and_the_rest_counts(broken):
+    grade = broken["import"]
+    assert [k.status for k in grade.koans] == ["passed"] * 4 + ["failing"] * 3
+    assert grade.problems[0]["file"] == B and "cannot be imported" in grade.problems[0]["message"]
+    assert "no_such_thing" in grade.koans[-1].message
+
+
+def test_an_endless_loop_in_compiled_code_costs_only_its_koan(broken):
+    loop = next(k for k in broken["hostile"].koans if k.name == "test_loop")
+    assert (loop.status, loop.cause) == ("failing", "timeout")
+    assert statuses(broken["hostile"])["test_cumsum"] == "passed"
+
+
+def test_an_interpreter_crash_costs_only_its_koan(broken):
+    """A segfault (ctypes.string_at(0)): xdist replaces the worker, the other koans run."""
+    grade = broken["hostile"]
+    assert statuses(grade)["test_int_size"] == "crashed"
+    assert statuses(grade)["test_separator"] == statuses(grade)["test_pid"] == "passed"
+    crash = next(k for k in grade.koans if k.name == "test_int_size")
+    assert "crashed" in crash.message
+
+
+def test_exiting_the_interpreter_from_a_blank_is_tampering_and_never_runs(broken):
+    grade = broken["hostile"]
+    assert statuses(grade)["test_sum"] == "tampered"
+    assert [f.kind for f in grade.findings] == ["unsafe_code"]
+    assert grade.findings[0].koans == ("test_sum",) and "__import__" in grade.findings[0].message
+
+
+def test_ctrl_c_removes_the_workdir_and_writes_no_report(fake_course, tmp_path):
+    copy = student(fake_course, tmp_path / "slow", {A: answer_a(limit="c + 1")})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    report = tmp_path / "g.json"
+    env = {**os.environ, "JAXKOANS_ROOT": str(fake_course), "TMPDIR": str(scratch)}
+    grade = subprocess.Popen(
+        [sys.executable, str(REPO / "progress.py"), "grade", str(copy), "--course", "HEAD", f"--json={report}", "--timeout=60"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not any(
+        "test_loop" in p.read_text() for p in scratch.glob("jaxkoans-grade-*/record.jsonl")
+    ):
+        assert time.monotonic() < deadline and grade.poll() is None, grade.communicate()
+        time.sleep(0.2)
+    grade.send_signal(signal.SIGINT)
+    _, stderr = grade.communicate(timeout=60)
+    assert grade.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert not report.exists() and list(tmp_path.glob(".g.json.*")) == []
+    assert list(scratch.iterdir()) == [], "the workdir was left behind"
+    survivors = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if str(scratch).encode() in environ.read_bytes():
+                survivors.append(environ.parent.name)
+        except OSError:
+            continue
+    assert survivors == [], "processes of the grading run survived"
+
+
+def test_batch_writes_one_row_per_copy_and_survives_a_broken_one(
+    fake_course, tmp_path, monkeypatch
+):
+    batch = tmp_path / "class"
+    (batch / "empty").mkdir(parents=True)  # nothing of the course: every koan missing
+    student(fake_course, batch / "koans-is-a-file", {})
+    shutil.rmtree(batch / "koans-is-a-file" / "koans")
+    write(batch / "koans-is-a-file" / "koans", "not a directory\n")
+    student(fake_course, batch / "explodes", {})
+    real = grading.grade
+
+    def grade(path, *args, **kwargs):
+        if path.name == "explodes":
+            raise RuntimeError("disk on fire")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(grading, "grade", grade)
+    out = tmp_path / "grades.csv"
+    code = cli.main(
+        ["grade", "--batch", str(batch), f"--csv={out}", "--jobs=2", f"--course={fake_course}"]
+    )
+    assert code == 3  # one copy could not be graded
+    rows = list(csv.DictReader(out.read_text(encoding="utf-8").splitlines()))
+    assert [r["student"] for r in rows] == ["empty", "explodes", "koans-is-a-file"]
+    assert rows[0] | {"score": "x"} == {"student": "empty", "status": "findings", "passed": "0", "total": "7", "score": "x", "ch01": "0", "ch02": "0", "findings": "2", "problems": "0", "error": ""}  # fmt: skip
+    assert rows[1]["status"] == "error" and "disk on fire" in rows[1]["error"]
+    # `koans` is a file: both koan files cannot be read (problems), the file is a finding
+    assert (rows[2]["status"], rows[2]["findings"], rows[2]["problems"]) == ("findings", "1", "2")
+
+
+# ---- the real course -----------------------------------------------------------------------------
+
+
+def test_the_real_course_solved_passes_and_an_edited_assert_is_named(tmp_path):
+    """Two copies of this course (as committed: HEAD) graded as a batch: every answer, and one
+    file with an edited assert (the other files left out, to keep the run short)."""
+    head = grading.prepare_course("HEAD", tmp_path / "head")
+    batch = tmp_path / "class"
+    solved, edited = batch / "solved", batch / "edited"
+    for rel in head.files:
+        answer = head.root / "answers" / Path(rel).relative_to("koans")
+        write(solved / rel, answer.read_text(encoding="utf-8"))
+    scan = (head.root / "answers" / "01" / "test_scan.py").read_text(encoding="utf-8")
+    assert "    assert int(carry) == 10\n" in scan
+    write(
+        edited / "koans/01/test_scan.py",
+        scan.replace("    assert int(carry) == 10\n", "    assert int(carry) > 0\n"),
+    )
+    out, reports = tmp_path / "grades.csv", tmp_path / "reports"
+    reports.mkdir()
+    code = cli.main(["grade", "--batch", str(batch), f"--csv={out}", f"--reports={reports}", "--jobs=2", "--course=HEAD"])  # fmt: skip
+    assert code == 1  # the edited copy has findings
+    everything = json.loads((reports / "solved.json").read_text(encoding="utf-8"))
+    not_passed = [(k["nodeid"], k["status"], k["message"][:200]) for k in everything["koans"] if k["status"] != "passed"]  # fmt: skip
+    assert not_passed == [] and everything["findings"] == [] and everything["problems"] == []
+    assert everything["total"]["passed"] == everything["total"]["total"] > 0
+    document = json.loads((reports / "edited.json").read_text(encoding="utf-8"))
+    scan_koans = {
+        k["name"]: k["status"] for k in document["koans"] if k["file"] == "koans/01/test_scan.py"
+    }
+    tampered = [name for name, status in scan_koans.items() if status == "tampered"]
+    assert tampered == ["test_scan_returns_final_carry_and_stacked_outputs"]
+    assert set(scan_koans.values()) == {"passed", "tampered"}
+    assert_finding = next(f for f in document["findings"] if f["kind"] == "assert")
+    assert assert_finding["koans"] == tampered and assert_finding["file"] == "koans/01/test_scan.py"
+    assert "assert int(carry) > 0" in assert_finding["message"]

@@ -1,0 +1,309 @@
+"""05 · 三种回调：pure_callback、io_callback、jax.debug.callback / the three callbacks."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.experimental import io_callback
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+
+def like(x):
+    """The result description a callback needs: same shape and dtype as x."""
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+def effect_names(f, *args):
+    """The names of the effects JAX records in f's jaxpr, sorted."""
+    return sorted(type(e).__name__ for e in jax.make_jaxpr(f)(*args).effects)
+
+
+def test_pure_callback_calls_python_from_compiled_code():
+    """pure_callback 让编译后的程序调用任意 Python / NumPy 函数。JAX 看不见函数内部，
+    所以必须事先声明结果的形状和 dtype；回调收到的参数是 jax.Array，不是 np.ndarray。
+    pure_callback lets a compiled program call any Python / NumPy function. JAX cannot see
+    inside it, so the result's shape and dtype must be declared up front; the callback receives
+    jax.Array arguments, not np.ndarray.
+    """
+    received = []
+
+    def host_sinc(x):
+        received.append(x)
+        return np.sinc(np.asarray(x))
+
+    @jax.jit
+    def f(x):
+        return jax.pure_callback(host_sinc, like(x), x)
+
+    x = jnp.linspace(-2.0, 2.0, 5)
+    np.testing.assert_allclose(f(x), jnp.sinc(x), atol=1e-6)
+    assert isinstance(received[0], jax.Array)
+    assert received[0].shape == x.shape
+    # The declaration is part of the staged program: the jaxpr knows the result without calling.
+    eqn = jax.make_jaxpr(f.__wrapped__)(x).eqns[0]
+    assert eqn.primitive.name == "pure_callback"
+    assert eqn.params["result_avals"][0].shape == (5,)
+
+
+def test_unused_results_are_dead_code_only_for_pure_callback():
+    """⚠️ 陷阱 / trap: pure_callback 承诺“没有副作用”，所以 jit 会把结果没人用的调用当死代码
+    删掉；io_callback 和 jax.debug.callback 带有副作用（effect），一定会执行。
+    pure_callback promises "no side effects", so jit deletes a call whose result nobody uses as
+    dead code; io_callback and jax.debug.callback carry an effect and always run.
+    """
+    calls = {"pure": 0, "io": 0, "debug": 0}
+
+    def count(kind):
+        def callback(*args):
+            calls[kind] += 1
+            return args[0] if args else None
+
+        return callback
+
+    def f(x):
+        jax.pure_callback(count("pure"), like(x), x)  # result unused
+        io_callback(count("io"), like(x), x)  # result unused
+        jax.debug.callback(count("debug"), x)
+        return x * 2
+
+    x = jnp.ones(3)
+    jax.block_until_ready(jax.jit(f)(x))
+    jax.effects_barrier()
+    assert calls == {"pure": 0, "io": 1, "debug": 1}
+    # The jaxpr still holds all three; lowering drops the pure one.
+    hlo = jax.jit(f).lower(x).as_text()
+    assert len(jax.make_jaxpr(f)(x).eqns) == 4
+    assert hlo.count("stablehlo.custom_call") == 2
+
+
+def test_pure_callback_can_be_hoisted_out_of_a_loop():
+    """⚠️ 陷阱 / trap: 纯回调可以被编译器自由移动、合并。循环体里参数不随循环变化的
+    pure_callback 会被 XLA 提到循环外，只调用一次；io_callback 每一步都执行。
+    A pure callback may be moved and merged freely. A pure_callback in a loop body whose
+    argument does not change across iterations is hoisted out of the loop by XLA and runs once;
+    io_callback runs at every step.
+    """
+    calls = {"pure": 0, "io": 0}
+
+    def count(kind):
+        def callback(v):
+            calls[kind] += 1
+            return np.asarray(v)
+
+        return callback
+
+    def f(x):
+        def step(carry, _):
+            p = jax.pure_callback(count("pure"), like(x), x)  # x is loop-invariant
+            i = io_callback(count("io"), like(x), x)
+            return carry + p + i, None
+
+        return lax.scan(step, jnp.zeros_like(x), None, length=5)[0]
+
+    x = jnp.ones(2)
+    np.testing.assert_allclose(jax.jit(f)(x), 10 * np.ones(2))
+    jax.effects_barrier()
+    assert calls == {"pure": 1, "io": 5}
+
+
+def test_vmap_of_a_pure_callback_needs_a_vmap_method():
+    """JAX 不知道回调能不能处理一整批数据，所以 vmap 一个没有 vmap_method 的 pure_callback
+    会报错；vmap_method 说明回调如何接收批次。
+    JAX cannot know whether a callback handles a whole batch, so vmapping a pure_callback
+    without vmap_method raises; vmap_method says how the callback receives the batch.
+    """
+    calls = []
+
+    def host_square(v):
+        calls.append(np.shape(v))
+        return np.asarray(v) ** 2
+
+    def square(x, method):
+        return jax.pure_callback(host_square, like(x), x, vmap_method=method)
+
+    xs = jnp.arange(6.0).reshape(3, 2)
+    with pytest.raises(NotImplementedError) as info:
+        jax.vmap(lambda x: square(x, None))(xs)
+    assert "vmap_method" in str(info.value)
+    # One call for the whole batch: the callback must already work on a leading batch axis.
+    ys = jax.vmap(lambda x: square(x, "expand_dims"))(xs)
+    np.testing.assert_allclose(ys, xs**2)
+    assert calls == [(3, 2)]
+
+
+def test_vmap_methods_decide_what_the_callback_sees():
+    """vmap_method 的三种主要取法：sequential 对每个元素调用一次（未批处理的形状）；
+    expand_dims 调用一次，未批处理的参数补一根长度为 1 的轴；broadcast_all 调用一次，
+    所有参数都广播到批大小。
+    The three main vmap_methods: sequential calls once per element (unbatched shapes);
+    expand_dims calls once and gives unbatched arguments a new axis of length 1;
+    broadcast_all calls once with every argument broadcast to the batch size.
+    """
+    seen = {}
+
+    def run(method):
+        shapes = seen.setdefault(method, [])
+
+        def host_add(a, b):
+            shapes.append((np.shape(a), np.shape(b)))
+            return np.asarray(a) + np.asarray(b)
+
+        def add(a, b):
+            return jax.pure_callback(host_add, like(a), a, b, vmap_method=method)
+
+        # a is batched (3 rows of 2), b is shared by the whole batch
+        return jax.vmap(add, in_axes=(0, None))(jnp.ones((3, 2)), jnp.arange(2.0))
+
+    for method in ("sequential", "expand_dims", "broadcast_all"):
+        np.testing.assert_allclose(run(method), np.ones((3, 2)) + np.arange(2.0))
+    assert seen["sequential"] == [((2,), (2,))] * 3
+    assert seen["expand_dims"] == [((3, 2), (1, 2))]
+    assert seen["broadcast_all"] == [((3, 2), (3, 2))]
+
+
+def test_only_the_debug_callback_survives_grad():
+    """⚠️ 陷阱 / trap: pure_callback 和 io_callback 都没有 JVP 规则，grad 直接报错；
+    jax.debug.callback 对求导透明，它看到的是原始值（primal），不是切向量。
+    Neither pure_callback nor io_callback has a JVP rule: grad raises. jax.debug.callback is
+    transparent to differentiation and sees the primal values, not the tangents.
+    """
+    x = jnp.arange(3.0)
+
+    def with_pure(x):
+        return jax.pure_callback(np.sin, like(x), x).sum()
+
+    def with_io(x):
+        return io_callback(np.sin, like(x), x).sum()
+
+    with pytest.raises(ValueError) as info:
+        jax.grad(with_pure)(x)
+    assert "custom_jvp" in str(info.value)  # the message names the way out
+    with pytest.raises(ValueError):
+        jax.grad(with_io)(x)
+
+    seen = []
+
+    def with_debug(x):
+        jax.debug.callback(lambda v: seen.append(np.asarray(v)), x)
+        return (x**2).sum()
+
+    np.testing.assert_allclose(jax.grad(with_debug)(x), 2 * x)
+    jax.effects_barrier()
+    np.testing.assert_array_equal(seen[0], [0.0, 1.0, 2.0])
+
+
+@jax.custom_jvp
+def host_sin(x):
+    """sin computed by NumPy on the host."""
+    return jax.pure_callback(np.sin, like(x), x, vmap_method="expand_dims")
+
+
+@host_sin.defjvp
+def host_sin_jvp(primals, tangents):
+    """Return (host_sin(x), cos(x) * t), with cos(x) also computed on the host by a
+    pure_callback of np.cos (give it a vmap_method so vmap keeps working). About 4 lines.
+    返回 (host_sin(x), cos(x) * t)；cos(x) 也用 pure_callback 在主机上算（记得给 vmap_method）。
+    """
+    (x,), (t,) = primals, tangents
+    y = host_sin(x)
+    cos = jax.pure_callback(np.cos, like(x), x, vmap_method="expand_dims")
+    return y, cos * t
+
+
+def test_custom_jvp_makes_a_callback_differentiable():
+    """✅ 推荐写法 / recommended: 给回调包一层 custom_jvp，自己提供导数，grad、jit、vmap
+    就都能用了。写出 host_sin 的 JVP 规则。
+    Wrap the callback in custom_jvp and supply the derivative yourself: grad, jit and vmap all
+    work. Write host_sin's JVP rule.
+    """
+    x = jnp.linspace(-1.0, 2.0, 4)
+    y, t = jax.jvp(host_sin, (x,), (jnp.ones_like(x),))
+    np.testing.assert_allclose(y, jnp.sin(x), rtol=1e-6)
+    np.testing.assert_allclose(t, jnp.cos(x), rtol=1e-6)
+    g = jax.jit(jax.grad(lambda x: (host_sin(x) ** 2).sum()))(x)
+    np.testing.assert_allclose(g, 2 * jnp.sin(x) * jnp.cos(x), rtol=1e-5)
+    per_row = jax.vmap(jax.grad(lambda v: host_sin(v).sum()))(x.reshape(2, 2))
+    np.testing.assert_allclose(per_row, jnp.cos(x).reshape(2, 2), rtol=1e-6)
+    # The derivative really comes from the host: two callbacks in the gradient's jaxpr.
+    jaxpr = str(jax.make_jaxpr(jax.grad(lambda v: host_sin(v).sum()))(x))
+    assert jaxpr.count("pure_callback[") == 2
+
+
+def test_effects_and_ordering_of_io_callbacks():
+    """jaxpr 记录每个回调的副作用（effect）：pure_callback 没有；io_callback 是 IOEffect；
+    ordered=True 变成 OrderedIOEffect，编译后的程序多了一个 token 参数把调用串起来，
+    保证按程序顺序执行。
+    The jaxpr records each callback's effect: none for pure_callback, IOEffect for io_callback;
+    ordered=True makes it an OrderedIOEffect, and the compiled program gains a token argument
+    that threads the calls together so they run in program order.
+    """
+    x = jnp.ones(2)
+
+    def pure(x):
+        return jax.pure_callback(np.negative, like(x), x)
+
+    def unordered(x):
+        return io_callback(np.negative, like(x), x)
+
+    def ordered(x):
+        return io_callback(np.negative, like(x), x, ordered=True)
+
+    assert effect_names(pure, x) == []
+    assert effect_names(unordered, x) == ["IOEffect"]
+    assert effect_names(ordered, x) == ["OrderedIOEffect"]
+
+    def signature(f):
+        text = jax.jit(f).lower(x).as_text()
+        return next(line for line in text.splitlines() if "func.func public @main" in line)
+
+    tokens = ("stablehlo.token" in signature(unordered), "stablehlo.token" in signature(ordered))
+    assert tokens == (False, True)
+
+    # What it is for: a host-side log that must keep the loop's order.
+    log = []
+
+    def record(i):
+        log.append(int(i))
+
+    def loop(xs):
+        def step(carry, i):
+            io_callback(record, None, i, ordered=True)
+            return carry + i, None
+
+        return lax.scan(step, 0, xs)[0]
+
+    assert int(jax.jit(loop)(jnp.arange(5))) == 10
+    jax.effects_barrier()
+    assert log == [0, 1, 2, 3, 4]
+
+
+def test_effectful_callbacks_run_once_per_element_under_vmap():
+    """io_callback 和 jax.debug.callback 在 vmap 下对每个元素各调用一次（形状是未批处理的）；
+    ordered=True 的 io_callback 不能 vmap（顺序在批次里没有意义）。
+    Under vmap, io_callback and jax.debug.callback are called once per element (with unbatched
+    shapes); an ordered io_callback cannot be vmapped (order means nothing inside a batch).
+    """
+    xs = jnp.ones((4, 2))
+    io_shapes, debug_shapes = [], []
+
+    def host_copy(v):
+        io_shapes.append(np.shape(v))
+        return np.asarray(v)
+
+    def f(x):
+        jax.debug.callback(lambda v: debug_shapes.append(np.shape(v)), x)
+        return io_callback(host_copy, like(x), x)
+
+    np.testing.assert_allclose(jax.vmap(f)(xs), xs)
+    jax.effects_barrier()
+    assert io_shapes == [(2,)] * 4
+    assert debug_shapes == [(2,)] * 4
+
+    def g(x):
+        return io_callback(host_copy, like(x), x, ordered=True)
+
+    with pytest.raises(ValueError) as info:
+        jax.vmap(g)(xs)
+    assert "ordered" in str(info.value)

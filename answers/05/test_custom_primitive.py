@@ -1,0 +1,278 @@
+"""05 · 自定义原语及其全部规则 / a custom primitive and all its rules.
+
+The primitive of this file, leaky_sum, is a leaky running sum along the last axis (every
+leading axis is a batch axis), the same operation as the C++ kernel of test_ffi_kernel.py:
+
+    y[..., i] = decay * y[..., i - 1] + x[..., i]       (reverse=True: from the end backwards)
+
+It is linear in x, and its transpose is the same recurrence run in the other direction.
+"""
+
+from functools import partial
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.interpreters import ad, batching, mlir
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+
+def leaky_sum_reference(x, *, decay, reverse):
+    """The plain-JAX definition of leaky_sum: a scan along the last axis."""
+
+    def step(carry, xi):
+        carry = decay * carry + xi
+        return carry, carry
+
+    xs = jnp.moveaxis(x, -1, 0)
+    _, ys = lax.scan(step, jnp.zeros(x.shape[:-1], x.dtype), xs, reverse=reverse)
+    return jnp.moveaxis(ys, 0, -1)
+
+
+def leaky_sum_abstract_eval(x, *, decay, reverse):
+    """Tracing sees only shapes and dtypes: the output looks like the input."""
+    return jax.core.ShapedArray(x.shape, x.dtype)
+
+
+def leaky_sum_jvp(prim, primals, tangents, *, decay, reverse):
+    """JVP rule: return (primal output, tangent output). leaky_sum is linear in x, so the
+    tangent goes through the same operation. Bind `prim` (not the reference), with the same
+    parameters. About 3 lines.
+    JVP 规则：返回 (原始输出, 切向输出)。leaky_sum 对 x 线性，切向量走同一个运算；用 prim.bind。
+    """
+    (x,), (t,) = primals, tangents
+    y = prim.bind(x, decay=decay, reverse=reverse)
+    return y, prim.bind(t, decay=decay, reverse=reverse)
+
+
+def leaky_sum_transpose(prim, ct, x, *, decay, reverse):
+    """Transpose rule: given the output cotangent ct, return a tuple with the cotangent of x
+    (x itself is an ad.UndefinedPrimal here: a linear input has no value). The transpose of
+    the recurrence is the same recurrence run in the other direction. About 1 line.
+    转置规则：给定输出余切 ct，返回 x 的余切组成的元组。递推的转置就是反方向的同一个递推。
+    """
+    return (prim.bind(ct, decay=decay, reverse=not reverse),)
+
+
+def leaky_sum_batch(prim, args, dims, *, decay, reverse):
+    """Batching rule: args = (x,), dims = (the batch axis of x,). leaky_sum already treats
+    every leading axis as a batch axis, so move the batch axis to the front (jnp.moveaxis),
+    bind once, and return (output, the output's batch axis). About 3 lines.
+    批处理规则：把批次轴移到最前面，调用一次 prim.bind，返回 (输出, 输出的批次轴)。
+    """
+    (x,), (d,) = args, dims
+    x = jnp.moveaxis(x, d, 0)
+    return prim.bind(x, decay=decay, reverse=reverse), 0
+
+
+def make_leaky_sum(*, abstract_eval=True, lowering=True, jvp=True, transpose=True, batch=True):
+    """A fresh leaky_sum primitive with the chosen rules, so each koan starts from its own."""
+    prim = jax.extend.core.Primitive("leaky_sum")
+    prim.def_impl(leaky_sum_reference)  # eager evaluation
+    if abstract_eval:
+        prim.def_abstract_eval(leaky_sum_abstract_eval)
+    if lowering:
+        mlir.register_lowering(prim, mlir.lower_fun(leaky_sum_reference, multiple_results=False))
+    if jvp:
+        ad.primitive_jvps[prim] = partial(leaky_sum_jvp, prim)
+    if transpose:
+        ad.primitive_transposes[prim] = partial(leaky_sum_transpose, prim)
+    if batch:
+        batching.primitive_batchers[prim] = partial(leaky_sum_batch, prim)
+    return prim
+
+
+def test_a_primitive_needs_an_impl_to_run_eagerly():
+    """jax.extend.core.Primitive 只是一个名字；bind 把参数和关键字参数（原语的 params）交给
+    当前的解释器。没有变换时用的是 impl（def_impl）；没有 impl，bind 就报错。
+    A jax.extend.core.Primitive is just a name; bind hands the operands and the keyword
+    parameters (the primitive's params) to the current interpreter. With no transformation
+    that is the impl (def_impl); without one, bind raises.
+    """
+    prim = jax.extend.core.Primitive("leaky_sum")
+    x = jnp.ones(4)
+    with pytest.raises(NotImplementedError):
+        prim.bind(x, decay=0.5, reverse=False)
+
+    prim.def_impl(leaky_sum_reference)
+    np.testing.assert_allclose(prim.bind(x, decay=0.5, reverse=False), [1.0, 1.5, 1.75, 1.875])
+    np.testing.assert_allclose(prim.bind(x, decay=0.5, reverse=True), [1.875, 1.75, 1.5, 1.0])
+
+
+def test_abstract_eval_is_what_tracing_sees():
+    """jit、make_jaxpr 追踪时不运行 impl，而是调用抽象求值规则（def_abstract_eval）：它只拿到
+    形状和 dtype（ShapedArray），返回输出的 ShapedArray。原语的 params 原样记进 jaxpr。
+    Tracing (jit, make_jaxpr) does not run the impl but the abstract evaluation rule
+    (def_abstract_eval): it receives shapes and dtypes only (ShapedArray) and returns the
+    output's ShapedArray. The primitive's params are recorded in the jaxpr as they are.
+    """
+    prim = make_leaky_sum(abstract_eval=False)
+    x = jnp.ones((2, 3))
+
+    def f(x):
+        return prim.bind(x, decay=0.5, reverse=True)
+
+    with pytest.raises(NotImplementedError) as info:
+        jax.make_jaxpr(f)(x)
+    assert "Abstract evaluation" in str(info.value)
+
+    seen = []
+
+    def abstract_eval(x, *, decay, reverse):
+        seen.append(x)
+        return jax.core.ShapedArray(x.shape, x.dtype)
+
+    prim.def_abstract_eval(abstract_eval)
+    eqn = jax.make_jaxpr(f)(x).eqns[0]
+    assert type(seen[0]).__name__ == "ShapedArray"
+    assert eqn.params == {"decay": 0.5, "reverse": True}
+    assert eqn.outvars[0].aval.shape == (2, 3)
+
+
+def test_jit_needs_a_lowering():
+    """jit 还需要把原语翻译成 StableHLO：mlir.register_lowering(原语, 规则)。mlir.lower_fun
+    把一个 JAX 函数变成 lowering 规则，它被内联进模块，HLO 里不再有原语的名字。
+    jit also needs to translate the primitive into StableHLO: mlir.register_lowering(primitive,
+    rule). mlir.lower_fun turns a JAX function into a lowering rule; it is inlined into the
+    module and the HLO no longer mentions the primitive.
+    """
+    prim = make_leaky_sum(lowering=False)
+    x = jnp.ones((2, 3))
+
+    def f(x):
+        return prim.bind(x, decay=0.5, reverse=False)
+
+    with pytest.raises(NotImplementedError) as info:
+        jax.jit(f)(x)
+    assert "MLIR translation rule" in str(info.value)
+
+    mlir.register_lowering(prim, mlir.lower_fun(leaky_sum_reference, multiple_results=False))
+    np.testing.assert_allclose(jax.jit(f)(x), leaky_sum_reference(x, decay=0.5, reverse=False))
+    hlo = jax.jit(f).lower(x).as_text()
+    assert ("leaky_sum" in hlo, hlo.count("stablehlo.while")) == (False, 1)
+
+
+def test_jvp_rule_gives_forward_mode():
+    """ad.primitive_jvps[原语] 是 JVP 规则：(primals, tangents) → (输出, 切向输出)。写出
+    leaky_sum_jvp；有了它 jax.jvp 就能用了，jit 下也一样（jacfwd 还要用到 vmap，也就是批处理规则）。
+    ad.primitive_jvps[primitive] holds the JVP rule: (primals, tangents) → (output, output
+    tangent). Write leaky_sum_jvp; with it jax.jvp works, under jit as well (jacfwd also needs
+    vmap, that is a batching rule).
+    """
+    prim = make_leaky_sum(jvp=False, transpose=False, batch=False)
+    x = jnp.array([[1.0, -2.0, 0.5, 3.0], [0.0, 1.0, 2.0, -1.0]])
+    t = jnp.array([[0.5, 1.0, -1.0, 2.0], [1.0, 0.0, 0.0, 1.0]])
+    params = {"decay": 0.8, "reverse": False}
+
+    def f(x):
+        return jnp.tanh(prim.bind(x, **params))
+
+    with pytest.raises(NotImplementedError):
+        jax.jvp(f, (x,), (t,))
+    ad.primitive_jvps[prim] = partial(leaky_sum_jvp, prim)
+
+    def reference(x):
+        return jnp.tanh(leaky_sum_reference(x, **params))
+
+    expected = jax.jvp(reference, (x,), (t,))
+    for got in (jax.jvp(f, (x,), (t,)), jax.jit(lambda x, t: jax.jvp(f, (x,), (t,)))(x, t)):
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-5, atol=1e-6)
+
+
+def test_transpose_rule_gives_reverse_mode():
+    """grad 先做 JVP，再把线性部分转置：线性原语还需要转置规则 ad.primitive_transposes[原语]。
+    写出 leaky_sum_transpose；有了它 grad、vjp、linear_transpose 都能用。
+    grad runs the JVP and then transposes its linear part, so a linear primitive also needs a
+    transpose rule, ad.primitive_transposes[primitive]. Write leaky_sum_transpose; with it grad,
+    vjp and linear_transpose all work.
+    """
+    prim = make_leaky_sum(transpose=False, batch=False)
+    params = {"decay": 0.7, "reverse": False}
+    x = jnp.array([0.3, -1.0, 2.0, 0.5, 1.5])
+    ct = jnp.array([1.0, 0.0, -2.0, 0.5, 3.0])
+
+    def linear(v):
+        return prim.bind(v, **params)
+
+    with pytest.raises(NotImplementedError) as info:
+        jax.linear_transpose(linear, x)(ct)
+    assert "Transpose rule" in str(info.value)
+    ad.primitive_transposes[prim] = partial(leaky_sum_transpose, prim)
+
+    (transposed,) = jax.linear_transpose(linear, x)(ct)
+    (expected,) = jax.vjp(lambda v: leaky_sum_reference(v, **params), x)[1](ct)
+    np.testing.assert_allclose(transposed, expected, rtol=1e-6)
+    # The other direction transposes too.
+    rev = jax.linear_transpose(lambda v: prim.bind(v, decay=0.7, reverse=True), x)(ct)[0]
+    np.testing.assert_allclose(rev, leaky_sum_reference(ct, decay=0.7, reverse=False), rtol=1e-6)
+
+    # grad = the JVP rule, then this transpose of its linear part.
+    def loss(x):
+        return jnp.sum(jnp.sin(linear(x)) ** 2)
+
+    def reference_loss(x):
+        return jnp.sum(jnp.sin(leaky_sum_reference(x, **params)) ** 2)
+
+    np.testing.assert_allclose(jax.grad(loss)(x), jax.grad(reference_loss)(x), rtol=1e-5)
+
+
+def test_batching_rule_gives_vmap():
+    """vmap 需要批处理规则 batching.primitive_batchers[原语]：收到带批次轴的参数和批次轴的
+    位置，返回 (输出, 输出的批次轴)。写出 leaky_sum_batch：一次 bind 处理整批，不展开循环。
+    vmap needs a batching rule, batching.primitive_batchers[primitive]: it receives the batched
+    operands and where their batch axes are, and returns (output, the output's batch axis).
+    Write leaky_sum_batch: one bind for the whole batch, no loop.
+    """
+    prim = make_leaky_sum(batch=False)
+    params = {"decay": 0.5, "reverse": True}
+    xs = jnp.arange(24.0).reshape(2, 3, 4) / 10
+
+    def f(x):
+        return prim.bind(x, **params)
+
+    with pytest.raises(NotImplementedError):
+        jax.vmap(f)(xs)
+    batching.primitive_batchers[prim] = partial(leaky_sum_batch, prim)
+
+    def reference(x):
+        return leaky_sum_reference(x, **params)
+
+    for axis in (0, 1, 2):  # axis 2 is the sequence axis of the stacked array
+        got = jax.vmap(f, in_axes=axis)(xs)
+        np.testing.assert_allclose(got, jax.vmap(reference, in_axes=axis)(xs), rtol=1e-6)
+    nested = jax.vmap(jax.vmap(f))(xs)
+    np.testing.assert_allclose(nested, reference(xs), rtol=1e-6)
+    eqns = jax.make_jaxpr(jax.vmap(f, in_axes=1))(xs).eqns
+    assert [e.primitive.name for e in eqns].count("leaky_sum") == 1
+
+
+def test_capstone_all_rules_compose():
+    """综合 / capstone: 有了全部规则，jit、grad、vmap 可以任意组合，结果与纯 JAX 的参考实现
+    一致。先预测：梯度的 jaxpr 里有几个 leaky_sum，各自的 reverse 是什么？
+    With every rule in place jit, grad and vmap compose freely and agree with the plain-JAX
+    reference. Predict first: how many leaky_sum equations does the gradient's jaxpr hold, and
+    what is the reverse parameter of each?
+    """
+    prim = make_leaky_sum()
+
+    def loss_with(leaky_sum):
+        def loss(x):
+            return jnp.sum(leaky_sum(x, decay=0.9, reverse=False) ** 2) / x.shape[-1]
+
+        return loss
+
+    mine, reference = loss_with(prim.bind), loss_with(leaky_sum_reference)
+    xs = jnp.sin(jnp.arange(15.0)).reshape(3, 5)
+    per_example = jax.jit(jax.vmap(jax.grad(mine)))(xs)
+    np.testing.assert_allclose(per_example, jax.vmap(jax.grad(reference))(xs), rtol=1e-5)
+    hessian = jax.jit(jax.hessian(mine))(xs[0])
+    np.testing.assert_allclose(hessian, jax.hessian(reference)(xs[0]), rtol=1e-5, atol=1e-6)
+
+    jaxpr = jax.make_jaxpr(jax.grad(mine))(xs[0])
+    directions = [e.params["reverse"] for e in jaxpr.eqns if e.primitive is prim]
+    assert directions == [False, True]

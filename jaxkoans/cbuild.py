@@ -1,0 +1,123 @@
+"""Build a C++ source of `csrc/` into a shared library for jax.ffi, once (chapter 05).
+
+The library is cached in `build/ffi/` (ignored by git) under a name derived from the source's
+hash, the JAX version and the compiler, so an edited source, another JAX or another compiler
+gets a fresh build and everything else reuses the file. A build writes to a temporary name and
+renames it into place, under a lock where the platform has one, so pytest-xdist workers that
+ask at the same moment neither collide nor compile twice.
+
+    path = cbuild.build("leaky_sum.cc")      # csrc/leaky_sum.cc -> build/ffi/leaky_sum-<key>.so
+    lib = ctypes.CDLL(str(path))
+
+Without a C++ compiler `build` raises `CompilerNotFoundError`, whose message the koans pass to
+`pytest.skip`: only the koans that need the kernel are skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from jaxkoans import course
+
+CSRC = course.REPO / "csrc"
+BUILD_DIR = course.REPO / "build" / "ffi"
+COMPILERS = ("g++", "clang++", "c++")  # the first one on PATH builds
+FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC")
+BUILD_TIMEOUT_S = 300
+
+
+class CompilerNotFoundError(RuntimeError):
+    """No C++ compiler on PATH. / PATH 上没有 C++ 编译器。"""
+
+
+class BuildError(RuntimeError):
+    """The compiler rejected the source. / 编译失败。"""
+
+
+def find_compiler() -> str:
+    """The path of the first of g++, clang++, c++ found on PATH."""
+    for name in COMPILERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise CompilerNotFoundError(
+        "未找到 C++ 编译器（g++、clang++ 或 c++），第 05 章需要它来编译 csrc/ 里的 FFI 内核；"
+        "安装后重新运行（Debian/Ubuntu: apt install g++；macOS: xcode-select --install）。\n"
+        "No C++ compiler (g++, clang++ or c++) on PATH: chapter 05 needs one to build the FFI "
+        "kernels of csrc/. Install one (Debian/Ubuntu: apt install g++; macOS: "
+        "xcode-select --install) and run again."
+    )
+
+
+def _key(source: Path, compiler: str) -> str:
+    import jax
+
+    digest = hashlib.sha256(source.read_bytes())
+    for part in (jax.__version__, os.path.realpath(compiler), *FLAGS):
+        digest.update(b"\0" + part.encode())
+    return digest.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    """An exclusive lock on `path` where fcntl exists; elsewhere rename alone keeps builds safe."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: concurrent builds may both compile, the rename stays atomic
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build(source: str | Path, *, build_dir: Path | None = None) -> Path:
+    """Compile `source` (a path, or a name inside csrc/) against jax.ffi.include_dir() once;
+    return the shared library's path."""
+    import jax
+
+    source = Path(source)
+    source = source if source.is_absolute() else CSRC / source
+    compiler = find_compiler()
+    out_dir = Path(build_dir) if build_dir is not None else BUILD_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    library = out_dir / f"{source.stem}-{_key(source, compiler)}.so"
+    if library.is_file():
+        return library
+    with _lock(out_dir / f".{library.name}.lock"):
+        if library.is_file():  # another process built it while we waited
+            return library
+        handle, temporary = tempfile.mkstemp(prefix=f".{library.name}.", suffix=".tmp", dir=out_dir)
+        os.close(handle)
+        command = [
+            compiler,
+            *FLAGS,
+            "-isystem",  # JAX's headers: their warnings are not ours
+            jax.ffi.include_dir(),
+            str(source),
+            "-o",
+            temporary,
+        ]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
+            )
+            if done.returncode != 0:
+                raise BuildError(
+                    f"编译失败 / build failed: {' '.join(command)}\n{done.stderr[-4000:]}"
+                )
+            os.chmod(temporary, 0o755)  # mkstemp made it private; a library is read by all
+            os.replace(temporary, library)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+    return library

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
 
-from jaxkoans import course
+from jaxkoans import cbuild, course
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(.+)$")
 DEVICE_PROBE = """
@@ -76,7 +75,10 @@ def _devices() -> Check:
 
 
 def _compiler() -> Check:
-    compiler = shutil.which("g++") or shutil.which("clang++")
+    try:
+        compiler = cbuild.find_compiler()  # the one chapter 05's kernels are built with
+    except cbuild.CompilerNotFoundError:
+        compiler = None
     return Check(
         compiler is not None,
         f"C++ 编译器 / compiler for jax.ffi (ch. 05): {compiler or 'missing'}",

@@ -127,6 +127,11 @@ def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, dict]:
     return seen
 
 
+# The recorded runs cover the whole course: far longer than one koan's timeout.
+WHOLE_COURSE_TIMEOUT_S = 900
+
+
+@pytest.mark.timeout(WHOLE_COURSE_TIMEOUT_S)
 def test_every_answer_passes_under_xdist(answers_run):
     seen = results_of_every_koan(answers_run, course.ANSWERS)
     skipped = [n for n, e in seen.items() if e["state"] == "skipped"]
@@ -139,6 +144,7 @@ def test_every_answer_passes_under_xdist(answers_run):
     )
 
 
+@pytest.mark.timeout(WHOLE_COURSE_TIMEOUT_S)
 def test_every_koan_fails_because_of_its_blank(koans_run):
     seen = results_of_every_koan(koans_run, course.KOANS)
     passing = [n for n, e in seen.items() if e["state"] == "passed"]
@@ -154,6 +160,7 @@ def test_every_koan_fails_because_of_its_blank(koans_run):
     )
 
 
+@pytest.mark.timeout(WHOLE_COURSE_TIMEOUT_S)
 def test_koans_and_answers_collect_together_without_collisions():
     listing = subprocess.run(
         [

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from jaxkoans import tamper
+from jaxkoans import results, tamper
 from jaxkoans.grade_course import CouldNotGrade, Course, UsageProblem, prepare_course
 from jaxkoans.grade_run import (
     RUN_TIMEOUT_S,
@@ -176,14 +176,14 @@ def _merge(
     problems: list[dict],
     work: Path,
 ) -> list[KoanGrade]:
-    results_by_id = {e["nodeid"]: e for e in outcome.events if e.get("event") == "koan"}
-    running = {e["nodeid"] for e in outcome.events if e.get("event") == "running"}
+    results_by_id = results.by_koan(outcome.events)  # a parametrized koan is one koan
+    running = {results.koan_id(e["nodeid"]) for e in outcome.events if e.get("event") == "running"}
     collect_errors = {
         e["path"]: e.get("message", "") for e in outcome.events if e.get("event") == "collect-error"
     }
     finished = any(e.get("event") == "finish" for e in outcome.events)
     messages = _messages(outcome.guard, work)
-    timed_out = set(WATCHDOG_LINE.findall(outcome.stderr))
+    timed_out = {results.koan_id(n) for n in WATCHDOG_LINE.findall(outcome.stderr)}
     patched = _patched(outcome.guard, pristine, findings)
     for path, message in collect_errors.items():
         last = message.strip().splitlines()[-1:] or [""]
@@ -272,7 +272,7 @@ def _messages(guard: list[dict], work: Path) -> dict[str, str]:
         if event.get("event") != "message":
             continue
         order = rank.get(event.get("when"), 4)
-        nodeid = event.get("nodeid", "")
+        nodeid = results.koan_id(event.get("nodeid", ""))
         if nodeid not in best or order < best[nodeid][0]:
             best[nodeid] = (order, _clean(event.get("text", ""), work))
     return {nodeid: text for nodeid, (_, text) in best.items()}
@@ -290,7 +290,7 @@ def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> di
         if where in caught:
             continue
         caught[where] = message
-        rel, _, name = where.partition("::")
+        rel, _, name = results.koan_id(where).partition("::")
         koans = (name,) if name else tuple(pristine.koans.get(rel, ()))
         findings.append(Finding("runtime_patch", rel, None, koans, message))
     return caught

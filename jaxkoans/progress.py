@@ -165,13 +165,14 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
     progress = Progress(koans)
     by_id = {k.nodeid: k for k in koans}
     finished = set()
+    for nodeid, result in results.by_koan(events).items():
+        if nodeid in by_id:
+            koan = by_id[nodeid]
+            koan.state, koan.cause = result["state"], result.get("cause", "")
+            koan.line = result.get("line") or koan.line
+            finished.add(nodeid)
     for event in events:
-        if event["event"] == "koan" and event["nodeid"] in by_id:
-            koan = by_id[event["nodeid"]]
-            koan.state, koan.cause = event["state"], event.get("cause", "")
-            koan.line = event.get("line") or koan.line
-            finished.add(koan.nodeid)
-        elif event["event"] == "collect-error":
+        if event["event"] == "collect-error":
             message = f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}"
             progress.problems.append(message)
             progress.file_problems[event["path"]] = message
@@ -181,7 +182,9 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
                     finished.add(koan.nodeid)
     if problem:
         running = [
-            e["nodeid"] for e in events if e["event"] == "running" and e["nodeid"] not in finished
+            e["nodeid"]
+            for e in events
+            if e["event"] == "running" and results.koan_id(e["nodeid"]) not in finished
         ]
         where = f" (still running: {running[-1]})" if running else ""
         progress.problems.append(problem + where)

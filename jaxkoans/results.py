@@ -70,6 +70,34 @@ class Recorder:
         self._write({"event": "finish", "exitstatus": int(exitstatus)})
 
 
+# A parametrized koan runs as several items (`test_x[case]`); it is one koan all the same.
+STATE_RANK = {"failing": 0, "skipped": 1, "not_started": 2, "passed": 3}
+
+
+def koan_id(nodeid: str) -> str:
+    """The koan a test item belongs to: its nodeid without the parameters."""
+    return nodeid.split("[", 1)[0]
+
+
+def by_koan(events: list[dict]) -> dict[str, dict]:
+    """One result per koan: a parametrized koan passes when every case passes, and otherwise
+    takes the state, cause and line of its worst case."""
+    koans: dict[str, dict] = {}
+    for event in events:
+        if event.get("event") != "koan":
+            continue
+        key = koan_id(event["nodeid"])
+        merged = koans.get(key)
+        if merged is None:
+            koans[key] = {**event, "nodeid": key, "name": key.partition("::")[2]}
+            continue
+        duration = merged.get("duration", 0.0) + event.get("duration", 0.0)
+        if STATE_RANK.get(event["state"], 0) < STATE_RANK.get(merged["state"], 0):
+            merged.update({k: event[k] for k in ("state", "cause", "line") if k in event})
+        merged["duration"] = round(duration, 3)
+    return koans
+
+
 def _last_lines(report, count: int = 6) -> str:
     text = str(report.longrepr or "").strip().splitlines()
     return "\n".join(text[-count:])

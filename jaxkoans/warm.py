@@ -174,14 +174,8 @@ class Outcome:
     seconds: float = 0.0
 
     def koan_event(self, nodeid: str) -> dict | None:
-        """The koan's result (a parametrized koan: its first failing case, else any)."""
-        own = [
-            e
-            for e in self.events
-            if e["event"] == "koan" and e["nodeid"].partition("[")[0] == nodeid
-        ]
-        failing = [e for e in own if e["state"] != "passed"]
-        return (failing or own or [None])[0]
+        """The koan's result (a parametrized koan: passed only when every case passed)."""
+        return results.by_koan(self.events).get(nodeid)
 
     def collect_error(self, path: str) -> dict | None:
         return next(

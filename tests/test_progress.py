@@ -77,3 +77,17 @@ def test_the_inventory_is_in_course_order():
     chapter = course.all_chapters()[0]
     files = [k.path.name for k in koans if k.chapter.number == chapter.number]
     assert files == sorted(files, key=chapter.file_rank)
+
+
+def test_a_parametrized_koan_passes_only_when_every_case_passes():
+    item = {"event": "koan", "path": "koans/01/test_a.py", "cause": "", "line": 1, "duration": 0.1}
+    events = [
+        {**item, "nodeid": "koans/01/test_a.py::test_one[small]", "name": "test_one[small]", "state": "passed"},
+        {**item, "nodeid": "koans/01/test_a.py::test_one[big]", "name": "test_one[big]", "state": "failing", "cause": "wrong", "line": 9},
+        {**item, "nodeid": "koans/01/test_a.py::test_two[a]", "name": "test_two[a]", "state": "passed"},
+        {**item, "nodeid": "koans/01/test_a.py::test_two[b]", "name": "test_two[b]", "state": "passed"},
+    ]  # fmt: skip
+    progress = merge(_koans(), events, "")
+    one, two = progress.koans
+    assert (one.state, one.cause, one.line) == ("failing", "wrong", 9)
+    assert two.state == "passed"

@@ -20,7 +20,7 @@ import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
-from jaxkoans import course, memory, warm
+from jaxkoans import course, memory, results, warm
 from jaxkoans.classify import KoanState
 from jaxkoans.commands.hint import default_language, reveal
 from jaxkoans.keys import Keys
@@ -179,11 +179,9 @@ class Session:
         )
 
     def _learn(self, outcome: warm.Outcome) -> None:
-        for event in outcome.events:
-            if event["event"] == "koan":
-                nodeid = event["nodeid"].partition("[")[0]
-                path = nodeid.partition("::")[0]
-                self.known[nodeid] = (event["state"], self.digests.get(path))
+        for nodeid, event in results.by_koan(outcome.events).items():
+            path = nodeid.partition("::")[0]
+            self.known[nodeid] = (event["state"], self.digests.get(path))
 
     def _passes(self, koan: Koan, remembered: memory.Memory) -> bool:
         """Known to pass in its file's present content (from this session or progress.py)."""

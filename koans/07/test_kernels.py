@@ -1,0 +1,142 @@
+"""07 · 自己写内核 / kernels you write.
+
+每个内核都和一个纯 jnp 参考实现在几种形状上比较，并检查 grid 真的把工作分成了块。
+Every kernel is compared with a plain jnp reference on several shapes, and the grid is checked
+to really split the work into blocks.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+
+def _grid(fn, *args):
+    """fn 的 jaxpr 里 pallas_call 的 grid。/ The grid of the pallas_call in fn's jaxpr."""
+    eqns = list(jax.make_jaxpr(fn)(*args).eqns)
+    while eqns:
+        eqn = eqns.pop()
+        if eqn.primitive.name == "pallas_call":
+            return eqn.params["grid_mapping"].grid
+        if eqn.primitive.name == "jit":
+            eqns.extend(eqn.params["jaxpr"].eqns)
+    raise AssertionError("no pallas_call")
+
+
+def _data(shape, seed):
+    return jax.random.normal(jax.random.key(seed), shape, jnp.float32)
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("bm", "bn"))
+def add_relu(x, y, *, bm, bn):
+    """逐元素 relu(x + y)，x、y 形状 [M, N]，按 (bm, bn) 的块切分：grid = (M // bm, N // bn)，
+    输入和输出用同一个 BlockSpec。用 pl.pallas_call(..., interpret=True)。大约 8 行。
+
+    Elementwise relu(x + y) for x, y of shape [M, N], tiled in (bm, bn) blocks: grid =
+    (M // bm, N // bn), one BlockSpec for inputs and output. Use pl.pallas_call(...,
+    interpret=True). About 8 lines.
+    """
+
+    todo("add_relu: 一个 2 维 grid 的 pallas_call / one pallas_call over a 2-D grid")
+
+
+@functools.partial(jax.jit, static_argnames=("bm", "bn", "bk"))
+def matmul(x, y, *, bm, bn, bk):
+    """分块矩阵乘 [M, K] @ [K, N]：grid = (M // bm, N // bn, K // bk)，第三个轴沿 K 累加。
+    输出块 (i, j) 在 k 的每一步都是同一块：k == 0 时先清零（pl.when），然后每步加上
+    x 块 @ y 块。大约 14 行。
+
+    Tiled matmul [M, K] @ [K, N]: grid = (M // bm, N // bn, K // bk), the third axis
+    accumulates over K. Output block (i, j) stays the same block for every k: zero it when
+    k == 0 (pl.when), then add x_block @ y_block at each step. About 14 lines.
+    """
+
+    todo("matmul: 沿 K 轴累加的分块矩阵乘 / a tiled matmul accumulating over K")
+
+
+@functools.partial(jax.jit, static_argnames=("bm",))
+def row_softmax(x, *, bm):
+    """沿最后一维的 softmax，x 形状 [M, N]；每个程序处理 bm 整行（块 (bm, N)），grid = (M // bm,)。
+    数值稳定：先减去每行的最大值。不要调用 jax.nn.softmax。大约 10 行。
+
+    Softmax over the last axis of x [M, N]; each program takes bm whole rows (block (bm, N)),
+    grid = (M // bm,). Stay stable: subtract each row's max first. No jax.nn.softmax. About
+    10 lines.
+    """
+
+    todo("row_softmax: 每个程序处理 bm 整行 / bm whole rows per program")
+
+
+@functools.partial(jax.jit, static_argnames=("bm", "eps"))
+def layer_norm(x, gamma, beta, *, bm, eps=1e-5):
+    """LayerNorm 沿最后一维：(x - mean) / sqrt(var + eps) * gamma + beta，x [M, N]，gamma 和
+    beta [N]。每个程序处理 bm 行；gamma、beta 的块是整个向量（index map 恒为 (0,)）。大约 14 行。
+
+    LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta, x [M, N], gamma
+    and beta [N]. Each program takes bm rows; gamma and beta come whole (their index map is
+    always (0,)). About 14 lines.
+    """
+
+    todo("layer_norm: 每个程序处理 bm 行 / bm rows per program")
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("shape", "block"), [((8, 16), (4, 8)), ((16, 32), (8, 32)), ((6, 10), (3, 5))])
+def test_tiled_elementwise_add_relu(shape, block):
+    """分块逐元素内核：每个形状都等于 jnp 参考，grid 等于块的个数。
+    A tiled elementwise kernel: equal to the jnp reference on every shape, with one program per
+    block.
+    """
+    x, y = _data(shape, 0), _data(shape, 1)
+    bm, bn = block
+    out = add_relu(x, y, bm=bm, bn=bn)
+    np.testing.assert_allclose(out, jax.nn.relu(x + y), rtol=1e-6)
+    assert _grid(functools.partial(add_relu, bm=bm, bn=bn), x, y) == (shape[0] // bm, shape[1] // bn)
+
+
+@pytest.mark.parametrize(("m", "k", "n", "bm", "bk", "bn"), [(8, 16, 8, 4, 4, 4), (16, 32, 8, 8, 8, 8), (4, 12, 6, 2, 3, 3)])
+def test_tiled_matmul_accumulates_over_k(m, k, n, bm, bk, bn):
+    """分块矩阵乘：K 轴在 grid 里，输出块在 K 的各步之间保留并累加；结果等于 x @ y。
+    A tiled matmul: K is a grid axis, and the output block persists and accumulates across the
+    K steps; the result equals x @ y.
+    """
+    x, y = _data((m, k), 2), _data((k, n), 3)
+    out = matmul(x, y, bm=bm, bn=bn, bk=bk)
+    np.testing.assert_allclose(out, x @ y, rtol=1e-5, atol=1e-5)
+    assert _grid(functools.partial(matmul, bm=bm, bn=bn, bk=bk), x, y) == (m // bm, n // bn, k // bk)
+
+
+@pytest.mark.parametrize(("shape", "bm"), [((8, 16), 2), ((6, 128), 3), ((4, 7), 4)])
+def test_row_softmax_is_stable(shape, bm):
+    """逐行 softmax：等于 jax.nn.softmax；输入加上 1000 也不溢出（因为先减去了行最大值）。
+    Row softmax: equals jax.nn.softmax, and adding 1000 to the input does not overflow (the row
+    max is subtracted first).
+    """
+    x = _data(shape, 4) * 5
+    np.testing.assert_allclose(row_softmax(x, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(row_softmax(x + 1000.0, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-4, atol=1e-6)
+    assert _grid(functools.partial(row_softmax, bm=bm), x) == (shape[0] // bm,)
+
+
+@pytest.mark.parametrize(("shape", "bm"), [((8, 32), 4), ((6, 10), 2), ((3, 128), 3)])
+def test_layer_norm_matches_reference(shape, bm):
+    """LayerNorm 内核：等于 jnp 写的参考实现（包括 gamma 和 beta）。
+    A LayerNorm kernel: equal to a jnp reference, gamma and beta included.
+    """
+    x = _data(shape, 5) * 3 + 2
+    gamma, beta = _data(shape[-1:], 6), _data(shape[-1:], 7)
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    expected = (x - mean) / jnp.sqrt(var + 1e-5) * gamma + beta
+    np.testing.assert_allclose(layer_norm(x, gamma, beta, bm=bm), expected, rtol=1e-4, atol=1e-4)
+    assert _grid(functools.partial(layer_norm, bm=bm), x, gamma, beta) == (shape[0] // bm,)

@@ -1,0 +1,118 @@
+"""07 · 块除不尽的形状：掩码与填充 / shapes the block does not divide: masks and padding.
+
+grid = pl.cdiv(n, block) 时最后一块越过数组末尾：越界的写入被丢弃，越界的读取却拿到填充值。
+逐元素运算因此没事，归约必须自己加掩码（iota + program_id），或者事先填充成整块。
+
+With grid = pl.cdiv(n, block) the last block runs past the end of the array: out-of-bounds
+writes are dropped, but out-of-bounds reads return padding. Elementwise work is therefore fine;
+a reduction needs its own mask (iota + program_id), or the input padded to whole blocks.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+BLOCK = 4
+
+
+def _block_sums(kernel, x):
+    """每块一个和：grid = cdiv(n, BLOCK)，输出 [num_blocks]。/ One sum per block."""
+    n = x.shape[0]
+    num_blocks = pl.cdiv(n, BLOCK)
+    return pl.pallas_call(
+        functools.partial(kernel, n=n),
+        out_shape=jax.ShapeDtypeStruct((num_blocks,), x.dtype),
+        grid=(num_blocks,),
+        in_specs=[pl.BlockSpec((BLOCK,), lambda i: (i,))],
+        out_specs=pl.BlockSpec((1,), lambda i: (i,)),
+        interpret=True,
+    )(x)
+
+
+def test_ragged_last_block_reads_padding():
+    """⚠️ 陷阱 / trap：10 个元素、块大小 4 → 3 块，最后一块只有 2 个真实元素。
+    逐元素加 1 的结果完全正确（越界写入被丢弃），但不加掩码的块求和在最后一块读到了填充值
+    （解释模式下是 NaN）。
+    10 elements in blocks of 4 -> 3 blocks, the last holding only 2 real elements. Adding 1
+    elementwise is exactly right (out-of-bounds writes are dropped), but an unmasked block sum
+    reads padding in the last block (NaN in interpret mode).
+    """
+
+    def plus_one(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    x = jnp.arange(10.0)
+    inc = pl.pallas_call(
+        plus_one,
+        out_shape=jax.ShapeDtypeStruct((10,), jnp.float32),
+        grid=(pl.cdiv(10, BLOCK),),
+        in_specs=[pl.BlockSpec((BLOCK,), lambda i: (i,))],
+        out_specs=pl.BlockSpec((BLOCK,), lambda i: (i,)),
+        interpret=True,
+    )
+    np.testing.assert_array_equal(jax.jit(inc)(x), x + 1.0)
+
+    def unmasked_sum(x_ref, o_ref, *, n):
+        o_ref[...] = jnp.full((1,), jnp.sum(x_ref[...]))
+
+    sums = jax.jit(functools.partial(_block_sums, unmasked_sum))(x)
+    assert np.isnan(sums).tolist() == __
+
+
+def masked_sum_kernel(x_ref, o_ref, *, n):
+    """只加真实元素：块 i 的第 t 个元素是全局第 i * BLOCK + t 个；下标 >= n 的当作 0。
+    用 jax.lax.broadcasted_iota 和 pl.program_id，用 jnp.where 选（不要乘掩码：NaN * 0 仍是 NaN）。
+    把和写成形状 (1,) 的 o_ref。大约 4 行。
+
+    Sum only the real elements: element t of block i is global element i * BLOCK + t; treat
+    indices >= n as 0. Use jax.lax.broadcasted_iota and pl.program_id, and select with jnp.where
+    (do not multiply by the mask: NaN * 0 is still NaN). Write the sum into o_ref of shape (1,).
+    About 4 lines.
+    """
+    todo("masked_sum_kernel: iota + program_id 掩码 / an iota + program_id mask")
+
+
+@pytest.mark.parametrize("n", [8, 10, 13, 3])
+def test_masked_block_sum_ignores_the_padding(n):
+    """掩码块求和：每块的和等于 numpy 对同一段真实元素的求和，n 整除或不整除 BLOCK 都对。
+    A masked block sum: each block's sum equals numpy's sum over the same real elements,
+    whether or not BLOCK divides n.
+    """
+    x = jnp.arange(1.0, n + 1.0)
+    sums = jax.jit(functools.partial(_block_sums, masked_sum_kernel))(x)
+    expected = [np.sum(np.asarray(x)[i : i + BLOCK]) for i in range(0, n, BLOCK)]
+    np.testing.assert_allclose(sums, expected)
+
+
+def test_pad_to_whole_blocks_with_the_neutral_value():
+    """另一种办法：先把输入填充成整块，运行不带掩码的内核，再切回原长度。
+    填充值必须对运算“中性”：对 softmax 来说是 exp 后为 0 的那个值。
+    The other way: pad the input to whole blocks, run the unmasked kernel, slice back. The
+    padding must be neutral for the operation: for softmax, the value whose exp is 0.
+    """
+
+    def softmax_kernel(x_ref, o_ref):
+        v = x_ref[...]
+        e = jnp.exp(v - jnp.max(v, axis=-1, keepdims=True))
+        o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)
+
+    @jax.jit
+    def padded_softmax(x):
+        n = x.shape[-1]
+        width = pl.cdiv(n, 8) * 8  # the kernel wants whole blocks of 8 columns
+        xp = jnp.pad(x, ((0, 0), (0, width - n)), constant_values=__)
+        out = pl.pallas_call(
+            softmax_kernel,
+            out_shape=jax.ShapeDtypeStruct(xp.shape, xp.dtype),
+            interpret=True,
+        )(xp)
+        return out[:, :n]
+
+    x = jax.random.normal(jax.random.key(0), (3, 5))
+    np.testing.assert_allclose(padded_softmax(x), jax.nn.softmax(x, axis=-1), rtol=1e-6)

@@ -1,0 +1,243 @@
+"""03 · 集合通信，逐个设备预测 / collectives, predicted device by device.
+
+shard_map 里的函数每个设备跑一份，看到的是自己的那一块；设备之间只能通过集合通信交换数据。
+这里的输入都很小，每个设备的块都能心算：先想清楚“设备 k 手里有什么”，再写出它收到什么。
+本文件的输入 x = arange(16) 按 P("i") 切到 8 个设备上：设备 k 的块是 [2k, 2k+1]。
+
+Inside shard_map the function runs once per device on that device's block; devices exchange
+data only through collectives. The inputs here are tiny so that every block can be worked out
+by hand: first say what device k holds, then what it receives. x = arange(16) split by P("i")
+over 8 devices gives device k the block [2k, 2k+1].
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
+SPLIT = P("i")  # 第 0 轴沿网格轴 "i" 切开 / axis 0 split along mesh axis "i"
+
+
+def run(f, x, in_specs=SPLIT, out_specs=SPLIT):
+    """在一维网格 ("i": N) 上用 shard_map 跑 f：x 先按 in_specs 放好（Explicit 网格要求输入的
+    分片与 in_specs 一致），整个调用 jit 一次。
+    Run f with shard_map on the 1-D mesh ("i": N): x is first placed as in_specs says (an
+    Explicit mesh wants the input's sharding to match in_specs); the call is jitted.
+    """
+    mesh = jax.make_mesh((N,), ("i",))
+    x = jax.device_put(x, NamedSharding(mesh, in_specs))
+    return jax.jit(jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs))(x)
+
+
+def per_device(out, n=N):
+    """out_specs=P("i") 的结果按设备拆开：第 k 行是设备 k 返回的块。
+    Split a result of out_specs=P("i") by device: row k is the block device k returned."""
+    return np.asarray(out).reshape(n, -1).tolist()
+
+
+def x16():
+    return np.arange(16.0, dtype=np.float32)
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_psum_adds_the_blocks_elementwise():
+    """psum 把所有设备的块逐元素相加，每个设备都拿到同一个和。块 [2k, 2k+1] 相加，得到
+    [所有偶数之和, 所有奇数之和]。
+    psum adds the blocks of all devices element by element, and every device gets the same
+    sum. Adding the blocks [2k, 2k+1] gives [sum of the evens, sum of the odds].
+    """
+    out = run(lambda v: lax.psum(v, "i"), x16())
+    assert per_device(out)[0] == [56.0, 64.0]
+    assert per_device(out) == [per_device(out)[0]] * N
+
+
+def test_psum_makes_a_value_invariant_so_out_specs_may_be_empty():
+    """⚠️ 陷阱 / trap：shard_map 的类型记录每个值沿哪些网格轴“不同”（varying，jax.typeof 显示为
+    {V:i}）。psum 的结果在每个设备上都一样，类型里就没有 V 了，所以能用 out_specs=P() 返回一份；
+    没有归约过的值用 P() 返回会被拒绝。all_gather 的结果虽然数值相同，类型仍是 varying。
+    shard_map's types record along which mesh axes a value varies (jax.typeof shows {V:i}).
+    psum's result is equal on every device, so its type loses the V and out_specs=P() can
+    return a single copy; an unreduced value returned with P() is rejected.
+    all_gather's result has equal values but is still typed varying.
+    """
+    types = {}
+
+    def spy(v):
+        types["block"] = str(jax.typeof(v))
+        types["psum"] = str(jax.typeof(lax.psum(v, "i")))
+        types["all_gather"] = str(jax.typeof(lax.all_gather(v, "i")))
+        return lax.psum(v, "i")
+
+    out = run(spy, x16(), out_specs=P())
+    assert types["block"] == "float32[2]{V:i}"
+    assert types["psum"] == "float32[2]"
+    assert types["all_gather"] == "float32[8,2]{V:i}"
+    assert out.shape == (2,)
+    with pytest.raises(ValueError):
+        run(lambda v: v * 2, x16(), out_specs=P())
+
+
+def test_pmean_and_psum_over_n_compile_to_the_same_program():
+    """⚠️ 陷阱 / trap：pmean 不是一种单独的通信：它就是 psum 再除以轴的大小。两种写法降级出
+    一模一样的 StableHLO——同一条 all_reduce，后面跟一个除法。
+    pmean is not a communication of its own: it is psum divided by the axis size. Both spellings
+    lower to exactly the same StableHLO: the same all_reduce followed by a division.
+    """
+    mesh = jax.make_mesh((N,), ("i",))
+    x = jax.device_put(x16(), NamedSharding(mesh, P("i")))
+
+    def lowered(f):
+        return jax.jit(jax.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P())).lower(x)
+
+    by_pmean = lowered(lambda v: lax.pmean(v, "i")).as_text()
+    by_psum = lowered(lambda v: lax.psum(v, "i") / lax.axis_size("i")).as_text()
+    assert by_pmean == by_psum
+    assert by_pmean.count("stablehlo.all_reduce") == 1
+    assert by_pmean.count("stablehlo.divide") == 1  # 除以常数 N / a division by the constant N
+
+
+def test_axis_index_tells_each_device_where_it_is():
+    """axis_index("i") 是设备在网格轴上的位置 k（0 … N-1），每个设备不同。用它把块内的下标换成
+    全局下标：块的第 j 个元素在全局数组里的位置是 k·块长 + j。
+    axis_index("i") is the device's position k (0 … N-1) along the mesh axis, different on
+    every device. Use it to turn a position inside the block into a global index: element j of
+    the block sits at k·(block length) + j in the global array.
+    """
+
+    def global_index(v):
+        offset = lax.axis_index("i") * v.shape[0]
+        return offset + jnp.arange(v.shape[0])
+
+    np.testing.assert_array_equal(run(global_index, x16()), np.arange(16))
+    np.testing.assert_array_equal(run(global_index, np.zeros(32, np.float32)), np.arange(32))
+
+
+def test_all_gather_stacks_and_tiled_all_gather_concatenates():
+    """all_gather 让每个设备都拿到所有块：默认沿新的第 0 轴堆叠（N 个块叠成 [N, 块长]），
+    tiled=True 则沿已有的轴首尾相接（[N·块长]）。预测两种形状。
+    all_gather gives every device all the blocks: by default stacked along a new axis 0
+    (N blocks become [N, block]); tiled=True concatenates along the existing axis
+    ([N·block]). Predict both shapes.
+    """
+    shapes = {}
+
+    def spy(v):
+        stacked, tiled = lax.all_gather(v, "i"), lax.all_gather(v, "i", tiled=True)
+        shapes["stacked"], shapes["tiled"] = stacked.shape, tiled.shape
+        return tiled
+
+    out = run(spy, x16())
+    assert shapes["stacked"] == (8, 2)
+    assert shapes["tiled"] == (16,)
+    assert per_device(out) == [list(range(16))] * N  # 每个设备都有整个数组 / all of it, everywhere
+
+
+def test_psum_scatter_is_a_psum_where_each_device_keeps_one_piece():
+    """psum_scatter（reduce-scatter）= psum 之后每个设备只留和的一段：设备 k 留第 k 段。
+    x = arange(64) 分 8 块、每块 8 个；tiled=True 时设备 k 得到长度 1 的一段：
+    第 k 个位置上 8 个块之和。
+    psum_scatter (reduce-scatter) = a psum after which each device keeps one piece of the sum:
+    device k keeps piece k. With x = arange(64) in 8 blocks of 8 and tiled=True, device k gets a
+    piece of length 1: the sum over the 8 blocks at position k.
+    """
+    x = np.arange(64.0, dtype=np.float32)
+    out = run(lambda v: lax.psum_scatter(v, "i", tiled=True), x)
+    assert per_device(out) == [[224.0], [232.0], [240.0], [248.0], [256.0], [264.0], [272.0], [280.0]]
+
+    def same_by_hand(v):
+        total = lax.psum(v, "i")
+        return lax.dynamic_slice_in_dim(total, lax.axis_index("i"), 1)
+
+    np.testing.assert_array_equal(run(same_by_hand, x), out)
+
+
+def test_ppermute_sends_blocks_and_zero_fills_the_rest():
+    """⚠️ 陷阱 / trap：ppermute 按 (源, 目的) 对发送块，每个设备的结果只来自发给它的那一块。
+    环形移位 [(k, k+1 mod N)] 时设备 k 收到谁的块？不闭合的移位里没人发给设备 0：它得到什么——
+    还是原来的值吗？
+    ppermute sends blocks along (source, destination) pairs, and each device's result comes
+    only from the block sent to it. In the ring shift [(k, k+1 mod N)], whose block does
+    device k receive? In a shift that does not wrap nobody sends to device 0: what does it get,
+    its old value?
+    """
+    ring = [(k, (k + 1) % N) for k in range(N)]
+    line = [(k, k + 1) for k in range(N - 1)]
+    x = np.arange(8.0, dtype=np.float32)  # 设备 k 的块是 [k] / device k holds [k]
+    around = per_device(run(lambda v: lax.ppermute(v, "i", ring), x))
+    along = per_device(run(lambda v: lax.ppermute(v, "i", line), x + 10))
+    assert around == [[7.0], [0.0], [1.0], [2.0], [3.0], [4.0], [5.0], [6.0]]
+    assert along == [[0.0], [10.0], [11.0], [12.0], [13.0], [14.0], [15.0], [16.0]]
+
+
+def test_all_to_all_moves_the_split_to_another_axis():
+    """all_to_all 把每个设备的块沿 split_axis 切成 N 份，第 j 份发给设备 j，收到的沿 concat_axis
+    拼起来。一个按行切开的矩阵做 all_to_all(split_axis=1, concat_axis=0) 后，每个设备拿到的是
+    一整列：数组没变，变的是沿哪根轴切分。用对 out_specs，结果就是原矩阵。
+    all_to_all cuts each device's block into N pieces along split_axis, sends piece j to device
+    j and concatenates what arrives along concat_axis. A row-sharded matrix after
+    all_to_all(split_axis=1, concat_axis=0) leaves each device with one whole column: the array
+    is unchanged, only the axis it is split along moved. With the right out_specs the result is
+    the original matrix.
+    """
+    m = np.arange(64.0, dtype=np.float32).reshape(8, 8)
+    shapes = {}
+
+    def rows_to_columns(block):
+        out = lax.all_to_all(block, "i", split_axis=1, concat_axis=0, tiled=True)
+        shapes["in"], shapes["out"] = block.shape, out.shape
+        return out
+
+    out = run(rows_to_columns, m, in_specs=P("i", None), out_specs=P(None, "i"))
+    assert (shapes["in"], shapes["out"]) == ((1, 8), (8, 1))
+    np.testing.assert_array_equal(out, m)
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def ring_all_reduce(v):
+    """只用 lax.ppermute（不许用 psum）实现沿轴 "i" 的全归约：沿环传 N-1 次，每次把收到的块
+    累加起来。N 用 lax.axis_size("i") 取得。大约 6 行。
+
+    An all-reduce along axis "i" with lax.ppermute only (no psum): pass blocks around the ring
+    N-1 times, adding up what arrives. Get N from lax.axis_size("i"). About 6 lines.
+    """
+    n = lax.axis_size("i")
+    ring = [(k, (k + 1) % n) for k in range(n)]
+    total, passing = v, v
+    for _ in range(n - 1):
+        passing = lax.ppermute(passing, "i", ring)
+        total = total + passing
+    return total
+
+
+def test_ring_all_reduce_equals_psum_without_an_all_reduce():
+    """你的环形全归约与 psum 结果相同（几种形状），而编译后的 HLO 里一条 all-reduce 都没有，
+    只有 N-1 条 collective-permute。
+    Your ring all-reduce equals psum (several shapes), and the compiled HLO holds no all-reduce
+    at all, only N-1 collective-permutes.
+    """
+    rng = np.random.default_rng(0)
+    for shape in [(8,), (16, 3), (24, 2, 2)]:
+        x = rng.integers(-9, 9, size=shape).astype(np.float32)  # 整数：求和顺序不影响结果
+        ours = run(ring_all_reduce, x)
+        np.testing.assert_array_equal(ours, run(lambda v: lax.psum(v, "i"), x))
+
+    mesh = jax.make_mesh((N,), ("i",))
+    x = jax.device_put(x16(), NamedSharding(mesh, P("i")))
+    f = jax.shard_map(ring_all_reduce, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    hlo = jax.jit(f).lower(x).compile().as_text()
+    assert len(re.findall(r"\ball-reduce(?:-start)?\(", hlo)) == 0
+    assert len(re.findall(r"\bcollective-permute(?:-start)?\(", hlo)) == N - 1

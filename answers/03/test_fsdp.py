@@ -1,0 +1,276 @@
+"""03 · FSDP：把参数和优化器状态切开 / FSDP: sharding the parameters and the optimizer state.
+
+数据并行时每个设备都存一整份参数和优化器状态。FSDP（fully sharded data parallel，也叫
+ZeRO-3）把它们沿设备切开，每个设备只存 1/N；前向和反向用到某个权重时才把它临时收齐
+（all-gather），梯度算完再求和并切开（reduce-scatter），每个设备只更新自己那一块。
+本文件的字节数都从数组的分片（`addressable_shards` 的 `nbytes`）和编译器的
+`memory_analysis()` 里量出来。模型：w1 (64, 96)、b1 (96,)、w2 (96, 10)、b2 (10,)，float32。
+
+In data parallelism every device stores the whole parameters and optimizer state. FSDP
+(fully sharded data parallel, a.k.a. ZeRO-3) splits them over the devices, each storing 1/N;
+a weight is gathered (all-gather) just for the moment the forward or backward pass uses it,
+and the gradients are summed and split (reduce-scatter), so each device updates only its own
+piece. Every byte count here is measured from the arrays' shards (`nbytes` of
+`addressable_shards`) and from the compiler's `memory_analysis()`. The model: w1 (64, 96),
+b1 (96,), w2 (96, 10), b2 (10,), float32.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
+
+# 模型各参数的 FSDP 切法：能被 N 整除的第 0 轴切开，b2 (10,) 切不开，每个设备一整份。
+# The model's FSDP layout: axis 0 split where N divides it; b2 (10,) cannot be, so it is whole.
+MODEL_SPECS = {"w1": P("fsdp"), "b1": P("fsdp"), "w2": P("fsdp"), "b2": P()}
+
+
+def make_model():
+    """参数和一批 32 个样本（NumPy 生成）。/ Parameters and a batch of 32 samples (NumPy)."""
+    rng = np.random.default_rng(0)
+    params = {
+        "w1": rng.standard_normal((64, 96), dtype=np.float32) * 0.1,
+        "b1": np.zeros(96, np.float32),
+        "w2": rng.standard_normal((96, 10), dtype=np.float32) * 0.1,
+        "b2": np.zeros(10, np.float32),
+    }
+    x = rng.standard_normal((32, 64), dtype=np.float32)
+    y = rng.standard_normal((32, 10), dtype=np.float32)
+    return params, x, y
+
+
+def loss(params, x, y):
+    hidden = jax.nn.relu(x @ params["w1"] + params["b1"])
+    return jnp.mean((hidden @ params["w2"] + params["b2"] - y) ** 2)
+
+
+def fsdp_mesh(axis_types=None):
+    return jax.make_mesh((N,), ("fsdp",), axis_types=axis_types)
+
+
+def place(tree, mesh, specs):
+    """按 specs（与 tree 同结构，或一个 P 用于全部）放到 mesh 上。/ Place tree as specs say."""
+    if isinstance(specs, P):
+        specs = jax.tree.map(lambda _: specs, tree)
+    return jax.tree.map(lambda a, s: jax.device_put(a, NamedSharding(mesh, s)), tree, specs)
+
+
+def bytes_per_device(tree):
+    """{设备: 它持有的所有分片的字节数}，从 addressable_shards 量出来。
+    {device: bytes of all the shards it holds}, measured from addressable_shards."""
+    held = {}
+    for leaf in jax.tree.leaves(tree):
+        for shard in leaf.addressable_shards:
+            held[shard.device] = held.get(shard.device, 0) + shard.data.nbytes
+    return held
+
+
+def peak_bytes(tree):
+    """持有最多的那个设备的字节数。/ The bytes of the device that holds the most."""
+    return max(bytes_per_device(tree).values())
+
+
+def collectives(hlo_text):
+    """编译后 HLO 里的集合通信：{指令: [结果类型, ...]}，例如 {"all-gather": ["f32[96]"]}
+    （类型去掉布局 {1,0}；合并成元组的算一条）。
+    The compiled HLO's collectives: {instruction: [result type, ...]} (types without their
+    {1,0} layout; a tuple counts once)."""
+    found = {}
+    for kind in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"):
+        types = re.findall(rf"^\s*(?:ROOT )?%\S+ = (.*?) {kind}(?:-start)?\(", hlo_text, re.M)
+        if types:
+            found[kind] = [re.sub(r"\{[\d,]*\}", "", t) for t in types]
+    return found
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def fsdp_spec(shape):
+    """一个参数的 FSDP 切法：找第一根长度能被 N 整除的轴，沿网格轴 "fsdp" 切开它，其余轴不切
+    （例如 (10, 16) → P(None, "fsdp")）；哪根轴都不行就返回 P()（整份复制）。大约 4 行。
+
+    A parameter's FSDP layout: split the first axis whose length N divides along mesh axis
+    "fsdp", leaving the other axes whole (e.g. (10, 16) → P(None, "fsdp")); if no axis
+    qualifies, return P() (a whole copy everywhere). About 4 lines.
+    """
+    for axis, length in enumerate(shape):
+        if length % N == 0:
+            return P(*([None] * axis), "fsdp")
+    return P()
+
+
+def fsdp_loss(params, x, y):
+    """shard_map 里每个设备执行的损失（网格轴 "fsdp"）：params 是本设备的参数块（按
+    MODEL_SPECS 切），x、y 是本设备的那 32/N 个样本。用到权重之前把切开的参数收齐成完整的
+    （b2 本来就是完整的），算本地损失，再在设备间取平均，使返回值就是整批的损失。大约 4 行。
+
+    The per-device loss inside shard_map (mesh axis "fsdp"): params holds this device's blocks
+    (split as MODEL_SPECS says), x and y its 32/N samples. Gather the split parameters into
+    whole ones before they are used (b2 is whole already), compute the local loss, and average
+    it over the devices, so that the result is the whole batch's loss. About 4 lines.
+    """
+    full = {
+        name: lax.all_gather(block, "fsdp", tiled=True) if MODEL_SPECS[name] == P("fsdp") else block
+        for name, block in params.items()
+    }
+    return lax.pmean(loss(full, x, y), "fsdp")
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_fsdp_spec_splits_the_first_divisible_axis():
+    """你的 fsdp_spec 给每种形状选切法；放到网格上后，每个设备的块只有原来的 1/N（切得开的话）。
+    Your fsdp_spec picks a layout per shape; once placed, each device's block is 1/N of the
+    whole (where it can be split).
+    """
+    assert fsdp_spec((64, 96)) == P("fsdp")
+    assert fsdp_spec((10, 16)) == P(None, "fsdp")
+    assert fsdp_spec((3, 5, 24)) == P(None, None, "fsdp")
+    assert fsdp_spec((10,)) == P()
+    assert fsdp_spec(()) == P()
+
+    params, _, _ = make_model()
+    specs = jax.tree.map(lambda a: fsdp_spec(a.shape), params)
+    placed = place(params, fsdp_mesh(), specs)
+    for name, shards in {k: v.addressable_shards for k, v in placed.items()}.items():
+        whole = params[name]
+        split = whole.shape[0] % N == 0
+        assert {s.data.nbytes for s in shards} == {whole.nbytes // N if split else whole.nbytes}
+
+
+def test_fsdp_divides_the_parameter_bytes_per_device():
+    """每个设备存多少字节的参数？复制时是整个模型；FSDP 之后，切得开的参数每个设备只存 1/N，
+    切不开的那个仍然每个设备一整份。说出是哪个参数拖了后腿。
+    How many parameter bytes does each device store? Replicated: the whole model. After FSDP,
+    every parameter that can be split costs 1/N per device, and the one that cannot still
+    costs a whole copy on every device. Name the parameter that holds things back.
+    """
+    params, _, _ = make_model()
+    mesh = fsdp_mesh()
+    replicated = bytes_per_device(place(params, mesh, P()))
+    sharded = bytes_per_device(place(params, mesh, MODEL_SPECS))
+    before, after = max(replicated.values()), max(sharded.values())
+    assert set(replicated.values()) == {sum(a.nbytes for a in params.values())}
+    assert len(set(sharded.values())) == 1  # 每个设备一样多 / the same on every device
+
+    kept = params["b2"].nbytes
+    assert after == (before - kept) // N + kept
+    assert before / after > 7.9  # 28840 B → 3640 B
+
+
+def test_adam_state_follows_the_parameter_sharding():
+    """optax.adam 的状态里有两份与参数同形状的矩估计（mu、nu），外加一个 int32 的步数 count。
+    急切地（不 jit）调用 opt.init，mu 和 nu 用 zeros_like 生成，分片跟着参数走。持有最多的设备
+    存多少字节的优化器状态？用参数的每设备字节数 after 表示。
+    optax.adam's state holds two moment estimates shaped like the parameters (mu, nu) plus an
+    int32 step count. Called eagerly (not jitted), opt.init makes mu and nu with zeros_like, and
+    their sharding follows the parameters. How many bytes of optimizer state does the fullest
+    device store? Express it with the parameters' per-device bytes, after.
+    """
+    params, _, _ = make_model()
+    mesh = fsdp_mesh()
+    opt = optax.adam(1e-3)
+    replicated, sharded = place(params, mesh, P()), place(params, mesh, MODEL_SPECS)
+    after = peak_bytes(sharded)
+
+    state = opt.init(sharded)
+    assert state[0].mu["w1"].sharding.spec == sharded["w1"].sharding.spec
+    assert peak_bytes(state) == 2 * after + 4
+
+    everything_before = peak_bytes(replicated) + peak_bytes(opt.init(replicated))
+    everything_after = after + peak_bytes(state)
+    assert everything_before / everything_after > 7.9  # 86524 B → 10924 B
+
+
+def test_jit_of_opt_init_forgets_the_sharding_on_an_auto_mesh():
+    """⚠️ 陷阱 / trap：把 opt.init 包进 jit，在 Auto 网格上 zeros_like 的输出分片由编译器决定，
+    而它没有按参数切：状态落在几个设备上？持有它的设备要存两份完整的模型。分片是类型一部分的那种
+    网格上，只要 jit 在 jax.set_mesh 之下追踪，状态就跟着参数切开。
+    Wrap opt.init in jit and, on an Auto mesh, the sharding of zeros_like's output is left to
+    the compiler, which does not split it like the parameters: on how many devices does the
+    state land? The device holding it stores two whole copies of the model. On the kind of
+    mesh whose sharding is part of the type, the state is split like the parameters as long
+    as jit traces under jax.set_mesh.
+    """
+    params, _, _ = make_model()
+    opt = optax.adam(1e-3)
+    auto, explicit = fsdp_mesh((AxisType.Auto,)), fsdp_mesh((AxisType.Explicit,))
+    model_bytes = sum(a.nbytes for a in params.values())
+
+    lost = jax.jit(opt.init)(place(params, auto, MODEL_SPECS))
+    assert len(lost[0].mu["w1"].sharding.device_set) == 1
+    assert peak_bytes(lost) == 2 * model_bytes + 4
+
+    sharded = place(params, explicit, MODEL_SPECS)
+    with jax.set_mesh(explicit):
+        kept = jax.jit(opt.init)(sharded)
+    assert kept[0].mu["w1"].sharding.spec == P("fsdp", None)
+    assert peak_bytes(kept) == 2 * peak_bytes(sharded) + 4
+
+
+def test_fsdp_loss_and_gradients_equal_the_unsharded_ones():
+    """你的 fsdp_loss 放进 shard_map，与不切分的模型给出同样的损失和梯度；梯度回来时的切法
+    和参数一样（每个设备正好拿到更新自己那块所需的梯度）。
+    Your fsdp_loss inside shard_map gives the unsharded model's loss and gradients, and the
+    gradients come back split like the parameters (each device gets exactly the gradient it
+    needs to update its own piece).
+    """
+    params, x, y = make_model()
+    want_loss, want_grads = jax.jit(jax.value_and_grad(loss))(params, x, y)
+    mesh = fsdp_mesh()
+    step = jax.jit(
+        jax.shard_map(
+            jax.value_and_grad(fsdp_loss),
+            mesh=mesh,
+            in_specs=(MODEL_SPECS, P("fsdp"), P("fsdp")),
+            out_specs=(P(), MODEL_SPECS),
+        )
+    )
+    sharded = place(params, mesh, MODEL_SPECS)
+    got_loss, got_grads = step(sharded, *place((x, y), mesh, P("fsdp")))
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-6)
+    for name, param in sharded.items():
+        np.testing.assert_allclose(got_grads[name], want_grads[name], rtol=1e-5, atol=1e-6)
+        assert got_grads[name].sharding.is_equivalent_to(param.sharding, param.ndim)
+
+
+def test_fsdp_gathers_weights_in_the_step_and_scatters_gradients():
+    """（先写好 fsdp_loss。）编译后的训练步里，权重在步内收齐：all-gather 的结果类型是什么？它们
+    只作为临时值存在。all_gather 的转置是 psum_scatter：有几条 reduce-scatter？损失的 pmean 和
+    复制的 b2 的梯度求和要几条 all-reduce（XLA 会合并同时可做的求和）？编译器看到的参数只是本
+    设备的分片：argument_size_in_bytes 正是每设备的参数和批次字节数。
+    (Write fsdp_loss first.) In the compiled step the weights are gathered inside the step:
+    what are the all-gathers' result types? They exist as temporaries only. all_gather
+    transposes to psum_scatter: how many reduce-scatters? How many all-reduces for the loss's
+    pmean and the gradient sum of the replicated b2 (XLA combines sums that can run
+    together)? The compiler sees only this device's shards as arguments:
+    argument_size_in_bytes is exactly the per-device bytes of parameters and batch.
+    """
+    params, x, y = make_model()
+    mesh = fsdp_mesh()
+    args = (place(params, mesh, MODEL_SPECS), *place((x, y), mesh, P("fsdp")))
+    step = jax.shard_map(
+        jax.value_and_grad(fsdp_loss),
+        mesh=mesh,
+        in_specs=(MODEL_SPECS, P("fsdp"), P("fsdp")),
+        out_specs=(P(), MODEL_SPECS),
+    )
+    compiled = jax.jit(step).lower(*args).compile()
+    found = collectives(compiled.as_text())
+    assert sorted(found["all-gather"]) == ["f32[64,96]", "f32[96,10]", "f32[96]"]
+    assert len(found["reduce-scatter"]) == 3
+    assert len(found["all-reduce"]) == 1
+    assert compiled.memory_analysis().argument_size_in_bytes == peak_bytes(args)  # 4824 B

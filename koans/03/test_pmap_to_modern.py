@@ -1,0 +1,269 @@
+"""03 · 从 pmap 到现代写法 / from pmap to the modern APIs.
+
+`jax.pmap` 还在，但在 0.12 里它只是一层外壳：`jit` 套 `shard_map`，映射轴是一个一维 mesh，
+轴名就是 pmap 的 `axis_name`（没给时叫 `_internal_pmap_axis_name`）。本文件把 pmap 的每个惯用法和它的现代写法并排放：
+`jax.shard_map`（每个设备一块，显式集合通信）、带 `NamedSharding` 的 `jit`（全局视角，
+编译器插入通信）、`jax.device_put(x, NamedSharding(...))`（代替被删掉的
+`device_put_replicated` / `device_put_sharded`）。被删掉的 API 都用真实的异常证明。
+
+`jax.pmap` still exists, but on 0.12 it is a shell: `jit` around `shard_map` over a 1-D mesh
+whose axis is pmap's `axis_name` (`_internal_pmap_axis_name` when none is given). This file puts every pmap idiom next to its
+modern form: `jax.shard_map` (one block per device, explicit collectives), `jit` with
+`NamedSharding` (a global view; the compiler inserts the communication) and
+`jax.device_put(x, NamedSharding(...))` (instead of the removed `device_put_replicated` /
+`device_put_sharded`). Every removed API is proven removed by its real exception.
+"""
+
+import importlib
+import inspect
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
+
+
+def mesh_1d(name="i"):
+    """一维网格，N 个设备，轴名 name（make_mesh 默认 Explicit 轴）。
+    A 1-D mesh of N devices on axis `name` (make_mesh gives Explicit axes by default)."""
+    return jax.make_mesh((N,), (name,))
+
+
+def put(x, mesh, spec):
+    """把 x 按 spec 放到 mesh 上。/ Place x on mesh as spec says."""
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def blocks(array):
+    """每个设备上的那一块，按网格里设备的顺序。/ Each device's block, in the mesh's device order."""
+    by_device = {s.device: np.asarray(s.data) for s in array.addressable_shards}
+    return [by_device[d] for d in array.sharding.mesh.devices.flat]
+
+
+def count_ops(hlo_text, op):
+    """编译后 HLO 文本里某种指令出现的次数（异步的 -start 形式也算）。
+    How many instructions of kind `op` the compiled HLO text holds (async -start forms too)."""
+    return len(re.findall(rf"\b{op}(?:-start)?\(", hlo_text))
+
+
+def linear_loss(params, x, y):
+    w, b = params
+    return jnp.mean((x @ w + b - y) ** 2)
+
+
+def regression_data():
+    """参数 (w, b) 与一批 32 个样本，NumPy 生成（不用编译）。/ Params and a batch of 32 (NumPy)."""
+    rng = np.random.default_rng(0)
+    w, x, y = (rng.standard_normal(s, dtype=np.float32) for s in [(4, 2), (32, 4), (32, 2)])
+    return (w, np.zeros(2, np.float32)), x, y
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_pmap_body_sees_a_slice_shard_map_sees_a_block():
+    """❌ 旧写法 / ✅ 推荐写法：pmap 把映射轴“拿掉”，每个设备看到 x[k]；shard_map 把数组切块，
+    每个设备看到带着这根轴的一块 x[k:k+1]。所以 shard_map 的行数可以是设备数的整数倍，pmap 不行。
+    pmap removes the mapped axis: device k sees x[k]. shard_map cuts the array into blocks:
+    device k sees a block that keeps the axis, x[k:k+1]. So shard_map takes any multiple of the
+    device count as the number of rows; pmap does not.
+    """
+    seen = {}
+
+    def spy(name):
+        def double(v):
+            seen[name] = v.shape
+            return v * 2
+
+        return double
+
+    x = np.arange(24.0, dtype=np.float32).reshape(8, 3)
+    mesh = mesh_1d()
+    old = jax.pmap(spy("pmap"))(x)
+    new = jax.shard_map(spy("shard_map"), mesh=mesh, in_specs=P("i"), out_specs=P("i"))(
+        put(x, mesh, P("i"))
+    )
+    np.testing.assert_array_equal(old, new)
+    assert seen["pmap"] == __
+    assert seen["shard_map"] == __
+
+    x16 = np.arange(48.0, dtype=np.float32).reshape(16, 3)
+    jax.shard_map(spy("shard_map"), mesh=mesh, in_specs=P("i"), out_specs=P("i"))(
+        put(x16, mesh, P("i"))
+    )
+    assert seen["shard_map"] == __
+    with pytest.raises(__):  # 16 行放不进 8 个设备的 pmap / 16 rows do not fit pmap
+        jax.pmap(spy("pmap"))(x16)
+
+
+def test_pmap_is_now_jit_of_shard_map():
+    """pmap 在 0.12 里不再有自己的实现：它的 jaxpr 最外层是一个 jit，里面是哪个变换？它的结果
+    不再是旧的 ShardedDeviceArray，而是普通的全局 jax.Array：分片是哪个类，每个设备上的块是什么
+    形状？
+    On 0.12 pmap has no implementation of its own: the outermost equation of its jaxpr is a
+    jit; which transformation is inside? Its result is no longer the old ShardedDeviceArray
+    but an ordinary global jax.Array: what class is its sharding, and what shape is each
+    device's block?
+    """
+    x = jnp.arange(8.0)
+    pmapped = jax.pmap(lambda v: v * 2, axis_name="i")
+    outer = jax.make_jaxpr(pmapped)(x).eqns[0]
+    assert outer.primitive.name == "jit"
+    assert outer.params["jaxpr"].eqns[0].primitive.name == __
+
+    y = pmapped(x)
+    assert type(y.sharding).__name__ == __
+    assert y.sharding.shard_shape(y.shape) == __
+    assert y.sharding.mesh.axis_names == ("i",)  # pmap 的 axis_name 成了网格的轴名 / the mesh axis
+
+
+def test_in_axes_none_and_out_axes_none_become_empty_specs():
+    """❌ 旧写法 / ✅ 推荐写法：pmap 的 in_axes=None（广播参数）和 out_axes=None（输出在所有设备上
+    相同）在 shard_map 里写成同一个 PartitionSpec：说“不切分，每个设备一份完整的”的那一个。
+    pmap's in_axes=None (a broadcast argument) and out_axes=None (an output equal on every
+    device) become one and the same PartitionSpec in shard_map: the one that says "not split,
+    every device holds all of it".
+    """
+    x, scale = np.arange(8.0, dtype=np.float32), np.float32(3.0)
+
+    def scaled_total(v, s):
+        return lax.psum(v * s, "i")
+
+    old = jax.pmap(scaled_total, axis_name="i", in_axes=(0, None), out_axes=None)(x, scale)
+    mesh = mesh_1d()
+    new = jax.shard_map(scaled_total, mesh=mesh, in_specs=(P("i"), __), out_specs=__)(
+        put(x, mesh, P("i")), put(scale, mesh, P())
+    )
+    assert float(old) == float(np.sum(x * scale))
+    np.testing.assert_array_equal(new, old)
+
+
+def test_device_put_replicated_and_sharded_are_gone():
+    """❌ 旧写法 / ✅ 推荐写法：jax.device_put_replicated 和 jax.device_put_sharded 已被删除，连属性
+    都不存在了。现在都用 jax.device_put(x, NamedSharding(mesh, spec))：一个 spec 把 x 完整复制到
+    每个设备，P("i") 沿第 0 轴切开，第 k 块放在网格的第 k 个设备上。
+    jax.device_put_replicated and jax.device_put_sharded are removed: not even the attributes
+    exist. Both are jax.device_put(x, NamedSharding(mesh, spec)) now: one spec copies x whole
+    to every device; P("i") cuts axis 0 and puts block k on the mesh's device k.
+    """
+    for removed in ("device_put_replicated", "device_put_sharded"):
+        with pytest.raises(__):
+            getattr(jax, removed)
+
+    mesh = mesh_1d()
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    replicated = jax.device_put(x, NamedSharding(mesh, __))
+    assert [b.shape for b in blocks(replicated)] == [(2, 3)] * N
+
+    # device_put_sharded 的输入：每个设备一块 / device_put_sharded's input: one piece per device
+    pieces = [np.full((2,), float(k), np.float32) for k in range(N)]
+    stacked = jax.device_put(np.stack(pieces), NamedSharding(mesh, P("i")))
+    assert blocks(stacked)[3].tolist() == __
+
+
+def test_nested_pmap_and_xmap_are_gone_a_2d_mesh_replaces_them():
+    """❌ 旧写法 / ✅ 推荐写法：嵌套的 pmap 现在直接报错（内层 shard_map 与外层的上下文网格冲突），
+    jax.experimental.maps（xmap）整个模块都没了。二维并行用一个二维网格：一次 shard_map，
+    每根轴一个名字，集合通信指定沿哪根轴。
+    Nested pmap now fails (the inner shard_map clashes with the outer context mesh), and the
+    whole jax.experimental.maps module (xmap) is gone. 2-D parallelism is one 2-D mesh: one
+    shard_map, one name per axis, and each collective says along which axis it runs.
+    """
+
+    def center_rows(v):  # subtract the mean of the "inner" group / 减去 inner 组的均值
+        return v - lax.pmean(v, "inner")
+
+    x = np.arange(8.0, dtype=np.float32).reshape(2, 4) ** 2
+    with pytest.raises(__):
+        jax.pmap(jax.pmap(center_rows, axis_name="inner"), axis_name="outer")(x)
+    with pytest.raises(__):
+        importlib.import_module("jax.experimental.maps")
+
+    mesh = jax.make_mesh(__, ("outer", "inner"))
+    out = jax.shard_map(
+        center_rows, mesh=mesh, in_specs=P("outer", "inner"), out_specs=P("outer", "inner")
+    )(put(x, mesh, P("outer", "inner")))
+    np.testing.assert_allclose(out, x - x.mean(axis=1, keepdims=True))
+
+
+def test_experimental_shard_map_is_deprecated():
+    """❌ 旧写法 / ✅ 推荐写法：jax.experimental.shard_map.shard_map 还能导入，但会发出一个警告
+    （本课程把警告当错误）；它的 check_rep 参数在 jax.shard_map 里换了名字：新名字说的是 vma
+    （varying manual axes，类型里记录每个值沿哪些网格轴不同）。查 jax.shard_map 的签名。
+    jax.experimental.shard_map.shard_map still imports, with a warning (an error in this
+    course); its check_rep argument has a new name in jax.shard_map, one that speaks of vma
+    (varying manual axes: the type records along which mesh axes a value differs). Look at
+    jax.shard_map's signature.
+    """
+    with pytest.warns(__, match="jax.shard_map"):
+        from jax.experimental.shard_map import shard_map as old_shard_map
+    assert "check_rep" in inspect.signature(old_shard_map).parameters
+    assert __ in inspect.signature(jax.shard_map).parameters
+    assert "check_rep" not in inspect.signature(jax.shard_map).parameters
+
+
+def test_pmap_grad_then_pmean_overcounts_under_shard_map():
+    """⚠️ 陷阱 / trap：pmap 的经典数据并行写法“每个设备求梯度，再 pmean”在 pmap 下是对的，逐字搬进
+    shard_map 却算错了。shard_map 默认检查 vma：参数 p 按 P() 传入，是“不变的”（每个设备相同），
+    它的梯度在转置时已经自动 psum 过一次了；再 pmean 什么也不改。错了多少倍？正确写法：对全局
+    损失（pmean 过的损失）求导。
+    pmap's classic data-parallel recipe, "grad on each device, then pmean", is right under pmap
+    and wrong when copied into shard_map. shard_map checks vma by default: p comes in as P(),
+    an invariant (equal on every device), so its gradient is already psum'd by the transpose;
+    the pmean then changes nothing. Off by what factor? Right: differentiate the global
+    (pmean'd) loss.
+    """
+    params, x, y = regression_data()
+    reference = jax.grad(linear_loss)(params, x, y)
+
+    def ported(p, xb, yb):
+        return lax.pmean(jax.grad(linear_loss)(p, xb, yb), "batch")
+
+    by_pmap = jax.pmap(ported, axis_name="batch", in_axes=(None, 0, 0))(
+        params, x.reshape(N, -1, 4), y.reshape(N, -1, 2)
+    )
+    np.testing.assert_allclose(by_pmap[0][0], reference[0], rtol=1e-5)  # right under pmap
+
+    mesh = mesh_1d("batch")
+    args = (put(params, mesh, P()), put(x, mesh, P("batch")), put(y, mesh, P("batch")))
+    specs = {"mesh": mesh, "in_specs": (P(), P("batch"), P("batch")), "out_specs": P()}
+    by_shard_map = jax.jit(jax.shard_map(ported, **specs))(*args)
+    ratio = np.asarray(by_shard_map[0]) / np.asarray(reference[0])
+    np.testing.assert_allclose(ratio, np.full((4, 2), __), rtol=1e-5)
+
+    def fixed(p, xb, yb):
+        return jax.grad(lambda q: __)(p)
+
+    for got, want in zip(jax.jit(jax.shard_map(fixed, **specs))(*args), reference, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_jit_with_a_sharded_batch_writes_the_all_reduce_for_you():
+    """✅ 推荐写法：数据并行不必手写集合通信。把批次按 P("batch") 切开、参数复制，直接 jit 普通的
+    grad：编译器自己插入跨设备求和，结果与单设备一致。数一数编译后 HLO 里的 all-reduce：两个梯度
+    （w 和 b）的求和被 XLA 合并成了几条指令？
+    Data parallelism needs no hand-written collective: shard the batch with P("batch"),
+    replicate the parameters, and jit the plain grad; the compiler inserts the cross-device sum
+    and the result equals one device's. Count the all-reduces in the compiled HLO: into how
+    many instructions did XLA combine the sums of the two gradients (w and b)?
+    """
+    params, x, y = regression_data()
+    reference = jax.grad(linear_loss)(params, x, y)
+    mesh = mesh_1d("batch")
+    args = (put(params, mesh, P()), put(x, mesh, P("batch")), put(y, mesh, P("batch")))
+    grad_fn = jax.jit(jax.grad(linear_loss))
+    for got, want in zip(grad_fn(*args), reference, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    hlo = grad_fn.lower(*args).compile().as_text()
+    assert count_ops(hlo, "all-reduce") == __
+    assert count_ops(hlo, "all-gather") == 0

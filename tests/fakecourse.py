@@ -79,7 +79,9 @@ def make_course(root: Path) -> Path:
     write(root / "answers" / "02" / "test_beta.py", HEADER + BETA.format(dtype="jnp.float64"))
     write(
         root / "koans" / "01" / "chapter.toml",
-        MANIFEST.format(zh="第一章", en="Chapter one", x64="false", file="test_alpha.py", hints=HINTS),
+        MANIFEST.format(
+            zh="第一章", en="Chapter one", x64="false", file="test_alpha.py", hints=HINTS
+        ),
     )
     write(
         root / "koans" / "02" / "chapter.toml",
@@ -111,7 +113,11 @@ def progress(
 
 def tree_digest(root: Path) -> dict[str, bytes]:
     """Every file under koans/, to prove a command left them alone."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in (root / "koans").rglob("*") if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in (root / "koans").rglob("*")
+        if p.is_file()
+    }
 
 
 def dedent(text: str) -> str:

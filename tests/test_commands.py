@@ -148,7 +148,13 @@ def test_broken_files_cost_only_their_own_koans(course):
     states = {k["name"]: (k["state"], k["note"]) for k in data["koans"]}
     assert states["test_sum"][0] == states["test_double"][0] == "passed"
     assert states["test_x64"][0] == "not_started"
-    for name in ("test_broken", "test_imports", "test_python_loop", "test_xla_loop", "test_segfault"):
+    for name in (
+        "test_broken",
+        "test_imports",
+        "test_python_loop",
+        "test_xla_loop",
+        "test_segfault",
+    ):
         assert states[name][0] == "failing", (name, states[name])
     problems = " ".join(data["problems"])
     assert "test_syntax.py" in problems and "test_import.py" in problems
@@ -183,7 +189,9 @@ def descendants(pid: int) -> set[int]:
     while todo:
         parent = todo.pop()
         for task in Path(f"/proc/{parent}/task").glob("*"):
-            children = (task / "children").read_text().split() if (task / "children").exists() else []
+            children = (
+                (task / "children").read_text().split() if (task / "children").exists() else []
+            )
             found.update(int(c) for c in children)
             todo += [int(c) for c in children]
     return found

@@ -1,0 +1,107 @@
+"""06 · Orbax 检查点 / Orbax checkpoints."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from flax import nnx
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+
+def _model():
+    return nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+
+
+def test_checkpoint_round_trip_is_bit_exact(tmp_path):
+    """Orbax 保存 nnx.state(model)（一个 pytree），恢复时给出抽象目标（形状 + dtype）；
+    nnx.update 把恢复的状态写回一个新模型，结果逐位相同。
+    Orbax saves nnx.state(model) (a pytree) and restores it against an abstract target (shapes
+    and dtypes); nnx.update writes the restored state into a fresh model, bit for bit.
+    """
+    model = _model()
+    state = nnx.state(model)
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(tmp_path / "step_1", state)
+    ckpt.wait_until_finished()
+
+    fresh = nnx.Linear(3, 2, rngs=nnx.Rngs(42))  # different initial weights
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, nnx.state(fresh))
+    restored = ckpt.restore(tmp_path / "step_1", abstract)
+    ckpt.close()
+    nnx.update(fresh, restored)
+
+    np.testing.assert_array_equal(fresh.kernel[...], model.kernel[...])
+    np.testing.assert_array_equal(fresh.bias[...], model.bias[...])
+    x = jnp.ones((1, 3))
+    assert bool(jnp.all(fresh(x) == model(x)))
+
+
+def test_saving_over_an_existing_checkpoint_raises(tmp_path):
+    """⚠️ 陷阱 / trap：保存到已经存在的目录会抛出异常，不会悄悄覆盖；确实要覆盖时传 force=True。
+    ⚠️ trap: saving into a directory that already exists raises instead of silently
+    overwriting; pass force=True when you really mean to overwrite.
+    """
+    path = tmp_path / "ckpt"
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(path, {"w": jnp.zeros(4)})
+    ckpt.wait_until_finished()
+    with pytest.raises(ValueError) as info:
+        ckpt.save(path, {"w": jnp.ones(4)})
+        ckpt.wait_until_finished()
+    assert "already exists" in str(info.value)
+    ckpt.save(path, {"w": jnp.ones(4)}, force=True)
+    ckpt.wait_until_finished()
+    restored = ckpt.restore(path)
+    ckpt.close()
+    np.testing.assert_array_equal(restored["w"], np.ones(4))
+
+
+_WORKER = textwrap.dedent(
+    """
+    import os, sys
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
+    directory, wait = sys.argv[1], sys.argv[2] == "1"
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(os.path.join(directory, "ckpt"), {"w": jnp.arange(1_000_000.0)})
+    if wait:
+        ckpt.wait_until_finished()
+    os._exit(0)  # a preempted job: no clean shutdown
+    """
+)
+
+
+def test_async_save_must_be_waited_for(tmp_path):
+    """⚠️ 陷阱 / trap：save 是异步的，返回时检查点还只是一个临时目录；进程在
+    wait_until_finished() 之前被杀掉（抢占、os._exit），留下的只有这个临时目录，无法恢复。
+    ⚠️ trap: save is asynchronous; when it returns the checkpoint is still a temporary
+    directory. A process killed before wait_until_finished() (preemption, os._exit) leaves only
+    that temporary directory behind, and nothing can be restored.
+    """
+    listings = {}
+    for wait in ("0", "1"):
+        d = tmp_path / f"wait{wait}"
+        d.mkdir()
+        subprocess.run(
+            [sys.executable, "-c", _WORKER, str(d), wait],
+            check=True,
+            timeout=120,
+            capture_output=True,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        )
+        listings[wait] = sorted(os.listdir(d))
+    assert listings["0"] == ["ckpt.orbax-checkpoint-tmp"]
+    assert listings["1"] == ["ckpt"]
+    # The finished checkpoint restores; the unfinished one is not even recognised as one.
+    restored = ocp.StandardCheckpointer().restore(tmp_path / "wait1" / "ckpt")
+    assert restored["w"].shape == (1_000_000,)
+    with pytest.raises(FileNotFoundError):
+        ocp.StandardCheckpointer().restore(tmp_path / "wait0" / "ckpt")

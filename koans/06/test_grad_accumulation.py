@@ -1,0 +1,128 @@
+"""06 · 梯度累积 / gradient accumulation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+
+def _loss(w, x, y):
+    return jnp.mean((x @ w - y) ** 2)
+
+
+def _grad(w, x, y):
+    return jax.jit(jax.grad(_loss))(w, x, y)
+
+
+def _data(n=12):
+    x = jax.random.normal(jax.random.key(0), (n, 3))
+    y = x @ jnp.array([1.0, -2.0, 0.5]) + 0.1 * jax.random.normal(jax.random.key(1), (n,))
+    return x, y
+
+
+def test_accumulating_equal_micro_batches_equals_the_big_batch():
+    """等大的微批次：每个微批次的平均梯度再取平均，等于整批的梯度（在浮点误差内）。
+    Equal micro-batches: the mean of the micro-batch mean gradients equals the big batch's
+    gradient (up to rounding).
+    """
+    x, y = _data(12)
+    w = jnp.zeros(3)
+    g_big = _grad(w, x, y)
+    micro = [_grad(w, x[i : i + 4], y[i : i + 4]) for i in range(0, 12, 4)]
+    g_acc = sum(micro) / __
+    np.testing.assert_allclose(g_acc, g_big, rtol=1e-5, atol=1e-6)
+
+
+def test_unequal_micro_batches_make_the_mean_of_means_wrong():
+    """⚠️ 陷阱 / trap：微批次大小不等时（最后一个批次不满），“均值的均值”给小批次的样本更大权重，
+    不等于整批梯度；按样本数加权（或累加总和再除以总数）才对。
+    ⚠️ trap: with unequal micro-batches (a short last batch) the mean of means overweights the
+    small batch's examples and differs from the big batch; weight by size (or sum, then divide
+    by the total count).
+    """
+    x, y = _data(12)
+    w = jnp.zeros(3)
+    g_big = _grad(w, x, y)
+    sizes = [8, 4]
+    bounds = [(0, 8), (8, 12)]
+    micro = [_grad(w, x[a:b], y[a:b]) for a, b in bounds]
+    mean_of_means = (micro[0] + micro[1]) / 2
+    assert not np.allclose(mean_of_means, g_big, rtol=1e-3)
+    weighted = sum(n * g for n, g in zip(sizes, micro, strict=True)) / __
+    np.testing.assert_allclose(weighted, g_big, rtol=1e-5, atol=1e-6)
+
+
+def test_batch_statistics_depend_on_the_batch():
+    """⚠️ 陷阱 / trap：依赖批次统计量的层（BatchNorm、批内归一化）在微批次上看到的是微批次的
+    均值和方差；即使微批次等大、梯度取平均，结果也不等于整批。
+    ⚠️ trap: layers that use batch statistics (BatchNorm, in-batch normalisation) see each
+    micro-batch's mean and variance; even with equal micro-batches and averaged gradients the
+    result is not the big batch's.
+    """
+
+    def bn_loss(w, x, y):
+        h = x @ w
+        h = (h - h.mean()) / jnp.sqrt(h.var() + 1e-5)  # batch norm over the batch axis
+        return jnp.mean((h - y) ** 2)
+
+    x, y = _data(12)
+    w = jnp.array([0.3, 0.1, -0.2])
+    g_big = jax.grad(bn_loss)(w, x, y)
+    micro = [jax.grad(bn_loss)(w, x[i : i + 4], y[i : i + 4]) for i in range(0, 12, 4)]
+    g_acc = sum(micro) / len(micro)
+    assert bool(jnp.allclose(g_acc, g_big, rtol=1e-3)) is __
+    rel = float(jnp.linalg.norm(g_acc - g_big) / jnp.linalg.norm(g_big))
+    assert rel > 0.05
+
+
+def test_stepping_adam_per_micro_batch_is_not_one_big_step():
+    """⚠️ 陷阱 / trap：每个微批次都调用一次 optimizer 更新，不是梯度累积：参数在微批次之间变了，
+    而且 Adam 对梯度是非线性的（m/√v）。三个小步 ≠ 一个大步。
+    ⚠️ trap: calling the optimizer once per micro-batch is not accumulation: the parameters move
+    between micro-batches and Adam is nonlinear in the gradient (m/√v). Three small steps are not
+    one big step.
+    """
+    x, y = _data(12)
+    tx = optax.adam(0.1)
+    w0 = jnp.zeros(3)
+
+    state = tx.init(w0)
+    updates, _ = tx.update(_grad(w0, x, y), state, w0)
+    w_big = optax.apply_updates(w0, updates)
+
+    w, state = w0, tx.init(w0)
+    for i in range(0, 12, 4):
+        g = _grad(w, x[i : i + 4], y[i : i + 4])
+        updates, state = tx.update(g, state, w)
+        w = optax.apply_updates(w, updates)
+    # Adam's first step moves every coordinate by the learning rate: three steps move ~3x as far.
+    np.testing.assert_allclose(jnp.abs(w_big - w0), __, rtol=1e-3)
+    assert float(jnp.max(jnp.abs(w - w0))) > 0.25
+
+
+def test_optax_multisteps_equals_the_big_batch():
+    """optax.MultiSteps(tx, every_k_schedule=k) 累积 k 次梯度再做一次真正的更新，中间 k-1 次
+    返回零更新；等大微批次时，结果与整批一步相同。
+    optax.MultiSteps(tx, every_k_schedule=k) accumulates k gradients and then takes one real
+    step, returning zero updates in between; with equal micro-batches it matches one big-batch
+    step.
+    """
+    x, y = _data(12)
+    w0 = jnp.zeros(3)
+    tx = optax.adam(0.1)
+    updates, _ = tx.update(_grad(w0, x, y), tx.init(w0), w0)
+    w_big = optax.apply_updates(w0, updates)
+
+    multi = optax.MultiSteps(optax.adam(0.1), every_k_schedule=__)
+    state = multi.init(w0)
+    w = w0
+    moved = []
+    for i in range(0, 12, 4):
+        g = _grad(w, x[i : i + 4], y[i : i + 4])
+        updates, state = multi.update(g, state, w)
+        w = optax.apply_updates(w, updates)
+        moved.append(bool(jnp.any(w != w0)))
+    assert moved == __
+    np.testing.assert_allclose(w, w_big, rtol=1e-5, atol=1e-6)

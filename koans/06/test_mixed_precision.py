@@ -1,0 +1,99 @@
+"""06 · 混合精度与损失缩放 / mixed precision and loss scaling."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+
+def _loss(w32, x, compute_dtype):
+    """fp32 master weights, cast to the compute dtype for the forward pass."""
+    w = w32.astype(compute_dtype)
+    y = jnp.tanh(x.astype(compute_dtype) @ w)
+    return jnp.mean(y**2).astype(jnp.float32)
+
+
+def test_bf16_compute_with_fp32_params_gives_fp32_grads():
+    """⚠️ 陷阱 / trap：前向在 bf16 里算，梯度的 dtype 却跟参数走：fp32 参数得到 fp32 梯度
+    （astype 的转置把余切转回 fp32）。优化器更新的是 fp32 主权重，但梯度的精度只有 bf16 那么多。
+    ⚠️ trap: the forward pass runs in bf16, yet the gradient's dtype follows the parameter:
+    fp32 parameters get fp32 gradients (the transpose of astype casts the cotangent back). The
+    optimizer updates fp32 master weights, but the gradient only carries bf16's precision.
+    """
+    w = 0.1 * jax.random.normal(jax.random.key(0), (16, 8))
+    x = jax.random.normal(jax.random.key(1), (32, 16))
+    grad = jax.jit(jax.grad(_loss), static_argnums=2)
+    g_bf16 = grad(w, x, jnp.bfloat16)
+    g_fp32 = grad(w, x, jnp.float32)
+    assert g_bf16.dtype == __
+    # The jaxpr shows the forward dot in bf16.
+    jaxpr = str(jax.make_jaxpr(_loss, static_argnums=2)(w, x, jnp.bfloat16))
+    assert "bf16[32,8] = dot_general" in jaxpr
+    # Close to the fp32 gradient, but only to bf16's ~3 significant digits.
+    rel = float(jnp.linalg.norm(g_bf16 - g_fp32) / jnp.linalg.norm(g_fp32))
+    assert 1e-4 < rel < 5e-2
+
+
+def _tiny_loss(w32, x, dtype, scale=1.0):
+    """A loss whose gradients are ~1e-8: too small for fp16."""
+    small = jnp.asarray(1e-4, dtype)
+    loss = jnp.sum(w32.astype(dtype) * x.astype(dtype)) * small
+    return loss.astype(jnp.float32) * scale
+
+
+def test_fp16_gradients_underflow_to_zero():
+    """⚠️ 陷阱 / trap：fp16 的最小次正规数约 6e-8，量级 1e-8 的梯度在反向传播里直接变成 0；
+    bf16 的指数范围与 fp32 相同，不会下溢（只是精度低）。
+    ⚠️ trap: fp16's smallest subnormal is about 6e-8, so gradients around 1e-8 flush to zero in
+    the backward pass; bf16 has fp32's exponent range and does not underflow (it is only less
+    precise).
+    """
+    w = jnp.ones(64)
+    x = jnp.full(64, 1e-4)
+    grad = jax.jit(jax.grad(_tiny_loss), static_argnums=2)
+    g32 = grad(w, x, jnp.float32)
+    g16 = grad(w, x, jnp.float16)
+    gbf = grad(w, x, jnp.bfloat16)
+    assert float(jnp.finfo(jnp.float16).smallest_subnormal) > float(g32[0])
+    assert int(jnp.count_nonzero(g16)) == __
+    assert int(jnp.count_nonzero(gbf)) == __
+
+
+def test_static_loss_scaling_rescues_fp16_gradients():
+    """静态损失缩放：反向前把损失乘以 S（这里 2**12），fp16 里的梯度放大 S 倍、落回可表示范围；
+    转回 fp32 后再除以 S 得到真实梯度。
+    Static loss scaling: multiply the loss by S (here 2**12) before the backward pass so the
+    fp16 gradients are S times larger and representable; back in fp32, divide by S.
+    """
+    w = jnp.ones(64)
+    x = jnp.full(64, 1e-4)
+    g32 = jax.grad(_tiny_loss)(w, x, jnp.float32)
+    scale = __
+    g16 = jax.grad(_tiny_loss)(w, x, jnp.float16, scale) / scale
+    assert g16.dtype == jnp.float32
+    np.testing.assert_allclose(g16, g32, rtol=1e-2)
+
+
+def test_dynamic_loss_scaling_backs_off_on_overflow():
+    """动态损失缩放：从很大的 S 开始；梯度出现 inf/NaN 就跳过这一步、把 S 减半，直到梯度有限。
+    S 本身在 fp16 里必须可表示（最大值 65504），所以它停在不超过这个值的最大 2 的幂上。
+    Dynamic loss scaling: start with a large S; when the gradients hold inf/NaN, skip the step
+    and halve S until they are finite. S itself must be representable in fp16 (max 65504), so it
+    settles at the largest power of two not above that.
+    """
+    w = jnp.ones(64)
+    x = jnp.full(64, 1e-4)
+    g32 = jax.grad(_tiny_loss)(w, x, jnp.float32)
+    grad_fn = jax.jit(jax.grad(_tiny_loss), static_argnums=2)
+
+    scale, skipped = 2.0**20, 0
+    while True:
+        g = grad_fn(w, x, jnp.float16, scale)
+        if bool(jnp.all(jnp.isfinite(g))):
+            break
+        scale, skipped = scale / 2, skipped + 1
+    assert scale == __
+    assert skipped == __
+    assert scale <= float(jnp.finfo(jnp.float16).max)
+    np.testing.assert_allclose(g / scale, g32, rtol=1e-2)

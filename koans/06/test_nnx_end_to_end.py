@@ -1,0 +1,97 @@
+"""06 · Flax NNX + Optax 端到端 / Flax NNX + Optax end to end."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+
+class MLP(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.hidden = nnx.Linear(4, 16, rngs=rngs)
+        self.out = nnx.Linear(16, 1, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(jax.nn.relu(self.hidden(x)))
+
+
+def _data():
+    x = jax.random.normal(jax.random.key(1), (32, 4))
+    y = jnp.sum(x, axis=1, keepdims=True)
+    return x, y
+
+
+def test_nnx_optimizer_and_jitted_train_step_lower_the_loss():
+    """nnx.Optimizer(model, tx, wrt=nnx.Param) 把 Optax 变换绑定到模型的参数上；nnx.jit 的训练步
+    原地更新模型和优化器。wrt 在 flax 0.12 里是必填的关键字参数。
+    nnx.Optimizer(model, tx, wrt=nnx.Param) binds an Optax transformation to the model's
+    parameters; an nnx.jit train step updates model and optimizer in place. In flax 0.12 wrt is
+    a required keyword argument.
+    """
+    model = MLP(nnx.Rngs(0))
+    opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+
+    @nnx.jit
+    def train_step(model, opt, x, y):
+        def loss_fn(model):
+            return jnp.mean((model(x) - y) ** 2)
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        opt.update(model, grads)
+        return loss
+
+    x, y = _data()
+    losses = [float(train_step(model, opt, x, y)) for _ in range(20)]
+    assert losses[-1] < 0.5 * losses[0]
+    # The optimizer counts its steps.
+    assert int(opt.step[...]) == __
+    # Without wrt the constructor refuses.
+    with pytest.raises(__):
+        nnx.Optimizer(model, optax.adam(1e-2))
+
+
+def test_value_is_deprecated_use_brackets():
+    """❌ 旧写法 / ✅ 推荐写法：`.value` 读取变量已弃用，会发出 DeprecationWarning；用 `var[...]`
+    读写数组变量。
+    ❌ old / ✅ new: reading a variable with `.value` is deprecated and emits a
+    DeprecationWarning; read and write array variables with `var[...]`.
+    """
+    model = MLP(nnx.Rngs(0))
+    kernel = model.hidden.kernel
+    with pytest.warns(__) as record:
+        old = kernel.value
+    assert "variable[...]" in str(record[0].message)
+    new = __
+    np.testing.assert_array_equal(old, new)
+    # Writing works the same way: the assignment replaces the array in the Variable.
+    kernel[...] = jnp.zeros_like(new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(jnp.abs(model.hidden.kernel[...]).sum()) == 0.0
+
+
+def test_split_and_merge_give_a_pure_pytree_of_state():
+    """nnx.split 把模型分成静态 graphdef 和 State（一个 pytree）；nnx.merge 把它们装回模型。
+    State 的叶子就是参数数组，可以交给 jax.jit、Orbax 或 Optax。
+    nnx.split separates a model into a static graphdef and a State (a pytree); nnx.merge puts
+    them back together. The State's leaves are the parameter arrays, ready for jax.jit, Orbax or
+    Optax.
+    """
+    model = MLP(nnx.Rngs(0))
+    graphdef, state = nnx.split(model)
+    leaves = jax.tree.leaves(state)
+    assert len(leaves) == __
+    assert sum(leaf.size for leaf in leaves) == __
+
+    @jax.jit
+    def forward(state, x):
+        return nnx.merge(graphdef, state)(x)
+
+    x, _ = _data()
+    np.testing.assert_allclose(forward(state, x), model(x), rtol=1e-6)

@@ -2,7 +2,8 @@
 
 Attribution is causal: a failure counts as "not started" only when the exception is a
 BlankError/TodoError (or was caused by one), or when it was raised while executing a statement
-of the koan's own file that still contains `__`. JAX often wraps a blank in an error of its own
+of the koan's own file that still contains `__`, or when the koan's file has a fix region
+(`# ✍️ BEGIN` … `# ✍️ END`) that is still as shipped. JAX often wraps a blank in an error of its own
 (`lax.scan(step, __, xs)` raises a ValueError deep inside JAX); the statement rule catches that.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans.blanks import BlankError, TodoError
+from jaxkoans.twins import REGION_BEGIN, untouched_region
 
 
 class KoanState(enum.StrEnum):
@@ -26,6 +28,7 @@ class KoanState(enum.StrEnum):
 class Cause(enum.StrEnum):
     BLANK = "blank"
     TODO = "todo"
+    REGION = "region"  # a fix region the learner has not edited yet
     TIMEOUT = "timeout"
     WRONG = "wrong"  # an assertion or any other exception of the learner's code
 
@@ -39,7 +42,7 @@ class Attribution:
 
     @property
     def state(self) -> KoanState:
-        if self.cause in (Cause.BLANK, Cause.TODO):
+        if self.cause in (Cause.BLANK, Cause.TODO, Cause.REGION):
             return KoanState.NOT_STARTED
         return KoanState.FAILING
 
@@ -73,8 +76,10 @@ def _exception_chain(exc: BaseException | None):
         exc = exc.__cause__ or exc.__context__
 
 
-def attribute(excinfo, koan_file: Path) -> Attribution:
-    """Attribute the failure in `excinfo` (a pytest ExceptionInfo) for a koan in `koan_file`."""
+def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -> Attribution:
+    """Attribute the failure in `excinfo` (a pytest ExceptionInfo) for a koan in `koan_file`.
+
+    `shipped_regions`: the fingerprints of the file's fix regions as shipped (chapter.toml)."""
     koan_file = Path(koan_file).resolve()
     chain = list(_exception_chain(excinfo.value))
     if _is_timeout(excinfo):
@@ -90,7 +95,17 @@ def attribute(excinfo, koan_file: Path) -> Attribution:
     blank_site = _blank_site(excinfo, koan_file, None)
     if blank_site[0] is not None:
         return Attribution(Cause.BLANK, *blank_site)
+    region_line = _untouched_region(koan_file, shipped_regions)
+    if region_line is not None:
+        return Attribution(Cause.REGION, koan_file, region_line, REGION_BEGIN)
     return Attribution(Cause.WRONG, *where)
+
+
+def _untouched_region(koan_file: Path, shipped: tuple[str, ...]) -> int | None:
+    try:
+        return untouched_region(koan_file.read_text(encoding="utf-8"), shipped)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _is_timeout(excinfo) -> bool:

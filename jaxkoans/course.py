@@ -35,6 +35,8 @@ class Chapter:
     x64: bool = False  # run the chapter's koans with jax_enable_x64
     files: tuple[str, ...] = ()  # test files in course order
     hints: dict[str, Hint] = field(default_factory=dict, compare=False, hash=False)
+    # file -> fingerprints of its `# ✍️ BEGIN/END` fix regions as shipped (twins.region_hashes)
+    regions: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def title(self) -> str:
@@ -73,6 +75,7 @@ def load_chapter(manifest: Path) -> Chapter:
         x64=bool(data.get("x64", False)),
         files=tuple(data.get("files", ())),
         hints=hints,
+        regions={name: tuple(v) for name, v in data.get("regions", {}).items()},
     )
 
 

@@ -16,7 +16,7 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
                    "duration", "message"}]          in course order
                  status: passed | failing | not_started | tampered | missing | crashed
-                 cause (failing/not_started): blank | todo | wrong | timeout | import | ""
+                 cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
                  line: in the student's file (null when unknown);  message: ≤ 1000 characters
     findings     [{"kind", "file", "line", "koans", "message"}]  what the student changed that
                  the course does not let them change; the koans named score zero. kind:

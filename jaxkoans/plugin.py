@@ -106,7 +106,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.user_properties.append(("koan_state", KoanState.PASSED.value))
     if not report.failed or call.excinfo is None:
         return report
-    found = attribute(call.excinfo, Path(item.path))
+    found = attribute(call.excinfo, Path(item.path), chapter.regions.get(Path(item.path).name, ()))
     item.stash[ATTRIBUTION] = found
     report.user_properties.append(("koan_state", found.state.value))
     report.user_properties.append(("koan_cause", found.cause.value))

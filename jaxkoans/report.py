@@ -12,6 +12,7 @@ from jaxkoans.course import Chapter
 HEADLINES = {
     Cause.BLANK: "✍️ 填空 / fill in the blank",
     Cause.TODO: "✍️ 待实现 / write the TODO",
+    Cause.REGION: "✍️ 待修复 / fix the marked code",
     Cause.TIMEOUT: "⏱️ 超时 / timed out",
     Cause.WRONG: "❌ 还不对 / not yet",
 }
@@ -20,6 +21,13 @@ TIMEOUT_ADVICE = (
     "可能是死循环（while_loop 的条件永远为真）或巨大的编译（Python 循环被展开进 trace）。\n"
     "Probably an endless loop (a while_loop whose condition never turns False) or a huge\n"
     "compile (a Python loop unrolled into the trace)."
+)
+
+
+REGION_ADVICE = (
+    "这里的代码有错：读测试的断言找出症状，再修改 # ✍️ BEGIN 与 # ✍️ END 之间的代码。\n"
+    "The code here has bugs: read the tests' asserts for the symptoms, then edit the code\n"
+    "between # ✍️ BEGIN and # ✍️ END."
 )
 
 
@@ -57,6 +65,8 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         # JAX used the blank after the function holding it had returned (a scan step, say):
         # point at the blanks still open instead.
         lines += [f"   > {number}: {text}" for number, text in open_blanks(item)]
+    if found.cause is Cause.REGION:
+        lines += ["", REGION_ADVICE]
     if found.cause is Cause.TIMEOUT:
         lines += ["", TIMEOUT_ADVICE]
     if found.cause is Cause.WRONG:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ast
 import difflib
+import hashlib
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +100,29 @@ def _region_spans(lines: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
+def region_hashes(text: str) -> list[str]:
+    """A fingerprint of each fix region's code, in file order.
+
+    The koan's chapter.toml keeps the fingerprints of the regions as shipped: a failing koan
+    whose region still matches has not been started (the learner has not edited it yet)."""
+    lines = text.splitlines()
+    return [
+        hashlib.sha256("\n".join(line.rstrip() for line in lines[s:e]).encode()).hexdigest()[:12]
+        for s, e in _region_spans(lines)
+    ]
+
+
+def untouched_region(text: str, shipped: tuple[str, ...] | list[str]) -> int | None:
+    """The 1-based line of the first `# ✍️ BEGIN` whose region is still as shipped, else None."""
+    if not shipped:
+        return None
+    lines = text.splitlines()
+    for (start, _), digest in zip(_region_spans(lines), region_hashes(text), strict=True):
+        if digest in shipped:
+            return start  # the BEGIN marker is the line before the region: 1-based `start`
+    return None
+
+
 def blank_pattern(koan_line: str) -> re.Pattern[str]:
     parts = BLANK.split(koan_line)
     return re.compile("^" + "(.+?)".join(re.escape(p) for p in parts) + "$")
@@ -167,3 +192,21 @@ def compare(koan: Path, answer: Path) -> TwinReport:
             report.blanks += [(number, g.strip()) for g in match.groups()]
             report.blank_lines.append((number, a_number))
     return report
+
+
+def main(argv: list[str]) -> int:
+    """`python -m jaxkoans.twins regions FILE…`: the [regions] table for a chapter.toml."""
+    if len(argv) < 2 or argv[0] != "regions":
+        print("usage: python -m jaxkoans.twins regions koans/NN/test_file.py …", file=sys.stderr)
+        return 2
+    print("[regions]")
+    for name in argv[1:]:
+        path = Path(name)
+        digests = region_hashes(path.read_text(encoding="utf-8"))
+        if digests:  # files without a fix region stay out of the table
+            print(f'"{path.name}" = [' + ", ".join(f'"{d}"' for d in digests) + "]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -70,6 +70,22 @@ def test_koan_and_answer_are_twins(koan_file: Path):
     assert koan_names == [n for n, _, _ in listed_koans(answer_of(koan_file))]
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
+def test_fix_regions_are_fingerprinted_as_shipped(chapter: course.Chapter):
+    """A failing koan counts as not started while its fix region is as shipped: the harness
+    knows that from the fingerprints in chapter.toml, so they must match the koan files."""
+    directory = course.KOANS / chapter.number
+    actual = {
+        p.name: tuple(twins.region_hashes(p.read_text(encoding="utf-8")))
+        for p in sorted(directory.glob("test_*.py"))
+    }
+    actual = {name: digests for name, digests in actual.items() if digests}
+    assert chapter.regions == actual, (
+        f"{directory}/chapter.toml: [regions] must fingerprint the fix regions as shipped; "
+        f"print the table with `python -m jaxkoans.twins regions {directory}/test_*.py`"
+    )
+
+
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
 def test_every_koan_teaches_in_chinese_and_english(koan_file: Path):
     chapter = course.chapter_for(koan_file)

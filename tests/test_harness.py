@@ -111,6 +111,40 @@ def test_an_unwritten_todo_points_at_the_stub(pytester):
     )
 
 
+FIX_REGION_KOAN = """
+# ✍️ BEGIN
+def mean(x):
+    return x.sum() / 2  # bug: the size is not always 2
+# ✍️ END
+
+def test_mean():
+    \"\"\"平均值。The mean.\"\"\"
+    assert float(mean(jnp.arange(4.0))) == 1.5
+"""
+
+
+def test_a_fix_region_as_shipped_reads_as_not_started_and_as_wrong_once_edited(pytester):
+    from jaxkoans import twins
+
+    chapter(pytester, "01", {"test_a.py": FIX_REGION_KOAN})
+    koan = pytester.path / "01" / "test_a.py"
+    shipped = twins.region_hashes(koan.read_text(encoding="utf-8"))
+    with open(pytester.path / "01" / "chapter.toml", "a", encoding="utf-8") as manifest:
+        manifest.write(f'[regions]\n"test_a.py" = ["{shipped[0]}"]\n')
+
+    result = run(pytester, "01")
+    result.stdout.fnmatch_lines(
+        ["*✍️ 待修复 / fix the marked code*", "*01/test_a.py:5", "*> # ✍️ BEGIN"]
+    )
+    result.stdout.no_fnmatch_line("*❌*")
+
+    koan.write_text(koan.read_text(encoding="utf-8").replace("/ 2", "/ 3"), encoding="utf-8")
+    run(pytester, "01").stdout.fnmatch_lines(["*❌ 还不对 / not yet*"])
+
+    koan.write_text(koan.read_text(encoding="utf-8").replace("/ 3", "/ x.size"), encoding="utf-8")
+    run(pytester, "01").assert_outcomes(passed=1)
+
+
 def test_a_wrong_answer_shows_values_and_the_lesson_without_jax_frames(pytester):
     chapter(
         pytester,

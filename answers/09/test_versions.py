@@ -1,0 +1,89 @@
+"""09 · 版本兼容 / version compatibility.
+
+jax.export 的承诺（见官方文档“Compatibility guarantees”）：一个导出产物可以被比导出时的 JAX
+**新至 6 个月**的版本编译运行（6 个月向后兼容），也可以被**旧至 3 周**的版本运行（3 周向前兼容）；
+算的是导出方和使用方各自的构建时间。产物记录了它的调用约定版本，JAX 只接受一段版本范围。
+jax.export's promise (the docs' "Compatibility guarantees"): an exported artifact can be
+compiled and run by a JAX **up to 6 months newer** than the one that exported it (6 months of
+backward compatibility) and by one **up to 3 weeks older** (3 weeks of forward compatibility);
+what counts is when each side was built. The artifact records its calling convention version,
+and JAX accepts a range of them.
+"""
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def calling_convention(version):
+    """临时设置导出用的调用约定版本，退出时恢复 / export with another calling convention
+    version for a while; the old setting comes back on exit."""
+    old = jax.config.jax_export_calling_convention_version
+    jax.config.update("jax_export_calling_convention_version", version)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_export_calling_convention_version", old)
+
+
+def _export_sin():
+    return export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((3,), jnp.float32))
+
+
+# ---- 练习 / koans ----------------------------------------------------------------------
+
+
+def test_calling_convention_versions_form_a_range():
+    """JAX 能生成和读取的调用约定版本是一个区间 [minimum, maximum]；默认用区间里的哪一端导出？
+    较旧的版本仍可以选来导出（给还没升级的使用方），区间外的版本则被拒绝。
+    The calling convention versions JAX can produce and consume form a range [minimum,
+    maximum]; which end does it export with by default? An older one may still be chosen (for a
+    consumer that has not upgraded); a version outside the range is refused.
+    """
+    lo = export.minimum_supported_calling_convention_version
+    hi = export.maximum_supported_calling_convention_version
+    assert lo <= hi
+
+    assert _export_sin().calling_convention_version == hi
+
+    with calling_convention(lo):
+        old = _export_sin()
+    again = export.deserialize(old.serialize())
+    assert again.calling_convention_version == lo
+    np.testing.assert_allclose(again.call(np.ones(3, np.float32)), np.sin(np.ones(3)), rtol=1e-6)
+
+    with pytest.raises(ValueError) as info, calling_convention(lo - 1):
+        _export_sin()
+    assert "outside the range of supported versions" in str(info.value)
+
+
+def test_an_artifact_is_frozen_and_records_its_producer():
+    """产物是导出那一刻的快照：之后改 Python 代码或全局变量，产物不变（它不会重新追踪）。
+    序列化的字节里还记着生成它的 JAX 版本——兼容窗口按这个版本算，归档时要用最新的 JAX 导出。
+    An artifact is a snapshot taken at export: editing Python code or globals afterwards does
+    not change it (it never retraces). The serialized bytes also record the JAX version that
+    wrote them: the compatibility window counts from it, so archive with the latest JAX.
+    """
+    config = {"scale": 2.0}
+
+    def scaled(x):
+        return x * config["scale"]
+
+    exp = export.export(jax.jit(scaled))(jax.ShapeDtypeStruct((2,), jnp.float32))
+    blob = exp.serialize()
+    config["scale"] = 10.0
+
+    x = np.ones(2, np.float32)
+    assert export.deserialize(blob).call(x).tolist() == [2.0, 2.0]
+    assert exp.call(x).tolist() == [2.0, 2.0]
+    assert scaled(x).tolist() == [10.0, 10.0]  # the Python function did change
+    assert (jax.__version__.encode() in bytes(blob)) is True

@@ -1,0 +1,115 @@
+"""09 · 参数交给 Orbax / the parameters, with Orbax.
+
+部署时把两样东西分开存：参数（一个 pytree）交给 Orbax，程序交给 `jax.export`。
+本文件讲参数这一半：恢复时给出的“目标”树决定了你拿回来的是什么。
+A deployment stores two things apart: the parameters (a pytree) go to Orbax, the program to
+`jax.export`. This file covers the parameters: the target tree you restore against decides
+what you get back.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+
+def make_params():
+    """一个小 MLP 的参数 / the parameters of a small MLP."""
+    rng = np.random.default_rng(0)
+    return {
+        "dense": {
+            "w": jnp.asarray(rng.normal(size=(3, 4)), jnp.float32),
+            "b": jnp.asarray(rng.normal(size=4), jnp.float32),
+        },
+        "step": jnp.asarray(7, jnp.int32),
+    }
+
+
+def save(path, tree):
+    """保存并等待异步写入结束 / save and wait for the asynchronous write to finish."""
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(path, tree)
+    ckpt.wait_until_finished()
+    ckpt.close()
+
+
+def restore(path, target=None):
+    ckpt = ocp.StandardCheckpointer()
+    try:
+        return ckpt.restore(path, target)
+    finally:
+        ckpt.close()
+
+
+# ---- 练习 / koans ----------------------------------------------------------------------
+
+
+def test_restore_against_an_abstract_target(tmp_path):
+    """恢复时不必先造一份真实参数：一棵只有形状和 dtype 的抽象树（叶子是 jax.ShapeDtypeStruct）
+    就是目标。推理服务里常这样做——它不想为了“知道形状”而先初始化一遍模型。
+    Restoring needs no real parameters: an abstract tree whose leaves are jax.ShapeDtypeStruct
+    (shape and dtype only) is the target. Inference servers do this, so that they need not
+    initialise a model just to learn its shapes.
+    """
+    params = make_params()
+    save(tmp_path / "params", params)
+
+    abstract = jax.tree.map(__, params)
+    assert all(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(abstract))
+    restored = restore(tmp_path / "params", abstract)
+    assert jax.tree.structure(restored) == jax.tree.structure(params)
+    jax.tree.map(np.testing.assert_array_equal, restored, params)
+
+
+def test_the_target_decides_dtype_and_array_type(tmp_path):
+    """目标树的每个叶子决定恢复结果：ShapeDtypeStruct 的 dtype 会让 Orbax 在读取时转换类型，
+    NumPy 数组作叶子则拿回 NumPy 数组（而不是 jax.Array）。
+    Each leaf of the target decides what comes back: a ShapeDtypeStruct's dtype makes Orbax
+    cast while reading, and a NumPy leaf gives back a NumPy array (not a jax.Array).
+    """
+    params = make_params()
+    save(tmp_path / "params", params)
+    target = {
+        "dense": {
+            "w": jax.ShapeDtypeStruct((3, 4), jnp.bfloat16),
+            "b": np.zeros(4, np.float32),
+        },
+        "step": jax.ShapeDtypeStruct((), jnp.int32),
+    }
+    restored = restore(tmp_path / "params", target)
+    assert restored["dense"]["w"].dtype == __
+    assert type(restored["dense"]["b"]) is __
+    assert int(restored["step"]) == 7
+    np.testing.assert_allclose(
+        np.asarray(restored["dense"]["w"], np.float32), params["dense"]["w"], rtol=1e-2
+    )
+
+
+def test_a_target_that_does_not_match_the_checkpoint_raises(tmp_path):
+    """⚠️ 陷阱 / trap：目标与磁盘上的树不一致时 Orbax 不会悄悄截断或补零，也不会只恢复一部分：
+    形状不同、键不同都直接报错。模型代码改了形状，旧检查点就加载不进来。
+    ⚠️ trap: when the target disagrees with the tree on disk Orbax neither truncates nor pads
+    nor restores a part: a different shape or a different set of keys is an error. Change a
+    shape in the model and the old checkpoint no longer loads.
+    """
+    params = make_params()
+    save(tmp_path / "kernel", {"w": params["dense"]["w"]})  # a (3, 4) kernel on disk
+    with pytest.raises(__) as info:
+        restore(tmp_path / "kernel", {"w": jax.ShapeDtypeStruct((4, 3), jnp.float32)})
+    assert "not compatible with the stored shape" in str(info.value)
+
+    save(tmp_path / "params", params)
+    only_dense = {  # "step" left out
+        "dense": {
+            "w": jax.ShapeDtypeStruct((3, 4), jnp.float32),
+            "b": jax.ShapeDtypeStruct((4,), jnp.float32),
+        }
+    }
+    with pytest.raises(__) as info:
+        restore(tmp_path / "params", only_dense)
+    assert "tree structures do not match" in str(info.value)

@@ -1,0 +1,179 @@
+"""10 · 管理 key 的模式与陷阱 / key-management patterns and traps.
+
+JAX 的随机数是纯函数：同一个 key 永远给出同一组数。所以“什么时候用哪个 key”完全由你负责：
+`split` 一次造出 n 个新 key，`fold_in(key, i)` 把一个已知的整数（步数、层号、设备号）混进
+key 里。本文件把常见的模式（每步一个 key、每个设备一个 key、scan 和 vmap 里的 key）和
+常见的错误（重用 key）放在一起。
+
+JAX random numbers are pure functions: the same key always gives the same numbers. So which key
+to use when is entirely up to you: `split` makes n new keys at once, `fold_in(key, i)` mixes a
+known integer (a step, a layer, a device index) into a key. This file puts the usual patterns
+(a key per step, a key per device, keys in scan and vmap) next to the usual mistake (reusing a
+key).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
+
+
+def distinct_rows(a) -> int:
+    """数组 a 有几行互不相同 / how many different rows a has."""
+    a = np.asarray(a)
+    return len({row.tobytes() for row in a.reshape(a.shape[0], -1)})
+
+
+def same_keys(a, b) -> bool:
+    return bool(np.array_equal(jax.random.key_data(a), jax.random.key_data(b)))
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_reusing_a_key_repeats_and_correlates_the_draws():
+    """⚠️ 陷阱 / trap：同一个 key 用两次，“两个随机掩码”完全一样；更隐蔽的是，不同形状、
+    不同分布的抽样也彼此相关：更长的抽样以更短的抽样为前缀，bernoulli 掩码就是同一组
+    uniform 小于 p 的位置。
+    ⚠️ trap: use a key twice and "two random masks" are identical; more subtly, draws of other
+    shapes and other distributions are related too: a longer draw starts with the shorter one,
+    and a bernoulli mask is exactly where the same uniforms fall below p.
+    """
+    key = jax.random.key(0)
+    mask_a = jax.random.bernoulli(key, 0.5, (8,))
+    mask_b = jax.random.bernoulli(key, 0.5, (8,))
+    assert bool(jnp.array_equal(mask_a, mask_b)) is True
+    short = jax.random.normal(key, (3,))
+    long = jax.random.normal(key, (5,))
+    assert bool(jnp.array_equal(long[:3], short)) is True
+    uniforms = jax.random.uniform(key, (8,))
+    assert bool(jnp.array_equal(mask_a, uniforms < 0.5)) is True
+    # The fix: one fresh key per use.
+    k1, k2 = jax.random.split(key)
+    assert not jnp.array_equal(
+        jax.random.bernoulli(k1, 0.5, (64,)), jax.random.bernoulli(k2, 0.5, (64,))
+    )
+
+
+def test_split_child_i_is_fold_in_of_i():
+    """在 partitionable threefry 下，`split(key, n)[i]` 就是 `fold_in(key, i)`：fold_in 是随机
+    访问第 i 个子 key，不必把 n 个都造出来。旧的排布（flag 关闭）下没有这个关系。
+    Under partitionable threefry, `split(key, n)[i]` is `fold_in(key, i)`: fold_in gives random
+    access to child i without making all n of them. The old layout (flag off) has no such
+    relation.
+    """
+    key = jax.random.key(0)
+
+    def matching(children):
+        return [i for i in range(4) if same_keys(children[i], jax.random.fold_in(key, i))]
+
+    assert matching(jax.random.split(key, 4)) == [0, 1, 2, 3]
+    with jax.threefry_partitionable(False):
+        old_children = jax.random.split(key, 4)
+    assert matching(old_children) == []
+
+
+def step_noise(base_key, step):
+    """第 step 个训练步的噪声（shape (3,) 的标准正态）：只由 (base_key, step) 决定，每步不同，
+    step 在 jit 里是被追踪的整数也能用，从任何一步恢复训练都得到同样的噪声。约 1 行。
+    The noise of training step `step` (standard normal, shape (3,)): determined by
+    (base_key, step) alone, different at every step, working when step is a traced integer
+    under jit, the same whichever step training resumes from. About 1 line.
+    """
+    return jax.random.normal(jax.random.fold_in(base_key, step), (3,))
+
+
+def test_per_step_keys_with_fold_in():
+    """每步一个 key：不必把 key 一路 split 下去存进训练状态，把步数 fold_in 进基础 key 就行。
+    A key per step: no need to thread a chain of splits through the training state; fold the
+    step number into the base key.
+    """
+    base = jax.random.key(2024)
+    steps = jnp.arange(6)
+    uninterrupted = np.stack([step_noise(base, int(s)) for s in steps])
+    assert distinct_rows(uninterrupted) == 6  # a new draw every step
+    assert not np.array_equal(uninterrupted[0], jax.random.normal(base, (3,)))  # not the base key
+    resumed = np.stack([step_noise(base, int(s)) for s in steps[3:]])  # restart at step 3
+    np.testing.assert_array_equal(resumed, uninterrupted[3:])
+    jitted = jax.jit(step_noise)
+    np.testing.assert_array_equal(jitted(base, jnp.int32(4)), uninterrupted[4])
+    np.testing.assert_array_equal(
+        jax.vmap(step_noise, in_axes=(None, 0))(base, steps), uninterrupted
+    )
+    other = np.stack([step_noise(jax.random.key(7), int(s)) for s in steps])
+    assert not np.array_equal(other, uninterrupted)
+
+
+def test_per_device_keys_with_axis_index():
+    """⚠️ 陷阱 / trap：把同一个 key 复制给 8 个设备（in_specs=P()），每个设备就抽出同样的数——
+    数据并行时每个设备的 dropout 都一样。在 shard_map 里把设备在网格轴上的序号 fold_in 进去，
+    每个设备才有自己的流。
+    ⚠️ trap: replicate one key to 8 devices (in_specs=P()) and every device draws the same
+    numbers: under data parallelism every device gets the same dropout. Inside shard_map fold the
+    device's index along the mesh axis into the key, so that each device has its own stream.
+    """
+    mesh = jax.make_mesh((N,), ("x",))
+    key = jax.random.key(0)
+
+    def on_devices(body):
+        run = jax.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P("x"))
+        return np.asarray(jax.jit(run)(key))
+
+    same = on_devices(lambda k: jax.random.normal(k, (1, 3)))
+    assert distinct_rows(same) == 1
+
+    def own_stream(k):
+        return jax.random.normal(jax.random.fold_in(k, lax.axis_index("x")), (1, 3))
+
+    own = on_devices(own_stream)
+    assert distinct_rows(own) == N
+    np.testing.assert_array_equal(own[5], jax.random.normal(jax.random.fold_in(key, 5), (3,)))
+
+
+def test_keys_in_scan_carry_or_split_up_front():
+    """scan 里用 key 有两种写法：把 key 放进 carry、每步 split 一次；或者先 split 出全部 n 个
+    key，当作 xs 喂给 scan（也就可以换成 vmap）。两种都对，但给出的数不同：换写法会改变结果。
+    Two ways to use keys in scan: carry the key and split it at every step, or split all n keys
+    up front and feed them to scan as xs (which then can become a vmap). Both are correct, but
+    they give different numbers: switching changes the results.
+    """
+    key = jax.random.key(0)
+
+    def carry_step(k, _):
+        k, sub = jax.random.split(k)
+        return k, jax.random.normal(sub, (2,))
+
+    _, carried = lax.scan(carry_step, key, None, length=4)
+    keys = jax.random.split(key, 4)
+    _, up_front = lax.scan(lambda c, k: (c, jax.random.normal(k, (2,))), None, keys)
+    np.testing.assert_array_equal(up_front, jax.vmap(lambda k: jax.random.normal(k, (2,)))(keys))
+    assert carried.shape == up_front.shape == (4, 2)
+    assert distinct_rows(carried) == 4
+    assert bool(np.array_equal(carried, up_front)) is False
+
+
+def test_vmap_needs_one_key_per_example():
+    """⚠️ 陷阱 / trap：vmap 一个用到随机数的函数时，key 如果不被映射（in_axes=None），
+    批里每个样本都拿到同一个 key，也就是同一个 dropout 掩码。给每个样本一个自己的 key。
+    ⚠️ trap: vmap a function that draws random numbers with an unmapped key (in_axes=None)
+    and every example in the batch gets the same key, hence the same dropout mask. Give each
+    example its own key.
+    """
+    key = jax.random.key(0)
+    xs = jnp.ones((4, 16))
+
+    def dropout(k, x):
+        keep = jax.random.bernoulli(k, 0.5, x.shape)
+        return jnp.where(keep, x / 0.5, 0.0)
+
+    shared = jax.vmap(dropout, in_axes=(None, 0))(key, xs)
+    assert distinct_rows(shared) == 1
+    own = jax.vmap(dropout)(jax.random.split(key, 4), xs)
+    assert distinct_rows(own) == 4

@@ -1,0 +1,160 @@
+"""10 · jax_threefry_partitionable：分片生成与可复现性 / sharded generation and reproducibility.
+
+threefry 是计数器式生成器：第 i 个随机数 = hash(key, 计数器 i)。`jax_threefry_partitionable`
+（0.12 默认 True）决定计数器怎样排布：打开时每个元素的计数器只取决于它在数组里的位置，
+所以每个设备只算自己那一块；关闭时（旧的默认值）计数器的排布无法切分，每个设备都要算出
+整个数组，还要互相通信。两种排布给出的数不同：这就是旧笔记本的输出无法复现的原因。
+
+threefry is counter-based: random number i = hash(key, counter i). `jax_threefry_partitionable`
+(True by default on 0.12) decides how the counters are laid out: when on, an element's counter
+depends only on its position in the array, so each device computes just its block; when off
+(the old default) the layout cannot be cut, every device computes the whole array and the
+devices exchange data. The two layouts give different numbers: which is why an old notebook's
+outputs no longer reproduce.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
+SHAPE = (64, 16)
+
+
+def generate(key):
+    return jax.random.uniform(key, SHAPE)
+
+
+def largest_u32_buffer(hlo: str) -> int:
+    """编译后 HLO 里最大的 u32 数组有几个元素：每个设备一次生成了多少随机比特。
+    The element count of the largest u32 array in compiled HLO: how many random words one
+    device generates at once."""
+    sizes = [
+        int(np.prod([int(d) for d in dims.split(",")]))
+        for dims in re.findall(r"u32\[(\d+(?:,\d+)*)\]", hlo)
+    ]
+    return max(sizes)
+
+
+OLD_NOTEBOOK = """
+import json, jax
+print(json.dumps(jax.random.bits(jax.random.key(0), (5,)).tolist()))
+"""
+
+
+def run_old_notebook() -> list[int]:
+    """在一个新进程里、按旧默认值（flag 关闭）跑一段“笔记本”，返回它打印的随机比特。
+    Run a "notebook" in a fresh process under the old default (flag off) and return the random
+    words it printed."""
+    env = {**os.environ, "JAX_THREEFRY_PARTITIONABLE": "false", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", OLD_NOTEBOOK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_the_flag_is_on_and_toggling_it_changes_some_streams():
+    """在 0.12 上这个 flag 默认打开。把它关掉（只在 `jax.threefry_partitionable(False)` 上下文
+    里）再做同样的事：哪些操作的结果变了？
+    On 0.12 the flag is on by default. Turn it off (only inside the
+    `jax.threefry_partitionable(False)` context) and do the same things: which results change?
+    """
+    assert jax.config.jax_threefry_partitionable is __
+    key = jax.random.key(0)
+    ops = {
+        "split": lambda k: jax.random.key_data(jax.random.split(k, 3)),
+        "fold_in": lambda k: jax.random.key_data(jax.random.fold_in(k, 7)),
+        "bits": lambda k: jax.random.bits(k, (4,)),
+        "normal": lambda k: jax.random.normal(k, (4,)),
+    }
+    run_all = jax.jit(lambda k: {name: op(k) for name, op in ops.items()})  # one compile each
+    new = run_all(key)
+    with jax.threefry_partitionable(False):
+        old = run_all(key)
+    changed = {name for name in ops if not np.array_equal(new[name], old[name])}
+    assert changed == __
+    assert jax.config.jax_threefry_partitionable is True  # the context restored it
+
+
+def test_sharded_generation_equals_unsharded_generation():
+    """在 jit 里用 out_shardings 直接生成一个按行切到 8 个设备的随机数组：每个设备只拿到（也只
+    算）自己的几行，拼起来和不分片生成的数组逐位相同。
+    Generate a random array split by rows over 8 devices directly inside jit with
+    out_shardings: each device holds (and computes) only its rows, and together they equal the
+    unsharded array bit for bit.
+    """
+    mesh = jax.make_mesh((N,), ("x",))
+    key = jax.random.key(42)
+    sharded = jax.jit(generate, out_shardings=__)(key)
+    assert len(sharded.sharding.device_set) == N
+    assert sharded.addressable_shards[0].data.shape == __
+    np.testing.assert_array_equal(sharded, generate(key))
+
+
+def test_without_the_flag_every_device_generates_the_whole_array():
+    """同一个分片生成程序，分别在 flag 打开和关闭时编译，读编译后的 HLO：每个设备最大的随机
+    比特缓冲有多大？关闭时还多了设备间的 collective-permute。两种情况下值都和不分片的一致——
+    flag 改变的是代价和数，不是正确性。
+    Compile the same sharded generation with the flag on and off and read the compiled HLO: how
+    large is each device's largest buffer of random words? With the flag off devices also
+    exchange data (collective-permute). In both cases the values match the unsharded ones: the
+    flag changes the cost and the numbers, not correctness.
+    """
+    mesh = jax.make_mesh((N,), ("x",))
+    key = jax.random.key(42)
+    largest, permutes = {}, {}
+    for flag in (True, False):
+        with jax.threefry_partitionable(flag):
+            f = jax.jit(generate, out_shardings=NamedSharding(mesh, P("x")))
+            hlo = f.lower(key).compile().as_text()
+            np.testing.assert_array_equal(f(key), generate(key))
+        largest[flag] = largest_u32_buffer(hlo)
+        permutes[flag] = hlo.count("collective-permute(")
+    assert largest == {True: __, False: __}
+    assert permutes[True] == 0 and permutes[False] > 0
+
+
+def test_an_old_notebook_reproduces_only_with_the_old_flag():
+    """⚠️ 陷阱 / trap：一个按旧默认值（flag 关闭）跑出的笔记本，在今天的 JAX 上同一个种子
+    得到不同的数。要复现它，只在一个上下文里把 flag 关掉（不要全局改）。jit 的缓存以这个 flag
+    为键：同一个 jit 函数在两种设置下各追踪一次，回到默认设置时不会再追踪。
+    ⚠️ trap: a notebook run under the old default (flag off) gets other numbers for the same
+    seed on today's JAX. To reproduce it, turn the flag off inside a context only (not
+    globally). jit's cache is keyed on the flag: the same jitted function is traced once per
+    setting, and not again when the default comes back.
+    """
+    notebook = run_old_notebook()
+    traces = []
+
+    @jax.jit
+    def draw(key):
+        traces.append(None)  # runs only while tracing
+        return jax.random.bits(key, (5,))
+
+    key = jax.random.key(0)
+    today = draw(key).tolist()
+    assert today != notebook
+    with __:
+        again = draw(key).tolist()
+    assert again == notebook
+    assert draw(key).tolist() == today
+    assert len(traces) == __

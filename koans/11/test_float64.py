@@ -1,0 +1,76 @@
+"""11 · float64：科学计算为什么要开双精度，以及它不开时悄悄发生了什么 / float64: why scientific
+computing needs it, and what silently happens without it.
+
+JAX 默认只用 32 位类型：没打开 x64 时，连明确要求的 float64 也会被截断成 float32（只给一个
+警告）。本章的 chapter.toml 写了 x64 = true，测试运行器在每个 koan 之前设置
+jax_enable_x64；单个代码块可以用上下文管理器 jax.enable_x64(...) 临时切换，退出即恢复。
+
+JAX uses 32-bit types by default: without x64 even an explicitly requested float64 is
+truncated to float32, with nothing but a warning. This chapter's chapter.toml says x64 = true,
+so the runner sets jax_enable_x64 before each koan; a block of code can switch it temporarily
+with the context manager jax.enable_x64(...), which restores the setting on exit.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+
+def test_requested_float64_is_truncated_without_x64():
+    """⚠️ 陷阱 / trap：x64 关闭时 dtype=jnp.float64 不报错，只发一个 UserWarning，得到的是
+    float32。整数也一样被截断成 32 位。本章开着 x64，同样的代码得到真正的 64 位。
+    With x64 off, dtype=jnp.float64 raises nothing: a UserWarning, and you get float32. Integers
+    are cut to 32 bits too. This chapter runs with x64 on, where the same code gives 64 bits.
+    """
+    assert jax.config.jax_enable_x64  # set from chapter.toml / 由 chapter.toml 打开
+    with jax.enable_x64(False):  # restored on exit / 退出即恢复
+        with pytest.warns(UserWarning, match="truncated"):
+            x = jnp.array(1.0, dtype=jnp.float64)
+        assert x.dtype == __
+        assert jnp.arange(3).dtype == jnp.int32
+    assert jax.config.jax_enable_x64
+    assert jnp.array(1.0, dtype=jnp.float64).dtype == jnp.float64
+    assert jnp.arange(3).dtype == __  # default integer under x64 / x64 下的默认整数
+
+
+def test_x64_does_not_upgrade_float32_data():
+    """⚠️ 陷阱 / trap：x64 只改变“默认”类型。已经是 float32 的数组和 Python 浮点数（弱类型）
+    运算仍是 float32；和 NumPy 的 float64 标量（强类型）运算才提升为 float64。从 float32 数据
+    出发的整条仿真都会悄悄停在单精度。
+    x64 only changes the *default* types. A float32 array combined with a Python float (weakly
+    typed) stays float32; combined with a NumPy float64 scalar (strongly typed) it is promoted
+    to float64. A whole simulation started from float32 data silently stays in single precision.
+    """
+    u32 = jnp.ones(3, dtype=jnp.float32)
+    assert jnp.ones(3).dtype == jnp.float64
+    assert (u32 * 0.5).dtype == __
+    assert (u32 * np.float64(0.5)).dtype == __
+    assert (u32 + jnp.ones(3)).dtype == jnp.float64
+
+
+def test_float32_roundoff_swamps_a_second_order_error():
+    """中心差分 (f(x+h) - f(x-h)) / 2h 的截断误差 ∝ h²，舍入误差 ∝ eps / h。float32 的
+    eps ≈ 1.2e-7，最好的 h 大约 eps^(1/3)，误差停在 1e-5；float64 能把 h 再缩小几个数量级，
+    误差降到 1e-11。这就是本章（以及收敛阶测量）要用 float64 的原因。
+    The central difference has truncation error ∝ h² and round-off ∝ eps / h. float32's eps is
+    about 1.2e-7, so the best h is about eps^(1/3) and the error stalls near 1e-5; float64 lets h
+    shrink several decades further, down to 1e-11. That is why this chapter, and any measured
+    convergence order, runs in float64.
+    """
+    steps = 10.0 ** -np.arange(1, 9)  # 1e-1 … 1e-8
+
+    def errors(dtype):
+        x, h = jnp.asarray(1.0, dtype), jnp.asarray(steps, dtype)
+        derivative = (jnp.sin(x + h) - jnp.sin(x - h)) / (2 * h)
+        assert derivative.dtype == dtype
+        return np.abs(np.asarray(derivative, np.float64) - np.cos(1.0))
+
+    e32, e64 = errors(jnp.float32), errors(jnp.float64)
+    assert steps[np.argmin(e32)] == pytest.approx(__)
+    assert steps[np.argmin(e64)] == pytest.approx(__)
+    assert e32.min() > 1e-6 and e64.min() < 1e-10
+    # with h = 1e-6 float32 is worse than with h = 1e-1 / h 太小，float32 反而更差
+    assert e32[5] > e32[0]

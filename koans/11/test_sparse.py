@@ -1,0 +1,122 @@
+"""11 · BCOO 稀疏矩阵：组装、乘法、对数值求导 / BCOO sparse matrices: assembly, products,
+gradients with respect to the stored values.
+
+jax.experimental.sparse.BCOO((data, indices), shape=...) 存 nse 个非零元：data 形状 [nse]，
+indices 形状 [nse, 2]（行、列）。它支持 @、jit、vmap 和求导；重复的下标表示“相加”，
+这正是有限元逐单元组装的方式。
+
+jax.experimental.sparse.BCOO((data, indices), shape=...) stores nse entries: data shaped
+[nse], indices shaped [nse, 2] (row, column). It supports @, jit, vmap and differentiation;
+repeated indices mean "add up", which is exactly how finite elements are assembled element by
+element.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import sparse
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+
+def neg_laplacian(u, h):
+    """无矩阵的五点差分 -Δu（见 test_poisson.py）。/ The matrix-free stencil (test_poisson.py)."""
+    p = jnp.pad(u, 1)
+    return (4 * u - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]) / h**2
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def assemble_neg_laplacian(n, h):
+    """把五点差分组装成 n²×n² 的 BCOO（行优先展平：点 (i, j) 的编号是 i·n + j）。
+    每个点：对角元 4/h²，每个存在的邻居 -1/h²；不存在的邻居（边界外）不存。
+    用 NumPy 建 data 和 indices（n 是 Python int），不要先建稠密矩阵。大约 10 行。
+
+    Assemble the stencil as an n²×n² BCOO (row-major: point (i, j) is number i·n + j). Each
+    point: 4/h² on the diagonal, -1/h² for every neighbour that exists; store nothing for a
+    neighbour outside the boundary. Build data and indices with NumPy (n is a Python int);
+    never build the dense matrix. About 10 lines.
+    """
+    todo("assemble_neg_laplacian: BCOO((data, indices)) / 组装 BCOO")
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_bcoo_assembly_matches_the_stencil(n):
+    """写 assemble_neg_laplacian：BCOO @ 向量 与无矩阵的差分逐项相同；只存真正的非零元
+    （内部 5 个、边上 4 个、角上 3 个），矩阵对称。
+    Write assemble_neg_laplacian: BCOO @ vector equals the matrix-free stencil; only true
+    nonzeros are stored (5 inside, 4 on an edge, 3 at a corner); the matrix is symmetric.
+    """
+    h = 1.0 / (n + 1)
+    a = assemble_neg_laplacian(n, h)
+    assert isinstance(a, sparse.BCOO) and a.shape == (n * n, n * n)
+    u = jnp.asarray(np.random.default_rng(n).normal(size=(n, n)))
+    got = jax.jit(lambda a, u: a @ u.ravel())(a, u)
+    np.testing.assert_allclose(got.reshape(n, n), neg_laplacian(u, h), rtol=1e-12)
+    dense = np.asarray(a.todense())
+    assert a.nse == np.count_nonzero(dense) == 5 * n * n - 4 * n
+    np.testing.assert_array_equal(dense, dense.T)
+
+
+def test_repeated_indices_add_up():
+    """⚠️ 陷阱 / trap：有限元逐单元组装——每个单元把 2×2 的刚度矩阵 [[1, -1], [-1, 1]] 写到
+    自己两个节点的位置上。相邻单元共享节点，所以 BCOO 里有重复下标：todense 和 @ 会把它们
+    相加，但 nse 仍然数着每一份，直到 sum_duplicates() 合并。在 jit 里合并后的个数必须
+    事先给出：输出的形状不能依赖数值。
+    Finite-element assembly: each element writes its 2×2 stiffness [[1, -1], [-1, 1]] at its two
+    nodes. Neighbouring elements share a node, so the BCOO has repeated indices: todense and @
+    add them up, but nse still counts every copy until sum_duplicates() merges them. Under jit
+    the merged size must be given: an output's shape cannot depend on the values.
+    """
+    elements = np.array([[0, 1], [1, 2], [2, 3]])  # 3 elements, 4 nodes / 3 个单元，4 个节点
+    local = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    indices = np.array([[e[a], e[b]] for e in elements for a in range(2) for b in range(2)])
+    data = np.tile(local.ravel(), len(elements))
+    k = sparse.BCOO((jnp.asarray(data), jnp.asarray(indices)), shape=(4, 4))
+
+    assert k.nse == __
+    np.testing.assert_array_equal(np.diag(k.todense()), __)
+    with pytest.raises(__) as info:  # the output's size depends on the values
+        jax.jit(lambda k: k.sum_duplicates())(k)
+    assert "nse must be specified" in str(info.value)
+    merged = jax.jit(lambda k: k.sum_duplicates(nse=__))(k)
+    assert merged.nse == len(np.unique(indices, axis=0))  # one entry per distinct index
+    np.testing.assert_array_equal(merged.todense(), k.todense())
+    np.testing.assert_allclose(k @ jnp.ones(4), np.zeros(4))  # constants are in the kernel
+
+
+def test_gradient_lives_on_the_stored_entries():
+    """对 BCOO 的 data 求导，梯度形状是 [nse]：只有存下来的元素有梯度。对
+    L(data) = wᵀ A(data) x，∂L/∂data[k] = w[行k]·x[列k]。sparse.grad 对整个 BCOO 求导，
+    返回的仍是同一稀疏结构的 BCOO；对稠密矩阵求导则每个位置（包括 0）都有梯度。
+    Differentiating with respect to a BCOO's data gives a gradient shaped [nse]: only stored
+    entries get one. For L(data) = wᵀ A(data) x, ∂L/∂data[k] = w[row k]·x[col k]. sparse.grad
+    differentiates the whole BCOO and returns a BCOO with the same pattern; the gradient of a
+    dense matrix has an entry everywhere, zeros included.
+    """
+    rng = np.random.default_rng(0)
+    rows, cols = np.array([0, 1, 2, 2]), np.array([1, 1, 0, 2])
+    indices = jnp.asarray(np.stack([rows, cols], 1))
+    data = jnp.asarray(rng.normal(size=4))
+    w, x = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
+
+    def loss(data):
+        return w @ (sparse.BCOO((data, indices), shape=(3, 3)) @ x)
+
+    g = jax.grad(loss)(data)
+    assert g.shape == __
+    np.testing.assert_allclose(g, __, rtol=1e-12)
+
+    a = sparse.BCOO((data, indices), shape=(3, 3))
+    g_sparse = sparse.grad(lambda a: w @ (a @ x))(a)
+    g_dense = jax.grad(lambda a: w @ (a @ x))(a.todense())
+    assert isinstance(g_sparse, sparse.BCOO) and g_sparse.nse == 4
+    np.testing.assert_allclose(g_dense, __, rtol=1e-12)
+    np.testing.assert_allclose(g_sparse.todense(), np.where(a.todense() != 0, g_dense, 0))

@@ -24,11 +24,16 @@ from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
 
 def implementations() -> list[str]:
-    """JAX 自己列出的实现名（取自拼错名字时的错误信息）。
-    The implementation names as JAX lists them (from the error for a misspelt name)."""
+    """JAX 自己列出的内置实现名（取自配置项 jax_default_prng_impl 拒绝错名时的错误信息）。
+    不从 `jax.random.key(0, impl="拼错")` 的错误里取：导入 Pallas TPU 后那里还会多出它私有的
+    实现（"pallas_tpu" 等）。
+    The built-in implementation names as JAX lists them (from the error of the config option
+    jax_default_prng_impl for a misspelt name). Not from the error of `jax.random.key(0,
+    impl="misspelt")`: once Pallas TPU is imported, that one also lists its private ones
+    ("pallas_tpu", …)."""
     with pytest.raises(ValueError) as info:
-        jax.random.key(0, impl="threefry")  # not a name: "did you mean one of ..."
-    return sorted(re.findall(r'"(\w+)"', str(info.value).split("one of")[1]))
+        jax.config.update("jax_default_prng_impl", "threefry")  # refused: "must be in [...]"
+    return sorted(re.findall(r"'(\w+)'", str(info.value).split(", got")[0]))
 
 
 def first_bits(key) -> bytes:

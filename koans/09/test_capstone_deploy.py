@@ -111,11 +111,12 @@ def test_artifacts_serve_any_batch_in_process(tmp_path):
 
 
 def test_a_fresh_process_reproduces_the_predictions(tmp_path):
-    """新进程（sys.executable -I，不把当前目录放进 sys.path）只拿到 load_and_predict 的源码和
-    产物目录，算出的预测必须与本进程里的 mlp 一致，批大小 2 和 7 都要对。
-    A fresh process (sys.executable -I, so the working directory is not on sys.path) gets only
-    load_and_predict's source and the artifact directory; its predictions must match mlp in
-    this process, for batch sizes 2 and 7.
+    """新进程（sys.executable -I：隔离模式，脚本所在目录不进 sys.path，PYTHON* 环境变量被忽略）
+    只拿到 load_and_predict 的源码和产物目录，算出的预测必须与本进程里的 mlp 一致，批大小 2 和 7
+    都要对。
+    A fresh process (sys.executable -I: isolated mode, the script's directory is not put on
+    sys.path and PYTHON* variables are ignored) gets only load_and_predict's source and the
+    artifact directory; its predictions must match mlp in this process, for batch sizes 2 and 7.
     """
     params = make_params()
     (tmp_path / "artifact").mkdir()

@@ -101,8 +101,11 @@ def test_exported_functions_are_reverse_mode_only():
         jax.jacrev(jax.jacrev(twice.call))(x)
     assert "call_exported" in str(info.value)
 
-    hvp = jax.grad(lambda x: jnp.vdot(__, v))(x)
-    np.testing.assert_allclose(hvp, 2 * np.cos(2 * x) * v, rtol=1e-5, atol=1e-5)  # diagonal
+    def hvp(x):
+        return jax.grad(lambda x: jnp.vdot(__, v))(x)
+
+    np.testing.assert_allclose(hvp(x), 2 * np.cos(2 * x) * v, rtol=1e-5, atol=1e-5)  # diagonal
+    assert "call_exported" in str(jax.make_jaxpr(hvp)(x))  # through the artifact, not loss
 
 
 def test_vmap_of_an_exported_function_is_not_implemented():

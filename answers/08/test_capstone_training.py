@@ -49,6 +49,8 @@ def train(x, y, steps, lr):
         params, loss = gd_step(params, x, y, lr)
         losses.append(loss)
     return params, jnp.stack(losses)
+
+
 # ✍️ END
 
 

@@ -106,13 +106,15 @@ def test_explain_cache_misses_blames_a_weakly_typed_learning_rate(caplog):
         with caplog.at_level(logging.WARNING, logger="jax"), jax.explain_cache_misses(True):
             for lr in schedule:
                 w = step(w, x, y, convert(lr))
-        return messages(caplog, "TRACING CACHE MISS")
+        return messages(caplog, "TRACING CACHE MISS"), w
 
-    misses = train(lambda lr: lr)
+    misses, w_mixed = train(lambda lr: lr)
     assert len(misses) == 2  # the first is "never seen function"
     assert changed_arguments(misses[1]) == ["lr"]
     assert "weak_type=True" in misses[1]
-    assert len(train(lambda lr: float(lr))) == 1
+    misses, w_fixed = train(lambda lr: float(lr))
+    assert len(misses) == 1
+    np.testing.assert_allclose(w_fixed, w_mixed, rtol=1e-6)  # the same schedule / 同一个学习率计划
 
 
 def test_memory_analysis_finds_the_big_temporary():

@@ -1,13 +1,15 @@
 """08 · 症状：追踪时报错 / symptom: an error while tracing.
 
-每个 tracer 错误都说明同一件事：代码在追踪时需要一个具体的值（一个 Python int、一个
-NumPy 数组、一个依赖数据的形状），而 tracer 只知道形状和 dtype。它们都在 `jax.errors` 里；
+这里的五个错误有四个说的是同一件事：代码在追踪时需要一个具体的值（一个 Python int、一个
+NumPy 数组、一个依赖数据的形状），而 tracer 只知道形状和 dtype。第五个（UnexpectedTracerError）
+是另一回事：一个 tracer 逃出了它的追踪，在追踪结束后又被用到。它们都在 `jax.errors` 里；
 认出是哪一个，就知道该用哪种修法：static_argnums、jnp 替代 np、size=、where=、把值作为输出返回。
 
-Every tracer error says the same thing: while tracing, the code needed a concrete value (a
-Python int, a NumPy array, a data-dependent shape) and a tracer only knows a shape and a dtype.
-They all live in `jax.errors`; recognise which one you got and you know the fix:
-static_argnums, jnp instead of np, size=, where=, returning the value as an output.
+Four of the five errors here say the same thing: while tracing, the code needed a concrete
+value (a Python int, a NumPy array, a data-dependent shape) and a tracer only knows a shape and
+a dtype. The fifth (UnexpectedTracerError) is different: a tracer escaped its trace and was
+used after tracing ended. They all live in `jax.errors`; recognise which one you got and you
+know the fix: static_argnums, jnp instead of np, size=, where=, returning the value as an output.
 """
 
 import contextlib

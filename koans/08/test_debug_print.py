@@ -10,6 +10,7 @@ at every execution with the real values. `jax.effects_barrier()` waits for every
 callback to finish.
 """
 
+import contextlib
 import importlib
 
 import jax
@@ -19,6 +20,17 @@ import pytest
 from jax import lax
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+
+@contextlib.contextmanager
+def raises_exactly(cls):
+    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类，比如 ImportError）。
+    pytest.raises, but the exception's class must be exactly cls (not a base such as ImportError).
+    """
+    __tracebackhide__ = True
+    with pytest.raises(cls) as info:
+        yield info
+    assert type(info.value) is cls, f"Python raised {type(info.value).__name__}, not {cls.__name__}"
 
 
 def printed(capsys):
@@ -92,7 +104,7 @@ def test_debug_print_under_grad_shows_primal_values(capsys):
     g2 = jax.jit(jax.grad(loss))(jnp.float32(3.0))
     assert float(g1) == float(g2) == 6.0
     out = printed(capsys)
-    assert out["print"] == __
+    assert out["print"] == __  # fmt: skip
     assert out["debug"] == __
 
 
@@ -104,7 +116,7 @@ def test_host_callback_is_gone_use_debug_callback():
     back to Python (to plot it, to log it), use jax.debug.callback(fn, *args): fn runs on the
     host with concrete arrays; ordered=True keeps the calls in program order.
     """
-    with pytest.raises(__):
+    with raises_exactly(__):
         importlib.import_module("jax.experimental.host_callback")
 
     history = []

@@ -129,7 +129,8 @@ def test_out_of_bounds_indices_are_clamped_silently():
 
     table = jnp.array([10.0, 20.0, 30.0, 40.0, 50.0])
     read = jax.jit(lookup)
-    assert (float(read(table, 7)), float(read(table, -1)), float(read(table, -7))) == __
+    reads = tuple(float(read(table, i)) for i in (7, -1, -7))
+    assert reads == __
 
     checked = jax.jit(checkify.checkify(lookup, errors=__))
     err, _ = checked(table, 7)
@@ -140,10 +141,12 @@ def test_out_of_bounds_indices_are_clamped_silently():
 
 def test_checkify_check_needs_to_be_functionalized():
     """checkify.check(pred, msg, *args) 是可以放进 jit 的断言（Python 的 assert 碰到 tracer 会
-    失败）。但它必须经过 checkify.checkify 变成返回值，否则 jit 追踪时就报错。
+    失败）。但它必须经过 checkify.checkify 变成返回值，否则 jit 在把追踪到的程序降级去编译时就
+    报错（追踪本身不报错）。
     checkify.check(pred, msg, *args) is an assertion that works under jit (a Python assert fails
     on a tracer). But it has to be functionalized by checkify.checkify, into a returned value;
-    otherwise jit raises while tracing.
+    otherwise jit raises when it lowers the traced program for compilation (tracing itself
+    goes through).
     """
 
     def safe_sqrt(x):
@@ -151,6 +154,7 @@ def test_checkify_check_needs_to_be_functionalized():
         return jnp.sqrt(x)
 
     x = jnp.array([4.0, -1.0])
+    assert "check" in str(jax.make_jaxpr(safe_sqrt)(x))  # tracing goes through / 追踪本身没问题
     with raises_exactly(__) as info:
         jax.jit(safe_sqrt)(x)
     assert "functionaliz" in str(info.value)

@@ -44,9 +44,9 @@ def first_bits(key) -> bytes:
 
 
 def test_six_implementations_each_with_its_key_shape():
-    """每种实现的 key 数据长度不同：它就是算法的“密钥”有几个 32 位字。threefry2x32 的密钥
+    """key 数据的长度由实现决定：它就是算法的“密钥”有几个 32 位字。threefry2x32 的密钥
     是 2 个字；threefry4x32 是 4 个；philox 的密钥只有计数器宽度的一半；rbg 系列存 4 个字。
-    Each implementation has its own key-data length: the number of 32-bit words in the
+    The implementation decides the key-data length: the number of 32-bit words in the
     algorithm's key. threefry2x32 keys have 2 words, threefry4x32 4; a Philox key is half as wide
     as its counter; the rbg family stores 4 words.
     """

@@ -2,15 +2,19 @@
 
 threefry 是计数器式生成器：第 i 个随机数 = hash(key, 计数器 i)。`jax_threefry_partitionable`
 （0.12 默认 True）决定计数器怎样排布：打开时每个元素的计数器只取决于它在数组里的位置，
-所以每个设备只算自己那一块；关闭时（旧的默认值）计数器的排布无法切分，每个设备都要算出
-整个数组，还要互相通信。两种排布给出的数不同：这就是旧笔记本的输出无法复现的原因。
+所以每个设备只算自己那一块，不用通信；关闭时（旧的默认值）每个字来自数组前后两半的两个
+计数器一起哈希，和设备的块对不上：XLA 仍把哈希分给各个设备，但每个设备随后都要收集
+（all-gather）整个数组，才能取出自己那一块。两种排布给出的数不同：这就是旧笔记本的输出
+无法复现的原因。
 
 threefry is counter-based: random number i = hash(key, counter i). `jax_threefry_partitionable`
 (True by default on 0.12) decides how the counters are laid out: when on, an element's counter
-depends only on its position in the array, so each device computes just its block; when off
-(the old default) the layout cannot be cut, every device computes the whole array and the
-devices exchange data. The two layouts give different numbers: which is why an old notebook's
-outputs no longer reproduce.
+depends only on its position in the array, so each device computes just its block with no
+communication; when off (the old default) each word hashes two counters taken from the two
+halves of the array, which do not line up with the devices' blocks: XLA still spreads the
+hashing over the devices, but then every device gathers (all-gather) the whole array to cut out
+its block. The two layouts give different numbers: which is why an old notebook's outputs no
+longer reproduce.
 """
 
 import json
@@ -37,9 +41,9 @@ def generate(key):
 
 
 def largest_u32_buffer(hlo: str) -> int:
-    """编译后 HLO 里最大的 u32 数组有几个元素：每个设备一次生成了多少随机比特。
-    The element count of the largest u32 array in compiled HLO: how many random words one
-    device generates at once."""
+    """编译后 HLO 里最大的 u32 数组有几个元素：一个设备上同时存在的随机比特最多有多少个字。
+    The element count of the largest u32 array in compiled HLO: the most random words one
+    device holds at once."""
     sizes = [
         int(np.prod([int(d) for d in dims.split(",")]))
         for dims in re.findall(r"u32\[(\d+(?:,\d+)*)\]", hlo)
@@ -110,27 +114,27 @@ def test_sharded_generation_equals_unsharded_generation():
     np.testing.assert_array_equal(sharded, generate(key))
 
 
-def test_without_the_flag_every_device_generates_the_whole_array():
+def test_without_the_flag_every_device_gathers_the_whole_array():
     """同一个分片生成程序，分别在 flag 打开和关闭时编译，读编译后的 HLO：每个设备最大的随机
-    比特缓冲有多大？关闭时还多了设备间的 collective-permute。两种情况下值都和不分片的一致——
-    flag 改变的是代价和数，不是正确性。
+    比特缓冲有多大？关闭时设备之间还要通信（all-gather、collective-permute），打开时一次也
+    没有。两种情况下值都和不分片的一致——flag 改变的是代价和数，不是正确性。
     Compile the same sharded generation with the flag on and off and read the compiled HLO: how
-    large is each device's largest buffer of random words? With the flag off devices also
-    exchange data (collective-permute). In both cases the values match the unsharded ones: the
-    flag changes the cost and the numbers, not correctness.
+    large is each device's largest buffer of random words? With the flag off the devices also
+    exchange data (all-gather, collective-permute); with it on they never do. In both cases the
+    values match the unsharded ones: the flag changes the cost and the numbers, not correctness.
     """
     mesh = jax.make_mesh((N,), ("x",))
     key = jax.random.key(42)
-    largest, permutes = {}, {}
+    largest, collectives = {}, {}
     for flag in (True, False):
         with jax.threefry_partitionable(flag):
             f = jax.jit(generate, out_shardings=NamedSharding(mesh, P("x")))
             hlo = f.lower(key).compile().as_text()
             np.testing.assert_array_equal(f(key), generate(key))
         largest[flag] = largest_u32_buffer(hlo)
-        permutes[flag] = hlo.count("collective-permute(")
+        collectives[flag] = hlo.count("all-gather(") + hlo.count("collective-permute(")
     assert largest == {True: 128, False: 1024}
-    assert permutes[True] == 0 and permutes[False] > 0
+    assert collectives[True] == 0 and collectives[False] > 0
 
 
 def test_an_old_notebook_reproduces_only_with_the_old_flag():

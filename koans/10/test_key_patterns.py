@@ -109,6 +109,11 @@ def test_per_step_keys_with_fold_in():
     )
     other = np.stack([step_noise(jax.random.key(7), int(s)) for s in steps])
     assert not np.array_equal(other, uninterrupted)
+    # 512 步的噪声：每个分量跨步看都是标准正态（不是同一次抽样加上一个随步数变的偏移）
+    # 512 steps of noise: each component, across steps, is standard normal (not one draw plus a
+    # shift that changes with the step)
+    many = np.asarray(jax.vmap(step_noise, in_axes=(None, 0))(base, jnp.arange(512)))
+    assert np.all(np.abs(many.mean(axis=0)) < 0.15) and np.all(np.abs(many.std(axis=0) - 1) < 0.1)
 
 
 def test_per_device_keys_with_axis_index():

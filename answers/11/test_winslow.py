@@ -181,10 +181,10 @@ def test_plain_winslow_rewards_flipped_elements():
 
 def test_winslow_untangles_the_mesh():
     """写 untangle：把扰动后的网格理顺——翻转单元数降到 0，边界节点一个都没动，能量
-    降到下界 2 附近。数字来自 signed_areas，不是写死的（课程的网格从 23 个降到 0）。
+    降到下界 2 附近。数字来自 signed_areas，不是写死的（课程的网格从 25 个降到 0）。
     Write untangle: the tangled mesh comes out with no flipped element, no boundary node moved,
     and an energy down near its lower bound 2. The counts come from signed_areas, not from
-    constants (the course's mesh went from 23 to 0).
+    constants (the course's mesh went from 25 to 0).
     """
     tangled = tangled_mesh()
     before = int(jnp.sum(signed_areas(tangled) <= 0))

@@ -61,16 +61,16 @@ def simulate(u0, kappa, dt=DT, steps=STEPS):
 
 
 def recover_zones(observed, u0, iters=300, learning_rate=0.05):
-    """反问题：找 4 个段值 κ，使 simulate(u0, kappa_from_zones(κ)) 的轨迹在每 10 步
-    （第 9, 19, … 步的状态）与 observed（形状 [steps // 10, n]）的均方差最小。
-    优化 log κ（保证 κ > 0），从 κ = 1 出发，optax.adam(learning_rate) 走 iters 步，
-    整个循环放进 lax.scan 并 jit。返回 (κ 的 4 个段值, 每步的损失)。大约 12 行。
+    """反问题：找 4 个段值 κ，使 simulate(u0, kappa_from_zones(κ)) 的轨迹每 10 步取一次
+    （下标 9, 19, … 的行，即第 10, 20, … 步之后的状态）与 observed（形状 [steps // 10, n]）
+    的均方差最小。优化 log κ（保证 κ > 0），从 κ = 1 出发，optax.adam(learning_rate) 走
+    iters 步，整个循环放进 lax.scan 并 jit。返回 (κ 的 4 个段值, 每步的损失)。大约 12 行。
 
     The inverse problem: find the 4 zone values κ whose trajectory simulate(u0,
-    kappa_from_zones(κ)), sampled every 10 steps (the states after steps 9, 19, …), has the
-    least mean squared misfit to observed (shaped [steps // 10, n]). Optimise log κ (so κ > 0),
-    start from κ = 1, take `iters` optax.adam(learning_rate) steps inside one jitted lax.scan.
-    Return (κ's 4 zone values, the loss at every step). About 12 lines.
+    kappa_from_zones(κ)), sampled every 10 steps (rows 9, 19, …: the states after 10, 20, …
+    steps), has the least mean squared misfit to observed (shaped [steps // 10, n]). Optimise
+    log κ (so κ > 0), start from κ = 1, take `iters` optax.adam(learning_rate) steps inside
+    one jitted lax.scan. Return (κ's 4 zone values, the loss at every step). About 12 lines.
     """
     todo("recover_zones: optax.adam 优化 log κ / optax.adam on log κ")
 
@@ -120,11 +120,11 @@ def test_sensitivity_to_the_coefficient_matches_finite_differences():
 
 
 def test_sensitivity_to_the_initial_state_is_the_adjoint_run():
-    """J(u0) = Σ w⊙u(T) 对 u0 线性，梯度是“伴随”仿真：从 w 出发按转置的步进走同样多步。
-    这里每一步的矩阵对称（-Dᵀ·diag(κ)·D 形式），所以伴随仿真就是普通仿真——从哪里出发？
-    J(u0) = Σ w⊙u(T) is linear in u0; its gradient is the adjoint simulation, stepping with the
-    transposed matrix from w. Here every step's matrix is symmetric (of the form -Dᵀ·diag(κ)·D),
-    so the adjoint run is an ordinary run: starting from what?
+    """J(u0) = Σ w⊙u(T) 对 u0 线性，梯度是“伴随”仿真：按转置的步进矩阵走同样多步。这里每一步
+    的矩阵对称（I - dt·Dᵀ·diag(κ)·D/h²），所以伴随仿真就是普通仿真——从哪里出发？
+    J(u0) = Σ w⊙u(T) is linear in u0; its gradient is the adjoint simulation, the same number of
+    steps with the transposed step matrix. Here every step's matrix is symmetric
+    (I - dt·Dᵀ·diag(κ)·D/h²), so the adjoint run is an ordinary run: starting from what?
     """
     rng = np.random.default_rng(1)
     w = jnp.asarray(rng.normal(size=N))

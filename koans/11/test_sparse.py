@@ -11,6 +11,8 @@ repeated indices mean "add up", which is exactly how finite elements are assembl
 element.
 """
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,6 +28,17 @@ def neg_laplacian(u, h):
     """无矩阵的五点差分 -Δu（见 test_poisson.py）。/ The matrix-free stencil (test_poisson.py)."""
     p = jnp.pad(u, 1)
     return (4 * u - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]) / h**2
+
+
+@contextlib.contextmanager
+def raises_exactly(cls):
+    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类）。
+    pytest.raises, but the exception's class must be exactly cls (not one of its bases).
+    """
+    __tracebackhide__ = True
+    with pytest.raises(cls) as info:
+        yield info
+    assert type(info.value) is cls, f"JAX raised {type(info.value).__name__}, not {cls.__name__}"
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------
@@ -83,7 +96,7 @@ def test_repeated_indices_add_up():
 
     assert k.nse == __
     np.testing.assert_array_equal(np.diag(k.todense()), __)
-    with pytest.raises(__) as info:  # the output's size depends on the values
+    with raises_exactly(__) as info:  # the output's size depends on the values
         jax.jit(lambda k: k.sum_duplicates())(k)
     assert "nse must be specified" in str(info.value)
     merged = jax.jit(lambda k: k.sum_duplicates(nse=__))(k)

@@ -10,27 +10,14 @@ at every execution with the real values. `jax.effects_barrier()` waits for every
 callback to finish.
 """
 
-import contextlib
 import importlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import lax
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
-
-
-@contextlib.contextmanager
-def raises_exactly(cls):
-    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类，比如 ImportError）。
-    pytest.raises, but the exception's class must be exactly cls (not a base such as ImportError).
-    """
-    __tracebackhide__ = True
-    with pytest.raises(cls) as info:
-        yield info
-    assert type(info.value) is cls, f"Python raised {type(info.value).__name__}, not {cls.__name__}"
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def printed(capsys):

@@ -10,26 +10,12 @@ on exit) make JAX raise an exception where a NaN / inf appears;
 (`checkify.check`) into an error value the function returns, under jit and vmap alike.
 """
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.experimental import checkify
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
-
-
-@contextlib.contextmanager
-def raises_exactly(cls):
-    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类）。
-    pytest.raises, but the exception's class must be exactly cls (not one of its bases).
-    """
-    __tracebackhide__ = True
-    with pytest.raises(cls) as info:
-        yield info
-    assert type(info.value) is cls, f"JAX raised {type(info.value).__name__}, not {cls.__name__}"
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def first_bad_primitive(check, f, *args):

@@ -12,25 +12,11 @@ used after tracing ended. They all live in `jax.errors`; recognise which one you
 know the fix: static_argnums, jnp instead of np, size=, where=, returning the value as an output.
 """
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
-
-
-@contextlib.contextmanager
-def raises_exactly(cls):
-    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类，比如 TypeError）。
-    pytest.raises, but the exception's class must be exactly cls (not a base such as TypeError).
-    """
-    __tracebackhide__ = True
-    with pytest.raises(cls) as info:
-        yield info
-    assert type(info.value) is cls, f"JAX raised {type(info.value).__name__}, not {cls.__name__}"
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def test_data_dependent_shape_needs_a_static_size():

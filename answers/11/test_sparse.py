@@ -11,15 +11,13 @@ repeated indices mean "add up", which is exactly how finite elements are assembl
 element.
 """
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import sparse
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -28,17 +26,6 @@ def neg_laplacian(u, h):
     """无矩阵的五点差分 -Δu（见 test_poisson.py）。/ The matrix-free stencil (test_poisson.py)."""
     p = jnp.pad(u, 1)
     return (4 * u - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]) / h**2
-
-
-@contextlib.contextmanager
-def raises_exactly(cls):
-    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类）。
-    pytest.raises, but the exception's class must be exactly cls (not one of its bases).
-    """
-    __tracebackhide__ = True
-    with pytest.raises(cls) as info:
-        yield info
-    assert type(info.value) is cls, f"JAX raised {type(info.value).__name__}, not {cls.__name__}"
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------

@@ -12,7 +12,6 @@ the implicit function theorem needs a single adjoint solve, A(θ)ᵀλ = w, then
 function, and its derivative is one more linear solve, whatever the solver does inside.
 """
 
-import contextlib
 from functools import partial
 
 import jax
@@ -21,7 +20,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -54,17 +53,6 @@ def cg_solve(matvec, b):
         return x, r, r + rr_new / rr * p, rr_new, k + 1
 
     return lax.while_loop(keep_going, step, (jnp.zeros_like(b), b, b, jnp.vdot(b, b), 0))[0]
-
-
-@contextlib.contextmanager
-def raises_exactly(cls):
-    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类）。
-    pytest.raises, but the exception's class must be exactly cls (not one of its bases).
-    """
-    __tracebackhide__ = True
-    with pytest.raises(cls) as info:
-        yield info
-    assert type(info.value) is cls, f"JAX raised {type(info.value).__name__}, not {cls.__name__}"
 
 
 def unrolled_cg(theta, f, iters):

@@ -15,7 +15,6 @@ piece. Every byte count here is measured from the arrays' shards (`nbytes` of
 b1 (96,), w2 (96, 10), b2 (10,), float32.
 """
 
-import re
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +25,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import collectives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -79,19 +79,6 @@ def bytes_per_device(tree):
 def peak_bytes(tree):
     """持有最多的那个设备的字节数。/ The bytes of the device that holds the most."""
     return max(bytes_per_device(tree).values())
-
-
-def collectives(hlo_text):
-    """编译后 HLO 里的集合通信：{指令: [结果类型, ...]}，例如 {"all-gather": ["f32[96]"]}
-    （类型去掉布局 {1,0}；合并成元组的算一条）。
-    The compiled HLO's collectives: {instruction: [result type, ...]} (types without their
-    {1,0} layout; a tuple counts once)."""
-    found = {}
-    for kind in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"):
-        types = re.findall(rf"^\s*(?:ROOT )?%\S+ = (.*?) {kind}(?:-start)?\(", hlo_text, re.M)
-        if types:
-            found[kind] = [re.sub(r"\{[\d,]*\}", "", t) for t in types]
-    return found
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------

@@ -14,7 +14,6 @@ You first write it by hand with shard_map, then watch jit derive the same progra
 finally count the communication of the backward pass and of the split done the wrong way.
 """
 
-import re
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +23,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import collectives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -51,19 +51,6 @@ def place(mesh, x, w1, w2, specs=MEGATRON):
     """按 specs 放好 x、W1、W2（默认 Megatron 切法）。/ Place x, W1, W2 (Megatron's split by default)."""
     pairs = zip((x, w1, w2), specs, strict=True)
     return tuple(jax.device_put(a, NamedSharding(mesh, s)) for a, s in pairs)
-
-
-def collectives(hlo_text):
-    """编译后 HLO 里的集合通信：{指令: [结果类型, ...]}，例如 {"all-reduce": ["f32[16,32]"]}
-    （类型去掉布局 {1,0}；合并成元组的算一条）。
-    The compiled HLO's collectives: {instruction: [result type, ...]} (types without their
-    {1,0} layout; a tuple counts once)."""
-    found = {}
-    for kind in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"):
-        types = re.findall(rf"^\s*(?:ROOT )?%\S+ = (.*?) {kind}(?:-start)?\(", hlo_text, re.M)
-        if types:
-            found[kind] = [re.sub(r"\{[\d,]*\}", "", t) for t in types]
-    return found
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------

@@ -10,28 +10,12 @@ import pytest
 from jax.interpreters import mlir, xla
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import first_failing_stage
 
 
 def like(x):
     """The result description a callback needs: same shape and dtype as x."""
     return jax.ShapeDtypeStruct(x.shape, x.dtype)
-
-
-def first_failing_stage(f, *args):
-    """Which of lower / compile / execute raises first for jit(f)(*args); None if none does."""
-    try:
-        lowered = jax.jit(f).lower(*args)
-    except Exception:
-        return "lower"
-    try:
-        compiled = lowered.compile()
-    except Exception:
-        return "compile"
-    try:
-        jax.block_until_ready(compiled(*args))
-    except Exception:
-        return "execute"
-    return None
 
 
 def test_host_callback_is_gone():

@@ -25,7 +25,6 @@ padding, pass the learning rate as a traced argument, and evaluate with vmap ins
 Python loop. The checks look at compile counts, program size and values, never at time.
 """
 
-import contextlib
 import logging
 
 import jax
@@ -33,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import counting_compiles
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -93,24 +93,6 @@ def slow_evaluate(w, xs, ys):
     for i in range(xs.shape[0]):
         total = total + loss(w, xs[i], ys[i])
     return total / xs.shape[0]
-
-
-@contextlib.contextmanager
-def counting_compiles():
-    """收集这段时间里每一次 XLA 编译的函数名（jax.monitoring 事件）。
-    Collects the function name of every XLA compilation in the block (jax.monitoring).
-    """
-    names = []
-
-    def on_duration(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            names.append(kwargs.get("fun_name"))
-
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
-    try:
-        yield names
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_duration)
 
 
 SIZES = [32, 32, 32, 20]  # 116 rows: the last batch is short

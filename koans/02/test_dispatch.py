@@ -13,7 +13,6 @@ not wait measures the dispatch only. These checks never compare durations (they 
 machine): they check readiness, order and compile counts.
 """
 
-import contextlib
 import time
 
 import jax
@@ -21,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import counting_compiles
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -47,24 +47,6 @@ def chain(a, n):
     for _ in range(n):
         ys.append(step(ys[-1]))
     return ys
-
-
-@contextlib.contextmanager
-def counting_compiles():
-    """收集这段时间里每一次 XLA 编译的函数名（jax.monitoring 事件）。
-    Collects the function name of every XLA compilation in the block (jax.monitoring).
-    """
-    names = []
-
-    def on_duration(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            names.append(kwargs.get("fun_name"))
-
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
-    try:
-        yield names
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_duration)
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------

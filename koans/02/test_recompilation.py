@@ -15,7 +15,6 @@ Three ways to see it: `jax.monitoring`'s compile events (you can count them),
 setting on exit.
 """
 
-import contextlib
 import functools
 import logging
 
@@ -25,24 +24,7 @@ import numpy as np
 import pytest
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
-
-
-@contextlib.contextmanager
-def counting_compiles():
-    """收集这段时间里每一次 XLA 编译的函数名（jax.monitoring 事件）。
-    Collects the function name of every XLA compilation in the block (jax.monitoring).
-    """
-    names = []
-
-    def on_duration(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            names.append(kwargs.get("fun_name"))
-
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
-    try:
-        yield names
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_duration)
+from jaxkoans.probes import counting_compiles
 
 
 def compiles_per_call(f, calls):

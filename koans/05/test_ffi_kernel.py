@@ -21,6 +21,7 @@ from jax.interpreters import mlir
 from jax.test_util import check_grads
 
 from jaxkoans import __, cbuild, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import first_failing_stage
 
 
 @functools.cache
@@ -73,23 +74,6 @@ def leaky_sum_jnp(x, decay, reverse=False):
 
     _, ys = lax.scan(step, jnp.zeros(x.shape[:-1]), jnp.moveaxis(x, -1, 0), reverse=reverse)
     return jnp.moveaxis(ys, 0, -1)
-
-
-def first_failing_stage(f, *args):
-    """Which of lower / compile / execute raises first for jit(f)(*args); None if none does."""
-    try:
-        lowered = jax.jit(f).lower(*args)
-    except Exception:
-        return "lower"
-    try:
-        compiled = lowered.compile()
-    except Exception:
-        return "compile"
-    try:
-        jax.block_until_ready(compiled(*args))
-    except Exception:
-        return "execute"
-    return None
 
 
 def test_register_a_cpp_handler_and_call_it():

@@ -1,10 +1,14 @@
-"""Instruments the koans read JAX with: its compilations, the collectives in compiled HLO, and
-the stage at which a program fails. They measure; the lessons are in the koans that use them."""
+"""Instruments the koans read JAX with: its compilations, the collectives in compiled HLO, the
+stage at which a program fails, and a fresh process to measure in. They measure; the lessons are
+in the koans that use them."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import subprocess
+import sys
 
 import jax
 
@@ -58,3 +62,17 @@ def first_failing_stage(f, *args):
     except Exception:
         return "execute"
     return None
+
+
+def run_python(*args, env=None, timeout=120):
+    """在一个新的 Python 进程里运行 `python *args`（只用 CPU，不继承本进程的 JAX_* 设置，再加上
+    env），有超时；返回它的标准输出，失败时带上它标准错误的结尾。
+    Runs `python *args` in a fresh process (CPU only, none of this process's JAX_* settings,
+    plus `env`) under a timeout; returns its stdout, or fails with the end of its stderr."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    environ |= {"JAX_PLATFORMS": "cpu", **(env or {})}
+    done = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=environ
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 
-from jaxkoans.probes import collectives, counting_compiles, first_failing_stage
+from jaxkoans.probes import collectives, counting_compiles, first_failing_stage, run_python
 
 
 def test_counting_compiles_sees_one_compile_per_new_shape():
@@ -32,3 +33,14 @@ def test_collectives_reads_types_without_layouts():
 def test_first_failing_stage_names_the_stage():
     assert first_failing_stage(jnp.sin, jnp.ones(2)) is None
     assert first_failing_stage(lambda x: x[jnp.nonzero(x)], jnp.ones(2)) == "lower"
+
+
+def test_run_python_starts_clean_of_our_jax_settings(monkeypatch):
+    monkeypatch.setenv("JAX_ENABLE_X64", "1")
+    code = "import os; print(os.environ.get('JAX_ENABLE_X64'), os.environ['JAX_PLATFORMS'], os.environ['EXTRA'])"
+    assert run_python("-c", code, env={"EXTRA": "yes"}).split() == ["None", "cpu", "yes"]
+
+
+def test_run_python_fails_with_the_child_s_error():
+    with pytest.raises(AssertionError, match="ZeroDivisionError"):
+        run_python("-c", "1 / 0")

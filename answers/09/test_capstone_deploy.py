@@ -15,8 +15,6 @@ predictions from that directory alone. It runs in a fresh Python process that ha
 
 import inspect
 import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -25,6 +23,7 @@ import numpy as np
 from jax import export
 
 from jaxkoans import todo  # noqa: F401  (the koans' TODOs)
+from jaxkoans.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -152,17 +151,7 @@ def test_a_fresh_process_reproduces_the_predictions(tmp_path):
     for n in (2, 7):
         np.save(tmp_path / "artifact" / f"batch{n}.in.npy", inputs(n))
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    env["JAX_PLATFORMS"] = "cpu"
-    done = subprocess.run(
-        [sys.executable, "-I", str(script), str(tmp_path / "artifact"), "batch2", "batch7"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_python("-I", str(script), str(tmp_path / "artifact"), "batch2", "batch7")
     for n in (2, 7):
         served = np.load(tmp_path / "artifact" / f"batch{n}.out.npy")
         np.testing.assert_allclose(served, jax.jit(mlp)(params, inputs(n)), rtol=1e-5, atol=1e-6)

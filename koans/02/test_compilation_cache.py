@@ -14,13 +14,11 @@ them to the test.
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import jax
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -71,19 +69,9 @@ def run_child(cache_dir, config, calls):
     calls (each (function name, length, fill value)); return {"calls": the event names of
     each call, "messages": the cache's log messages}.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    env["JAX_PLATFORMS"] = "cpu"
     spec = {"config": {"jax_compilation_cache_dir": str(cache_dir), **config}, "calls": calls}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_python("-c", CHILD, json.dumps(spec))
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def outcome(events):

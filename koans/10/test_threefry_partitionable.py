@@ -18,10 +18,7 @@ longer reproduce.
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -29,6 +26,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -61,16 +59,8 @@ def run_old_notebook() -> list[int]:
     """在一个新进程里、按旧默认值（flag 关闭）跑一段“笔记本”，返回它打印的随机比特。
     Run a "notebook" in a fresh process under the old default (flag off) and return the random
     words it printed."""
-    env = {**os.environ, "JAX_THREEFRY_PARTITIONABLE": "false", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(
-        [sys.executable, "-c", OLD_NOTEBOOK],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_python("-c", OLD_NOTEBOOK, env={"JAX_THREEFRY_PARTITIONABLE": "false"})
+    return json.loads(out.strip().splitlines()[-1])
 
 
 # ---- 检查 / checks ----------------------------------------------------------------------

@@ -1,20 +1,24 @@
 """03 · FSDP：把参数和优化器状态切开 / FSDP: sharding the parameters and the optimizer state.
 
 数据并行时每个设备都存一整份参数和优化器状态。FSDP（fully sharded data parallel，也叫
-ZeRO-3）把它们沿设备切开，每个设备只存 1/N；前向和反向用到某个权重时才把它临时收齐
-（all-gather），梯度算完再求和并切开（reduce-scatter），每个设备只更新自己那一块。
+ZeRO-3）把它们沿设备切开，每个设备只存 1/N；用到某个权重时才把它收齐（all-gather），梯度
+算完再求和并切开（reduce-scatter），每个设备只更新自己那一块。手写的 fsdp_loss 里每个权重
+只在前向收齐一次，收齐的副本一直留到反向用完它为止；要让反向再收齐一次、前向之后就丢掉
+完整的权重（ZeRO-3 的本意），每一层得放进 `jax.checkpoint`：最后一个 koan 在 HLO 里数这件事。
 本文件的字节数都从数组的分片（`addressable_shards` 的 `nbytes`）和编译器的
 `memory_analysis()` 里量出来。模型：w1 (64, 96)、b1 (96,)、w2 (96, 10)、b2 (10,)，float32。
 
 In data parallelism every device stores the whole parameters and optimizer state. FSDP
 (fully sharded data parallel, a.k.a. ZeRO-3) splits them over the devices, each storing 1/N;
-a weight is gathered (all-gather) just for the moment the forward or backward pass uses it,
-and the gradients are summed and split (reduce-scatter), so each device updates only its own
-piece. Every byte count here is measured from the arrays' shards (`nbytes` of
+a weight is gathered (all-gather) when it is used, and the gradients are summed and split
+(reduce-scatter), so each device updates only its own piece. In the hand-written fsdp_loss
+each weight is gathered once, in the forward pass, and the gathered copy stays alive until
+the backward pass has used it; to gather again in the backward pass and drop the whole weight
+after the forward one (what ZeRO-3 means), each layer goes inside `jax.checkpoint`: the last
+koan counts that in the HLO. Every byte count here is measured from the arrays' shards (`nbytes` of
 `addressable_shards`) and from the compiler's `memory_analysis()`. The model: w1 (64, 96),
 b1 (96,), w2 (96, 10), b2 (10,), float32.
 """
-
 
 import jax
 import jax.numpy as jnp
@@ -115,6 +119,34 @@ def fsdp_loss(params, x, y):
     return lax.pmean(loss(full, x, y), "fsdp")
 
 
+def zero3_loss(params, x, y):
+    """与 fsdp_loss 相同的损失，但按 ZeRO-3 的做法：每一层在自己里面收齐自己的权重，并且整层放进
+    jax.checkpoint，这样反向传播重算这一层时会再收齐一次，而不是把前向收齐的完整权重一直留着。
+    第 1 层：relu(x @ w1 + b1)；第 2 层：h @ w2 + b2（b2 本来就是完整的）。返回值和 fsdp_loss
+    一样取过 pmean。大约 8 行。
+
+    The same loss as fsdp_loss, done the ZeRO-3 way: each layer gathers its own weights inside
+    itself, and the whole layer goes inside jax.checkpoint, so that the backward pass, when it
+    recomputes the layer, gathers them again instead of keeping the whole weights from the
+    forward pass alive. Layer 1: relu(x @ w1 + b1); layer 2: h @ w2 + b2 (b2 is whole already).
+    Return the pmean'd loss, like fsdp_loss. About 8 lines.
+    """
+
+    def gather(block):
+        return lax.all_gather(block, "fsdp", tiled=True)
+
+    @jax.checkpoint
+    def layer1(w1, b1, h):
+        return jax.nn.relu(h @ gather(w1) + gather(b1))
+
+    @jax.checkpoint
+    def layer2(w2, b2, h):
+        return h @ gather(w2) + b2
+
+    out = layer2(params["w2"], params["b2"], layer1(params["w1"], params["b1"], x))
+    return lax.pmean(jnp.mean((out - y) ** 2), "fsdp")
+
+
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
@@ -182,30 +214,41 @@ def test_adam_state_follows_the_parameter_sharding():
     assert everything_before / everything_after > 7.9  # 86524 B → 10924 B
 
 
-def test_jit_of_opt_init_forgets_the_sharding_on_an_auto_mesh():
-    """⚠️ 陷阱 / trap：把 opt.init 包进 jit，在 Auto 网格上 zeros_like 的输出分片由编译器决定，
-    而它没有按参数切：状态落在几个设备上？持有它的设备要存两份完整的模型。分片是类型一部分的那种
-    网格上，只要 jit 在 jax.set_mesh 之下追踪，状态就跟着参数切开。
-    Wrap opt.init in jit and, on an Auto mesh, the sharding of zeros_like's output is left to
-    the compiler, which does not split it like the parameters: on how many devices does the
-    state land? The device holding it stores two whole copies of the model. On the kind of
-    mesh whose sharding is part of the type, the state is split like the parameters as long
-    as jit traces under jax.set_mesh.
+def test_jit_of_opt_init_the_mesh_context_decides_where_the_state_lands():
+    """⚠️ 陷阱 / trap：把 opt.init 包进 jit，zeros_like 的输出分片不跟着参数走，由追踪时的上下文
+    网格决定。没有上下文网格时（无论参数在哪种网格上），状态落在几个设备上？持有它的设备要存
+    两份完整的模型。jax.set_mesh 一个 Auto 网格之下，状态被完整复制到每个设备（第 06 章量的就是
+    这种情况）；jax.set_mesh 一个分片是类型一部分的网格之下，状态才跟着参数切开。急切调用
+    opt.init（上一个 koan）或者给 jit 传 out_shardings= 则不依赖上下文。
+    Wrap opt.init in jit and the sharding of zeros_like's output no longer follows the
+    parameters: the context mesh at trace time decides it. With no context mesh (whatever
+    mesh the parameters live on), on how many devices does the state land? The device holding
+    it stores two whole copies of the model. Under jax.set_mesh of an Auto mesh the state is
+    copied whole to every device (the case chapter 06 measures); under jax.set_mesh of the
+    kind of mesh whose sharding is part of the type, the state is split like the parameters.
+    Calling opt.init eagerly (the koan before) or passing out_shardings= to jit does not
+    depend on the context.
     """
     params, _, _ = make_model()
     opt = optax.adam(1e-3)
     auto, explicit = fsdp_mesh((AxisType.Auto,)), fsdp_mesh((AxisType.Explicit,))
+    on_auto, on_explicit = place(params, auto, MODEL_SPECS), place(params, explicit, MODEL_SPECS)
     model_bytes = sum(a.nbytes for a in params.values())
 
-    lost = jax.jit(opt.init)(place(params, auto, MODEL_SPECS))
-    assert len(lost[0].mu["w1"].sharding.device_set) == 1
-    assert peak_bytes(lost) == 2 * model_bytes + 4
+    for sharded in (on_auto, on_explicit):
+        lost = jax.jit(opt.init)(sharded)
+        assert len(lost[0].mu["w1"].sharding.device_set) == 1
+        assert peak_bytes(lost) == 2 * model_bytes + 4
 
-    sharded = place(params, explicit, MODEL_SPECS)
+    with jax.set_mesh(auto):
+        copied = jax.jit(opt.init)(on_auto)
+    assert copied[0].mu["w1"].sharding.spec == P()
+    assert set(bytes_per_device(copied).values()) == {2 * model_bytes + 4}
+
     with jax.set_mesh(explicit):
-        kept = jax.jit(opt.init)(sharded)
+        kept = jax.jit(opt.init)(on_explicit)
     assert kept[0].mu["w1"].sharding.spec == P("fsdp", None)
-    assert peak_bytes(kept) == 2 * peak_bytes(sharded) + 4
+    assert peak_bytes(kept) == 2 * peak_bytes(on_explicit) + 4
 
 
 def test_fsdp_loss_and_gradients_equal_the_unsharded_ones():
@@ -237,13 +280,14 @@ def test_fsdp_loss_and_gradients_equal_the_unsharded_ones():
 def test_fsdp_gathers_weights_in_the_step_and_scatters_gradients():
     """（先写好 fsdp_loss。）编译后的训练步里，权重在步内收齐：all-gather 的结果类型是什么？它们
     只作为临时值存在。all_gather 的转置是 psum_scatter：有几条 reduce-scatter？损失的 pmean 和
-    复制的 b2 的梯度求和要几条 all-reduce（XLA 会合并同时可做的求和）？编译器看到的参数只是本
+    复制的 b2 的梯度求和要几条 all-reduce（XLA 的 CPU pass cpu-all-reduce-combiner 会合并同时
+    可做的求和；关掉它就是各一条）？编译器看到的参数只是本
     设备的分片：argument_size_in_bytes 正是每设备的参数和批次字节数。
     (Write fsdp_loss first.) In the compiled step the weights are gathered inside the step:
     what are the all-gathers' result types? They exist as temporaries only. all_gather
     transposes to psum_scatter: how many reduce-scatters? How many all-reduces for the loss's
-    pmean and the gradient sum of the replicated b2 (XLA combines sums that can run
-    together)? The compiler sees only this device's shards as arguments:
+    pmean and the gradient sum of the replicated b2 (XLA's CPU pass cpu-all-reduce-combiner
+    combines sums that can run together; without it there is one each)? The compiler sees only this device's shards as arguments:
     argument_size_in_bytes is exactly the per-device bytes of parameters and batch.
     """
     params, x, y = make_model()
@@ -261,3 +305,35 @@ def test_fsdp_gathers_weights_in_the_step_and_scatters_gradients():
     assert len(found["reduce-scatter"]) == 3
     assert len(found["all-reduce"]) == 1
     assert compiled.memory_analysis().argument_size_in_bytes == peak_bytes(args)  # 4824 B
+
+
+def test_zero3_gathers_every_weight_again_in_the_backward_pass():
+    """（先写好 zero3_loss。）你的 zero3_loss 与不切分的模型给出同样的损失和梯度。编译后的训练步里
+    每个切开的权重被收齐两次：前向一次，反向重算这一层时又一次——前一个 koan 里每个只有一次。
+    reduce-scatter 还是每个切开的参数一条。
+    (Write zero3_loss first.) Your zero3_loss gives the unsharded model's loss and gradients.
+    In the compiled step every split weight is gathered twice: once in the forward pass and
+    again when the backward pass recomputes its layer, where the koan before gathered each one
+    once. There is still one reduce-scatter per split parameter.
+    """
+    params, x, y = make_model()
+    want_loss, want_grads = jax.jit(jax.value_and_grad(loss))(params, x, y)
+    mesh = fsdp_mesh()
+    args = (place(params, mesh, MODEL_SPECS), *place((x, y), mesh, P("fsdp")))
+    step = jax.jit(
+        jax.shard_map(
+            jax.value_and_grad(zero3_loss),
+            mesh=mesh,
+            in_specs=(MODEL_SPECS, P("fsdp"), P("fsdp")),
+            out_specs=(P(), MODEL_SPECS),
+        )
+    )
+    got_loss, got_grads = step(*args)
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-6)
+    for name in params:
+        np.testing.assert_allclose(got_grads[name], want_grads[name], rtol=1e-5, atol=1e-6)
+
+    found = collectives(step.lower(*args).compile().as_text())
+    whole = sorted(f"f32{list(params[n].shape)}".replace(" ", "") for n in ("w1", "b1", "w2"))
+    assert sorted(found["all-gather"]) == sorted(whole * 2)
+    assert len(found["reduce-scatter"]) == 3

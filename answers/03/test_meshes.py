@@ -25,7 +25,7 @@ from jax import lax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -122,7 +122,7 @@ def test_set_mesh_lets_a_bare_partition_spec_name_the_mesh():
     empty context mesh.
     """
     mesh = mesh_4x2()
-    with pytest.raises(ValueError):
+    with raises_exactly(ValueError):
         jax.device_put(matrix(), P("X", "Y"))
     with jax.set_mesh(mesh):
         assert jax.sharding.get_abstract_mesh().axis_names == ("X", "Y")
@@ -179,7 +179,7 @@ def test_shard_map_on_an_explicit_mesh_checks_the_input_sharding():
     np.testing.assert_array_equal(out, matrix() * 2)
 
     explicit = mesh_4x2()
-    with pytest.raises(ValueError):
+    with raises_exactly(ValueError):
         jax.shard_map(double, mesh=explicit, in_specs=P("X"), out_specs=P("X"))(matrix())
     with jax.set_mesh(explicit):
         x = jax.sharding.reshard(matrix(), P("X"))

@@ -15,12 +15,11 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -85,7 +84,7 @@ def test_psum_makes_a_value_invariant_so_out_specs_may_be_empty():
     assert types["psum"] == __
     assert types["all_gather"] == __
     assert out.shape == __
-    with pytest.raises(__):
+    with raises_exactly(__):
         run(lambda v: v * 2, x16(), out_specs=P())
 
 

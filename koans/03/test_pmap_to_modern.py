@@ -26,7 +26,7 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -102,7 +102,7 @@ def test_pmap_body_sees_a_slice_shard_map_sees_a_block():
         put(x16, mesh, P("i"))
     )
     assert seen["shard_map"] == __
-    with pytest.raises(__):  # 16 行放不进 8 个设备的 pmap / 16 rows do not fit pmap
+    with raises_exactly(__):  # 16 行放不进 8 个设备的 pmap / 16 rows do not fit pmap
         jax.pmap(spy("pmap"))(x16)
 
 
@@ -157,7 +157,7 @@ def test_device_put_replicated_and_sharded_are_gone():
     to every device; P("i") cuts axis 0 and puts block k on the mesh's device k.
     """
     for removed in ("device_put_replicated", "device_put_sharded"):
-        with pytest.raises(__):
+        with raises_exactly(__):
             getattr(jax, removed)
 
     mesh = mesh_1d()
@@ -171,29 +171,42 @@ def test_device_put_replicated_and_sharded_are_gone():
     assert blocks(stacked)[3].tolist() == __
 
 
-def test_nested_pmap_and_xmap_are_gone_a_2d_mesh_replaces_them():
-    """❌ 旧写法 / ✅ 推荐写法：嵌套的 pmap 现在直接报错（内层 shard_map 与外层的上下文网格冲突），
-    jax.experimental.maps（xmap）整个模块都没了。二维并行用一个二维网格：一次 shard_map，
-    每根轴一个名字，集合通信指定沿哪根轴。
-    Nested pmap now fails (the inner shard_map clashes with the outer context mesh), and the
-    whole jax.experimental.maps module (xmap) is gone. 2-D parallelism is one 2-D mesh: one
-    shard_map, one name per axis, and each collective says along which axis it runs.
+def test_nested_pmap_fails_a_named_vmap_or_a_2d_mesh_replaces_it():
+    """❌ 旧写法 / ✅ 推荐写法：0.12 的 pmap 文档仍写着“嵌套 pmap 时各映射轴大小之积不得超过设备数”，
+    这里 2·4 = 8 正好够，嵌套的 pmap 却照样报错：每个 pmap 都给自己建一个一维网格再调用
+    shard_map，内层的网格与外层设下的上下文网格不一致（消息说 context mesh … should match），
+    与轴的大小无关。不受影响的是 pmap 里面套一个带 axis_name 的变换：内层那根轴留在每个设备
+    上向量化，集合通信照样能指名它。jax.experimental.maps（xmap）整个模块都没了。两根轴都要
+    跨设备时用一个二维网格：一次 shard_map，每根轴一个名字，集合通信指定沿哪根轴。
+    pmap's own 0.12 docstring still says nested pmaps need the product of the mapped sizes to
+    fit the device count; here 2·4 = 8 fits, and nested pmap fails all the same: every pmap
+    builds a 1-D mesh of its own and calls shard_map with it, and the inner mesh disagrees with
+    the context mesh the outer one has set (the message says context mesh … should match),
+    whatever the sizes. What still works is pmap around a transformation that takes an
+    axis_name: the inner axis stays on each device, vectorised, and collectives can still name
+    it. The whole jax.experimental.maps module (xmap) is gone. When both axes must span
+    devices, use one 2-D mesh: one shard_map, one name per axis, and each collective says along
+    which axis it runs.
     """
 
     def center_rows(v):  # subtract the mean of the "inner" group / 减去 inner 组的均值
         return v - lax.pmean(v, "inner")
 
     x = np.arange(8.0, dtype=np.float32).reshape(2, 4) ** 2
-    with pytest.raises(__):
+    want = x - x.mean(axis=1, keepdims=True)
+    with raises_exactly(__) as info:
         jax.pmap(jax.pmap(center_rows, axis_name="inner"), axis_name="outer")(x)
-    with pytest.raises(__):
+    assert "should match the mesh passed to shard_map" in str(info.value)
+    inner_on_each_device = jax.pmap(__(center_rows, axis_name="inner"), axis_name="outer")
+    np.testing.assert_allclose(inner_on_each_device(x), want)
+    with raises_exactly(__):
         importlib.import_module("jax.experimental.maps")
 
     mesh = jax.make_mesh(__, ("outer", "inner"))
     out = jax.shard_map(
         center_rows, mesh=mesh, in_specs=P("outer", "inner"), out_specs=P("outer", "inner")
     )(put(x, mesh, P("outer", "inner")))
-    np.testing.assert_allclose(out, x - x.mean(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, want)
 
 
 def test_experimental_shard_map_is_deprecated():
@@ -251,11 +264,16 @@ def test_pmap_grad_then_pmean_overcounts_under_shard_map():
 def test_jit_with_a_sharded_batch_writes_the_all_reduce_for_you():
     """✅ 推荐写法：数据并行不必手写集合通信。把批次按 P("batch") 切开、参数复制，直接 jit 普通的
     grad：编译器自己插入跨设备求和，结果与单设备一致。数一数编译后 HLO 里的 all-reduce：两个梯度
-    （w 和 b）的求和被 XLA 合并成了几条指令？
+    （w 和 b）的求和被 XLA 合并成了几条指令？这个数取决于 XLA 的 CPU 优化 pass
+    cpu-all-reduce-combiner：用 XLA_FLAGS=--xla_disable_hlo_passes=cpu-all-reduce-combiner 关掉它，
+    就是每个梯度一条；别的后端或 XLA 版本可能合并得不一样。
     Data parallelism needs no hand-written collective: shard the batch with P("batch"),
     replicate the parameters, and jit the plain grad; the compiler inserts the cross-device sum
     and the result equals one device's. Count the all-reduces in the compiled HLO: into how
-    many instructions did XLA combine the sums of the two gradients (w and b)?
+    many instructions did XLA combine the sums of the two gradients (w and b)? The count is
+    the work of XLA's CPU pass cpu-all-reduce-combiner: with
+    XLA_FLAGS=--xla_disable_hlo_passes=cpu-all-reduce-combiner there is one per gradient, and
+    another backend or XLA version may combine differently.
     """
     params, x, y = regression_data()
     reference = jax.grad(linear_loss)(params, x, y)

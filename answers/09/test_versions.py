@@ -15,10 +15,9 @@ import contextlib
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import export
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -61,7 +60,7 @@ def test_calling_convention_versions_form_a_range():
     assert again.calling_convention_version == lo
     np.testing.assert_allclose(again.call(np.ones(3, np.float32)), np.sin(np.ones(3)), rtol=1e-6)
 
-    with pytest.raises(ValueError) as info, calling_convention(lo - 1):
+    with raises_exactly(ValueError) as info, calling_convention(lo - 1):
         _export_sin()
     assert "outside the range of supported versions" in str(info.value)
 

@@ -5,14 +5,14 @@ elements.
 (c, d, b)，其中 a = p[i, j]、b = p[i+1, j]、c = p[i+1, j+1]、d = p[i, j+1]。两个三角形各有
 一个顶点带着两条边 e₁、e₂（见 corner_edges）；有向面积 ½·(e₁ × e₂) 为负就是“翻转”的单元。
 Winslow 型泛函 E = (|e₁|² + |e₂|²) / det[e₁, e₂] 衡量单元离直角等腰有多远：它与尺寸无关，
-且 ≥ 2，等号只在直角等腰三角形时成立。用梯度下降移动内部节点（边界不动）就能把网格理顺。
+且有下界，只在直角等腰三角形时取到。用梯度下降移动内部节点（边界不动）就能把网格理顺。
 
 A structured mesh of (m+1)×(m+1) nodes covers the unit square; each cell is cut into the
 triangles (a, b, d) and (c, d, b), with a = p[i, j], b = p[i+1, j], c = p[i+1, j+1],
 d = p[i, j+1]. Each triangle has a corner with two edges e₁, e₂ (see corner_edges); a negative
 signed area ½·(e₁ × e₂) means a flipped element. The Winslow-type functional
 E = (|e₁|² + |e₂|²) / det[e₁, e₂] measures how far an element is from a right isosceles
-triangle: it does not depend on size and is ≥ 2, with equality only for that shape. Gradient
+triangle: it does not depend on size and is bounded below, reached only for that shape. Gradient
 descent on the interior nodes (the boundary stays put) untangles the mesh.
 """
 
@@ -149,11 +149,11 @@ def test_signed_areas_detect_flipped_elements():
 
 
 def test_total_area_cannot_see_the_tangle():
-    """⚠️ 陷阱 / trap：边界不动时，所有有向面积之和恒等于区域面积，不管内部怎么缠绕——翻转
-    单元的负面积正好抵消重叠的部分。所以检查网格要逐个数负面积，而不是看总和。
-    With the boundary fixed, the signed areas always add up to the domain's area however the
+    """⚠️ 陷阱 / trap：边界不动时，所有有向面积之和不随内部怎么缠绕而改变——翻转单元的负面积
+    正好抵消重叠的部分。所以检查网格要逐个数负面积，而不是看总和。总和是多少？
+    ⚠️ trap: with the boundary fixed, the sum of the signed areas does not change however the
     inside is tangled: flipped elements' negative areas cancel the overlaps exactly. Check a
-    mesh by counting negative areas one by one, not by their total.
+    mesh by counting negative areas one by one, not by their total. What is the total?
     """
     areas = signed_areas(tangled_mesh())
     flipped = int(jnp.sum(areas <= 0))
@@ -163,7 +163,7 @@ def test_total_area_cannot_see_the_tangle():
 
 
 def test_plain_winslow_rewards_flipped_elements():
-    """⚠️ 陷阱 / trap：原始泛函 |e|²/det 在均匀网格上取到下界（每个单元都是直角等腰），且与
+    """⚠️ 陷阱 / trap：原始泛函 |e|²/det 在均匀网格上取到下界（每个单元都是直角等腰，算一算是多少），且与
     尺寸无关；但镜像网格（全部翻转）的 det 为负，能量是同样大小的负数——“最小化”会把单元
     往翻转的方向推。所以解缠绕要用正则化的 det（delta > 0）。
     The plain functional |e|²/det reaches its lower bound on the uniform mesh (every element
@@ -181,10 +181,14 @@ def test_plain_winslow_rewards_flipped_elements():
 
 def test_winslow_untangles_the_mesh():
     """写 untangle：把扰动后的网格理顺——翻转单元数降到 0，边界节点一个都没动，能量
-    降到下界 2 附近。数字来自 signed_areas，不是写死的（课程的网格从 25 个降到 0）。
+    降到下界附近。数字来自 signed_areas，不是写死的：这个 koan 的网格（tangled_mesh 的
+    seed=1、amplitude=0.7、12×12 个方格）有 25 个翻转单元（测试会打印 "25 -> 0"）；原课程的
+    网格是 23 → 0。两者的差别只在于随机扰动不同，要检查的是“降到 0”，而不是起点的个数。
     Write untangle: the tangled mesh comes out with no flipped element, no boundary node moved,
-    and an energy down near its lower bound 2. The counts come from signed_areas, not from
-    constants (the course's mesh went from 25 to 0).
+    and an energy down near its lower bound. The counts come from signed_areas, not from
+    constants: this koan's mesh (tangled_mesh with seed=1, amplitude=0.7, 12×12 cells) has 25
+    flipped elements (the test prints "25 -> 0"); the original course's mesh went from 23 to 0.
+    They differ only by the random perturbation; what is checked is the 0, not the start.
     """
     tangled = tangled_mesh()
     before = int(jnp.sum(signed_areas(tangled) <= 0))

@@ -15,10 +15,9 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import export
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -44,14 +43,14 @@ def main_arguments(module_text):
 
 
 def test_export_wants_a_jitted_function():
-    """export 只接受 jax.jit 的结果：导出的是“一次 jit 降级”，所以 jit 的选项
-    （static_argnums、donate、shardings）也随之进入产物。普通 Python 函数会被拒绝。
-    export accepts only the result of jax.jit: what it exports is one jit lowering, so jit's
-    options (static_argnums, donation, shardings) travel with the artifact. A plain Python
-    function is refused.
+    """export 只接受 jax.jit 的结果：导出的是“一次 jit 降级”，静态参数的值被写死在模块里，
+    shardings 记在产物上。普通 Python 函数会被拒绝。
+    export accepts only the result of jax.jit: what it exports is one jit lowering, with the
+    values of static arguments baked into the module and the shardings recorded on the
+    artifact. A plain Python function is refused.
     """
     params, x = make_params(), np.ones((5, 3), np.float32)
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         export.export(predict)(params, x)
     assert "must be the result of `jit`" in str(info.value)
 
@@ -61,6 +60,33 @@ def test_export_wants_a_jitted_function():
     np.testing.assert_allclose(exp.call(params, x), jax.jit(predict)(params, x), rtol=1e-6)
 
 
+def test_donation_is_recorded_but_call_does_not_donate():
+    """⚠️ 陷阱 / trap：jit 的 donate_argnums 会记进模块（@main 参数上的 tf.aliasing_output），
+    但 Exported.call 并不捐出调用方的缓冲区：调用之后 x 还活着。服务端想省下这块内存，
+    要自己在 call 外面再套一层会捐出参数的 jit。
+    ⚠️ trap: jit's donate_argnums is recorded in the module (tf.aliasing_output on a @main
+    parameter), yet Exported.call does not donate the caller's buffer: x is still alive after
+    the call. A server that wants the memory back wraps call in a jit of its own that donates.
+    """
+
+    def double(x):
+        return 2 * x
+
+    spec = jax.ShapeDtypeStruct((4,), jnp.float32)
+    exp = export.export(jax.jit(double, donate_argnums=0))(spec)
+    assert "tf.aliasing_output" in main_arguments(exp.mlir_module())  # recorded
+
+    x = jnp.ones(4)
+    np.testing.assert_array_equal(exp.call(x), np.full(4, 2.0))
+    assert x.is_deleted() is __
+
+    serve = __
+    y = jnp.ones(4)
+    np.testing.assert_array_equal(serve(y), np.full(4, 2.0))
+    assert y.is_deleted()
+    assert "call_exported" in str(jax.make_jaxpr(serve)(jnp.ones(4)))  # it runs the artifact
+
+
 def test_experimental_export_is_gone():
     """❌ 旧写法 / ✅ 推荐写法：早期的 `jax.experimental.export` 模块和它的
     `export.call_exported(exp)(x)` 已经删除；现在是 `jax.export`，调用写成 Exported 自己的方法。
@@ -68,7 +94,7 @@ def test_experimental_export_is_gone():
     `export.call_exported(exp)(x)` are gone; today it is `jax.export`, and calling is a method of
     the Exported itself.
     """
-    with pytest.raises(__):
+    with raises_exactly(__):
         importlib.import_module("jax.experimental.export")
     assert not hasattr(export, "call_exported")
 
@@ -142,6 +168,6 @@ def test_serialize_and_deserialize_round_trip(tmp_path):
     np.testing.assert_allclose(again.call(params, x), jax.jit(predict)(params, x), rtol=1e-6)
 
     without_w2 = {"w1": params["w1"], "b1": params["b1"]}
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         again.call(without_w2, x)
     assert "same pytree structure" in str(info.value)

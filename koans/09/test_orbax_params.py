@@ -11,9 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
-import pytest
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -91,15 +90,19 @@ def test_the_target_decides_dtype_and_array_type(tmp_path):
 
 
 def test_a_target_that_does_not_match_the_checkpoint_raises(tmp_path):
-    """⚠️ 陷阱 / trap：目标与磁盘上的树不一致时 Orbax 不会悄悄截断或补零，也不会只恢复一部分：
-    形状不同、键不同都直接报错。模型代码改了形状，旧检查点就加载不进来。
-    ⚠️ trap: when the target disagrees with the tree on disk Orbax neither truncates nor pads
-    nor restores a part: a different shape or a different set of keys is an error. Change a
-    shape in the model and the old checkpoint no longer loads.
+    """⚠️ 陷阱 / trap：默认设置下（StandardCheckpointer.restore 的 strict=True，
+    PyTreeRestore 的 partial_restore=False），目标与磁盘上的树不一致时 Orbax 不截断、不补零，
+    也不只恢复一部分：形状不同、键不同都直接报错。模型代码改了形状，旧检查点就加载不进来，
+    除非你明确要求（见下一个 koan）。
+    ⚠️ trap: with the defaults (strict=True for StandardCheckpointer.restore,
+    partial_restore=False for PyTreeRestore), a target that disagrees with the tree on disk is
+    neither truncated nor padded nor restored in part: a different shape or a different set of
+    keys is an error. Change a shape in the model and the old checkpoint no longer loads,
+    unless you ask for it (next koan).
     """
     params = make_params()
     save(tmp_path / "kernel", {"w": params["dense"]["w"]})  # a (3, 4) kernel on disk
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         restore(tmp_path / "kernel", {"w": jax.ShapeDtypeStruct((4, 3), jnp.float32)})
     assert "not compatible with the stored shape" in str(info.value)
 
@@ -110,6 +113,45 @@ def test_a_target_that_does_not_match_the_checkpoint_raises(tmp_path):
             "b": jax.ShapeDtypeStruct((4,), jnp.float32),
         }
     }
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         restore(tmp_path / "params", only_dense)
     assert "tree structures do not match" in str(info.value)
+
+
+def test_padding_and_partial_restore_are_opt_in(tmp_path):
+    """这两种放宽都要明确打开，而且都是微调时的真实需求：strict=False 让形状不同的叶子按目标
+    形状截断或补零（比如扩大了的词表），PyTreeRestore(partial_restore=True) 只恢复目标里有的
+    键（比如只要主干、换掉输出头）。补出来的是什么值？部分恢复要怎么写？
+    Both relaxations must be asked for, and fine-tuning needs both: strict=False truncates or
+    pads a leaf to the target's shape (a grown vocabulary, say), and
+    PyTreeRestore(partial_restore=True) restores only the keys the target has (keep the
+    backbone, replace the head). What do the padded entries hold? How is a partial restore
+    written?
+    """
+    params = make_params()
+    save(tmp_path / "params", params)
+    grown = {
+        "dense": {
+            "w": jax.ShapeDtypeStruct((4, 4), jnp.float32),  # one more row than on disk
+            "b": jax.ShapeDtypeStruct((4,), jnp.float32),
+        },
+        "step": jax.ShapeDtypeStruct((), jnp.int32),
+    }
+    ckpt = ocp.StandardCheckpointer()
+    try:
+        padded = ckpt.restore(tmp_path / "params", grown, strict=False)
+    finally:
+        ckpt.close()
+    np.testing.assert_array_equal(padded["dense"]["w"][:3], params["dense"]["w"])
+    assert padded["dense"]["w"][3].tolist() == __
+
+    backbone = {"dense": jax.tree.map(ocp.utils.to_shape_dtype_struct, params["dense"])}
+    shardings = ocp.checkpoint_utils.construct_restore_args(backbone)  # as RestoreArgs
+    ckpt = ocp.PyTreeCheckpointer()
+    try:
+        args = ocp.args.PyTreeRestore(__, item=backbone, restore_args=shardings)
+        part = ckpt.restore(tmp_path / "params", args=args)
+    finally:
+        ckpt.close()
+    assert jax.tree.structure(part) == jax.tree.structure(backbone)
+    jax.tree.map(np.testing.assert_array_equal, part["dense"], params["dense"])

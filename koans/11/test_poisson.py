@@ -1,12 +1,12 @@
 """11 · 无矩阵 Poisson 求解器 / a matrix-free Poisson solver.
 
--Δu = f 在单位正方形上，边界 u = 0（Dirichlet）。n×n 个内部网格点，步长 h = 1/(n+1)，
+-Δu = f 在单位正方形上，边界 u = 0（Dirichlet）。n×n 个等距的内部网格点，步长 h，
 五点差分：(-Δu)ᵢⱼ ≈ (4uᵢⱼ - uᵢ₋₁ⱼ - uᵢ₊₁ⱼ - uᵢⱼ₋₁ - uᵢⱼ₊₁) / h²，边界外的值是 0。
 这个算子是对称正定的，所以可以用共轭梯度 (CG)；CG 只需要“矩阵乘向量”这个函数，
 n²×n² 的矩阵从来不必存在。
 
 -Δu = f on the unit square with u = 0 on the boundary (Dirichlet): n×n interior points,
-h = 1/(n+1), and the five-point stencil above, with zeros outside the boundary. The operator is
+evenly spaced by h, and the five-point stencil above, with zeros outside the boundary. The operator is
 symmetric positive definite, so conjugate gradients (CG) apply; CG needs only a function that
 multiplies by the matrix, so the n²×n² matrix never has to exist.
 """
@@ -117,10 +117,10 @@ def test_cg_takes_a_function_not_a_matrix():
 
 def test_poisson_converges_at_second_order():
     """测量收敛阶：精确解 u = sin(πx)·sin(πy)，f = 2π²u。网格加密，最大误差 ∝ hᵖ，对
-    log e 和 log h 做直线拟合得 p。h 必须和网格一致：n 个内部点把 [0, 1] 分成 n+1 段。
+    log e 和 log h 做直线拟合得 p。h 必须和 grid(n, h) 摆出的网格一致：边界 0 和 1 不是内部点。
     Measure the order: with the exact u = sin(πx)·sin(πy) and f = 2π²u, the max error goes
-    like hᵖ; fit a line to log e against log h. h must match the grid: n interior points cut
-    [0, 1] into n+1 pieces.
+    like hᵖ; fit a line to log e against log h. h must match the grid that grid(n, h) lays
+    out: the boundary points 0 and 1 are not interior points.
     """
     hs, errors = [], []
     for n in (7, 15, 31):

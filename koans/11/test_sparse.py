@@ -50,9 +50,10 @@ def assemble_neg_laplacian(n, h):
 @pytest.mark.parametrize("n", [3, 8])
 def test_bcoo_assembly_matches_the_stencil(n):
     """写 assemble_neg_laplacian：BCOO @ 向量 与无矩阵的差分逐项相同；只存真正的非零元
-    （内部 5 个、边上 4 个、角上 3 个），矩阵对称。
+    （内部 5 个、边上 4 个、角上 3 个），矩阵对称。下一个 koan 在稠密矩阵根本放不下的规模上再跑一次。
     Write assemble_neg_laplacian: BCOO @ vector equals the matrix-free stencil; only true
-    nonzeros are stored (5 inside, 4 on an edge, 3 at a corner); the matrix is symmetric.
+    nonzeros are stored (5 inside, 4 on an edge, 3 at a corner); the matrix is symmetric. The
+    next koan runs it at a size where a dense matrix cannot exist.
     """
     h = 1.0 / (n + 1)
     a = assemble_neg_laplacian(n, h)
@@ -63,6 +64,26 @@ def test_bcoo_assembly_matches_the_stencil(n):
     dense = np.asarray(a.todense())
     assert a.nse == np.count_nonzero(dense) == 5 * n * n - 4 * n
     np.testing.assert_array_equal(dense, dense.T)
+
+
+def test_bcoo_assembly_never_builds_the_dense_matrix():
+    """“不要先建稠密矩阵”在这里被检查：n = 600 时 n²×n² 的 float64 稠密矩阵要 1 TB 左右
+    （np.eye、np.kron 立刻 MemoryError，jnp 报 RESOURCE_EXHAUSTED），而五点格式只有
+    5n² - 4n ≈ 180 万个非零元，几十 MB。先建稠密矩阵再 BCOO.fromdense 的写法在这里过不去。
+    "Never build the dense matrix" is checked here: for n = 600 the dense n²×n² float64 matrix
+    needs about 1 TB (np.eye and np.kron raise MemoryError at once, jnp RESOURCE_EXHAUSTED),
+    while the stencil has only 5n² - 4n ≈ 1.8 million nonzeros, tens of MB. Building the dense
+    matrix and calling BCOO.fromdense cannot pass.
+    """
+    n = 600
+    h = 1.0 / (n + 1)
+    assert (n * n) ** 2 * 8 > 10**12  # the dense matrix's bytes / 稠密矩阵的字节数
+    a = assemble_neg_laplacian(n, h)
+    assert isinstance(a, sparse.BCOO) and a.shape == (n * n, n * n)
+    assert a.nse == 5 * n * n - 4 * n
+    u = jnp.asarray(np.random.default_rng(n).normal(size=(n, n)))
+    got = jax.jit(lambda a, u: a @ u.ravel())(a, u)
+    np.testing.assert_allclose(got.reshape(n, n), neg_laplacian(u, h), rtol=1e-10, atol=1e-6)
 
 
 def test_repeated_indices_add_up():

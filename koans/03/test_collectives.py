@@ -20,6 +20,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import collectives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -207,30 +208,60 @@ def test_all_to_all_moves_the_split_to_another_axis():
 
 
 def ring_all_reduce(v):
-    """只用 lax.ppermute（不许用 psum）实现沿轴 "i" 的全归约：沿环传 N-1 次，每次把收到的块
-    累加起来。N 用 lax.axis_size("i") 取得。大约 6 行。
+    """只用 lax.ppermute（不许用 psum 或别的集合通信）实现沿轴 "i" 的全归约，用带宽最优的环形
+    算法：把块沿第 0 轴切成 N 段（v.shape[0] 是 N 的倍数），先做 reduce-scatter：N-1 步，每一步
+    每个设备把一段的部分和发给环上的下一个设备，下一个设备把它加到自己的同一段上，做完后每个
+    设备恰好有一段是全体之和；再做 all-gather：又 N-1 步，把加好的段沿环传下去，直到每个设备
+    都有全部 N 段。每一步只传 1/N 个块。N 是 Python 整数（lax.axis_size("i")），步数用 Python
+    循环写，这样每一步都是 HLO 里自己的一条 collective-permute；设备 k 在每一步发哪一段由它的
+    位置 lax.axis_index("i") 决定。大约 12 行。
 
-    An all-reduce along axis "i" with lax.ppermute only (no psum): pass blocks around the ring
-    N-1 times, adding up what arrives. Get N from lax.axis_size("i"). About 6 lines.
+    An all-reduce along axis "i" with lax.ppermute only (no psum nor any other collective), by
+    the bandwidth-optimal ring algorithm: cut the block into N chunks along axis 0 (v.shape[0]
+    is a multiple of N) and first reduce-scatter: N-1 steps, in each of which every device
+    sends one chunk's partial sum to the next device on the ring, which adds it to its own copy
+    of that chunk; afterwards every device holds one chunk summed over all devices. Then
+    all-gather: N-1 more steps that pass the summed chunks along the ring until every device
+    has all N of them. Each step moves 1/N of a block. N is a Python int (lax.axis_size("i")):
+    write the steps as Python loops, so that each step is a collective-permute of its own in
+    the HLO; which chunk device k sends at each step follows from its position,
+    lax.axis_index("i"). About 12 lines.
     """
-    todo("ring_all_reduce: 只用 ppermute 沿环传 N-1 次 / ppermute around the ring N-1 times")
+    todo("ring_all_reduce: 先 reduce-scatter 再 all-gather，每步 1/N 块 / reduce-scatter, then all-gather, 1/N of a block a step")
 
 
-def test_ring_all_reduce_equals_psum_without_an_all_reduce():
-    """你的环形全归约与 psum 结果相同（几种形状），而编译后的 HLO 里一条 all-reduce 都没有，
-    只有 N-1 条 collective-permute。
-    Your ring all-reduce equals psum (several shapes), and the compiled HLO holds no all-reduce
-    at all, only N-1 collective-permutes.
+def hlo_bytes(hlo_type):
+    """一个 HLO 数组类型的字节数，例如 "f32[2,3]" → 24。/ The bytes of an HLO array type."""
+    dtype, dims = re.fullmatch(r"([a-z]+\d+)\[([\d,]*)\]", hlo_type).groups()
+    itemsize = {"f32": 4, "s32": 4, "f16": 2, "bf16": 2, "f64": 8}[dtype]
+    return itemsize * int(np.prod([int(d) for d in dims.split(",") if d]))
+
+
+def test_ring_all_reduce_is_a_reduce_scatter_then_an_all_gather():
+    """你的环形全归约与 psum 结果相同（几种形状），编译后的 HLO 里除了 collective-permute 没有
+    别的集合通信；从 HLO 里读出每条 collective-permute 传的字节数：2(N-1) 条，每条 1/N 个块，
+    每个设备一共发出 2(N-1)/N 个块。朴素的环（整块传 N-1 次）要发 N-1 个块，多 N/2 倍；psum
+    则是一条 all-reduce，不是 ppermute 写的。
+    Your ring all-reduce equals psum (several shapes), and the compiled HLO holds no
+    collective but collective-permutes; read the bytes each one carries from the HLO: 2(N-1)
+    of them, 1/N of a block each, so each device sends 2(N-1)/N blocks in all. The naive ring
+    (the whole block N-1 times) sends N-1 blocks, N/2 times more; psum is one all-reduce, not
+    written with ppermute.
     """
     rng = np.random.default_rng(0)
-    for shape in [(8,), (16, 3), (24, 2, 2)]:
+    for shape in [(64,), (128, 3), (64, 2, 2)]:
         x = rng.integers(-9, 9, size=shape).astype(np.float32)  # 整数：求和顺序不影响结果
         ours = run(ring_all_reduce, x)
         np.testing.assert_array_equal(ours, run(lambda v: lax.psum(v, "i"), x))
 
     mesh = jax.make_mesh((N,), ("i",))
-    x = jax.device_put(x16(), NamedSharding(mesh, P("i")))
+    x = rng.integers(-9, 9, size=(128, 3)).astype(np.float32)
+    placed = jax.device_put(x, NamedSharding(mesh, P("i")))
     f = jax.shard_map(ring_all_reduce, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
-    hlo = jax.jit(f).lower(x).compile().as_text()
-    assert len(re.findall(r"\ball-reduce(?:-start)?\(", hlo)) == 0
-    assert len(re.findall(r"\bcollective-permute(?:-start)?\(", hlo)) == N - 1
+    found = collectives(jax.jit(f).lower(placed).compile().as_text())
+    assert set(found) == {"collective-permute"}
+    sent = [hlo_bytes(t) for t in found["collective-permute"]]
+    block = x.nbytes // N  # 每个设备的块：16×3 个 float32 / each device's block
+    assert len(sent) == 2 * (N - 1)
+    assert set(sent) == {block // N}
+    assert sum(sent) == 2 * (N - 1) * block // N  # 168 B；朴素的环 7 × 192 B = 1344 B

@@ -178,7 +178,9 @@ def test_write_a_parallel_prefix_scan(monkeypatch):
         (np.ones_like(digits), digits),  # a tuple of arrays
     ]
     # One compilation for all cases (eager mode would compile every little op).
-    expected = jax.jit(lambda es: [lax.associative_scan(f, e) for f, e in zip(fns, es, strict=True)])(elems)
+    expected = jax.jit(
+        lambda es: [lax.associative_scan(f, e) for f, e in zip(fns, es, strict=True)]
+    )(elems)
 
     def forbidden(*args, **kwargs):
         raise AssertionError("write the scan yourself / 请自己实现，不要调用 lax.associative_scan")
@@ -194,6 +196,7 @@ def test_write_a_parallel_prefix_scan(monkeypatch):
         return fn
 
     got = jax.jit(lambda es: [prefix_scan(counted(i), e) for i, e in enumerate(es)])(elems)
+
     def close(g, w):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 

@@ -5,10 +5,9 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.tree_util import Partial
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def test_captured_array_becomes_a_constant_of_the_jaxpr():
@@ -30,9 +29,9 @@ def test_captured_array_becomes_a_constant_of_the_jaxpr():
 
 
 def test_captured_python_scalar_is_inlined_and_captured_array_is_baked_into_hlo():
-    """捕获的 Python 标量直接内联成 jaxpr 里的字面量（没有 consts）；
+    """捕获的 Python 标量直接内联成 jaxpr 里的字面量，而不是常量数组；
     捕获的数组在 jit 降级后被烘焙进 StableHLO，成为一个 stablehlo.constant。
-    A captured Python scalar is inlined as a literal (no consts at all); a captured array is
+    A captured Python scalar is inlined as a literal, not kept as a constant array; a captured array is
     baked into the lowered StableHLO as a stablehlo.constant.
     """
     jaxpr = jax.make_jaxpr(lambda x: x * 2.5)(jnp.ones(3))
@@ -98,10 +97,10 @@ def test_pass_changing_values_as_arguments():
 
 
 def test_tree_util_partial_is_a_pytree_functools_partial_is_not():
-    """functools.partial 绑定的参数藏在一个不透明对象里：把它传给 jit 函数会报 TypeError。
+    """functools.partial 绑定的参数藏在一个不透明对象里：jit 不知道怎么把它当作参数。
     jax.tree_util.Partial 是 pytree：绑定的数组/数值成为叶子（被追踪），函数本身在树结构里（静态），
     换一个绑定值不会重新追踪。
-    A functools.partial is opaque to JAX: passing it to a jitted function raises TypeError.
+    A functools.partial is opaque to JAX: jit does not know how to take it as an argument.
     jax.tree_util.Partial is a pytree: the bound values are leaves (traced), the function is
     part of the tree structure (static), so a new bound value does not retrace.
     """
@@ -116,7 +115,7 @@ def test_tree_util_partial_is_a_pytree_functools_partial_is_not():
         traces.append("traced")
         return fn(x)
 
-    with pytest.raises(TypeError):
+    with raises_exactly(TypeError):
         apply(functools.partial(scale, k=2.0), jnp.ones(2))
 
     bound = Partial(scale, k=2.0)

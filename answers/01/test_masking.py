@@ -4,13 +4,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
 def test_where_computes_both_branches_then_selects():
-    """jnp.where 不是 if：两个分支都会被完整计算，再逐元素挑选（jaxpr 里的 select_n 原语）。
-    jnp.where is not an `if`: both branches are computed in full, then picked element by
-    element (the select_n primitive in the jaxpr).
+    """jnp.where 不是 if：两个分支都会被完整计算，再由一个挑选原语逐元素取值。
+    jnp.where is not an `if`: both branches are computed in full, then a selecting primitive
+    picks element by element.
     """
 
     def f(x):
@@ -23,14 +23,15 @@ def test_where_computes_both_branches_then_selects():
     primitives = [eqn.primitive.name for eqn in jaxpr.eqns]
     assert "mul" in primitives  # x * 10 runs for every element, selected or not
     assert "select_n" in str(jaxpr)  # inside the small jit that jnp.where wraps it in
+    assert "select_and" not in str(jaxpr)  # not a scatter or windowed select
 
 
 def test_grad_of_where_leaks_nan_from_the_unselected_branch():
-    """⚠️ 陷阱 / trap：where 挡住了值，却挡不住梯度里的 NaN。
-    sqrt 在 0 处导数为 inf、在负数处为 NaN；反向传播时未选中分支得到的余切是 0，
-    而 0 * inf = NaN，于是 NaN 漏进了梯度。
-    where hides the value, not the NaN in the gradient: the unselected branch gets a zero
-    cotangent, and 0 * inf (sqrt'(0)) or 0 * NaN (sqrt'(-1)) is NaN.
+    """⚠️ 陷阱 / trap：where 挡住了值，却不一定挡住梯度里的 NaN：反向传播时未选中的分支
+    得到的余切是 0，再乘以该分支自己的导数。想一想 sqrt 在每个点上的导数。
+    where hides the value, not necessarily the NaN in the gradient: in the backward pass the
+    unselected branch gets a zero cotangent, which is then multiplied by that branch's own
+    derivative. Think of sqrt's derivative at each point.
     """
 
     def naive(x):
@@ -43,58 +44,98 @@ def test_grad_of_where_leaks_nan_from_the_unselected_branch():
 
 
 def test_double_where_makes_the_gradient_safe():
-    """✅ 修复：双重 where——先用 where 把输入换成安全值，再用 where 选结果。
-    这样不被选中的分支只在安全点上求导，梯度是有限的 0。
-    The fix, "double where": first replace the input by a safe value where it is not used,
-    then select. The unselected branch is now differentiated at a harmless point.
+    """✅ 修复：双重 where——先用内层 where 把被掩盖位置的输入换掉，再用外层 where 选结果。
+    内层 where 的反向规则把余切只送回被选中的位置，所以经过 safe_x 的那条路径对任何填充值都是有限的
+    （下面的 sqrt 用三个填充值验证）。可是 x·log(safe_x) 还通过 x 本身直接依赖输入：
+    这条路径的导数在被掩盖位置上就是分支在填充值处算出的东西，填充值必须让它有限。
+    The fix, "double where": an inner where replaces the input at masked positions, an outer
+    where selects the result. The inner where's backward rule sends cotangents only to the
+    selected positions, so the path through safe_x is finite for any fill (checked below for
+    sqrt with three fills). But x·log(safe_x) also depends on x directly: on that path the
+    derivative at a masked position is whatever the branch computes at the fill, so the fill
+    must keep it finite.
     """
+    xs = jnp.array([-1.0, 0.0, 0.5, 2.0])
 
-    def safe_sqrt(x):
-        safe_x = jnp.where(x > 0, x, 1.0)  # sqrt never sees x <= 0
+    def safe_sqrt(x, fill):
+        safe_x = jnp.where(x > 0, x, fill)
         return jnp.where(x > 0, jnp.sqrt(safe_x), 0.0)
 
-    xs = jnp.array([-1.0, 0.0, 4.0])
-    np.testing.assert_array_equal(jax.vmap(safe_sqrt)(xs), [0.0, 0.0, 2.0])
-    np.testing.assert_allclose(jax.vmap(jax.grad(safe_sqrt))(xs), [0.0, 0.0, 0.25])
+    sqrt_grads = [jax.vmap(jax.grad(safe_sqrt), (0, None))(xs, fill) for fill in (-1.0, 0.0, 1.0)]
+    for grads in sqrt_grads:  # the same finite gradient whatever the fill
+        np.testing.assert_allclose(
+            grads, [0.0, 0.0, 0.5 / np.sqrt(0.5), 0.5 / np.sqrt(2.0)], rtol=1e-6
+        )
+
+    def x_log_x(x):  # the entropy term x·log(x), defined as 0 for x <= 0
+        safe_x = jnp.where(x > 0, x, 1.0)
+        return jnp.where(x > 0, x * jnp.log(safe_x), 0.0)
+
+    np.testing.assert_allclose(
+        jax.vmap(x_log_x)(xs), [0.0, 0.0, 0.5 * np.log(0.5), 2 * np.log(2.0)], rtol=1e-6
+    )
+    grads = jax.vmap(jax.grad(x_log_x))(xs)
+    np.testing.assert_allclose(grads, [0.0, 0.0, np.log(0.5) + 1, np.log(2.0) + 1], rtol=1e-6)
 
 
-def test_masked_mean_divides_by_the_number_of_valid_entries():
-    """⚠️ 陷阱 / trap：mean(x * mask) 把填充位置也算进了分母。
-    正确的掩码均值是 sum(x * mask) / sum(mask)，jnp.mean 的 where= 参数也能做到。
-    mean(x * mask) still divides by the padded length; a masked mean divides by the number of
-    valid entries: sum(x * mask) / sum(mask), or jnp.mean(x, where=mask).
+def masked_mean(x, mask, axis=-1):
+    """沿 axis 求 mask 为 True 的元素的均值。
+    - x：浮点数组；mask：与 x 同形状的布尔数组。被掩盖的位置可能是 NaN 或 inf（填充的垃圾），
+      它们既不能进入结果，也不能进入梯度。
+    - 一行里没有有效元素时结果是 0.0，梯度处处有限（那一行的梯度是 0）。
+    - 只用 jnp；大约 4 行。
+    The mean of the entries of x where mask is True, along axis.
+    - x: a float array; mask: a boolean array shaped like x. Masked positions may hold NaN or
+      inf (padding garbage), which must reach neither the result nor the gradient.
+    - A row with no valid entry gives 0.0, and the gradient is finite everywhere (0 on that row).
+    - jnp only; about 4 lines.
     """
-    x = jnp.array([1.0, 2.0, 3.0, 4.0, 100.0])  # the last entry is padding
-    mask = jnp.array([1.0, 1.0, 1.0, 1.0, 0.0])
-
-    wrong = jnp.mean(x * mask)
-    assert float(wrong) == 2.0
-
-    right = jnp.sum(x * mask) / jnp.sum(mask)
-    expected = np.mean(np.asarray(x)[np.asarray(mask) > 0])  # mean of the valid entries only
-    np.testing.assert_allclose(right, expected)
-    np.testing.assert_allclose(jnp.mean(x, where=mask > 0), expected)
+    valid = jnp.where(mask, x, 0.0)  # select, never multiply: NaN * 0 is NaN
+    count = mask.sum(axis=axis)
+    safe_count = jnp.where(count > 0, count, 1)  # no 0/0, in the value or the gradient
+    return jnp.where(count > 0, valid.sum(axis=axis) / safe_count, 0.0)
 
 
-def test_multiplying_by_a_mask_does_not_erase_nan():
-    """⚠️ 陷阱 / trap：NaN * 0 仍是 NaN。填充位置若是 NaN（或 inf），x * mask 会污染整个和；
-    用 jnp.where(mask > 0, x, 0) 才能真正丢掉它们。
-    NaN * 0 is still NaN: if the padding holds NaN (or inf), x * mask poisons the sum;
-    jnp.where(mask > 0, x, 0) really drops it.
+def test_write_a_masked_mean_that_survives_padding():
+    """✍️ 实现 masked_mean：真实数据里的填充位置常常是 NaN 或 inf，而 NaN·0 仍是 NaN；
+    全是填充的一行会让分母为 0。两种情况都要在值和梯度里处理掉，jit 和 vmap 下也一样。
+    Write masked_mean: real padding often holds NaN or inf, and NaN·0 is still NaN; a row that
+    is all padding makes the denominator 0. Handle both, in the value and in the gradient,
+    also under jit and vmap.
     """
-    x = jnp.array([1.0, 2.0, jnp.nan])  # the last entry is padding
-    mask = jnp.array([1.0, 1.0, 0.0])  # a float 0/1 mask, as padding masks usually are
+    x = jnp.array(
+        [
+            [1.0, 2.0, 3.0, jnp.nan, jnp.inf],  # two padded entries holding garbage
+            [4.0, -2.0, 7.0, 1.0, 0.5],  # all valid
+            [jnp.nan, 5.0, jnp.nan, 6.0, 9.0],  # nothing valid
+        ]
+    )
+    mask = jnp.array(
+        [
+            [True, True, True, False, False],
+            [True, True, True, True, True],
+            [False, False, False, False, False],
+        ]
+    )
+    x_np, mask_np = np.asarray(x), np.asarray(mask)
+    counts = mask_np.sum(axis=1)
+    expected = [x_np[i][mask_np[i]].mean() if counts[i] else 0.0 for i in range(3)]
 
-    assert bool(jnp.isnan(jnp.sum(x * mask))) is True
-    total = jnp.sum(jnp.where(mask > 0, x, 0.0))
-    assert float(total) == 3.0
+    np.testing.assert_allclose(jax.jit(masked_mean)(x, mask), expected, rtol=1e-6)
+    np.testing.assert_allclose(jax.vmap(masked_mean)(x, mask), expected, rtol=1e-6)
+    np.testing.assert_allclose(masked_mean(x.T, mask.T, axis=0), expected, rtol=1e-6)
+
+    grads = jax.jit(jax.grad(lambda x: masked_mean(x, mask).sum()))(x)
+    expected_grads = np.where(mask_np, 1.0 / np.maximum(counts, 1)[:, None], 0.0)
+    np.testing.assert_allclose(grads, expected_grads, rtol=1e-6)  # finite, 0 on padding
 
 
 def test_masked_softmax_gives_zero_probability_to_masked_positions():
-    """掩码 softmax：先把被掩盖的 logit 换成 -inf，softmax 后那里的概率正好是 0，
-    其余位置重新归一化，每行仍然和为 1。jax.nn.softmax 的 where= 参数给出同样的结果。
-    Masked softmax: replace masked logits by -inf before the softmax; they get probability
-    exactly 0 and the row still sums to 1. jax.nn.softmax(..., where=mask) gives the same.
+    """掩码 softmax：先把被掩盖的 logit 换成一个让 exp 恰好为 0 的值，softmax 后那里的概率正好是 0，
+    其余位置重新归一化，每行仍然和为 1。jax.nn.softmax 自己的 where= 参数给出同样的结果。
+    Masked softmax: replace the masked logits by a value whose exp is exactly 0; they get
+    probability exactly 0 and the row still sums to 1. jax.nn.softmax's own where= argument
+    gives the same result.
     """
     logits = jnp.array([[1.0, 2.0, 3.0, 4.0], [0.5, 0.5, 0.5, 9.0]])
     mask = jnp.array([[True, False, True, True], [True, True, True, False]])
@@ -108,11 +149,10 @@ def test_masked_softmax_gives_zero_probability_to_masked_positions():
 
 
 def test_fully_masked_row_depends_on_how_you_mask():
-    """⚠️ 陷阱 / trap：整行都被掩盖时，三种写法结果各不相同：
-    -inf 填充得到 NaN（0/0）；大负数填充得到均匀分布（概率漏给了被掩盖的位置）；
-    jax.nn.softmax(where=mask) 得到全 0（该行和为 0 而不是 1）。
-    A fully masked row: filling with -inf gives NaN (0/0); a large negative gives a uniform
-    row (probability leaks to masked slots); softmax(where=mask) gives all zeros.
+    """⚠️ 陷阱 / trap：整行都被掩盖时，三种写法给出三种不同的结果，而且没有一种报错。
+    想一想每种写法的分子和分母。
+    A fully masked row: the three ways of masking give three different results, and none of
+    them raises. Think of each one's numerator and denominator.
     """
     logits = jnp.array([[1.0, 2.0, 3.0]])
     mask = jnp.array([[False, False, False]])

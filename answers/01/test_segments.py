@@ -5,33 +5,70 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
-def test_segment_sum_adds_rows_that_share_an_id():
-    """segment_sum 把 segment_ids 相同的行加在一起：输出第 i 行 = 所有 id 为 i 的行之和。
-    它就是一次 scatter-add（和 numpy 的 np.add.at 相同）。
-    segment_sum adds up the rows that share a segment id: output row i is the sum of all rows
-    with id i. It is a scatter-add, like numpy's np.add.at.
+def segment_softmax(logits, segment_ids, num_segments):
+    """按段做 softmax（图注意力、变长集合的 pooling 都用它）：同一段内的 logits 归一化，和为 1。
+    - logits [N]，segment_ids [N]（0 ≤ id < num_segments，不一定有序），num_segments 是静态 int。
+    - 数值稳定：logits 可达 ±1000，exp 不许溢出（先减去本段的最大值）。
+    - 只用 jax.ops.segment_* 和 jnp，不许用 Python 循环遍历段；大约 4 行。
+    Softmax within segments (graph attention, pooling over variable-size sets): the logits
+    of one segment are normalised to sum to 1.
+    - logits [N], segment_ids [N] (0 <= id < num_segments, not necessarily sorted),
+      num_segments a static int.
+    - Numerically stable: logits reach ±1000 and exp must not overflow (subtract the
+      segment's maximum first).
+    - Only jax.ops.segment_* and jnp, no Python loop over segments; about 4 lines.
     """
-    data = jnp.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])
-    ids = jnp.array([1, 0, 1, 1])
+    top = jax.ops.segment_max(logits, segment_ids, num_segments=num_segments)
+    e = jnp.exp(logits - top[segment_ids])  # each row minus its own segment's maximum
+    total = jax.ops.segment_sum(e, segment_ids, num_segments=num_segments)
+    return e / total[segment_ids]
 
-    summed = jax.ops.segment_sum(data, ids, num_segments=2)
-    np.testing.assert_array_equal(summed, [[2.0, 20.0], [8.0, 80.0]])
 
-    reference = np.zeros((2, 2), np.float32)
-    np.add.at(reference, np.asarray(ids), np.asarray(data))
-    np.testing.assert_array_equal(summed, reference)
+def test_write_a_segment_softmax():
+    """✍️ 实现 segment_softmax：segment_max 求每段的最大值，用 segment_ids 把段的统计量按行取回
+    （gather），再用 segment_sum 归一化。这是 GNN 里“每个节点对它的邻居做 softmax”的核心。
+    Write segment_softmax: segment_max gives each segment's maximum, indexing with segment_ids
+    gathers a segment's statistic back to its rows, and segment_sum normalises. It is the core
+    of "every node takes a softmax over its neighbours" in GNNs.
+    """
+    logits = jnp.array([1000.0, 2.0, 999.0, -1000.0, 3.0, 1.0, -998.0, 0.5])
+    ids = jnp.array([0, 2, 0, 1, 2, 2, 1, 3])
+
+    def reference(logits, ids, n):
+        logits, ids, out = np.asarray(logits, np.float64), np.asarray(ids), np.zeros(len(logits))
+        for s in range(n):
+            rows = ids == s
+            e = np.exp(logits[rows] - logits[rows].max()) if rows.any() else []
+            out[rows] = e / np.sum(e)
+        return out
+
+    got = jax.jit(segment_softmax, static_argnums=2)(logits, ids, 4)
+    np.testing.assert_allclose(got, reference(logits, ids, 4), rtol=1e-5)
+    np.testing.assert_allclose(
+        jax.ops.segment_sum(got, ids, num_segments=4), [1.0, 1.0, 1.0, 1.0], rtol=1e-6
+    )
+
+    small = jnp.array([0.1, -0.3, 0.7, 0.2, -0.5, 0.9])  # also with an empty segment (id 2)
+    small_ids = jnp.array([1, 0, 1, 3, 0, 1])
+    np.testing.assert_allclose(
+        segment_softmax(small, small_ids, 4), reference(small, small_ids, 4), rtol=1e-5
+    )
+
+    grads = jax.grad(lambda x: segment_softmax(x, ids, 4)[0])(logits)
+    assert np.isfinite(grads).all()
+    assert np.count_nonzero(grads) == 2  # softmax row 0 depends only on its own segment
 
 
 def test_empty_segments_get_the_identity_of_the_reduction():
-    """⚠️ 陷阱 / trap：没有任何元素的段得到归约的单位元，而不是 0 或 NaN：
-    sum → 0，prod → 1，max → -inf，min → +inf（整数类型则是 dtype 的最小/最大值）。
-    An empty segment gets the reduction's identity: sum 0, prod 1, max -inf, min +inf
-    (for integers, the dtype's min / max). jaxpr shows it as the scatter's initial value.
+    """⚠️ 陷阱 / trap：没有任何元素的段不是 0，也不是 NaN，而是归约的单位元：与任何值结合都不改变它的那个数。
+    整数没有 inf，单位元由 dtype 的范围决定。jaxpr 里它是 scatter 的初始值。
+    An empty segment is neither 0 nor NaN but the reduction's identity: the value that changes
+    nothing it is combined with. Integers have no inf, so their identity comes from the dtype's
+    range. In the jaxpr it is the scatter's initial value.
     """
     data = jnp.array([1.0, 2.0, 3.0, 4.0, 5.0])
     ids = jnp.array([0, 0, 2, 2, 2])  # segment 1 is empty
@@ -49,7 +86,7 @@ def test_empty_segments_get_the_identity_of_the_reduction():
     assert int(int_max[1]) == np.iinfo(np.int32).min
 
     jaxpr = jax.make_jaxpr(lambda d: jax.ops.segment_max(d, ids, num_segments=3))(data)
-    assert "broadcast_in_dim -inf" in str(jaxpr)  # the output starts filled with the identity
+    assert f"broadcast_in_dim {float(maxes[1])}" in str(jaxpr)  # the output starts filled with it
 
 
 def test_out_of_range_segment_ids_are_silently_dropped():
@@ -79,7 +116,7 @@ def test_num_segments_must_be_static_under_jit():
     def derived(data, ids):
         return jax.ops.segment_sum(data, ids, num_segments=ids.max() + 1)
 
-    with pytest.raises(jax.errors.ConcretizationTypeError):
+    with raises_exactly(jax.errors.ConcretizationTypeError):
         derived(data, ids)
 
     @partial(jax.jit, static_argnames="num_segments")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
 def test_scan_returns_final_carry_and_stacked_outputs():
@@ -87,33 +87,14 @@ def test_scan_unroll_changes_the_loop_not_the_result():
 
     eqn = jax.make_jaxpr(partial(run, unroll=True))(xs).eqns[0]
     assert eqn.primitive.name == "scan"
-    assert eqn.params["unroll"] == __  # True is recorded as the full length
+    assert eqn.params["unroll"] == __
 
     hlo_2 = jax.jit(partial(run, unroll=2)).lower(xs).as_text()
     hlo_full = jax.jit(partial(run, unroll=True)).lower(xs).as_text()
     assert hlo_2.count("stablehlo.while") == 1
-    assert hlo_2.count("stablehlo.multiply") == __  # two copies of step in the body
+    assert hlo_2.count("stablehlo.multiply") == __
     assert hlo_full.count("stablehlo.while") == 0
     assert hlo_full.count("stablehlo.multiply") == __
-
-
-def test_scan_carry_can_be_any_pytree():
-    """carry 可以是任意 pytree（dict、tuple…）：step 必须返回与输入结构、dtype、形状都相同的 carry。
-    The carry can be any pytree (dict, tuple, ...): step must return a carry with the same
-    structure, dtypes and shapes as the one it received.
-    """
-
-    def step(stats, x):
-        n = stats["n"] + 1
-        mean = stats["mean"] + (x - stats["mean"]) / __  # running mean, one sample at a time
-        return {"n": n, "mean": mean}, mean  # same structure as stats
-
-    xs = jnp.array([2.0, 4.0, 9.0, 1.0])
-    init = {"n": jnp.int32(0), "mean": jnp.float32(0.0)}
-    final, means = lax.scan(step, init, xs)
-    assert jax.tree.structure(final) == jax.tree.structure(init)
-    assert int(final["n"]) == __
-    np.testing.assert_allclose(means, np.cumsum(xs) / np.arange(1, 5), rtol=1e-6)
 
 
 def test_scan_slices_several_xs_in_lockstep():
@@ -141,23 +122,103 @@ def test_scan_slices_several_xs_in_lockstep():
         lax.scan(step, jnp.zeros(2), (ws, vs[:3]))
 
 
-def test_scan_carry_type_must_not_change():
-    """⚠️ 陷阱 / trap: carry 的 dtype 和形状每一步都不能变。int32 计数器加上 float 会让 scan
-    报错（消息点名 carry）；但 Python 标量（弱类型）的 init 会被悄悄提升成 float32。
-    The carry's dtype and shape must stay the same at every step. An int32 counter plus a float
-    makes scan raise (the message names the carry), but a Python scalar init (weakly typed) is
-    silently promoted to float32.
+def stack_layers(layers):
+    """把一串结构相同的 pytree（每层一个 dict）叠成一个 pytree：每个叶子多出一根长度为层数的第 0 轴。
+    - 输入 [{"w": [D, D], "b": [D]}, ...]（L 层），输出 {"w": [L, D, D], "b": [L, D]}。
+    - 对任意结构都要成立（用 jax.tree 的函数，不要写死键名）；1 行。
+    Stack a list of pytrees with one structure (one dict per layer) into one pytree whose
+    leaves get a new leading axis of length L.
+    - [{"w": [D, D], "b": [D]}, ...] (L layers) -> {"w": [L, D, D], "b": [L, D]}.
+    - Work for any structure (use jax.tree's functions, no hard-coded keys); 1 line.
     """
+    todo("stack_layers: jax.tree.map over all layers at once / 一次 tree.map 所有层")
 
-    def step(total, x):
-        return total + x, None  # int32 + float32 -> float32
 
-    xs = jnp.array([0.5, 1.5, 2.0])
-    with pytest.raises(__) as info:
-        lax.scan(step, jnp.int32(0), xs)
-    assert "carry" in str(info.value)
-    assert "dtypes do not match" in str(info.value)
+def apply_stack(stacked, x):
+    """用 lax.scan 依次应用 L 层 x ↦ tanh(x @ w + b)；stacked 是 stack_layers 的输出。
+    - 不许用 Python 循环逐层调用（jaxpr 里只能有一份层的计算）；大约 4 行。
+    Apply the L layers x ↦ tanh(x @ w + b) in turn with lax.scan; stacked is what stack_layers
+    returns.
+    - No Python loop over the layers (the jaxpr must hold one copy of a layer); about 4 lines.
+    """
+    todo("apply_stack: scan with the stacked params as xs / 把叠好的参数当 xs 扫描")
 
-    total, _ = lax.scan(step, 0, xs)  # a weak Python 0: no error
-    assert total.dtype == __
-    assert float(total) == 4.0
+
+def test_scan_over_stacked_layers_traces_one_layer():
+    """✍️ 大模型的常用写法“scan over layers”：把 L 层参数叠成一个 pytree，当作 scan 的 xs，
+    于是 jaxpr 和编译的程序里只有一层的计算，追踪和编译时间不随层数增长，求导也照常进行。
+    Write the "scan over layers" idiom of large models: stack the L layers' parameters into
+    one pytree and scan over it as xs. The jaxpr and the compiled program then hold one layer,
+    so tracing and compile time do not grow with depth, and differentiation works as usual.
+    """
+    rng = np.random.default_rng(0)
+    n_layers, d = 6, 4
+    layers = [
+        {
+            "w": jnp.asarray(rng.normal(size=(d, d)) / 2, jnp.float32),
+            "b": jnp.asarray(rng.normal(size=d), jnp.float32),
+        }
+        for _ in range(n_layers)
+    ]
+    x = jnp.asarray(rng.normal(size=(3, d)), jnp.float32)
+
+    def python_loop(layers, x):
+        for layer in layers:
+            x = jnp.tanh(x @ layer["w"] + layer["b"])
+        return x
+
+    stacked = stack_layers(layers)
+    assert jax.tree.map(jnp.shape, stacked) == {"w": (n_layers, d, d), "b": (n_layers, d)}
+    np.testing.assert_array_equal(stacked["w"][2], layers[2]["w"])
+    np.testing.assert_allclose(jax.jit(apply_stack)(stacked, x), python_loop(layers, x), rtol=1e-5)
+
+    jaxpr = jax.make_jaxpr(apply_stack)(stacked, x)
+    (scan,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+    assert scan.params["length"] == n_layers
+    assert not [e for e in jaxpr.eqns if e.primitive.name == "dot_general"]  # none outside the loop
+    body = [e.primitive.name for e in scan.params["jaxpr"].eqns]
+    assert body.count("dot_general") == 1  # one layer, whatever the depth
+
+    def loss(params, x):
+        return (apply_stack(params, x) ** 2).sum()
+
+    grads = jax.jit(jax.grad(loss))(stacked, x)
+    loop_grads = jax.grad(lambda layers: (python_loop(layers, x) ** 2).sum())(layers)
+    jax.tree.map(
+        partial(np.testing.assert_allclose, rtol=1e-4, atol=1e-6), grads, stack_layers(loop_grads)
+    )
+
+
+def test_checkpointed_scan_body_keeps_only_the_carry_for_backward():
+    """反向模式要为每一步存下中间值（残差）：scan 的 vjp 把它们堆成 [T, ...] 的数组。
+    给 step 套上 jax 的重计算变换后，每一步只存输入的 carry，其余在反向时重算——
+    用计算换内存，是长序列和深网络训练的标准手段。残差就是 jax.vjp 返回的函数的 pytree 叶子。
+    Reverse mode stores intermediates (residuals) for every step: scan's vjp stacks them into
+    [T, ...] arrays. Wrapping step in JAX's rematerialisation transform stores only the carry
+    that enters each step and recomputes the rest in the backward pass: compute traded for
+    memory, the standard tool for long sequences and deep networks. The residuals are the
+    pytree leaves of the function jax.vjp returns.
+    """
+    n_steps, d = 10, 16
+    ws = jnp.asarray(np.random.default_rng(1).normal(size=(n_steps, d, d)) / 4, jnp.float32)
+    h0 = jnp.ones(d)
+
+    def step(h, w):
+        z = jnp.tanh(h @ w)
+        return jnp.sin(z) * z, None
+
+    def per_step_residuals(body):
+        """[T, d] arrays the backward pass keeps (the [T, d, d] weights are kept either way)."""
+        _, backward = jax.vjp(lambda h: lax.scan(body, h, ws)[0].sum(), h0)
+        return [r for r in jax.tree.leaves(backward) if r.shape == (n_steps, d)]
+
+    assert len(per_step_residuals(step)) == 4
+    assert len(per_step_residuals(jax.jit(step))) == 4  # jit alone changes nothing here
+    remat_step = __(step)
+    (carries,) = per_step_residuals(remat_step)
+    np.testing.assert_allclose(carries[0], h0)  # what entered step 0, then step 1, ...
+
+    def grad_of(body):
+        return jax.grad(lambda h: lax.scan(body, h, ws)[0].sum())(h0)
+
+    np.testing.assert_allclose(grad_of(remat_step), grad_of(step), rtol=1e-5)

@@ -11,7 +11,7 @@ from jaxkoans import course, runtime
 from jaxkoans.classify import Attribution, Cause, KoanState, attribute
 from jaxkoans.report import render_failure
 from jaxkoans.results import Recorder
-from jaxkoans.watchdog import Watchdog
+from jaxkoans.watchdog import Watchdog, register_debugger
 
 ATTRIBUTION = pytest.StashKey[Attribution]()
 OVERRIDES = pytest.StashKey[list[str]]()
@@ -50,6 +50,9 @@ def pytest_configure(config: pytest.Config) -> None:
         runtime.configure(devices)
     except runtime.SetupError as error:
         raise pytest.UsageError(str(error)) from None
+    watchdog = Watchdog(config)  # armed by pytest-timeout's own timer hooks
+    config.pluginmanager.register(watchdog, "koans-watchdog")
+    register_debugger(watchdog)
     record = config.getoption("koans_record", None)
     if record and not hasattr(config, "workerinput"):  # the xdist controller records
         config.pluginmanager.register(Recorder(Path(record), Path(config.rootpath)), "koans-record")
@@ -78,7 +81,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    """Give each koan its chapter's float64 setting and check its device count."""
+    """Give each koan its chapter's float64 setting and check its device count; afterwards
+    put back every JAX flag the koan changed (jax_debug_nans, jax_disable_jit, …)."""
     chapter = course.chapter_for(Path(item.path))
     if chapter is None:
         return (yield)
@@ -87,11 +91,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         runtime.require_devices(chapter.devices)
     except runtime.SetupError as error:
         pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
-    watchdog = Watchdog(item)
+    flags = runtime.snapshot()
     try:
         return (yield)
     finally:
-        watchdog.disarm()
+        runtime.restore(flags)
         runtime.set_x64(False)
 
 

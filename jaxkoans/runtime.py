@@ -1,8 +1,11 @@
-"""JAX as the course needs it: the CPU platform, enough devices, float64 per chapter.
+"""JAX as the course needs it: the CPU platform, enough devices, float64 per chapter, and every
+process-wide flag at the value the answers were run with.
 
-The harness owns these settings. Values a learner's environment sets for them
-(JAX_PLATFORMS, JAX_ENABLE_X64, JAX_DISABLE_JIT, JAX_NUM_CPU_DEVICES, a device count in
-XLA_FLAGS) are overridden and named in pytest's header, so they can never change a result.
+The harness owns these settings. Values a learner's environment sets for them (JAX_PLATFORMS,
+JAX_NUM_CPU_DEVICES, a device count in XLA_FLAGS, JAX_DEBUG_NANS and the other flags of
+COURSE_FLAGS) are overridden and named in pytest's header, so they can never change a result.
+What a koan changes with `jax.config.update` is put back after it (`snapshot` / `restore`), so
+one koan's `jax_debug_nans` cannot fail the next.
 """
 
 from __future__ import annotations
@@ -12,6 +15,38 @@ import re
 
 _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\d+)")
 
+# Process-wide flags that change what a koan computes, raises or prints, at the values every
+# answer was run with (JAX 0.12's defaults, except colour: jaxpr text must not depend on
+# whether stdout is a terminal). tests/test_harness.py checks them against a clean process.
+COURSE_FLAGS: dict[str, object] = {
+    "jax_enable_x64": False,  # then per chapter (chapter.toml's x64)
+    "jax_disable_jit": False,
+    "jax_debug_nans": False,
+    "jax_debug_infs": False,
+    "jax_log_compiles": False,
+    "jax_explain_cache_misses": False,
+    "jax_check_tracer_leaks": False,
+    "jax_enable_checks": False,
+    "jax_debug_key_reuse": False,
+    "jax_numpy_rank_promotion": "allow",
+    "jax_numpy_dtype_promotion": "standard",
+    "jax_default_matmul_precision": None,
+    "jax_default_prng_impl": "threefry2x32",
+    "jax_threefry_partitionable": True,
+    "jax_enable_custom_prng": False,
+    "jax_legacy_prng_key": "allow",
+    "jax_random_seed_offset": 0,
+    "jax_softmax_custom_jvp": False,
+    "jax_disable_most_optimizations": False,
+    "jax_traceback_filtering": "auto",
+    "jax_transfer_guard": None,
+    "jax_log_checkpoint_residuals": False,
+    "jax_pprint_use_color": False,
+}
+COLOUR_DEFAULT = True  # JAX's own default for jax_pprint_use_color (colour on a terminal)
+# Set once before the backend starts; a koan cannot change them, so they are never restored.
+STARTUP_ONLY = frozenset({"jax_platforms", "jax_platform_name", "jax_num_cpu_devices"})
+
 
 class SetupError(RuntimeError):
     """JAX cannot be configured as the course needs; the message says why and what to do."""
@@ -20,9 +55,14 @@ class SetupError(RuntimeError):
 def environment_overrides(devices: int) -> list[str]:
     """One line for each setting of the learner's environment that the harness overrides."""
     notes = []
-    for name in ("JAX_PLATFORMS", "JAX_ENABLE_X64", "JAX_DISABLE_JIT", "JAX_NUM_CPU_DEVICES"):
+    for name in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES"):
         if os.environ.get(name):
-            notes.append(f"{name}={os.environ[name]} ignored (the course sets it per chapter)")
+            notes.append(f"{name}={os.environ[name]} ignored (the course sets it)")
+    for flag, value in COURSE_FLAGS.items():
+        variable = flag.upper()
+        if os.environ.get(variable):
+            why = "per chapter" if flag == "jax_enable_x64" else f"to {value!r} for every koan"
+            notes.append(f"{variable}={os.environ[variable]} ignored (the course sets it {why})")
     match = _DEVICE_FLAG.search(os.environ.get("XLA_FLAGS", ""))
     if match and int(match.group(1)) != devices:
         notes.append(f"XLA_FLAGS device count {match.group(1)} ignored: the course uses {devices}")
@@ -35,7 +75,7 @@ def environment_overrides(devices: int) -> list[str]:
 
 
 def configure(devices: int) -> None:
-    """Before JAX's first computation: CPU only, `devices` CPU devices, jit on, float32."""
+    """Before JAX's first computation: CPU only, `devices` CPU devices, COURSE_FLAGS."""
     import jax
 
     try:
@@ -47,8 +87,36 @@ def configure(devices: int) -> None:
             f"configure {devices} CPU devices (something computed with JAX at import time or in "
             f"another plugin). Original error: {error}"
         ) from error
-    jax.config.update("jax_disable_jit", False)
-    jax.config.update("jax_enable_x64", False)
+    for flag, value in COURSE_FLAGS.items():
+        jax.config.update(flag, value)
+
+
+def snapshot() -> dict[str, object]:
+    """Every JAX config value as it is now, for `restore`."""
+    import jax
+
+    return dict(jax.config.values)
+
+
+def restore(saved: dict[str, object]) -> list[str]:
+    """Put back every JAX config value that changed since `saved`; returns their names."""
+    import jax
+
+    changed = []
+    for name, value in jax.config.values.items():
+        before = saved.get(name, value)
+        if name in STARTUP_ONLY or before is value or _equal(before, value):
+            continue
+        jax.config.update(name, before)
+        changed.append(name)
+    return changed
+
+
+def _equal(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an object whose == is elementwise or raises: treat as changed
+        return False
 
 
 def require_devices(needed: int) -> None:

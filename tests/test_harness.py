@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 
 import pytest
 
 from jaxkoans import results
+
+# A guard against a hung child, far above what the work takes on a loaded machine.
+PROCESS_TIMEOUT_S = 600
 
 HEADER = "from jaxkoans import __, todo\nimport jax, jax.numpy as jnp\nfrom jax import lax\n"
 
@@ -327,3 +338,207 @@ def test_unreadable_chapter_data_is_named(pytester):
     result = run(pytester, "01")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*01/chapter.toml: 章节数据无法读取 / chapter data unreadable*"])
+
+
+# ---- JAX's process-wide flags ---------------------------------------------------------------
+
+
+def test_a_koans_jax_flags_do_not_leak_into_the_next(pytester):
+    chapter(
+        pytester,
+        "01",
+        {
+            "test_a.py": '''
+        def test_turns_checks_on():
+            """开关。A learner turns JAX's debug flags on while debugging."""
+            jax.config.update("jax_debug_nans", True)
+            jax.config.update("jax_disable_jit", True)
+            jax.config.update("jax_numpy_rank_promotion", "raise")
+
+        def test_after():
+            """之后。The next koan runs with the course's settings."""
+            assert jnp.isnan(jax.jit(jnp.log)(-1.0))
+            assert not jax.config.jax_disable_jit
+            assert (jnp.ones(3) + jnp.ones((2, 3))).shape == (2, 3)
+    '''
+        },
+    )
+    run(pytester, "01").assert_outcomes(passed=2)
+    run(pytester, "01", "-p", "xdist", "-n", "1").assert_outcomes(passed=2)
+
+
+def test_an_environment_that_sets_a_jax_flag_is_named_and_overridden(pytester, monkeypatch):
+    monkeypatch.setenv("JAX_DEBUG_NANS", "1")
+    monkeypatch.setenv("JAX_LOG_COMPILES", "true")
+    chapter(
+        pytester,
+        "01",
+        {
+            "test_a.py": '''
+        def test_nan():
+            """非数。A NaN is a value, not an error, with the course's settings."""
+            assert jnp.isnan(jax.jit(jnp.log)(-1.0))
+    '''
+        },
+    )
+    result = run(pytester, "01")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*⚠️ JAX_DEBUG_NANS=1 ignored*", "*⚠️ JAX_LOG_COMPILES=true ignored*"]
+    )
+
+
+def test_the_course_flags_are_jaxs_defaults_but_colour(tmp_path):
+    """COURSE_FLAGS are the values the answers ran with: JAX's own defaults in a clean process
+    (colour excepted: jaxpr text must not depend on the terminal)."""
+    from jaxkoans import runtime
+
+    script = (
+        "import json, jax\n"
+        f"names = {sorted(runtime.COURSE_FLAGS)!r}\n"
+        "print(json.dumps({n: getattr(jax.config.values[n], 'value', jax.config.values[n])"
+        " for n in names}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    shown = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True,
+        timeout=PROCESS_TIMEOUT_S, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    clean = json.loads(shown.stdout)
+    assert clean.pop("jax_pprint_use_color") is runtime.COLOUR_DEFAULT
+    course_flags = dict(runtime.COURSE_FLAGS)
+    assert course_flags.pop("jax_pprint_use_color") is False
+    assert course_flags == clean
+
+
+# ---- the terminal: colour and debuggers -----------------------------------------------------
+
+
+def in_terminal(args: list[str], cwd, typed: bytes = b"") -> tuple[int, str]:
+    """Run `args` with a pseudo-terminal as stdin, stdout and stderr (as a learner's shell
+    does); `typed` is typed ahead. Returns (exit code, everything the terminal showed)."""
+    leader, follower = pty.openpty()
+    child = subprocess.Popen(
+        args, cwd=cwd, stdin=follower, stdout=follower, stderr=follower, start_new_session=True
+    )
+    os.close(follower)
+    os.write(leader, typed)
+    shown, deadline = bytearray(), time.monotonic() + PROCESS_TIMEOUT_S
+    try:
+        while True:
+            ready, _, _ = select.select([leader], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(f"{args} did not finish: {bytes(shown[-2000:])!r}")
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's last writer has gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+        return child.wait(timeout=PROCESS_TIMEOUT_S), shown.decode("utf-8", errors="replace")
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        os.close(leader)
+
+
+# Answers that compare JAX's printed programs (jaxpr text) with what the learner wrote.
+PRINTED_PROGRAMS = (
+    "answers/01/test_closures.py",
+    "answers/01/test_scan.py",
+    "answers/08/test_reading_programs.py",
+)
+
+
+def test_answers_that_read_printed_programs_pass_in_a_terminal():
+    """JAX colours jaxpr text when stdout is a terminal, unless the harness turns it off: the
+    authoring gate runs answers piped, so this gate runs some in a terminal."""
+    from jaxkoans import course
+
+    files = [f for f in PRINTED_PROGRAMS if (course.REPO / f).is_file()]
+    assert files, "PRINTED_PROGRAMS names no answer file of this course"
+    command = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider"]
+    code, shown = in_terminal(command, course.REPO)
+    assert code == 0, shown[-3000:]
+
+
+def test_jax_debug_breakpoint_talks_to_the_terminal_and_is_skipped_without_one(pytester):
+    chapter(
+        pytester,
+        "01",
+        {
+            "test_a.py": '''
+        def test_debug():
+            """调试。jax.debug.breakpoint() inside jit stops there for the learner."""
+            def f(x):
+                y = x * 2
+                jax.debug.breakpoint()
+                return y + 1
+            assert float(jax.jit(f)(1.0)) == 3.0
+    '''
+        },
+    )
+    piped = run(pytester, "01", "--timeout=60")
+    piped.assert_outcomes(passed=1)
+    piped.stderr.fnmatch_lines(["*jax.debug.breakpoint()*needs a terminal*pytest 01/test_a.py*"])
+    command = [sys.executable, "-m", "pytest", "-p", "jaxkoans.plugin", "-p", "no:cacheprovider"]
+    code, shown = in_terminal([*command, "01", "--timeout=60"], pytester.path, b"p y\nc\n")
+    assert code == 0, shown
+    assert "(jdb)" in shown and "Array(2., dtype=float32)" in shown, shown
+
+
+def test_the_watchdog_takes_pytest_timeouts_limit_and_stands_down_for_a_debugger(pytester):
+    """pytest-timeout's own hooks arm the watchdog with its effective limit; once a debugger
+    is entered (breakpoint(), --pdb, jax.debug.breakpoint()) no timer is armed or fires."""
+    from types import SimpleNamespace
+
+    from jaxkoans.watchdog import GRACE_S, Watchdog
+
+    watchdog = Watchdog(pytester.parseconfig())
+    item = SimpleNamespace(nodeid="01/test_a.py::test_x", config=watchdog.config)
+    watchdog.pytest_timeout_set_timer(item, SimpleNamespace(timeout=300.0))
+    timer = watchdog._timers[item.nodeid]
+    assert timer.interval == 300.0 + GRACE_S
+    watchdog.pytest_timeout_cancel_timer(item)
+    assert not timer.is_alive() or timer.finished.is_set()
+    watchdog.pytest_enter_pdb()
+    watchdog.pytest_timeout_set_timer(item, SimpleNamespace(timeout=1.0))
+    assert watchdog._timers == {}
+    watchdog._expire(item, 1.0, detect=True)  # would end this process if it fired
+
+
+def test_an_xla_hang_is_stopped_at_the_limit_pytest_timeout_uses(pytester, monkeypatch):
+    """The limit comes from pytest-timeout (PYTEST_TIMEOUT, a marker with a keyword), not
+    from a second reading of the ini file."""
+    monkeypatch.setenv("PYTEST_TIMEOUT", "1")
+    chapter(
+        pytester,
+        "01",
+        {
+            "test_a.py": '''
+        import pytest
+
+        def test_env_limit():
+            """环境。PYTEST_TIMEOUT sets the limit."""
+            lax.while_loop(lambda c: c >= 0, lambda c: c + 1 - 1, 0).block_until_ready()
+
+        @pytest.mark.timeout(timeout=2)
+        def test_marker_limit():
+            """标记。A marker with a keyword sets the limit."""
+            lax.while_loop(lambda c: c >= 0, lambda c: c + 1 - 1, 0).block_until_ready()
+    '''
+        },
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "jaxkoans.plugin", "-p", "no:cacheprovider", "-p", "xdist", "-n", "1", "01",
+        timeout=PROCESS_TIMEOUT_S,
+    )  # fmt: skip
+    result.assert_outcomes(failed=2)
+    result.stderr.fnmatch_lines(
+        [
+            "*timed out: 01/test_a.py::test_env_limit*超过 1 s*",
+            "*timed out: 01/test_a.py::test_marker_limit*超过 2 s*",
+        ]
+    )

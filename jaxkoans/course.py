@@ -54,15 +54,54 @@ class CourseDataError(ValueError):
     """A chapter.toml that cannot be read; the message names the file."""
 
 
+# The keys of a chapter.toml and the type each value must have: anything else is a typo
+# (`x46 = true`) that would otherwise be ignored without a word.
+KEYS: dict[str, type | tuple[type, ...]] = {
+    "title_zh": str,
+    "title_en": str,
+    "devices": int,
+    "x64": bool,
+    "files": list,
+    "hints": dict,
+    "regions": dict,
+}
+HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
+
+
+def _check_keys(manifest: Path, where: str, table: dict, allowed: dict) -> None:
+    for key, value in table.items():
+        if key not in allowed:
+            raise CourseDataError(
+                f"{manifest}: 未知的键 / unknown key {where}{key!r} (known: {', '.join(allowed)})"
+            )
+        wanted = allowed[key]
+        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
+            raise CourseDataError(
+                f"{manifest}: {where}{key!r} 类型不对 / has the wrong type ({type(value).__name__})"
+            )
+
+
+def validate(manifest: Path, data: dict) -> None:
+    """A usage error naming the file and key for anything chapter.toml may not hold."""
+    for required in ("title_zh", "title_en"):
+        if required not in data:
+            raise CourseDataError(f"{manifest}: 缺少 / missing key {required!r}")
+    _check_keys(manifest, "", data, KEYS)
+    for key, hint in data.get("hints", {}).items():
+        if not isinstance(hint, dict):
+            raise CourseDataError(f"{manifest}: hints.{key!r} 必须是表 / must be a table")
+        _check_keys(manifest, f"hints.{key!r}.", hint, HINT_KEYS)
+
+
 @cache
 def load_chapter(manifest: Path) -> Chapter:
     try:
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
-        data["title_zh"], data["title_en"]  # required keys
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as error:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise CourseDataError(
             f"{manifest}: 章节数据无法读取 / chapter data unreadable: {error!r}"
         ) from error
+    validate(manifest, data)
     hints = {
         key: Hint(zh=tuple(_levels(value.get("zh"))), en=tuple(_levels(value.get("en"))))
         for key, value in data.pop("hints", {}).items()

@@ -542,3 +542,20 @@ def test_an_xla_hang_is_stopped_at_the_limit_pytest_timeout_uses(pytester, monke
             "*timed out: 01/test_a.py::test_marker_limit*超过 2 s*",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("x46 = true", "unknown key 'x46'"),
+        ('devices = "8"', "'devices' 类型不对 / has the wrong type"),
+        ('[hints."test_a.py::test_x"]\nzh = ["一"]\nfr = ["un"]', "unknown key hints.*'fr'"),
+    ],
+)
+def test_a_chapter_toml_with_an_unknown_key_is_a_usage_error(pytester, line, named):
+    chapter(pytester, "01", {"test_a.py": "def test_x():\n    pass\n"})
+    with open(pytester.path / "01" / "chapter.toml", "a", encoding="utf-8") as manifest:
+        manifest.write(line + "\n")
+    result = run(pytester, "01")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*01/chapter.toml: *{named}*"])

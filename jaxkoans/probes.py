@@ -5,6 +5,7 @@ in the koans that use them."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import subprocess
@@ -31,6 +32,32 @@ def counting_compiles():
         yield names
     finally:
         jax.monitoring.unregister_event_duration_listener(on_duration)
+
+
+@contextlib.contextmanager
+def recording_jax_logs(level=logging.WARNING):
+    """收集这段时间里 "jax" 日志器写出的消息，但不再往外传：pytest 的日志捕获和终端都看不到它们，
+    失败报告也就不会把答案打印出来。
+    Collects the messages the "jax" logger emits in the block without passing them on: neither
+    pytest's log capture nor the terminal sees them, so a failure report cannot print the answer.
+    """
+    messages = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    logger, handler = logging.getLogger("jax"), Keep(level)
+    saved_level, saved_propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved_level)  # setLevel, not assignment: it clears logging's cache
+        logger.propagate = saved_propagate
 
 
 def collectives(hlo_text):

@@ -1,15 +1,17 @@
 """08 · 综合：修好一个训练脚本 / capstone: fix a training script.
 
 下面 `# ✍️ BEGIN` 与 `# ✍️ END` 之间是一个用纯 JAX 写的逻辑回归训练脚本（全批量梯度下降）。
-它藏着三个 bug：跑起来不报错，却学不到东西。每个测试钉住一个症状；用本章的工具（debug.print、
-debug_nans / checkify、读 jaxpr）找到病根，只修改标记之间的代码。最后一个测试把训练结果与
+它藏着三个 bug：跑起来不报错，却学不到东西。每个测试钉住一个症状，并在失败时把症状打印出来
+（pytest 输出里的 "Captured stdout call"）；用本章的工具（debug.print、debug_nans /
+debug_infs / checkify、读 jaxpr）找到病根，只修改标记之间的代码。最后一个测试把训练结果与
 一个纯 NumPy 的参考实现逐数比较。
 
 Between `# ✍️ BEGIN` and `# ✍️ END` below is a logistic-regression training script in plain
 JAX (full-batch gradient descent). It hides three bugs: it runs without an error and learns
-nothing. Each test pins one symptom; use this chapter's tools (debug.print, debug_nans /
-checkify, reading the jaxpr) to find the cause, and change only the code between the markers.
-The last test compares the training result number by number with a plain NumPy reference.
+nothing. Each test pins one symptom and prints it when it fails (pytest's "Captured stdout
+call"); use this chapter's tools (debug.print, debug_nans / debug_infs / checkify, reading the
+jaxpr) to find the cause, and change only the code between the markers. The last test
+compares the training result number by number with a plain NumPy reference.
 """
 
 import jax
@@ -86,21 +88,22 @@ def test_standardized_features_have_zero_mean_and_unit_std():
     """
     x, _ = make_data()
     s = np.asarray(standardize(jnp.asarray(x)))
+    print(f"shape {s.shape}; column means {s.mean(axis=0)}; column stds {s.std(axis=0)}")
     assert s.shape == x.shape
     np.testing.assert_allclose(s.mean(axis=0), 0.0, atol=1e-4)
     np.testing.assert_allclose(s.std(axis=0), 1.0, rtol=1e-4)
 
 
 def test_loss_stays_finite_for_confident_predictions():
-    """症状二：模型很自信时（|logit| 很大）损失和梯度变成 NaN / inf。σ(40) 在 float32 里
-    正好是 1.0，log(1 - 1.0) = log(0)。
-    Symptom two: when the model is confident (a large |logit|) the loss and gradient turn into
-    NaN / inf. σ(40) is exactly 1.0 in float32, and log(1 - 1.0) = log(0).
+    """症状二：模型很自信时（|logit| 很大）损失和梯度不再是有限的数。哪个原语先出的问题？
+    Symptom two: when the model is confident (a large |logit|) the loss and the gradient are no
+    longer finite numbers. Which primitive goes wrong first?
     """
     x = jnp.array([[1.0], [-1.0], [1.0]])
     y = jnp.array([1.0, 0.0, 0.0])  # the third example is confidently wrong
     params = {"w": jnp.array([40.0]), "b": jnp.array(0.0)}
     loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    print(f"loss {loss}; gradients {grads}")
     z = np.array([40.0, -40.0, 40.0])
     expected = np.mean(np.logaddexp(0.0, z) - np.asarray(y) * z)
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
@@ -115,6 +118,7 @@ def test_training_lowers_the_loss():
     x, y = make_data()
     _, losses = train(jnp.asarray(x), jnp.asarray(y), steps=30, lr=0.5)
     losses = np.asarray(losses)
+    print(f"losses of the 30 steps: {losses}")
     np.testing.assert_allclose(losses[0], np.log(2.0), rtol=1e-5)
     assert np.all(np.diff(losses) < 0)
     assert losses[-1] < 0.5 * losses[0]
@@ -128,6 +132,7 @@ def test_training_matches_the_numpy_reference():
     x, y = make_data()
     params, losses = train(jnp.asarray(x), jnp.asarray(y), steps=30, lr=0.5)
     w, b, ref_losses = numpy_reference(x, y, steps=30, lr=0.5)
-    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
+    print(f"JAX w {np.asarray(params['w'])}, b {float(params['b'])}; NumPy w {w}, b {b}")
+    np.assert_allclose(losses, ref_losses, rtol=1e-4)
     np.testing.assert_allclose(params["w"], w, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(params["b"], b, rtol=1e-3, atol=1e-4)

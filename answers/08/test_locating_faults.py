@@ -1,0 +1,252 @@
+"""08 · 症状：出错了，但不知道在哪 / symptom: something is wrong, but where?
+
+前面的文件教每个工具说什么；这里用它们去“找”：在 jit 的程序里逐段检查（`jax.disable_jit`
+让 Python 的 `if` 和 `print` 看到真实数值），让泄漏的 tracer 在产生它的那次追踪里就报错
+（`jax.checking_leaks`），找到只在反向传播里出现的 NaN（`debug_nans` / `debug_infs`），
+以及在 `cond` / `scan` 里用 `jax.debug.print` 看每一步。
+
+The files before teach what each tool says; here they are used to search: check a jitted
+program stage by stage (`jax.disable_jit` lets Python's `if` and `print` see real values),
+make a leaked tracer fail during the trace that made it (`jax.checking_leaks`), find a NaN
+that appears only in the backward pass (`debug_nans` / `debug_infs`), and watch every step
+inside `cond` / `scan` with `jax.debug.print`.
+"""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+
+def jitted_pipeline(stages):
+    """把 (名字, 函数) 依次串起来并 jit；check(name, x) 在每一段之后被调用（它是静态参数）。
+    Chains the (name, function) stages under jit; check(name, x) is called after each stage
+    (a static argument).
+    """
+
+    @partial(jax.jit, static_argnames="check")
+    def run(x, check=None):
+        for name, stage in stages:
+            x = stage(x)
+            if check is not None:
+                check(name, x)
+        return x
+
+    return run
+
+
+def printed_lines(capsys):
+    """等所有回调执行完，返回捕获到的输出行。/ Waits for the callbacks, returns the lines."""
+    jax.effects_barrier()
+    return capsys.readouterr().out.splitlines()
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def first_bad_stage(program, x):
+    """program 是 jitted_pipeline 的结果。返回第一个输出里有非有限值（NaN / inf）的那一段的
+    名字；全都有限时返回 None。规则：你只拿到 program，不知道它有哪些段。在 jit 里 check 拿到
+    的是 tracer，Python 的 `if` 会报错：在 jax.disable_jit() 里调用 program，check 就拿到真实
+    数组。退出时 jit 要恢复。大约 8 行。
+
+    program is the result of jitted_pipeline. Return the name of the first stage whose output
+    holds a non-finite value (NaN / inf), or None when all are finite. Rules: you get only
+    program, not its stages. Under jit check receives tracers and a Python `if` raises: call
+    program inside jax.disable_jit() and check receives real arrays. jit must be back on
+    afterwards. About 8 lines.
+    """
+    bad = []
+
+    def check(name, y):
+        if not bad and not bool(jnp.all(jnp.isfinite(y))):
+            bad.append(name)
+
+    with jax.disable_jit():
+        program(x, check=check)
+    return bad[0] if bad else None
+
+
+def root_sum(x):
+    """Σ √xᵢ 只对 xᵢ > 0 的元素求和（其余算 0），值和梯度都必须有限，包括 xᵢ = 0 处（那里
+    的梯度取 0）。提示：只在外面套一个 where 不够，因为反向传播两个分支都会算。大约 3 行。
+
+    Σ √xᵢ over the entries with xᵢ > 0 (the others count 0); the value and the gradient must
+    be finite, at xᵢ = 0 too (where the gradient is taken as 0). A single outer where is not
+    enough, because the backward pass goes through both branches. About 3 lines.
+    """
+    positive = x > 0
+    safe = jnp.where(positive, x, 1.0)
+    return jnp.sum(jnp.where(positive, jnp.sqrt(safe), 0.0))
+
+
+def newton_sqrt(a, steps):
+    """用 lax.scan 做 steps 步牛顿迭代求 √a（x ← (x + a/x) / 2，从 x = a 开始），返回最后的 x。
+    每一步在更新之前用 jax.debug.print 打印一行 "step {i}: x = {x}"（i 从 0 开始）。会在 jit
+    里被调用。大约 6 行。
+
+    steps Newton iterations for √a in a lax.scan (x ← (x + a/x) / 2, from x = a); return the
+    last x. At every step, before the update, print one line "step {i}: x = {x}" with
+    jax.debug.print (i counts from 0). It is called under jit. About 6 lines.
+    """
+
+    def step(x, i):
+        jax.debug.print("step {i}: x = {x}", i=i, x=x)
+        return (x + a / x) / 2, None
+
+    x, _ = lax.scan(step, a, jnp.arange(steps))
+    return x
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+STAGES = (
+    ("center", lambda x: x - jnp.mean(x)),
+    ("scale", lambda x: x / jnp.std(x)),
+    ("shift", lambda x: x + 1.5),
+    ("log", jnp.log),
+    ("squash", jnp.tanh),
+)
+
+
+def test_disable_jit_lets_python_look_at_every_stage():
+    """写 first_bad_stage：jit 过的流水线最后只吐出一个 NaN，看不出是哪一段产生的。
+    disable_jit 让同一个程序逐个原语在 Python 里执行，于是可以在每一段之后检查。
+    Write first_bad_stage: the jitted pipeline only hands out a NaN at the end, not where it
+    came from. disable_jit runs the same program primitive by primitive in Python, so every
+    stage can be checked.
+    """
+    program = jitted_pipeline(STAGES)
+    constant = jnp.full(4, 3.0)  # std 0
+    skewed = jnp.array([10.0, 10.0, 10.0, 0.0])  # after scaling, one entry below -1.5
+    fine = jnp.array([1.0, 2.0, 3.0, 4.0])
+    assert not bool(jnp.all(jnp.isfinite(program(constant))))
+    with pytest.raises(jax.errors.TracerBoolConversionError):  # why the tool is needed
+        program(fine, check=lambda name, y: bool(jnp.all(jnp.isfinite(y))) or None)
+
+    assert first_bad_stage(program, constant) == "scale"
+    assert first_bad_stage(program, skewed) == "log"
+    assert first_bad_stage(program, fine) is None
+    reordered = jitted_pipeline(STAGES[::-1])  # any program: squash first, then log
+    assert first_bad_stage(reordered, jnp.array([-1.0, 2.0, 3.0, 4.0])) == "log"
+    assert not jax.config.jax_disable_jit  # jit is back on
+
+
+def test_checking_leaks_reports_the_leak_where_it_happens():
+    """⚠️ 陷阱 / trap：把中间值存到 self 上会漏出一个 tracer，但错误要等到很久以后有人用它时才
+    出现（UnexpectedTracerError），那时已看不出是谁存的。jax.checking_leaks() 让那次追踪一结束
+    就报错，消息里写着 tracer 的类型和“被谁引用”（这里是 Encoder 的一个属性）。
+    ⚠️ trap: storing an intermediate on self leaks a tracer, but the error waits until someone
+    uses it much later (UnexpectedTracerError), when nothing says who stored it.
+    jax.checking_leaks() fails the very trace that leaked, and the message names the tracer's
+    type and what refers to it (here an attribute of the Encoder).
+    """
+
+    class Encoder:
+        def __init__(self, w):
+            self.w = w
+
+        def __call__(self, x):
+            h = jnp.tanh(x @ self.w)
+            self.last_hidden = h  # the leak / 泄漏
+            return jnp.sum(h**2)
+
+    x = jnp.ones((3, 2))
+    encoder = Encoder(jnp.ones((2, 1)))
+    jax.jit(lambda x: encoder(x))(x)  # no error here / 这里不报错
+    with raises_exactly(jax.errors.UnexpectedTracerError):
+        encoder.last_hidden + 1  # ... but much later / 很久以后才报错
+
+    with jax.checking_leaks(), pytest.raises(Exception) as info:
+        jax.jit(lambda x: encoder(x))(x)
+    message = str(info.value)
+    assert message.startswith("Leaked trace")
+    assert ".last_hidden" in message
+    assert "JitTracer(" + "float32[3,1]" + ")" in message
+    assert not jax.config.jax_check_tracer_leaks  # only inside the block / 只在块内
+
+
+def test_a_nan_that_appears_only_in_the_backward_pass():
+    """⚠️ 陷阱 / trap：where(x > 0, √x, 0) 的值处处有限，梯度却在 x = 0 处是 NaN：反向传播对
+    两个分支都求导，√x 在 0 处的导数是 inf，再乘上 where 给未选分支的 0 就是 NaN。debug_nans
+    在反向传播里指出产生 NaN 的原语，debug_infs 指出更早那个产生 inf 的原语。然后写 root_sum。
+    ⚠️ trap: where(x > 0, √x, 0) is finite everywhere, yet its gradient is NaN at x = 0: the
+    backward pass differentiates both branches, √x has an infinite derivative at 0, and the 0
+    that where gives the unselected branch times inf is NaN. debug_nans names the primitive that
+    made the NaN in the backward pass, debug_infs the earlier one that made the inf. Then write
+    root_sum.
+    """
+
+    def naive(x):
+        return jnp.sum(jnp.where(x > 0, jnp.sqrt(x), 0.0))
+
+    x = jnp.array([0.0, 4.0, 1.0])
+    assert np.isfinite(float(naive(x)))
+    assert np.isnan(np.asarray(jax.grad(naive)(x))).tolist() == [True, False, False]
+
+    def blamed(flag):
+        with raises_exactly(FloatingPointError) as info, flag(True):
+            jax.grad(naive)(x)
+        return str(info.value).split()[-1]
+
+    assert blamed(jax.debug_nans) == "mul"
+    assert blamed(jax.debug_infs) == "div"
+
+    np.testing.assert_allclose(root_sum(x), 3.0)
+    np.testing.assert_allclose(jax.grad(root_sum)(x), [0.0, 0.25, 0.5])
+    with jax.debug_nans(True), jax.debug_infs(True):
+        jax.jit(jax.grad(root_sum))(jnp.array([0.0, 0.0, 9.0]))  # no error / 不报错
+
+
+def test_debug_print_in_cond_follows_the_branches_that_run(capsys):
+    """jit 里 cond 只执行选中的分支，所以只有它的 debug.print 会打印；在 vmap 下 cond 变成
+    select，两个分支对每个样本都执行，两边的打印都会出现。调试时打印的行告诉你哪些代码真的跑了。
+    Under jit a cond runs only the selected branch, so only its debug.print prints; under vmap
+    the cond becomes a select, both branches run for every example, and both print. The
+    printed lines tell you which code really ran.
+    """
+
+    def magnitude(x):
+        def positive(x):
+            jax.debug.print("pos {x}", x=x)
+            return x
+
+        def negative(x):
+            jax.debug.print("neg {x}", x=x)
+            return -x
+
+        return lax.cond(x > 0, positive, negative, x)
+
+    jax.jit(magnitude)(jnp.float32(-2.0))
+    assert printed_lines(capsys) == ["neg -2.0"]
+    jax.jit(jax.vmap(magnitude))(jnp.array([1.0, -2.0]))
+    assert sorted(printed_lines(capsys)) == ["neg -2.0", "neg 1.0", "pos -2.0", "pos 1.0"]
+
+
+def test_debug_print_in_scan_reports_every_step(capsys):
+    """写 newton_sqrt：在 jit 里，scan 每执行一步，debug.print 打印一次，数值是那一步真实的 x；
+    普通的 print 只会在追踪时打印一次 tracer。
+    Write newton_sqrt: under jit debug.print prints once per executed scan step, with that step's
+    real x; a plain print would print a tracer once, while tracing.
+    """
+    root = jax.jit(newton_sqrt, static_argnums=1)(jnp.float32(2.0), 5)
+    lines = printed_lines(capsys)
+    np.testing.assert_allclose(root, np.sqrt(2.0), rtol=1e-6)
+
+    expected, x = [], 2.0
+    for i in range(5):
+        expected.append((i, x))
+        x = (x + 2.0 / x) / 2
+    assert [line.split(":")[0] for line in lines] == [f"step {i}" for i, _ in expected]
+    np.testing.assert_allclose(
+        [float(line.split("= ")[1]) for line in lines], [v for _, v in expected], rtol=1e-6
+    )
+    jaxpr = str(jax.make_jaxpr(newton_sqrt, static_argnums=1)(jnp.float32(2.0), 5))
+    assert "scan" in jaxpr and "debug_print" in jaxpr

@@ -1,0 +1,214 @@
+"""03 · 把数据放上设备 / placing data on the devices.
+
+分片之前先得把数据放上去，这里有几件实际工作里天天遇到的事：长度除不尽网格的批次（JAX 直接
+拒绝，只能补齐再遮掉）；`jax.make_array_from_callback` 让每个设备只读自己那一块（读大文件或
+多主机加载时不必先在一处拼出整个数组）；内存种类（memory kind）`pinned_host` 把数组放在主机
+内存里（卸载优化器状态或激活值）；`jax.debug.visualize_array_sharding` 画出哪个设备拿着哪一块。
+
+Before anything is sharded, the data must get onto the devices, and a few things come up
+every day: a batch whose length the mesh does not divide (JAX refuses it; pad it and mask the
+padding); `jax.make_array_from_callback`, which lets each device read only its own piece (no
+need to assemble the whole array in one place when reading a large file or loading on many
+hosts); the memory kind `pinned_host`, which keeps an array in host memory (offloading
+optimizer state or activations); and `jax.debug.visualize_array_sharding`, which draws which
+device holds which piece.
+"""
+
+import contextlib
+import io
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
+
+
+def put(x, mesh, spec):
+    """把 x 按 spec 放到 mesh 上。/ Place x on mesh as spec says."""
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def blocks(array):
+    """每个设备上的那一块，按网格里设备的顺序。/ Each device's block, in the mesh's device order."""
+    by_device = {s.device: np.asarray(s.data) for s in array.addressable_shards}
+    return [by_device[d] for d in array.sharding.mesh.devices.flat]
+
+
+def pad_rows(a, multiple):
+    """沿第 0 轴补零，使长度成为 multiple 的倍数。/ Zero-pad axis 0 to a multiple of `multiple`."""
+    missing = -len(a) % multiple
+    return np.pad(a, [(0, missing)] + [(0, 0)] * (a.ndim - 1))
+
+
+def drawn(array):
+    """visualize_array_sharding 画出的图（不带颜色），作为字符串。/ The picture, as a string."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        jax.debug.visualize_array_sharding(array, use_color=False)
+    return out.getvalue()
+
+
+# 4×2 网格上一个 (8, 4) 数组的两种切法画出来的样子 / two layouts of an (8, 4) array on the 4×2 mesh
+COLUMNS_PICTURE = """\
+┌───────────┬───────────┐
+│           │           │
+│           │           │
+│           │           │
+│           │           │
+│CPU 0,2,4,6│CPU 1,3,5,7│
+│           │           │
+│           │           │
+│           │           │
+│           │           │
+└───────────┴───────────┘
+"""
+STRIPES_PICTURE = """\
+┌──────────┐
+│  CPU 0   │
+├──────────┤
+│  CPU 1   │
+├──────────┤
+│  CPU 2   │
+├──────────┤
+│  CPU 3   │
+├──────────┤
+│  CPU 4   │
+├──────────┤
+│  CPU 5   │
+├──────────┤
+│  CPU 6   │
+├──────────┤
+│  CPU 7   │
+└──────────┘
+"""
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def padded_mse(w, x, y, valid):
+    """补齐后的批次上的均方误差：x (B, 3) 与 y (B,) 的末尾几行是补的零，valid (B,) 标出真实的行。
+    补的行不能算进去：结果必须等于只用真实样本算的 mean((x @ w - y) ** 2)。jit 之下 valid 是
+    追踪值，不能用它做布尔下标（形状会依赖数值）。大约 3 行。
+
+    The mean squared error on a padded batch: the last rows of x (B, 3) and y (B,) are zero
+    padding, and valid (B,) marks the real rows. The padding must not count: the result must
+    equal mean((x @ w - y) ** 2) over the real samples only. Under jit valid is a tracer, so it
+    cannot serve as a boolean index (the shape would depend on the values). About 3 lines.
+    """
+    squared = (x @ w - y) ** 2
+    return jnp.sum(jnp.where(valid, squared, 0.0)) / jnp.sum(valid)
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_a_batch_the_mesh_does_not_divide_is_padded_and_masked():
+    """10 个样本放不进按 P("i") 切的 8 个设备：JAX 不做不均匀的切分，device_put 直接报错（哪个
+    异常类？）。办法是补到 8 的倍数，再在损失里遮掉补的行：写好 padded_mse。补齐后每个设备 2 行，
+    各个设备上真实的行各有几行？
+    10 samples do not fit 8 devices split by P("i"): JAX does no uneven split and device_put
+    fails (which exception class?). The remedy is to pad to a multiple of 8 and mask the padded
+    rows in the loss: write padded_mse. Once padded each device holds 2 rows: how many of them
+    are real, device by device?
+    """
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(3, dtype=np.float32)
+    x = rng.standard_normal((10, 3), dtype=np.float32)
+    y = rng.standard_normal(10, dtype=np.float32)
+    mesh = jax.make_mesh((N,), ("i",))
+    with raises_exactly(ValueError):
+        put(x, mesh, P("i"))
+
+    valid = pad_rows(np.ones(10, bool), N)
+    args = (put(w, mesh, P()), *(put(pad_rows(a, N), mesh, P("i")) for a in (x, y, valid)))
+    assert [int(b.sum()) for b in blocks(args[3])] == [2, 2, 2, 2, 2, 0, 0, 0]
+
+    def reference(w):
+        return jnp.mean((x @ w - y) ** 2)
+
+    loss, grad = jax.jit(jax.value_and_grad(padded_mse))(*args)
+    np.testing.assert_allclose(loss, reference(w), rtol=1e-5)
+    np.testing.assert_allclose(grad, jax.grad(reference)(w), rtol=1e-5, atol=1e-6)
+
+
+def test_make_array_from_callback_asks_each_device_for_its_piece():
+    """jax.make_array_from_callback(shape, sharding, load) 为每个设备调用一次 load(index)：index 是
+    一组 slice，说这个设备那一块在全局数组里的位置；load 返回那一块。这样谁也不用先拿着整个数组
+    （source 在这里代表磁盘上的文件）。4×2 网格上按 P("X") 切：load 被调用几次？其中有几种不同的
+    index（沿 Y 的设备要同一块）？
+    jax.make_array_from_callback(shape, sharding, load) calls load(index) once per device:
+    index is a tuple of slices saying where that device's block sits in the global array, and
+    load returns that block. Nobody has to hold the whole array first (source stands for a file
+    on disk). Split by P("X") on the 4×2 mesh: how many times is load called? How many
+    different indices are there (the devices along Y want the same block)?
+    """
+    source = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    asked = []
+
+    def load(index):
+        asked.append(index)
+        return source[index]
+
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    x = jax.make_array_from_callback(source.shape, NamedSharding(mesh, P("X")), load)
+    np.testing.assert_array_equal(x, source)
+    assert len(asked) == 8
+    assert len(set(map(str, asked))) == 4
+    assert asked[0] == (slice(0, 2), slice(None))
+
+
+def test_pinned_host_memory_keeps_an_array_off_the_device():
+    """每个设备有几种内存（memory kind）；pinned_host 是卸载（offload）用的主机内存。内存种类是类型
+    的一部分（jax.typeof 里写成 <host>），jit 的结果默认留在输入所在的内存里；在 jit 里用
+    jax.device_put(…, jax.memory.Space.Host) 把一个值送到主机内存。编译后的程序在入口布局里给
+    主机内存里的缓冲区标上内存空间 S(5)。在 CPU 上两种内存都是同一块主机 RAM：这里检查的是放在
+    哪里、怎么编译，量不出节省。
+    Each device offers several memories (memory kinds); pinned_host is the host memory that
+    offloading uses. The memory kind is part of the type (jax.typeof writes <host>), a jit
+    result stays by default in the memory its input lives in, and inside jit
+    jax.device_put(…, jax.memory.Space.Host) sends a value to host memory. The compiled
+    program's entry layout marks buffers in host memory with memory space S(5). On a CPU both
+    memories are the same host RAM: this koan checks where arrays are placed and how they are
+    compiled, not a saving.
+    """
+    mesh = jax.make_mesh((N,), ("i",))
+    x = put(np.arange(16.0, dtype=np.float32), mesh, P("i"))
+    kinds = sorted(m.kind for m in jax.devices()[0].addressable_memories())
+    assert kinds == ["device", "pinned_host", "unpinned_host"]
+
+    on_host = jax.device_put(x, NamedSharding(mesh, P("i"), memory_kind="pinned_host"))
+    assert str(jax.typeof(on_host)) == "float32<host>[16@i]"
+    assert jax.jit(lambda v: v * 2)(on_host).sharding.memory_kind == "pinned_host"
+
+    with jax.set_mesh(mesh):
+        offload = jax.jit(lambda v: jax.device_put(v * 2, jax.memory.Space.Host))
+        out = offload(x)
+        hlo = offload.lower(x).compile().as_text()
+    np.testing.assert_array_equal(out, np.arange(16.0) * 2)
+    assert out.sharding.memory_kind == "pinned_host"
+    layout = re.search(r"entry_computation_layout=\{(.*?)\}, ", hlo).group(1)
+    assert layout == "(f32[2]{0})->f32[2]{0:S(5)}"
+
+
+def test_visualize_array_sharding_draws_who_holds_what():
+    """jax.debug.visualize_array_sharding 把一个一维或二维数组的分片画成表格：每格是一块，格里写
+    持有它的设备。（它用 rich 画图，rich 随 flax 一起装好了。）4×2 网格上，哪两种 PartitionSpec
+    画出下面两张图？
+    jax.debug.visualize_array_sharding draws the sharding of a 1-D or 2-D array as a table:
+    each cell is a block, labelled with the devices that hold it. (It draws with rich, which
+    comes installed with flax.) On the 4×2 mesh, which two PartitionSpecs draw the two pictures
+    below?
+    """
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    a = np.zeros((8, 4), np.float32)
+    assert drawn(put(a, mesh, P(None, "Y"))) == COLUMNS_PICTURE
+    assert drawn(put(a, mesh, P(("X", "Y")))) == STRIPES_PICTURE

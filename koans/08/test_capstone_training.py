@@ -133,6 +133,6 @@ def test_training_matches_the_numpy_reference():
     params, losses = train(jnp.asarray(x), jnp.asarray(y), steps=30, lr=0.5)
     w, b, ref_losses = numpy_reference(x, y, steps=30, lr=0.5)
     print(f"JAX w {np.asarray(params['w'])}, b {float(params['b'])}; NumPy w {w}, b {b}")
-    np.assert_allclose(losses, ref_losses, rtol=1e-4)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
     np.testing.assert_allclose(params["w"], w, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(params["b"], b, rtol=1e-3, atol=1e-4)

@@ -10,7 +10,11 @@ of the koan's own file that still contains `__`, or when the koan's file has a f
 from __future__ import annotations
 
 import enum
+import functools
 import io
+import os
+import subprocess
+import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,3 +155,76 @@ def _todo_site(excinfo, koan_file, fallback):
         if "todo(" in described[2]:
             return described
     return fallback
+
+
+# ---- The learner's fills: which lines of a koan file held `__` as shipped -------------------
+
+PRISTINE_ENV = "JAXKOANS_PRISTINE"  # a pristine course's root (grading); else git
+SHIPPED_REFS = ("origin/HEAD", "origin/main", "HEAD")  # as jaxkoans.pristine finds the course
+
+
+def pristine_text(koan_file: Path) -> str | None:
+    """The koan file as shipped: from $JAXKOANS_PRISTINE, else the course's git refs; for an
+    answer file, its koan twin. None when neither can be read (then nothing counts as a fill)."""
+    from jaxkoans import course
+
+    koan_file = Path(koan_file).resolve()
+    for tree in (course.KOANS, course.ANSWERS):
+        if koan_file.is_relative_to(tree):
+            relative = Path("koans") / koan_file.relative_to(tree)
+            break
+    else:
+        return None
+    return _shipped(str(relative), str(course.REPO), os.environ.get(PRISTINE_ENV, ""))
+
+
+@functools.cache
+def _shipped(relative: str, repo: str, pristine_root: str) -> str | None:
+    if pristine_root:
+        try:
+            return (Path(pristine_root) / relative).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    for ref in SHIPPED_REFS:  # a learner who commits their work still has the course's refs
+        try:
+            shown = subprocess.run(
+                ["git", "-C", repo, "show", f"{ref}:{relative}"],
+                capture_output=True, timeout=20, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if shown.returncode == 0:
+            return shown.stdout.decode("utf-8", "replace")
+    return None
+
+
+def fills(koan_file: Path) -> dict[int, tuple[str, ...]]:
+    """Learner's line (1-based) -> the source text of each fill, for each line that held `__`
+    as shipped and is now filled in. Empty when the shipped file is unknown."""
+    koan_file = Path(koan_file)
+    shipped = pristine_text(koan_file)
+    try:
+        current = koan_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if shipped is None or shipped == current:
+        return {}
+    return _fills(shipped, current)
+
+
+@functools.cache
+def _fills(shipped: str, current: str) -> dict[int, tuple[str, ...]]:
+    from jaxkoans import twins
+
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-fills-") as scratch:
+        before, after = Path(scratch) / "shipped.py", Path(scratch) / "current.py"
+        before.write_text(shipped, encoding="utf-8")
+        after.write_text(current, encoding="utf-8")
+        report = twins.compare(before, after)
+    by_shipped_line: dict[int, list[str]] = {}
+    for line, text in report.blanks:
+        by_shipped_line.setdefault(line, []).append(text)
+    return {
+        current_line: tuple(by_shipped_line[shipped_line])
+        for shipped_line, current_line in report.blank_lines
+    }

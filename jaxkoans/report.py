@@ -1,4 +1,10 @@
-"""How a koan's failure reads: short for a blank or TODO, the assertion and lesson otherwise."""
+"""How a koan's failure reads: short for a blank or TODO, the assertion and lesson otherwise.
+
+Predict, then see: when a koan fails on an assertion about the learner's fill of a blank, the
+report shows their answer, the lesson and where to look, but not what JAX computed (pytest's
+`assert 10 == 5`, np.testing's ACTUAL/DESIRED, the exception raised) and no captured output.
+The learner can ask to see it (`progress.py reveal`, `pytest --koans-reveal`). A TODO or a fix
+region, where the learner writes code, keeps actual against expected: that is debugging."""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import inspect
 import os
 from pathlib import Path
 
-from jaxkoans.classify import Attribution, Cause, has_blank
+from jaxkoans.classify import Attribution, Cause, fills, has_blank
 from jaxkoans.course import Chapter
 
 HEADLINES = {
@@ -31,6 +37,13 @@ REGION_ADVICE = (
 )
 
 
+HIDDEN_ADVICE = (
+    "🙈 JAX 算出的值先不显示：先预测，再验证。想看就运行下面一行（通过后记为“揭晓后通过”）。\n"
+    "   What JAX computed stays hidden: predict, then check. To see it, run the line below\n"
+    "   (the koan then counts as passed (revealed))."
+)
+
+
 def docstring(item) -> str:
     return (
         inspect.cleandoc(getattr(item, "obj", None).__doc__ or "") if hasattr(item, "obj") else ""
@@ -50,6 +63,56 @@ def _where(found: Attribution, item, start: Path) -> str:
     path = found.path or Path(item.path)
     lineno = found.lineno or (item.reportinfo()[1] or 0) + 1
     return f"{os.path.relpath(path, start)}:{lineno}"
+
+
+def _koan_lines(item, excinfo) -> set[int]:
+    """The koan function's lines and every line of its file the traceback went through."""
+    own: set[int] = set()
+    try:
+        lines, first = inspect.getsourcelines(item.obj)
+        own.update(range(first, first + len(lines)))
+    except (OSError, TypeError, AttributeError):
+        pass
+    for entry in excinfo.traceback:
+        try:
+            if os.path.samefile(entry.path, item.path):
+                own.add(entry.lineno + 1)
+        except (OSError, TypeError):
+            continue
+    return own
+
+
+def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
+    """The learner's fills a wrong answer is about, when its failure must not show the value:
+    the koan failed on an assertion (or exception blank) and holds filled blanks. None: show
+    everything (a TODO or fix-region koan, any other error, the shipped file unknown)."""
+    if found.cause is not Cause.WRONG or not isinstance(excinfo.value, AssertionError):
+        return None
+    filled = fills(Path(item.path))
+    own = _koan_lines(item, excinfo)
+    ordered = sorted(filled, key=lambda line: (line != found.lineno, line))
+    answers = [text for line in ordered if line in own for text in filled[line]]
+    return answers or None
+
+
+def render_hidden(chapter: Chapter, item, found: Attribution, answers, message: str, start):
+    """A wrong prediction: the learner's answer, the lesson, where to look — not the value."""
+    lines = [
+        f"{HEADLINES[Cause.WRONG]}  ·  {chapter.title}",
+        f"   koan: {item.name}",
+        f"   {_where(found, item, start)}",
+        *("   > " + line for line in found.source.splitlines()),
+        "   你的答案 / your answer:  " + "  ·  ".join(f"`{text}`" for text in answers),
+    ]
+    if message:  # raises_exactly's own words: they never name what was raised
+        lines += ["", *("   " + line for line in message.splitlines())]
+    lesson = docstring(item)
+    if lesson:
+        lines += ["", *("   │ " + line for line in lesson.splitlines())]
+    koan = getattr(item, "originalname", item.name)
+    lines += ["", "   " + HIDDEN_ADVICE, f"   👁 python progress.py reveal {koan}"]
+    lines += [f"   💡 python progress.py hint {koan}"]
+    return "\n".join(lines)
 
 
 def render_failure(chapter: Chapter, item, found: Attribution, details: str, start: Path) -> str:
@@ -76,3 +139,25 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         lines += ["", details]
     lines += [f"   💡 python progress.py hint {item.name}"]
     return "\n".join(lines)
+
+
+def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report, start) -> bool:
+    """Apply "predict, then see" to a failed koan's `report`: no captured output for an open
+    blank or a hidden value; the hidden report for a wrong prediction (True: longrepr is set).
+    Under --koans-reveal nothing is hidden, and the reveal is remembered."""
+    from jaxkoans.commands import reveal
+    from jaxkoans.expect import WrongException, revealing
+
+    answers = predicted_fills(item, found, excinfo)
+    if answers is not None and revealing():
+        reveal.record(reveal.koan_nodeid(Path(item.path), item.name))
+        return False
+    if answers is None and found.cause is not Cause.BLANK:
+        return False
+    # pytest's "Captured stdout/stderr/log" sections may print the answer (a compile log).
+    report.sections = [(title, text) for title, text in report.sections if "Captured" not in title]
+    if answers is None:
+        return False
+    message = str(excinfo.value) if isinstance(excinfo.value, WrongException) else ""
+    report.longrepr = render_hidden(chapter, item, found, answers, message, start)
+    return True

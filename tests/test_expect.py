@@ -1,10 +1,23 @@
-"""raises_exactly: the koans' `pytest.raises` that names one class, not a family."""
+"""raises_exactly: the koans' `pytest.raises` that names one class, not a family, and never
+names the class that was raised unless the learner asked to see it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from jaxkoans import raises_exactly
+from jaxkoans import BlankError, TodoError, __, raises_exactly, todo
+from jaxkoans.expect import REVEAL_ENV, WrongException
+
+from .fakecourse import make_course, write
+
+
+@pytest.fixture(autouse=True)
+def hidden(monkeypatch):
+    monkeypatch.delenv(REVEAL_ENV, raising=False)
 
 
 def test_the_exact_class_passes_and_gives_the_exception_info():
@@ -13,12 +26,110 @@ def test_the_exact_class_passes_and_gives_the_exception_info():
     assert info.type is ModuleNotFoundError
 
 
-def test_a_base_class_is_not_enough():
-    base_class_given = pytest.raises(AssertionError, match="ModuleNotFoundError was raised")
-    with base_class_given, raises_exactly(ImportError):
+def test_a_base_class_is_refused_without_naming_the_exact_one():
+    with pytest.raises(WrongException) as refused, raises_exactly(ImportError):
         import jaxkoans_no_such_module  # noqa: F401
+    assert "base class" in str(refused.value)
+    assert "ModuleNotFound" not in str(refused.value)
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
 
 
-def test_an_unrelated_exception_is_not_swallowed():
-    with pytest.raises(KeyError), raises_exactly(ValueError):
+@pytest.mark.parametrize("too_broad", [Exception, BaseException, (KeyError, ValueError), 3])
+def test_exception_and_base_exception_are_refused_before_the_code_runs(too_broad):
+    ran = []
+    with pytest.raises(WrongException, match="too broad") as refused, raises_exactly(too_broad):
+        ran.append(True)
+    assert not ran
+    assert "太宽" in str(refused.value)  # bilingual
+
+
+def test_another_class_is_not_named_while_hidden():
+    with pytest.raises(WrongException) as refused, raises_exactly(ValueError):
         raise KeyError("k")
+    assert "KeyError" not in str(refused.value) and "ValueError" in str(refused.value)
+
+
+def test_revealed_the_class_raised_is_named_and_chained(monkeypatch):
+    monkeypatch.setenv(REVEAL_ENV, "1")
+    revealed = pytest.raises(WrongException, match="KeyError was raised")
+    with revealed as refused, raises_exactly(ValueError):
+        raise KeyError("k")
+    assert isinstance(refused.value.__cause__, KeyError)
+
+
+def test_no_exception_at_all_fails():
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"), raises_exactly(KeyError):
+        pass
+
+
+def test_an_open_blank_stays_a_blank():
+    with pytest.raises(BlankError), raises_exactly(__):
+        raise KeyError("k")
+    with pytest.raises(BlankError), raises_exactly(KeyError):
+        __ + 1
+    with pytest.raises(TodoError), raises_exactly(KeyError):
+        todo("later")
+
+
+def test_match_checks_the_message_of_the_exact_class():
+    with raises_exactly(KeyError, match="needle"):
+        raise KeyError("a needle here")
+    with pytest.raises(WrongException, match="does not match"), raises_exactly(KeyError, match="x"):
+        raise KeyError("other")
+
+
+PRISTINE_RAISES = '''
+import pytest
+
+from jaxkoans import __
+
+
+def test_which_error():
+    """哪个错误。Which error does a missing key raise?"""
+    with pytest.raises(__):
+        {}["missing"]
+
+
+def test_the_authors_own_raises():
+    """作者的 raises。A pytest.raises the koan wrote itself is left alone."""
+    with pytest.raises(Exception):
+        {}["missing"]
+'''
+
+
+def run_koans(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "koans/01/test_raises.py", "-p", "jaxkoans.plugin",
+         "-p", "no:cacheprovider", "-q", "--no-header"],
+        cwd=root, env={"JAXKOANS_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fill", "passes", "says"),
+    [
+        ("KeyError", True, ""),
+        ("LookupError", False, "base class"),
+        ("Exception", False, "too broad"),
+        ("BaseException", False, "too broad"),
+        ("ValueError", False, "is not a ValueError"),
+    ],
+)
+def test_a_pytest_raises_blank_asks_for_the_exact_class(tmp_path, fill, passes, says):
+    root = make_course(tmp_path / "course")
+    write(root / "koans" / "01" / "test_raises.py", PRISTINE_RAISES)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "raises koan"], check=True, timeout=60)
+    write(
+        root / "koans" / "01" / "test_raises.py",
+        PRISTINE_RAISES.replace("pytest.raises(__)", f"pytest.raises({fill})"),
+    )
+    ran = run_koans(root)
+    assert ("1 failed" not in ran.stdout) is passes, ran.stdout
+    assert "2 passed" in ran.stdout if passes else "1 passed" in ran.stdout
+    assert says in ran.stdout
+    if not passes:
+        assert "KeyError" not in ran.stdout.replace(f"pytest.raises({fill})", "")
+        assert f"`{fill}`" in ran.stdout  # the learner's answer is shown

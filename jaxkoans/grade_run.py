@@ -18,12 +18,18 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans import grade_guard, results
+from jaxkoans import grade_guard, results, sandbox
 from jaxkoans.grade_course import CouldNotGrade
 
+POLL_S = 0.5
+DEFAULT_KOAN_TIMEOUT_S = 60.0
+STARTUP_ALLOWANCE_S = 120.0  # JAX's import and the first compilations
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 RUN_TIMEOUT_S = 1800  # the whole pytest run of one copy; each koan has pytest-timeout's
 GUARD_MODULE = "_jaxkoans_grade_guard"
 DROPPED_ENV = (
@@ -49,6 +55,8 @@ class Options:
     koan_timeout: float | None = None  # pytest-timeout's limit per koan (None: the course's)
     run_timeout: float = RUN_TIMEOUT_S
     workers: int = 2
+    sandbox: bool = True  # False: run without bubblewrap (--no-sandbox)
+    stall_timeout: float | None = None  # no event for this long stops the run (None: derived)
 
 
 _RUNNING: set[subprocess.Popen] = set()
@@ -83,16 +91,24 @@ class Outcome:
     exit_code: int | None = None
     timed_out: bool = False
     harness: str = ""  # where the run's jaxkoans came from, relative to the workdir
+    stopped: str = ""  # why the run ended before reporting its end ("" when it did)
+    sandbox: dict = field(default_factory=dict)  # {"used", "bwrap", "reason"}
 
 
 def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Options) -> Outcome:
-    """Run the koan files `targets` (holding `koans` koans) of the workdir `work`; `scratch`
-    takes the record, the guard and the child's temporary files."""
+    """Run the koan files `targets` (holding `koans` koans) of the workdir `work`, in the
+    sandbox where there is one; `scratch` takes what the grader keeps of the run."""
     guard_dir, guard_out, tmp = scratch / "guard", scratch / "guard-out", scratch / "tmp"
     for directory in (guard_dir, guard_out, tmp):
         directory.mkdir()
     shutil.copyfile(grade_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
-    record = scratch / "record.jsonl"
+    availability = (
+        sandbox.probe() if options.sandbox else sandbox.Availability(None, reason="--no-sandbox")
+    )
+    outcome = Outcome(sandbox=_sandbox_summary(availability))
+    record_read, record_write = os.pipe()
+    guard_read, guard_write = os.pipe()
+    inside_tmp = Path("/tmp") if availability.ok else tmp
     command = [
         sys.executable,
         "-m",
@@ -112,21 +128,43 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
         "-n",
         str(max(1, options.workers)),
         f"--max-worker-restart={koans + 1}",  # every koan may crash its worker
-        f"--koans-record={record}",
-        f"--basetemp={scratch / 'basetemp'}",
+        f"--koans-record=/dev/fd/{record_write}",  # a pipe: no file of the run holds the record
+        f"--basetemp={inside_tmp / 'basetemp'}",
     ]
     if options.koan_timeout is not None:
         command.append(f"--timeout={options.koan_timeout:g}")
-    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
-    env.update(
-        JAXKOANS_ROOT=str(work),
-        PYTHONPATH=os.pathsep.join([str(work), str(guard_dir)]),
-        JAXKOANS_GRADE_GUARD=str(guard_out),
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONNOUSERSITE="1",
-        TMPDIR=str(tmp),
-    )
-    outcome = Outcome()
+    env = {
+        "JAXKOANS_ROOT": str(work),
+        "PYTHONPATH": os.pathsep.join([str(work), str(guard_dir)]),
+        "JAXKOANS_GRADE_GUARD": str(guard_out),
+        "JAXKOANS_GRADE_GUARD_FD": str(guard_write),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "TMPDIR": str(inside_tmp),
+    }
+    if availability.ok:
+        env |= {"HOME": str(inside_tmp), "LANG": "C.UTF-8", "PATH": SANDBOX_PATH}
+        command = sandbox.wrap(
+            availability,
+            command,
+            read_only=[work, guard_dir],
+            writable=[guard_out],
+            chdir=work,
+            env=env,
+        )
+        env = {"PATH": os.environ.get("PATH", SANDBOX_PATH)}  # bwrap's own
+    else:
+        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV} | env
+    stall = options.stall_timeout or _stall_limit(work, options)
+    progress = _Progress()
+    readers = [
+        threading.Thread(
+            target=_drain, args=(record_read, scratch / "record.jsonl", progress), daemon=True
+        ),
+        threading.Thread(
+            target=_drain, args=(guard_read, scratch / "guard.jsonl", progress), daemon=True
+        ),
+    ]
     process = None
     with open(scratch / "stdout", "wb") as stdout, open(scratch / "stderr", "wb") as stderr:
         try:
@@ -140,34 +178,121 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
                     stdin=subprocess.DEVNULL,
                     stdout=stdout,
                     stderr=stderr,
+                    pass_fds=(record_write, guard_write),
                     start_new_session=True,  # its own process group, out of the terminal's reach
                 )
                 _RUNNING.add(process)
-            outcome.exit_code = process.wait(timeout=options.run_timeout)
-        except subprocess.TimeoutExpired:
-            outcome.timed_out = True
+            os.close(record_write)
+            os.close(guard_write)
+            record_write = guard_write = -1
+            for reader in readers:
+                reader.start()
+            outcome.exit_code, outcome.stopped = _wait(
+                process, options.run_timeout, stall, progress
+            )
+            outcome.timed_out = outcome.stopped.startswith("time limit")
         finally:  # also on Ctrl-C: nothing of the run may outlive it
+            for fd in (record_write, guard_write):
+                if fd >= 0:
+                    os.close(fd)
             if process is not None:
                 _kill_group(process)
                 process.wait()
                 with _LOCK:
                     _RUNNING.discard(process)
+            for reader in readers:
+                if reader.is_alive():
+                    reader.join(timeout=10)
     if _CANCELLED.is_set():
         raise Cancelled()
     outcome.stderr = (scratch / "stderr").read_text(encoding="utf-8", errors="replace")
+    record = scratch / "record.jsonl"
     outcome.events = results.read(record) if record.exists() else []
-    outcome.guard = _guard_events(guard_out)
+    outcome.guard = _guard_events(scratch / "guard.jsonl", guard_out)
     _require_pristine_harness(outcome, scratch, work)
+    if not outcome.stopped and not any(e.get("event") == "finish" for e in outcome.events):
+        outcome.stopped = _ended_how(outcome.exit_code)
     return outcome
 
 
-def _guard_events(directory: Path) -> list[dict]:
+class _Progress:
+    """When the run last said something (a koan started or ended)."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+
+def _drain(fd: int, target: Path, progress: _Progress) -> None:
+    """Copy a pipe of the run to a file outside its reach, noting each arrival."""
+    with os.fdopen(fd, "rb", buffering=0) as source, open(target, "wb") as out:
+        while chunk := source.read(1 << 16):
+            out.write(chunk)
+            out.flush()
+            progress.touch()
+
+
+def _wait(
+    process: subprocess.Popen, limit: float, stall: float, progress: _Progress
+) -> tuple[int | None, str]:
+    """(exit code, why the run was stopped: "" when it ended by itself)."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            return process.wait(timeout=POLL_S), ""
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now >= deadline:
+            return None, f"time limit: the run was stopped after {limit:g} s"
+        if now - progress.last >= stall:
+            return None, (
+                f"no progress: nothing was reported for {stall:g} s (a stopped or hung "
+                "process?); the run was stopped"
+            )
+
+
+def _ended_how(exit_code: int | None) -> str:
+    if exit_code is not None and exit_code < 0:
+        return f"killed: pytest ended by signal {signal.Signals(-exit_code).name}"
+    if exit_code is not None and exit_code > 128:  # bwrap passes a signalled child on as 128+n
+        with contextlib.suppress(ValueError):
+            return f"killed: pytest ended by signal {signal.Signals(exit_code - 128).name}"
+    return f"stopped early: pytest ended (exit code {exit_code}) before reporting its end"
+
+
+def _stall_limit(work: Path, options: Options) -> float:
+    """Longer than any koan may take: twice its time limit, and a start-up allowance."""
+    limit = options.koan_timeout
+    if limit is None:
+        try:
+            with open(work / "pyproject.toml", "rb") as file:
+                ini = tomllib.load(file).get("tool", {}).get("pytest", {}).get("ini_options", {})
+            limit = float(ini.get("timeout", DEFAULT_KOAN_TIMEOUT_S))
+        except (OSError, ValueError, tomllib.TOMLDecodeError):
+            limit = DEFAULT_KOAN_TIMEOUT_S
+    return 2 * limit + STARTUP_ALLOWANCE_S
+
+
+def _sandbox_summary(availability: sandbox.Availability) -> dict:
+    return {
+        "used": availability.ok,
+        "bwrap": availability.version,
+        "reason": availability.reason,
+    }
+
+
+def _guard_events(stream: Path, directory: Path) -> list[dict]:
+    """The controller's events (the pipe), then the workers' diagnostics (files)."""
+    sources = [(stream, "controller")] if stream.exists() else []
+    sources += [(p, p.stem.removeprefix("guard-")) for p in sorted(directory.glob("guard-*.jsonl"))]
     events = []
-    for path in sorted(directory.glob("guard-*.jsonl")):
-        pid = path.stem.removeprefix("guard-")
+    for path, pid in sources:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                events.append({**json.loads(line), "pid": pid})
+                events.append({"pid": pid, **json.loads(line)})
             except (json.JSONDecodeError, TypeError):
                 continue
     return events

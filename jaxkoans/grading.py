@@ -86,7 +86,7 @@ class Grade:
     graded_at: str
     duration_s: float
     versions: dict[str, str]
-    run: dict  # {"exit_code": int | None, "timed_out": bool, "ran": bool, "harness": str}
+    run: dict  # {"exit_code", "timed_out", "ran", "harness", "stopped", "sandbox"}
 
 
 def versions() -> dict[str, str]:
@@ -142,6 +142,8 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             "timed_out": outcome.timed_out,
             "ran": bool(targets),
             "harness": outcome.harness,
+            "stopped": outcome.stopped,
+            "sandbox": outcome.sandbox,
         },
     )
 
@@ -185,12 +187,16 @@ def _merge(
     messages = _messages(outcome.guard, work)
     timed_out = {results.koan_id(n) for n in WATCHDOG_LINE.findall(outcome.stderr)}
     patched = _patched(outcome.guard, pristine, findings)
+    patched |= _violations(outcome.guard, pristine, findings, patched)
     for path, message in collect_errors.items():
         last = message.strip().splitlines()[-1:] or [""]
         problems.append({"file": path, "message": f"无法导入 / cannot be imported: {last[0]}"})
-    if outcome.timed_out:
+    if outcome.stopped:
         problems.append(
-            {"file": None, "message": "评分运行超时 / the grading run hit its time limit"}
+            {
+                "file": None,
+                "message": f"评分运行提前结束 / the grading run ended early: {outcome.stopped}",
+            }
         )
     elif outcome.exit_code not in (None, 0, 1) or (outcome.events and not finished):
         problems.append(
@@ -241,10 +247,10 @@ def _merge(
             elif koan.nodeid in running:
                 koan.message = messages.get(koan.nodeid) or "💥 the interpreter crashed"
                 koan.message = "💥 解释器崩溃 / the interpreter crashed: " + koan.message
-            else:
-                koan.message = "没有运行 / did not run" + (
-                    " (the grading run hit its time limit)"
-                    if outcome.timed_out
+            else:  # never reported: never a pass
+                koan.message = "没有结果 / no result" + (
+                    f" ({outcome.stopped})"
+                    if outcome.stopped
                     else " (the interpreter crashed while importing the file)"
                     if rel in crashed_files
                     else " (the grading run stopped early)"
@@ -286,7 +292,7 @@ def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> di
             continue
         names = ", ".join(event.get("names", [])[:5])
         message = f"运行时替换了 / replaced at run time: {names}"
-        where = event.get("nodeid") or event.get("file") or ""
+        where = results.koan_id(event.get("nodeid") or event.get("file") or "")
         if where in caught:
             continue
         caught[where] = message
@@ -294,6 +300,48 @@ def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> di
         koans = (name,) if name else tuple(pristine.koans.get(rel, ()))
         findings.append(Finding("runtime_patch", rel, None, koans, message))
     return caught
+
+
+def _violations(
+    guard: list[dict], pristine: Course, findings: list[Finding], caught: dict[str, str]
+) -> dict[str, str]:
+    """What the run's processes did against the run itself: evidence, so the koans score zero.
+    A koan that tried (audit hook) is tampered; a worker that sent reports for koans it was not
+    given voids every koan it reported."""
+    found: dict[str, str] = {}
+    for event in guard:
+        if event.get("event") != "violation":
+            continue
+        nodeid = results.koan_id(event.get("nodeid", ""))
+        message = "运行时越界 / tried at run time: " + "; ".join(event.get("what", [])[:3])
+        if nodeid in caught or nodeid in found:
+            continue
+        found[nodeid] = message
+        rel, _, name = nodeid.partition("::")
+        findings.append(Finding("run_violation", rel, None, (name,), message))
+    forgers = {e.get("worker") for e in guard if e.get("event") == "forged"}
+    for worker in sorted(w for w in forgers if w):
+        forged = sorted(
+            {e["nodeid"] for e in guard if e.get("event") == "forged" and e.get("worker") == worker}
+        )
+        message = (
+            f"伪造的报告 / forged reports: worker {worker} reported koans it was not given "
+            f"({', '.join(forged[:3])}); every koan it reported scores zero"
+        )
+        voided = {
+            results.koan_id(e["nodeid"])
+            for e in guard
+            if e.get("event") in ("reported", "forged") and e.get("worker") == worker
+        }
+        by_file: dict[str, list[str]] = {}
+        for nodeid in sorted(voided):
+            rel, _, name = nodeid.partition("::")
+            if rel in pristine.koans and name in pristine.koans[rel]:
+                by_file.setdefault(rel, []).append(name)
+                found.setdefault(nodeid, message)
+        for rel, names in by_file.items():
+            findings.append(Finding("forged_report", rel, None, tuple(names), message))
+    return found
 
 
 def _crashed_imports(guard: list[dict]) -> list[str]:

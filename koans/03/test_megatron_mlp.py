@@ -4,16 +4,18 @@
 （P(None, "m")，每个设备算隐藏层的一部分特征），W2 按行切（P("m", None)，每个设备用自己那部分
 特征算出 y 的一个部分和）。gelu 是逐元素的，正好夹在中间不需要通信：整个前向只需要在最后
 做一次 all-reduce。本文件先让你用 shard_map 手写它，再看 jit 自己推出同样的程序，
-最后数反向传播和“切反了”时的通信。
+再数反向传播和“切反了”时的通信，最后在二维网格上把数据并行和张量并行合成一个训练步。
 
 The two-layer MLP y = gelu(x @ W1) @ W2 on N devices. Megatron-LM's split: W1 by columns
 (P(None, "m"): each device computes some of the hidden features), W2 by rows (P("m", None):
 each device turns its features into a partial sum of y). gelu is elementwise, so it sits in
 between without communication: the whole forward pass needs a single all-reduce at the end.
 You first write it by hand with shard_map, then watch jit derive the same program, and
-finally count the communication of the backward pass and of the split done the wrong way.
+then count the communication of the backward pass and of the split done the wrong way,
+and finally combine data and tensor parallelism in one training step on a 2-D mesh.
 """
 
+import re
 
 import jax
 import jax.numpy as jnp
@@ -67,6 +69,36 @@ def megatron_mlp(x, w1_block, w2_block):
     3 lines.
     """
     todo("megatron_mlp: 列并行、gelu、行并行、一次 psum / column-parallel, gelu, row-parallel, one psum")
+
+
+def dp_tp_loss(params, x, y):
+    """二维网格 ("data": 2, "model": 4) 上 shard_map 里每个设备执行的损失：x、y 是本设备所在数据组的
+    那一半批次 (batch/2, d)，params["w1"] 是 W1 的一组列 (d, hidden/4)，params["w2"] 是 W2 对应的
+    一组行 (hidden/4, d)。沿 "model" 做 Megatron 的前向，算本组样本上的均方误差，再让返回值成为
+    整批的均值损失（沿 "data" 平均）。这样 jax.grad 给出的权重梯度已经在数据组之间平均过了。
+    大约 3 行。
+
+    The per-device loss inside shard_map on the 2-D mesh ("data": 2, "model": 4): x and y are
+    the half of the batch of this device's data group (batch/2, d), params["w1"] is a group of
+    W1's columns (d, hidden/4) and params["w2"] the matching rows of W2 (hidden/4, d). Run
+    Megatron's forward pass along "model", take the mean squared error over this group's
+    samples, and make the result the whole batch's mean loss (averaged along "data"). Then the
+    weight gradients jax.grad returns are already averaged over the data groups. About 3 lines.
+    """
+    todo("dp_tp_loss: 沿 model 做 Megatron 前向，损失沿 data 平均 / Megatron along model, the loss averaged along data")
+
+
+def all_reduces_by_axes(hlo_text):
+    """编译后 HLO 里的 all-reduce 按网格轴分组：{"{'model'}": [结果类型, ...]}。元组的元素逐个
+    计入，所以 XLA 的 CPU pass cpu-all-reduce-combiner 合并与否不影响结果。
+    The compiled HLO's all-reduces grouped by mesh axes: {"{'model'}": [result type, ...]}. A
+    tuple's elements count one by one, so whether XLA's CPU pass cpu-all-reduce-combiner
+    merged them does not change the answer."""
+    found = {}
+    pattern = r"= (\(.*?\)|\S+) all-reduce(?:-start)?\(.*?replica_groups=mesh\[[^\]]*\] (\{[^}]*\})"
+    for types, axes in re.findall(pattern, hlo_text):
+        found.setdefault(axes, []).extend(re.findall(r"[a-z]+\d*\[[\d,]*\]", types))
+    return {axes: sorted(types) for axes, types in found.items()}
 
 
 def test_megatron_mlp_equals_the_unsharded_model_with_one_all_reduce():
@@ -155,3 +187,57 @@ def test_splitting_the_other_way_round_communicates_more():
         found = collectives(reversed_mlp.lower(*args).compile().as_text())
     assert found["all-reduce"] == __
     assert sorted(found) == __
+
+
+def test_a_2d_mesh_trains_data_and_tensor_parallel_at_once():
+    """（先写好 dp_tp_loss。）2×4 网格上同时做数据并行和张量并行：批次沿 "data" 切成两组，每组
+    4 个设备按 Megatron 切分权重。一步 SGD 之后的损失和参数与单设备的一样。HLO 里的通信分两种：
+    沿 "model" 的一条前向 all-reduce，传本组的 (batch/2, d) 输出；沿 "data" 的梯度平均，只传
+    每个设备自己的权重块（和损失），从不收齐完整的权重。
+    (Write dp_tp_loss first.) Data and tensor parallelism at once on the 2×4 mesh: the batch
+    is split into two groups along "data", and the 4 devices of each group split the weights
+    Megatron's way. After one SGD step the loss and the parameters equal one device's. The
+    HLO's communication is of two kinds: one forward all-reduce along "model", carrying the
+    group's (batch/2, d) output, and the gradient average along "data", carrying only each
+    device's own weight blocks (and the loss), never gathering a whole weight.
+    """
+    x, w1, w2 = model()
+    y = np.random.default_rng(1).standard_normal(x.shape, dtype=np.float32)
+    params = {"w1": w1, "w2": w2}
+    specs = {"w1": P(None, "model"), "w2": P("model", None)}
+    mesh = jax.make_mesh((2, 4), ("data", "model"))
+
+    def sgd_step(p, x, y):
+        value, grads = jax.value_and_grad(dp_tp_loss)(p, x, y)
+        return value, jax.tree.map(lambda w, g: w - 0.1 * g, p, grads)
+
+    step = jax.jit(
+        jax.shard_map(
+            sgd_step, mesh=mesh, in_specs=(specs, P("data"), P("data")), out_specs=(P(), specs)
+        )
+    )
+    placed = {k: jax.device_put(v, NamedSharding(mesh, specs[k])) for k, v in params.items()}
+    args = (placed, *(jax.device_put(a, NamedSharding(mesh, P("data"))) for a in (x, y)))
+    compiled = step.lower(*args).compile()
+    got_loss, updated = compiled(*args)
+
+    def reference(p):
+        return jnp.mean((mlp(x, p["w1"], p["w2"]) - y) ** 2)
+
+    want_loss, want_grads = jax.jit(jax.value_and_grad(reference))(params)
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
+    for name in params:
+        want = params[name] - 0.1 * np.asarray(want_grads[name])
+        np.testing.assert_allclose(updated[name], want, rtol=1e-5, atol=1e-6)
+
+    def hlo_type(shape):
+        return f"f32[{','.join(map(str, shape))}]"
+
+    group_output = hlo_type((x.shape[0] // 2, x.shape[1]))  # f32[8,32]
+    weight_blocks = [hlo_type(placed[k].sharding.shard_shape(w.shape)) for k, w in params.items()]
+    hlo = compiled.as_text()
+    assert set(collectives(hlo)) == {"all-reduce"}
+    assert all_reduces_by_axes(hlo) == {
+        "{'model'}": [group_output],
+        "{'data'}": sorted(["f32[]", *weight_blocks]),  # f32[32,16], f32[16,32]
+    }

@@ -25,14 +25,12 @@ padding, pass the learning rate as a traced argument, and evaluate with vmap ins
 Python loop. The checks look at compile counts, program size and values, never at time.
 """
 
-import logging
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import counting_compiles
+from jaxkoans.probes import counting_compiles, recording_jax_logs
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -160,7 +158,7 @@ def fast_evaluate(w, xs, ys):
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
-def test_diagnose_the_slow_training_loop(caplog):
+def test_diagnose_the_slow_training_loop():
     """诊断：数一数 slow_step 编译了几次，读日志看第二次编译的原因，再推断它实际用了哪几个学习率
     （用 numpy_sgd 验证你的推断）。提示：jit 在追踪时读 CONFIG["lr"]，并把它当常量烘焙进程序。
     Diagnose: count how often slow_step compiled, read the log for the reason of the second
@@ -172,11 +170,11 @@ def test_diagnose_the_slow_training_loop(caplog):
     slow_step.clear_cache()
     with (
         counting_compiles() as names,
-        caplog.at_level(logging.WARNING, logger="jax"),
+        recording_jax_logs() as messages,
         jax.explain_cache_misses(True),
     ):
         w_slow = slow_train(w0, batches, LRS)
-    misses = [r.getMessage() for r in caplog.records if "TRACING CACHE MISS" in r.getMessage()]
+    misses = [m for m in messages if "TRACING CACHE MISS" in m]
 
     assert names.count("jit(slow_step)") == 2
     assert "different input types" in misses[-1]

@@ -2,15 +2,16 @@
 
 一个 jit 函数要经过三层表示：
 - jaxpr（`jax.make_jaxpr(f)(x)`）：JAX 自己的中间表示，一条方程一个原语，Python 控制流已被展开；
-- StableHLO（`jax.jit(f).lower(x).as_text()`）：交给编译器的 MLIR 程序，还没被优化；
+- StableHLO（`jax.jit(f).lower(x).as_text()`）：交给编译器的 MLIR 程序，是 jaxpr 的逐条翻译，
+  XLA 还没有优化过它；
 - 编译后的 HLO（`.compile().as_text()`）：XLA 优化后的程序——公共子表达式消除、代数化简、
   融合，都在这里才发生。`lower(x).as_text(dialect="hlo")` 给出优化之前的 HLO。
 
 A jitted function passes through three representations:
 - the jaxpr (`jax.make_jaxpr(f)(x)`): JAX's own IR, one equation per primitive, Python
   control flow already unrolled;
-- StableHLO (`jax.jit(f).lower(x).as_text()`): the MLIR program handed to the compiler, not
-  yet optimized;
+- StableHLO (`jax.jit(f).lower(x).as_text()`): the MLIR program handed to the compiler, a
+  translation of the jaxpr equation by equation, not yet optimized by XLA;
 - the compiled HLO (`.compile().as_text()`): the program after XLA's optimizations: common
   subexpressions, algebraic simplification and fusion all happen only here.
   `lower(x).as_text(dialect="hlo")` shows the HLO before optimization.
@@ -21,9 +22,8 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def entry_of(hlo_text):
@@ -45,7 +45,7 @@ def test_xla_computation_is_gone_lower_the_jitted_function():
         return jnp.sin(x) * 2.0
 
     x = jnp.ones(3)
-    with pytest.raises(AttributeError):
+    with raises_exactly(AttributeError):
         jax.xla_computation(f)(x)
 
     lowered = jax.jit(f).lower(x)
@@ -58,10 +58,13 @@ def test_xla_computation_is_gone_lower_the_jitted_function():
 
 def test_jaxpr_unrolls_python_loops_and_keeps_dead_code():
     """jaxpr 忠实记录追踪到的每个原语：Python 循环被展开成重复的方程，没用到的结果也还在
-    （绑定到 `_`）。降级成 StableHLO 时死代码被删掉了。
+    （绑定到 `_`）。降级之前，jit 会先对 jaxpr 做一次死代码消除（DCE）：它看的是哪些方程和参数
+    对输出有贡献，而不是优化计算本身。没用到的参数也算，除非 jit(..., keep_unused=True)。
     The jaxpr records every primitive that was traced: a Python loop becomes repeated
-    equations, and an unused result is still there (bound to `_`). Lowering to StableHLO
-    drops the dead code.
+    equations, and an unused result is still there (bound to `_`). Before lowering, jit runs a
+    dead-code elimination (DCE) over the jaxpr: it looks at which equations and arguments
+    contribute to the outputs, not at optimizing the arithmetic. Unused arguments count too,
+    unless jit(..., keep_unused=True).
     """
 
     def f(x):
@@ -75,14 +78,25 @@ def test_jaxpr_unrolls_python_loops_and_keeps_dead_code():
     assert [e.primitive.name for e in jaxpr.eqns] == ["cos", "sin", "mul", "sin", "mul", "sin", "mul"]
     stablehlo = jax.jit(f).lower(x).as_text()
     assert ("stablehlo.cosine" in stablehlo) is False
+
+    def g(x, unused):
+        return x * 2.0
+
+    def main_signature(lowered):
+        return lowered.as_text().split("func.func public @main(")[1].split(")")[0]
+
+    assert main_signature(jax.jit(g).lower(x, x)).count("%arg") == 1  # the unused one is gone
+    assert main_signature(jax.jit(g, keep_unused=True).lower(x, x)).count("%arg") == 2
     np.testing.assert_allclose(jax.jit(f)(x), f(x), rtol=1e-6)
 
 
 def test_xla_optimizes_only_in_the_compiled_hlo():
-    """同一个 sin(x) 写了两遍。JAX 和降级都是逐字翻译，不做优化；公共子表达式消除、融合这些
-    优化只由 XLA 在编译时完成。数一数每一层有几个 sine，编译后的入口里有几个 fusion。
-    The same sin(x) written twice. JAX and lowering translate literally and optimize nothing;
-    optimizations such as common-subexpression elimination and fusion happen only when XLA
+    """同一个 sin(x) 写了两遍，两次都有用（不是死代码）。降级只做上一个 koan 里的死代码消除，
+    逐条翻译其余的方程；公共子表达式消除、代数化简、融合这些优化只由 XLA 在编译时完成。
+    数一数每一层有几个 sine，编译后的入口里有几个 fusion。
+    The same sin(x) written twice, both used (no dead code). Lowering does only the dead-code
+    elimination of the previous koan and translates the remaining equations one by one;
+    common-subexpression elimination, algebraic simplification and fusion happen only when XLA
     compiles. Count the sines at each level, and the fusions in the compiled entry.
     """
 

@@ -16,15 +16,14 @@ setting on exit.
 """
 
 import functools
-import logging
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import counting_compiles
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import counting_compiles, recording_jax_logs
 
 
 def compiles_per_call(f, calls):
@@ -72,7 +71,7 @@ def test_count_compilations_with_jax_monitoring():
     assert compiles_per_call(normalize, calls) == __
 
 
-def test_log_compiles_prints_every_compilation_with_its_shapes(caplog):
+def test_log_compiles_prints_every_compilation_with_its_shapes():
     """jax.log_compiles(True) 为每次编译写一条 WARNING 日志 "Compiling jit(f) with global shapes
     and types ..."，列出触发这次编译的形状——在真实程序里一眼就能看出是哪个形状在重复编译。
     jax.log_compiles(True) logs a WARNING "Compiling jit(f) with global shapes and types ..."
@@ -84,16 +83,16 @@ def test_log_compiles_prints_every_compilation_with_its_shapes(caplog):
     def total(x):
         return jnp.sum(x**2)
 
-    with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles(True):
+    with recording_jax_logs() as messages, jax.log_compiles(True):
         for n in [4, 4, 7, 4, 7, 9]:
             total(np.ones(n, np.float32))
-    compiling = [r.getMessage() for r in caplog.records if "Compiling jit(total)" in r.getMessage()]
+    compiling = [m for m in messages if "Compiling jit(total)" in m]
     assert len(compiling) == __
     assert "float32[7]" in compiling[__]
     assert not jax.config.jax_log_compiles  # restored on exit / 退出即恢复
 
 
-def test_explain_cache_misses_says_which_part_of_the_key_changed(caplog):
+def test_explain_cache_misses_says_which_part_of_the_key_changed():
     """jax.explain_cache_misses(True) 在每次追踪缓存未命中时写一条 "TRACING CACHE MISS" 日志，
     说明与最接近的旧键相比哪里不同：输入类型（形状、dtype）、pytree 结构……
     jax.explain_cache_misses(True) logs "TRACING CACHE MISS" at every tracing-cache miss and
@@ -106,13 +105,13 @@ def test_explain_cache_misses_says_which_part_of_the_key_changed(caplog):
 
     f = jax.jit(scale)
     x = np.ones(3, np.float32)
-    with caplog.at_level(logging.WARNING, logger="jax"), jax.explain_cache_misses(True):
+    with recording_jax_logs() as messages, jax.explain_cache_misses(True):
         f(x, 2.0)
         f(x, 3.0)  # a hit: nothing logged
         f(np.ones(4, np.float32), 2.0)
         f(x, 2)
         f(x, factor=2.0)
-    misses = [r.getMessage() for r in caplog.records if "TRACING CACHE MISS" in r.getMessage()]
+    misses = [m for m in messages if "TRACING CACHE MISS" in m]
     reasons = [reason(m) for m in misses]
     assert reasons == __
     assert "at factor, now i32[] and before f32[]" in misses[2]
@@ -151,7 +150,7 @@ def test_static_arguments_compile_once_per_value():
     def ones_then_scale(x, n):
         return jnp.ones(n) * x
 
-    with pytest.raises(__):
+    with raises_exactly(__):
         jax.jit(ones_then_scale)(2.0, 3)
 
     f = jax.jit(ones_then_scale, static_argnums=__)
@@ -214,6 +213,6 @@ def test_ahead_of_time_lower_and_compile():
     np.testing.assert_array_equal(out, np.full((8, 2), 4.0))
     assert compiled.in_avals[0][0].shape == (8, 3)
 
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         compiled(np.ones((9, 3), np.float32), np.ones((3, 2), np.float32))
     assert "compiled with float32[8,3] and called with float32[9,3]" in str(info.value)

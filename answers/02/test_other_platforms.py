@@ -1,0 +1,133 @@
+"""02 · 在这台 CPU 机器上读另一个平台会编译的程序 / the program another platform would compile, read here.
+
+`jax.jit(f).trace(x).lower(lowering_platforms=(...))` 不需要那个平台的硬件：它给出 JAX 为
+GPU（"cuda"、"rocm"）或 TPU（"tpu"）写出的 StableHLO，可以在 CPU 上读、数、比较。
+逐元素的代码在各平台上是同一个程序；不同之处在于 JAX 为某个平台挑选的专用实现——线性代数
+调用各平台的库（custom_call），`lax.platform_dependent` 按平台选分支。一次为几个平台降级时，
+程序多出一个平台索引参数，用 `stablehlo.case` 在运行时选分支。只有编译需要那个平台本身。
+
+`jax.jit(f).trace(x).lower(lowering_platforms=(...))` needs no hardware of that platform: it
+gives the StableHLO that JAX writes for GPUs ("cuda", "rocm") or TPUs ("tpu"), to read, count
+and compare on a CPU. Elementwise code is the same program on every platform; what differs is
+the platform-specific implementation JAX picks: linear algebra calls each platform's library
+(a custom_call), `lax.platform_dependent` picks a branch per platform. Lowered for several
+platforms at once, the program takes a platform index as an extra argument and picks the
+branch at run time with `stablehlo.case`. Only compiling needs the platform itself.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+
+def custom_calls(lowered):
+    """StableHLO 里 custom_call 的目标（去重、排序）/ the custom_call targets in the StableHLO."""
+    return sorted(set(re.findall(r"stablehlo\.custom_call @(\w+)", lowered.as_text())))
+
+
+def main_parameters(lowered):
+    """入口函数 @main 的参数类型 / the types of the entry function's parameters."""
+    signature = lowered.as_text().split("func.func public @main(")[1].split(") ->")[0]
+    return re.findall(r"%arg\d+: (tensor<[^>]*>)", signature)
+
+
+def spd_matrix():
+    """一个对称正定矩阵（Cholesky 分解的输入）/ a symmetric positive definite matrix."""
+    a = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32)
+    return jnp.asarray(a @ a.T + 4 * np.eye(4, dtype=np.float32))
+
+
+def test_lower_for_gpu_and_tpu_on_this_cpu():
+    """同一个 jit 函数，三个平台的程序：本机 CPU、GPU（"cuda"）和 TPU。Cholesky 分解在每个平台上
+    由不同的实现完成，从 StableHLO 就能读出来；逐元素的部分在各平台上一字不差。
+    为 GPU 降级的程序可以读，却不能在这台机器上编译：CPU 的运行时里没有它调用的那个库函数。
+    One jitted function, the programs of three platforms: this CPU, a GPU ("cuda") and a TPU.
+    Each platform does the Cholesky factorisation its own way, which the StableHLO shows; the
+    elementwise part is the same text everywhere. The GPU program can be read but not compiled
+    on this machine: the CPU runtime has no handler for the library function it calls.
+    """
+    traced = jax.jit(jnp.linalg.cholesky).trace(spd_matrix())
+    on_cpu = traced.lower()
+    for_gpu = traced.lower(lowering_platforms=("cuda",))
+    for_tpu = traced.lower(lowering_platforms=("tpu",))
+
+    assert custom_calls(on_cpu) == ["lapack_spotrf_ffi"]  # LAPACK, linked into jaxlib
+    assert custom_calls(for_gpu) == ["cusolver_potrf_ffi"]  # NVIDIA's cuSOLVER
+    assert custom_calls(for_tpu) == [] and "stablehlo.cholesky" in for_tpu.as_text()  # XLA's own op
+
+    elementwise = jax.jit(lambda x: jnp.sin(x) * 2.0 + x.sum()).trace(spd_matrix())
+    texts = {
+        p: elementwise.lower(lowering_platforms=(p,)).as_text() for p in ("cpu", "cuda", "tpu")
+    }
+    assert texts["cpu"] == texts["cuda"] == texts["tpu"]
+
+    with raises_exactly(jax.errors.JaxRuntimeError) as info:
+        for_gpu.compile()
+    assert "No FFI handler registered for cusolver_potrf_ffi" in str(info.value)
+    np.testing.assert_allclose(
+        on_cpu.compile()(spd_matrix()), np.linalg.cholesky(spd_matrix()), rtol=1e-5
+    )
+
+
+def test_one_program_for_several_platforms_takes_a_platform_index():
+    """一次为两个平台降级（lowering_platforms=("cuda", "tpu")）得到一个程序，
+    运行时由一个额外的参数决定执行哪个平台的代码。数一数 @main 的参数，看看它们的类型。
+    Lowered for two platforms at once (lowering_platforms=("cuda", "tpu")), you get one
+    program; an extra argument decides at run time which platform's code runs. Count @main's
+    parameters and look at their types.
+    """
+    traced = jax.jit(jnp.linalg.cholesky).trace(spd_matrix())
+    single = traced.lower(lowering_platforms=("cuda",))
+    multi = traced.lower(lowering_platforms=("cuda", "tpu"))
+
+    assert main_parameters(single) == ["tensor<4x4xf32>"]
+    assert main_parameters(multi) == ["tensor<i32>", "tensor<4x4xf32>"]
+    assert '{jax.global_constant = "_platform_index"}' in multi.as_text()
+    assert "stablehlo.case" in multi.as_text() and "stablehlo.case" not in single.as_text()
+    assert custom_calls(multi) == ["cusolver_potrf_ffi"]
+    assert ("stablehlo.cholesky" in multi.as_text()) is True
+
+
+def gelu(x):
+    """GELU：TPU 上用 tanh 近似（jax.nn.gelu(x, approximate=True)），其他平台用精确的 erf 形式
+    （approximate=False）。
+    - 选择必须写进程序里，由降级的目标平台决定（lax.platform_dependent），而不是在追踪时用
+      Python 判断当前机器（jax.default_backend() 在这台机器上永远是 "cpu"）。
+    - 大约 3 行。
+    GELU: the tanh approximation on TPUs (jax.nn.gelu(x, approximate=True)), the exact erf form
+    elsewhere (approximate=False).
+    - The choice must be in the program, decided by the platform it is lowered for
+      (lax.platform_dependent), not by Python looking at this machine while tracing
+      (jax.default_backend() is always "cpu" here).
+    - About 3 lines.
+    """
+    return lax.platform_dependent(
+        x,
+        tpu=lambda x: jax.nn.gelu(x, approximate=True),
+        default=lambda x: jax.nn.gelu(x, approximate=False),
+    )
+
+
+def test_write_a_platform_dependent_gelu():
+    """✍️ 实现 gelu：一个函数，按平台选实现。在本机上运行它只能检验 CPU 的分支；其他平台的分支
+    要从它们的降级程序里检验：TPU 的程序里应该有 tanh、没有 erf，GPU 的相反。
+    Write gelu: one function that picks its implementation by platform. Running it here can
+    only check the CPU branch; the other platforms' branches are checked in their lowered
+    programs: the TPU program should hold a tanh and no erf, the GPU program the opposite.
+    """
+    x = jnp.linspace(-3.0, 3.0, 16)
+    np.testing.assert_allclose(jax.jit(gelu)(x), jax.nn.gelu(x, approximate=False), rtol=1e-6)
+
+    traced = jax.jit(gelu).trace(x)
+    for_tpu = traced.lower(lowering_platforms=("tpu",)).as_text()
+    for_gpu = traced.lower(lowering_platforms=("cuda",)).as_text()
+    assert "stablehlo.tanh" in for_tpu and "erf" not in for_tpu
+    assert "erf" in for_gpu and "stablehlo.tanh" not in for_gpu
+    both = traced.lower(lowering_platforms=("cpu", "tpu"))
+    assert main_parameters(both)[0] == "tensor<i32>"  # the platform index picks the branch
+    assert "stablehlo.tanh" in both.as_text() and "erf" in both.as_text()

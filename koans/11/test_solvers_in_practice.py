@@ -1,0 +1,197 @@
+"""11 · 求解器的实际问题 / what a practitioner meets next with solvers.
+
+解线性、非线性方程时接下来会碰到的事：jax.scipy 的 `cg` 不告诉你它是否收敛；病态的算子要
+预条件；非对称的算子不能用 CG，要用 GMRES 或 BiCGSTAB；非线性方程用 `lax.custom_root`
+把牛顿迭代包起来，导数由隐函数定理给出；自己写的导数规则用 `jax.test_util.check_grads`
+对照有限差分检查。
+
+What comes next when solving linear and nonlinear equations: jax.scipy's `cg` does not tell
+you whether it converged; an ill-conditioned operator needs a preconditioner; a nonsymmetric
+operator is not for CG but for GMRES or BiCGSTAB; a nonlinear equation wraps Newton's method
+in `lax.custom_root`, whose derivative comes from the implicit function theorem; and a
+derivative rule of your own is checked against finite differences with
+`jax.test_util.check_grads`.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.scipy.sparse.linalg import bicgstab, cg, gmres  # noqa: F401  (the koans' choices)
+from jax.test_util import check_grads
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 32
+H = 1.0 / (N + 1)
+
+
+def laplacian(u):
+    """五点差分 -Δu，边界外为 0（见 test_poisson.py）。/ The five-point -Δu (test_poisson.py)."""
+    p = jnp.pad(u, 1)
+    return (4 * u - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]) / H**2
+
+
+def reaction_field():
+    """一半的点上反应系数是 10⁵、另一半是 0：对角元相差很大。/ θ = 10⁵ on half the points."""
+    rng = np.random.default_rng(0)
+    return jnp.asarray(np.where(rng.uniform(size=(N, N)) < 0.5, 1e5, 0.0))
+
+
+def advection_diffusion(u, c=40.0):
+    """-Δu + c·∂u/∂x（中心差分）：对流项让算子不再对称。/ The advection term makes it nonsymmetric."""
+    p = jnp.pad(u, 1)
+    return laplacian(u) + c * (p[2:, 1:-1] - p[:-2, 1:-1]) / (2 * H)
+
+
+def relative_residual(matvec, x, b):
+    return float(jnp.linalg.norm(matvec(x) - b) / jnp.linalg.norm(b))
+
+
+def right_hand_side():
+    return jnp.asarray(np.random.default_rng(1).normal(size=(N, N)))
+
+
+def newton(g, x0):
+    """牛顿迭代直到 |g(x)| ≤ 1e-13（lax.while_loop：不能反向求导）。
+    Newton's method until |g(x)| <= 1e-13 (a lax.while_loop: no reverse mode by itself).
+    """
+
+    def keep_going(x):
+        return jnp.abs(g(x)) > 1e-13
+
+    def step(x):
+        return x - g(x) / jax.grad(g)(x)
+
+    return lax.while_loop(keep_going, step, x0)
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def cubic_root(a):
+    """解 x³ + x = a（对每个实数 a 只有一个实根）。用 lax.custom_root：方程 f(x) = x³ + x - a，
+    初值 1.0，求解用上面的 newton；tangent_solve(g, y) 解线性方程 g(t) = y，这里 g 是一个
+    标量线性函数，t = y / g(1.0)。大约 3 行。
+
+    Solve x³ + x = a (one real root for every real a). Use lax.custom_root: the equation
+    f(x) = x³ + x - a, the initial guess 1.0, newton above as the solver; tangent_solve(g, y)
+    solves the linear equation g(t) = y, and here g is a scalar linear function, so
+    t = y / g(1.0). About 3 lines.
+    """
+    todo("cubic_root: lax.custom_root + newton")
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_cg_does_not_say_whether_it_converged():
+    """⚠️ 陷阱 / trap：jax.scipy.sparse.linalg.cg 返回 (x, info)，但 info 只是为了和 SciPy 的接口
+    一致而留的占位，不管收没收敛都一样。是否收敛要自己用残差判断（在 jit 里也能算）。
+    ⚠️ trap: jax.scipy.sparse.linalg.cg returns (x, info), but info is a placeholder kept for
+    SciPy's signature and is the same whether or not it converged. Decide convergence yourself
+    from the residual (it can be computed under jit too).
+    """
+    b = right_hand_side()
+
+    @jax.jit
+    def solve(b, maxiter):
+        x, info = cg(laplacian, b, tol=1e-8, maxiter=maxiter)
+        converged = __
+        return x, info, converged
+
+    x_short, info_short, ok_short = solve(b, 5)
+    x_long, info_long, ok_long = solve(b, 500)
+    assert info_short is __ and info_long is __
+    assert relative_residual(laplacian, x_short, b) > 1e-2  # 5 steps are far from enough
+    assert relative_residual(laplacian, x_long, b) < 1e-8
+    assert (bool(ok_short), bool(ok_long)) == (False, True)
+
+
+def test_a_jacobi_preconditioner_tames_a_badly_scaled_operator():
+    """-Δu + θ⊙u 在 θ 一半是 10⁵、一半是 0 时对角元相差一千多倍，CG 收敛很慢。M 是一个近似
+    A⁻¹ 的函数；最简单的 Jacobi 预条件就是除以 A 的对角元。同样 20 步，残差小了上千倍。
+    -Δu + θ⊙u with θ = 10⁵ on half the points and 0 elsewhere has diagonal entries a thousand
+    times apart, and CG converges slowly. M is a function that approximates A⁻¹; the simplest,
+    Jacobi, divides by A's diagonal. With the same 20 steps the residual is a thousand times
+    smaller.
+    """
+    theta = reaction_field()
+
+    def matvec(u):
+        return laplacian(u) + theta * u
+
+    diagonal = 4 / H**2 + theta
+    b = right_hand_side()
+    plain, _ = jax.jit(lambda b: cg(matvec, b, tol=1e-14, maxiter=20))(b)
+    jacobi, _ = jax.jit(lambda b: cg(matvec, b, tol=1e-14, maxiter=20, M=__))(b)
+    r_plain, r_jacobi = relative_residual(matvec, plain, b), relative_residual(matvec, jacobi, b)
+    print(f"relative residual after 20 steps: plain {r_plain:.1e}, Jacobi {r_jacobi:.1e}")
+    assert r_jacobi < 1e-3 * r_plain
+
+
+def test_a_nonsymmetric_operator_needs_gmres_or_bicgstab():
+    """⚠️ 陷阱 / trap：CG 只对对称正定的算子成立；对流扩散算子不对称，CG 照样跑完、返回一个
+    错得离谱的 x，而且不报任何错。GMRES 或 BiCGSTAB 不要求对称。
+    ⚠️ trap: CG holds only for symmetric positive definite operators; the advection-diffusion
+    operator is not symmetric, yet CG runs to the end and returns a wildly wrong x without any
+    error. GMRES and BiCGSTAB do not need symmetry.
+    """
+    b = right_hand_side()
+    u, v = right_hand_side(), jnp.ones((N, N))
+    asymmetry = jnp.vdot(v, advection_diffusion(u)) - jnp.vdot(advection_diffusion(v), u)
+    assert abs(float(asymmetry)) > 1.0  # <v, A u> != <A v, u>
+
+    wrong, _ = jax.jit(lambda b: cg(advection_diffusion, b, tol=1e-10, maxiter=300))(b)
+    assert relative_residual(advection_diffusion, wrong, b) > 1.0
+
+    x, _ = jax.jit(lambda b: __(advection_diffusion, b, tol=1e-10, maxiter=2000))(b)
+    assert relative_residual(advection_diffusion, x, b) < 1e-8
+
+
+def test_custom_root_differentiates_newton_by_the_implicit_function_theorem():
+    """写 cubic_root：newton 是 while_loop，直接对它求导会失败。custom_root 只把“x 是 f 的根”
+    这件事告诉 JAX：dx/da = -(∂f/∂a) / (∂f/∂x) = 1 / (3x² + 1)，与迭代了多少步无关。
+    check_grads 用有限差分检查到二阶，前向、反向都查。
+    Write cubic_root: newton is a while_loop and differentiating it directly fails.
+    custom_root tells JAX only that x is a root of f: dx/da = -(∂f/∂a) / (∂f/∂x) = 1 / (3x² + 1),
+    however many steps were taken. check_grads compares with finite differences up to second
+    order, in forward and reverse mode.
+    """
+    with raises_exactly(__):  # no reverse mode through the while_loop
+        jax.grad(lambda a: newton(lambda x: x**3 + x - a, jnp.ones_like(a)))(2.0)
+
+    a = jnp.array([-5.0, 0.5, 2.0, 30.0])
+    x = jax.jit(jax.vmap(cubic_root))(a)
+    np.testing.assert_allclose(x**3 + x, a, rtol=1e-12)
+    slope = jax.jit(jax.vmap(jax.grad(cubic_root)))(a)
+    np.testing.assert_allclose(slope, 1 / (3 * x**2 + 1), rtol=1e-10)
+    check_grads(jax.jit(cubic_root), (jnp.float64(2.0),), order=2)
+
+
+def test_check_grads_catches_a_wrong_derivative_rule():
+    """自己写的 custom_vjp 错了，值照样对，训练只是悄悄变差。check_grads 对比规则给出的导数与
+    有限差分，不一致时抛出的是断言错误（它内部用 NumPy 的 assert_allclose 比较）。
+    A wrong custom_vjp of your own still gives the right values, and training just quietly gets
+    worse. check_grads compares the rule's derivative with finite differences and, when they
+    disagree, raises an assertion error (it compares with NumPy's assert_allclose).
+    """
+
+    @jax.custom_vjp
+    def softplus(x):
+        return jnp.log1p(jnp.exp(x))
+
+    def forward(x):
+        return softplus(x), x
+
+    def wrong_backward(x, g):
+        return (g * jnp.exp(x) / (1 + jnp.exp(-x)),)  # should be σ(x) = 1 / (1 + e⁻ˣ)
+
+    softplus.defvjp(forward, wrong_backward)
+    x = jnp.float64(0.5)
+    np.testing.assert_allclose(softplus(x), np.log1p(np.exp(0.5)), rtol=1e-12)
+    with raises_exactly(__):
+        check_grads(softplus, (x,), order=1, modes=__)
+    check_grads(jax.nn.softplus, (x,), order=1, modes=["rev"])  # the library's rule is right

@@ -6,10 +6,10 @@ import argparse
 import os
 import sys
 
-from jaxkoans.commands import diff, doctor, grade, hint, reset, status, watch
+from jaxkoans.commands import diff, doctor, grade, hint, reset, reveal, status, watch
 
 # Each command module has NAME, HELP, add_arguments(parser) and run(args) -> exit code.
-SUBCOMMANDS = (hint, diff, reset, doctor, watch, grade)
+SUBCOMMANDS = (hint, reveal, diff, reset, doctor, watch, grade)
 
 
 def main(argv: list[str] | None = None, description: str = "") -> int:

@@ -1,4 +1,4 @@
-"""Keys for `progress.py watch`: h, n, r, q.
+"""Keys for `progress.py watch`: h, n, r, v, q.
 
 On a terminal each key acts at once: the terminal is put in cbreak mode (no echo, no Enter
 needed, Ctrl-C still interrupts), given back as it was on exit and while Ctrl-Z suspends the
@@ -14,7 +14,7 @@ import sys
 
 
 class Keys:
-    """h/n/r/q: single keys in cbreak mode on a terminal, else one command per line."""
+    """h/n/r/v/q: single keys in cbreak mode on a terminal, else one command per line."""
 
     def __init__(self) -> None:
         try:

@@ -9,7 +9,8 @@ import pytest
 
 from jaxkoans import course, runtime
 from jaxkoans.classify import Attribution, Cause, KoanState, attribute
-from jaxkoans.report import render_failure
+from jaxkoans.expect import REVEAL_ENV, exact_raises_on_fills
+from jaxkoans.report import predict_then_see, render_failure
 from jaxkoans.results import Recorder
 from jaxkoans.watchdog import Watchdog, register_debugger
 
@@ -35,6 +36,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("jax-koans").addoption(
         "--koans-record", metavar="PATH", help="write one JSON line per koan result to PATH"
     )
+    parser.getgroup("jax-koans").addoption(
+        "--koans-reveal", action="store_true",
+        help="show what JAX computed when a prediction is wrong (counts as revealed)",
+    )  # fmt: skip
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -53,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     watchdog = Watchdog(config)  # armed by pytest-timeout's own timer hooks
     config.pluginmanager.register(watchdog, "koans-watchdog")
     register_debugger(watchdog)
+    if config.getoption("koans_reveal", False):
+        os.environ[REVEAL_ENV] = "1"  # read by raises_exactly and the report (xdist workers too)
     record = config.getoption("koans_record", None)
     if record and not hasattr(config, "workerinput"):  # the xdist controller records
         config.pluginmanager.register(Recorder(Path(record), Path(config.rootpath)), "koans-record")
@@ -100,6 +107,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A `pytest.raises(X)` filling an exception blank asks for the exact class, as raises_exactly."""
+    if course.chapter_for(Path(item.path)) is None:
+        return (yield)
+    with exact_raises_on_fills(item.path):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Turn a koan's failure into a short report that names its blank, TODO or wrong answer."""
     report: pytest.TestReport = yield
@@ -116,6 +132,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report.user_properties.append(("koan_cause", found.cause.value))
     if found.lineno:
         report.user_properties.append(("koan_line", found.lineno))
+    start = Path(item.config.invocation_params.dir)
+    if predict_then_see(chapter, item, found, call.excinfo, report, start):
+        return report  # a wrong prediction: the answer and lesson, not JAX's value
     details = _learner_traceback(item, call.excinfo) if found.cause is Cause.WRONG else ""
     report.longrepr = render_failure(
         chapter, item, found, details, start=Path(item.config.invocation_params.dir)

@@ -2,7 +2,8 @@
 
 One warm process (jaxkoans/warm.py) forks a pytest child per run, so a verdict comes back
 about a second after a save; file events come from jaxkoans/watcher.py. Keys: h hint, n next,
-r run again, q quit (one key on a terminal; one command per line when stdin is a pipe).
+r run again, v reveal what a wrong answer hides, q quit (one key on a terminal; one command per
+line when stdin is a pipe).
 Nothing here writes the learner's files; hints seen are remembered in .jaxkoans/ as by `hint`.
 """
 
@@ -31,8 +32,10 @@ NAME, HELP = "watch", "run the koan you work on at every save (h hint, n next, q
 DEBOUNCE_S = 0.05  # an editor's save is several events: act once they stop
 MAX_DEBOUNCE_S = 0.5
 PASSED = KoanState.PASSED.value
-KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · q 退出/quit"
-KEYS_PIPE = "h 提示/hint · n 下一个/next · r 重跑/rerun · q 退出/quit  (one per line)"
+KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit"
+KEYS_PIPE = (
+    "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit  (one per line)"
+)
 
 # A job yields the koans to run (and pytest options), receives the run's outcome, and prints.
 Request = tuple[list[Koan], tuple[str, ...]]
@@ -205,6 +208,13 @@ class Session:
         self.console.note(f"✅ 通过 / passed  ·  {label(koan)}  ({outcome.seconds:.1f} s)")
         yield from self.search(self.after(koan))
 
+    def uncover(self, koan: Koan) -> Job:
+        """Run `koan` showing what a wrong prediction hides; it then counts as revealed."""
+        outcome = yield [koan], ("--koans-reveal",)
+        self._learn(outcome)
+        _, text = verdict(koan, outcome, self.args.timeout)
+        self.show(koan, text or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
+
     def after(self, koan: Koan) -> int:
         """Where the koans after `koan` start, in its file as it is now: the learner may have
         added, renamed or moved koans since the watch began."""
@@ -285,6 +295,8 @@ class Session:
             self.start(self.search(self.after(self.focus)))
         elif key == "r":
             self.start(self.check(self.focus))
+        elif key == "v":
+            self.start(self.uncover(self.focus))
 
     def _relevant(self, path: Path) -> bool:
         if path.name == course.MANIFEST:

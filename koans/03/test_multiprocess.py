@@ -4,7 +4,8 @@
 在 coordinator_address 上启动协调服务，其余进程连上去。之后 `jax.devices()` 是所有进程的设备，
 `jax.local_devices()` 只是自己的；同一个程序在每个进程里各跑一份（SPMD），集合通信跨进程进行
 （CPU 上用 gloo）。这里在本机起两个子进程，各有 2 个 CPU 设备：端口先绑定 0 再取一个空闲的，
-每个进程都有超时，失败时两个都杀掉，什么也不留下。
+每个进程都有超时，失败时两个都杀掉，什么也不留下。每个进程只为自己的设备加载数据
+（`jax.make_array_from_callback`），`multihost_utils.process_allgather` 再把全局数组收回主机。
 
 In multi-host training each host runs one Python process, and `jax.distributed.initialize`
 makes them find each other: process 0 starts the coordination service at
@@ -13,7 +14,9 @@ of all processes and `jax.local_devices()` only one's own; the same program runs
 process (SPMD) and collectives cross the process boundary (gloo on CPU). Here two child
 processes with 2 CPU devices each run on this machine: the port is a free one (bind to 0
 first), every process runs under a timeout, and on failure both are killed, leaving nothing
-behind.
+behind. Each process loads data for its own devices only
+(`jax.make_array_from_callback`), and `multihost_utils.process_allgather` brings the global
+array back to the host.
 """
 
 import json
@@ -31,7 +34,8 @@ from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
 # The worker: configures JAX before any computation (CPU, 2 devices), joins the distributed
 # system, builds a global array from each process's local data, runs psum and all_gather in
-# shard_map over the 4 devices of both processes, and prints what this process sees.
+# shard_map over the 4 devices of both processes, loads an array piece by piece with
+# make_array_from_callback, collects it with process_allgather, and prints what this process sees.
 WORKER = r"""
 import json, sys
 import jax
@@ -62,6 +66,20 @@ def mine(array):
     return [np.asarray(s.data).tolist() for s in array.addressable_shards]
 
 total = run(lambda v: lax.psum(v, "i"))
+
+# 每个进程只为自己的设备读数据；process_allgather 把全局数组取回每个进程的主机内存
+# each process loads data for its own devices only; process_allgather brings the global array
+# back into every process's host memory
+from jax.experimental import multihost_utils
+
+asked = []
+
+def load(index):
+    asked.append(str(index))
+    return np.array([0.0, 1.0, 10.0, 11.0], np.float32)[index]
+
+loaded = jax.make_array_from_callback((jax.device_count(),), sharding, load)
+gathered = multihost_utils.process_allgather(loaded, tiled=True)
 everything = run(lambda v: lax.all_gather(v, "i", tiled=True))
 print(json.dumps({
     "process_index": jax.process_index(),
@@ -72,6 +90,10 @@ print(json.dumps({
     "x_local": mine(x),
     "psum_local": mine(total),
     "all_gather_local": mine(everything),
+    "load_calls": len(asked),
+    "loaded_local": mine(loaded),
+    "gathered_type": type(gathered).__name__,
+    "gathered": gathered.tolist(),
 }))
 jax.distributed.shutdown()
 """
@@ -160,6 +182,24 @@ def test_collectives_cross_the_process_boundary(reports):
     for report in reports:
         assert report["psum_local"] == __
         assert report["all_gather_local"] == __
+
+
+def test_each_process_loads_its_own_shards_and_process_allgather_collects_them(reports):
+    """多主机加载数据：jax.make_array_from_callback 在每个进程里只为本进程的设备调用 load——每个
+    进程调用几次？每个进程拿到的块正好是 x 在这个进程里的那几块。
+    multihost_utils.process_allgather(…, tiled=True) 把一个跨进程的数组收齐到每个进程的主机内存：
+    结果是哪个类型（类名），值是什么？
+    Loading data on many hosts: in each process jax.make_array_from_callback calls load only
+    for that process's devices: how many calls per process? Each process gets exactly the
+    blocks x has in that process. multihost_utils.process_allgather(…, tiled=True) collects an
+    array that spans processes into every process's host memory: of which type (its class
+    name) is the result, and what are its values?
+    """
+    for report in reports:
+        assert report["load_calls"] == __
+        assert report["gathered_type"] == __
+        assert report["gathered"] == __
+    assert [r["loaded_local"] for r in reports] == [r["x_local"] for r in reports]
 
 
 def test_a_missing_peer_makes_the_survivor_abort(tmp_path):

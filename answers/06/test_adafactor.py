@@ -27,8 +27,11 @@ def test_adafactor_keeps_row_and_column_statistics_instead_of_full_moments():
     assert adam // param_bytes == 2
     assert param_bytes // ada > 100
 
-    factored = next(s for s in jax.tree.leaves(ada_state, is_leaf=lambda x: hasattr(x, "v_row"))
-                    if hasattr(s, "v_row"))
+    factored = next(
+        s
+        for s in jax.tree.leaves(ada_state, is_leaf=lambda x: hasattr(x, "v_row"))
+        if hasattr(s, "v_row")
+    )
     # The matrix keeps one value per row plus one per column (optax names the shorter one
     # v_row); a vector cannot be factored and keeps its full second moment in v.
     assert factored.v_row["w"].size + factored.v_col["w"].size == 1024 + 512

@@ -9,7 +9,7 @@ import optax
 import pytest
 from flax import nnx
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 class MLP(nnx.Module):
@@ -29,10 +29,14 @@ def _data():
 
 def test_nnx_optimizer_and_jitted_train_step_lower_the_loss():
     """nnx.Optimizer(model, tx, wrt=nnx.Param) 把 Optax 变换绑定到模型的参数上；nnx.jit 的训练步
-    原地更新模型和优化器。wrt 在 flax 0.12 里是必填的关键字参数。
+    原地更新模型和优化器。❌ 旧写法 / ✅ 推荐写法：Flax 0.11 起 wrt 是必填的关键字参数，update 也
+    要同时拿到 (model, grads)；想保留旧调用方式的代码可以改用 nnx.ModelAndOptimizer（它在 0.12
+    里仍然存在，但它的文档说明已弃用，会在以后的版本里移除）。
     nnx.Optimizer(model, tx, wrt=nnx.Param) binds an Optax transformation to the model's
-    parameters; an nnx.jit train step updates model and optimizer in place. In flax 0.12 wrt is
-    a required keyword argument.
+    parameters; an nnx.jit train step updates model and optimizer in place. ❌ old / ✅ new:
+    since Flax 0.11 wrt is a required keyword argument and update takes (model, grads); code
+    that keeps the old calls can switch to nnx.ModelAndOptimizer (still in 0.12, its docstring
+    marks it deprecated and due to be removed).
     """
     model = MLP(nnx.Rngs(0))
     opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
@@ -52,8 +56,9 @@ def test_nnx_optimizer_and_jitted_train_step_lower_the_loss():
     # The optimizer counts its steps.
     assert int(opt.step[...]) == 20
     # Without wrt the constructor refuses.
-    with pytest.raises(TypeError):
+    with raises_exactly(TypeError) as info:
         nnx.Optimizer(model, optax.adam(1e-2))
+    assert "As of Flax 0.11.0" in str(info.value) and "nnx.ModelAndOptimizer" in str(info.value)
 
 
 def test_value_is_deprecated_use_brackets():
@@ -64,8 +69,9 @@ def test_value_is_deprecated_use_brackets():
     """
     model = MLP(nnx.Rngs(0))
     kernel = model.hidden.kernel
-    with pytest.warns(DeprecationWarning) as record:
+    with pytest.warns(Warning) as record:
         old = kernel.value
+    assert record[0].category is DeprecationWarning
     assert "variable[...]" in str(record[0].message)
     new = kernel[...]
     np.testing.assert_array_equal(old, new)

@@ -18,10 +18,12 @@ class MLP(nnx.Module):
 
     def __init__(self, rngs: nnx.Rngs, up_spec, down_spec):
         init = nnx.initializers.lecun_normal()
-        self.up = nnx.Linear(D, H, use_bias=False, rngs=rngs,
-                             kernel_init=nnx.with_partitioning(init, up_spec))
-        self.down = nnx.Linear(H, D, use_bias=False, rngs=rngs,
-                               kernel_init=nnx.with_partitioning(init, down_spec))
+        self.up = nnx.Linear(
+            D, H, use_bias=False, rngs=rngs, kernel_init=nnx.with_partitioning(init, up_spec)
+        )
+        self.down = nnx.Linear(
+            H, D, use_bias=False, rngs=rngs, kernel_init=nnx.with_partitioning(init, down_spec)
+        )
 
     def __call__(self, x):
         return self.down(jax.nn.relu(self.up(x)))
@@ -77,8 +79,7 @@ def test_tensor_parallel_mlp_needs_one_all_reduce():
     assert hlo.count("all-reduce(") == 1
     up = np.asarray(model.up.kernel[...])
     down = np.asarray(model.down.kernel[...])
-    np.testing.assert_allclose(y, np.maximum(np.ones((4, D)) @ up, 0) @ down, rtol=1e-4,
-                               atol=1e-5)
+    np.testing.assert_allclose(y, np.maximum(np.ones((4, D)) @ up, 0) @ down, rtol=1e-4, atol=1e-5)
 
 
 def test_fsdp_shards_parameters_and_optimizer_state():

@@ -39,12 +39,13 @@ def same_keys(a, b) -> bool:
 
 
 def test_reusing_a_key_repeats_and_correlates_the_draws():
-    """⚠️ 陷阱 / trap：同一个 key 用两次，“两个随机掩码”完全一样；更隐蔽的是，不同形状、
-    不同分布的抽样也彼此相关：更长的抽样以更短的抽样为前缀，bernoulli 掩码就是同一组
-    uniform 小于 p 的位置。
-    ⚠️ trap: use a key twice and "two random masks" are identical; more subtly, draws of other
-    shapes and other distributions are related too: a longer draw starts with the shorter one,
-    and a bernoulli mask is exactly where the same uniforms fall below p.
+    """⚠️ 陷阱 / trap：同一个 key 用两次，“两个随机掩码”完全一样。更隐蔽的是，不同形状、不同分布
+    的抽样之间也可能有关系：bernoulli 掩码和同一个 key 的 uniform 有什么关系？更长的抽样和更短
+    的抽样呢？后者取决于 jax_threefry_partitionable（0.12 默认打开）：两种设置都预测一下。
+    ⚠️ trap: use a key twice and "two random masks" are identical. More subtly, draws of other
+    shapes and other distributions from one key can be related too: how does a bernoulli mask
+    relate to the same key's uniforms? A longer draw to a shorter one? The latter depends on
+    jax_threefry_partitionable (on by default in 0.12): predict it under both settings.
     """
     key = jax.random.key(0)
     mask_a = jax.random.bernoulli(key, 0.5, (8,))
@@ -53,6 +54,9 @@ def test_reusing_a_key_repeats_and_correlates_the_draws():
     short = jax.random.normal(key, (3,))
     long = jax.random.normal(key, (5,))
     assert bool(jnp.array_equal(long[:3], short)) is True
+    with jax.threefry_partitionable(False):  # the old layout
+        old_short, old_long = jax.random.normal(key, (3,)), jax.random.normal(key, (5,))
+    assert bool(jnp.array_equal(old_long[:3], old_short)) is False
     uniforms = jax.random.uniform(key, (8,))
     assert bool(jnp.array_equal(mask_a, uniforms < 0.5)) is True
     # The fix: one fresh key per use.
@@ -142,26 +146,36 @@ def test_per_device_keys_with_axis_index():
     np.testing.assert_array_equal(own[5], jax.random.normal(jax.random.fold_in(key, 5), (3,)))
 
 
-def test_keys_in_scan_carry_or_split_up_front():
-    """scan 里用 key 有两种写法：把 key 放进 carry、每步 split 一次；或者先 split 出全部 n 个
-    key，当作 xs 喂给 scan（也就可以换成 vmap）。两种都对，但给出的数不同：换写法会改变结果。
-    Two ways to use keys in scan: carry the key and split it at every step, or split all n keys
-    up front and feed them to scan as xs (which then can become a vmap). Both are correct, but
-    they give different numbers: switching changes the results.
+def test_keys_in_scan_carry_or_split_up_front_share_keys():
+    """⚠️ 陷阱 / trap：scan 里用 key 有两种写法：把 key 放进 carry、每步 split 一次；或者先 split
+    出全部 n 个 key，当作 xs 喂给 scan（也就可以换成 vmap）。单独用哪一种都对，给出的数不同；
+    但它们不是两条独立的流：两种写法派生出的 key 有重合。一个程序里混用两种写法（比如模型用
+    carry、数据增强用先 split 的 key），就会悄悄地把同一个 key 用两次。找出重合的那一对。
+    ⚠️ trap: two ways to use keys in scan: carry the key and split it at every step, or split
+    all n keys up front and feed them to scan as xs (which then can become a vmap). Each alone
+    is correct, and they give different numbers; but they are not two independent streams: the
+    keys the two schemes derive overlap. A program that mixes them (the model carrying its key,
+    data augmentation using keys split up front, say) silently uses one key twice. Find the
+    pair that coincides.
     """
     key = jax.random.key(0)
 
     def carry_step(k, _):
         k, sub = jax.random.split(k)
-        return k, jax.random.normal(sub, (2,))
+        return k, sub
 
-    _, carried = lax.scan(carry_step, key, None, length=4)
+    _, carried = lax.scan(carry_step, key, None, length=4)  # the key each step draws with
     keys = jax.random.split(key, 4)
-    _, up_front = lax.scan(lambda c, k: (c, jax.random.normal(k, (2,))), None, keys)
-    np.testing.assert_array_equal(up_front, jax.vmap(lambda k: jax.random.normal(k, (2,)))(keys))
-    assert carried.shape == up_front.shape == (4, 2)
-    assert distinct_rows(carried) == 4
-    assert bool(np.array_equal(carried, up_front)) is False
+    _, up_front = lax.scan(lambda c, k: (c, k), None, keys)
+    assert carried.shape == up_front.shape == (4,)
+    np.testing.assert_array_equal(jax.random.key_data(up_front), jax.random.key_data(keys))
+    shared = [(i, j) for i in range(4) for j in range(4) if same_keys(carried[i], up_front[j])]
+    assert shared == [(0, 1)]
+    # The same draws, one row per step: most rows differ, the shared key repeats a row.
+    draws = np.concatenate(
+        [jax.vmap(lambda k: jax.random.normal(k, (2,)))(ks) for ks in (carried, up_front)]
+    )
+    assert distinct_rows(draws) == 7
 
 
 def test_vmap_needs_one_key_per_example():

@@ -13,10 +13,9 @@ the order and the numbers change.
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from flax import nnx
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def same_keys(a, b) -> bool:
@@ -37,7 +36,7 @@ def test_each_stream_folds_in_its_own_counter():
     assert int(rngs.params.count[...]) == 2
     assert int(rngs.dropout.count[...]) == 1
     assert same_keys(second, jax.random.fold_in(jax.random.key(0), 1))
-    with pytest.raises(AttributeError):
+    with raises_exactly(AttributeError):
         rngs.noise()
 
 

@@ -1,18 +1,16 @@
 """06 · Orbax 检查点 / Orbax checkpoints."""
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
-import pytest
 from flax import nnx
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import run_python
 
 
 def _model():
@@ -52,7 +50,7 @@ def test_saving_over_an_existing_checkpoint_raises(tmp_path):
     ckpt = ocp.StandardCheckpointer()
     ckpt.save(path, {"w": jnp.zeros(4)})
     ckpt.wait_until_finished()
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         ckpt.save(path, {"w": jnp.ones(4)})
         ckpt.wait_until_finished()
     assert "already exists" in str(info.value)
@@ -65,14 +63,23 @@ def test_saving_over_an_existing_checkpoint_raises(tmp_path):
 
 _WORKER = textwrap.dedent(
     """
-    import os, sys
+    import os, sys, threading
     import jax.numpy as jnp
     import orbax.checkpoint as ocp
 
     directory, wait = sys.argv[1], sys.argv[2] == "1"
-    ckpt = ocp.StandardCheckpointer()
+    # Preemption made deterministic: the background commit's last step (the rename of the
+    # temporary directory) waits until the job decides to go on, so a job that dies right
+    # after save() always dies with the commit still in flight, as a real one can.
+    job_goes_on = threading.Event()
+    options = ocp.options.AsyncOptions(
+        create_directories_asynchronously=False,  # the temporary directory exists on return
+        post_finalization_callback=job_goes_on.wait,
+    )
+    ckpt = ocp.StandardCheckpointer(async_options=options)
     ckpt.save(os.path.join(directory, "ckpt"), {"w": jnp.arange(1_000_000.0)})
     if wait:
+        job_goes_on.set()
         ckpt.wait_until_finished()
     os._exit(0)  # a preempted job: no clean shutdown
     """
@@ -80,28 +87,25 @@ _WORKER = textwrap.dedent(
 
 
 def test_async_save_must_be_waited_for(tmp_path):
-    """⚠️ 陷阱 / trap：save 是异步的，返回时检查点还只是一个临时目录；进程在
-    wait_until_finished() 之前被杀掉（抢占、os._exit），留下的只有这个临时目录，无法恢复。
+    """⚠️ 陷阱 / trap：save 是异步的，返回时检查点还只是一个临时目录，后台线程写完后才把它改名为
+    最终目录；进程在 wait_until_finished() 之前被杀掉（抢占、os._exit），留下的只有这个临时目录，
+    无法恢复。（工作进程让后台提交的最后一步等主线程放行，抢占因此总是落在这个窗口里。）
     ⚠️ trap: save is asynchronous; when it returns the checkpoint is still a temporary
-    directory. A process killed before wait_until_finished() (preemption, os._exit) leaves only
-    that temporary directory behind, and nothing can be restored.
+    directory, which the background thread renames to the final one only when it is done. A
+    process killed before wait_until_finished() (preemption, os._exit) leaves only that temporary
+    directory behind, and nothing can be restored. (The worker holds the background commit's last
+    step until its main thread lets it go on, so the preemption always lands in that window.)
     """
     listings = {}
     for wait in ("0", "1"):
         d = tmp_path / f"wait{wait}"
         d.mkdir()
-        subprocess.run(
-            [sys.executable, "-c", _WORKER, str(d), wait],
-            check=True,
-            timeout=120,
-            capture_output=True,
-            env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        )
+        run_python("-c", _WORKER, str(d), wait)
         listings[wait] = sorted(os.listdir(d))
     assert listings["0"] == __
     assert listings["1"] == ["ckpt"]
     # The finished checkpoint restores; the unfinished one is not even recognised as one.
     restored = ocp.StandardCheckpointer().restore(tmp_path / "wait1" / "ckpt")
     assert restored["w"].shape == (1_000_000,)
-    with pytest.raises(__):
+    with raises_exactly(__):
         ocp.StandardCheckpointer().restore(tmp_path / "wait0" / "ckpt")

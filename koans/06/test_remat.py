@@ -97,8 +97,14 @@ def _attention_block(p, x):
 
 def _stacked_transformer_params(blocks, d):
     """Every block's weights stacked on a leading axis, for lax.scan over the blocks."""
-    shapes = {"q": (d, d), "k": (d, d), "v": (d, d), "o": (d, d), "up": (d, 4 * d),
-              "down": (4 * d, d)}
+    shapes = {
+        "q": (d, d),
+        "k": (d, d),
+        "v": (d, d),
+        "o": (d, d),
+        "up": (d, 4 * d),
+        "down": (4 * d, d),
+    }
     keys = jax.random.split(jax.random.key(1), len(shapes))
     return {
         name: 0.05 * jax.random.normal(key, (blocks, *shape))

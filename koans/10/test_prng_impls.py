@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -107,7 +107,7 @@ def test_choose_an_implementation_and_keep_it_with_the_data():
     assert raw.shape == __
     assert jax.random.key_impl(jax.random.key(0)) == "threefry2x32"  # restored on exit
     data = jax.random.key_data(key)
-    with pytest.raises(__):
+    with raises_exactly(__):
         jax.random.wrap_key_data(data)  # read as a threefry2x32 key: wrong data shape
     again = jax.random.wrap_key_data(data, impl=__)
     assert first_bits(again) == first_bits(key)

@@ -13,9 +13,8 @@ treated as integers.
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 def is_typed(k) -> bool:
@@ -54,7 +53,7 @@ def test_prngkey_is_the_old_way_key_is_the_new_one():
     old = jax.random.PRNGKey(0)  # ❌ 旧写法
     expected = jax.random.normal(old, (3,))  # allowed by default ("allow")
     with jax.legacy_prng_key("error"):
-        with pytest.raises(__) as info:
+        with raises_exactly(__) as info:
             jax.random.normal(old, (3,))
         assert "jax.random.key()" in str(info.value)
         new = __  # ✅ 推荐写法
@@ -90,13 +89,13 @@ def test_typed_keys_refuse_integer_arithmetic():
     """
     key = jax.random.key(0)
     raw = jax.random.PRNGKey(0)
-    with pytest.raises(__):
+    with raises_exactly(__):
         key + 1  # the "add 1 to the seed" habit of raw keys
-    with pytest.raises(__):
+    with raises_exactly(__):
         np.asarray(key)  # use jax.random.key_data(key)
-    with pytest.raises(__):
+    with raises_exactly(__):
         jnp.stack([key, raw])  # a key dtype cannot be promoted with uint32
-    with pytest.raises(__):
+    with raises_exactly(__):
         jax.random.key(key)  # a key is not a seed
 
 

@@ -1,0 +1,118 @@
+"""Predict, then see: a wrong prediction's report shows the learner's answer and the lesson,
+never what JAX computed (nor captured output), until the learner asks (`reveal`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .fakecourse import HEADER, make_course, progress, solve, write
+
+GAMMA = '''
+import numpy as np
+
+
+def test_cumsum():
+    """累加。np.cumsum of 1, 2, 3 ends in six."""
+    np.testing.assert_array_equal(np.cumsum([1, 2, 3]), {cumsum})
+
+
+def test_logged():
+    """日志。What the code prints is not the learner's to read before predicting."""
+    print("the secret is 42")
+    assert 6 * 7 == {logged}
+
+
+def test_computed_then_compared():
+    """先算再比。A fill earlier in the koan, compared on a later line."""
+    expected = {expected}
+    assert int(jnp.arange(4).sum()) == expected
+'''
+PRISTINE = dict(cumsum="__", logged="__", expected="__")
+
+
+def commit(root: Path) -> None:
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "more koans"], check=True, timeout=60)
+
+
+@pytest.fixture
+def course(tmp_path: Path) -> Path:
+    root = make_course(tmp_path / "course")
+    write(root / "koans" / "01" / "test_gamma.py", HEADER + GAMMA.format(**PRISTINE))
+    commit(root)
+    return root
+
+
+def fill(root: Path, **values: str) -> None:
+    write(root / "koans" / "01" / "test_gamma.py", HEADER + GAMMA.format(**{**PRISTINE, **values}))
+
+
+def pytest_run(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "koans/01", "-p", "jaxkoans.plugin",
+         "-p", "no:cacheprovider", "-q", "--no-header", "-rA", *args],
+        cwd=root, env={"JAXKOANS_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return done.stdout + done.stderr
+
+
+def section(output: str, koan: str) -> str:
+    """The failure report of one koan in pytest's output."""
+    start = output.index(f"_ {koan} _")
+    rest = output[start + len(koan) + 2 :]
+    ends = [i for i in (rest.find("\n___"), rest.find("\n===")) if i >= 0]
+    return rest[: min(ends)] if ends else rest
+
+
+def test_a_wrong_value_shows_the_answer_and_lesson_but_not_the_value(course):
+    fill(course, cumsum="[1, 3, 5]", logged="41", expected="7")
+    output = pytest_run(course)
+    cumsum = section(output, "test_cumsum")
+    assert "`[1, 3, 5]`" in cumsum and "np.cumsum of 1, 2, 3" in cumsum
+    assert "ACTUAL" not in cumsum and "DESIRED" not in cumsum and "array(" not in cumsum
+    assert "progress.py reveal test_cumsum" in cumsum
+    logged = section(output, "test_logged")
+    assert "`41`" in logged and "42" not in output  # neither the value nor the captured print
+    later = section(output, "test_computed_then_compared")
+    assert "`7`" in later and "assert 6 ==" not in later and "where" not in later
+
+
+def test_an_open_blank_does_not_print_captured_output(course):
+    output = pytest_run(course)
+    assert "fill in the blank" in section(output, "test_logged")
+    assert "the secret is 42" not in output
+
+
+def test_a_todo_keeps_showing_actual_against_expected(course):
+    alpha = course / "koans" / "01" / "test_alpha.py"
+    alpha.write_text(alpha.read_text().replace('todo("return 2 * x")', "return 3 * x"))
+    assert "where" in section(pytest_run(course), "test_double")  # pytest's introspection
+
+
+def test_koans_reveal_shows_the_value_and_is_remembered(course):
+    fill(course, cumsum="[1, 3, 5]")
+    output = section(pytest_run(course, "--koans-reveal"), "test_cumsum")
+    assert "ACTUAL" in output and "6" in output
+    log = (course / ".jaxkoans" / "reveals.jsonl").read_text().splitlines()
+    assert [json.loads(line)["nodeid"] for line in log] == ["koans/01/test_gamma.py::test_cumsum"]
+
+
+def test_a_koan_passed_after_a_reveal_counts_as_revealed(course):
+    fill(course, cumsum="[1, 3, 5]")
+    shown = progress(course, "reveal", "test_cumsum")
+    assert shown.returncode == 0, shown.stderr
+    assert "ACTUAL" in shown.stdout
+    fill(course, cumsum="[1, 3, 6]", logged="42", expected="6")
+    solve(course, "01", "test_alpha.py")
+    data = json.loads(progress(course, "--json", "--chapter", "01").stdout)
+    revealed = {k["name"]: k["revealed"] for k in data["koans"]}
+    assert revealed["test_cumsum"] is True and revealed["test_logged"] is False
+    assert data["passed_revealed"] == 1 and data["chapters"][0]["passed_revealed"] == 1
+    assert "👁 1" in progress(course, "--chapter", "01").stdout

@@ -1,8 +1,11 @@
 """07 · 自己写内核 / kernels you write.
 
-每个内核都和一个纯 jnp 参考实现在几种形状上比较，并检查 grid 真的把工作分成了块。
-Every kernel is compared with a plain jnp reference on several shapes, and the grid is checked
-to really split the work into blocks.
+每个内核都和一个纯 jnp 参考实现在几种形状上比较；再从 jaxpr 读出 pallas_call 的 grid 和每个
+BlockSpec 的块形状，并检查计算真的发生在内核体里（内核外面不许有同样的 jnp 运算）。
+
+Every kernel is compared with a plain jnp reference on several shapes; then the jaxpr gives the
+pallas_call's grid and every BlockSpec's block shape, and the work is checked to happen in the
+kernel body (the same jnp operation may not appear outside the kernel).
 """
 
 import functools
@@ -16,16 +19,52 @@ from jax.experimental import pallas as pl
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
-def _grid(fn, *args):
-    """fn 的 jaxpr 里 pallas_call 的 grid。/ The grid of the pallas_call in fn's jaxpr."""
-    eqns = list(jax.make_jaxpr(fn)(*args).eqns)
-    while eqns:
-        eqn = eqns.pop()
-        if eqn.primitive.name == "pallas_call":
-            return eqn.params["grid_mapping"].grid
-        if eqn.primitive.name == "jit":
-            eqns.extend(eqn.params["jaxpr"].eqns)
-    raise AssertionError("no pallas_call")
+def _sub_jaxprs(params):
+    """jaxprs nested in an equation's params (jit bodies, cond branches, custom_vjp calls)."""
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            inner = getattr(item, "jaxpr", item)
+            if hasattr(inner, "eqns"):
+                yield inner
+
+
+def _primitives(jaxpr):
+    """Every primitive name in a jaxpr, nested jaxprs included."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for sub in _sub_jaxprs(eqn.params):
+            names |= _primitives(sub)
+    return names
+
+
+def _kernel_structure(fn, *args):
+    """What fn's jaxpr says about its one pallas_call: grid, block shapes (inputs, then
+    outputs), scratch shapes, the primitives inside the kernel and those outside it."""
+    calls, outside = [], set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "pallas_call":
+                calls.append(eqn)
+                continue
+            outside.add(eqn.primitive.name)
+            for sub in _sub_jaxprs(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    assert len(calls) == 1, f"expected one pallas_call, found {len(calls)}"
+    mapping = calls[0].params["grid_mapping"]
+    return {
+        "grid": tuple(mapping.grid),
+        "blocks": [
+            tuple(getattr(d, "block_size", d) for d in b.block_shape)
+            for b in mapping.block_mappings
+        ],
+        "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
+        "kernel_ops": _primitives(calls[0].params["jaxpr"]),
+        "outside_ops": outside,
+    }
 
 
 def _data(shape, seed):
@@ -152,29 +191,43 @@ def layer_norm(x, gamma, beta, *, bm, eps=1e-5):
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("shape", "block"), [((8, 16), (4, 8)), ((16, 32), (8, 32)), ((6, 10), (3, 5))])
+@pytest.mark.parametrize(
+    ("shape", "block"), [((8, 16), (4, 8)), ((16, 32), (8, 32)), ((6, 10), (3, 5))]
+)
 def test_tiled_elementwise_add_relu(shape, block):
-    """分块逐元素内核：每个形状都等于 jnp 参考，grid 等于块的个数。
-    A tiled elementwise kernel: equal to the jnp reference on every shape, with one program per
-    block.
+    """分块逐元素内核：每个形状都等于 jnp 参考；grid 每块一个程序，三个 Ref 的块都是 (bm, bn)，
+    relu 在内核里算。
+    A tiled elementwise kernel: equal to the jnp reference on every shape; one program per
+    block, (bm, bn) blocks for all three Refs, and the relu computed inside the kernel.
     """
     x, y = _data(shape, 0), _data(shape, 1)
     bm, bn = block
     out = add_relu(x, y, bm=bm, bn=bn)
     np.testing.assert_allclose(out, jax.nn.relu(x + y), rtol=1e-6)
-    assert _grid(functools.partial(add_relu, bm=bm, bn=bn), x, y) == (shape[0] // bm, shape[1] // bn)
+    kernel = _kernel_structure(functools.partial(add_relu, bm=bm, bn=bn), x, y)
+    assert kernel["grid"] == (shape[0] // bm, shape[1] // bn)
+    assert kernel["blocks"] == [(bm, bn)] * 3  # x, y, out
+    assert "max" in kernel["kernel_ops"] and "max" not in kernel["outside_ops"]
 
 
-@pytest.mark.parametrize(("m", "k", "n", "bm", "bk", "bn"), [(8, 16, 8, 4, 4, 4), (16, 32, 8, 8, 8, 8), (4, 12, 6, 2, 3, 3)])
+@pytest.mark.parametrize(
+    ("m", "k", "n", "bm", "bk", "bn"),
+    [(8, 16, 8, 4, 4, 4), (16, 32, 8, 8, 8, 8), (4, 12, 6, 2, 3, 3)],
+)
 def test_tiled_matmul_accumulates_over_k(m, k, n, bm, bk, bn):
-    """分块矩阵乘：K 轴在 grid 里，输出块在 K 的各步之间保留并累加；结果等于 x @ y。
-    A tiled matmul: K is a grid axis, and the output block persists and accumulates across the
-    K steps; the result equals x @ y.
+    """分块矩阵乘：K 轴在 grid 里，x 和 y 的块只覆盖 bk 列 / 行，所以每个输出块必须在 K 的各步
+    之间累加（每个例子 K 至少分 3 块）；结果等于 x @ y，矩阵乘在内核里做。
+    A tiled matmul: K is a grid axis and the x and y blocks cover only bk columns / rows, so
+    each output block must accumulate across the K steps (every case splits K at least 3 ways);
+    the result equals x @ y, and the product is computed inside the kernel.
     """
     x, y = _data((m, k), 2), _data((k, n), 3)
     out = matmul(x, y, bm=bm, bn=bn, bk=bk)
     np.testing.assert_allclose(out, x @ y, rtol=1e-5, atol=1e-5)
-    assert _grid(functools.partial(matmul, bm=bm, bn=bn, bk=bk), x, y) == (m // bm, n // bn, k // bk)
+    kernel = _kernel_structure(functools.partial(matmul, bm=bm, bn=bn, bk=bk), x, y)
+    assert kernel["grid"] == (m // bm, n // bn, k // bk)
+    assert kernel["blocks"] == [(bm, bk), (bk, bn), (bm, bn)]  # x, y, out
+    assert "dot_general" in kernel["kernel_ops"] and "dot_general" not in kernel["outside_ops"]
 
 
 @pytest.mark.parametrize(("shape", "bm"), [((8, 16), 2), ((6, 128), 3), ((4, 7), 4)])
@@ -184,9 +237,17 @@ def test_row_softmax_is_stable(shape, bm):
     max is subtracted first).
     """
     x = _data(shape, 4) * 5
-    np.testing.assert_allclose(row_softmax(x, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(row_softmax(x + 1000.0, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-4, atol=1e-6)
-    assert _grid(functools.partial(row_softmax, bm=bm), x) == (shape[0] // bm,)
+    np.testing.assert_allclose(
+        row_softmax(x, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        row_softmax(x + 1000.0, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-4, atol=1e-6
+    )
+    kernel = _kernel_structure(functools.partial(row_softmax, bm=bm), x)
+    assert kernel["grid"] == (shape[0] // bm,)
+    assert kernel["blocks"] == [(bm, shape[1])] * 2  # x, out
+    assert {"exp", "reduce_max"} <= kernel["kernel_ops"]
+    assert not {"exp", "reduce_max"} & kernel["outside_ops"]
 
 
 @pytest.mark.parametrize(("shape", "bm"), [((8, 32), 4), ((6, 10), 2), ((3, 128), 3)])
@@ -200,4 +261,13 @@ def test_layer_norm_matches_reference(shape, bm):
     var = x.var(-1, keepdims=True)
     expected = (x - mean) / jnp.sqrt(var + 1e-5) * gamma + beta
     np.testing.assert_allclose(layer_norm(x, gamma, beta, bm=bm), expected, rtol=1e-4, atol=1e-4)
-    assert _grid(functools.partial(layer_norm, bm=bm), x, gamma, beta) == (shape[0] // bm,)
+    kernel = _kernel_structure(functools.partial(layer_norm, bm=bm), x, gamma, beta)
+    assert kernel["grid"] == (shape[0] // bm,)
+    assert kernel["blocks"] == [
+        (bm, shape[1]),
+        shape[-1:],
+        shape[-1:],
+        (bm, shape[1]),
+    ]  # x, gamma, beta, out
+    assert "reduce_sum" in kernel["kernel_ops"] and {"rsqrt", "sqrt"} & kernel["kernel_ops"]
+    assert not {"reduce_sum", "rsqrt", "sqrt"} & kernel["outside_ops"]

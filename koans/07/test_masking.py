@@ -6,6 +6,8 @@ grid = pl.cdiv(n, block) 时最后一块越过数组末尾：越界的写入被�
 With grid = pl.cdiv(n, block) the last block runs past the end of the array: out-of-bounds
 writes are dropped, but out-of-bounds reads return padding. Elementwise work is therefore fine;
 a reduction needs its own mask (iota + program_id), or the input padded to whole blocks.
+What the padding holds depends on the interpreter (and on hardware, on whatever the memory held):
+never rely on it.
 """
 
 import functools
@@ -15,13 +17,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 BLOCK = 4
 
 
-def _block_sums(kernel, x):
+def _block_sums(kernel, x, interpret=True):
     """每块一个和：grid = cdiv(n, BLOCK)，输出 [num_blocks]。/ One sum per block."""
     n = x.shape[0]
     num_blocks = pl.cdiv(n, BLOCK)
@@ -31,8 +34,12 @@ def _block_sums(kernel, x):
         grid=(num_blocks,),
         in_specs=[pl.BlockSpec((BLOCK,), lambda i: (i,))],
         out_specs=pl.BlockSpec((1,), lambda i: (i,)),
-        interpret=True,
+        interpret=interpret,
     )(x)
+
+
+def _unmasked_sum(x_ref, o_ref, *, n):
+    o_ref[...] = jnp.full((1,), jnp.sum(x_ref[...]))
 
 
 def test_ragged_last_block_reads_padding():
@@ -58,11 +65,27 @@ def test_ragged_last_block_reads_padding():
     )
     np.testing.assert_array_equal(jax.jit(inc)(x), x + 1.0)
 
-    def unmasked_sum(x_ref, o_ref, *, n):
-        o_ref[...] = jnp.full((1,), jnp.sum(x_ref[...]))
-
-    sums = jax.jit(functools.partial(_block_sums, unmasked_sum))(x)
+    sums = jax.jit(functools.partial(_block_sums, _unmasked_sum))(x)
     assert np.isnan(sums).tolist() == __
+
+
+def test_zeroed_padding_hides_a_missing_mask():
+    """⚠️ 陷阱 / trap：TPU 解释器（interpret=pltpu.InterpretParams(...)）可以选择未初始化内存
+    填什么。填 0 时，不加掩码的块求和恰好算对了，bug 被藏起来；测试内核时选那个让越界读取
+    一眼可见的填充值。
+    The TPU interpreter (interpret=pltpu.InterpretParams(...)) lets you choose what uninitialized
+    memory holds. With zeros, the unmasked block sum happens to be right and the bug hides; when
+    testing a kernel, pick the fill that makes an out-of-bounds read stand out.
+    """
+    x = jnp.arange(1.0, 11.0)
+
+    def run(params):
+        return jax.jit(functools.partial(_block_sums, _unmasked_sum, interpret=params))(x)
+
+    looks_right = run(pltpu.InterpretParams(uninitialized_memory="zero"))
+    np.testing.assert_array_equal(looks_right, __)
+    exposed = run(pltpu.InterpretParams(uninitialized_memory=__))
+    assert np.isnan(exposed).tolist() == [False, False, True]
 
 
 def masked_sum_kernel(x_ref, o_ref, *, n):
@@ -91,28 +114,33 @@ def test_masked_block_sum_ignores_the_padding(n):
 
 
 def test_pad_to_whole_blocks_with_the_neutral_value():
-    """另一种办法：先把输入填充成整块，运行不带掩码的内核，再切回原长度。
-    填充值必须对运算“中性”：对 softmax 来说是 exp 后为 0 的那个值。
-    The other way: pad the input to whole blocks, run the unmasked kernel, slice back. The
-    padding must be neutral for the operation: for softmax, the value whose exp is 0.
+    """另一种办法：先把输入填充成整块，运行不带掩码的内核，再丢掉填充。这里内核按 8 列一块
+    算 softmax 的分母 sum(exp(x))：每块一个部分和，最后在外面相加。填充值必须对运算“中性”：
+    exp 之后为 0 的那个值。
+    The other way: pad the input to whole blocks, run the unmasked kernel, drop the padding.
+    Here the kernel computes softmax's denominator sum(exp(x)) in blocks of 8 columns, one
+    partial sum per block, added up outside. The padding must be neutral for the operation:
+    the value whose exp is 0.
     """
+    cols = 8
 
-    def softmax_kernel(x_ref, o_ref):
-        v = x_ref[...]
-        e = jnp.exp(v - jnp.max(v, axis=-1, keepdims=True))
-        o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)
+    def partial_exp_sum(x_ref, o_ref):
+        o_ref[...] = jnp.sum(jnp.exp(x_ref[...]), axis=1, keepdims=True)
 
     @jax.jit
-    def padded_softmax(x):
-        n = x.shape[-1]
-        width = pl.cdiv(n, 8) * 8  # the kernel wants whole blocks of 8 columns
-        xp = jnp.pad(x, ((0, 0), (0, width - n)), constant_values=__)
-        out = pl.pallas_call(
-            softmax_kernel,
-            out_shape=jax.ShapeDtypeStruct(xp.shape, xp.dtype),
+    def softmax_denominator(x):
+        rows, n = x.shape
+        blocks = pl.cdiv(n, cols)
+        xp = jnp.pad(x, ((0, 0), (0, blocks * cols - n)), constant_values=__)
+        partial = pl.pallas_call(
+            partial_exp_sum,
+            out_shape=jax.ShapeDtypeStruct((rows, blocks), x.dtype),
+            grid=(blocks,),
+            in_specs=[pl.BlockSpec((rows, cols), lambda j: (0, j))],
+            out_specs=pl.BlockSpec((rows, 1), lambda j: (0, j)),
             interpret=True,
         )(xp)
-        return out[:, :n]
+        return partial.sum(axis=1)
 
-    x = jax.random.normal(jax.random.key(0), (3, 5))
-    np.testing.assert_allclose(padded_softmax(x), jax.nn.softmax(x, axis=-1), rtol=1e-6)
+    x = jax.random.normal(jax.random.key(0), (3, 13))
+    np.testing.assert_allclose(softmax_denominator(x), jnp.exp(x).sum(axis=1), rtol=1e-6)

@@ -15,10 +15,9 @@ interpret=True, always under jit (eager interpret mode is slow).
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.experimental import pallas as pl
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def _pallas_eqn(fn, *args):
@@ -38,7 +37,7 @@ def test_cpu_runs_pallas_only_in_interpret_mode():
 
     x = jnp.arange(8.0)
     out_shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         pl.pallas_call(add_kernel, out_shape=out_shape)(x, x)
     assert "interpret" in str(info.value)
 
@@ -56,7 +55,9 @@ def test_kernel_writes_its_outputs_through_refs():
         o_ref[...] = 3.0 * x_ref[...] + y_ref[...]
 
     x, y = jnp.arange(4.0), jnp.ones(4)
-    axpy = pl.pallas_call(axpy_kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.float32), interpret=True)
+    axpy = pl.pallas_call(
+        axpy_kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.float32), interpret=True
+    )
     np.testing.assert_array_equal(jax.jit(axpy)(x, y), [1.0, 4.0, 7.0, 10.0])
 
     kernel_jaxpr = _pallas_eqn(axpy, x, y).params["jaxpr"]

@@ -1,21 +1,26 @@
 """07 · 在 CPU 机器上为 TPU 降级 / lowering for TPU on a CPU machine.
 
-不需要 TPU 也能检查内核能否在 TPU 上编译：`jax.jit(f).trace(x).lower(lowering_platforms=("tpu",))`
-走一遍 Pallas 的 TPU 降级（Mosaic），块形状违反规则时在这里就报错。规则：块形状的最后两维
-要分别能被 8 和 128 整除，或者等于整个数组对应的维度。
+不需要 TPU 也能检查内核能否为 TPU 降级：`jax.jit(f).trace(x).lower(lowering_platforms=("tpu",))`
+走一遍 Pallas 的 TPU 降级（Mosaic），块形状违反规则时在这里就报错。二维及以上的块：最后两维
+要分别能被 8 和 128 整除，或者等于整个数组对应的维度；一维的块有自己的规则，而且要先用
+AbstractMesh 说明目标是哪一代 TPU。降级不是编译：块是否放得进 VMEM，降级时并不检查。
 
-You can check that a kernel compiles for TPU without a TPU: `jax.jit(f).trace(x).lower(
+You can check without a TPU that a kernel lowers for TPU: `jax.jit(f).trace(x).lower(
 lowering_platforms=("tpu",))` runs Pallas's TPU lowering (Mosaic), which rejects illegal block
-shapes right there. The rule: the last two dims of a block must be divisible by 8 and 128
-respectively, or equal the array's dims.
+shapes right there. Blocks of rank 2 or more: the last two dims must be divisible by 8 and 128
+respectively, or equal the array's dims; 1-D blocks have their own rule and need an AbstractMesh
+naming the TPU generation. Lowering is not compiling: whether a block fits in VMEM is not checked
+when lowering.
 """
 
 import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import AbstractDevice, AbstractMesh
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def _double_kernel(x_ref, o_ref):
@@ -40,12 +45,14 @@ def _lower_for_tpu(shape, block):
 
 
 def test_legal_block_lowers_to_a_tpu_custom_call():
-    """合法的块 (8, 128) 在 CPU 机器上就能降级为 TPU 程序：内核成为一个 tpu_custom_call。
+    """合法的块 (8, 128) 在 CPU 机器上就能降级为 TPU 程序：内核成为一个 tpu_custom_call
+    （里面是序列化的 Mosaic 内核，还没有编译）。
     A legal (8, 128) block lowers to a TPU program on this CPU machine: the kernel becomes a
-    tpu_custom_call.
+    tpu_custom_call (holding the serialized Mosaic kernel, not yet compiled).
     """
     x = jax.ShapeDtypeStruct((256, 512), jnp.float32)
-    lowered = jax.jit(_tiled_double((256, 512), (8, 128))).trace(x).lower(lowering_platforms=(__,))
+    kernel = jax.jit(_tiled_double((256, 512), (8, 128)))
+    lowered = kernel.trace(x).lower(lowering_platforms=(__,))
     assert "tpu_custom_call" in lowered.as_text()
 
 
@@ -54,7 +61,7 @@ def test_illegal_block_fails_with_the_block_shape_rule():
     A (4, 128) block: 4 is not divisible by 8 and not the array's 256, so the TPU lowering fails
     and states the rule.
     """
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         _lower_for_tpu((256, 512), (4, 128))
     assert "divisible by 8 and 128" in str(info.value)
 
@@ -81,3 +88,75 @@ def test_which_block_shapes_lower_for_tpu():
             assert "divisible by 8 and 128" in str(err)
             lowers.append(False)
     assert lowers == __
+
+
+def _tpu(device_kind):
+    """一个 1 设备的抽象网格，说明目标是哪一代 TPU。/ A 1-device abstract mesh naming the TPU."""
+    return AbstractMesh(
+        (1,),
+        ("x",),
+        abstract_device=AbstractDevice(device_kind=device_kind, num_cores=1, platform="tpu"),
+    )
+
+
+def _lower_1d_for_tpu(n, block, dtype=jnp.float32):
+    spec = pl.BlockSpec((block,), lambda i: (i,))
+    kernel = pl.pallas_call(
+        _double_kernel,
+        out_shape=jax.ShapeDtypeStruct((n,), dtype),
+        grid=(pl.cdiv(n, block),),
+        in_specs=[spec],
+        out_specs=spec,
+    )
+    return (
+        jax.jit(kernel).trace(jax.ShapeDtypeStruct((n,), dtype)).lower(lowering_platforms=("tpu",))
+    )
+
+
+def test_one_d_blocks_follow_their_own_rule():
+    """一维的块不适用 (8, 128) 规则。先用 jax.sharding.use_abstract_mesh(AbstractMesh) 说明目标
+    芯片（不说明时降级直接拒绝），再预测哪些一维块能降级：等于整个数组、是 1024 的倍数，或者
+    是不小于 128（float32 时）的 2 的幂。
+    1-D blocks do not follow the (8, 128) rule. Name the target chip first with
+    jax.sharding.use_abstract_mesh(AbstractMesh) (without it the lowering refuses outright),
+    then predict which 1-D blocks lower: the whole array, a multiple of 1024, or a power of two
+    of at least 128 (for float32).
+    """
+    with pytest.raises(ValueError, match="use_abstract_mesh"):
+        _lower_1d_for_tpu(4096, 1024)
+
+    cases = [(4096, 1024), (4096, 384), (4096, 256), (1000, 1000), (4096, 64), (6144, 3072)]
+    lowers = []
+    with jax.sharding.use_abstract_mesh(_tpu("TPU v5 lite")):
+        for n, block in cases:
+            try:
+                _lower_1d_for_tpu(n, block)
+                lowers.append(True)
+            except ValueError as err:
+                assert "rank 1 block shapes" in str(err)
+                lowers.append(False)
+    assert lowers == __
+
+
+def test_lowering_is_not_compiling():
+    """⚠️ 陷阱 / trap：降级成功不等于能在 TPU 上运行。一个 1 GiB 的 float32 块（比任何一代 TPU 的
+    VMEM 都大得多）照样降级；VMEM 放不放得下要到编译时才知道，而这台机器没有 TPU 编译器可用：
+    compile() 找不到 tpu_custom_call 的实现。
+    A successful lowering does not mean the kernel runs on a TPU. A 1 GiB float32 block (far
+    larger than any TPU generation's VMEM) lowers all the same; whether it fits in VMEM is only
+    known when compiling, and this machine has no TPU compiler: compile() finds no
+    implementation of tpu_custom_call.
+    """
+    shape, block = (16384, 32768), (16384, 16384)
+    block_bytes = block[0] * block[1] * 4
+    assert block_bytes == 2**30
+    largest_vmem = max(
+        pltpu.get_tpu_info_for_chip(chip, 1).vmem_capacity_bytes for chip in pltpu.ChipVersion
+    )
+    assert block_bytes > 4 * largest_vmem
+
+    lowered = _lower_for_tpu(shape, block)
+    assert "tpu_custom_call" in lowered.as_text()
+    with raises_exactly(__) as info:
+        lowered.compile()
+    assert "tpu_custom_call" in str(info.value)

@@ -1,13 +1,13 @@
 """03 · 一个程序里的 Auto、Explicit 与 Manual / Auto, Explicit and Manual in one program.
 
 真实的程序很少整个只用一种模式。Auto 模式里编译器决定中间值怎么切，`with_sharding_constraint`
-给它一个提示；Explicit 模式里分片是类型的一部分，同一个调用变成断言，挪数据要用
+给它一个必须遵守的约束；Explicit 模式里分片是类型的一部分，同一个调用变成断言，挪数据要用
 `jax.sharding.reshard`；`auto_axes` / `explicit_axes` 让一段函数换一种模式。`shard_map` 的
 `axis_names=` 只把一部分网格轴交给你手写（Manual），其余的轴仍由编译器管；`jax.smap` 是只映射
 一根网格轴的 shard_map，写法像 vmap 的 in_axes / out_axes。
 
 Real programs seldom use one mode throughout. In Auto mode the compiler decides how
-intermediates are split and `with_sharding_constraint` gives it a hint; in Explicit mode the
+intermediates are split and `with_sharding_constraint` gives it a constraint it must obey; in Explicit mode the
 sharding is part of the type, the same call becomes an assertion, and moving data takes
 `jax.sharding.reshard`; `auto_axes` / `explicit_axes` switch the mode for one function.
 `shard_map`'s `axis_names=` hands only some mesh axes to you (Manual) and leaves the others to
@@ -48,14 +48,14 @@ def data_model_mesh():
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
-def test_with_sharding_constraint_is_a_hint_in_auto_mode_and_an_assert_in_explicit():
+def test_with_sharding_constraint_moves_data_in_auto_mode_and_asserts_in_explicit():
     """Auto 网格上，x 按行切开，jit 里一个中间值用 lax.with_sharding_constraint 约束成另一种切法：
-    编译器照做，并为此插入通信。要让每个设备最后拿着完整的一列（块形状 (8, 1)），约束写成什么？
+    这是编译器必须遵守的约束（文档说：不是提示），它为此插入通信。要让每个设备最后拿着完整的一列（块形状 (8, 1)），约束写成什么？
     编译器用哪种集合通信把按行切的数据换成按列切？Explicit 网格上同一个调用不挪数据，只检查：
     类型里的分片与约束不符就报错（哪个异常类？）；在 Explicit 模式里挪数据的是 reshard。
     On an Auto mesh, x is split by rows and, inside jit, an intermediate is constrained with
-    lax.with_sharding_constraint to another layout: the compiler complies and inserts the
-    communication. For every device to end up with one whole column (blocks of (8, 1)), what is
+    lax.with_sharding_constraint to another layout: a constraint the compiler must obey (not
+    a hint, its documentation says), so it inserts the communication. For every device to end up with one whole column (blocks of (8, 1)), what is
     the constraint? Which collective turns rows into columns? On an Explicit mesh the same call
     moves nothing, it checks: when the sharding in the type disagrees it fails (which exception
     class?); in Explicit mode what moves data is reshard.

@@ -1,13 +1,13 @@
 """03 · 把数据放上设备 / placing data on the devices.
 
-分片之前先得把数据放上去，这里有几件实际工作里天天遇到的事：长度除不尽网格的批次（JAX 直接
-拒绝，只能补齐再遮掉）；`jax.make_array_from_callback` 让每个设备只读自己那一块（读大文件或
+分片之前先得把数据放上去，这里有几件实际工作里天天遇到的事：长度除不尽网格的批次（device_put
+直接拒绝，补齐再遮掉）；`jax.make_array_from_callback` 让每个设备只读自己那一块（读大文件或
 多主机加载时不必先在一处拼出整个数组）；内存种类（memory kind）`pinned_host` 把数组放在主机
 内存里（卸载优化器状态或激活值）；`jax.debug.visualize_array_sharding` 画出哪个设备拿着哪一块。
 
 Before anything is sharded, the data must get onto the devices, and a few things come up
-every day: a batch whose length the mesh does not divide (JAX refuses it; pad it and mask the
-padding); `jax.make_array_from_callback`, which lets each device read only its own piece (no
+every day: a batch whose length the mesh does not divide (device_put refuses it; pad it and
+mask the padding); `jax.make_array_from_callback`, which lets each device read only its own piece (no
 need to assemble the whole array in one place when reading a large file or loading on many
 hosts); the memory kind `pinned_host`, which keeps an array in host memory (offloading
 optimizer state or activations); and `jax.debug.visualize_array_sharding`, which draws which
@@ -111,11 +111,11 @@ def padded_mse(w, x, y, valid):
 
 
 def test_a_batch_the_mesh_does_not_divide_is_padded_and_masked():
-    """10 个样本放不进按 P("i") 切的 8 个设备：JAX 不做不均匀的切分，device_put 直接报错（哪个
-    异常类？）。办法是补到 8 的倍数，再在损失里遮掉补的行：写好 padded_mse。补齐后每个设备 2 行，
-    各个设备上真实的行各有几行？
-    10 samples do not fit 8 devices split by P("i"): JAX does no uneven split and device_put
-    fails (which exception class?). The remedy is to pad to a multiple of 8 and mask the padded
+    """10 个样本放不进按 P("i") 切的 8 个设备：device_put 不做不均匀的切分，直接报错（哪个
+    异常类？）。办法是补到 8 的倍数，再在损失里遮掉补的行：写好 padded_mse。补齐后每个设备
+    2 行，各个设备上真实的行各有几行？
+    10 samples do not fit 8 devices split by P("i"): device_put does no uneven split and fails
+    (which exception class?). The remedy is to pad to a multiple of 8 and mask the padded
     rows in the loss: write padded_mse. Once padded each device holds 2 rows: how many of them
     are real, device by device?
     """

@@ -12,7 +12,7 @@ import io
 import shutil
 import subprocess
 import tarfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxkoans import course, tamper
@@ -40,6 +40,7 @@ class Course:
     koans: dict[str, list[str]]  # file -> its koans, in order
     harness: dict[str, str] = field(default_factory=dict)  # harness file -> digest
     allowed: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # see tamper
+    partial: set[str] = field(default_factory=set)  # files of which only some koans are graded
 
     def chapter_of(self, rel: str) -> str:
         return rel.split("/")[1]
@@ -112,3 +113,50 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
             allowed[rel] = tamper.answer_flags(path, answer) if answer.is_file() else {}
     harness = tamper.harness_entries(root, set(files))
     return Course(root, label, commit, dirty, chapters, files, koans, harness, allowed)
+
+
+def select(pristine: Course, chapters: list[str] | None, koans: list[str] | None) -> Course:
+    """The part of the course an assignment grades: some chapters (`01`, `1`), some koans
+    (`test_name`, `test_file.py::test_name` or `koans/NN/test_file.py::test_name`), or both
+    (the koans must lie in the chapters). Unknown names are a UsageProblem."""
+    files, by_file = list(pristine.files), dict(pristine.koans)
+    if chapters:
+        known = {c.number for c in pristine.chapters}
+        wanted = {c.strip().zfill(2) for c in chapters if c.strip()}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise UsageProblem(
+                f"--chapter: 没有这一章 / no such chapter: {', '.join(unknown)} "
+                f"(the course has {', '.join(sorted(known))})"
+            )
+        files = [rel for rel in files if pristine.chapter_of(rel) in wanted]
+    partial: set[str] = set()
+    if koans:
+        chosen: dict[str, list[str]] = {}
+        for wanted_koan in (k.strip() for k in koans if k.strip()):
+            path, _, name = wanted_koan.rpartition("::")
+            hits = [
+                rel
+                for rel in files
+                if name in by_file[rel] and (not path or rel == path or rel.endswith("/" + path))
+            ]
+            if not hits:
+                raise UsageProblem(f"--koans: 没有这个 koan / no such koan: {wanted_koan}")
+            for rel in hits:
+                chosen.setdefault(rel, [])
+                if name not in chosen[rel]:
+                    chosen[rel].append(name)
+        files = [rel for rel in files if rel in chosen]
+        for rel in files:
+            ordered = [k for k in by_file[rel] if k in chosen[rel]]
+            if len(ordered) < len(by_file[rel]):
+                partial.add(rel)
+            by_file[rel] = ordered
+    numbers = {pristine.chapter_of(rel) for rel in files}
+    return replace(
+        pristine,
+        chapters=[c for c in pristine.chapters if c.number in numbers],
+        files=files,
+        koans={rel: by_file[rel] for rel in files},
+        partial=partial,
+    )

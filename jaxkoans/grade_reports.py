@@ -1,4 +1,5 @@
-"""A grade as JSON (schema 1), JUnit XML, Markdown for a CI summary, a CSV row, and text.
+"""A grade as JSON (schema 1), JUnit XML, Markdown for a CI summary, a CSV row, text, and the
+payload of GitHub Classroom's autograding reporter.
 
 Every writer takes the JSON document, so one normalised document gives every format.
 
@@ -10,7 +11,8 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     course       {"source": the ref or directory, "commit": sha or null, "dirty": bool or null}
     versions     {"python", "jax", "jaxlib", "pytest"}
     graded_at    ISO 8601 UTC, when grading began;  duration_s: seconds
-    status       "graded" (no findings) or "findings" (tamper findings: see `findings`)
+    status       "graded" (no findings), "findings" (evidence of tampering: see `findings`) or
+                 "incomplete" (the run ended early: its unreported koans are crashed)
     total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n}}
     chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts"}]
     koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
@@ -18,18 +20,23 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
                  status: passed | failing | not_started | tampered | missing | crashed
                  cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
                  line: in the student's file (null when unknown);  message: ≤ 1000 characters
-    findings     [{"kind", "file", "line", "koans", "message"}]  what the student changed that
-                 the course does not let them change; the koans named score zero. kind:
-                 missing_file missing_test added_test added_file harness_file marker fixture
-                 signature assert changed_code fill_shape unsafe_code tautology runtime_patch
+    findings     [{"kind", "file", "line", "koans", "message"}]  evidence that the graded run
+                 was changed; the koans named score zero. kind: tautology runtime_patch
+                 run_violation forged_report
+    notes        [{"kind", "file", "line", "koans", "message"}]  for a human reader, never a
+                 zero. kind: ignored_edit (grade ran the course's code there) missing_file
+                 missing_test added_test added_file harness_file unusual_code
     problems     [{"file", "message"}]  files that could not be read, parsed or imported,
                  crashes while importing, a run that hit its time limit
     run          {"exit_code": pytest's, "timed_out": bool, "ran": bool, "harness": where the
-                 run imported jaxkoans from, relative to the workdir (the pristine copy)}
+                 run imported jaxkoans from, relative to the workdir (the pristine copy),
+                 "stopped": why the run ended early ("" when it did not), "sandbox": {"used":
+                 bool, "bwrap": its version, "reason": why there was none}}
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import csv
 import io
@@ -74,6 +81,12 @@ def _tally(koans: list[dict]) -> dict:
     }
 
 
+def status_of(grade: Grade) -> str:
+    if grade.run.get("stopped"):
+        return "incomplete"
+    return "findings" if grade.findings else "graded"
+
+
 def as_json(grade: Grade) -> dict:
     koans = [
         {
@@ -110,7 +123,7 @@ def as_json(grade: Grade) -> dict:
         "versions": grade.versions,
         "graded_at": grade.graded_at,
         "duration_s": grade.duration_s,
-        "status": "findings" if grade.findings else "graded",
+        "status": status_of(grade),
         "total": _tally(koans),
         "chapters": chapters,
         "koans": koans,
@@ -123,6 +136,16 @@ def as_json(grade: Grade) -> dict:
                 "message": f.message,
             }
             for f in grade.findings
+        ],
+        "notes": [
+            {
+                "kind": f.kind,
+                "file": f.file,
+                "line": f.line,
+                "koans": list(f.koans),
+                "message": f.message,
+            }
+            for f in grade.notes
         ],
         "problems": grade.problems,
         "run": grade.run,
@@ -272,6 +295,20 @@ def markdown(document: dict) -> str:
             lines.append(
                 f"- `{where}` **{finding['kind']}**{named}: {_cell(finding['message'], 300)}"
             )
+    if document.get("notes"):
+        lines += [
+            "",
+            f"<details><summary>📝 备注 / notes ({len(document['notes'])}): 不扣分 / they cost "
+            "nothing</summary>",
+            "",
+        ]
+        for note in document["notes"]:
+            where = note["file"] + (f":{note['line']}" if note["line"] else "")
+            lines.append(f"- `{where}` **{note['kind']}**: {_cell(note['message'], 300)}")
+        lines += ["", "</details>"]
+    sandbox = document["run"].get("sandbox") or {}
+    if sandbox and not sandbox.get("used"):
+        lines += ["", f"> ⚠️ 没有沙箱 / no sandbox: {_cell(sandbox.get('reason', ''), 300)}"]
     if document["problems"]:
         lines += ["", "### 🛠️ 问题 / problems", ""]
         for problem in document["problems"]:
@@ -294,6 +331,72 @@ def markdown(document: dict) -> str:
             )
         lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+# ---- GitHub Classroom ---------------------------------------------------------------------------
+
+CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
+
+
+def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
+    """The payload of a runner step for `classroom-resources/autograding-grading-reporter`:
+    it reads base64 JSON from `<RUNNER>_RESULTS` and adds up each test's `score` against the
+    runner's `max_score`. One test per koan (`points` each) or per chapter (`points` per koan
+    passed)."""
+    tests = []
+    if per == "chapter":
+        for chapter in document["chapters"]:
+            own = [k for k in document["koans"] if k["chapter"] == chapter["number"]]
+            open_koans = [k for k in own if k["status"] != "passed"]
+            status = "pass" if not open_koans else "fail"
+            if any(k["status"] == "crashed" for k in open_koans):
+                status = "error"
+            message = "; ".join(f"{k['name']}: {k['status']}" for k in open_koans[:10])
+            tests.append(
+                {
+                    "name": f"{chapter['number']} {chapter['title_en']}",
+                    "status": status,
+                    "message": message or None,
+                    "score": points * chapter["passed"],
+                    "max_score": points * chapter["total"],
+                    "execution_time": f"{sum(k['duration'] for k in own):.2f}s",
+                }
+            )
+    else:
+        for koan in document["koans"]:
+            passed = koan["status"] == "passed"
+            tests.append(
+                {
+                    "name": koan["nodeid"],
+                    "status": CLASSROOM_STATUS.get(koan["status"], "fail"),
+                    "message": None
+                    if passed
+                    else _cell(f"{koan['status']}: {headline(koan['message'])}", 300),
+                    "filename": koan["file"],
+                    "line_no": koan["line"],
+                    "score": points if passed else 0,
+                    "max_score": points,
+                    "execution_time": f"{koan['duration']:.2f}s",
+                }
+            )
+    if document["status"] == "incomplete":
+        status = "error"
+    elif document["findings"] or any(t["status"] != "pass" for t in tests):
+        status = "fail"
+    else:
+        status = "pass"
+    return {
+        "version": 1,
+        "status": status,
+        "max_score": points * document["total"]["total"],
+        "tests": tests,
+    }
+
+
+def classroom_text(payload: dict) -> str:
+    """The payload as the runner's `result` output holds it: base64 of the JSON, one line."""
+    raw = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return base64.b64encode(raw).decode("ascii") + "\n"
 
 
 # ---- text and CSV ---------------------------------------------------------------------------------
@@ -324,6 +427,17 @@ def summary(document: dict) -> str:
             where = finding["file"] + (f":{finding['line']}" if finding["line"] else "")
             named = f" [{', '.join(finding['koans'])}]" if finding["koans"] else ""
             lines.append(f"  - {where} {finding['kind']}{named}: {_cell(finding['message'], 200)}")
+    notes = document.get("notes", [])
+    if notes:
+        lines.append(f"\n📝 备注 / notes ({len(notes)}): 不扣分 / they cost nothing")
+        for note in notes[:20]:
+            where = note["file"] + (f":{note['line']}" if note["line"] else "")
+            lines.append(f"  - {where} {note['kind']}: {_cell(note['message'], 200)}")
+        if len(notes) > 20:
+            lines.append(f"  … {len(notes) - 20} more (--json)")
+    sandbox = document["run"].get("sandbox") or {}
+    if sandbox and not sandbox.get("used"):
+        lines.append(f"\n⚠️  没有沙箱 / no sandbox: {sandbox.get('reason', '')}")
     for problem in document["problems"]:
         where = f"{problem['file']}: " if problem["file"] else ""
         lines.append(f"\n🛠️  {where}{problem['message']}")

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from jaxkoans import results, tamper
-from jaxkoans.grade_course import CouldNotGrade, Course, UsageProblem, prepare_course
+from jaxkoans.grade_course import CouldNotGrade, Course, UsageProblem, prepare_course, select
 from jaxkoans.grade_run import (
     RUN_TIMEOUT_S,
     Cancelled,
@@ -48,6 +48,7 @@ __all__ = [
     "grade",
     "prepare_course",
     "reset_cancel",
+    "select",
     "stop_all",
 ]
 
@@ -81,7 +82,8 @@ class Grade:
     student_path: Path
     course: Course
     koans: list[KoanGrade]
-    findings: list[Finding]
+    findings: list[Finding]  # evidence: the koans named score zero
+    notes: list[Finding]  # for a human reader: never cost a point
     problems: list[dict]  # {"file": str | None, "message": str}
     graded_at: str
     duration_s: float
@@ -117,14 +119,24 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
         problems: list[dict] = []
         for rel in pristine.files:
             (work / rel).unlink()
-            checks[rel] = _check(rel, student_dir, pristine, scratch / "student", problems)
+            checks[rel] = _check(rel, student_dir, pristine, problems)
             if checks[rel].graded is not None:
                 (work / rel).write_text(checks[rel].graded, encoding="utf-8")
-        findings = [f for c in checks.values() for f in c.findings]
+        findings = _selected([f for c in checks.values() for f in c.findings], pristine)
+        notes = _selected([n for c in checks.values() for n in c.notes], pristine)
         student_harness = tamper.harness_entries(student_dir, set(pristine.files))
-        findings += tamper.harness_findings(pristine.harness, student_harness)
-        targets = [rel for rel in pristine.files if checks[rel].graded is not None]
-        count = sum(len(pristine.koans[rel]) for rel in targets)
+        notes += tamper.harness_notes(pristine.harness, student_harness)
+        targets = [
+            target
+            for rel in pristine.files
+            if checks[rel].graded is not None
+            for target in (
+                [f"{rel}::{name}" for name in pristine.koans[rel]]
+                if rel in pristine.partial
+                else [rel]
+            )
+        ]
+        count = sum(len(pristine.koans[rel]) for rel in pristine.files)
         outcome = run(work, scratch, targets, count, options) if targets else Outcome()
     koans = _merge(pristine, checks, outcome, findings, problems, work)
     return Grade(
@@ -133,6 +145,7 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
         course=pristine,
         koans=koans,
         findings=findings,
+        notes=notes,
         problems=problems,
         graded_at=started.isoformat(timespec="seconds"),
         duration_s=round(time.monotonic() - clock, 2),
@@ -148,23 +161,32 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
     )
 
 
-def _check(
-    rel: str, student_dir: Path, pristine: Course, scratch: Path, problems: list[dict]
-) -> tamper.FileCheck:
+def _selected(found: list[Finding], pristine: Course) -> list[Finding]:
+    """What concerns the koans being graded (all of a file's, unless only some are)."""
+    kept = []
+    for finding in found:
+        if finding.file in pristine.partial and finding.koans:
+            koans = tuple(k for k in finding.koans if k in pristine.koans[finding.file])
+            if not koans:
+                continue
+            finding = Finding(finding.kind, finding.file, finding.line, koans, finding.message)
+        kept.append(finding)
+    return kept
+
+
+def _check(rel: str, student_dir: Path, pristine: Course, problems: list[dict]) -> tamper.FileCheck:
     names = pristine.koans[rel]
     text, problem = tamper.read_text(student_dir / rel)
     if problem == "missing":
         check = tamper.FileCheck(rel, names, {}, missing=set(names))
         message = f"缺少 koan 文件 / the koan file is missing: {rel}"
-        check.findings.append(Finding("missing_file", rel, None, tuple(names), message))
+        check.notes.append(Finding("missing_file", rel, None, tuple(names), message))
         return check
     problem = problem or tamper.parse_problem(text or "")
     if problem:
         problems.append({"file": rel, "message": problem})
         return tamper.FileCheck(rel, names, {}, problem=problem)
-    return tamper.check_file(
-        rel, pristine.root / rel, text, scratch / rel.replace("/", "_"), pristine.allowed[rel]
-    )
+    return tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
 
 
 # ---- the grade --------------------------------------------------------------------------------

@@ -1,28 +1,34 @@
 """The instructor's grade: run a student's copy against the pristine course.
 
-    python progress.py grade STUDENT_DIR [--course REF_OR_DIR] [--json FILE|-] [--junit FILE]
-                                         [--markdown FILE] [--timeout S] [--run-timeout S]
-    python progress.py grade --batch DIR --csv OUT.csv [--jobs N] [--reports DIR]
+    python progress.py grade STUDENT_DIR [--course REF_OR_DIR] [--chapter 01,02] [--koans K,…]
+                                         [--json FILE|-] [--junit FILE] [--markdown FILE]
+                                         [--classroom FILE] [--timeout S] [--run-timeout S]
+    python progress.py grade --batch DIR --csv OUT.csv [--html OUT.html] [--jobs N] [--reports DIR]
 
 The pristine course is a git ref of this repository (default HEAD, through `git archive`) or a
-directory. Only the student's koan files are used, and of them only the blanks, TODO bodies
-and fix regions of koans the student did not tamper with (see jaxkoans/tamper.py); the run
-happens in an isolated temporary workdir with the pristine harness (see jaxkoans/grading.py).
-The student's copy is only read. Reports: a summary on stdout; --json (schema 1, see
-jaxkoans/grade_reports.py), --junit, --markdown (e.g. $GITHUB_STEP_SUMMARY) are written whole
-or not at all.
+directory. Of the student's copy only the blanks, TODO bodies and fix regions of the koan
+files are used, found by syntax tree (jaxkoans/fills.py): every other edit is ignored by grade
+and named in a note. The run happens in a temporary workdir with the pristine harness, inside
+a bubblewrap sandbox where there is one (jaxkoans/sandbox.py; README says what the grade
+guarantees without it). The student's copy is only read. Reports: a summary on stdout; --json
+(schema 1, see jaxkoans/grade_reports.py), --junit, --markdown (e.g. $GITHUB_STEP_SUMMARY),
+--classroom (the base64 payload of GitHub Classroom's autograding reporter) and, with
+--batch, --html (one self-contained page for the class) are written whole or not at all.
 
 Exit codes:
-    0   graded, no findings
-    1   graded, with tamper findings (edited asserts, deleted tests, markers, harness files, …:
-        the koans named score zero)
+    0   graded, no findings (notes cost nothing)
+    1   graded, with findings: evidence that the graded run was changed (a replaced function,
+        an action against the run, forged reports, a fill that repeats its assert); the koans
+        named score zero
     2   usage error: bad arguments, STUDENT_DIR not a directory, --course neither a
-        directory nor a git ref, a report's directory missing
-    3   could not grade: the pristine course could not be built, pytest could not run it, the
-        run did not use the pristine harness
+        directory nor a git ref, an unknown chapter or koan, a report's directory missing
+    3   could not grade, or only in part: the pristine course could not be built, pytest could
+        not run it, the run did not use the pristine harness, --require-sandbox without a
+        sandbox, or the run ended early (killed, signalled, stopped, no progress): the report
+        is written and its unreported koans are crashed
     130 interrupted (Ctrl-C or SIGTERM): the workdir is removed, no report file is written
 With --batch: 3 when some copy could not be graded (its CSV row says why, the others are
-graded), else 1 when some copy has findings, else 0.
+graded) or only in part, else 1 when some copy has findings, else 0.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from jaxkoans import grade_reports, grading
+from jaxkoans import grade_html, grade_reports, grading, sandbox
 
 NAME, HELP = "grade", "grade a student's copy against the pristine course (instructors)"
 OK, FINDINGS, USAGE, COULD_NOT_GRADE, INTERRUPTED = 0, 1, 2, 3, 130
@@ -52,9 +58,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REF_OR_DIR",
         help="the pristine course: a git ref of this repository (default HEAD) or a directory",
     )
+    parser.add_argument(
+        "--chapter", metavar="NN,…", help="grade only these chapters (an assignment): 01,02"
+    )
+    parser.add_argument(
+        "--koans",
+        metavar="K,…",
+        help="grade only these koans: test_name, test_file.py::test_name (with --chapter: in it)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the grade as JSON (- for stdout)")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     parser.add_argument("--markdown", metavar="FILE", help="write Markdown (CI summary page)")
+    parser.add_argument(
+        "--classroom",
+        metavar="FILE",
+        help="write the base64 payload of GitHub Classroom's autograding reporter",
+    )
+    parser.add_argument(
+        "--classroom-tests",
+        choices=("koan", "chapter"),
+        default="koan",
+        help="one Classroom test per koan (default) or per chapter",
+    )
+    parser.add_argument(
+        "--points", type=int, default=1, metavar="N", help="Classroom points per koan (default 1)"
+    )
+    parser.add_argument(
+        "--no-sandbox", action="store_true", help="run without bubblewrap (see README: what then)"
+    )
+    parser.add_argument(
+        "--require-sandbox",
+        action="store_true",
+        help="exit 3 instead of grading when bubblewrap cannot run here",
+    )
     parser.add_argument(
         "--timeout", type=float, metavar="S", help="per-koan time limit (default: the course's)"
     )
@@ -76,6 +112,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reports", metavar="DIR", help="with --batch: each copy's JSON report as DIR/NAME.json"
     )
+    parser.add_argument(
+        "--html", metavar="OUT.html", help="with --batch: one self-contained page for the class"
+    )
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [part for part in text.replace(" ", ",").split(",") if part] if text else None
 
 
 def _usage(message: str) -> int:
@@ -118,17 +161,31 @@ def run(args) -> int:
         return _usage(f"不是目录 / not a directory: {args.student}")
     if args.reports and not Path(args.reports).is_dir():
         return _usage(f"不是目录 / not a directory: {args.reports}")
-    if args.workers < 1 or args.jobs < 1:
-        return _usage("--workers and --jobs must be at least 1")
-    problem = _check_outputs([args.json, args.junit, args.markdown, args.csv])
+    if args.workers < 1 or args.jobs < 1 or args.points < 1:
+        return _usage("--workers, --jobs and --points must be at least 1")
+    if args.html and not args.batch:
+        return _usage("--html 需要 --batch / --html needs --batch")
+    if args.no_sandbox and args.require_sandbox:
+        return _usage("--no-sandbox 与 --require-sandbox 只能选一个 / not both")
+    outputs = [args.json, args.junit, args.markdown, args.csv, args.classroom, args.html]
+    problem = _check_outputs(outputs)
     if problem:
         return _usage(problem)
-    options = grading.Options(args.timeout, args.run_timeout, args.workers)
+    if args.require_sandbox and not sandbox.probe().ok:
+        print(
+            f"grade: 无法评分 / could not grade: --require-sandbox: {sandbox.probe().reason}",
+            file=sys.stderr,
+        )
+        return COULD_NOT_GRADE
+    options = grading.Options(
+        args.timeout, args.run_timeout, args.workers, sandbox=not args.no_sandbox
+    )
     grading.reset_cancel()
     with _sigterm_as_interrupt():
         try:
             with tempfile.TemporaryDirectory(prefix="jaxkoans-course-") as scratch:
                 pristine = grading.prepare_course(args.course, Path(scratch))
+                pristine = grading.select(pristine, _names(args.chapter), _names(args.koans))
                 if args.batch:
                     return _batch(args, pristine, options)
                 return _single(args, pristine, options)
@@ -158,9 +215,18 @@ def _single(args, pristine: grading.Course, options: grading.Options) -> int:
         outputs[args.junit] = grade_reports.junit(document)
     if args.markdown:
         outputs[args.markdown] = grade_reports.markdown(document)
+    if args.classroom:
+        payload = grade_reports.classroom(document, args.classroom_tests, args.points)
+        outputs[args.classroom] = grade_reports.classroom_text(payload)
     grade_reports.write_all(outputs)
     if args.json != "-":
         print(grade_reports.summary(document), end="")
+    return _code(document)
+
+
+def _code(document: dict) -> int:
+    if document["status"] == "incomplete":
+        return COULD_NOT_GRADE
     return FINDINGS if document["findings"] else OK
 
 
@@ -173,10 +239,12 @@ def _batch(args, pristine: grading.Course, options: grading.Options) -> int:
     rows: dict[str, list] = {}
     codes: list[int] = []
     documents: dict[str, str] = {}
+    graded: dict[str, dict] = {}
 
     def one(student: Path) -> tuple[list, int]:
         try:
             document = grade_reports.as_json(grading.grade(student, pristine, options))
+            graded[student.name] = document
             if args.reports:
                 target = str(Path(args.reports) / f"{student.name}.json")
                 documents[target] = grade_reports.to_json_text(document)
@@ -188,8 +256,7 @@ def _batch(args, pristine: grading.Course, options: grading.Options) -> int:
         except Exception as error:  # one broken copy must not stop the others
             text = f"{type(error).__name__}: {error}"[:500]
             return grade_reports.csv_row(student.name, None, numbers, text), COULD_NOT_GRADE
-        code = FINDINGS if document["findings"] else OK
-        return grade_reports.csv_row(student.name, document, numbers), code
+        return grade_reports.csv_row(student.name, document, numbers), _code(document)
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     try:
@@ -206,7 +273,12 @@ def _batch(args, pristine: grading.Course, options: grading.Options) -> int:
         raise
     pool.shutdown(wait=True)
     table = [grade_reports.csv_header(numbers)] + [rows[s.name] for s in students]
-    grade_reports.write_all({**documents, args.csv: grade_reports.csv_text(table)})
+    written = {**documents, args.csv: grade_reports.csv_text(table)}
+    if args.html:
+        failed = {s.name: rows[s.name][-1] for s in students if s.name not in graded}
+        ordered = {s.name: graded[s.name] for s in students if s.name in graded}
+        written[args.html] = grade_html.page(ordered, failed, pristine)
+    grade_reports.write_all(written)
     print(f"grade: {len(students)} copies → {args.csv}")
     if COULD_NOT_GRADE in codes:
         return COULD_NOT_GRADE

@@ -11,11 +11,14 @@ and JAX accepts a range of them.
 """
 
 import contextlib
+import warnings
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import export
+from jax._src.export import serialization_generated as flatbuffer  # only to fake an old layout
 
 from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
@@ -86,3 +89,38 @@ def test_an_artifact_is_frozen_and_records_its_producer():
     assert exp.call(x).tolist() == [2.0, 2.0]
     assert scaled(x).tolist() == [10.0, 10.0]  # the Python function did change
     assert (jax.__version__.encode() in bytes(blob)) is True
+
+
+def test_an_artifact_past_the_window_is_refused():
+    """窗口之外的产物会被拒绝。2025 年 11 月（序列化版本 5）之前的 JAX 把设备数写在一个 16 位的
+    字段里；今天的 deserialize 把这种布局认作“比 6 个月的向后兼容窗口还旧”，直接拒绝。这里
+    下载不到真正的旧产物，所以测试用 mock 把今天的产物按旧布局写出（其余字段还是今天的，
+    所以消息里的版本号是今天的）。拒绝是哪种异常？配置项 jax_export_deserialize_expired_versions
+    可以把它降级成一条警告，只为最后一次迁移：真正的办法是在窗口关闭前用新的 JAX 重新导出。
+    An artifact outside the window is refused. JAX before November 2025 (serialization
+    version 5) wrote the device count into a 16-bit field; today's deserialize takes that
+    layout as older than the 6-month backward-compatibility window and refuses it. No real old
+    artifact can be downloaded here, so the test uses mock to write today's artifact in the old
+    layout (every other field is today's, hence today's version in the message). Which
+    exception is the refusal? The option jax_export_deserialize_expired_versions downgrades it
+    to a warning, for one last migration; the real remedy is to re-export with a newer JAX
+    before the window closes.
+    """
+    exp = _export_sin()
+    with mock.patch.object(
+        flatbuffer, "ExportedAddNrDevices", flatbuffer.ExportedAddNrDevicesShort
+    ):
+        old = exp.serialize()
+    with raises_exactly(ValueError) as info:
+        export.deserialize(old)
+    assert "older than the 6-month backward-compatibility window" in str(info.value)
+
+    jax.config.update("jax_export_deserialize_expired_versions", True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rescued = export.deserialize(old)
+    finally:
+        jax.config.update("jax_export_deserialize_expired_versions", False)
+    assert [w.category for w in caught] == [DeprecationWarning]
+    np.testing.assert_allclose(rescued.call(np.ones(3, np.float32)), np.sin(np.ones(3)), rtol=1e-6)

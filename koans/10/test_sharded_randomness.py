@@ -1,0 +1,304 @@
+"""10 · 分片下的随机数 / randomness under sharding.
+
+训练大模型时随机数总是和分片一起出现：参数在网格上初始化，dropout 掩码跟着激活的分片走，
+每个设备只该生成自己那一块。本文件在 8 个 CPU 设备上检查：哪些 PRNG 实现能分片生成、
+Explicit 网格上的 `out_sharding=` 写法、数据 × 模型二维网格上每个设备该用哪个 key、
+一个 key 在任何网格上都给出同样参数的初始化，以及实验性的有状态生成器 `StatefulPRNG`。
+
+Training a large model, random numbers always come with sharding: parameters are initialised
+on a mesh, dropout masks follow the activations' sharding, and each device should generate only
+its own block. This file checks on 8 CPU devices which PRNG implementations can generate
+sharded, the `out_sharding=` idiom of Explicit meshes, which key each device of a 2-D data ×
+model mesh should use, an initialisation that gives the same parameters from one key on any
+mesh, and the experimental stateful generator `StatefulPRNG`.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import random as stateful
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import collectives, first_failing_stage
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
+SHAPE = (64, 16)
+
+
+def largest_u32_buffer(hlo: str) -> int:
+    """编译后 HLO 里最大的 u32 数组有几个元素：一个设备上同时存在的随机比特最多有多少个字。
+    The element count of the largest u32 array in compiled HLO: the most random words one
+    device holds at once."""
+    sizes = [
+        int(np.prod([int(d) for d in dims.split(",")]))
+        for dims in re.findall(r"u32\[(\d+(?:,\d+)*)\]", hlo)
+    ]
+    return max(sizes)
+
+
+def same_keys(a, b) -> bool:
+    return bool(np.array_equal(jax.random.key_data(a), jax.random.key_data(b)))
+
+
+def auto_mesh(shape, names, devices=None):
+    """An Auto mesh over the first prod(shape) devices."""
+    if devices is None:
+        return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(shape))
+    return Mesh(np.array(devices).reshape(shape), names)
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_which_implementations_generate_sharded():
+    """同一个分片生成程序（jit + out_shardings，按行切到 8 个设备）换不同的 PRNG 实现编译：
+    threefry（partitionable）每个设备只为自己的块生成比特；rbg / unsafe_rbg 能编译、值也对，但
+    每个设备都生成整个数组再取自己那一块；philox 在分片时失败（它在 jit 里不分片时没问题）。
+    读 HLO 里每个设备最大的随机比特缓冲，再说出 philox 在哪一步（lower / compile / execute）、
+    以哪个异常失败。
+    Compile the same sharded generation (jit + out_shardings, rows split over 8 devices) with
+    different PRNG implementations: threefry (partitionable) makes bits for each device's block
+    only; rbg / unsafe_rbg compile and give the right values, but every device generates the
+    whole array and cuts out its block; philox fails when sharded (unsharded under jit it is
+    fine). Read each device's largest buffer of random words from the HLO, then name the stage
+    (lower / compile / execute) at which philox fails, and its exception.
+    """
+    sharding = NamedSharding(auto_mesh((N,), ("x",)), P("x"))
+
+    def generate(key):
+        return jax.random.uniform(key, SHAPE)
+
+    sharded = jax.jit(generate, out_shardings=sharding)
+    largest = {}
+    for impl in ("threefry2x32", "rbg", "unsafe_rbg"):
+        key = jax.random.key(42, impl=impl)
+        hlo = sharded.lower(key).compile().as_text()
+        np.testing.assert_array_equal(sharded(key), generate(key))
+        assert collectives(hlo) == {}  # no communication in any of them
+        largest[impl] = largest_u32_buffer(hlo)
+    assert largest == {"threefry2x32": __, "rbg": __, "unsafe_rbg": __}
+
+    philox = jax.random.key(42, impl="philox4x32")
+    jax.block_until_ready(jax.jit(generate)(philox))  # unsharded: fine
+    assert first_failing_stage(sharded, philox) == __
+    with raises_exactly(__) as info:
+        sharded.lower(philox).compile()
+    assert "Unable to convert MHLO to StableHLO" in str(info.value)
+
+
+def test_explicit_meshes_take_out_sharding_in_the_draw():
+    """✅ 两种写法 / two idioms：Auto 网格上，分片写在 jit 的 `out_shardings=`（一个
+    NamedSharding）里；Explicit 网格（`jax.make_mesh` 的默认）上分片是类型的一部分，
+    jax.random 的函数直接收 `out_sharding=`（一个 PartitionSpec），不必 jit。两种写法都按行切到
+    8 个设备，值和不分片生成的逐位相同。
+    ✅ two idioms: on an Auto mesh the sharding goes into jit's `out_shardings=` (a
+    NamedSharding); on an Explicit mesh (`jax.make_mesh`'s default) the sharding is part of the
+    type and jax.random's functions take `out_sharding=` (a PartitionSpec) themselves, no jit
+    needed. Both split the rows over 8 devices, and the values equal the unsharded draw bit for
+    bit.
+    """
+    key = jax.random.key(42)
+    reference = jax.random.normal(key, SHAPE)
+
+    auto = auto_mesh((N,), ("x",))
+    by_jit = jax.jit(
+        lambda k: jax.random.normal(k, SHAPE), out_shardings=__
+    )(key)
+
+    explicit = jax.make_mesh((N,), ("x",))
+    assert explicit.axis_types == (AxisType.Explicit,)
+    with jax.set_mesh(explicit):
+        in_the_draw = jax.random.normal(key, SHAPE, out_sharding=__)
+        unsharded_type = jax.typeof(jax.random.normal(key, SHAPE))
+    assert str(jax.typeof(in_the_draw)) == "float32[64@x,16]"  # the sharding is in the type
+    assert str(unsharded_type) == "float32[64,16]"  # without out_sharding: replicated
+
+    for drawn in (by_jit, in_the_draw):
+        assert len(drawn.sharding.device_set) == N
+        assert {s.data.shape for s in drawn.addressable_shards} == {(8, 16)}
+        np.testing.assert_array_equal(drawn, reference)
+
+
+# 数据 × 模型二维网格：4 份数据，每份由 2 个模型并行的设备共同处理。
+# A 2-D data × model mesh: 4 data shards, each processed by 2 model-parallel devices.
+DATA, MODEL = 4, 2
+
+
+def dropout_key(key):
+    """在 shard_map（网格轴 "data" 和 "model"）里调用：返回这个设备的 dropout 用的 key。同一份
+    数据的两个模型并行副本必须用同一个掩码（它们算的是同一批样本的同一个激活），不同的数据分片
+    要用不同的掩码，而且要和第 d 个数据分片的 fold_in(key, d) 一致。约 1 行。
+    Called inside shard_map (mesh axes "data" and "model"): return the key this device's dropout
+    uses. The two model-parallel replicas of one data shard must use the same mask (they compute
+    the same activation of the same examples), different data shards different masks, equal to
+    fold_in(key, d) for data shard d. About 1 line.
+    """
+    todo("dropout_key: 每个数据分片一个 key / one key per data shard")
+
+
+def whole_device_key(key):
+    """⚠️ 常见的错法 / the usual mistake: fold in the index of the whole device."""
+    return jax.random.fold_in(key, lax.axis_index(("data", "model")))
+
+
+def _masks_per_device(key_of_device, key, x, mesh):
+    """Every device's dropout mask, stacked: shape (DATA, MODEL, rows per data shard, cols)."""
+
+    def body(k, x):
+        return jax.random.bernoulli(key_of_device(k), 0.5, x.shape)[None]
+
+    run = jax.shard_map(
+        body, mesh=mesh, in_specs=(P(), P("data", None)), out_specs=P(("data", "model"))
+    )
+    masks = np.asarray(jax.jit(run)(key, x))
+    return masks.reshape(DATA, MODEL, *masks.shape[1:])
+
+
+def _dropout_layer(key_of_device, mesh):
+    """Dropout on activations sharded over "data" and replicated over "model"."""
+
+    def body(k, x):
+        keep = jax.random.bernoulli(key_of_device(k), 0.5, x.shape)
+        return jnp.where(keep, x / 0.5, 0.0)
+
+    return jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=(P(), P("data", None)), out_specs=P("data", None))
+    )
+
+
+def test_dropout_keys_on_a_data_model_mesh():
+    """⚠️ 陷阱 / trap：在数据 × 模型网格上，把整个设备的序号 fold_in 进 key，会让同一份数据的
+    模型并行副本得到不同的 dropout 掩码：它们本该算同一个激活，现在却各算各的。只 fold_in 数据轴
+    的序号才对。shard_map 的复制检查（check_vma）能在追踪时发现错的那一种：输出声明为在
+    "model" 轴上复制，值却随 "model" 变化。
+    ⚠️ trap: on a data × model mesh, folding the whole device index into the key gives the
+    model-parallel replicas of one data shard different dropout masks: they should compute one
+    activation and now each computes its own. Fold in the data-axis index only. shard_map's
+    replication check (check_vma) catches the wrong one at trace time: the output is declared
+    replicated over "model", yet the value varies along "model".
+    """
+    mesh = jax.make_mesh((DATA, MODEL), ("data", "model"))
+    key = jax.random.key(0)
+    x = jax.device_put(np.ones((8, 16), np.float32), NamedSharding(mesh, P("data", None)))
+
+    masks = _masks_per_device(dropout_key, key, x, mesh)
+    for d in range(DATA):
+        np.testing.assert_array_equal(masks[d, 0], masks[d, 1])  # replicas share the mask
+        reference = jax.random.bernoulli(jax.random.fold_in(key, d), 0.5, masks.shape[2:])
+        np.testing.assert_array_equal(masks[d, 0], reference)
+    assert len({masks[d, 0].tobytes() for d in range(DATA)}) == DATA  # one mask per data shard
+    out = _dropout_layer(dropout_key, mesh)(key, x)
+    assert out.shape == (8, 16)
+
+    wrong = _masks_per_device(whole_device_key, key, x, mesh)
+    assert not any(np.array_equal(wrong[d, 0], wrong[d, 1]) for d in range(DATA))
+    with raises_exactly(__) as info:
+        _dropout_layer(whole_device_key, mesh)(key, x)
+    assert "replicated across mesh axis 'model'" in str(info.value)
+
+
+def init_params(key):
+    """A two-layer MLP's weights from one key (given)."""
+    k_up, k_down = jax.random.split(key)
+    return {
+        "up": 0.02 * jax.random.normal(k_up, (64, 256)),
+        "down": 0.02 * jax.random.normal(k_down, (256, 64)),
+    }
+
+
+SPECS = {"up": P(None, "model"), "down": P("model", None)}  # Megatron: columns, then rows
+
+
+def sharded_init(mesh):
+    """返回一个 jit 过的函数 key → 参数：和 init_params(key) 的值相同，但参数一出生就按
+    SPECS 分片在 mesh 上，每个设备只生成自己那一块（不先在一个设备上造出整个数组再切）。
+    约 2 行。
+    Return a jitted function key → parameters: the values of init_params(key), but born sharded
+    on mesh by SPECS, each device generating only its own block (not the whole array on one
+    device, then cut). About 2 lines.
+    """
+    todo("sharded_init: 参数一出生就分片 / parameters born sharded")
+
+
+def local_init(key, mesh):
+    """⚠️ 常见的错法 / the usual mistake: each device draws its block with its own key."""
+
+    def body(k):
+        k = jax.random.fold_in(k, lax.axis_index("model"))
+        width = 256 // mesh.shape["model"]
+        return 0.02 * jax.random.normal(k, (64, width))
+
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P(None, "model")))(key)
+
+
+def test_sharded_initialisation_is_the_same_on_any_mesh():
+    """在网格上直接生成的参数只取决于 key 和形状，与网格无关：8 路、4 路、2 × 4 的网格给出同样
+    的参数，和不分片的 init_params 逐位相同。所以换一个网格恢复训练、或者在另一台机器上复现，
+    数都不变。每个设备用自己的 key 生成自己那一块（local_init）时还是这样吗？
+    Parameters generated directly on a mesh depend only on the key and the shapes, not on the
+    mesh: 8-way, 4-way and 2 × 4 meshes give the same parameters, bit for bit those of the
+    unsharded init_params. So resuming on another mesh, or reproducing on another machine,
+    keeps the numbers. Does that still hold when each device draws its block with its own key
+    (local_init)?
+    """
+    key = jax.random.key(0)
+    reference = init_params(key)
+    devices = jax.devices()
+    meshes = {
+        "8": auto_mesh((8,), ("model",)),
+        "4": auto_mesh((4,), ("model",), devices[:4]),
+        "2x4": auto_mesh((2, 4), ("data", "model")),
+    }
+    for name, mesh in meshes.items():
+        init = sharded_init(mesh)
+        params = init(key)
+        for leaf in ("up", "down"):
+            np.testing.assert_array_equal(params[leaf], reference[leaf], err_msg=name)
+            assert params[leaf].sharding.is_equivalent_to(NamedSharding(mesh, SPECS[leaf]), 2)
+        block = 64 * 256 // mesh.shape["model"]
+        assert largest_u32_buffer(init.lower(key).compile().as_text()) == block, name
+
+    on_8 = local_init(key, meshes["8"])
+    on_4 = local_init(key, meshes["4"])
+    assert on_8.shape == on_4.shape == (64, 256)
+    assert bool(np.array_equal(on_8, on_4)) is __
+
+
+def test_stateful_prng_is_fold_in_with_a_counter_in_a_ref():
+    """`jax.experimental.random.stateful_rng(seed)` 给出一个 `StatefulPRNG`：一个根 key 加一个
+    放在 `jax.Ref` 里的计数器，每要一个 key 就返回 fold_in(根 key, 计数器) 并把计数器加 1。
+    jit 过的抽样也会推进它吗？数一数发出了几个 key。方便是有代价的：它不能当 scan 的 carry
+    （Ref 不能从被追踪的函数里返回），对用到它的函数求 grad 在 0.12 上会失败：各是哪个异常？
+    需要这些变换的地方，用 rng.key() 取出一个普通 key。
+    `jax.experimental.random.stateful_rng(seed)` gives a `StatefulPRNG`: a root key plus a
+    counter held in a `jax.Ref`; each key requested is fold_in(root key, counter) and the counter
+    goes up by one. Does a jitted draw advance it too? Count the keys handed out. The
+    convenience has a price: it cannot be a scan carry (a Ref cannot be returned from a traced
+    function), and grad of a function that uses it fails on 0.12: with which exceptions? Where
+    those transformations are needed, take a plain key out with rng.key().
+    """
+    root = jax.random.key(0)
+    rng = stateful.stateful_rng(0)
+    assert isinstance(rng, stateful.StatefulPRNG)
+    first, second = rng.key(), rng.key()
+    assert same_keys(first, jax.random.fold_in(root, 0))
+    assert same_keys(second, jax.random.fold_in(root, 1))
+    draw = jax.jit(rng.uniform)
+    a, b = draw(), draw()
+    assert bool(a == b) is __
+    assert same_keys(rng.key(), jax.random.fold_in(root, __))
+
+    with raises_exactly(__) as info:
+        lax.scan(lambda r, _: (r, r.uniform()), rng, None, length=3)
+    assert "mutable array references cannot be returned" in str(info.value)
+    with raises_exactly(__):
+        jax.grad(lambda x: x * rng.uniform())(1.0)
+    plain = rng.key()  # the way out: an ordinary key for the transformed code
+    assert jax.grad(lambda x: x * jax.random.uniform(plain))(1.0) == jax.random.uniform(plain)

@@ -19,17 +19,17 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def test_custom_jvp_makes_softplus_stable():
     """log(1 + eˣ) 在 x = 100 时 eˣ 溢出：值是 inf，导数 eˣ/(1 + eˣ) = inf/inf = nan。
-    稳定的写法是 max(x, 0) + log1p(e^-|x|)；导数用 custom_jvp 写成 sigmoid(x)·t，处处有限，
-    而且规则本身可微，二阶导数也对。
+    稳定的写法是 max(x, 0) + log1p(e^-|x|)；用 custom_jvp 把导数写成一个处处有限的表达式
+    （乘以切向量 t），而且规则本身可微，二阶导数也对。
     log(1 + eˣ) overflows at x = 100: the value is inf and the derivative eˣ/(1 + eˣ) is
     inf/inf = nan. The stable form is max(x, 0) + log1p(e^-|x|); custom_jvp states the derivative
-    as sigmoid(x)·t, finite everywhere, and the rule is itself differentiable, so second
-    derivatives are right too.
+    (times the tangent t) as an expression that is finite everywhere, and the rule is itself
+    differentiable, so second derivatives are right too.
     """
 
     def naive(x):
@@ -124,7 +124,7 @@ def test_custom_vjp_bwd_returns_a_tuple_of_cotangents():
         return x
 
     sloppy.defvjp(lambda x: (x, None), lambda _, g: jnp.clip(g, -1.0, 1.0))  # not a tuple
-    with pytest.raises(TypeError) as info:
+    with raises_exactly(TypeError) as info:
         jax.grad(sloppy)(1.0)
     assert "must produce a tuple" in str(info.value)
 
@@ -141,7 +141,7 @@ def test_nondiff_argnums_for_a_function_argument():
 
     plain = jax.custom_vjp(apply_plain)
     plain.defvjp(lambda fun, x: (fun(x), x), lambda res, g: (None, g))
-    with pytest.raises(TypeError) as info:
+    with raises_exactly(TypeError) as info:
         jax.grad(lambda x: plain(jnp.sin, x))(1.0)
     assert "is not a valid JAX type" in str(info.value)
 
@@ -165,10 +165,10 @@ def test_nondiff_argnums_for_a_function_argument():
 
 def test_custom_rules_must_not_close_over_traced_values():
     """⚠️ 陷阱 / trap：custom_vjp 的 bwd 闭包捕获了正在被求导的值 k，对 k 求 grad 时
-    tracer 泄漏（UnexpectedTracerError）。把 k 作为显式参数传入，并在 bwd 里返回它的余切。
+    tracer 泄漏。把 k 作为显式参数传入，并在 bwd 里返回它的余切。
     ⚠️ trap: a custom_vjp whose bwd closes over k, the value being differentiated, leaks a tracer
-    under grad with respect to k (UnexpectedTracerError). Pass k as an explicit argument and
-    return its cotangent from bwd.
+    under grad with respect to k. Pass k as an explicit argument and return its cotangent from
+    bwd.
     """
 
     def leaky(k):
@@ -179,7 +179,7 @@ def test_custom_rules_must_not_close_over_traced_values():
         scale.defvjp(lambda x: (k * x, None), lambda _, g: (g * k,))
         return scale(2.0)
 
-    with pytest.raises(jax.errors.UnexpectedTracerError):
+    with raises_exactly(jax.errors.UnexpectedTracerError):
         jax.grad(leaky)(3.0)
 
     @jax.custom_vjp
@@ -192,12 +192,13 @@ def test_custom_rules_must_not_close_over_traced_values():
 
 
 def test_forward_mode_through_while_loop_custom_jvp_for_reverse():
-    """牛顿迭代求 √a 用 while_loop（步数取决于数值）：jacfwd 能穿过，grad 不能。
-    用 custom_jvp 给出隐函数导数 d√a/da = t / (2√a)，JAX 只转置这条规则，从不反向穿过
+    """牛顿迭代求 √a 用 while_loop（步数取决于数值）：前向模式能穿过，grad 不能。
+    用 custom_jvp 给出由隐式方程 x² = a 求得的导数，JAX 只转置这条规则，从不反向穿过
     while_loop，于是 grad 也能用了。
-    Newton's √a in a while_loop (the number of steps depends on the values): jacfwd goes
-    through it, grad does not. A custom_jvp states the implicit derivative t / (2√a); JAX
-    transposes only that rule and never runs the while_loop backwards, so grad works too.
+    Newton's √a in a while_loop (the number of steps depends on the values): forward mode goes
+    through it, grad does not. A custom_jvp states the derivative that the implicit equation
+    x² = a gives; JAX transposes only that rule and never runs the while_loop backwards, so
+    grad works too.
     """
 
     def newton_sqrt(a):

@@ -12,9 +12,8 @@ and jax.linear_transpose.
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def mix(x):
@@ -92,7 +91,7 @@ def test_linear_transpose_trusts_you():
     (sin) makes it raise, but the affine 3x + 1 is silently treated as 3x: the constant is
     dropped without any error.
     """
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         jax.linear_transpose(jnp.sin, 1.0)(1.0)
     assert "Transpose rule" in str(info.value)
 

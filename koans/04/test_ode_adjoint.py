@@ -20,11 +20,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import lax
 from jax.experimental.ode import odeint
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -140,7 +139,7 @@ def test_odeint_is_reverse_mode_only():
     ⚠️ trap: odeint is a custom_vjp function, so jacfwd / jvp raise a TypeError. For forward
     sensitivities use jacfwd on the fixed-step scan solver; it agrees with odeint's gradient.
     """
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         jax.jacfwd(odeint_loss, argnums=1, has_aux=True)(Y0, THETA)
     assert "can't apply forward-mode autodiff" in str(info.value)
 

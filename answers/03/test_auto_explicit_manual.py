@@ -1,15 +1,15 @@
 """03 · 一个程序里的 Auto、Explicit 与 Manual / Auto, Explicit and Manual in one program.
 
 真实的程序很少整个只用一种模式。Auto 模式里编译器决定中间值怎么切，`with_sharding_constraint`
-给它一个必须遵守的约束；Explicit 模式里分片是类型的一部分，同一个调用变成断言，挪数据要用
-`jax.sharding.reshard`；`auto_axes` / `explicit_axes` 让一段函数换一种模式。`shard_map` 的
+给它一个必须遵守的约束；Explicit 模式里分片是类型的一部分，同一个调用变成断言，挪数据
+要换一个函数；`auto_axes` / `explicit_axes` 让一段函数换一种模式。`shard_map` 的
 `axis_names=` 只把一部分网格轴交给你手写（Manual），其余的轴仍由编译器管；`jax.smap` 是只映射
 一根网格轴的 shard_map，写法像 vmap 的 in_axes / out_axes。
 
 Real programs seldom use one mode throughout. In Auto mode the compiler decides how
-intermediates are split and `with_sharding_constraint` gives it a constraint it must obey; in Explicit mode the
-sharding is part of the type, the same call becomes an assertion, and moving data takes
-`jax.sharding.reshard`; `auto_axes` / `explicit_axes` switch the mode for one function.
+intermediates are split and `with_sharding_constraint` gives it a constraint it must obey; in
+Explicit mode the sharding is part of the type, the same call becomes an assertion, and moving
+data takes another function; `auto_axes` / `explicit_axes` switch the mode for one function.
 `shard_map`'s `axis_names=` hands only some mesh axes to you (Manual) and leaves the others to
 the compiler; `jax.smap` is a shard_map over a single mesh axis, spelled like vmap's in_axes /
 out_axes.
@@ -52,13 +52,15 @@ def test_with_sharding_constraint_moves_data_in_auto_mode_and_asserts_in_explici
     """Auto 网格上，x 按行切开，jit 里一个中间值用 lax.with_sharding_constraint 约束成另一种切法：
     这是编译器必须遵守的约束（文档说：不是提示），它为此插入通信。要让每个设备最后拿着完整的一列（块形状 (8, 1)），约束写成什么？
     编译器用哪种集合通信把按行切的数据换成按列切？Explicit 网格上同一个调用不挪数据，只检查：
-    类型里的分片与约束不符就报错（哪个异常类？）；在 Explicit 模式里挪数据的是 reshard。
+    类型里的分片与约束不符就报错（哪个异常类？）；在 Explicit 模式里挪数据用 jax.sharding 里的
+    哪个函数（test_meshes.py 用过）？
     On an Auto mesh, x is split by rows and, inside jit, an intermediate is constrained with
     lax.with_sharding_constraint to another layout: a constraint the compiler must obey (not
     a hint, its documentation says), so it inserts the communication. For every device to end up with one whole column (blocks of (8, 1)), what is
     the constraint? Which collective turns rows into columns? On an Explicit mesh the same call
     moves nothing, it checks: when the sharding in the type disagrees it fails (which exception
-    class?); in Explicit mode what moves data is reshard.
+    class?); in Explicit mode, which function of jax.sharding moves data (test_meshes.py used
+    it)?
     """
     auto = jax.make_mesh((N,), ("i",), axis_types=(AxisType.Auto,))
     x = put(square(), auto, P("i"))
@@ -127,14 +129,15 @@ def test_auto_axes_and_explicit_axes_switch_the_mode_for_one_function():
 
 def test_partial_manual_shard_map_leaves_the_other_axes_to_the_compiler():
     """shard_map 的 axis_names= 说哪些网格轴是 Manual（你写集合通信），没提到的轴仍由编译器按
-    类型切分。2×4 网格上只让 "data" 手动：函数看到的块只按 data 切（4 行），列仍沿 model 切着，
-    类型写成 float32[4,8@model]{V:data}——填出 axis_names。沿 data 的 psum 只传每个设备自己的那几列：
+    类型切分。2×4 网格上要让函数看到的块是 float32[4,8@model]{V:data}：只按一根轴切（4 行），
+    列仍由编译器沿另一根轴切着。哪根轴是 Manual？填出 axis_names。沿 data 的 psum 只传每个设备自己的那几列：
     all-reduce 的结果类型是什么？Manual 之外的轴不能在集合通信里指名：沿 "model" 的 psum 报哪个
     异常类？
     shard_map's axis_names= says which mesh axes are Manual (you write the collectives); the
-    axes not named are still split by the compiler, as the types say. On the 2×4 mesh make only
-    "data" manual: the block the function sees is split by data only (4 rows) while its
-    columns stay split along model, typed float32[4,8@model]{V:data}: fill in axis_names. The
+    axes not named are still split by the compiler, as the types say. On the 2×4 mesh the block
+    the function sees is to be float32[4,8@model]{V:data}: split along one axis only (4
+    rows), its columns still split by the compiler along the other. Which axis is Manual?
+    Fill in axis_names. The
     psum along data moves only each device's own columns: what is the all-reduce's result
     type? An axis that is not Manual cannot be named by a collective: which exception class
     does a psum along "model" raise?

@@ -199,17 +199,16 @@ def test_adam_state_follows_the_parameter_sharding():
 def test_jit_of_opt_init_the_mesh_context_decides_where_the_state_lands():
     """⚠️ 陷阱 / trap：把 opt.init 包进 jit，zeros_like 的输出分片不跟着参数走，由追踪时的上下文
     网格决定。没有上下文网格时（无论参数在哪种网格上），状态落在几个设备上？持有它的设备要存
-    两份完整的模型。jax.set_mesh 一个 Auto 网格之下，状态被完整复制到每个设备（第 06 章量的就是
-    这种情况）；jax.set_mesh 一个分片是类型一部分的网格之下，状态才跟着参数切开。急切调用
-    opt.init（上一个 koan）或者给 jit 传 out_shardings= 则不依赖上下文。
+    两份完整的模型。jax.set_mesh 一个 Auto 网格之下，编译器选了哪种 spec（第 06 章量的就是这种
+    情况）？jax.set_mesh 哪一个网格之下，状态才跟着参数切开？急切调用 opt.init（上一个 koan）
+    则不依赖上下文。
     Wrap opt.init in jit and the sharding of zeros_like's output no longer follows the
     parameters: the context mesh at trace time decides it. With no context mesh (whatever
     mesh the parameters live on), on how many devices does the state land? The device holding
-    it stores two whole copies of the model. Under jax.set_mesh of an Auto mesh the state is
-    copied whole to every device (the case chapter 06 measures); under jax.set_mesh of the
-    kind of mesh whose sharding is part of the type, the state is split like the parameters.
-    Calling opt.init eagerly (the koan before) or passing out_shardings= to jit does not
-    depend on the context.
+    it stores two whole copies of the model. Under jax.set_mesh of an Auto mesh, which spec
+    does the compiler choose (the case chapter 06 measures)? Under jax.set_mesh of which mesh
+    is the state split like the parameters? Calling opt.init eagerly (the koan before) does
+    not depend on the context.
     """
     params, _, _ = make_model()
     opt = optax.adam(1e-3)

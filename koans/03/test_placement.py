@@ -167,15 +167,15 @@ def test_make_array_from_callback_asks_each_device_for_its_piece():
 
 def test_pinned_host_memory_keeps_an_array_off_the_device():
     """每个设备有几种内存（memory kind）；pinned_host 是卸载（offload）用的主机内存。内存种类是类型
-    的一部分（jax.typeof 里写成 <host>），jit 的结果默认留在输入所在的内存里；在 jit 里用
-    jax.device_put(…, jax.memory.Space.Host) 把一个值送到主机内存。编译后的程序在入口布局里给
-    主机内存里的缓冲区标上内存空间 S(5)。在 CPU 上两种内存都是同一块主机 RAM：这里检查的是放在
+    的一部分（jax.typeof 里写成 <host>）。输入在主机内存里时，jit 的结果默认放在哪种内存里？在
+    jit 里把一个值送到主机内存，要给 jax.device_put 一个 jax.memory.Space 枚举的成员。编译后的
+    程序在入口布局里给主机内存里的缓冲区标上内存空间 S(5)。在 CPU 上两种内存都是同一块主机 RAM：这里检查的是放在
     哪里、怎么编译，量不出节省。
     Each device offers several memories (memory kinds); pinned_host is the host memory that
-    offloading uses. The memory kind is part of the type (jax.typeof writes <host>), a jit
-    result stays by default in the memory its input lives in, and inside jit
-    jax.device_put(…, jax.memory.Space.Host) sends a value to host memory. The compiled
-    program's entry layout marks buffers in host memory with memory space S(5). On a CPU both
+    offloading uses. The memory kind is part of the type (jax.typeof writes <host>). When the
+    input lives in host memory, in which memory does a jit result land by default? To send a
+    value to host memory inside jit, give jax.device_put a member of the jax.memory.Space enum.
+    The compiled program's entry layout marks buffers in host memory with memory space S(5). On a CPU both
     memories are the same host RAM: this koan checks where arrays are placed and how they are
     compiled, not a saving.
     """

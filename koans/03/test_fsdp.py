@@ -291,11 +291,12 @@ def test_fsdp_gathers_weights_in_the_step_and_scatters_gradients():
 def test_zero3_gathers_every_weight_again_in_the_backward_pass():
     """（先写好 zero3_loss。）你的 zero3_loss 与不切分的模型给出同样的损失和梯度。编译后的训练步里
     每个切开的权重被收齐两次：前向一次，反向重算这一层时又一次——前一个 koan 里每个只有一次。
-    reduce-scatter 还是每个切开的参数一条。
+    reduce-scatter 还是每个切开的参数一条。这个 koan 数的是收齐的次数，不是字节数。
     (Write zero3_loss first.) Your zero3_loss gives the unsharded model's loss and gradients.
     In the compiled step every split weight is gathered twice: once in the forward pass and
     again when the backward pass recomputes its layer, where the koan before gathered each one
-    once. There is still one reduce-scatter per split parameter.
+    once. There is still one reduce-scatter per split parameter. This koan counts the gathers,
+    not bytes.
     """
     params, x, y = make_model()
     want_loss, want_grads = jax.jit(jax.value_and_grad(loss))(params, x, y)

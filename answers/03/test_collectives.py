@@ -273,4 +273,4 @@ def test_ring_all_reduce_is_a_reduce_scatter_then_an_all_gather():
     block = x.nbytes // N  # 每个设备的块：16×3 个 float32 / each device's block
     assert len(sent) == 2 * (N - 1)
     assert set(sent) == {block // N}
-    assert sum(sent) == 2 * (N - 1) * block // N  # 168 B；朴素的环 7 × 192 B = 1344 B
+    assert sum(sent) == 2 * (N - 1) * block // N  # 14 × 24 B = 336 B；朴素的环 7 × 192 B = 1344 B

@@ -30,9 +30,9 @@ def test_associative_scan_with_add_is_cumsum():
 
 
 def test_associative_scan_reverse_gives_suffixes():
-    """reverse=True 求后缀：结果[i] 组合 xs[i:] 的全部元素；fn 的左参数是更靠后的元素
+    """打开一个开关，associative_scan 就求后缀：结果[i] 组合 xs[i:] 的全部元素；fn 的左参数是更靠后的元素
     （与 scan(reverse=True) 的访问顺序一致）。
-    reverse=True computes suffixes: result[i] combines all of xs[i:]; fn's left argument is the
+    One switch makes associative_scan compute suffixes: result[i] combines all of xs[i:]; fn's left argument is the
     element nearer the end (the order scan(reverse=True) visits them in).
     """
 

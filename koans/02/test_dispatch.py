@@ -1,13 +1,13 @@
 """02 · 异步派发与诚实的计时 / asynchronous dispatch and honest timing.
 
 调用一个 jit 函数只是把工作“派发”出去：Python 拿回一个还没算完的 jax.Array，马上继续往下跑；
-XLA 在自己的线程里按数据依赖的顺序执行。`x.is_ready()` 问它算完没有，`jax.block_until_ready(x)`
+XLA 在自己的线程里按数据依赖的顺序执行。`x.is_ready()` 问它算完没有，jax 里有一个函数
 等它算完。转成 NumPy、`float(x)`、`print(x)` 也会悄悄等待。计时时忘了等，量到的只是派发。
 这里的检查不比较耗时（会随机器变化），只检查就绪状态、顺序和编译次数。
 
 Calling a jitted function only dispatches the work: Python gets back a jax.Array that may
 not be computed yet and carries on; XLA runs the work on its own threads in the order of the
-data dependencies. `x.is_ready()` asks whether it is done, `jax.block_until_ready(x)` waits
+data dependencies. `x.is_ready()` asks whether it is done, and a function of jax waits
 for it. Converting to NumPy, `float(x)` and `print(x)` wait silently too. A timer that does
 not wait measures the dispatch only. These checks never compare durations (they vary by
 machine): they check readiness, order and compile counts.

@@ -5,7 +5,7 @@
 - StableHLO（`jax.jit(f).lower(x).as_text()`）：交给编译器的 MLIR 程序，是 jaxpr 的逐条翻译，
   XLA 还没有优化过它；
 - 编译后的 HLO（`.compile().as_text()`）：XLA 优化后的程序——公共子表达式消除、代数化简、
-  融合，都在这里才发生。`lower(x).as_text(dialect="hlo")` 给出优化之前的 HLO。
+  融合，都在这里才发生。`lower(x).as_text(...)` 换一种方言，给出优化之前的 HLO。
 
 A jitted function passes through three representations:
 - the jaxpr (`jax.make_jaxpr(f)(x)`): JAX's own IR, one equation per primitive, Python
@@ -14,7 +14,7 @@ A jitted function passes through three representations:
   translation of the jaxpr equation by equation, not yet optimized by XLA;
 - the compiled HLO (`.compile().as_text()`): the program after XLA's optimizations: common
   subexpressions, algebraic simplification and fusion all happen only here.
-  `lower(x).as_text(dialect="hlo")` shows the HLO before optimization.
+  `lower(x).as_text(...)` in another dialect shows the HLO before optimization.
 """
 
 import re
@@ -59,12 +59,12 @@ def test_xla_computation_is_gone_lower_the_jitted_function():
 def test_jaxpr_unrolls_python_loops_and_keeps_dead_code():
     """jaxpr 忠实记录追踪到的每个原语：Python 循环被展开成重复的方程，没用到的结果也还在
     （绑定到 `_`）。降级之前，jit 会先对 jaxpr 做一次死代码消除（DCE）：它看的是哪些方程和参数
-    对输出有贡献，而不是优化计算本身。没用到的参数也算，除非 jit(..., keep_unused=True)。
+    对输出有贡献，而不是优化计算本身。没用到的参数也算，除非你让 jit 留下它们。
     The jaxpr records every primitive that was traced: a Python loop becomes repeated
     equations, and an unused result is still there (bound to `_`). Before lowering, jit runs a
     dead-code elimination (DCE) over the jaxpr: it looks at which equations and arguments
     contribute to the outputs, not at optimizing the arithmetic. Unused arguments count too,
-    unless jit(..., keep_unused=True).
+    unless you tell jit to keep them.
     """
 
     def f(x):
@@ -86,7 +86,7 @@ def test_jaxpr_unrolls_python_loops_and_keeps_dead_code():
         return lowered.as_text().split("func.func public @main(")[1].split(")")[0]
 
     assert main_signature(jax.jit(g).lower(x, x)).count("%arg") == 1  # the unused one is gone
-    assert main_signature(jax.jit(g, keep_unused=__).lower(x, x)).count("%arg") == 2
+    assert main_signature(jax.jit(g, __).lower(x, x)).count("%arg") == 2
     np.testing.assert_allclose(jax.jit(f)(x), f(x), rtol=1e-6)
 
 

@@ -134,9 +134,9 @@ def test_odeint_trajectory_and_adjoint_gradient():
 
 
 def test_odeint_is_reverse_mode_only():
-    """⚠️ 陷阱 / trap：odeint 是 custom_vjp 函数，jacfwd / jvp 会报 TypeError。要前向敏感度，
+    """⚠️ 陷阱 / trap：odeint 是 custom_vjp 函数，jacfwd / jvp 会报错。要前向敏感度，
     就对定步长的 scan 求解器用 jacfwd；结果与 odeint 的梯度一致。
-    ⚠️ trap: odeint is a custom_vjp function, so jacfwd / jvp raise a TypeError. For forward
+    ⚠️ trap: odeint is a custom_vjp function, so jacfwd / jvp raise. For forward
     sensitivities use jacfwd on the fixed-step scan solver; it agrees with odeint's gradient.
     """
     with raises_exactly(__) as info:

@@ -170,7 +170,7 @@ def test_custom_vjp_with_symbolic_zeros_sees_what_is_perturbed():
         jacobian = ((jnp.cos(theta), -r * jnp.sin(theta)), (jnp.sin(theta), r * jnp.cos(theta)))
         dr, dtheta = jnp.zeros_like(r), jnp.zeros_like(theta)
         for ct, (d_r, d_theta) in zip(cts, jacobian, strict=True):
-            if not isinstance(ct, __):
+            if not isinstance(ct, SymbolicZero):
                 dr, dtheta = dr + ct * d_r, dtheta + ct * d_theta
         return dr, dtheta
 

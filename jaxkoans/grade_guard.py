@@ -4,10 +4,10 @@
 it with `-p`, so it works with any version of the course. Standalone: only the standard
 library and pytest. The xdist controller (which runs no koan code) writes its events as JSON
 lines to the pipe `$JAXKOANS_GRADE_GUARD_FD` that only the grader reads, and makes itself
-non-dumpable so that no other process can open its pipe through /proc. Workers send what they
-find to the controller inside their reports (`user_properties`); their diagnostics
-(`collecting`, `collected`) go to `$JAXKOANS_GRADE_GUARD/guard-<pid>.jsonl` and only shape
-messages. Events:
+non-dumpable so that no other process can open its pipe through /proc. Workers write theirs at
+once to the grader's FIFO `$JAXKOANS_GRADE_GUARD` (a process that dies right after still
+leaves its evidence; writing there can only add evidence against the copy itself), and send
+what they find to the controller inside their reports as well (`user_properties`). Events:
 
 - `harness`: where `jaxkoans` was imported from; a copy outside `$JAXKOANS_ROOT` (the
   instructor's editable install, the student's own harness) stops the run before any koan;
@@ -91,24 +91,33 @@ _state: dict = {}
 
 
 def _emit(record: dict) -> None:
+    record = {**record, "pid": os.getpid()}
     line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
     fd = _state.get("fd")
-    if fd is not None:  # the controller: the grader's pipe
-        with contextlib.suppress(OSError):
-            while line:
-                line = line[os.write(fd, line) :]
+    if fd is None:
+        fd = _worker_fd()
+    if fd is None:
         return
-    out = os.environ.get("JAXKOANS_GRADE_GUARD")
-    if out:
-        _Audit.quiet = True  # the guard's own diagnostics
-        try:
-            with (
-                contextlib.suppress(OSError),
-                open(Path(out) / f"guard-{os.getpid()}.jsonl", "ab") as f,
-            ):
-                f.write(line)
-        finally:
-            _Audit.quiet = False
+    with contextlib.suppress(OSError):
+        while line:
+            line = line[os.write(fd, line) :]
+
+
+def _worker_fd() -> int | None:
+    """A worker's end of the grader's FIFO (`$JAXKOANS_GRADE_GUARD`), opened once. A FIFO
+    stays writable on the read-only mount, and no one in the run can remove it."""
+    if "worker_fd" not in _state:
+        _state["worker_fd"] = None
+        path = os.environ.get("JAXKOANS_GRADE_GUARD")
+        if path:
+            _Audit.quiet = True
+            try:
+                _state["worker_fd"] = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                pass
+            finally:
+                _Audit.quiet = False
+    return _state["worker_fd"]
 
 
 def _non_dumpable() -> None:
@@ -298,7 +307,8 @@ class _Audit:
     @classmethod
     def install(cls, root: Path) -> None:
         cls.root = str(root)
-        cls.guard = os.environ.get("JAXKOANS_GRADE_GUARD", "") or "\0"
+        fifo = os.environ.get("JAXKOANS_GRADE_GUARD", "")
+        cls.guard = os.path.dirname(fifo) if fifo else "\0"  # the guard's own directory
         cls.pid = os.getpid()
         sys.addaudithook(cls.hook)
 
@@ -317,6 +327,12 @@ class _Audit:
             return
         if what and what not in _Audit.seen:
             _Audit.seen.append(what)
+            _Audit.quiet = True  # sent at once: the process may not live to report it
+            try:
+                current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+                _emit({"event": "violation", "nodeid": current, "what": [what]})
+            finally:
+                _Audit.quiet = False
 
     @staticmethod
     def judge(event: str, args: tuple) -> str:

@@ -98,10 +98,15 @@ class Outcome:
 def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Options) -> Outcome:
     """Run the koan files `targets` (holding `koans` koans) of the workdir `work`, in the
     sandbox where there is one; `scratch` takes what the grader keeps of the run."""
-    guard_dir, guard_out, tmp = scratch / "guard", scratch / "guard-out", scratch / "tmp"
-    for directory in (guard_dir, guard_out, tmp):
+    guard_dir, tmp = scratch / "guard", scratch / "tmp"
+    for directory in (guard_dir, tmp):
         directory.mkdir()
     shutil.copyfile(grade_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
+    fifo = guard_dir / "events"  # the workers' evidence: see grade_guard
+    os.mkfifo(fifo, 0o622)
+    fifo_read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    fifo_keep = os.open(fifo, os.O_WRONLY)  # no EOF before the run is over
+    os.set_blocking(fifo_read, True)
     availability = (
         sandbox.probe() if options.sandbox else sandbox.Availability(None, reason="--no-sandbox")
     )
@@ -136,7 +141,7 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
     env = {
         "JAXKOANS_ROOT": str(work),
         "PYTHONPATH": os.pathsep.join([str(work), str(guard_dir)]),
-        "JAXKOANS_GRADE_GUARD": str(guard_out),
+        "JAXKOANS_GRADE_GUARD": str(fifo),
         "JAXKOANS_GRADE_GUARD_FD": str(guard_write),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
@@ -148,7 +153,6 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
             availability,
             command,
             read_only=[work, guard_dir],
-            writable=[guard_out],
             chdir=work,
             env=env,
         )
@@ -163,6 +167,9 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
         ),
         threading.Thread(
             target=_drain, args=(guard_read, scratch / "guard.jsonl", progress), daemon=True
+        ),
+        threading.Thread(
+            target=_drain, args=(fifo_read, scratch / "workers.jsonl", _Progress()), daemon=True
         ),
     ]
     process = None
@@ -200,6 +207,9 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
                 process.wait()
                 with _LOCK:
                     _RUNNING.discard(process)
+            os.close(fifo_keep)
+            if not readers[-1].is_alive() and not readers[-1].ident:
+                os.close(fifo_read)  # never started: no one else closes it
             for reader in readers:
                 if reader.is_alive():
                     reader.join(timeout=10)
@@ -208,7 +218,7 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
     outcome.stderr = (scratch / "stderr").read_text(encoding="utf-8", errors="replace")
     record = scratch / "record.jsonl"
     outcome.events = results.read(record) if record.exists() else []
-    outcome.guard = _guard_events(scratch / "guard.jsonl", guard_out)
+    outcome.guard = _guard_events(scratch / "guard.jsonl", scratch / "workers.jsonl")
     _require_pristine_harness(outcome, scratch, work)
     if not outcome.stopped and not any(e.get("event") == "finish" for e in outcome.events):
         outcome.stopped = _ended_how(outcome.exit_code)
@@ -284,12 +294,12 @@ def _sandbox_summary(availability: sandbox.Availability) -> dict:
     }
 
 
-def _guard_events(stream: Path, directory: Path) -> list[dict]:
-    """The controller's events (the pipe), then the workers' diagnostics (files)."""
-    sources = [(stream, "controller")] if stream.exists() else []
-    sources += [(p, p.stem.removeprefix("guard-")) for p in sorted(directory.glob("guard-*.jsonl"))]
+def _guard_events(controller: Path, workers: Path) -> list[dict]:
+    """The controller's events (its pipe), then the workers' (the FIFO)."""
     events = []
-    for path, pid in sources:
+    for path, pid in ((controller, "controller"), (workers, "worker")):
+        if not path.exists():
+            continue
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 events.append({"pid": pid, **json.loads(line)})

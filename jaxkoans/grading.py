@@ -341,13 +341,20 @@ def _violations(
         found[nodeid] = message
         rel, _, name = nodeid.partition("::")
         findings.append(Finding("run_violation", rel, None, (name,), message))
+    seen_calls: set[tuple[str, str]] = set()
+    for event in list(guard):  # a koan runs once: a second call report was made up
+        if event.get("event") == "reported" and event.get("when") == "call":
+            key = (event.get("nodeid", ""), event.get("worker", ""))
+            if key in seen_calls or any(k[0] == key[0] for k in seen_calls):
+                guard.append({"event": "forged", "nodeid": key[0], "worker": key[1]})
+            seen_calls.add(key)
     forgers = {e.get("worker") for e in guard if e.get("event") == "forged"}
     for worker in sorted(w for w in forgers if w):
         forged = sorted(
             {e["nodeid"] for e in guard if e.get("event") == "forged" and e.get("worker") == worker}
         )
         message = (
-            f"伪造的报告 / forged reports: worker {worker} reported koans it was not given "
+            f"伪造的报告 / forged reports: worker {worker} reported koans it was not given or reported twice "
             f"({', '.join(forged[:3])}); every koan it reported scores zero"
         )
         voided = {

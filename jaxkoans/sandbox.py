@@ -129,20 +129,17 @@ def wrap(
     command: list[str],
     *,
     read_only: list[Path],
-    writable: list[Path] = (),
     chdir: Path,
     env: dict[str, str],
 ) -> list[str]:
     """`command` inside the sandbox, seeing `read_only` (and the Python) at their own paths,
-    `writable` read-write, with exactly the environment `env`."""
+    with exactly the environment `env`."""
     assert availability.bwrap is not None
     arguments = [availability.bwrap, *base_arguments()]
     for path in python_paths():
         arguments += ["--ro-bind", path, path]
     for path in read_only:  # after /tmp: the workdir lives under the grader's temporary dir
         arguments += ["--ro-bind", str(path), str(path)]
-    for path in writable:  # diagnostics only: nothing there decides a grade
-        arguments += ["--bind", str(path), str(path)]
     arguments += ["--remount-ro", "/", "--chdir", str(chdir), "--clearenv"]
     for key, value in sorted(env.items()):
         arguments += ["--setenv", key, value]

@@ -6,6 +6,8 @@ Set UPDATE_GOLDEN=1 to rewrite tests/golden/grade/ after an intended change of o
 
 from __future__ import annotations
 
+import ast
+import base64
 import concurrent.futures
 import csv
 import json
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans import cli, grade_guard, grade_reports, grading, tamper
+from jaxkoans import cli, fills, grade_guard, grade_reports, grading, sandbox, tamper
 
 pytestmark = pytest.mark.timeout(600)  # whole grading runs, beyond a koan's 60 s
 REPO = Path(__file__).resolve().parent.parent
@@ -173,98 +175,158 @@ def statuses(grade: grading.Grade) -> dict[str, str]:
     return {k.name: k.status for k in grade.koans}
 
 
-# ---- the static check: a corpus of tampering, and edits that are fine ---------------------------
+# ---- the static side: what grade takes from a file, and what it only notes -------------------
 
-TAMPERING = {
-    "edited assert": (A, answer_a().replace("assert int(total) == 3", "assert int(total) >= 0"), "assert", ["test_sum"]),
-    "skip marker": (A, answer_a().replace("def test_sum", "@pytest.mark.skip\ndef test_sum"), "marker", ["test_sum"]),
-    "xfail marker": (A, answer_a().replace("def test_loop", "@pytest.mark.xfail\ndef test_loop"), "marker", ["test_loop"]),
-    "deleted test": (A, answer_a().split("def test_loop")[0], "missing_test", ["test_loop"]),
-    "renamed test": (A, answer_a().replace("def test_loop", "def test_loops"), "missing_test", ["test_loop"]),
-    "changed fixture": (A, answer_a().replace("jnp.arange(4)", "jnp.arange(1)"), "fixture", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
-    "added import": (A, answer_a().replace("import pytest\n", "import pytest\nimport os\n"), "changed_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
-    "fill beyond its blank": (A, answer_a(sum="0 or True"), "fill_shape", ["test_sum"]),
-    "two statements in a blank": (A, answer_a(sum="3; total = 3"), "fill_shape", ["test_sum"]),
-    "os._exit in a blank": (A, answer_a(sum='__import__("os")._exit(0)'), "unsafe_code", ["test_sum"]),
-    "pytest.skip in a blank": (A, answer_a(sum="pytest.skip()"), "unsafe_code", ["test_sum"]),
-    "monkeypatch in a blank": (A, answer_a(cumsum='(setattr(np.testing, "assert_array_equal", print), [0])[1]'), "unsafe_code", ["test_cumsum"]),
-    "vars() in a blank": (A, answer_a(cumsum="vars(np.testing).clear()"), "unsafe_code", ["test_cumsum"]),
-    "builtin passed to a lambda": (A, answer_a(sum="(lambda getattr: 3)(getattr)"), "unsafe_code", ["test_sum"]),
-    "walrus in a blank": (A, answer_a(limit="(c := 5)"), "unsafe_code", ["test_loop"]),
-    "an always-equal object": (A, answer_a(sum='type("A", (), {"__eq__": lambda s, o: True})()'), "unsafe_code", ["test_sum"]),
-    "the result copied into the blank": (A, answer_a(sum="int(total)"), "tautology", ["test_sum"]),
-    "the array copied into the blank": (A, answer_a(cumsum="jnp.cumsum(xs)"), "tautology", ["test_cumsum"]),
-    "os._exit in a TODO body": (A, answer_a(double="import os\n    os._exit(0)"), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
-    "patching numpy in a TODO body": (A, answer_a(double="np.testing.assert_array_equal = print\n    return x"), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
-    "global in a TODO body": (A, answer_a(double="global jnp\n    return 2 * x"), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
-    "a file written from a TODO body": (A, answer_a(double='import glob\n    np.savetxt(glob.glob("*")[0], [])\n    return 2 * x'), "unsafe_code", ["test_sum", "test_cumsum", "test_double", "test_loop"]),
-    "a module reached through numpy": (A, answer_a(sum="(np.lib.npyio.os.getpid() and 3)"), "unsafe_code", ["test_sum"]),
-    "pickle through np.load": (A, answer_a(cumsum='np.load("x.npy", allow_pickle=True)'), "unsafe_code", ["test_cumsum"]),
-    "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "unsafe_code", ["test_int_size"]),
+ALL_A = ["test_sum", "test_cumsum", "test_double", "test_loop"]
+IGNORED = {  # edits outside the fills: grade runs the course's code there, and says so
+    "edited assert": (A, answer_a().replace("assert int(total) == 3", "assert int(total) >= 3"), ["test_sum"]),
+    "skip marker": (A, answer_a().replace("def test_sum", "@pytest.mark.skip\ndef test_sum"), ["test_sum"]),
+    "xfail marker": (A, answer_a().replace("def test_loop", "@pytest.mark.xfail\ndef test_loop"), ["test_loop"]),
+    "changed fixture": (A, answer_a().replace("jnp.arange(4)", "jnp.arange(1)"), ALL_A),
+    "added import": (A, answer_a().replace("import pytest\n", "import pytest\nimport os\n"), ALL_A),
+    "a debugging print": (A, answer_a().replace("    total = jnp.ones(3).sum()\n", "    total = jnp.ones(3).sum()\n    print(total)\n"), ["test_sum"]),
+    "fill beyond its blank": (A, answer_a(sum="0 or True"), ["test_sum"]),
+    "two statements in a blank": (A, answer_a(sum="3; total = 3"), ["test_sum"]),
+    "a TODO docstring changed": (A, answer_a().replace('"""Doubles x."""', '"""Doubles."""'), ALL_A),
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", TAMPERING, ids=list(TAMPERING))
-def test_tampering_is_found_and_named(case, pristine, tmp_path):
-    rel, text, kind, koans = TAMPERING[case]
-    check = tamper.check_file(rel, pristine.root / rel, text, tmp_path, pristine.allowed[rel])
-    kinds = {f.kind for f in check.findings}
-    assert kind in kinds, [f.message for f in check.findings]
-    scored_zero = sorted(set(check.tampered) | check.missing)
-    assert scored_zero == sorted(koans), [f.message for f in check.findings]
-    # What runs is the pristine file plus allowed edits: none of the tampering.
+@pytest.mark.parametrize("case", IGNORED, ids=list(IGNORED))
+def test_an_edit_outside_the_fills_is_ignored_and_noted_never_a_finding(case, pristine):
+    rel, text, koans = IGNORED[case]
+    check = tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
+    assert check.findings == [] and check.tampered == {}
+    notes = [n for n in check.notes if n.kind == "ignored_edit"]
+    assert notes, check.notes
+    assert sorted({k for n in notes for k in n.koans}) == sorted(koans), notes
+    assert all(" / " in n.message and "ignored by grade" in n.message for n in notes)
+    assert all(n.line is None or 0 < n.line <= len(text.splitlines()) for n in notes)
+    # What runs is the course's file with fills only: taking it apart again finds no edit.
     shipped = (pristine.root / rel).read_text(encoding="utf-8")
-    if check.graded is not None:
-        for koan in koans:
-            body = shipped.split(f"def {koan}")[1].split("\ndef ")[0]
-            assert body in check.graded, f"{koan} does not run as shipped"
-    for finding in check.findings:
-        assert finding.file == rel and " / " in finding.message  # Chinese / English
+    assert fills.take(shipped, check.graded).ignored == []
 
 
-FINE = {  # the student's file, and the file that runs
+def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
+    for text in (
+        answer_a().split("def test_loop")[0],
+        answer_a().replace("def test_loop", "def test_loops"),
+    ):
+        check = tamper.check_file(A, pristine.root / A, text, pristine.allowed[A])
+        assert check.missing == {"test_loop"} and check.findings == []
+        assert "missing_test" in {n.kind for n in check.notes}
+
+
+UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, never a zero
+    "os._exit in a blank": (A, answer_a(sum='__import__("os")._exit(0)'), "test_sum"),
+    "pytest.skip in a blank": (A, answer_a(sum="pytest.skip()"), "test_sum"),
+    "setattr in a blank": (A, answer_a(cumsum='(setattr(np.testing, "assert_array_equal", print), [0])[1]'), "test_cumsum"),
+    "vars() in a blank": (A, answer_a(cumsum="vars(np.testing).clear()"), "test_cumsum"),
+    "an always-equal object": (A, answer_a(sum='type("A", (), {"__eq__": lambda s, o: True})()'), "test_sum"),
+    "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
+    "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "<module>"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", UNUSUAL, ids=list(UNUSUAL))
+def test_unusual_code_is_a_note_for_a_human_never_a_zero(case, pristine):
+    rel, text, owner = UNUSUAL[case]
+    check = tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
+    assert check.findings == [] and check.tampered == {}
+    notes = [n for n in check.notes if n.kind == "unusual_code"]
+    assert len(notes) == 1 and "costs nothing" in notes[0].message
+    expected = pristine.koans[rel] if owner == "<module>" else [owner]
+    assert list(notes[0].koans) == expected
+    assert check.graded == text  # it runs: the sandbox and the guard judge what it does
+
+
+TAUTOLOGY = {
+    "the result copied into the blank": (answer_a(sum="int(total)"), "test_sum"),
+    "the array copied into the blank": (answer_a(cumsum="jnp.cumsum(xs)"), "test_cumsum"),
+}
+
+
+@pytest.mark.parametrize("case", TAUTOLOGY, ids=list(TAUTOLOGY))
+def test_a_fill_that_repeats_its_assert_is_a_finding(case, pristine):
+    """`assert f(x) == f(x)` cannot fail: the graded check itself was made void."""
+    text, koan = TAUTOLOGY[case]
+    check = tamper.check_file(A, pristine.root / A, text, pristine.allowed[A])
+    assert [f.kind for f in check.findings] == ["tautology"]
+    assert list(check.tampered) == [koan]
+
+
+FINE = {  # the student's file, and the file that runs (the same program)
     "the answer": (answer_a(), answer_a()),
     "partly solved": (KOAN_A.format(**{**BLANKS_A, "sum": "3"}),) * 2,
-    "a comment line added": (
-        answer_a().replace("    total = jnp", "    # my note\n    total = jnp"),
+    "a comment line added": (answer_a().replace("    total = jnp", "    # my note\n    total = jnp"), answer_a()),
+    "a comment after a blank in mid-line": (
+        answer_a().replace("lambda c: c < 5, lambda", "lambda c: c < 5,  # five\n        lambda"),
         answer_a(),
     ),
-    "a trailing comment": (answer_a(sum="3  # three ones"),) * 2,
+    "an empty line next to a filled blank": (answer_a().replace("    assert int(total) == 3\n", "\n    assert int(total) == 3\n\n"), answer_a()),
+    "a formatter re-wrapping a call over three lines": (
+        answer_a().replace("np.testing.assert_array_equal(jnp.cumsum(xs), [0, 1, 3, 6])", "np.testing.assert_array_equal(\n        jnp.cumsum(xs), [0, 1, 3, 6]\n    )"),
+        answer_a(),
+    ),
+    "trailing spaces": ("\n".join(line + "  " for line in answer_a().splitlines()) + "\n", answer_a()),
+    "no trailing newline": (answer_a().rstrip("\n"), answer_a()),
+    "a trailing comment": (answer_a(sum="3  # three ones"), answer_a()),
     "CRLF line endings": (answer_a().replace("\n", "\r\n"), answer_a()),
     "a byte order mark": ("\ufeff" + answer_a(), answer_a()),
     "a local variable named input": (answer_a(double="input = 2 * x\n    return input"),) * 2,
     "a lambda": (answer_a(limit="(lambda n: n)(5)"),) * 2,
-    "an import in a TODO body": (
-        answer_a(double="from jax import numpy as np2\n\n    return np2.multiply(x, 2)"),
-    )
-    * 2,
-}
+    "a fill over two lines": (answer_a(cumsum="[0, 1,\n        3, 6]"), answer_a()),
+    "an import in a TODO body": (answer_a(double="from jax import numpy as np2\n\n    return np2.multiply(x, 2)"),) * 2,
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", FINE, ids=list(FINE))
-def test_allowed_edits_are_not_findings(case, pristine, tmp_path):
+def test_honest_edits_are_never_findings_nor_ignored(case, pristine, tmp_path):
     written, runs = FINE[case]
     path = tmp_path / "student.py"
     path.write_bytes(written.encode("utf-8"))  # the BOM case starts with U+FEFF
     text, problem = tamper.read_text(path)
     assert problem == ""
-    check = tamper.check_file(A, pristine.root / A, text, tmp_path, pristine.allowed[A])
+    check = tamper.check_file(A, pristine.root / A, text, pristine.allowed[A])
     assert check.findings == [] and check.tampered == {}
-    assert check.graded == runs
+    assert [n for n in check.notes if n.kind != "unusual_code"] == []
+    assert ast.dump(ast.parse(check.graded)) == ast.dump(ast.parse(runs))
 
 
-def test_a_fill_nested_too_deeply_to_check_credits_nothing(pristine, tmp_path):
+def test_every_answer_of_the_course_is_taken_whole_with_nothing_ignored():
+    """fills.take on each koan file and its answer: the graded file is the answer."""
+    pairs = [(k, REPO / "answers" / k.relative_to(REPO / "koans")) for k in sorted((REPO / "koans").glob("*/test_*.py"))]  # fmt: skip
+    assert len(pairs) > 40
+    for koan, answer in pairs:
+        taken = fills.take(koan.read_text(encoding="utf-8"), answer.read_text(encoding="utf-8"))
+        assert taken.ignored == [], (koan, taken.ignored[:3])
+        assert ast.dump(ast.parse(taken.graded)) == ast.dump(
+            ast.parse(answer.read_text(encoding="utf-8"))
+        ), koan
+
+
+def test_a_fill_nested_too_deeply_to_check_runs_as_shipped(pristine):
     assert "nested too deeply" in tamper.parse_problem(answer_a(sum="+".join(["1"] * 50_000)))
     deep = answer_a(sum="+".join(["1"] * 900))  # parses, but deeper than a walk may go
-    check = tamper.check_file(A, pristine.root / A, deep, tmp_path, pristine.allowed[A])
-    assert check.findings == [] or sorted(check.tampered) == sorted(pristine.koans[A])
-
-
-def test_os_in_a_blank_is_allowed_where_the_answer_uses_it(pristine, tmp_path):
-    check = tamper.check_file(
-        B, pristine.root / B, answer_b(pid="os.getppid()"), tmp_path, pristine.allowed[B]
-    )
+    check = tamper.check_file(A, pristine.root / A, deep, pristine.allowed[A])
     assert check.findings == []
+    assert check.graded is not None
+
+
+def test_os_in_a_blank_is_not_even_a_note_where_the_answer_uses_it(pristine):
+    check = tamper.check_file(
+        B, pristine.root / B, answer_b(pid="os.getppid()"), pristine.allowed[B]
+    )
+    assert check.findings == [] and check.notes == []
+
+
+def test_a_notes_file_beside_the_koans_is_not_looked_at(fake_course, tmp_path):
+    copy = student(
+        fake_course,
+        tmp_path / "s",
+        {"koans/01/notes.txt": "my notes\n", "koans/01/conftest.py": "x = 1\n"},
+    )
+    entries = tamper.harness_entries(copy, {A, B})
+    assert "koans/01/notes.txt" not in entries and "koans/01/conftest.py" in entries
 
 
 def test_the_guard_finds_and_undoes_a_replaced_function():
@@ -315,23 +377,27 @@ def progress_py(*args: str, root: Path, **kwargs) -> subprocess.CompletedProcess
 
 def workflow_command(copy: Path, out: Path) -> list[str]:
     """The arguments templates/github-classroom.yml gives `progress.py grade`, with its paths
-    pointed at `copy` and `out`."""
+    pointed at `copy` and `out`, and its variables at both chapters, one test per koan."""
     template = (REPO / "templates" / "github-classroom.yml").read_text(encoding="utf-8")
-    line = next(x for x in template.splitlines() if "run: .venv/bin/python progress.py grade" in x)
+    line = next(x for x in template.splitlines() if ".venv/bin/python progress.py grade" in x)
     places = {
         "../student": str(copy),
         "../grade.json": str(out / "g.json"),
         "../grade.xml": str(out / "g.xml"),
         "$GITHUB_STEP_SUMMARY": str(out / "g.md"),
+        "../classroom.b64": str(out / "classroom.b64"),
+        "$ASSIGNMENT": "01,02",
+        "$CLASSROOM_TESTS": "koan",
     }
-    args = shlex.split(line.split("progress.py grade", 1)[1])
+    args = shlex.split(line.split("progress.py grade", 1)[1].split("||")[0])
     assert set(places) <= set(args), f"the workflow's command changed: {line}"
     return [places.get(arg, arg) for arg in args]
 
 
 def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course, tmp_path):
-    """The command the classroom workflow runs, on a copy with passed, failing, not started,
-    missing and tampered koans, harness edits and an added test file."""
+    """The command the classroom workflow runs, on a copy with passed, failing, not started and
+    missing koans, an edited assert, harness edits and an added test file: none of those
+    edits is used, so none is a finding (exit 0), and each is a note."""
     copy = student(
         fake_course,
         tmp_path / "alice",
@@ -340,6 +406,7 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
             B: answer_b(size="4").replace("assert ctypes.sizeof(ctypes.c_int) == 4", "assert True"),
             "koans/01/conftest.py": "collect_ignore = ['test_a.py']\n",
             "koans/01/test_extra.py": "def test_free():\n    pass\n",
+            "koans/01/notes.txt": "what I learned\n",
             "pyproject.toml": PYPROJECT + "# mine\n",
         },
     )  # fmt: skip
@@ -348,12 +415,13 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
     out.mkdir()
     command = workflow_command(copy, out)  # --course HEAD: a git ref of the course at root
     done = progress_py(*command, "--workers=1", root=fake_course, cwd=fake_course)
-    assert done.returncode == 1, done.stdout + done.stderr  # graded, with findings
+    assert done.returncode == 0, done.stdout + done.stderr  # graded; notes cost nothing
     assert digest(copy) == before, "grade changed the student's copy"
     document = json.loads((out / "g.json").read_text(encoding="utf-8"))
     assert (out / "g.md").read_text(encoding="utf-8") == grade_reports.markdown(document)
     assert (out / "g.xml").read_text(encoding="utf-8") == grade_reports.junit(document)
     assert document["run"]["harness"] == "jaxkoans/__init__.py"  # the pristine copy ran
+    assert document["run"]["sandbox"]["used"] == bool(sandbox.probe().ok)
     assert document["course"]["source"] == "HEAD" and len(document["course"]["commit"]) == 40
     assert {k["name"]: k["status"] for k in document["koans"]} == {
         "test_sum": "passed",
@@ -361,14 +429,54 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
         "test_double": "not_started",
         "test_loop": "missing",
         "test_separator": "passed",
-        "test_int_size": "tampered",
+        "test_int_size": "not_started",  # `assert True` replaced the assert and its blank
         "test_pid": "passed",
     }
-    assert "koans/01/conftest.py" in done.stdout and "findings (5)" in done.stdout
+    assert document["findings"] == []
+    notes = {(n["kind"], n["file"]) for n in document["notes"]}
+    assert notes == {
+        ("missing_test", A),
+        ("ignored_edit", B),
+        ("harness_file", "koans/01/conftest.py"),
+        ("added_file", "koans/01/test_extra.py"),
+        ("harness_file", "pyproject.toml"),
+    }
+    assert "koans/01/conftest.py" in done.stdout and "notes (5)" in done.stdout
+    # GitHub Classroom's reporter: base64 JSON, one test per koan, points = passed koans.
+    payload = json.loads(base64.b64decode((out / "classroom.b64").read_text(encoding="ascii")))
+    assert payload["version"] == 1 and payload["status"] == "fail" and payload["max_score"] == 7
+    assert len(payload["tests"]) == 7 and sum(t["score"] for t in payload["tests"]) == 3
+    assert {t["status"] for t in payload["tests"]} == {"pass", "fail"}
+    assert all(t["name"].startswith("koans/0") and "message" in t for t in payload["tests"])
     document = normalised(document)
     matches_golden("alice.json", grade_reports.to_json_text(document))
     matches_golden("alice.md", grade_reports.markdown(document))
     matches_golden("alice.xml", grade_reports.junit(document))
+
+
+def test_classroom_payload_per_chapter_gives_points_per_koan_passed():
+    document = {
+        "status": "graded",
+        "findings": [],
+        "total": {"total": 3},
+        "chapters": [
+            {"number": "01", "title_en": "One", "passed": 2, "total": 2},
+            {"number": "02", "title_en": "Two", "passed": 0, "total": 1},
+        ],
+        "koans": [
+            {"chapter": "01", "name": "a", "status": "passed", "duration": 0.5},
+            {"chapter": "01", "name": "b", "status": "passed", "duration": 0.5},
+            {"chapter": "02", "name": "c", "status": "crashed", "duration": 0.0},
+        ],
+    }
+    payload = grade_reports.classroom(document, per="chapter", points=5)
+    assert payload["max_score"] == 15 and payload["status"] == "fail"
+    assert [(t["name"], t["status"], t["score"], t["max_score"]) for t in payload["tests"]] == [
+        ("01 One", "pass", 10, 10),
+        ("02 Two", "error", 0, 5),
+    ]
+    text = grade_reports.classroom_text(payload)
+    assert json.loads(base64.b64decode(text)) == payload and text.count("\n") == 1
 
 
 def test_usage_errors_exit_2_before_any_work(fake_course, tmp_path):
@@ -376,17 +484,28 @@ def test_usage_errors_exit_2_before_any_work(fake_course, tmp_path):
     assert cli.main(["grade", str(tmp_path / "nobody")]) == 2
     assert cli.main(["grade", "--batch", str(tmp_path)]) == 2  # no --csv
     assert cli.main(["grade", str(tmp_path), f"--json={tmp_path / 'no' / 'g.json'}"]) == 2
+    assert cli.main(["grade", str(tmp_path), "--html=x.html"]) == 2  # --html needs --batch
     done = progress_py(str(tmp_path), "--course", "no-such-ref", root=fake_course)
     assert done.returncode == 2 and "no-such-ref" in done.stderr
+    for wrong in ("--chapter=07", "--koans=test_nothing", "--chapter=02 --koans=test_sum"):
+        done = progress_py(
+            str(tmp_path), f"--course={fake_course}", *wrong.split(), root=fake_course
+        )
+        assert done.returncode == 2 and "no such" in done.stderr, (wrong, done.stderr)
 
 
 def test_the_run_refuses_a_harness_that_is_not_the_pristine_course(fake_course, tmp_path):
     """Without jaxkoans/ in the course, the child would import the editable install of this
-    checkout: the guard stops it, and grade says it could not grade (exit code 3)."""
+    checkout: without the sandbox the guard stops it, in the sandbox there is none to import;
+    either way grade says it could not grade (exit code 3)."""
     bare = tmp_path / "bare"
     shutil.copytree(fake_course, bare, ignore=shutil.ignore_patterns(".git", "jaxkoans"))
+    course = grading.prepare_course(str(bare), tmp_path / "p")
     with pytest.raises(grading.CouldNotGrade, match=str(REPO / "jaxkoans")):
-        grading.grade(bare, grading.prepare_course(str(bare), tmp_path / "p"))
+        grading.grade(bare, course, grading.Options(workers=1, sandbox=False))
+    if sandbox.probe().ok:  # in the sandbox this checkout does not even exist
+        with pytest.raises(grading.CouldNotGrade, match="No module named 'jaxkoans'"):
+            grading.grade(bare, course, grading.Options(workers=1))
 
 
 # ---- robustness: one broken file, koan or copy costs only itself ----------------------------------
@@ -461,11 +580,14 @@ def test_an_interpreter_crash_costs_only_its_koan(broken):
     assert "crashed" in crash.message
 
 
-def test_exiting_the_interpreter_from_a_blank_is_tampering_and_never_runs(broken):
+def test_exiting_the_interpreter_from_a_blank_is_a_note_and_costs_only_its_koan(broken):
+    """`__import__("os")._exit(0)` is unusual (a note), not evidence: it runs, its worker
+    ends without a report, and the koan scores crashed, never passed."""
     grade = broken["hostile"]
-    assert statuses(grade)["test_sum"] == "tampered"
-    assert [f.kind for f in grade.findings] == ["unsafe_code"]
-    assert grade.findings[0].koans == ("test_sum",) and "__import__" in grade.findings[0].message
+    assert statuses(grade)["test_sum"] == "crashed"
+    assert grade.findings == []
+    note = next(n for n in grade.notes if n.kind == "unusual_code" and n.koans == ("test_sum",))
+    assert "__import__" in note.message
 
 
 def test_ctrl_c_removes_the_workdir_and_writes_no_report(fake_course, tmp_path):
@@ -491,12 +613,13 @@ def test_ctrl_c_removes_the_workdir_and_writes_no_report(fake_course, tmp_path):
     assert not report.exists() and list(tmp_path.glob(".g.json.*")) == []
     assert list(scratch.iterdir()) == [], "the workdir was left behind"
     survivors = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
+    for process in Path("/proc").glob("[0-9]*"):
         try:
-            if str(scratch).encode() in environ.read_bytes():
-                survivors.append(environ.parent.name)
+            seen = (process / "environ").read_bytes() + (process / "cmdline").read_bytes()
         except OSError:
             continue
+        if str(scratch).encode() in seen:
+            survivors.append(process.name)
     assert survivors == [], "processes of the grading run survived"
 
 
@@ -524,10 +647,10 @@ def test_batch_writes_one_row_per_copy_and_survives_a_broken_one(
     assert code == 3  # one copy could not be graded
     rows = list(csv.DictReader(out.read_text(encoding="utf-8").splitlines()))
     assert [r["student"] for r in rows] == ["empty", "explodes", "koans-is-a-file"]
-    assert rows[0] | {"score": "x"} == {"student": "empty", "status": "findings", "passed": "0", "total": "7", "score": "x", "ch01": "0", "ch02": "0", "findings": "2", "problems": "0", "error": ""}  # fmt: skip
+    assert rows[0] | {"score": "x"} == {"student": "empty", "status": "graded", "passed": "0", "total": "7", "score": "x", "ch01": "0", "ch02": "0", "findings": "0", "problems": "0", "error": ""}  # fmt: skip
     assert rows[1]["status"] == "error" and "disk on fire" in rows[1]["error"]
-    # `koans` is a file: both koan files cannot be read (problems), the file is a finding
-    assert (rows[2]["status"], rows[2]["findings"], rows[2]["problems"]) == ("findings", "1", "2")
+    # `koans` is a file: both koan files cannot be read (problems), the file is a note
+    assert (rows[2]["status"], rows[2]["findings"], rows[2]["problems"]) == ("graded", "0", "2")
 
 
 # ---- the real course -----------------------------------------------------------------------------

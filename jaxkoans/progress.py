@@ -8,20 +8,26 @@ here writes to a learner's files: the record goes to a temporary directory.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans import course, memory, results
+from jaxkoans import course, memory, pristine, results
 from jaxkoans.classify import KoanState
 
 DELETED = "deleted from your file / 已从你的文件中删除"
+MISSING = "file deleted / 文件已删除"
+CRASHED = "did not report (crash or hang)"
+SKIPPED = "skipped"  # a koan that cannot run on this machine (no C++ compiler, …)
 RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
 TEST_DEF = re.compile(r"^def (test_\w+)\s*\(", re.MULTILINE)
 
@@ -54,7 +60,7 @@ class Progress:
 
     def next_koan(self, path: list[str], chapter: str | None = None) -> Koan | None:
         order = {number: i for i, number in enumerate(path)}
-        candidates = [k for k in self.koans if k.state != KoanState.PASSED.value]
+        candidates = [k for k in self.koans if k.state not in (KoanState.PASSED.value, SKIPPED)]
         if chapter:
             candidates = [k for k in candidates if k.chapter.number == chapter]
         candidates.sort(key=lambda k: order.get(k.chapter.number, len(order)))
@@ -89,11 +95,13 @@ def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
     koans = []
     for chapter in chapters:
         directory = root / chapter.number
-        files = sorted(
-            directory.glob("test_*.py"), key=lambda p: (chapter.file_rank(p.name), p.name)
-        )
+        names = {p.name for p in directory.glob("test_*.py")} | set(chapter.files)
+        files = [directory / n for n in sorted(names, key=lambda n: (chapter.file_rank(n), n))]
         for test_file in files:
             relative = test_file.relative_to(course.REPO)
+            if not test_file.is_file():
+                koans += missing_koans(chapter, test_file)
+                continue
             present = listed_koans(test_file)
             koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
             koans += deleted_koans(chapter, test_file, {name for name, _, _ in present})
@@ -113,6 +121,18 @@ def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -
     ]
 
 
+def missing_koans(chapter: course.Chapter, test_file: Path) -> list[Koan]:
+    """The koans of a koan file the learner deleted, read from its answer: they count, as
+    failing, until `progress.py reset` brings the file back."""
+    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+    relative = test_file.relative_to(course.REPO)
+    listed = listed_koans(answer) if answer.is_file() else []
+    return [
+        Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=MISSING)
+        for name, _, doc in listed
+    ]
+
+
 def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
     """The child pytest run: the harness named explicitly (any course root), results to `record`."""
     return [
@@ -127,27 +147,53 @@ def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
 
 
 def run_in_group(command: list[str], timeout_s: float) -> tuple[int | None, str]:
-    """Run `command` in a process group of its own; on a timeout or Ctrl-C kill the whole group
-    (pytest and its xdist workers). Returns (exit code, or None on a timeout; stderr)."""
-    child = subprocess.Popen(
-        command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        _, stderr = child.communicate(timeout=timeout_s)
-        return child.returncode, stderr
-    except subprocess.TimeoutExpired:
-        return None, ""
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
+    """Run `command` in a process group of its own and end the whole group (pytest and its
+    xdist workers) however this process stops: a timeout, Ctrl-C, SIGTERM or a closed
+    terminal (SIGHUP). Returns (exit code, or None on a timeout; stderr)."""
+    with _stop_signals_end_the_run():
+        child = subprocess.Popen(
+            command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _, stderr = child.communicate(timeout=timeout_s)
+            return child.returncode, stderr
+        except subprocess.TimeoutExpired:
+            return None, ""
+        finally:
+            if child.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
             child.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # its workers
+                os.killpg(child.pid, signal.SIGKILL)
+            if child.stderr is not None:
+                child.stderr.close()
+
+
+@contextlib.contextmanager
+def _stop_signals_end_the_run() -> Iterator[None]:
+    """SIGTERM and SIGHUP leave like Ctrl-C does, through `finally` (which ends the child)."""
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
 
 
 def run_koans(
     targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S
-) -> tuple[list[dict], str]:
-    """Run pytest on `targets` in a child process; return its record's events and any problem."""
+) -> tuple[list[dict], str, bool]:
+    """Run pytest on `targets` in a child process; return its record's events, any problem,
+    and whether the run finished (a hang of the whole run leaves koans unmeasured)."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
         record = Path(scratch) / "record.jsonl"
         code, stderr = run_in_group(pytest_command(targets, record, workers), timeout_s)
@@ -158,7 +204,7 @@ def run_koans(
             tail = "\n".join(stderr.strip().splitlines()[-5:])
             problem = f"pytest stopped with exit code {code}: {tail}"
         events = results.read(record) if record.exists() else []
-        return events, problem
+        return events, problem, code is not None
 
 
 def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
@@ -190,36 +236,82 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
         progress.problems.append(problem + where)
     for koan in koans:
         if koan.nodeid not in finished and not koan.note:
-            koan.state, koan.note = KoanState.FAILING.value, "did not report (crash or hang)"
+            koan.state, koan.note = KoanState.FAILING.value, CRASHED
+            path = koan.path.as_posix()
+            message = (
+                f"{koan.nodeid}: 💥 崩溃或超时，没有结果 / crashed or hung, no result: "
+                f"run `pytest {koan.nodeid}` to see why"
+            )
+            progress.problems.append(message)
+            known = progress.file_problems.get(path)
+            progress.file_problems[path] = f"{known}\n{message}" if known else message
     return progress
 
 
-def measure(chapter: str | None = None, workers: int | None = None, reuse: bool = True) -> Progress:
-    """Every koan's state: remembered for files unchanged since their last run, run otherwise."""
+def measure(
+    chapter: str | None = None, workers: int | None = None, reuse: bool = True, run: bool = True
+) -> Progress:
+    """Every koan's state: remembered for files unchanged since their last run, not started
+    for files as shipped, run otherwise (with `run=False` not run: left as not started, as
+    `hint` and `diff` need only "not known to pass"). `reuse=False` runs every file again;
+    the other chapters' remembered results are kept."""
     chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
     koans = inventory(course.KOANS, chapters)
-    remembered = memory.load() if reuse else memory.Memory()
-    deleted = [k for k in koans if k.note == DELETED]
-    stale = [k for k in koans if k.note != DELETED and not remembered.recall(k)]
+    remembered = memory.load()
+    present = [k for k in koans if k.note not in (DELETED, MISSING)]
+    stale = [k for k in present if not (reuse and remembered.recall(k))]
+    if reuse:
+        stale = [k for k in stale if not as_shipped(k)]
     problems = remembered.problems_of([k for k in koans if k.recalled])
     problems += [
-        f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}" for k in deleted
+        f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}"
+        for k in koans
+        if k.note == DELETED
     ]
+    problems += missing_files(chapters)
     files = sorted({k.path.as_posix() for k in stale})
-    if files:
+    if files and run:
         workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
-        events, problem = run_koans(files, workers)
+        events, problem, complete = run_koans(files, workers)
         fresh = merge(stale, events, problem)
         problems += fresh.problems
-        remembered.remember(stale, fresh.file_problems)
+        passed = remembered.newly_passed(stale)
+        if passed:
+            memory.note_passed(passed[-1].nodeid)
+        remembered.remember(stale, fresh.file_problems, complete)
         memory.save(remembered)
     return Progress(koans, problems)
 
 
+def as_shipped(koan: Koan) -> bool:
+    """A koan of a file identical to the shipped one is not started: no need to run it."""
+    if not pristine.is_shipped(koan.path.as_posix()):
+        return False
+    koan.state, koan.cause, koan.note = KoanState.NOT_STARTED.value, "", ""
+    koan.line = pristine.first_blank_line(course.REPO / koan.path, koan.name) or koan.line
+    return True
+
+
+def missing_files(chapters: list[course.Chapter]) -> list[str]:
+    """A line for each koan file that chapter.toml lists and the learner's copy lacks."""
+    lines = []
+    for chapter in chapters:
+        for name in chapter.files:
+            path = course.KOANS / chapter.number / name
+            if not path.exists():
+                relative = path.relative_to(course.REPO).as_posix()
+                lines.append(
+                    f"{relative} 文件不见了 / the file is missing: python progress.py reset {relative}"
+                )
+    return lines
+
+
 def find_koan(wanted: str | None, chapter: str | None = None) -> Koan | None:
-    """A koan by name (test name, file.py::name or nodeid), or the next one on the path."""
+    """A koan by name (test name, file.py::name or nodeid; a parametrized case's `[...]` is
+    ignored), or the next one on the path, from what is known without running anything."""
     if not wanted:
-        return measure(chapter).next_koan(recommended_path(), chapter)
+        return measure(chapter, run=False).next_koan(recommended_path(), chapter)
+    wanted = results.koan_id(wanted)
     chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
     for koan in inventory(course.KOANS, chapters):
         if wanted in (koan.name, koan.nodeid, f"{koan.path.name}::{koan.name}"):

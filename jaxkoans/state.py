@@ -1,7 +1,9 @@
 """The tool's own memory in .jaxkoans/ (ignored by git): hint levels seen, remembered results.
 
 Never the learner's files. Every write is atomic (a temporary file, then rename), so Ctrl-C
-cannot leave half a file; a file that does not parse is moved aside and started afresh.
+cannot leave half a file; a file that does not parse is moved aside and started afresh. Damage
+of any shape (`.jaxkoans` a file, a `.damaged` name taken by a directory) and a checkout that
+cannot be written (a classroom's read-only copy) cost only the memory, with one message.
 """
 
 from __future__ import annotations
@@ -14,9 +16,17 @@ from pathlib import Path
 
 from jaxkoans import course
 
+_warned: set[str] = set()
+
 
 def directory() -> Path:
     return course.REPO / ".jaxkoans"
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        print(message, file=sys.stderr)
 
 
 def load(name: str) -> dict:
@@ -28,22 +38,46 @@ def load(name: str) -> dict:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         data = None
-    if not isinstance(data, dict):
-        aside = path.with_suffix(path.suffix + ".damaged")
-        os.replace(path, aside)
-        print(f"⚠️  {path} 已损坏，已移到 / was damaged, moved to {aside.name}", file=sys.stderr)
+    if isinstance(data, dict):
+        return data
+    if not path.is_file():  # .jaxkoans is a file, or `name` is a directory: nothing to move
+        _warn_once(
+            str(path),
+            f"⚠️  {path} 无法读取 / cannot be read: 进度不会被记住 / progress is not remembered",
+        )
         return {}
-    return data
+    aside = path.with_suffix(path.suffix + ".damaged")
+    try:
+        os.replace(path, aside)
+        note = f"已移到 / moved to {aside.name}"
+    except OSError as error:  # the name is taken by a directory, or the checkout is read-only
+        note = f"无法移开 / could not be moved aside ({error.strerror})"
+    _warn_once(str(path), f"⚠️  {path} 已损坏 / was damaged, {note}")
+    return {}
 
 
-def save(name: str, data: dict) -> None:
+def save(name: str, data: dict) -> bool:
+    """Store `data` as `name`; False (with one message) when .jaxkoans/ cannot be written."""
     target = directory() / name
-    target.parent.mkdir(exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.")
+    try:
+        target.parent.mkdir(exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.")
+    except OSError as error:
+        _warn_once(
+            "save",
+            f"⚠️  {target.parent} 不可写 / cannot be written ({error.strerror}): "
+            "进度不会被记住 / progress is not remembered",
+        )
+        return False
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(data, out, ensure_ascii=False, indent=1)
         os.replace(temporary, target)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        _warn_once("save", f"⚠️  {target} 不可写 / cannot be written ({error.strerror})")
+        return False
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return True

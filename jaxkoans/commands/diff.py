@@ -8,7 +8,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from jaxkoans import course
+from jaxkoans import course, memory
 from jaxkoans.classify import KoanState
 from jaxkoans.progress import Koan, find_koan, measure
 
@@ -25,20 +25,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve(target: str | None) -> tuple[Path | None, Koan | None]:
-    """(koan file, koan) named by `target`; the koan is None when a whole file was named."""
+    """(koan file, koan) named by `target`; the koan is None when a whole file was named.
+    Without a target: the koan that passed last, else the next koan."""
     if target and Path(target).is_file():
         return Path(target).resolve(), None
-    koan = find_koan(target)
+    if target:
+        koan = find_koan(target)
+    else:
+        just_passed = memory.last_passed()
+        koan = (find_koan(just_passed) if just_passed else None) or find_koan(None)
     return (course.REPO / koan.path, koan) if koan else (None, None)
 
 
-def function_lines(path: Path, name: str) -> list[str]:
+def koan_lines(path: Path, name: str, also: set[str] = frozenset()) -> list[str]:
+    """The lines of koan `name` and of the functions and classes of its file it uses (the
+    TODO helpers a learner writes), in file order; `also` adds names used elsewhere."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    for node in ast.parse("".join(lines)).body:
+    defs = {
+        node.name: node
+        for node in ast.parse("".join(lines)).body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+    }
+    wanted, chosen = [name, *sorted(also)], []
+    while wanted:
+        current = wanted.pop()
+        if current in chosen or current not in defs:
+            continue
+        chosen.append(current)
+        wanted += [
+            n.id for n in ast.walk(defs[current]) if isinstance(n, ast.Name) and n.id in defs
+        ]
+    nodes = sorted((defs[n] for n in chosen), key=lambda node: node.lineno)
+    shown: list[str] = []
+    for node in nodes:
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        shown += lines[start - 1 : node.end_lineno]
+    return shown
+
+
+def used_names(path: Path, name: str) -> set[str]:
+    """The names koan `name` of `path` uses (an answer may use a helper the koan does not)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            return lines[start - 1 : node.end_lineno]
-    return []
+            return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return set()
+
+
+def syntax_error(path: Path) -> str | None:
+    try:
+        ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError as error:
+        return (
+            f"🛠️ 语法错误 / syntax error: {path.name}:{error.lineno}: {error.msg}\n"
+            "   先让文件能被解析，再比较 / make the file parse first, then compare"
+        )
+    return None
 
 
 def unpassed(koan_file: Path, koan: Koan | None) -> list[str]:
@@ -70,8 +111,14 @@ def run(args) -> int:
             return 1
     else:
         print("⚠️  剧透 / spoiler: 你要看的是答案 / this is the answer.\n")
+    broken = syntax_error(koan_file)
+    if broken:
+        print(broken, file=sys.stderr)
+        return 1
     if koan is not None:
-        mine, theirs = function_lines(koan_file, koan.name), function_lines(answer, koan.name)
+        helpers = used_names(answer, koan.name)
+        mine = koan_lines(koan_file, koan.name, helpers)
+        theirs = koan_lines(answer, koan.name, used_names(koan_file, koan.name))
     else:
         mine = koan_file.read_text(encoding="utf-8").splitlines(keepends=True)
         theirs = answer.read_text(encoding="utf-8").splitlines(keepends=True)

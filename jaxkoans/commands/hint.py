@@ -29,21 +29,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chapter", metavar="NN", help="the next koan of this chapter")
 
 
-def reveal(koan: Koan, lang: str, level: int | None = None) -> list[str]:
-    """The lines to show: one more level than last time (or `level` levels), remembered."""
+AGAIN = "  再运行一次看下一层 / run it again for the next level"
+
+
+def _seen_level(seen: dict, nodeid: str) -> int:
+    value = seen.get(nodeid, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def reveal(koan: Koan, lang: str, level: int | None = None, again: str = AGAIN) -> list[str]:
+    """The lines to show: one more level than last time (or `level` levels), remembered;
+    `again` says how to see the next level."""
     hint = koan.chapter.hint(koan.path.name, koan.name)
     if hint is None:
         return [f"没有提示 / no hint for {koan.name}"]
     levels = hint.zh if lang == "zh" else hint.en
     seen = state.load(SEEN)
-    shown = level if level is not None else int(seen.get(koan.nodeid, 0)) + 1
+    shown = level if level is not None else _seen_level(seen, koan.nodeid) + 1
     shown = max(1, min(shown, len(levels)))
-    seen[koan.nodeid] = max(shown, int(seen.get(koan.nodeid, 0)))
+    seen[koan.nodeid] = max(shown, _seen_level(seen, koan.nodeid))
     state.save(SEEN, seen)
     lines = [f"💡 {koan.chapter.number} · {koan.path.name}::{koan.name}  ({shown}/{len(levels)})"]
     lines += [f"  {i}. {text}" for i, text in enumerate(levels[:shown], start=1)]
     if shown < len(levels):
-        lines.append("  再运行一次看下一层 / run it again for the next level")
+        lines.append(again)
     return lines
 
 

@@ -4,35 +4,38 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from jaxkoans import course
+from jaxkoans import course, pristine
 from jaxkoans.commands.diff import resolve
 
 NAME, HELP = "reset", "restore a koan file as shipped; your version is saved beside it"
-PRISTINE_REFS = ("origin/HEAD", "origin/main", "HEAD")  # where the course as shipped is found
+PRISTINE_REFS = pristine.REFS  # where the course as shipped is found
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", help="a koan (test name) or a koan file")
+    parser.add_argument("target", help="a koan (test name) or a koan file (also a deleted one)")
     parser.add_argument("--yes", action="store_true", help="do not ask first")
     parser.add_argument("--from", dest="ref", help="the git ref of the pristine course")
 
 
-def pristine(koan_file: Path, refs: tuple[str, ...]) -> tuple[str, str] | None:
-    """(ref, text) of the first ref in `refs` that has the file."""
-    relative = koan_file.relative_to(course.REPO).as_posix()
-    for ref in refs:
-        shown = subprocess.run(
-            ["git", "-C", str(course.REPO), "show", f"{ref}:{relative}"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-        if shown.returncode == 0:
-            return ref, shown.stdout
+def target_file(target: str) -> Path | None:
+    """The koan file `target` names: a koan, an existing file, or a deleted koan file's path."""
+    koan_file, _ = resolve(target)
+    if koan_file is not None:
+        return koan_file
+    for base in (Path.cwd(), course.REPO):
+        candidate = (base / target).resolve()
+        if course.KOANS in candidate.parents and candidate.name.startswith("test_"):
+            return candidate
     return None
+
+
+def pristine_text(koan_file: Path, refs: tuple[str, ...]) -> tuple[str, str] | None:
+    """(ref, text) of the first ref in `refs` that has the file."""
+    return pristine.shipped_text(koan_file.relative_to(course.REPO).as_posix(), refs)
 
 
 def confirm(question: str) -> bool:
@@ -43,19 +46,24 @@ def confirm(question: str) -> bool:
 
 
 def run(args) -> int:
-    koan_file, _ = resolve(args.target)
+    koan_file = target_file(args.target)
     if koan_file is None or course.KOANS not in koan_file.parents:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2
-    found = pristine(koan_file, (args.ref,) if args.ref else PRISTINE_REFS)
+    found = pristine_text(koan_file, (args.ref,) if args.ref else PRISTINE_REFS)
     if found is None:
         print(
             f"找不到原始文件 / no pristine copy of {koan_file.name} in git ({', '.join(PRISTINE_REFS)}); use --from REF"
         )
         return 1
     ref, text = found
-    current = koan_file.read_text(encoding="utf-8", errors="replace")
     relative = koan_file.relative_to(course.REPO).as_posix()
+    if not koan_file.exists():  # deleted: nothing of the learner's to keep
+        koan_file.parent.mkdir(parents=True, exist_ok=True)
+        koan_file.write_text(text, encoding="utf-8")
+        print(f"✅ {relative} ← {ref} (已恢复 / restored)")
+        return 0
+    current = koan_file.read_text(encoding="utf-8", errors="replace")
     if current == text:
         print(f"{relative} 已是原始版本 / is already as shipped ({ref})")
         return 0

@@ -8,8 +8,7 @@ import sys
 
 from jaxkoans import course
 from jaxkoans.classify import KoanState
-from jaxkoans.commands.reveal import revealed
-from jaxkoans.progress import Koan, Progress, measure, recommended_path
+from jaxkoans.progress import SKIPPED, Koan, Progress, measure, recommended_path
 
 NAME, HELP = "status", "where you stand and the next koan (the default)"
 MARKS = {
@@ -47,7 +46,8 @@ def bar(koans: list[Koan]) -> str:
 
 
 def counts(koans: list[Koan]) -> dict[str, int]:
-    return {state: sum(k.state == state for k in koans) for state in MARKS}
+    found = {state: sum(k.state == state for k in koans) for state in MARKS}
+    return {**found, SKIPPED: sum(k.state == SKIPPED for k in koans)}
 
 
 def show(progress: Progress, chapters: list[course.Chapter], following: Koan | None) -> None:
@@ -56,11 +56,10 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
         own = progress.of(chapter)
         c = counts(own)
         print(f"  {chapter.number} {chapter.title_zh} / {chapter.title_en}")
-        seen = passed_revealed(own)  # passed after a reveal: learned, but not predicted
         print(
             f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
             f"  ✅ {c['passed']}  ❌ {c['failing']}  ✍️ {c['not_started']}"
-            + (f"  (👁 {seen} 揭晓后通过 / passed (revealed))" if seen else "")
+            + (f"  ⏭️ {c[SKIPPED]}" if c[SKIPPED] else "")
         )
     total, n = counts(progress.koans), len(progress.koans)
     percent = 100 * total["passed"] // (n or 1)
@@ -68,6 +67,14 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
     print("  ✅ 通过 / passed   ❌ 尝试中 / attempted   ✍️ 未开始 / not started")
     for problem in progress.problems:
         print(f"\n⚠️  {problem}")
+    if total[SKIPPED]:
+        print(
+            f"\n⏭️  {total[SKIPPED]} 个 koan 在这台机器上被跳过 / koans were skipped on this "
+            "machine (they cannot run here): python progress.py doctor"
+        )
+    if following is None and total[SKIPPED]:
+        print("\n🎉 能在这里运行的都通过了 / every koan that can run here passes")
+        return
     if following is None:
         print("\n🎉 全部通过！/ every koan passes!")
         return
@@ -82,12 +89,6 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
     print(f"  提示 / hint:  python progress.py hint {following.name}")
 
 
-def passed_revealed(koans: list[Koan]) -> int:
-    """How many of `koans` passed after the learner asked to see a hidden value."""
-    seen = revealed()
-    return sum(k.state == KoanState.PASSED.value and k.nodeid in seen for k in koans)
-
-
 def koan_dict(k: Koan) -> dict:
     return {
         "chapter": k.chapter.number,
@@ -98,8 +99,6 @@ def koan_dict(k: Koan) -> dict:
         "state": k.state,
         "cause": k.cause,
         "note": k.note,
-        # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
-        "revealed": k.state == KoanState.PASSED.value and k.nodeid in revealed(),
     }
 
 
@@ -113,12 +112,10 @@ def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan 
                 "title_en": c.title_en,
                 "total": len(progress.of(c)),
                 **counts(progress.of(c)),
-                "passed_revealed": passed_revealed(progress.of(c)),
             }
             for c in chapters
         ],
         "total": {"total": len(progress.koans), **counts(progress.koans)},
-        "passed_revealed": passed_revealed(progress.koans),
         "next": koan_dict(following) if following else None,
         "koans": [koan_dict(k) for k in progress.koans],
         "problems": progress.problems,

@@ -1,0 +1,215 @@
+"""07 · 综合：分块注意力（flash attention）/ capstone: blocked attention (flash attention).
+
+softmax(q kᵀ / √d) v 不必一次算出整个 [Lq, Lk] 的分数矩阵：每个程序处理 bq 个查询，沿 grid 的
+第二个轴一次读 bk 个键 / 值，用“在线 softmax”维护三个累加器：每行到目前为止的最大分数 m、
+exp 之和 l、加权的 v 之和 acc。新块带来更大的最大值时，旧的 l 和 acc 乘以 exp(m_旧 - m_新)
+重新缩放。累加器放在 scratch_shapes 里（在 TPU 上是 VMEM），键的轴必须是 "arbitrary"。
+
+softmax(q kᵀ / √d) v need not build the whole [Lq, Lk] score matrix: each program takes bq
+queries and reads bk keys / values per step along the grid's second axis, keeping three
+accumulators with an "online softmax": each row's running max score m, the sum of exps l and
+the weighted sum of values acc. When a new block brings a larger max, the old l and acc are
+rescaled by exp(m_old - m_new). The accumulators live in scratch_shapes (VMEM on TPU), and the
+key axis must be "arbitrary".
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+
+def reference_attention(q, k, v):
+    """纯 jnp 的参考实现。/ The plain jnp reference."""
+    scores = q @ k.T / jnp.sqrt(q.shape[-1]).astype(q.dtype)
+    return jax.nn.softmax(scores, axis=-1) @ v
+
+
+def _sub_jaxprs(params):
+    """jaxprs nested in an equation's params (jit bodies, cond branches, custom_vjp calls)."""
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            inner = getattr(item, "jaxpr", item)
+            if hasattr(inner, "eqns"):
+                yield inner
+
+
+def _primitives(jaxpr):
+    """Every primitive name in a jaxpr, nested jaxprs included."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for sub in _sub_jaxprs(eqn.params):
+            names |= _primitives(sub)
+    return names
+
+
+def _kernel_structure(fn, *args):
+    """What fn's jaxpr says about its one pallas_call: grid, block shapes (inputs, then
+    outputs), scratch shapes, dimension semantics, the primitives inside the kernel and those
+    outside it."""
+    calls, outside = [], set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "pallas_call":
+                calls.append(eqn)
+                continue
+            outside.add(eqn.primitive.name)
+            for sub in _sub_jaxprs(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    assert len(calls) == 1, f"expected one pallas_call, found {len(calls)}"
+    mapping = calls[0].params["grid_mapping"]
+    params = calls[0].params["compiler_params"]
+    return {
+        "grid": tuple(mapping.grid),
+        "blocks": [
+            tuple(getattr(d, "block_size", d) for d in b.block_shape)
+            for b in mapping.block_mappings
+        ],
+        "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
+        "semantics": tuple(getattr(params, "dimension_semantics", None) or ()),
+        "kernel_ops": _primitives(calls[0].params["jaxpr"]),
+        "outside_ops": outside,
+    }
+
+
+def _data(shape, seed, scale=1.0):
+    return jax.random.normal(jax.random.key(seed), shape, jnp.float32) * scale
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("bq", "bk"))
+def flash_attention_forward(q, k, v, *, bq, bk):
+    """分块注意力的前向内核。q [Lq, D]，k 和 v [Lk, D]，输出 [Lq, D]。
+
+    - grid = (Lq // bq, Lk // bk)；q 和输出的块 (bq, D) 只随查询块 i 变，k 和 v 的块 (bk, D)
+      随键块 j 变；
+    - scratch_shapes 放三个 float32 累加器：m 和 l 形状 (bq, 1)，acc 形状 (bq, D)
+      （pltpu.VMEM(shape, dtype)）；
+    - compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"))；
+    - j == 0 时初始化（m 为 -inf，l 和 acc 为 0）；每步：s = q kᵀ / √D，m_新 = max(m, 行最大值)，
+      p = exp(s - m_新)，α = exp(m - m_新)，l = α·l + p 的行和，acc = α·acc + p @ v；
+      最后一步（j == num_programs(1) - 1）写出 acc / l。不要构造整个 [Lq, Lk] 的分数矩阵。
+    大约 30 行。
+
+    The blocked attention forward kernel. q [Lq, D], k and v [Lk, D], output [Lq, D].
+
+    - grid = (Lq // bq, Lk // bk); the (bq, D) blocks of q and of the output move with the query
+      block i only, the (bk, D) blocks of k and v with the key block j;
+    - scratch_shapes holds three float32 accumulators: m and l of shape (bq, 1), acc of shape
+      (bq, D) (pltpu.VMEM(shape, dtype));
+    - compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"));
+    - initialise when j == 0 (m to -inf, l and acc to 0); at every step: s = q kᵀ / √D,
+      m_new = max(m, row max), p = exp(s - m_new), α = exp(m - m_new), l = α·l + row sums of p,
+      acc = α·acc + p @ v; on the last step (j == num_programs(1) - 1) write acc / l. Never
+      build the whole [Lq, Lk] score matrix. About 30 lines.
+    """
+    todo(
+        "flash_attention_forward: 在线 softmax 的分块内核 / a blocked kernel with an online softmax"
+    )
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def flash_attention(q, k, v, bq, bk):
+    return flash_attention_forward(q, k, v, bq=bq, bk=bk)
+
+
+def flash_attention_fwd(q, k, v, bq, bk):
+    """前向：用内核算输出，残差保存 (q, k, v)。一行。
+    Forward: the output from the kernel; save (q, k, v) as residuals. One line.
+    """
+    todo("flash_attention_fwd: 输出和残差 / output and residuals")
+
+
+def flash_attention_bwd(bq, bk, residuals, g):
+    """反向：这里不写反向内核，而是对 reference_attention 求 VJP（jax.vjp），用它把 g 拉回到
+    (q, k, v)。这会重新构造 [Lq, Lk] 的分数矩阵：正确，但不省内存（真正的 flash attention
+    反向也是分块内核）。两行。
+
+    Backward: no backward kernel here; take the VJP of reference_attention (jax.vjp) and pull g
+    back to (q, k, v). That rebuilds the [Lq, Lk] score matrix: correct, but it saves no memory
+    (a real flash-attention backward is a blocked kernel too). Two lines.
+    """
+    todo("flash_attention_bwd: 参考实现的 VJP / the VJP of the reference")
+
+
+flash_attention.defvjp(flash_attention_fwd, flash_attention_bwd)
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+SHAPES = [
+    # (Lq, Lk, D, bq, bk)
+    (16, 32, 8, 8, 8),
+    (8, 64, 16, 4, 16),
+    (24, 24, 4, 8, 6),
+]
+
+
+@pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), SHAPES)
+def test_flash_attention_matches_the_reference(lq, lk, d, bq, bk):
+    """在几种形状上等于 jnp 参考实现；分数放大 30 倍后（每个键块的最大值都不同，漏掉重新缩放
+    就错）也一样。
+    Equal to the jnp reference on several shapes, and still with the scores scaled up 30
+    times (each key block then has its own max, so a missing rescale shows).
+    """
+    for scale in (1.0, 30.0):
+        q, k, v = _data((lq, d), 0, scale), _data((lk, d), 1), _data((lk, d), 2)
+        out = flash_attention_forward(q, k, v, bq=bq, bk=bk)
+        np.testing.assert_allclose(out, reference_attention(q, k, v), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), SHAPES)
+def test_flash_attention_is_blocked_with_scratch_accumulators(lq, lk, d, bq, bk):
+    """结构：grid 是 (查询块数, 键块数)；q、k、v、输出的块形状；m、l、acc 三个 float32
+    累加器在 scratch 里；键轴是 "arbitrary"；两个矩阵乘和 exp 都在内核里，内核外没有。
+    The structure: the grid is (query blocks, key blocks); the block shapes of q, k, v and the
+    output; the three float32 accumulators m, l, acc in scratch; the key axis "arbitrary"; both
+    matmuls and the exp inside the kernel, none outside it.
+    """
+    q, k, v = _data((lq, d), 0), _data((lk, d), 1), _data((lk, d), 2)
+    kernel = _kernel_structure(functools.partial(flash_attention_forward, bq=bq, bk=bk), q, k, v)
+    assert kernel["grid"] == (lq // bq, lk // bk)
+    assert kernel["blocks"] == [(bq, d), (bk, d), (bk, d), (bq, d)]  # q, k, v, out
+    assert sorted(kernel["scratch"], key=str) == sorted(
+        [((bq, 1), jnp.float32), ((bq, 1), jnp.float32), ((bq, d), jnp.float32)], key=str
+    )
+    assert kernel["semantics"] == ("parallel", "arbitrary")
+    assert {"dot_general", "exp", "reduce_max"} <= kernel["kernel_ops"]
+    assert not {"dot_general", "exp", "reduce_max"} & kernel["outside_ops"]
+
+
+@pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), SHAPES[:2])
+def test_flash_attention_gradient_through_custom_vjp(lq, lk, d, bq, bk):
+    """custom_vjp 的梯度：对 q、k、v 的梯度都等于参考实现的梯度；前向仍然是那个内核（grad 的
+    jaxpr 里有一个 pallas_call）。
+    The custom_vjp gradient: the gradients with respect to q, k and v all equal the reference's;
+    the forward pass is still the kernel (grad's jaxpr holds one pallas_call).
+    """
+    q, k, v = _data((lq, d), 3), _data((lk, d), 4), _data((lk, d), 5)
+    w = _data((lq, d), 6)
+
+    def loss(attention):
+        return lambda q, k, v: jnp.sum(attention(q, k, v) * w)
+
+    ours = jax.jit(
+        jax.grad(loss(lambda q, k, v: flash_attention(q, k, v, bq, bk)), argnums=(0, 1, 2))
+    )
+    expected = jax.grad(loss(reference_attention), argnums=(0, 1, 2))(q, k, v)
+    for got, want in zip(ours(q, k, v), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    jaxpr = jax.make_jaxpr(jax.grad(loss(lambda q, k, v: flash_attention(q, k, v, bq, bk))))(
+        q, k, v
+    )
+    assert "pallas_call" in _primitives(jaxpr.jaxpr)

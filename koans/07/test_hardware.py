@@ -1,0 +1,246 @@
+"""07 · 硬件上的 Pallas，在 CPU 上检查 / Pallas as it runs on hardware, checked on CPU.
+
+interpret=True 是最宽松的解释器：grid 严格按顺序运行，未初始化的内存是 NaN。真实硬件不这样：
+TPU 把 "parallel" 的 grid 轴分给多个核（顺序不定），GPU 上的程序实例同时运行。TPU 解释器
+（interpret=pltpu.InterpretParams(...)）在 CPU 上模拟这些：它打乱 "parallel" 轴的顺序。
+累加器放在 scratch_shapes 里（TPU 上是 VMEM），bf16 输入用 float32 累加；为 GPU 降级
+（Triton）在这台机器上也能检查，只要用 AbstractMesh 说明目标 GPU。
+
+interpret=True is the most forgiving interpreter: the grid runs strictly in order, and
+uninitialized memory is NaN. Real hardware does not work like that: a TPU spreads "parallel"
+grid axes over its cores (in no fixed order), and on a GPU the program instances run at the
+same time. The TPU interpreter (interpret=pltpu.InterpretParams(...)) simulates this on CPU: it
+shuffles the "parallel" axes. Accumulators live in scratch_shapes (VMEM on TPU), bf16 inputs
+accumulate in float32; the lowering for GPU (Triton) can be checked on this machine too, with
+an AbstractMesh naming the target GPU.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import AbstractDevice, AbstractMesh
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+# The TPU interpreter, with a fixed seed for its shuffling of "parallel" axes.
+TPU_INTERPRETER = pltpu.InterpretParams(random_seed=0)
+
+
+def _pallas_eqn(fn, *args):
+    """fn 的 jaxpr 里唯一的 pallas_call（可以在 jit 里面）。/ The one pallas_call of fn's jaxpr."""
+    eqns, found = list(jax.make_jaxpr(fn)(*args).eqns), []
+    while eqns:
+        eqn = eqns.pop()
+        if eqn.primitive.name == "pallas_call":
+            found.append(eqn)
+        elif eqn.primitive.name == "jit":
+            eqns.extend(eqn.params["jaxpr"].eqns)
+    assert len(found) == 1, f"expected one pallas_call, found {len(found)}"
+    return found[0]
+
+
+def _scratch_matmul(x, y, *, semantics, interpret, block=8):
+    """一个正确的分块矩阵乘（float32 scratch 累加器），dimension_semantics 由参数给出。
+    A correct tiled matmul (a float32 scratch accumulator) with the given dimension_semantics."""
+    m, k = x.shape
+    _, n = y.shape
+
+    def kernel(x_ref, y_ref, o_ref, acc_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+        @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+        def _():
+            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+        grid=(m // block, n // block, k // block),
+        in_specs=[
+            pl.BlockSpec((block, block), lambda i, j, kk: (i, kk)),
+            pl.BlockSpec((block, block), lambda i, j, kk: (kk, j)),
+        ],
+        out_specs=pl.BlockSpec((block, block), lambda i, j, kk: (i, j)),
+        scratch_shapes=[pltpu.VMEM((block, block), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=semantics),
+        interpret=interpret,
+    )(x, y)
+
+
+def test_the_k_axis_must_be_arbitrary():
+    """⚠️ 陷阱 / trap：同一个正确的矩阵乘内核，只改 dimension_semantics。"parallel" 告诉编译器
+    这个轴的各步互相独立、可以任意顺序或分给不同的核；K 轴的各步却都在累加同一个输出块。
+    interpret=True 总是按顺序跑，看不出区别；TPU 解释器会打乱 "parallel" 轴。预测哪些组合
+    在 TPU 解释器下仍然算对。
+    The same correct matmul kernel, only dimension_semantics changes. "parallel" tells the
+    compiler that the steps of an axis are independent, to be run in any order or on different
+    cores; yet the K steps all accumulate into the same output block. interpret=True always
+    runs in order and shows no difference; the TPU interpreter shuffles "parallel" axes.
+    Predict which combinations still compute the right result under the TPU interpreter.
+    """
+    x = jax.random.normal(jax.random.key(0), (16, 32))
+    y = jax.random.normal(jax.random.key(1), (32, 16))
+    cases = {
+        "k arbitrary": ("parallel", "parallel", "arbitrary"),
+        "all parallel": ("parallel", "parallel", "parallel"),
+        "all arbitrary": ("arbitrary", "arbitrary", "arbitrary"),
+    }
+    in_order, shuffled = {}, {}
+    for name, semantics in cases.items():
+        for results, interpret in ((in_order, True), (shuffled, TPU_INTERPRETER)):
+            run = jax.jit(
+                functools.partial(_scratch_matmul, semantics=semantics, interpret=interpret)
+            )
+            results[name] = bool(np.allclose(run(x, y), x @ y, rtol=1e-4, atol=1e-4))
+    assert in_order == dict.fromkeys(cases, True)  # interpret=True cannot tell them apart
+    assert shuffled == __
+
+
+@functools.partial(jax.jit, static_argnames=("bm", "bn", "bk", "interpret"))
+def matmul_bf16(x, y, *, bm, bn, bk, interpret=True):
+    """bf16 输入、bf16 输出的分块矩阵乘，在 float32 里累加：
+    - grid = (M // bm, N // bn, K // bk)，块与 test_kernels.py 的 matmul 相同；
+    - 累加器是 scratch_shapes 里的一个 pltpu.VMEM((bm, bn), jnp.float32)，它作为最后一个 Ref
+      参数传给内核；k == 0 时清零，每步加上 jnp.dot(..., preferred_element_type=jnp.float32)；
+    - 只在最后一个 k 步把累加器转成 bf16 写进输出；
+    - compiler_params=pltpu.CompilerParams(dimension_semantics=...)：i、j 是 "parallel"，
+      k 是 "arbitrary"；
+    - interpret=interpret（测试也会用 TPU 解释器来跑）。大约 25 行。
+
+    A tiled matmul with bf16 inputs and a bf16 output that accumulates in float32:
+    - grid = (M // bm, N // bn, K // bk), blocks as in test_kernels.py's matmul;
+    - the accumulator is a pltpu.VMEM((bm, bn), jnp.float32) in scratch_shapes, passed to the
+      kernel as its last Ref; zero it when k == 0, add jnp.dot(...,
+      preferred_element_type=jnp.float32) at every step;
+    - only on the last k step cast the accumulator to bf16 and write the output;
+    - compiler_params=pltpu.CompilerParams(dimension_semantics=...): i and j "parallel", k
+      "arbitrary";
+    - interpret=interpret (the test runs it under the TPU interpreter too). About 25 lines.
+    """
+    todo("matmul_bf16: float32 scratch 累加器 / a float32 scratch accumulator")
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "n", "bm", "bk", "bn"), [(16, 256, 16, 8, 32, 8), (8, 128, 8, 8, 8, 8)]
+)
+def test_bf16_matmul_accumulates_in_f32_scratch(m, k, n, bm, bk, bn):
+    """在 float32 里累加：结果与 float32 参考的差距不超过把参考舍入到 bf16 本身的误差（在 bf16
+    输出里累加会差好几倍）。结构：bf16 输出、一个 (bm, bn) float32 scratch、块形状、
+    ("parallel", "parallel", "arbitrary")；在 TPU 解释器下结果完全一样。
+    Accumulating in float32: the result is off the float32 reference by no more than rounding
+    the reference itself to bf16 (accumulating in the bf16 output is several times worse). The
+    structure: a bf16 output, one (bm, bn) float32 scratch, the block shapes, ("parallel",
+    "parallel", "arbitrary"); under the TPU interpreter the result is identical.
+    """
+    x = jax.random.normal(jax.random.key(0), (m, k)).astype(jnp.bfloat16)
+    y = jax.random.normal(jax.random.key(1), (k, n)).astype(jnp.bfloat16)
+    exact = jnp.dot(x.astype(jnp.float32), y.astype(jnp.float32))
+    rounding = float(jnp.max(jnp.abs(exact.astype(jnp.bfloat16).astype(jnp.float32) - exact)))
+
+    out = matmul_bf16(x, y, bm=bm, bn=bn, bk=bk)
+    assert out.dtype == jnp.bfloat16
+    assert float(jnp.max(jnp.abs(out.astype(jnp.float32) - exact))) <= rounding
+    shuffled = matmul_bf16(x, y, bm=bm, bn=bn, bk=bk, interpret=TPU_INTERPRETER)
+    np.testing.assert_array_equal(shuffled, out)
+
+    eqn = _pallas_eqn(functools.partial(matmul_bf16, bm=bm, bn=bn, bk=bk), x, y)
+    mapping = eqn.params["grid_mapping"]
+    assert tuple(mapping.grid) == (m // bm, n // bn, k // bk)
+    blocks = [
+        tuple(getattr(d, "block_size", d) for d in b.block_shape) for b in mapping.block_mappings
+    ]
+    assert blocks == [(bm, bk), (bk, bn), (bm, bn)]
+    assert [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals] == [((bm, bn), jnp.float32)]
+    assert tuple(eqn.params["compiler_params"].dimension_semantics) == (
+        "parallel",
+        "parallel",
+        "arbitrary",
+    )
+
+
+def _double_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0
+
+
+def _lower_for_gpu(mesh, shape, block):
+    spec = pl.BlockSpec(block, lambda i, j: (i, j))
+    kernel = pl.pallas_call(
+        _double_kernel,
+        out_shape=jax.ShapeDtypeStruct(shape, jnp.float32),
+        grid=(pl.cdiv(shape[0], block[0]), pl.cdiv(shape[1], block[1])),
+        in_specs=[spec],
+        out_specs=spec,
+    )
+    x = jax.ShapeDtypeStruct(shape, jnp.float32)
+    # The Triton backend warns that it is deprecated (Mosaic GPU is its successor).
+    with (
+        jax.sharding.use_abstract_mesh(mesh),
+        pytest.warns(DeprecationWarning, match="Triton backend is deprecated"),
+    ):
+        return jax.jit(kernel).trace(x).lower(lowering_platforms=("cuda",))
+
+
+def h100_mesh():
+    """一个 1 设备的 AbstractMesh（轴名 "x"），它的 abstract_device 是一块 H100：
+    AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform=...)，平台名
+    就是 lowering_platforms 里写的那个。一行。
+    A 1-device AbstractMesh (axis name "x") whose abstract_device is an H100:
+    AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform=...), the
+    platform being the name used in lowering_platforms. One line.
+    """
+    todo("h100_mesh: 一个 H100 的 AbstractMesh / an H100 AbstractMesh")
+
+
+def test_lowering_for_cuda_goes_through_triton():
+    """没有 GPU 也能为 CUDA 降级：没有抽象设备时降级拒绝（不知道目标是哪块 GPU）；给出一个
+    H100 的 AbstractMesh 后，内核成为一个调用 Triton 的 custom_call。这条 Triton 后端在 JAX 0.12
+    里已被标为弃用（降级时发出 DeprecationWarning），它的继任者是 Mosaic GPU。
+    Lowering for CUDA works without a GPU: without an abstract device the lowering refuses (it
+    does not know which GPU it targets); given an H100 AbstractMesh, the kernel becomes a
+    custom_call into Triton. JAX 0.12 marks this Triton backend deprecated (the lowering emits a
+    DeprecationWarning); its successor is Mosaic GPU.
+    """
+    x = jax.ShapeDtypeStruct((256, 512), jnp.float32)
+    spec = pl.BlockSpec((16, 128), lambda i, j: (i, j))
+    kernel = pl.pallas_call(
+        _double_kernel, out_shape=x, grid=(16, 4), in_specs=[spec], out_specs=spec
+    )
+    with pytest.warns(DeprecationWarning), raises_exactly(__) as info:
+        jax.jit(kernel).trace(x).lower(lowering_platforms=("cuda",))
+    assert "AbstractDevice" in str(info.value)
+
+    text = _lower_for_gpu(h100_mesh(), (256, 512), (16, 128)).as_text()
+    assert "custom_call @__gpu$xla.gpu.triton" in text
+
+
+def test_gpu_blocks_must_be_powers_of_two():
+    """Triton 降级要求内核里每个数组的大小都是 2 的幂。TPU 上合法的块（等于整个数组的
+    (20, 300)、(8, 96) 之类）在 GPU 上照样被拒绝。预测哪些能降级。
+    The Triton lowering wants every array inside the kernel to have a power-of-two size. Blocks
+    that are legal on TPU (the whole array (20, 300), or (8, 96)) are refused for GPU all the
+    same. Predict which ones lower.
+    """
+    cases = [
+        ((256, 512), (16, 128)),
+        ((256, 512), (6, 100)),
+        ((20, 300), (20, 300)),
+        ((64, 64), (32, 64)),
+    ]
+    lowers = []
+    for shape, block in cases:
+        try:
+            _lower_for_gpu(h100_mesh(), shape, block)
+            lowers.append(True)
+        except ValueError as err:
+            assert "power of 2" in str(err)
+            lowers.append(False)
+    assert lowers == __

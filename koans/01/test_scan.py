@@ -106,6 +106,7 @@ def test_scan_slices_several_xs_in_lockstep():
 
     def step(total, x):
         w, v = x  # w: a scalar, v: a (2,) row, both from step t
+        assert (jnp.shape(w), jnp.shape(v)) == ((), (2,)), "step t gets a scalar w and a (2,) row v"
         total = total + w * v
         return total, (w * v, total)
 

@@ -211,6 +211,7 @@ def _students(documents: dict, failed: dict) -> str:
     blocks = ["<h2>每位学生 / each student</h2>"]
     for student, document in documents.items():
         findings, notes = document["findings"], document.get("notes", [])
+        shown = bool(findings) or document["status"] != "graded"
         total = document["total"]
         items = "".join(
             f'<li class="finding">{_e(f["file"])}{":" + str(f["line"]) if f["line"] else ""} '
@@ -226,7 +227,7 @@ def _students(documents: dict, failed: dict) -> str:
             f'<li class="problem">🛠️ {_e(p["message"])}</li>' for p in document["problems"]
         )
         blocks.append(
-            f'<details data-student="{_e(student)}"{" open" if findings else ""}><summary>'
+            f'<details data-student="{_e(student)}"{" open" if shown else ""}><summary>'
             f"<b>{_e(student)}</b> · {total['passed']}/{total['total']} · "
             f'<span class="status">{_e(document["status"])}</span> · '
             f"{len(findings)} 发现 / findings · {len(notes)} 备注 / notes</summary>"

@@ -12,11 +12,13 @@ import concurrent.futures
 import csv
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -689,3 +691,185 @@ def test_the_real_course_solved_passes_and_an_edited_assert_is_named(tmp_path):
     assert_finding = next(f for f in document["findings"] if f["kind"] == "assert")
     assert assert_finding["koans"] == tampered and assert_finding["file"] == "koans/01/test_scan.py"
     assert "assert int(carry) > 0" in assert_finding["message"]
+
+
+# ---- a corpus of tampered and honest copies, graded as one batch, and the class page -----------
+
+
+def _body(code: str) -> str:
+    """Code for the TODO body of `double` (indented under it)."""
+    return "\n    ".join(textwrap.dedent(code).strip().splitlines())
+
+
+TAMPERED = {  # each a route named in issue 19; test_loop is left unsolved: nothing may pass it
+    "forges-the-record": _body('''
+        import glob, json, os
+        line = json.dumps({"event": "koan", "nodeid": "koans/01/test_a.py::test_loop", "path": "koans/01/test_a.py", "name": "test_loop", "state": "passed"})
+        for fd in glob.glob("/proc/[0-9]*/fd/*"):
+            try:
+                with open(fd, "a") as out:
+                    out.write(line + "\\n")
+            except OSError:
+                pass
+        os.killpg(0, 9)
+    '''),
+    "plants-a-conftest": _body('''
+        import os
+        try:
+            with open(os.path.join(os.environ["JAXKOANS_ROOT"], "koans", "01", "conftest.py"), "w") as out:
+                out.write("collect_ignore = ['test_a.py']\\n")
+        except OSError:
+            pass
+        os._exit(1)
+    '''),
+    "reads-the-answers": _body('''
+        import os
+        root = os.environ["JAXKOANS_ROOT"]
+        for path in (os.path.join(root, "..", "pristine", "answers", "01", "test_a.py"), "answers/01/test_a.py"):
+            try:
+                open(path).read()
+            except OSError:
+                pass
+        return 2 * x
+    '''),
+    "patches-numpys-comparison": _body('''
+        import numpy.testing._private.utils as u
+        u.assert_array_compare = lambda *a, **k: None
+        return x
+    '''),
+    "deletes-the-guards-files": _body('''
+        import os
+        for path in (os.environ.get("JAXKOANS_GRADE_GUARD", ""), "_jaxkoans_grade_guard.py"):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        return 2 * x
+    '''),
+    "stops-itself": _body('''
+        import os, signal
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return 2 * x
+    '''),
+    "kills-the-controller": _body('''
+        import os
+        os.kill(os.getppid(), 9)
+        return 2 * x
+    '''),
+    "forges-an-xdist-report": _body('''
+        import gc
+        import pytest
+        w = next(o for o in gc.get_objects() if type(o).__name__ == "WorkerInteractor")
+        report = pytest.TestReport("koans/01/test_a.py::test_loop", ("koans/01/test_a.py", 40, "test_loop"), {}, "passed", None, "call", user_properties=[("koan_state", "passed")])
+        w.sendevent("testreport", data=w.config.hook.pytest_report_to_serializable(config=w.config, report=report))
+        return 2 * x
+    '''),
+}  # fmt: skip
+HONEST = {  # each solves every koan in a way a person might
+    "mid-line-comment": {A: answer_a().replace("lambda c: c < 5, lambda", "lambda c: c < 5,  # five\n        lambda")},
+    "blank-and-comment-lines": {A: answer_a().replace("    assert int(total) == 3\n", "\n    # three ones\n    assert int(total) == 3\n\n")},
+    "reformatted": {A: answer_a().replace("np.testing.assert_array_equal(jnp.cumsum(xs), [0, 1, 3, 6])", "np.testing.assert_array_equal(\n        jnp.cumsum(xs),\n        [0, 1, 3, 6],\n    )")},
+    "trailing-spaces": {A: "\n".join(line + "   " for line in answer_a().splitlines()) + "\n"},
+    "notes-txt": {A: answer_a(), "koans/01/notes.txt": "cumsum keeps the partial sums\n"},
+    "open-wb": {A: answer_a(double=_body('''
+        import os, tempfile
+        path = os.path.join(tempfile.mkdtemp(), "double.bin")
+        with open(path, "wb") as out:
+            out.write(b"2")
+        return 2 * x
+    '''))},
+    "added-import": {A: answer_a().replace("import pytest\n", "import pytest\nimport orbax.checkpoint as ocp\n")},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus(fake_course, tmp_path_factory) -> dict:
+    """Every copy of the corpus graded by one `grade --batch` (with --html)."""
+    root = tmp_path_factory.mktemp("corpus")
+    batch = root / "class"
+    for name, attack in TAMPERED.items():
+        student(fake_course, batch / name, {A: KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": attack}), B: answer_b()})  # fmt: skip
+    for name, files in HONEST.items():
+        student(fake_course, batch / name, {B: answer_b(), **files})
+    out = root / "out"
+    (out / "reports").mkdir(parents=True)
+    done = progress_py(
+        "--batch", str(batch), f"--csv={out / 'class.csv'}", f"--reports={out / 'reports'}",
+        f"--html={out / 'class.html'}", "--jobs=2", "--workers=1", "--stall-timeout=45",
+        f"--course={fake_course}", root=fake_course,
+    )  # fmt: skip
+    documents = {
+        path.stem: json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted((out / "reports").glob("*.json"))
+    }
+    return {"done": done, "documents": documents, "html": out / "class.html"}
+
+
+@pytest.mark.parametrize("name", TAMPERED)
+def test_every_tampered_copy_is_caught(corpus, name):
+    document = corpus["documents"][name]
+    status = {k["name"]: k["status"] for k in document["koans"]}
+    assert document["status"] in ("findings", "incomplete"), (document["findings"], document["problems"])  # fmt: skip
+    assert status["test_loop"] != "passed" and status["test_double"] != "passed", status
+    assert status["test_sum"] in ("passed", "tampered")  # solved honestly, unless voided
+    if document["status"] == "incomplete":  # killed or stopped: named, never a pass
+        assert document["run"]["stopped"] and any("ended early" in p["message"] for p in document["problems"])  # fmt: skip
+        assert all(k["status"] != "passed" for k in document["koans"] if k["name"] == "test_loop")
+    else:
+        assert {f["kind"] for f in document["findings"]} <= {"run_violation", "runtime_patch", "forged_report"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_every_honest_copy_grades_clean_with_its_koans_passed(corpus, name):
+    document = corpus["documents"][name]
+    assert document["status"] == "graded" and document["findings"] == [], document["findings"]
+    assert {k["name"]: k["status"] for k in document["koans"]} == dict.fromkeys([*ALL_A, "test_separator", "test_int_size", "test_pid"], "passed")  # fmt: skip
+    kinds = {n["kind"] for n in document["notes"]}
+    assert kinds <= {"unusual_code", "ignored_edit"}
+    assert ("ignored_edit" in kinds) == (name == "added-import")  # the import: ignored by grade
+
+
+def test_the_batch_exits_3_when_a_run_ended_early(corpus):
+    done = corpus["done"]
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert set(corpus["documents"]) == set(TAMPERED) | set(HONEST)
+
+
+def test_the_class_page_is_self_contained_and_shows_the_class(corpus):
+    text = corpus["html"].read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text and "<script" not in text
+    assert text.count('<tr data-student="') == len(TAMPERED) + len(HONEST)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (Debian: apt-get install chromium)")
+def test_the_class_page_renders_in_headless_chromium(corpus, tmp_path):
+    """Render the page in a real browser, take a screenshot, and read back what it shows."""
+    flags = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+    ]  # fmt: skip
+    url = corpus["html"].as_uri()
+    shot = tmp_path / "class.png"
+    done = subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1400,1200", url], capture_output=True, timeout=120)  # fmt: skip
+    assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", done.stderr[-2000:]
+    assert shot.stat().st_size > 10_000  # a page with colours, not a blank one
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    page = dom.stdout
+    assert "班级评分 / class grade" in page
+    students = len(TAMPERED) + len(HONEST)
+    assert page.count('<tr data-student="') == students
+    assert page.count('class="cell" data-status=') == students * 7  # student × koan
+    for name in HONEST:
+        row = page.split(f'<tr data-student="{name}">')[1].split("</tr>")[0]
+        assert row.count('data-status="passed"') == 7, name
+    assert 'data-status="tampered"' in page and 'data-status="crashed"' in page
+    most = page.split('id="most-failed"')[1].split("</table>")[0]
+    assert "koans/01/test_a.py::test_loop" in most  # every tampered copy left it unsolved
+    for name in TAMPERED:  # a copy with findings or a run that ended early is shown open
+        assert re.search(f'<details data-student="{name}" open[ =>]', page), name
+    for name in HONEST:
+        assert re.search(f'<details data-student="{name}">', page), name
+    assert page.count('class="finding"') >= len(TAMPERED)

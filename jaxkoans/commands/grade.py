@@ -102,6 +102,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"time limit of one copy's whole run (default {grading.RUN_TIMEOUT_S})",
     )
     parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        metavar="S",
+        help="stop a run that reports nothing for S seconds (default: twice a koan's limit + 120)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=2, metavar="N", help="pytest-xdist workers (default 2)"
     )
     parser.add_argument("--batch", metavar="DIR", help="grade every subdirectory of DIR")
@@ -178,7 +184,11 @@ def run(args) -> int:
         )
         return COULD_NOT_GRADE
     options = grading.Options(
-        args.timeout, args.run_timeout, args.workers, sandbox=not args.no_sandbox
+        args.timeout,
+        args.run_timeout,
+        args.workers,
+        sandbox=not args.no_sandbox,
+        stall_timeout=args.stall_timeout,
     )
     grading.reset_cancel()
     with _sigterm_as_interrupt():

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
 def _loss(w, x, y):
@@ -126,3 +126,78 @@ def test_optax_multisteps_equals_the_big_batch():
         moved.append(bool(jnp.any(w != w0)))
     assert moved == [False, False, True]
     np.testing.assert_allclose(w, w_big, rtol=1e-5, atol=1e-6)
+
+
+def accumulated_grad(w, x, y, micro):
+    """在 jit 里用 lax.scan 做梯度累积：把批次切成 micro 个等大的微批次（reshape 出一根前导轴），
+    scan 依次对每个微批次求 _loss 的梯度并累加，最后除以 micro。同一时刻只有一个微批次的激活
+    活着。约 6 行。
+    Gradient accumulation inside jit with lax.scan: cut the batch into `micro` equal
+    micro-batches (reshape out a leading axis), let scan take the gradient of _loss on each in
+    turn and add it up, then divide by `micro`. Only one micro-batch's activations are alive at a
+    time. About 6 lines.
+    """
+    xs = x.reshape(micro, -1, *x.shape[1:])
+    ys = y.reshape(micro, -1, *y.shape[1:])
+
+    def add_one(total, batch):
+        return total + jax.grad(_loss)(w, *batch), None
+
+    total, _ = jax.lax.scan(add_one, jnp.zeros_like(w), (xs, ys))
+    return total / micro
+
+
+def test_accumulate_micro_batches_with_scan_inside_jit():
+    """真实的训练步把累积放在 jit 里面：Python 循环会把每个微批次展开进程序（程序随微批次数
+    变长），lax.scan 只编译一个循环体。结果等于整批梯度。
+    A real train step accumulates inside jit: a Python loop unrolls every micro-batch into the
+    program (which grows with their number), lax.scan compiles one loop body. The result equals
+    the big batch's gradient.
+    """
+    x, y = _data(12)
+    w = jnp.array([0.3, 0.1, -0.2])
+    g_big = _grad(w, x, y)
+    step = jax.jit(accumulated_grad, static_argnums=3)
+    for micro in (2, 3, 4):
+        np.testing.assert_allclose(step(w, x, y, micro), g_big, rtol=1e-5, atol=1e-6)
+        jaxpr = jax.make_jaxpr(accumulated_grad, static_argnums=3)(w, x, y, micro)
+        scans = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
+        assert len(scans) == 1 and scans[0].params["length"] == micro
+
+
+def token_mean(losses, mask):
+    """填充过的一批序列的平均损失，按真实 token 加权：mask 为 0 的位置（填充）不算数，哪怕那里的
+    损失是 inf（比如 log 0）。约 1 行。
+    The mean loss of a padded batch of sequences, weighted by real tokens: positions where mask
+    is 0 (padding) count for nothing, even where their loss is inf (a log 0, say). About 1 line.
+    """
+    return jnp.sum(jnp.where(mask, losses, 0.0)) / jnp.sum(mask)
+
+
+def test_token_weighted_loss_for_padded_batches():
+    """⚠️ 陷阱 / trap：长短不一的序列填充成一批后，“每条序列取平均、再对序列取平均”让短序列的
+    每个 token 权重更大；按 token 加权才等于把所有真实 token 放在一起取平均。累积微批次时呢：
+    能把各个微批次的 token 平均值再平均吗，还是要分别累加损失之和与 token 数？
+    ⚠️ trap: once sequences of different lengths are padded into a batch, "average each
+    sequence, then average the sequences" gives a short sequence's tokens more weight; weighting
+    by tokens equals averaging all real tokens together. And across micro-batches: may their
+    token means be averaged, or must the loss sums and token counts be added up separately?
+    """
+    lengths = [5, 2, 4, 1]
+    losses = jax.random.uniform(jax.random.key(3), (4, 5))
+    mask = jnp.arange(5)[None, :] < jnp.array(lengths)[:, None]
+    padded = jnp.where(mask, losses, jnp.inf)  # padding positions hold garbage
+    real = np.concatenate([np.asarray(losses[i, :n]) for i, n in enumerate(lengths)])
+    np.testing.assert_allclose(token_mean(padded, mask), real.mean(), rtol=1e-6)
+    per_sequence = np.mean(
+        [real_row.mean() for real_row in np.split(real, np.cumsum(lengths)[:-1])]
+    )
+    assert not np.isclose(per_sequence, real.mean(), rtol=1e-3)
+
+    halves = [(padded[:2], mask[:2]), (padded[2:], mask[2:])]
+    mean_of_means = np.mean([float(token_mean(p, m)) for p, m in halves])
+    assert bool(np.isclose(mean_of_means, real.mean(), rtol=1e-3)) is False
+    sums = sum(float(token_mean(p, m)) * float(m.sum()) for p, m in halves)
+    np.testing.assert_allclose(sums / float(mask.sum()), real.mean(), rtol=1e-6)
+    grad = jax.grad(lambda ls: token_mean(ls, mask))(padded)
+    assert bool(jnp.all(jnp.isfinite(grad))) and float(grad[3, 1:].sum()) == 0.0

@@ -3,11 +3,10 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import lax
 from jax.experimental import io_callback
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 def like(x):
@@ -124,7 +123,7 @@ def test_vmap_of_a_pure_callback_needs_a_vmap_method():
         return jax.pure_callback(host_square, like(x), x, vmap_method=method)
 
     xs = jnp.arange(6.0).reshape(3, 2)
-    with pytest.raises(NotImplementedError) as info:
+    with raises_exactly(NotImplementedError) as info:
         jax.vmap(lambda x: square(x, None))(xs)
     assert "vmap_method" in str(info.value)
     # One call for the whole batch: the callback must already work on a leading batch axis.
@@ -177,10 +176,10 @@ def test_only_the_debug_callback_survives_grad():
     def with_io(x):
         return io_callback(np.sin, like(x), x).sum()
 
-    with pytest.raises(ValueError) as info:
+    with raises_exactly(ValueError) as info:
         jax.grad(with_pure)(x)
     assert "custom_jvp" in str(info.value)  # the message names the way out
-    with pytest.raises(ValueError):
+    with raises_exactly(ValueError):
         jax.grad(with_io)(x)
 
     seen = []
@@ -304,6 +303,6 @@ def test_effectful_callbacks_run_once_per_element_under_vmap():
     def g(x):
         return io_callback(host_copy, like(x), x, ordered=True)
 
-    with pytest.raises(ValueError) as info:
+    with raises_exactly(ValueError) as info:
         jax.vmap(g)(xs)
     assert "ordered" in str(info.value)

@@ -20,7 +20,7 @@ from jax import lax
 from jax.interpreters import mlir
 from jax.test_util import check_grads
 
-from jaxkoans import __, cbuild, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, cbuild, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 from jaxkoans.probes import first_failing_stage
 
 
@@ -111,7 +111,7 @@ def test_attributes_must_have_the_kernels_dtype():
     hlo = jax.jit(with_decay(0.5)).lower(x).as_text()
     assert "decay = 5.000000e-01 : f64" in hlo  # what the Python float became
     assert first_failing_stage(with_decay(0.5), x) == "execute"
-    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+    with raises_exactly(jax.errors.JaxRuntimeError) as info:
         jax.jit(with_decay(0.5))(x)
     assert "expected F32 but got F64" in str(info.value)
 
@@ -143,7 +143,7 @@ def test_the_kernel_checks_its_operands_when_it_runs():
     }
     assert stages == {"f32 matrix": None, "i32 vector": "execute", "no handler": "compile"}
 
-    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+    with raises_exactly(jax.errors.JaxRuntimeError) as info:
         jax.jit(run)(jnp.float32(1.0))  # a 0-d input: the kernel returns InvalidArgument
     assert "the input must have at least one axis" in str(info.value)
 
@@ -162,7 +162,7 @@ def test_vmap_of_an_ffi_call_needs_a_vmap_method():
         return call(x, decay=np.float32(0.5), reverse=False)
 
     xs = jnp.arange(12.0).reshape(3, 4)
-    with pytest.raises(NotImplementedError):
+    with raises_exactly(NotImplementedError):
         jax.vmap(partial(leaky, method=None))(xs)
 
     def shape_of(method):
@@ -216,7 +216,7 @@ def test_custom_vjp_makes_the_kernel_differentiable():
     """
     leaky_sum_target("koans_leaky_sum_vjp")
     x = jnp.array([0.5, -1.0, 2.0, 0.25, 1.0])
-    with pytest.raises(ValueError) as info:
+    with raises_exactly(ValueError) as info:
         jax.grad(lambda x: _kernel(x, 0.8, reverse=False).sum())(x)
     assert "custom_vjp" in str(info.value)
 
@@ -253,7 +253,7 @@ def test_a_primitive_can_lower_to_an_ffi_target():
     x = jnp.arange(6.0).reshape(2, 3)
     np.testing.assert_allclose(jax.jit(f)(x), leaky_sum_numpy(x, 0.25, reverse=True))
     assert f"stablehlo.custom_call @{target}" in jax.jit(f).lower(x).as_text()
-    with pytest.raises(NotImplementedError) as info:
+    with raises_exactly(NotImplementedError) as info:
         jax.jit(f).trace(x).lower(lowering_platforms=("tpu",))
     assert "platform tpu" in str(info.value)
 

@@ -3,9 +3,8 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 def buffer_at(n, offset_bytes=0, dtype=np.float32, alignment=64):
@@ -35,7 +34,7 @@ def test_numpy_views_a_jax_array_without_copying():
     view = np.from_dlpack(x)
     assert address(view) == address(x)
     assert view.flags.writeable is __
-    with pytest.raises(__):
+    with raises_exactly(__):
         view[0] = 42.0
 
     back = jax.dlpack.from_dlpack(view)
@@ -75,7 +74,7 @@ def test_an_unaligned_buffer_is_silently_copied():
     u[0] = 7.0
     assert float(y[0]) == 0.0  # the copy does not see NumPy's write
 
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         jax.dlpack.from_dlpack(u, copy=False)
     assert "aligned to 64 bytes" in str(info.value)
     aligned = buffer_at(8)
@@ -101,7 +100,7 @@ def test_dlpack_describes_device_layout_and_strides():
     np.testing.assert_array_equal(t, m.T)
     assert t.format.layout.major_to_minor == __
 
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         jax.dlpack.from_dlpack(m[:, ::2])
     assert "striding" in str(info.value)
     fixed = jax.dlpack.from_dlpack(__(m[:, ::2]))
@@ -109,21 +108,27 @@ def test_dlpack_describes_device_layout_and_strides():
 
 
 def test_device_put_may_share_numpy_memory_too():
-    """⚠️ 陷阱 / trap: 在 CPU 上，jax.device_put 遇到 64 字节对齐的 NumPy 数组也不复制，
-    之后 NumPy 的写入 JAX 也看得见；jnp.asarray 则总是复制。要一份独立的副本，就用
-    jnp.asarray（或 jnp.array），别指望 device_put。
+    """⚠️ 陷阱 / trap: 在 CPU 上，jax.device_put 遇到 64 字节对齐的 NumPy 数组也不复制，之后
+    NumPy 的写入 JAX 也看得见。要一份独立的副本，就用 jnp.array（它默认 copy=True），或者
+    jnp.asarray(..., copy=True)。jnp.asarray 只在需要时复制：交给它一个 jax.Array，它原样
+    返回同一个对象。
     On CPU, jax.device_put does not copy a 64-byte-aligned NumPy array either, and later NumPy
-    writes show through; jnp.asarray always copies. When you need an independent copy, use
-    jnp.asarray (or jnp.array), not device_put.
+    writes show through. When you need an independent copy, use jnp.array (copy=True by
+    default) or jnp.asarray(..., copy=True). jnp.asarray copies only when it must: hand it a
+    jax.Array and it returns that very object.
     """
     a = buffer_at(16)
     shares = {
-        "asarray": address(jnp.asarray(a)) == address(a),
         "device_put": address(jax.device_put(a)) == address(a),
         "from_dlpack": address(jax.dlpack.from_dlpack(a)) == address(a),
+        "array": address(jnp.array(a)) == address(a),
     }
     assert shares == __
 
-    put, copied = jax.device_put(a), jnp.asarray(a)
+    put, copied = jax.device_put(a), jnp.array(a)
     a[0] = 5.0
     assert (float(put[0]), float(copied[0])) == __
+
+    x = jnp.arange(4.0)
+    assert (jnp.asarray(x) is x, jnp.array(x) is x) == __
+    assert address(jnp.asarray(x, copy=True)) != address(x)

@@ -1,15 +1,16 @@
 """05 · 已移除的接口与替代写法 / removed APIs and their replacements (JAX 0.12)."""
 
 import importlib
+import inspect
 
 import jax
 import jax.extend
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.interpreters import mlir, xla
+from jaxlib import xla_client
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 from jaxkoans.probes import first_failing_stage
 
 
@@ -24,7 +25,7 @@ def test_host_callback_is_gone():
     jax.experimental.host_callback (id_tap, id_print, call) is gone: observe values with
     jax.debug.callback, call effectful code with io_callback, pure code with pure_callback.
     """
-    with pytest.raises(__):
+    with raises_exactly(__):
         importlib.import_module("jax.experimental.host_callback")
 
     taps = []
@@ -47,7 +48,7 @@ def test_to_dlpack_is_gone():
     straight to the other framework's from_dlpack (np.from_dlpack, say), no capsule first.
     """
     x = jnp.arange(4.0)
-    with pytest.raises(__):
+    with raises_exactly(__):
         jax.dlpack.to_dlpack(x)
 
     view = __(x)
@@ -64,7 +65,7 @@ def test_raw_capsules_are_refused():
     a = np.arange(6, dtype=np.float32)
     capsule = a.__dlpack__()
     assert type(capsule).__name__ == "PyCapsule"
-    with pytest.raises(__) as info:
+    with raises_exactly(__) as info:
         jax.dlpack.from_dlpack(capsule)
     assert "__dlpack__" in str(info.value)
 
@@ -79,7 +80,7 @@ def test_primitive_moved_to_jax_extend():
     jax.core.Primitive was removed from jax.core; custom primitives use
     jax.extend.core.Primitive (jax.extend needs its own import).
     """
-    with pytest.raises(__):
+    with raises_exactly(__):
         jax.core.Primitive  # noqa: B018  (the attribute lookup is the test)
 
     Primitive = __
@@ -99,7 +100,7 @@ def test_translation_rules_became_mlir_lowerings():
     now an MLIR lowering, mlir.register_lowering(primitive, rule); the simplest rule is made
     from a JAX function by mlir.lower_fun.
     """
-    with pytest.raises(__):
+    with raises_exactly(__):
         xla.register_translation  # noqa: B018
 
     cube_p = jax.extend.core.Primitive("cube")
@@ -112,17 +113,26 @@ def test_translation_rules_became_mlir_lowerings():
 
 
 def test_custom_call_targets_became_xla_ffi():
-    """❌ 旧写法 / ✅ 推荐写法: xla_client.register_custom_call_target（旧 CustomCall）和
-    jax.extend.ffi 都没有了；现在用 jax.ffi：register_ffi_target 注册处理函数，ffi_call 调用。
-    ffi_call 降级成 stablehlo.custom_call，处理函数在编译时按名字查找。
-    xla_client.register_custom_call_target (the old CustomCall) and jax.extend.ffi are both
-    gone; use jax.ffi now: register_ffi_target registers a handler, ffi_call calls it. ffi_call
-    lowers to a stablehlo.custom_call, and the handler is looked up by name when compiling.
+    """❌ 旧写法 / ✅ 推荐写法: 公开路径 jax.lib.xla_client 和 jax.extend.ffi 都没有了。
+    register_custom_call_target 本身还在 jaxlib 自己的模块 jaxlib.xla_client 里：
+    jax.ffi.register_ffi_target 只是转调它，默认用类型化的 FFI（api_version=1），而旧的无类型
+    CustomCall 是 api_version=0。现在用 jax.ffi：register_ffi_target 注册处理函数，ffi_call
+    调用；ffi_call 降级成 stablehlo.custom_call，处理函数在编译时按名字查找。
+    The public paths jax.lib.xla_client and jax.extend.ffi are both gone.
+    register_custom_call_target itself lives on in jaxlib's own module jaxlib.xla_client:
+    jax.ffi.register_ffi_target merely forwards to it, with the typed FFI by default
+    (api_version=1), where the old untyped CustomCall is api_version=0. Use jax.ffi now:
+    register_ffi_target registers a handler, ffi_call calls it; ffi_call lowers to a
+    stablehlo.custom_call, and the handler is looked up by name when compiling.
     """
-    with pytest.raises(__):
+    with raises_exactly(__):
         jax.lib.xla_client  # noqa: B018
-    with pytest.raises(__):
+    with raises_exactly(__):
         importlib.import_module("jax.extend.ffi")
+    assert callable(xla_client.register_custom_call_target)  # still in jaxlib
+    legacy = inspect.signature(xla_client.register_custom_call_target).parameters["api_version"]
+    typed = inspect.signature(jax.ffi.register_ffi_target).parameters["api_version"]
+    assert (legacy.default, typed.default) == (0, __)
 
     def f(x):
         out = jax.ShapeDtypeStruct(x.shape, x.dtype)
@@ -152,7 +162,7 @@ def test_vectorized_became_vmap_method():
     xs = jnp.arange(6.0).reshape(3, 2)
     np.testing.assert_allclose(old(xs[0]), [0.0, 2.0])
     assert received == __
-    with pytest.raises(__):
+    with raises_exactly(__):
         jax.vmap(old)(xs)
 
     received.clear()

@@ -1,0 +1,180 @@
+"""05 · FFI 调用走出一个 CPU 内核之外 / an FFI call beyond one CPU kernel.
+
+同一个 csrc/leaky_sum.cc 内核（由 jaxkoans.cbuild 编译，没有 C++ 编译器时这些 koan 跳过）：
+原地写输出（input_output_aliases 与参数捐赠），在分片的输入上调用（jit 会把输入收集起来，
+shard_map 让每个设备只处理自己的分片），以及为 GPU 注册处理函数并为 CUDA 降级（这台机器
+只能降级，不能运行）。
+
+The same csrc/leaky_sum.cc kernel (built by jaxkoans.cbuild; without a C++ compiler these koans
+are skipped): writing the output in place (input_output_aliases and argument donation), calling
+it on sharded input (jit gathers the input, shard_map has each device work on its own shard),
+and registering a handler for GPU and lowering for CUDA (this machine can lower, not run).
+"""
+
+import ctypes
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, cbuild, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+
+@functools.cache
+def _library() -> ctypes.CDLL:
+    return ctypes.CDLL(str(cbuild.build("leaky_sum.cc")))
+
+
+def kernel_library() -> ctypes.CDLL:
+    """csrc/leaky_sum.cc, compiled once and loaded with ctypes; skips without a C++ compiler."""
+    try:
+        return _library()
+    except cbuild.CompilerNotFoundError as error:
+        pytest.skip(str(error))
+
+
+@functools.cache
+def _register(name: str) -> str:
+    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(_library().LeakySum), platform="cpu")
+    return name
+
+
+def leaky_sum_target(name: str) -> str:
+    """The kernel registered (once per process) for the CPU as the FFI target `name`."""
+    kernel_library()
+    return _register(name)
+
+
+def like(x):
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+def leaky_sum_numpy(x, decay):
+    """The plain reference: a Python loop over the last axis."""
+    x = np.asarray(x, dtype=np.float64)
+    y, carry = np.empty_like(x), np.zeros(x.shape[:-1])
+    for i in range(x.shape[-1]):
+        carry = decay * carry + x[..., i]
+        y[..., i] = carry
+    return y
+
+
+def copies(compiled):
+    """How many copy instructions XLA's optimized program holds."""
+    return compiled.as_text().count(" copy(")
+
+
+def test_input_output_aliases_let_the_kernel_write_in_place():
+    """input_output_aliases={输入序号: 输出序号} 告诉 XLA：内核把这个输出直接写进那个输入的
+    缓冲区（leaky_sum 逐元素先读后写，可以原地做）。调用方的数组不能被改，所以 XLA 先复制一份；
+    只有把参数也捐赠掉（donate_argnums），这次复制才消失。不加别名、只捐赠也还要复制。
+    input_output_aliases={input index: output index} tells XLA that the kernel writes that output
+    straight into that input's buffer (leaky_sum reads each element before writing it, so it can
+    work in place). The caller's array must not change, so XLA copies it first; only when the
+    argument is donated as well (donate_argnums) does the copy go away. Donating without the
+    alias still copies.
+    """
+    target = leaky_sum_target("koans_leaky_sum_aliases")
+    x = jnp.arange(1.0, 9.0).reshape(2, 4)
+
+    def in_place(x):
+        return jax.ffi.ffi_call(target, like(x), input_output_aliases=__)(
+            x, decay=np.float32(0.5), reverse=False
+        )
+
+    def fresh(x):
+        return jax.ffi.ffi_call(target, like(x))(x, decay=np.float32(0.5), reverse=False)
+
+    np.testing.assert_allclose(jax.jit(in_place)(x), leaky_sum_numpy(x, 0.5), rtol=1e-6)
+    assert "output_operand_aliases" in jax.jit(in_place).lower(x).as_text()
+    counted = {
+        "alias": copies(jax.jit(in_place).lower(x).compile()),
+        "alias + donate": copies(jax.jit(in_place, donate_argnums=0).lower(x).compile()),
+        "donate only": copies(jax.jit(fresh, donate_argnums=0).lower(x).compile()),
+    }
+    assert counted == __
+
+    y = jnp.arange(1.0, 9.0).reshape(2, 4)
+    out = jax.jit(in_place, donate_argnums=0)(y)
+    assert y.is_deleted()  # donated: the caller gave its buffer away
+    np.testing.assert_allclose(
+        out, leaky_sum_numpy(np.arange(1.0, 9.0).reshape(2, 4), 0.5), rtol=1e-6
+    )
+
+
+def _sharded_rows():
+    """A [8, 4] batch, its rows split over 2 devices."""
+    mesh = jax.make_mesh((2,), ("batch",), axis_types=(jax.sharding.AxisType.Explicit,))
+    x = jax.device_put(jnp.arange(32.0).reshape(8, 4), NamedSharding(mesh, P("batch")))
+    return mesh, x
+
+
+def leaky_sum_per_shard(x, mesh, target):
+    """用 jax.shard_map 包住 ffi_call：每个设备对自己那几行调用内核（in_specs 和 out_specs
+    都是 P("batch")），结果保持按行分片。leaky_sum 沿最后一根轴递推、行与行无关，所以这样
+    分开算是对的。三行左右。
+
+    Wrap the ffi_call in jax.shard_map: each device calls the kernel on its own rows (in_specs and
+    out_specs both P("batch")), and the result stays sharded by rows. leaky_sum recurs along the
+    last axis and rows are independent, so splitting the work this way is right. About 3 lines.
+    """
+
+    todo("leaky_sum_per_shard: 用 shard_map 包住 ffi_call / wrap the ffi_call in shard_map")
+
+
+def test_an_ffi_call_on_sharded_input_runs_on_the_whole_array():
+    """⚠️ 陷阱 / trap：XLA 不知道一个 FFI 内核怎样分片。jit 遇到分片的输入时，先用 all-gather
+    把整个数组收集到每个设备上，每个设备都对整个数组调用一次内核，输出是复制（不分片）的。
+    用 shard_map 明说“每个设备处理自己的分片”：没有 all-gather，内核只看到本地的 [4, 4]，
+    输出仍按行分片。
+    XLA does not know how an FFI kernel shards. Given sharded input, jit first all-gathers the
+    whole array onto every device, every device calls the kernel on all of it, and the output is
+    replicated (not sharded). Say "each device handles its own shard" with shard_map: no
+    all-gather, the kernel sees only the local [4, 4], and the output stays sharded by rows.
+    """
+    target = leaky_sum_target("koans_leaky_sum_sharded")
+    mesh, x = _sharded_rows()
+
+    def whole(x):
+        return jax.ffi.ffi_call(target, like(x))(x, decay=np.float32(0.5), reverse=False)
+
+    gathered = jax.jit(whole).lower(x).compile()
+    assert "all-gather" in gathered.as_text()
+    assert gathered.output_shardings.spec == __
+
+    per_shard = jax.jit(functools.partial(leaky_sum_per_shard, mesh=mesh, target=target))
+    compiled = per_shard.lower(x).compile()
+    assert "all-gather" not in compiled.as_text()
+    assert "custom-call" in compiled.as_text() and "f32[4,4]" in compiled.as_text()
+    out = per_shard(x)
+    assert out.sharding.spec[0] == "batch"
+    np.testing.assert_allclose(out, leaky_sum_numpy(np.arange(32.0).reshape(8, 4), 0.5), rtol=1e-6)
+
+
+def test_a_cuda_handler_lowers_but_cannot_run_here():
+    """为 GPU 注册处理函数：register_ffi_target(..., platform="CUDA")。在没有 GPU 的机器上注册
+    照样成功，为 CUDA 降级也行（ffi_call 只在 StableHLO 里留下一个按名字的 custom_call）；但在
+    CPU 上运行时找不到这个名字在 CPU 上的处理函数。这里借用 CPU 内核的胶囊只为演示注册；真正
+    的 GPU 处理函数用 nvcc 编译，并从 FFI 取得 CUDA 流。
+    Registering a handler for GPU: register_ffi_target(..., platform="CUDA"). On a machine
+    without a GPU the registration succeeds all the same, and so does lowering for CUDA (ffi_call
+    leaves only a custom_call by name in the StableHLO); but running on the CPU finds no CPU
+    handler under that name. The CPU kernel's capsule is borrowed here only to show the
+    registration; a real GPU handler is compiled with nvcc and gets its CUDA stream from the FFI.
+    """
+    name = "koans_leaky_sum_cuda_only"
+    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(kernel_library().LeakySum), platform=__)
+    x = jnp.arange(4.0)
+
+    def call(x):
+        return jax.ffi.ffi_call(name, like(x))(x, decay=np.float32(0.5), reverse=False)
+
+    lowered = jax.jit(call).trace(x).lower(lowering_platforms=("cuda",))
+    assert f"stablehlo.custom_call @{name}" in lowered.as_text()
+    with raises_exactly(__) as info:
+        jax.jit(call)(x)
+    assert "No FFI handler registered" in str(info.value)

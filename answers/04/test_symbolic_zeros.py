@@ -254,3 +254,78 @@ def test_a_primitive_jvp_rule_receives_ad_zero():
 
     by_x = jax.make_jaxpr(lambda x, t: jax.jvp(lambda x: prim.bind(x, w), (x,), (t,)))(x, x)
     assert [e.primitive.name for e in by_x.eqns].count("mul") == 1
+
+
+def make_rotate_split():
+    """一个线性原语 rotate_split(x; angle) = [cos(angle)·x, sin(angle)·x]（两个输出），带 impl、
+    抽象求值、降级和 JVP（切向量也走 rotate_split，所以反向模式需要它的转置规则）。
+    A linear primitive rotate_split(x; angle) = [cos(angle)·x, sin(angle)·x] (two outputs) with
+    impl, abstract evaluation, lowering and a JVP (the tangent goes through rotate_split too, so
+    reverse mode needs its transpose rule)."""
+    prim = jax.extend.core.Primitive("rotate_split")
+    prim.multiple_results = True
+
+    def reference(x, *, angle):
+        return [x * np.cos(angle), x * np.sin(angle)]
+
+    prim.def_impl(reference)
+    prim.def_abstract_eval(lambda x, *, angle: [jax.core.ShapedArray(x.shape, x.dtype)] * 2)
+    mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=True))
+    ad.primitive_jvps[prim] = lambda primals, tangents, *, angle: (
+        prim.bind(*primals, angle=angle),
+        prim.bind(*tangents, angle=angle),
+    )
+    return prim
+
+
+def rotate_split_transpose(cts, x, *, angle):
+    """rotate_split 的转置规则：cts = [输出 0 的余切, 输出 1 的余切]，x 是 ad.UndefinedPrimal
+    （线性输入的占位，x.aval 给出形状）。返回 [x 的余切]：cos(angle)·ct0 + sin(angle)·ct1。
+    - 没被用到的输出的余切是 ad.Zero：跳过它的项，不要为它做乘法；两个都是 ad.Zero 时返回
+      [ad.Zero(x.aval)]。大约 5 行。
+    The transpose rule of rotate_split: cts = [output 0's cotangent, output 1's cotangent], x is
+    an ad.UndefinedPrimal (the placeholder of a linear input; x.aval gives its shape). Return
+    [x's cotangent]: cos(angle)·ct0 + sin(angle)·ct1.
+    - The cotangent of an output nobody used is an ad.Zero: skip its term, no multiplication
+      for it; when both are ad.Zero return [ad.Zero(x.aval)]. About 5 lines.
+    """
+    weights = (np.cos(angle), np.sin(angle))
+    terms = [w * ct for w, ct in zip(weights, cts, strict=True) if type(ct) is not ad.Zero]
+    if not terms:
+        return [ad.Zero(x.aval)]
+    return [sum(terms[1:], terms[0])]
+
+
+def test_a_transpose_rule_receives_ad_zero_cotangents():
+    """✍️ 实现 rotate_split_transpose：反向模式把线性原语“转置”，每个输出的余切变成输入的余切。
+    损失只用到一个输出时，另一个输出的余切是 ad.Zero；不认出它的规则拿 ad.Zero 做乘法，直接失败。
+    Write rotate_split_transpose: reverse mode transposes a linear primitive, turning each
+    output's cotangent into the input's. When the loss uses one output only, the other output's
+    cotangent is an ad.Zero; a rule that does not recognise it multiplies an ad.Zero and fails.
+    """
+    angle, x = 0.3, jnp.arange(1.0, 4.0)
+
+    naive = make_rotate_split()
+    ad.primitive_transposes[naive] = lambda cts, x, *, angle: [
+        np.cos(angle) * cts[0] + np.sin(angle) * cts[1]
+    ]
+    with raises_exactly(TypeError):
+        jax.grad(lambda x: naive.bind(x, angle=angle)[0].sum())(x)
+
+    prim = make_rotate_split()
+    ad.primitive_transposes[prim] = rotate_split_transpose
+
+    def uses(*outputs):
+        return lambda x: sum(prim.bind(x, angle=angle)[i].sum() for i in outputs)
+
+    np.testing.assert_allclose(jax.grad(uses(0))(x), np.full(3, np.cos(angle)), rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(jax.grad(uses(1)))(x), np.full(3, np.sin(angle)), rtol=1e-6)
+    np.testing.assert_allclose(
+        jax.grad(uses(0, 1))(x), np.full(3, np.cos(angle) + np.sin(angle)), rtol=1e-6
+    )
+    transposed = jax.linear_transpose(lambda x: prim.bind(x, angle=angle), x)
+    (ct_x,) = transposed([jnp.full(3, 2.0), jnp.full(3, -1.0)])
+    np.testing.assert_allclose(ct_x, np.full(3, 2 * np.cos(angle) - np.sin(angle)), rtol=1e-6)
+
+    grad_jaxpr = jax.make_jaxpr(jax.grad(uses(0)))(x)
+    assert [e.primitive.name for e in grad_jaxpr.eqns].count("mul") == 1  # no term for the zero

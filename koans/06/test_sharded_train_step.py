@@ -1,0 +1,175 @@
+"""06 · 二维网格上的完整分片训练步 / a full sharded train step on a 2-D mesh.
+
+前面几个文件分别看了张量并行的前向和 FSDP 的初始化；真实的训练步把它们放在一起：一个
+数据 × 模型的二维网格，参数在数据轴上按 FSDP 切、在模型轴上按张量并行切，一批样本按数据轴
+切开，nnx.jit 编译整个训练步（前向、反向、Adam 更新），XLA 在里面插入集合通信。读编译后的
+HLO 数一数它们。最后是分片 API 里被删掉的两行旧写法。
+
+The previous files looked at a tensor-parallel forward pass and at FSDP initialisation; a real
+train step puts them together: a 2-D data × model mesh, parameters split FSDP-style over the
+data axis and tensor-parallel over the model axis, a batch split over the data axis, and nnx.jit
+compiling the whole step (forward, backward, Adam update), with XLA inserting the collectives.
+Count them in the compiled HLO. Last, the two removed rows of the sharding API.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import collectives
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+D, H, BATCH = 64, 256, 32
+DATA, MODEL = 4, 2
+
+
+class MLP(nnx.Module):
+    """FSDP × 张量并行 / FSDP × tensor parallelism: `up` (D, H) has its rows split over "data"
+    (FSDP) and its columns over "model" (Megatron's column split); `down` (H, D) the other way
+    round."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        init = nnx.initializers.lecun_normal()
+        self.up = nnx.Linear(
+            D,
+            H,
+            use_bias=False,
+            rngs=rngs,
+            kernel_init=nnx.with_partitioning(init, ("data", "model")),
+        )
+        self.down = nnx.Linear(
+            H,
+            D,
+            use_bias=False,
+            rngs=rngs,
+            kernel_init=nnx.with_partitioning(init, ("model", "data")),
+        )
+
+    def __call__(self, x):
+        return self.down(jax.nn.relu(self.up(x)))
+
+
+@nnx.jit
+def train_step(model, opt, x, y):
+    def loss_fn(model):
+        return jnp.mean((model(x) - y) ** 2)
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    opt.update(model, grads)
+    return loss
+
+
+def batch():
+    x = jax.random.normal(jax.random.key(1), (BATCH, D))
+    return x, jnp.tanh(x @ jax.random.normal(jax.random.key(2), (D, D)))
+
+
+def reference_losses(up, down, x, y, steps):
+    """The same training, plain JAX and Optax on one device."""
+    params, tx = {"up": up, "down": down}, optax.adam(1e-2)
+    state, losses = tx.init(params), []
+
+    def loss_fn(p):
+        return jnp.mean((jax.nn.relu(x @ p["up"]) @ p["down"] - y) ** 2)
+
+    for _ in range(steps):
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, state = tx.update(grads, state)
+        params = optax.apply_updates(params, updates)
+        losses.append(float(loss))
+    return losses
+
+
+def per_device_bytes(tree):
+    """Bytes that device 0 holds for every array in the pytree."""
+    return sum(leaf.addressable_shards[0].data.nbytes for leaf in jax.tree.leaves(tree))
+
+
+def total_bytes(tree):
+    return sum(leaf.nbytes for leaf in jax.tree.leaves(tree))
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def shard_batch(mesh, x, y):
+    """把一批样本放到网格上：样本（第 0 轴）按 "data" 轴切开，在 "model" 轴上复制（同一份数据的
+    两个模型并行设备看到同样的样本）。返回 (x, y)。约 2 行。
+    Put a batch on the mesh: the examples (axis 0) split over the "data" axis, replicated over
+    the "model" axis (the two model-parallel devices of one data shard see the same examples).
+    Return (x, y). About 2 lines.
+    """
+    todo("shard_batch: 按数据轴切开 / split over the data axis")
+
+
+def test_fsdp_and_tensor_parallel_train_step_on_a_2d_mesh():
+    """数据 × 模型网格上的一个完整训练步：损失和在一个设备上训练逐位接近，参数和 Adam 状态在每个
+    设备上只占 1/8，训练几步后分片保持不变。编译后的 HLO 里：FSDP 在使用前沿数据轴 all-gather
+    权重；张量并行的部分和要 all-reduce；各个数据分片的梯度也要加起来。在这个 CPU 后端上，梯度的
+    求和是一次 all-reduce（XLA 把两个权重的梯度和损失合成一条），每个设备再取自己的 FSDP 那一块，
+    没有单独的 reduce-scatter。预测每种集合通信有几条。
+    One full train step on a data × model mesh: the losses match training on one device, the
+    parameters and Adam state take 1/8 per device, and the shardings survive a few steps. In the
+    compiled HLO: FSDP all-gathers the weights along the data axis before using them; tensor
+    parallelism all-reduces its partial sums; and the data shards' gradients must be added up.
+    On this CPU backend that sum is one all-reduce (XLA combines both weights' gradients and the
+    loss into one instruction), after which each device keeps its FSDP block; there is no
+    separate reduce-scatter. Predict how many of each collective there are.
+    """
+    x, y = batch()
+    mesh = jax.make_mesh((DATA, MODEL), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+    with jax.set_mesh(mesh):
+        model = MLP(nnx.Rngs(0))
+        opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+        up, down = np.asarray(model.up.kernel[...]), np.asarray(model.down.kernel[...])
+        xs, ys = shard_batch(mesh, x, y)
+        assert {s.data.shape for s in xs.addressable_shards} == {(BATCH // DATA, D)}
+        assert xs.sharding.is_equivalent_to(NamedSharding(mesh, P("data")), 2)
+        hlo = train_step.lower(model, opt, xs, ys).compile().as_text()
+        losses = [float(train_step(model, opt, xs, ys)) for _ in range(3)]
+    np.testing.assert_allclose(losses, reference_losses(up, down, x, y, 3), rtol=1e-5)
+
+    state = (nnx.state(model, nnx.Param), nnx.state(opt, nnx.OptState))
+    matrices = [leaf for leaf in jax.tree.leaves(state) if leaf.ndim == 2]  # not the counters
+    assert len(matrices) == 6  # two kernels, their mu and nu
+    assert per_device_bytes(matrices) * 8 == total_bytes(matrices)
+    assert model.up.kernel[...].sharding.spec == P("data", "model")
+    assert opt.opt_state[0].mu["down"]["kernel"][...].sharding.spec == P("model", "data")
+
+    found = collectives(hlo)
+    assert {kind: len(types) for kind, types in found.items()} == __
+    assert "reduce-scatter" not in found
+    # The gradient sum: one tuple holding both kernels' model-parallel blocks and the loss.
+    assert "(f32[64,128], f32[128,64], f32[])" in found["all-reduce"]
+
+
+def test_device_put_replicated_and_sharded_are_gone():
+    """❌ 旧写法 / ✅ 推荐写法：`jax.device_put_replicated(x, devices)`（每个设备一份完整副本）和
+    `jax.device_put_sharded(shards, devices)`（每个设备一块）是 pmap 时代的 API，在 0.12 里
+    已经删除。现在两者都是 `jax.device_put(x, NamedSharding(mesh, spec))`：复制用不含任何轴的
+    规格，分片用把第 0 轴交给网格轴的规格。
+    ❌ old / ✅ new: `jax.device_put_replicated(x, devices)` (a full copy on every device) and
+    `jax.device_put_sharded(shards, devices)` (one block per device) are pmap-era APIs, removed in
+    0.12. Both are now `jax.device_put(x, NamedSharding(mesh, spec))`: a spec with no axes to
+    replicate, a spec giving axis 0 to a mesh axis to shard.
+    """
+    with raises_exactly(__):
+        jax.device_put_replicated  # noqa: B018
+    with raises_exactly(__):
+        jax.device_put_sharded  # noqa: B018
+
+    mesh = jax.make_mesh((8,), ("x",))
+    x = jnp.arange(8 * 3.0).reshape(8, 3)
+    replicated = jax.device_put(x, __)
+    sharded = jax.device_put(x, __)
+    assert {s.data.shape for s in replicated.addressable_shards} == {(8, 3)}
+    assert len(replicated.addressable_shards) == 8
+    for i, shard in enumerate(sharded.addressable_shards):
+        np.testing.assert_array_equal(shard.data, x[i : i + 1])  # the old "shards[i] on device i"
+    assert [s.device for s in sharded.addressable_shards] == list(mesh.devices)

@@ -105,6 +105,51 @@ def test_the_k_axis_must_be_arbitrary():
     assert shuffled == {"k arbitrary": True, "all parallel": False, "all arbitrary": True}
 
 
+def _accumulate_into_one_block(semantics):
+    """4 个程序实例都写同一个 (8, 128) 输出块，在两个核上、开着竞争检测运行。
+    Four program instances all write the same (8, 128) output block, run on two cores with the
+    race detector on."""
+
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += x_ref[...]
+
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        grid=(4,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=(semantics,)),
+        interpret=pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2, random_seed=0),
+    )
+    return jax.block_until_ready(jax.jit(call)(jnp.ones((32, 128))))
+
+
+def test_the_race_detector_catches_parallel_writes_to_one_block():
+    """InterpretParams(detect_races=True, num_cores_or_threads=2) 把 "parallel" 轴分给两个模拟的
+    核，并检查内存访问之间的先后关系。所有程序实例都累加进同一个输出块时，"arbitrary" 的轴
+    留在一个核上、按顺序运行，结果正确；标成 "parallel" 后两个核同时写这个块，检测器报告
+    竞争（解释器在一个回调里抛错，JAX 再把它包装起来）。出错之后要重置解释器的状态。
+    InterpretParams(detect_races=True, num_cores_or_threads=2) spreads "parallel" axes over two
+    simulated cores and checks the ordering of memory accesses. When every program instance
+    accumulates into the same output block, an "arbitrary" axis stays on one core, in order,
+    and the result is right; marked "parallel", two cores write the block at once and the
+    detector reports a race (the interpreter raises inside a callback, and JAX wraps that). After
+    an error, reset the interpreter's state.
+    """
+    np.testing.assert_array_equal(_accumulate_into_one_block("arbitrary"), np.full((8, 128), 4.0))
+    try:
+        with raises_exactly(jax.errors.JaxRuntimeError) as info:
+            _accumulate_into_one_block("parallel")
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
+    assert "RACE DETECTED" in str(info.value)
+
+
 @functools.partial(jax.jit, static_argnames=("bm", "bn", "bk", "interpret"))
 def matmul_bf16(x, y, *, bm, bn, bk, interpret=True):
     """bf16 输入、bf16 输出的分块矩阵乘，在 float32 里累加：

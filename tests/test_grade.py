@@ -658,15 +658,31 @@ def test_batch_writes_one_row_per_copy_and_survives_a_broken_one(
 # ---- the real course -----------------------------------------------------------------------------
 
 
-def test_the_real_course_solved_passes_and_an_edited_assert_is_named(tmp_path):
-    """Two copies of this course (as committed: HEAD) graded as a batch: every answer, and one
-    file with an edited assert (the other files left out, to keep the run short)."""
+def test_the_real_course_solved_passes_and_an_edited_assert_is_only_a_note(tmp_path):
+    """Two copies of this course (as committed: HEAD), chapters 01 and 09 graded as a batch:
+    every answer, with the chapter 09 capstone written with `open(path, "wb")` and an
+    `import orbax.checkpoint as ocp` added at the top (ignored by grade: the answer imports
+    inside its functions); and a copy with one edited assert (`== 10` → `> 0`), whose koan
+    then runs with the course's assert and what stands where the blank was: `== 0`, failing."""
     head = grading.prepare_course("HEAD", tmp_path / "head")
     batch = tmp_path / "class"
     solved, edited = batch / "solved", batch / "edited"
     for rel in head.files:
-        answer = head.root / "answers" / Path(rel).relative_to("koans")
-        write(solved / rel, answer.read_text(encoding="utf-8"))
+        if head.chapter_of(rel) in ("01", "09"):
+            answer = head.root / "answers" / Path(rel).relative_to("koans")
+            write(solved / rel, answer.read_text(encoding="utf-8"))
+    capstone = solved / "koans/09/test_capstone_deploy.py"
+    text = capstone.read_text(encoding="utf-8")
+    write_bytes = "    (directory / MODEL_FILE).write_bytes(exp.serialize())\n"
+    assert write_bytes in text and "\nimport numpy as np\n" in text
+    text = text.replace(
+        write_bytes,
+        '    with open(directory / MODEL_FILE, "wb") as out:\n        out.write(exp.serialize())\n',
+    )
+    text = text.replace(
+        "\nimport numpy as np\n", "\nimport numpy as np\nimport orbax.checkpoint as ocp\n", 1
+    )
+    write(capstone, text)
     scan = (head.root / "answers" / "01" / "test_scan.py").read_text(encoding="utf-8")
     assert "    assert int(carry) == 10\n" in scan
     write(
@@ -675,22 +691,23 @@ def test_the_real_course_solved_passes_and_an_edited_assert_is_named(tmp_path):
     )
     out, reports = tmp_path / "grades.csv", tmp_path / "reports"
     reports.mkdir()
-    code = cli.main(["grade", "--batch", str(batch), f"--csv={out}", f"--reports={reports}", "--jobs=2", "--course=HEAD"])  # fmt: skip
-    assert code == 1  # the edited copy has findings
+    code = cli.main(["grade", "--batch", str(batch), f"--csv={out}", f"--reports={reports}", "--jobs=1", "--course=HEAD", "--chapter=01,09"])  # fmt: skip
+    assert code == 0  # notes cost nothing: no copy has findings
     everything = json.loads((reports / "solved.json").read_text(encoding="utf-8"))
     not_passed = [(k["nodeid"], k["status"], k["message"][:200]) for k in everything["koans"] if k["status"] != "passed"]  # fmt: skip
     assert not_passed == [] and everything["findings"] == [] and everything["problems"] == []
-    assert everything["total"]["passed"] == everything["total"]["total"] > 0
+    assert {k["chapter"] for k in everything["koans"]} == {"01", "09"}
+    assert everything["total"]["passed"] == everything["total"]["total"] > 40
+    ignored = [n for n in everything["notes"] if n["kind"] == "ignored_edit"]
+    assert [(n["file"], "Import" in n["message"]) for n in ignored] == [("koans/09/test_capstone_deploy.py", True)]  # fmt: skip
     document = json.loads((reports / "edited.json").read_text(encoding="utf-8"))
-    scan_koans = {
-        k["name"]: k["status"] for k in document["koans"] if k["file"] == "koans/01/test_scan.py"
-    }
-    tampered = [name for name, status in scan_koans.items() if status == "tampered"]
-    assert tampered == ["test_scan_returns_final_carry_and_stacked_outputs"]
-    assert set(scan_koans.values()) == {"passed", "tampered"}
-    assert_finding = next(f for f in document["findings"] if f["kind"] == "assert")
-    assert assert_finding["koans"] == tampered and assert_finding["file"] == "koans/01/test_scan.py"
-    assert "assert int(carry) > 0" in assert_finding["message"]
+    scan_koans = {k["name"]: k["status"] for k in document["koans"] if k["file"] == "koans/01/test_scan.py"}  # fmt: skip
+    first = "test_scan_returns_final_carry_and_stacked_outputs"
+    assert scan_koans.pop(first) == "failing" and set(scan_koans.values()) == {"passed"}
+    assert document["findings"] == []
+    note = next(n for n in document["notes"] if n["kind"] == "ignored_edit")
+    assert note["koans"] == ["test_scan_returns_final_carry_and_stacked_outputs"]
+    assert note["file"] == "koans/01/test_scan.py" and note["line"] == scan.splitlines().index("    assert int(carry) == 10") + 1  # fmt: skip
 
 
 # ---- a corpus of tampered and honest copies, graded as one batch, and the class page -----------
@@ -873,3 +890,46 @@ def test_the_class_page_renders_in_headless_chromium(corpus, tmp_path):
     for name in HONEST:
         assert re.search(f'<details data-student="{name}">', page), name
     assert page.count('class="finding"') >= len(TAMPERED)
+
+
+# ---- the sandbox itself ------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sandbox.probe().ok, reason=f"no sandbox here: {sandbox.probe().reason}")
+def test_the_sandbox_shows_only_what_grading_binds_read_only_without_network(tmp_path):
+    """What a koan's code sees: the bound workdir read-only, no answers/, a private /tmp, no
+    network interface but loopback, and not the grader's files."""
+    work = tmp_path / "work"
+    (work / "koans").mkdir(parents=True)
+    (work / "koans" / "k.py").write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "answers").mkdir()
+    (tmp_path / "secret.txt").write_text("grader only\n", encoding="utf-8")
+    probe = textwrap.dedent(
+        f"""
+        import json, os, socket
+        seen = {{}}
+        try:
+            open({str(work / "koans" / "k.py")!r}, "a").write("y = 2")
+            seen["workdir"] = "writable"
+        except OSError as error:
+            seen["workdir"] = error.strerror
+        seen["answers"] = os.path.exists({str(tmp_path / "answers")!r})
+        seen["secret"] = os.path.exists({str(tmp_path / "secret.txt")!r})
+        seen["repo answers"] = os.path.exists({str(REPO / "answers")!r})
+        open("/tmp/mine", "w").write("private")
+        seen["interfaces"] = sorted(name for _, name in socket.if_nameindex())
+        seen["env"] = sorted(os.environ)
+        print(json.dumps(seen))
+        """
+    )
+    command = sandbox.wrap(
+        sandbox.probe(), [sys.executable, "-c", probe], read_only=[work], chdir=work, env={"LANG": "C.UTF-8"}
+    )  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["workdir"] == "Read-only file system"
+    assert seen["answers"] is False and seen["secret"] is False and seen["repo answers"] is False
+    assert seen["interfaces"] == ["lo"]
+    assert seen["env"] == ["LANG", "PWD"]  # bwrap sets PWD for --chdir
+    assert not Path("/tmp/mine").exists()  # its /tmp was its own

@@ -37,6 +37,9 @@ class Chapter:
     hints: dict[str, Hint] = field(default_factory=dict, compare=False, hash=False)
     # file -> fingerprints of its `# ✍️ BEGIN/END` fix regions as shipped (twins.region_hashes)
     regions: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
+    # "file::koan" -> ({"fill": …, "why": …}, …): wrong fills the koan cannot tell apart from
+    # its answer, each with its reason (jaxkoans.mutate counts them as equivalent, not survived)
+    equivalent: dict[str, tuple[dict, ...]] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def title(self) -> str:
@@ -64,6 +67,7 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "files": list,
     "hints": dict,
     "regions": dict,
+    "equivalent": dict,
 }
 HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
 
@@ -115,6 +119,7 @@ def load_chapter(manifest: Path) -> Chapter:
         files=tuple(data.get("files", ())),
         hints=hints,
         regions={name: tuple(v) for name, v in data.get("regions", {}).items()},
+        equivalent={key: tuple(v) for key, v in data.get("equivalent", {}).items()},
     )
 
 

@@ -1,0 +1,136 @@
+"""The mutation gate: its wrong fills, where it finds the blanks, and a run on a fake course."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jaxkoans.mutate import Context, koans_seeing, sites, wrong_fills
+
+from .fakecourse import REPO, make_course, write
+
+SOURCE = """
+import jax
+import jax.numpy as jnp
+from jax.experimental import checkify
+
+KEY = jax.random.key(0, impl="rbg")
+"""
+
+
+@pytest.fixture(scope="module")
+def context() -> Context:
+    return Context.of(SOURCE)
+
+
+def test_numbers_are_moved_by_one_and_by_a_factor(context):
+    assert wrong_fills("3", context) == ["4", "2", "6", "1"]
+    assert wrong_fills("0.5", context) == ["1.5", "-0.5", "1.0", "0.25"]
+    assert set(wrong_fills("0", context)) == {"1", "-1"}
+
+
+def test_booleans_flip(context):
+    assert wrong_fills("True", context) == ["False"]
+
+
+def test_a_shape_changes_one_axis_and_a_tuple_swaps(context):
+    found = wrong_fills("(4, 2)", context, limit=20)
+    assert found[0] == "(2, 4)"
+    assert {"(5, 2)", "(4, 3)", "(8, 2)", "(4, 1)"} <= set(found)
+
+
+def test_strings_take_the_other_values_of_the_same_api(context):
+    found = wrong_fills('"rbg"', context)
+    assert found[:2] == ["'threefry2x32'", "'unsafe_rbg'"]
+
+
+def test_dtypes_take_their_siblings_that_exist(context):
+    found = wrong_fills("jnp.float32", context)
+    assert found[:3] == ["jnp.float16", "jnp.bfloat16", "jnp.float64"]
+    assert all(context.resolve(f) is not None for f in found)
+
+
+def test_an_exception_takes_its_parent_first_then_siblings(context):
+    assert wrong_fills("ModuleNotFoundError", context)[0] == "ImportError"
+    tracer = wrong_fills("jax.errors.ConcretizationTypeError", context)
+    assert tracer[0] == "jax.errors.JAXTypeError"  # JAX's own base, itself a TypeError
+    assert "jax.errors.TracerArrayConversionError" in tracer[1:]
+    assert "Exception" in wrong_fills("ValueError", context)
+
+
+def test_the_fill_itself_is_never_a_mutant(context):
+    for fill in ("3", "(4, 2)", "jnp.float32", "ValueError", "'rbg'", "[1, 1]"):
+        assert fill not in wrong_fills(fill, context)
+
+
+def test_blanks_come_from_the_twins_with_the_koans_that_see_them(tmp_path):
+    koan = write_pair(tmp_path, "x = __\n", "x = 5\n")
+    found = sites(koan, tmp_path / "answers" / "test_t.py")
+    assert [(s.line, s.fill, s.koans) for s in found] == [
+        (1, "5", ("test_a", "test_b")),  # module level: every test of the file sees it
+        (3, "2", ("test_a",)),
+        (7, "(1, 2)", ("test_b",)),
+    ]
+    assert [s.span for s in found] == [(4, 5), (20, 21), (18, 24)]
+
+
+def write_pair(root: Path, top_koan: str, top_answer: str) -> Path:
+    body = "def test_a():\n    assert 1 + 1 == {a}\n\n\ndef test_b():\n    assert f() == {b}\n"
+    helper = "\n\ndef f():\n    return (1, 2)\n"
+    write(root / "koans" / "test_t.py", top_koan + body.format(a="__", b="__") + helper)
+    write(root / "answers" / "test_t.py", top_answer + body.format(a="2", b="(1, 2)") + helper)
+    return root / "koans" / "test_t.py"
+
+
+def test_a_helper_fill_is_seen_by_the_tests_that_call_the_helper():
+    import ast
+
+    tree = ast.parse(
+        "def h():\n    return 1\n\n\ndef test_x():\n    h()\n\n\ndef test_y():\n    pass\n"
+    )
+    assert koans_seeing(tree, 2) == ("test_x",)
+
+
+WEAK = '''
+
+def test_more_than():
+    """比较。Three ones sum to more than two."""
+    assert int(jnp.ones(3).sum()) > {bound}
+'''
+
+
+def test_the_gate_kills_counts_survivors_and_honours_equivalents(tmp_path):
+    root = make_course(tmp_path / "course")
+    for tree, bound in (("koans", "__"), ("answers", "2")):
+        write(root / tree / "01" / "test_weak.py",
+              "import jax.numpy as jnp\n\nfrom jaxkoans import __  # noqa: F401\n"
+              + WEAK.format(bound=bound))  # fmt: skip
+    ran = run_gate(root)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    # test_alpha: 4 + 4 mutants of `3` and `jnp.float32`, all killed; test_weak: 1 survives
+    survivors = [line for line in ran.stdout.splitlines() if "test_weak.py" in line]
+    assert survivors == ["  01  answers/01/test_weak.py:8  test_more_than  `2` → `1`"]
+    assert (root / "survivors.txt").read_text().count("\n") == 1
+    manifest = root / "koans" / "01" / "chapter.toml"
+    manifest.write_text(
+        manifest.read_text()
+        + '\n[equivalent]\n"test_weak.py::test_more_than" = [{fill = "1", why = "a bound"}]\n'
+    )
+    ran = run_gate(root)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    row = next(line for line in ran.stdout.splitlines() if line.strip().startswith("01"))
+    mutants, killed, equivalent, survived, unknown = (int(x) for x in row.split()[1:6])
+    assert (equivalent, survived, unknown) == (1, 0, 0) and killed == mutants - 1 > 6
+
+
+def run_gate(root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "jaxkoans.mutate", "--chapter", "01", "-n", "1",
+         "--survivors", str(root / "survivors.txt")],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip

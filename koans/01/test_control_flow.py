@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 def _prims(closed_jaxpr):
@@ -157,6 +157,44 @@ def test_while_loop_carry_keeps_its_type():
     with raises_exactly(__) as info:
         halves(jnp.int32(0))
     assert "carry input and carry output must have equal types" in str(info.value)
+
+
+def first_crossing(xs, threshold):
+    """第一个大于 threshold 的元素的下标；没有这样的元素时返回 len(xs)。
+    - xs 是一维数组（长度 n ≥ 1），threshold 是标量；两者都可能被追踪（jit、vmap）。
+    - 用 lax.while_loop 从下标 0 往后找，找到就停：不许先把整个数组比较一遍再取 argmax，
+      也不许用 Python 循环。注意别读越界（最后一次条件判断时下标可能等于 n）。大约 5 行。
+    The index of the first element greater than threshold, or len(xs) if there is none.
+    - xs is 1-D (length n >= 1), threshold a scalar; both may be traced (jit, vmap).
+    - Search from index 0 with lax.while_loop and stop at the first hit: no comparison of the
+      whole array followed by argmax, no Python loop. Mind the bounds (the last test of the
+      condition may see the index n). About 5 lines.
+    """
+    todo("first_crossing: lax.while_loop that stops early / 找到就停的 while_loop")
+
+
+def test_write_an_early_exit_search_with_while_loop():
+    """✍️ 实现 first_crossing：while_loop 的步数取决于数据，这是 scan 和 fori_loop 做不到的。
+    在 vmap 下每一行的谓词不同，循环一直跑到所有行都结束，已经结束的行保持不变——结果仍然逐行正确。
+    Write first_crossing: the number of steps of a while_loop depends on the data, which scan
+    and fori_loop cannot do. Under vmap every row has its own predicate; the loop runs until
+    every row is done, and rows already done stay as they are, so the result is right row by row.
+    """
+    xs = jnp.array([0.1, 0.5, 0.3, 0.9, 0.2])
+    cases = {0.4: 1, 0.05: 0, 0.6: 3, 0.95: 5, 0.2: 1}
+    for threshold, expected in cases.items():
+        assert int(jax.jit(first_crossing)(xs, threshold)) == expected, threshold
+
+    rows = jnp.stack([xs, xs[::-1], jnp.zeros(5), jnp.ones(5)])
+    expected_rows = [int(np.argmax(np.append(np.asarray(r) > 0.4, True))) for r in rows]
+    np.testing.assert_array_equal(jax.vmap(first_crossing, (0, None))(rows, 0.4), expected_rows)
+    thresholds = jnp.array([0.05, 0.4, 0.6, 0.95])
+    np.testing.assert_array_equal(jax.vmap(first_crossing, (None, 0))(xs, thresholds), [0, 1, 3, 5])
+
+    jaxpr = jax.make_jaxpr(first_crossing)(xs, 0.4)
+    assert "while" in _prims(jaxpr)
+    whole_array_reductions = {"argmax", "argmin", "reduce_or", "reduce_max"}
+    assert not whole_array_reductions & set(_prims(jaxpr))  # the loop reads one element a step
 
 
 def test_vmap_of_cond_with_batched_predicate_becomes_select():

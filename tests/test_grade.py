@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans import cli, fills, grade_guard, grade_reports, grading, sandbox, tamper
+from jaxkoans import cli, fills, grade_guard, grade_reports, grading, outside, sandbox, tamper
 
 pytestmark = pytest.mark.timeout(600)  # whole grading runs, beyond a koan's 60 s
 REPO = Path(__file__).resolve().parent.parent
@@ -933,3 +933,21 @@ def test_the_sandbox_shows_only_what_grading_binds_read_only_without_network(tmp
     assert seen["interfaces"] == ["lo"]
     assert seen["env"] == ["LANG", "PWD"]  # bwrap sets PWD for --chdir
     assert not Path("/tmp/mine").exists()  # its /tmp was its own
+
+
+# ---- what the learner's tools say grade will not take ------------------------------------------
+
+
+def test_the_learner_is_told_which_edits_grade_will_not_use(tmp_path, monkeypatch):
+    shipped = KOAN_A.format(**BLANKS_A)
+    mine = tmp_path / "test_a.py"
+    mine.write_text(
+        answer_a(sum="3  # three").replace("import pytest\n", "import pytest\nimport os\n"),
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(outside.classify, "pristine_text", lambda path: shipped)
+    edits = outside.edits_outside(mine)
+    assert [(e.line, e.koan, e.what) for e in edits] == [(6, "<module>", "added Import")]
+    assert str(edits[0]).startswith(f"{mine.as_posix()}:6 (<module>): added Import")
+    mine.write_text(answer_a(sum="3  # a comment is not an edit"), encoding="utf-8")
+    assert outside.edits_outside(mine) == []

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from jaxkoans import course
+from jaxkoans import course, outside
 from jaxkoans.classify import KoanState
 from jaxkoans.progress import SKIPPED, Koan, Progress, measure, recommended_path
 
@@ -67,6 +67,9 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
     print("  ✅ 通过 / passed   ❌ 尝试中 / attempted   ✍️ 未开始 / not started")
     for problem in progress.problems:
         print(f"\n⚠️  {problem}")
+    warned = outside.warnings(chapters)  # edits grade will not use (jaxkoans/outside.py)
+    if warned:
+        print("\n⚠️  " + "\n".join(warned))
     if total[SKIPPED]:
         print(
             f"\n⏭️  {total[SKIPPED]} 个 koan 在这台机器上被跳过 / koans were skipped on this "

@@ -13,6 +13,8 @@ naming the TPU generation. Lowering is not compiling: whether a block fits in VM
 when lowering.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -160,3 +162,45 @@ def test_lowering_is_not_compiling():
     with raises_exactly(__) as info:
         lowered.compile()
     assert "tpu_custom_call" in str(info.value)
+
+
+def _exp_twice_kernel(x_ref, o_ref):
+    o_ref[...] = jnp.exp(x_ref[...]) * 2.0
+
+
+def _cost_in_tpu_config(cost_estimate):
+    """降级后 tpu_custom_call 的配置里记下的成本。/ The cost recorded in the lowered
+    tpu_custom_call's config."""
+    x = jax.ShapeDtypeStruct((256, 512), jnp.float32)
+    kernel = pl.pallas_call(_exp_twice_kernel, out_shape=x, cost_estimate=cost_estimate)
+    text = jax.jit(kernel).trace(x).lower(lowering_platforms=("tpu",)).as_text()
+    config = re.search(r'backend_config = "(.*?)"[,}]', text).group(1)
+    return {
+        name: int(value)
+        for name, value in re.findall(
+            r"\\22(flops|transcendentals|bytes_accessed)\\22: *(\d+)", config
+        )
+    }
+
+
+def test_cost_estimate_travels_with_the_tpu_kernel():
+    """对 XLA 来说，TPU 内核是一个看不进去的 custom_call（里面是序列化的 Mosaic 内核）。
+    pallas_call 的 cost_estimate 在降级时写进 tpu_custom_call 的配置，交给 XLA；不给就没有。
+    pl.estimate_cost 按一个等价的 jnp 函数估算。为 (256, 512) float32 上的 exp(x) * 2 手算：
+    exp 算作超越函数而不是 flop，字节数是读一次输入加写一次输出。
+    To XLA a TPU kernel is a custom_call it cannot look into (it holds the serialized Mosaic
+    kernel). The pallas_call's cost_estimate is written into the tpu_custom_call's config when
+    lowering, for XLA to use; without one there is none. pl.estimate_cost estimates it from an
+    equivalent jnp function. Work it out by hand for exp(x) * 2 on a (256, 512) float32: exp
+    counts as a transcendental, not a flop, and the bytes are one read of the input plus one
+    write of the output.
+    """
+    cost = pl.CostEstimate(flops=__, transcendentals=__, bytes_accessed=__)
+    x = jax.ShapeDtypeStruct((256, 512), jnp.float32)
+    assert cost == pl.estimate_cost(lambda v: jnp.exp(v) * 2.0, x)
+    assert _cost_in_tpu_config(None) == {}
+    assert _cost_in_tpu_config(cost) == {
+        "flops": cost.flops,
+        "transcendentals": cost.transcendentals,
+        "bytes_accessed": cost.bytes_accessed,
+    }

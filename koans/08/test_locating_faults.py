@@ -50,6 +50,25 @@ def printed_lines(capsys):
     return capsys.readouterr().out.splitlines()
 
 
+def sgd_scan(w, xs, lr, hook, log):
+    """jit 里用 lax.scan 对每个批 x 做一步梯度下降（损失 Σ(x @ w - 1)²）；每一步的梯度先交给
+    hook(grad, log)，用它的返回值更新。返回最后的 w。
+    Gradient descent in a jitted lax.scan, one step per batch x (loss Σ(x @ w - 1)²); each
+    step's gradient goes through hook(grad, log) and the update uses what it returns. Returns
+    the last w.
+    """
+
+    @jax.jit
+    def run(w, xs):
+        def step(w, x):
+            grad = jax.grad(lambda w: jnp.sum((x @ w - 1.0) ** 2))(w)
+            return w - lr * hook(grad, log), None
+
+        return lax.scan(step, w, xs)[0]
+
+    return run(w, xs)
+
+
 # ---- 你来实现 / your code ---------------------------------------------------------------
 
 
@@ -102,6 +121,15 @@ def checked(fn):
     err.throw() raises when there is an error. About 5 lines.
     """
     todo("checked: checkify.checkify + err.throw()")
+
+
+def log_gradient_norm(grad, log):
+    """在 jit 里把 grad 的范数送到主机上的 Python 函数 log（调用方式 log(value)），按步的顺序；
+    原样返回 grad。用 jax.debug.callback（ordered=True）。1～2 行。
+    Send grad's norm to the host Python function log (called as log(value)) from inside jit, in
+    step order, and return grad unchanged. Use jax.debug.callback (ordered=True). 1-2 lines.
+    """
+    todo("log_gradient_norm: jax.debug.callback")
 
 
 # ---- 检查 / checks ----------------------------------------------------------------------
@@ -320,3 +348,27 @@ def test_traceback_filtering_hides_jax_frames(tmp_path):
     unfiltered = jax_frames({"JAX_TRACEBACK_FILTERING": __})
     print(f"jax/_src frames: filtered {filtered}, unfiltered {unfiltered}")
     assert unfiltered > filtered + 3
+
+
+def test_debug_callback_finds_the_step_where_training_diverges():
+    """写 log_gradient_norm：学习率太大，训练在某一步开始发散，但 jit 过的 scan 只交回最后的 w。
+    jax.debug.callback 在每一步把一个数值送回主机，于是能看到是哪一步开始爆炸的。
+    Write log_gradient_norm: the learning rate is too large and training starts to diverge at
+    some step, but the jitted scan hands back only the last w. jax.debug.callback sends one
+    value per step back to the host, so you can see which step blew up.
+    """
+    xs = np.random.default_rng(0).normal(size=(12, 4, 3))
+    xs[6:] *= 4.0  # larger inputs in the second half: the same learning rate is now too large
+    norms = []
+    w = sgd_scan(jnp.zeros(3), jnp.asarray(xs), 0.05, log_gradient_norm, norms.append)
+    jax.effects_barrier()
+
+    expected, v = [], np.zeros(3)
+    for x in xs:
+        g = 2 * x.T @ (x @ v - 1.0)
+        expected.append(np.linalg.norm(g))
+        v = v - 0.05 * g
+    np.testing.assert_allclose([float(n) for n in norms], expected, rtol=1e-4)
+    np.testing.assert_allclose(w, v, rtol=1e-4)
+    first_blow_up = next(i for i, n in enumerate(norms) if n > 50 * norms[0])
+    assert first_blow_up == 6

@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -437,6 +438,109 @@ def _run(command: list[str], timeout_s: float) -> tuple[int | None, str]:
     return child.returncode, ""
 
 
+# ---- TODO fakes -------------------------------------------------------------------------
+# A TODO must fail for a cheap fake: the reference computed the easy way, a kernel that skips
+# its accumulation, jnp code around an empty pallas_call. Fakes live beside the answers, in
+# answers/NN/fakes/<file without test_>.py (never collected, never imported: only parsed), as
+# functions named <TODO function>__<label> whose body replaces the answer's TODO body.
+
+FAKES = "fakes"
+
+
+@dataclass
+class Fake:
+    answer: Path
+    function: str  # the TODO function it stands in for
+    label: str
+    body: str  # the fake's body, indented like the answer's
+    koans: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.answer.name}::{self.function}__{self.label}"
+
+
+def fakes_file(answer: Path) -> Path:
+    return answer.parent / FAKES / f"{answer.stem.removeprefix('test_')}.py"
+
+
+def _body(fn: ast.FunctionDef, lines: list[str]) -> list[str]:
+    first = fn.body[0]
+    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+    start = first.end_lineno if docstring and len(fn.body) > 1 else first.lineno - 1
+    return lines[start : fn.end_lineno]
+
+
+def chapter_fakes(chapter: course.Chapter) -> tuple[list[Fake], list[str]]:
+    """(every fake of the chapter, "file::function" of each TODO function that has none)."""
+    fakes, missing = [], []
+    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
+        koan = course.KOANS / chapter.number / answer.name
+        if not koan.is_file():
+            continue
+        report = twins.compare(koan, answer)
+        tree = ast.parse(answer.read_text(encoding="utf-8"))
+        todo_lines = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
+        written = _fake_functions(fakes_file(answer))
+        for function in report.todo_bodies:
+            own = [(label, body) for name, label, body in written if name == function]
+            if not own:
+                missing.append(f"{answer.name}::{function}")
+            start = todo_lines[function][0]
+            for label, body in own:
+                koans = koans_seeing(tree, start + 1)
+                fakes.append(Fake(answer, function, label, body, koans))
+    return fakes, missing
+
+
+def _fake_functions(path: Path) -> list[tuple[str, str, list[str]]]:
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    found = []
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and "__" in node.name.strip("_"):
+            function, _, label = node.name.partition("__")
+            found.append((function, label, _body(node, lines)))
+    return found
+
+
+def faked_source(fake: Fake) -> str:
+    """The answer file with the TODO body of `fake.function` replaced by the fake's."""
+    report = twins.compare(course.KOANS / fake.answer.parent.name / fake.answer.name, fake.answer)
+    spans = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
+    start, end = spans[fake.function]
+    lines = fake.answer.read_text(encoding="utf-8").splitlines()
+    body_lines = [line for line in lines[start:end] if line.strip()]
+    indent = " " * (len(body_lines[0]) - len(body_lines[0].lstrip())) if body_lines else "    "
+    body = textwrap.indent(textwrap.dedent("\n".join(fake.body)), indent)
+    return "\n".join([*lines[:start], body, *lines[end:]]) + "\n"
+
+
+def check_fakes(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN_TIMEOUT_S):
+    """({fake name: True when it made a koan fail, None without a verdict}, missing, problem)."""
+    fakes, missing = chapter_fakes(chapter)
+    variants, names = [], {}
+    for i, fake in enumerate(fakes):
+        module = f"{fake.answer.stem}__f{i:03d}.py"
+        names[module] = fake.name
+        variants.append(Variant(module, faked_source(fake), fake.koans))
+    for answer in {fake.answer for fake in fakes}:
+        koans = tuple(sorted({k for fake in fakes if fake.answer == answer for k in fake.koans}))
+        variants.append(
+            Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans)
+        )
+    passed, problem = (
+        run_variants(chapter.number, variants, workers, timeout_s) if fakes else ({}, "")
+    )
+    verdicts = {}
+    for module, name in names.items():
+        base = passed.get(f"{module.split('__f')[0]}__base.py")
+        verdicts[name] = None if base is not True or module not in passed else not passed[module]
+    return verdicts, missing, problem
+
+
 # ---- the gate -----------------------------------------------------------------------------
 
 
@@ -542,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per chapter")
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
     args = parser.parse_args(argv)
     wanted = {k.split("[", 1)[0] for k in args.koans} or None
     numbers = {c.zfill(2) for c in args.chapter}
@@ -551,6 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     if not chapters:
         print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
         return 2
+    if args.fakes:
+        return fakes_main(chapters, args)
     if args.list:
         for chapter in chapters:
             for mutant in chapter_mutants(chapter, wanted, args.per_fill):
@@ -574,6 +681,24 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"\n⚠️  {unknown} mutants have no verdict (their baseline failed or did not report)")
     return 1 if survivors or unknown else 0
+
+
+def fakes_main(chapters: list[course.Chapter], args) -> int:
+    failed = 0
+    for chapter in chapters:
+        verdicts, missing, problem = check_fakes(chapter, args.workers, args.timeout)
+        killed = sum(v is True for v in verdicts.values())
+        print(f"{chapter.number}: {killed}/{len(verdicts)} fakes fail their koan, "
+              f"{len(missing)} TODO functions without a fake")  # fmt: skip
+        for name, verdict in sorted(verdicts.items()):
+            if verdict is not True:
+                print(f"  {'passes' if verdict is False else 'no verdict'}: {name}")
+                failed += 1
+        for name in missing:
+            print(f"  no fake: {name}")
+        if problem:
+            print(f"⚠️  {chapter.number}: {problem}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

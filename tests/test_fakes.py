@@ -1,0 +1,72 @@
+"""The authoring gate for TODOs: each cheap fake (the reference computed the easy way, a kernel
+that skips its technique) put in place of a TODO body must make its koan fail.
+
+Fakes live in answers/NN/fakes/<file without test_>.py as functions <TODO function>__<label>
+(see jaxkoans/mutate.py). Once a chapter has a fakes/ directory, every TODO function of it
+needs at least one fake."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxkoans import course, mutate
+
+from .fakecourse import REPO, make_course, write
+
+FAKED = [c for c in course.all_chapters() if (course.ANSWERS / c.number / mutate.FAKES).is_dir()]
+
+
+@pytest.mark.parametrize("chapter", FAKED, ids=lambda c: c.number)
+def test_every_fake_makes_its_koan_fail(chapter):
+    verdicts, missing, problem = mutate.check_fakes(chapter, workers=2)
+    assert not problem, problem
+    assert not missing, f"TODO functions without a fake: {missing}"
+    assert verdicts and all(v is True for v in verdicts.values()), {
+        name: "passes" if v is False else "no verdict"
+        for name, v in verdicts.items()
+        if v is not True
+    }
+
+
+FAKES = '''
+def double__identity(x):
+    """Returns its input: the koan must see that nothing was doubled."""
+    return x
+
+
+def double__added_to_itself(x):
+    """Doubles by another route: it passes, and the gate must say so."""
+    return x + x
+'''
+
+
+def test_a_fake_that_passes_is_named_and_a_missing_fake_is_listed(tmp_path):
+    root = make_course(tmp_path / "course")
+    write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    ran = subprocess.run(
+        [sys.executable, "-m", "jaxkoans.mutate", "--fakes", "--chapter", "01", "-n", "1"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    lines = ran.stdout.splitlines()
+    assert "01: 1/2 fakes fail their koan, 0 TODO functions without a fake" in lines
+    assert "  passes: test_alpha.py::double__added_to_itself" in lines
+
+
+def test_the_fake_body_replaces_only_the_todo_body(tmp_path, monkeypatch):
+    root = make_course(tmp_path / "course")
+    write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
+    monkeypatch.setattr(course, "KOANS", root / "koans")
+    monkeypatch.setattr(course, "ANSWERS", root / "answers")
+    fakes, missing = mutate.chapter_fakes(course.load_chapter(root / "koans/01/chapter.toml"))
+    assert [f.label for f in fakes] == ["identity", "added_to_itself"] and not missing
+    assert fakes[0].koans == ("test_double",)
+    faked = mutate.faked_source(fakes[0]).splitlines()
+    answer = (root / "answers" / "01" / "test_alpha.py").read_text().splitlines()
+    assert [line for line in faked if line not in answer] == ["    return x"]
+    assert [line for line in answer if line not in faked] == ["    return 2 * x"]

@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans import grade_guard, results, sandbox
+from jaxkoans import grade_guard, sandbox
 from jaxkoans.grade_course import CouldNotGrade
 
 POLL_S = 0.5
@@ -103,10 +103,11 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
         directory.mkdir()
     shutil.copyfile(grade_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
     fifo = guard_dir / "events"  # the workers' evidence: see grade_guard
-    os.mkfifo(fifo, 0o622)
+    os.mkfifo(fifo, 0o600)
     fifo_read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     fifo_keep = os.open(fifo, os.O_WRONLY)  # no EOF before the run is over
     os.set_blocking(fifo_read, True)
+    os.chmod(fifo, 0o222)  # write-only: no one in the run can read evidence away
     availability = (
         sandbox.probe() if options.sandbox else sandbox.Availability(None, reason="--no-sandbox")
     )
@@ -160,7 +161,7 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
     else:
         env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV} | env
     stall = options.stall_timeout or _stall_limit(work, options)
-    progress = _Progress()
+    progress, evidence = _Progress(), _Progress()  # evidence is no sign of progress
     readers = [
         threading.Thread(
             target=_drain, args=(record_read, scratch / "record.jsonl", progress), daemon=True
@@ -169,7 +170,7 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
             target=_drain, args=(guard_read, scratch / "guard.jsonl", progress), daemon=True
         ),
         threading.Thread(
-            target=_drain, args=(fifo_read, scratch / "workers.jsonl", _Progress()), daemon=True
+            target=_drain, args=(fifo_read, scratch / "workers.jsonl", evidence), daemon=True
         ),
     ]
     process = None
@@ -216,9 +217,10 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
     if _CANCELLED.is_set():
         raise Cancelled()
     outcome.stderr = (scratch / "stderr").read_text(encoding="utf-8", errors="replace")
-    record = scratch / "record.jsonl"
-    outcome.events = results.read(record) if record.exists() else []
-    outcome.guard = _guard_events(scratch / "guard.jsonl", scratch / "workers.jsonl")
+    outcome.events = _events(progress.text(scratch / "record.jsonl"))
+    outcome.guard = _guard_events(
+        progress.text(scratch / "guard.jsonl"), evidence.text(scratch / "workers.jsonl")
+    )
     _require_pristine_harness(outcome, scratch, work)
     if not outcome.stopped and not any(e.get("event") == "finish" for e in outcome.events):
         outcome.stopped = _ended_how(outcome.exit_code)
@@ -226,19 +228,26 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
 
 
 class _Progress:
-    """When the run last said something (a koan started or ended)."""
+    """When the run last said something (a koan started or ended), and what it said."""
 
     def __init__(self) -> None:
         self.last = time.monotonic()
+        self.received: dict[str, bytearray] = {}
 
     def touch(self) -> None:
         self.last = time.monotonic()
 
+    def text(self, target: Path) -> str:
+        return bytes(self.received.get(target.name, b"")).decode("utf-8", errors="replace")
+
 
 def _drain(fd: int, target: Path, progress: _Progress) -> None:
-    """Copy a pipe of the run to a file outside its reach, noting each arrival."""
+    """Keep what a pipe of the run says in memory (the grade reads only that) and copy it to
+    `target` for a person to watch."""
+    kept = progress.received.setdefault(target.name, bytearray())
     with os.fdopen(fd, "rb", buffering=0) as source, open(target, "wb") as out:
         while chunk := source.read(1 << 16):
+            kept += chunk
             out.write(chunk)
             out.flush()
             progress.touch()
@@ -294,13 +303,22 @@ def _sandbox_summary(availability: sandbox.Availability) -> dict:
     }
 
 
-def _guard_events(controller: Path, workers: Path) -> list[dict]:
+def _events(text: str) -> list[dict]:
+    """The record's events; a torn last line (a killed run) is dropped."""
+    events = []
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return events
+
+
+def _guard_events(controller: str, workers: str) -> list[dict]:
     """The controller's events (its pipe), then the workers' (the FIFO)."""
     events = []
-    for path, pid in ((controller, "controller"), (workers, "worker")):
-        if not path.exists():
-            continue
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for text, pid in ((controller, "controller"), (workers, "worker")):
+        for line in text.splitlines():
             try:
                 events.append({"pid": pid, **json.loads(line)})
             except (json.JSONDecodeError, TypeError):

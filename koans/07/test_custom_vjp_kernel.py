@@ -168,14 +168,18 @@ def silu_both_modes_jvp(primals, tangents):
 @pytest.mark.parametrize("shape", [(8,), (4, 16)])
 def test_custom_jvp_kernel_keeps_both_modes(shape):
     """✅ 推荐写法：切向量留在内核外的 custom_jvp 同时支持前向和反向模式：jvp、jit(grad) 都等于
-    jnp 版 SiLU 的导数，check_grads 两种模式都通过。
+    jnp 版 SiLU 的导数，check_grads 两种模式都通过。导数也由内核算：jvp 的 jaxpr 里有两个
+    pallas_call。
     A custom_jvp whose tangent stays outside the kernel supports both modes: jvp and jit(grad)
-    both equal the jnp SiLU's derivative, and check_grads passes in both modes.
+    both equal the jnp SiLU's derivative, and check_grads passes in both modes. The derivative
+    comes from a kernel too: jvp's jaxpr holds two pallas_calls.
     """
     x = jax.random.normal(jax.random.key(2), shape) * 2
     t = jax.random.normal(jax.random.key(3), shape)
     _, tangent = jax.jit(lambda x, t: jax.jvp(silu_both_modes, (x,), (t,)))(x, t)
     np.testing.assert_allclose(tangent, jax.jvp(jax.nn.silu, (x,), (t,))[1], rtol=1e-5, atol=1e-6)
+    jvp_jaxpr = jax.make_jaxpr(lambda x, t: jax.jvp(silu_both_modes, (x,), (t,)))(x, t)
+    assert str(jvp_jaxpr).count("pallas_call") == 2  # the SiLU kernel and the derivative kernel
     grad = jax.jit(jax.grad(lambda x: (silu_both_modes(x) ** 2).sum()))(x)
     np.testing.assert_allclose(
         grad, jax.grad(lambda x: (jax.nn.silu(x) ** 2).sum())(x), rtol=1e-5, atol=1e-6

@@ -139,14 +139,28 @@ def pytest_args(nodeids: list[str], record: Path, extra: list[str]) -> list[str]
     ]  # fmt: skip
 
 
+CAPTURED_LINES, CAPTURED_CHARS = 40, 4000  # of a koan's own output, shown under its verdict
+
+
+def capped(text: str, lines: int = CAPTURED_LINES, chars: int = CAPTURED_CHARS) -> str:
+    """The end of `text`, at most `lines` lines and `chars` characters: a koan that prints
+    10 MB must not flood the terminal; what was cut is said."""
+    if len(text) <= chars and text.count("\n") < lines:
+        return text
+    kept = text[-chars:].splitlines()[-lines:]
+    cut = len(text) - sum(len(line) + 1 for line in kept)
+    return f"… 前面 {cut} 个字符已截断 / {cut} earlier characters cut …\n" + "\n".join(kept)
+
+
 class Reports:
     """In the child: the text of each failed report (the harness's short report and captured
-    output) as JSON lines, for the parent to print."""
+    output, capped) as JSON lines, for the parent to print."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def _write(self, nodeid: str, when: str, text: str, sections: list) -> None:
+        sections = [[title, capped(content)] for title, content in sections]
         line = {"nodeid": nodeid, "when": when, "text": text, "sections": sections}
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import pytest
 
 from jaxkoans import watcher as watcher_module
 from jaxkoans.watcher import Watcher
+
+from . import fakecourse
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 180  # generous: the machine is slow and each watch imports JAX once
@@ -228,3 +231,66 @@ def test_a_change_that_inotify_misses_switches_to_polling(tmp_path, monkeypatch)
         assert focus in watcher.changes()
         assert watcher.mode == "poll"
         assert "missed a change" in watcher.why
+
+
+def test_a_chapter_watch_ends_with_that_chapter_and_says_each_pass_once(tmp_path, watch):
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    chapter(tmp_path, "02", ONE_AND_TWO)
+    with open(koans / "chapter.toml", "a", encoding="utf-8") as manifest:
+        manifest.write(
+            '[hints."test_a.py::test_one"]\nzh = ["一。", "二。"]\nen = ["One.", "Two."]\n'
+        )
+    koan_file = koans / "test_a.py"
+    shipped = koan_file.read_text(encoding="utf-8")
+    session = watch(tmp_path, "--chapter", "01")
+    session.expect("✍️ 填空 / fill in the blank")
+    session.send("h")
+    session.expect("💡 01 · test_a.py::test_one  (1/2)")
+    session.expect("press h for the next level")
+    one = shipped.replace("+ 1) == __", "+ 1) == 2")
+    koan_file.write_text(one, encoding="utf-8")
+    session.expect("👀 01 · test_a.py::test_two")
+    koan_file.write_text(one.replace("+ 2) == __", "+ 2) == 4"), encoding="utf-8")
+    session.expect("🎉 第 01 章全部通过 / every koan of chapter 01 passes")
+    session.expect("next: python progress.py watch --chapter 02")
+    assert session.close() == 0
+    passes = [line for line in session.output.splitlines() if line.startswith("✅")]
+    assert sum("test_a.py::test_one" in line for line in passes) == 1, session.output
+    assert "every koan passes" not in session.output
+    # What watch found is remembered: the summary right after runs no koan.
+    env_extra = {"PYTEST_ADDOPTS": "--no-such-option"}
+    summary = fakecourse.progress(tmp_path, "--json", "--chapter", "01", env_extra=env_extra)
+    data = json.loads(summary.stdout)
+    assert data["problems"] == [] and data["total"]["passed"] == 2, summary.stdout
+
+
+FLOOD_AND_CRASH = {
+    "test_a.py": '''
+    def test_flood():
+        """输出。A koan that prints ten megabytes."""
+        print("x" * 10_000_000)
+        assert int(jnp.int32(1) + 1) == 3
+
+
+    def test_crash():
+        """崩溃。A koan that kills the interpreter."""
+        import ctypes
+        ctypes.string_at(0)
+    '''
+}
+
+
+def test_a_flood_of_output_is_cut_and_a_crash_shows_the_learners_line(tmp_path, watch):
+    chapter(tmp_path, "01", FLOOD_AND_CRASH)
+    session = watch(tmp_path)
+    session.expect("earlier characters cut")
+    session.expect("⌚")
+    session.send("n")
+    session.expect("💥 崩溃 / crashed: SIGSEGV")
+    session.expect("koans/01/test_a.py:15 (in test_crash)")
+    session.expect("> ctypes.string_at(0)")
+    session.send("q")
+    assert session.close() == 0
+    assert len(session.output) < 100_000
+    crash = session.output[session.output.index("💥") :]
+    assert "_pytest" not in crash and "pluggy" not in crash, crash

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import re
 import select
 import signal
 import sys
@@ -32,6 +33,7 @@ NAME, HELP = "watch", "run the koan you work on at every save (h hint, n next, q
 DEBOUNCE_S = 0.05  # an editor's save is several events: act once they stop
 MAX_DEBOUNCE_S = 0.5
 PASSED = KoanState.PASSED.value
+AGAIN_KEY = "  再按 h 看下一层 / press h for the next level"
 KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit"
 KEYS_PIPE = (
     "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit  (one per line)"
@@ -66,8 +68,30 @@ def label(koan: Koan) -> str:
     return f"{koan.chapter.number} · {koan.path.name}::{koan.name}"
 
 
-def _tail(text: str, count: int = 20) -> str:
-    return "\n".join(text.rstrip().splitlines()[-count:])
+def _tail(text: str, count: int = 20, width: int = 300) -> str:
+    """The last `count` lines of `text`, each cut at `width` characters."""
+    lines = text.rstrip().splitlines()[-count:]
+    return "\n".join(line if len(line) <= width else line[:width] + " …" for line in lines)
+
+
+# faulthandler's dump of a crashed interpreter: `  File "PATH", line N in NAME`.
+FAULT_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
+
+
+def crash_site(output: str, koan: Koan) -> str:
+    """Where in the learner's file the interpreter died (faulthandler lists the innermost
+    frame first), with that line of source; "" when the dump names no frame of it."""
+    koan_file = (course.REPO / koan.path).resolve()
+    for line in output.splitlines():
+        found = FAULT_FRAME.match(line)
+        if found and Path(found["path"]).resolve() == koan_file:
+            number = int(found["line"])
+            try:
+                source = koan_file.read_text(encoding="utf-8").splitlines()[number - 1].strip()
+            except (OSError, IndexError):
+                source = ""
+            return f"   {koan.path.as_posix()}:{number} (in {found['name']})\n   > {source}"
+    return ""
 
 
 def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[str, str]:
@@ -96,7 +120,8 @@ def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[str, s
         ).rstrip()
     if outcome.signal:
         name = signal.Signals(outcome.signal).name
-        return failing, f"💥 崩溃 / crashed: {name}\n{_tail(outcome.output)}".rstrip()
+        site = crash_site(outcome.output, koan)
+        return failing, f"💥 崩溃 / crashed: {name}\n{site or _tail(outcome.output)}".rstrip()
     return failing, (
         f"❓ 没有结果 / no result for {koan.nodeid} (pytest exit code {outcome.exit_code})\n"
         f"{_tail(outcome.output)}"
@@ -142,6 +167,8 @@ class Session:
         self.console = Console()
         self.focus: Koan | None = None
         self.known: dict[str, tuple[str, str | None]] = {}  # nodeid -> (state, file digest)
+        self.announced: set[str] = set()  # koans whose pass was shown in this session
+        self.skipped: set[str] = set()  # koans that cannot run on this machine
         self.job: Job | None = None
         self.run: warm.Run | None = None
         self.digests: dict[str, str | None] = {}  # files of the running request, at its start
@@ -182,9 +209,29 @@ class Session:
         )
 
     def _learn(self, outcome: warm.Outcome) -> None:
+        """Keep each verdict for this session and in progress.py's memory (so that `hint`,
+        `diff` and the summary after a watch run nothing), for files unchanged since."""
+        remembered, verdicts = memory.load(), {}
         for nodeid, event in results.by_koan(outcome.events).items():
             path = nodeid.partition("::")[0]
             self.known[nodeid] = (event["state"], self.digests.get(path))
+            if self.digests.get(path) == digest(course.REPO / path) and event["state"] in (
+                PASSED,
+                KoanState.FAILING.value,
+                KoanState.NOT_STARTED.value,
+            ):
+                line = event.get("line") if isinstance(event.get("line"), int) else None
+                verdicts.setdefault(path, {})[event["name"]] = (
+                    event["state"],
+                    event.get("cause", ""),
+                    line,
+                )
+            if event["state"] == PASSED:
+                memory.note_passed(nodeid)
+        for path, found in verdicts.items():
+            remembered.learn(path, found)
+        if verdicts:
+            memory.save(remembered)
 
     def _passes(self, koan: Koan, remembered: memory.Memory) -> bool:
         """Known to pass in its file's present content (from this session or progress.py)."""
@@ -205,6 +252,7 @@ class Session:
         if state != PASSED:
             self.show(koan, text, outcome)
             return
+        self.announced.add(koan.nodeid)
         self.console.note(f"✅ 通过 / passed  ·  {label(koan)}  ({outcome.seconds:.1f} s)")
         yield from self.search(self.after(koan))
 
@@ -252,15 +300,38 @@ class Session:
             self._learn(outcome)
             for each in batch:
                 state, text = verdict(each, outcome, self.args.timeout)
+                if state == "skipped":  # cannot run here (no compiler, …): not the learner's
+                    self.skipped.add(each.nodeid)
+                    self.console.note(f"⏭️ 无法在这里运行 / cannot run here  ·  {label(each)}")
+                    continue
                 if state != PASSED:
                     if self.focus is not None and each.nodeid == self.focus.nodeid:
                         self.console.note("↩️ 只剩这一个 / this is the only koan left to do")
                     self.show(each, text, outcome)
                     return
-                self.console.note(f"✅ 已通过 / already passes  ·  {label(each)}")
+                if each.nodeid not in self.announced:  # said once, not again after a re-check
+                    self.announced.add(each.nodeid)
+                    self.console.note(f"✅ 已通过 / already passes  ·  {label(each)}")
             i = j
-        self.console.screen("🎉 全部通过！/ every koan passes!")
+        self.console.screen(self.finished())
         self.exit_code = 0
+
+    def finished(self) -> str:
+        """The last word: what passes is all this watch looked at (a chapter, or the course)."""
+        skipped = (
+            f"（{len(self.skipped)} 个无法在这里运行 / {len(self.skipped)} cannot run here）"
+            if self.skipped
+            else ""
+        )
+        chapter = self.args.chapter.zfill(2) if self.args.chapter else None
+        if chapter is None:
+            return f"🎉 全部通过！/ every koan passes!{skipped}"
+        path = recommended_path()
+        later = path[path.index(chapter) + 1 :] if chapter in path else []
+        following = (
+            f"  下一章 / next: python progress.py watch --chapter {later[0]}" if later else ""
+        )
+        return f"🎉 第 {chapter} 章全部通过 / every koan of chapter {chapter} passes{skipped}{following}"
 
     # ---- output ---------------------------------------------------------------------------
 
@@ -287,9 +358,8 @@ class Session:
         elif key == "h":
             course.load_chapter.cache_clear()  # hints edited since: read them again
             chapter = course.chapter_for(course.REPO / self.focus.path) or self.focus.chapter
-            self.console.say(
-                *reveal(dataclasses.replace(self.focus, chapter=chapter), self.args.lang)
-            )
+            koan = dataclasses.replace(self.focus, chapter=chapter)
+            self.console.say(*reveal(koan, self.args.lang, again=AGAIN_KEY))
         elif key == "n":
             self.console.note(f"⏭️ 跳过 / skipped  ·  {label(self.focus)}")
             self.start(self.search(self.after(self.focus)))

@@ -1,11 +1,16 @@
-"""One grading run: pytest on a workdir in a child process of its own process group.
+"""One grading run: pytest on a workdir in a child process of its own process group, inside
+the bubblewrap sandbox where there is one (`sandbox.py`).
 
 The child runs under a time limit, through pytest-xdist (a crashed worker is replaced and the
 other koans still run), with the pristine harness (`-p jaxkoans.plugin`; JAXKOANS_ROOT and
 PYTHONPATH name the workdir) and the grader's guard (`grade_guard.py`, copied beside the
-workdir, so any version of the course can be graded). The guard reports where `jaxkoans` was
-imported from: a run that did not use the workdir's copy is refused. On Ctrl-C or a time
-limit the whole process group is killed; `stop_all` does it for every run of a batch.
+workdir, so any version of the course can be graded). The record (`--koans-record=/dev/fd/N`)
+and the controller's guard events come back through pipes, the workers' evidence through a
+write-only FIFO; the grade reads them from memory. The guard reports where `jaxkoans` was
+imported from: a run that did not use the workdir's copy is refused. A run that reports nothing
+for the stall limit, or passes its time limit, is stopped; one that ends without pytest's end
+(killed, signalled) is named. On Ctrl-C or a time limit the whole process group is killed;
+`stop_all` does it for every run of a batch.
 """
 
 from __future__ import annotations

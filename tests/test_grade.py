@@ -951,3 +951,36 @@ def test_the_learner_is_told_which_edits_grade_will_not_use(tmp_path, monkeypatc
     assert str(edits[0]).startswith(f"{mine.as_posix()}:6 (<module>): added Import")
     mine.write_text(answer_a(sum="3  # a comment is not an edit"), encoding="utf-8")
     assert outside.edits_outside(mine) == []
+
+
+# ---- grading per assignment, and without the sandbox -------------------------------------------
+
+
+def test_an_assignment_selects_chapters_and_koans(pristine):
+    one = grading.select(pristine, ["1"], None)
+    assert one.files == [A] and [c.number for c in one.chapters] == ["01"] and one.partial == set()
+    some = grading.select(pristine, None, ["test_sum", "test_b.py::test_pid"])
+    assert some.koans == {A: ["test_sum"], B: ["test_pid"]} and some.partial == {A, B}
+    both = grading.select(pristine, ["01", "02"], [f"{B}::test_pid", "test_loop", "test_sum"])
+    assert both.koans == {A: ["test_sum", "test_loop"], B: ["test_pid"]}
+    with pytest.raises(grading.UsageProblem, match="no such koan"):
+        grading.select(pristine, ["01"], ["test_pid"])
+
+
+def test_grading_some_koans_runs_and_reports_only_them(fake_course, pristine, tmp_path):
+    copy = student(fake_course, tmp_path / "s", {A: answer_a(cumsum="[0]"), B: answer_b()})
+    chosen = grading.select(pristine, None, ["test_cumsum", "test_b.py::test_pid"])
+    grade = grading.grade(copy, chosen, grading.Options(workers=1))
+    assert statuses(grade) == {"test_cumsum": "failing", "test_pid": "passed"}
+    document = grade_reports.as_json(grade)
+    assert document["total"]["total"] == 2 and [c["total"] for c in document["chapters"]] == [1, 1]
+
+
+def test_without_the_sandbox_every_report_says_so(fake_course, pristine, tmp_path):
+    copy = student(fake_course, tmp_path / "s", {A: answer_a(), B: answer_b()})
+    grade = grading.grade(copy, grading.select(pristine, ["02"], None), grading.Options(workers=1, sandbox=False))  # fmt: skip
+    document = grade_reports.as_json(grade)
+    assert document["status"] == "graded" and document["total"]["passed"] == 3
+    assert document["run"]["sandbox"] == {"used": False, "bwrap": "", "reason": "--no-sandbox"}
+    assert "no sandbox: --no-sandbox" in grade_reports.summary(document)
+    assert "no sandbox" in grade_reports.markdown(document)

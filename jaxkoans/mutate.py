@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import contextlib
 import difflib
 import importlib
 import os
@@ -541,6 +542,93 @@ def check_fakes(chapter: course.Chapter, workers: int = 2, timeout_s: float = RU
     return verdicts, missing, problem
 
 
+# ---- what one wrong answer shows ---------------------------------------------------------
+# For each koan with a blank: its file answered, one fill wrong (its first wrong fill), in a
+# copy of the course whose git HEAD holds the koan as shipped; the learner's report must hide
+# what JAX computed (report.HIDDEN_ADVICE) and must not contain the right fill.
+
+HIDDEN_MARK = "🙈"
+
+
+def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN_TIMEOUT_S):
+    """[(koan, right fill, wrong fill, verdict)], verdict one of: hidden, shows-value (the report
+    is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
+    import xml.etree.ElementTree as ElementTree
+
+    samples: dict[tuple[str, str], tuple[Site, str]] = {}
+    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
+        koan = course.KOANS / chapter.number / answer.name
+        if not koan.is_file():
+            continue
+        context = Context.of(answer.read_text(encoding="utf-8"))
+        for site in sites(koan, answer):
+            if len(site.koans) != 1 or (answer.name, site.koans[0]) in samples:
+                continue
+            wrong = [
+                f for f in wrong_fills(site.fill, context) if _compiles(mutated_source(site, f))
+            ]
+            if wrong:
+                samples[(answer.name, site.koans[0])] = (site, wrong[0])
+    found = []
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-leaks-") as scratch:
+        root = Path(scratch) / "course"
+        (root / "koans").mkdir(parents=True)
+        for path in course.KOANS.rglob("*.toml"):
+            target = root / "koans" / path.relative_to(course.KOANS)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+        (root / "pyproject.toml").write_bytes((course.REPO / "pyproject.toml").read_bytes())
+        modules = {}
+        for i, ((name, koan), (site, wrong)) in enumerate(sorted(samples.items())):
+            module = f"{Path(name).stem}__leak{i:03d}.py"
+            modules[module] = (koan, site, wrong)
+            shipped = (course.KOANS / chapter.number / name).read_text(encoding="utf-8")
+            (root / "koans" / chapter.number / module).write_text(shipped, encoding="utf-8")
+        git = ["git", "-C", str(root), "-c", "user.name=m", "-c", "user.email=m@m"]
+        for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "as shipped"]):
+            subprocess.run([*git, *step], check=True, capture_output=True, timeout=120)
+        for module, (_, site, wrong) in modules.items():
+            (root / "koans" / chapter.number / module).write_text(
+                mutated_source(site, wrong), encoding="utf-8"
+            )
+        junit = Path(scratch) / "junit.xml"
+        nodeids = [f"koans/{chapter.number}/{m}::{k}" for m, (k, _, _) in modules.items()]
+        command = [
+            sys.executable, "-m", "pytest", *nodeids, "-q", "--no-header", "-p", "jaxkoans.plugin",
+            "-p", "no:cacheprovider", f"--junitxml={junit}", "-n", str(max(1, workers)),
+        ]  # fmt: skip
+        env = {**os.environ, "JAXKOANS_ROOT": str(root)}
+        env.pop("JAXKOANS_REVEAL", None)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # what finished is still read
+            subprocess.run(
+                command, cwd=root, env=env, capture_output=True, timeout=timeout_s, check=False
+            )
+        reports: dict[tuple[str, str], str | None] = {}
+        if junit.exists():
+            for case in ElementTree.parse(junit).iter("testcase"):
+                failure = case.find("failure")
+                module = case.get("classname", "").rpartition(".")[2] + ".py"
+                text = (
+                    None if failure is None else (failure.text or "") + failure.get("message", "")
+                )
+                reports[(module, case.get("name", "").split("[")[0])] = text
+        for module, (koan, site, wrong) in modules.items():
+            text = reports.get((module, koan), "missing")
+            right = site.fill
+            if text == "missing":
+                verdict = "no-report"
+            elif text is None:
+                verdict = "passed"
+            elif HIDDEN_MARK not in text:
+                verdict = "shows-value"
+            elif len(right) >= 4 and right in text.replace(wrong, ""):
+                verdict = "names-answer"
+            else:
+                verdict = "hidden"
+            found.append((f"{site.answer.name}::{koan}", right, wrong, verdict))
+    return found
+
+
 # ---- the gate -----------------------------------------------------------------------------
 
 
@@ -647,6 +735,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
+    parser.add_argument(
+        "--leaks", action="store_true", help="does one wrong answer's report show the value?"
+    )
     args = parser.parse_args(argv)
     wanted = {k.split("[", 1)[0] for k in args.koans} or None
     numbers = {c.zfill(2) for c in args.chapter}
@@ -658,6 +749,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.fakes:
         return fakes_main(chapters, args)
+    if args.leaks:
+        return leaks_main(chapters, args)
     if args.list:
         for chapter in chapters:
             for mutant in chapter_mutants(chapter, wanted, args.per_fill):
@@ -699,6 +792,25 @@ def fakes_main(chapters: list[course.Chapter], args) -> int:
         if problem:
             print(f"⚠️  {chapter.number}: {problem}")
     return 1 if failed else 0
+
+
+def leaks_main(chapters: list[course.Chapter], args) -> int:
+    leaking = 0
+    for chapter in chapters:
+        found = leak_check(chapter, args.workers, args.timeout)
+        counts = {
+            v: sum(f[3] == v for f in found)
+            for v in ("hidden", "shows-value", "names-answer", "passed", "no-report")
+        }
+        print(
+            f"{chapter.number}: {len(found)} koans, one wrong answer each: "
+            + ", ".join(f"{v} {n}" for v, n in counts.items())
+        )
+        for koan, right, wrong, verdict in found:
+            if verdict != "hidden":
+                print(f"  {verdict}: {koan}  `{right}` → `{wrong}`")
+        leaking += counts["shows-value"] + counts["names-answer"]
+    return 1 if leaking else 0
 
 
 if __name__ == "__main__":

@@ -134,3 +134,17 @@ def run_gate(root: Path) -> subprocess.CompletedProcess:
          "--survivors", str(root / "survivors.txt")],
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
+
+
+def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
+    root = make_course(tmp_path / "course")
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    ran = subprocess.run(
+        [sys.executable, "-m", "jaxkoans.mutate", "--leaks", "--chapter", "01", "-n", "1"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines()[0] == (
+        "01: 2 koans, one wrong answer each: hidden 2, shows-value 0, names-answer 0, "
+        "passed 0, no-report 0"
+    )

@@ -1,13 +1,11 @@
-"""What a student wrote where the course lets them write, read as a syntax tree.
+"""What is unusual in a student's fill, read as a syntax tree (for notes, never a zero).
 
-`compare_trees` walks a pristine koan file and its graded version together: each `__` may
-have become any one expression, TODO bodies and fix regions may hold any statements, and
-every other difference is a mismatch (a fill that reaches beyond its blank, `0 or True`).
-`audit` names the constructs a fill or a body may not use unless the course's own answer
-uses them for the same koan: process control, introspection, the test machinery, `global`,
-assignments to imported modules, `:=` in a blank. Names are resolved through the enclosing
-functions and lambdas, so a local variable called `input` or `types` is fine, and
-`(lambda g: g(np, "x"))(getattr)` is not. `tautology` finds a fill that repeats what its
+`audit` names the constructs a koan does not need unless the course's own answer uses them for
+the same koan: process control, introspection, the test machinery, files, `global`,
+assignments to imported modules, `:=` in a blank. Grade turns them into notes for a human
+reader; the sandbox and the runtime guard judge what code actually does. Names are resolved
+through the enclosing functions and lambdas, so a local variable called `input` or `types` is
+not noted, and `(lambda g: g(np, "x"))(getattr)` is. `tautology` finds a fill that repeats what its
 assert checks (`assert f(x) == f(x)`).
 """
 
@@ -15,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
 
 MODULE = "<module>"  # the owner of module-level lines: every koan of the file
 # Modules a student's code could reach the machine, the files or the test machinery through.
@@ -65,15 +62,6 @@ def owner(spans: dict[str, tuple[int, int]], line: int) -> str:
     return MODULE
 
 
-@dataclass
-class Written:
-    """What the student wrote, by owner (a koan's name or MODULE)."""
-
-    fills: list[tuple[str, ast.expr]] = field(default_factory=list)  # one per `__`
-    code: list[tuple[str, ast.AST]] = field(default_factory=list)  # TODO bodies, fix regions
-    mismatches: list[tuple[str, int, str]] = field(default_factory=list)  # owner, line, what
-
-
 def has_docstring(fn: ast.AST) -> bool:
     first = fn.body[0] if getattr(fn, "body", None) else None
     return (
@@ -97,81 +85,6 @@ def calls_todo(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         if not isinstance(node, SCOPES):
             stack.extend(ast.iter_child_nodes(node))
     return False
-
-
-def compare_trees(
-    pristine: ast.Module,
-    graded: ast.Module,
-    spans: dict[str, tuple[int, int]],
-    p_regions: set[int],
-    g_regions: set[int],
-) -> Written:
-    """Walk the pristine and the graded tree together (see the module's docstring)."""
-    written = Written()
-
-    def kept(nodes: list, regions: set[int], where: str | None) -> list:
-        out = []
-        for node in nodes:
-            if isinstance(node, ast.stmt) and node.lineno in regions:
-                if where is not None:
-                    written.code.append((where, node))
-                continue
-            out.append(node)
-        return out
-
-    def walk(p: ast.AST, g: ast.AST, line: int) -> None:
-        line = getattr(p, "lineno", line)
-        here = owner(spans, line)
-        if isinstance(p, ast.Name) and p.id == "__":
-            if isinstance(g, ast.expr):
-                written.fills.append((here, g))
-            else:
-                written.mismatches.append((here, line, "the fill is not one expression"))
-            return
-        if type(p) is not type(g):
-            what = f"{type(p).__name__} became {type(g).__name__}"
-            written.mismatches.append((here, line, what))
-            return
-        todo = isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and calls_todo(p)
-        for name in p._fields:
-            if name == "ctx":
-                continue
-            a, b = getattr(p, name, None), getattr(g, name, None)
-            if todo and name == "body":
-                skip = 1 if has_docstring(p) else 0
-                if skip and ast.dump(p.body[0]) != ast.dump(b[0]):
-                    written.mismatches.append((here, line, "a TODO function's docstring changed"))
-                written.code += [(here, node) for node in b[skip:]]
-                continue
-            if isinstance(a, list) and isinstance(b, list):
-                a, b = kept(a, p_regions, None), kept(b, g_regions, here)
-                if len(a) != len(b):
-                    where = _first_difference(a, b, line)
-                    written.mismatches.append(
-                        (owner(spans, where), where, f"{len(a)} → {len(b)} {name}")
-                    )
-                    continue
-                for x, y in zip(a, b, strict=True):
-                    if isinstance(x, ast.AST):
-                        walk(x, y, line)
-                    elif x != y or type(x) is not type(y):
-                        written.mismatches.append((here, line, f"{name} changed"))
-            elif isinstance(a, ast.AST) and isinstance(b, ast.AST):
-                walk(a, b, line)
-            elif a != b or type(a) is not type(b):
-                written.mismatches.append((here, line, f"{name} changed"))
-
-    walk(pristine, graded, 1)
-    return written
-
-
-def _first_difference(a: list, b: list, line: int) -> int:
-    """The pristine line of the first item where two lists part ways."""
-    for x, y in zip(a, b, strict=False):
-        if not (isinstance(x, ast.AST) and isinstance(y, ast.AST)) or ast.dump(x) != ast.dump(y):
-            return getattr(x, "lineno", line)
-    rest = a[len(b) :] if len(a) > len(b) else []
-    return getattr(rest[0], "lineno", line) if rest else line
 
 
 def parents_of(tree: ast.AST) -> dict[int, ast.AST]:
@@ -329,31 +242,3 @@ def _sizes(root: ast.AST) -> dict[int, int]:
     for node in reversed(list(ast.walk(root))):  # children before their parents
         sizes[id(node)] = 1 + sum(sizes[id(c)] for c in ast.iter_child_nodes(node))
     return sizes
-
-
-def flags_by_owner(
-    pristine: ast.Module,
-    graded: ast.Module,
-    spans: dict[str, tuple[int, int]],
-    p_regions: set[int],
-    g_regions: set[int],
-) -> tuple[list[tuple[str, int, str]], dict[str, dict[str, int]]]:
-    """(mismatches, owner -> {flag: graded line}) for a graded file against its pristine one."""
-    written = compare_trees(pristine, graded, spans, p_regions, g_regions)
-    parents = parents_of(graded)
-    modules = {
-        (a.asname or a.name).split(".")[0]
-        for n in pristine.body
-        if isinstance(n, (ast.Import, ast.ImportFrom))
-        for a in n.names
-    }
-    flags: dict[str, dict[str, int]] = {}
-    for name, node in written.fills:
-        found = audit(node, parents, in_fill=True, modules=modules)
-        found += ["tautology"] if tautology(node, parents) else []
-        for flag in found:
-            flags.setdefault(name, {}).setdefault(flag, node.lineno)
-    for name, node in written.code:
-        for flag in audit(node, parents, in_fill=False, modules=modules):
-            flags.setdefault(name, {}).setdefault(flag, node.lineno)
-    return written.mismatches, flags

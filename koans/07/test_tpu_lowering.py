@@ -142,12 +142,12 @@ def test_one_d_blocks_follow_their_own_rule():
 
 def test_lowering_is_not_compiling():
     """⚠️ 陷阱 / trap：降级成功不等于能在 TPU 上运行。一个 1 GiB 的 float32 块（比任何一代 TPU 的
-    VMEM 都大得多）照样降级；VMEM 放不放得下要到编译时才知道，而这台机器没有 TPU 编译器可用：
-    compile() 找不到 tpu_custom_call 的实现。
+    VMEM 都大得多）照样降级：降级不检查 VMEM。这台机器也没法往下编译：compile() 找不到
+    tpu_custom_call 的实现。
     A successful lowering does not mean the kernel runs on a TPU. A 1 GiB float32 block (far
-    larger than any TPU generation's VMEM) lowers all the same; whether it fits in VMEM is only
-    known when compiling, and this machine has no TPU compiler: compile() finds no
-    implementation of tpu_custom_call.
+    larger than any TPU generation's VMEM) lowers all the same: lowering does not check VMEM.
+    Nor can this machine go on to compile: compile() finds no implementation of
+    tpu_custom_call.
     """
     shape, block = (16384, 32768), (16384, 16384)
     block_bytes = block[0] * block[1] * 4

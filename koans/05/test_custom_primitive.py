@@ -247,6 +247,74 @@ def test_batching_rule_gives_vmap():
     assert [e.primitive.name for e in eqns].count("leaky_sum") == 1
 
 
+def make_scale(jvp_rule):
+    """A fresh two-input primitive scale(a, x) = a * x, with impl, abstract eval, lowering and the
+    given JVP rule."""
+    prim = jax.extend.core.Primitive("scale")
+    prim.def_impl(lambda a, x: a * x)
+    prim.def_abstract_eval(lambda a, x: jax.core.ShapedArray(x.shape, x.dtype))
+    mlir.register_lowering(prim, mlir.lower_fun(lambda a, x: a * x, multiple_results=False))
+    ad.primitive_jvps[prim] = partial(jvp_rule, prim)
+    return prim
+
+
+def test_a_jvp_rule_meets_symbolic_zeros():
+    """⚠️ 陷阱 / trap: 只对部分输入求导时，其余输入的切向量不是一个全零数组，而是符号零
+    ad.Zero：它不是数组，不能参与运算。把所有切向量都当数组用的 JVP 规则，在只对 x 求导时
+    就失败了。
+    When only some inputs are differentiated, the other inputs' tangents are not arrays of zeros
+    but symbolic zeros, ad.Zero: not arrays, and no arithmetic works on them. A JVP rule that
+    treats every tangent as an array fails as soon as only x is differentiated.
+    """
+    seen = []
+
+    def naive_jvp(prim, primals, tangents):
+        (a, x), (ta, tx) = primals, tangents
+        seen.append((type(ta) is ad.Zero, type(tx) is ad.Zero))
+        return prim.bind(a, x), ta * x + a * tx
+
+    prim = make_scale(naive_jvp)
+    a, x = jnp.float32(3.0), jnp.arange(3.0)
+    with raises_exactly(__):
+        jax.jvp(lambda x: prim.bind(a, x), (x,), (jnp.ones(3),))
+    assert seen == __
+
+
+def scale_jvp(prim, primals, tangents):
+    """scale(a, x) = a * x 的 JVP 规则：切向输出 = ta * x + a * tx，但跳过符号零的那一项
+    （type(t) is ad.Zero），不要把它变成真的零数组再去乘。两个都是零的情形 JAX 不会调用规则。
+    大约 6 行。
+
+    The JVP rule of scale(a, x) = a * x: the output tangent is ta * x + a * tx, but skip the term
+    of a symbolic zero (type(t) is ad.Zero) instead of turning it into a real array of zeros and
+    multiplying. JAX never calls the rule with both tangents zero. About 6 lines.
+    """
+    todo("scale_jvp: 跳过符号零 / skip the symbolic zeros")
+
+
+def test_a_jvp_rule_skips_symbolic_zeros():
+    """跳过符号零的 JVP 规则：对 x、对 a、对两者求 jvp 都等于 a * x 的导数，grad 对两个参数都
+    对；只对 x 求导时，切向部分只有一个乘法（没有为零切向量做的乘法）。
+    A JVP rule that skips symbolic zeros: jvp with respect to x, to a, and to both equals the
+    derivative of a * x, and grad is right for both arguments; differentiating x alone, the
+    tangent part holds a single multiplication (none spent on the zero tangent).
+    """
+    prim = make_scale(scale_jvp)
+    a, x = jnp.float32(3.0), jnp.arange(1.0, 4.0)
+    ta, tx = jnp.float32(0.5), jnp.array([1.0, -1.0, 2.0])
+    _, wrt_x = jax.jvp(lambda x: prim.bind(a, x), (x,), (tx,))
+    _, wrt_a = jax.jvp(lambda a: prim.bind(a, x), (a,), (ta,))
+    _, both = jax.jit(lambda a, x: jax.jvp(prim.bind, (a, x), (ta, tx)))(a, x)
+    np.testing.assert_allclose(wrt_x, a * tx)
+    np.testing.assert_allclose(wrt_a, ta * x)
+    np.testing.assert_allclose(both, ta * x + a * tx)
+    grads = jax.grad(lambda a, x: jnp.sum(prim.bind(a, x) ** 2), argnums=(0, 1))(a, x)
+    np.testing.assert_allclose(grads[0], jnp.sum(2 * a * x * x), rtol=1e-6)
+    np.testing.assert_allclose(grads[1], 2 * a * a * x, rtol=1e-6)
+    jvp_jaxpr = jax.make_jaxpr(lambda x, t: jax.jvp(lambda x: prim.bind(a, x), (x,), (t,)))(x, tx)
+    assert [e.primitive.name for e in jvp_jaxpr.eqns].count("mul") == 1
+
+
 def test_capstone_all_rules_compose():
     """综合 / capstone: 有了全部规则，jit、grad、vmap 可以任意组合，结果与纯 JAX 的参考实现
     一致。先预测：梯度的 jaxpr 里有几个 leaky_sum，各自的 reverse 是什么？

@@ -1,13 +1,12 @@
 """08 · 症状：出错了，但不知道在哪 / symptom: something is wrong, but where?
 
 前面的文件教每个工具说什么；这里用它们去“找”：在 jit 的程序里逐段检查（`jax.disable_jit`
-让 Python 的 `if` 和 `print` 看到真实数值），让泄漏的 tracer 在产生它的那次追踪里就报错
-（`jax.checking_leaks`），找到只在反向传播里出现的 NaN（`debug_nans` / `debug_infs`），
+让 Python 的 `if` 和 `print` 看到真实数值），让泄漏的 tracer 在产生它的那次追踪里就报错，找到只在反向传播里出现的 NaN（`debug_nans` / `debug_infs`），
 以及在 `cond` / `scan` 里用 `jax.debug.print` 看每一步。
 
 The files before teach what each tool says; here they are used to search: check a jitted
 program stage by stage (`jax.disable_jit` lets Python's `if` and `print` see real values),
-make a leaked tracer fail during the trace that made it (`jax.checking_leaks`), find a NaN
+make a leaked tracer fail during the trace that made it, find a NaN
 that appears only in the backward pass (`debug_nans` / `debug_infs`), and watch every step
 inside `cond` / `scan` with `jax.debug.print`.
 """
@@ -192,12 +191,12 @@ def test_disable_jit_lets_python_look_at_every_stage():
 
 def test_checking_leaks_reports_the_leak_where_it_happens():
     """⚠️ 陷阱 / trap：把中间值存到 self 上会漏出一个 tracer，但错误要等到很久以后有人用它时才
-    出现（UnexpectedTracerError），那时已看不出是谁存的。jax.checking_leaks() 让那次追踪一结束
-    就报错，消息里写着 tracer 的类型和“被谁引用”（这里是 Encoder 的一个属性）。
+    出现（UnexpectedTracerError），那时已看不出是谁存的。jax 有一个检查泄漏的上下文管理器，让那次
+    追踪一结束就报错，消息里写着 tracer 的类型和“被谁引用”（这里是 Encoder 的一个属性）。
     ⚠️ trap: storing an intermediate on self leaks a tracer, but the error waits until someone
-    uses it much later (UnexpectedTracerError), when nothing says who stored it.
-    jax.checking_leaks() fails the very trace that leaked, and the message names the tracer's
-    type and what refers to it (here an attribute of the Encoder).
+    uses it much later (UnexpectedTracerError), when nothing says who stored it. jax has a
+    leak-checking context manager that fails the very trace that leaked, and the message names
+    the tracer's type and what refers to it (here an attribute of the Encoder).
     """
 
     class Encoder:

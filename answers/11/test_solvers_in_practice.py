@@ -116,10 +116,10 @@ def test_cg_does_not_say_whether_it_converged():
 
 def test_a_jacobi_preconditioner_tames_a_badly_scaled_operator():
     """-Δu + θ⊙u 在 θ 一半是 10⁵、一半是 0 时对角元相差一千多倍，CG 收敛很慢。M 是一个近似
-    A⁻¹ 的函数；最简单的 Jacobi 预条件就是除以 A 的对角元。同样 20 步，残差小了上千倍。
+    A⁻¹ 的函数；最简单的是 Jacobi 预条件，它只用到 A 的对角元。同样 20 步，残差小了上千倍。
     -Δu + θ⊙u with θ = 10⁵ on half the points and 0 elsewhere has diagonal entries a thousand
     times apart, and CG converges slowly. M is a function that approximates A⁻¹; the simplest,
-    Jacobi, divides by A's diagonal. With the same 20 steps the residual is a thousand times
+    Jacobi, uses only A's diagonal. With the same 20 steps the residual is a thousand times
     smaller.
     """
     theta = reaction_field()
@@ -136,17 +136,17 @@ def test_a_jacobi_preconditioner_tames_a_badly_scaled_operator():
     assert r_jacobi < 1e-3 * r_plain
 
 
-def test_a_nonsymmetric_operator_needs_gmres_or_bicgstab():
+def test_a_nonsymmetric_operator_needs_another_krylov_solver():
     """⚠️ 陷阱 / trap：CG 只对对称正定的算子成立；对流扩散算子不对称，CG 照样跑完、返回一个
-    错得离谱的 x，而且不报任何错。GMRES 或 BiCGSTAB 不要求对称。
+    错得离谱的 x，而且不报任何错。jax.scipy.sparse.linalg 里还有两个不要求对称的求解器。
     ⚠️ trap: CG holds only for symmetric positive definite operators; the advection-diffusion
     operator is not symmetric, yet CG runs to the end and returns a wildly wrong x without any
-    error. GMRES and BiCGSTAB do not need symmetry.
+    error. jax.scipy.sparse.linalg has two more solvers that do not need symmetry.
     """
     b = right_hand_side()
     u, v = right_hand_side(), jnp.ones((N, N))
     asymmetry = jnp.vdot(v, advection_diffusion(u)) - jnp.vdot(advection_diffusion(v), u)
-    assert abs(float(asymmetry)) > 1.0  # <v, A u> != <A v, u>
+    assert abs(float(asymmetry)) > 1.0  # the operator is not symmetric
 
     wrong, _ = jax.jit(lambda b: cg(advection_diffusion, b, tol=1e-10, maxiter=300))(b)
     assert relative_residual(advection_diffusion, wrong, b) > 1.0

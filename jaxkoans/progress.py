@@ -76,10 +76,8 @@ def recommended_path(root: Path = course.KOANS) -> list[str]:
 
 def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
     """(name, def line, docstring) of each koan in a file, read without importing it."""
-    text = test_file.read_text(encoding="utf-8", errors="replace")
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:  # still count the koans of a file the learner broke
+    text, tree = pristine.parsed(test_file)
+    if tree is None:  # still count the koans of a file the learner broke
         return [
             (m.group(1), text.count("\n", 0, m.start()) + 1, "") for m in TEST_DEF.finditer(text)
         ]
@@ -104,7 +102,8 @@ def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
                 continue
             present = listed_koans(test_file)
             koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
-            koans += deleted_koans(chapter, test_file, {name for name, _, _ in present})
+            if not pristine.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
+                koans += deleted_koans(chapter, test_file, {name for name, _, _ in present})
     return koans
 
 

@@ -355,6 +355,8 @@ def _child(args: list[str], plugins: list[object], output: int, parent: int) -> 
         os.close(null)
         os.close(output)
         sys.dont_write_bytecode = True  # no __pycache__ beside the learner's files
+        # No terminal here: breakpoint() is skipped with a note (pytest leaves the hook alone).
+        os.environ["PYTHONBREAKPOINT"] = "jaxkoans.watchdog.no_terminal_breakpoint"
         course.load_chapter.cache_clear()  # chapter.toml may have changed since the fork source
         os.chdir(course.REPO)
         code = int(pytest.main(args, plugins=plugins))

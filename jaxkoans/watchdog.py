@@ -24,7 +24,7 @@ import pytest
 
 GRACE_S = 5.0
 NO_TERMINAL = (
-    "🐞 jax.debug.breakpoint() 需要终端，这里跳过 / needs a terminal and was skipped here: "
+    "🐞 {what} 需要终端，这里跳过 / needs a terminal and was skipped here: "
     "run `pytest {nodeid}` in a terminal to use it."
 )
 
@@ -127,7 +127,8 @@ def debug_breakpoint(watchdog: Watchdog):
             capture.suspend(in_=True)
         try:
             if sys.stdin is None or not sys.stdin.isatty():
-                sys.stderr.write(NO_TERMINAL.format(nodeid=watchdog.nodeid) + "\n")
+                what = "jax.debug.breakpoint()"
+                sys.stderr.write(NO_TERMINAL.format(what=what, nodeid=watchdog.nodeid) + "\n")
                 return
             cli_debugger.run_debugger(frames, thread_id, **kwargs)
         finally:
@@ -135,3 +136,11 @@ def debug_breakpoint(watchdog: Watchdog):
                 capture.resume()
 
     return run
+
+
+def no_terminal_breakpoint(*args, **kwargs) -> None:
+    """`sys.breakpointhook` where no terminal is (watch's child, via PYTHONBREAKPOINT): pdb
+    would read end-of-file and stop the whole run, so `breakpoint()` is skipped with a note."""
+    caller = sys._getframe(1)
+    where = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+    sys.stderr.write(NO_TERMINAL.format(what=f"breakpoint() ({where})", nodeid="NODEID") + "\n")

@@ -269,6 +269,7 @@ FLOOD_AND_CRASH = {
     def test_flood():
         """输出。A koan that prints ten megabytes."""
         print("x" * 10_000_000)
+        breakpoint()  # no terminal in watch: skipped with a note, not the end of the run
         assert int(jnp.int32(1) + 1) == 3
 
 
@@ -280,14 +281,18 @@ FLOOD_AND_CRASH = {
 }
 
 
-def test_a_flood_of_output_is_cut_and_a_crash_shows_the_learners_line(tmp_path, watch):
+def test_a_flood_a_breakpoint_and_a_crash_in_watch(tmp_path, watch):
+    """10 MB of output is cut, breakpoint() is skipped (no terminal), a segfault shows the
+    learner's line."""
     chapter(tmp_path, "01", FLOOD_AND_CRASH)
     session = watch(tmp_path)
     session.expect("earlier characters cut")
+    session.expect("breakpoint() (")
+    session.expect("needs a terminal and was skipped here")
     session.expect("⌚")
     session.send("n")
     session.expect("💥 崩溃 / crashed: SIGSEGV")
-    session.expect("koans/01/test_a.py:15 (in test_crash)")
+    session.expect("koans/01/test_a.py:16 (in test_crash)")
     session.expect("> ctypes.string_at(0)")
     session.send("q")
     assert session.close() == 0

@@ -5,8 +5,9 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
 def _loss(w32, x, compute_dtype):
@@ -112,3 +113,33 @@ def test_dynamic_loss_scaling_backs_off_on_overflow():
     assert skipped == 11
     assert scale > float(jnp.finfo(jnp.float16).max)  # S lives in fp32
     np.testing.assert_allclose(g / scale, g32, rtol=1e-3)
+
+
+def mixed_precision_layer(rngs):
+    """一个 nnx.Linear(16, 8)：参数以 fp32 保存（优化器更新的主权重），前向在 bf16 里计算。
+    用 Flax 自己的两个 dtype 参数，不要手写 astype。约 1 行。
+    An nnx.Linear(16, 8) whose parameters are stored in fp32 (the master weights the optimizer
+    updates) and whose forward pass computes in bf16. Use Flax's own two dtype arguments, no
+    hand-written astype. About 1 line.
+    """
+    return nnx.Linear(16, 8, dtype=jnp.bfloat16, param_dtype=jnp.float32, rngs=rngs)
+
+
+def test_flax_dtype_and_param_dtype():
+    """Flax 的层有两个 dtype：param_dtype 决定参数怎么存，dtype 决定计算用什么精度。和本文件第一个
+    koan 手写的 astype 一样，梯度跟着参数走，是 fp32。
+    Flax layers take two dtypes: param_dtype decides how the parameters are stored, dtype the
+    precision of the computation. As with the hand-written astype of this file's first koan, the
+    gradients follow the parameters and are fp32.
+    """
+    layer = mixed_precision_layer(nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(1), (32, 16))
+    assert layer.kernel[...].dtype == jnp.float32 and layer.bias[...].dtype == jnp.float32
+    assert layer(x).dtype == jnp.bfloat16
+    jaxpr = str(jax.make_jaxpr(lambda x: layer(x))(x))
+    assert "bf16[32,8] = dot_general" in jaxpr
+    grads = nnx.grad(lambda m: jnp.mean(m(x).astype(jnp.float32) ** 2))(layer)
+    assert grads["kernel"][...].dtype == jnp.float32
+    reference = nnx.Linear(16, 8, rngs=nnx.Rngs(0))  # same fp32 parameters, fp32 compute
+    np.testing.assert_array_equal(layer.kernel[...], reference.kernel[...])
+    np.testing.assert_allclose(layer(x).astype(jnp.float32), reference(x), rtol=5e-2, atol=5e-2)

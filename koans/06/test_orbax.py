@@ -109,3 +109,25 @@ def test_async_save_must_be_waited_for(tmp_path):
     assert restored["w"].shape == (1_000_000,)
     with raises_exactly(__):
         ocp.StandardCheckpointer().restore(tmp_path / "wait0" / "ckpt")
+
+
+def test_orbax_v1_saves_before_it_returns(tmp_path):
+    """❌ 旧写法 / ✅ 推荐写法：固定版本的 Orbax 里已经有新的 `ocp.v1` API。`ocp.v1.save(path, tree)`
+    是同步的（要异步就明确地用 `save_async`，它返回一个要等待的响应）；`ocp.v1.load(path, 抽象目标)`
+    恢复；覆盖已有目录的开关从 force= 改名为 overwrite=。
+    ❌ old / ✅ new: the pinned Orbax already ships the new `ocp.v1` API. `ocp.v1.save(path,
+    tree)` is synchronous (for asynchrony, ask for it with `save_async`, which returns a response
+    to wait on); `ocp.v1.load(path, abstract target)` restores; the switch that overwrites an
+    existing directory is renamed from force= to overwrite=.
+    """
+    state = {"w": jnp.arange(4.0)}
+    ocp.v1.save(tmp_path / "ckpt", state)
+    assert sorted(os.listdir(tmp_path)) == __
+    ocp.v1.save(tmp_path / "ckpt", {"w": jnp.ones(4)}, overwrite=True)
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+    restored = __
+    np.testing.assert_array_equal(restored["w"], np.ones(4))
+
+    response = ocp.v1.save_async(tmp_path / "later", state)
+    response.result()  # the asynchronous form: wait on the response
+    assert ocp.v1.is_orbax_checkpoint(tmp_path / "later")

@@ -3,16 +3,19 @@
 `jax.jit(f).trace(x).lower(lowering_platforms=(...))` 不需要那个平台的硬件：它给出 JAX 为
 GPU（"cuda"、"rocm"）或 TPU（"tpu"）写出的 StableHLO，可以在 CPU 上读、数、比较。
 逐元素的代码在各平台上是同一个程序；不同之处在于 JAX 为某个平台挑选的专用实现——线性代数
-调用各平台的库（custom_call），`lax.platform_dependent` 按平台选分支。一次为几个平台降级时，
-程序多出一个平台索引参数，用 `stablehlo.case` 在运行时选分支。只有编译需要那个平台本身。
+调用各平台的库或 XLA 自己的实现（custom_call），`lax.platform_dependent` 按平台选分支。
+一次为几个平台降级时，程序多出一个平台索引参数，用 `stablehlo.case` 在运行时选分支。
+编译则需要一个认识程序里每个调用的后端：GPU 程序调用的 cuSOLVER 在这台机器上编译不了。
 
 `jax.jit(f).trace(x).lower(lowering_platforms=(...))` needs no hardware of that platform: it
 gives the StableHLO that JAX writes for GPUs ("cuda", "rocm") or TPUs ("tpu"), to read, count
 and compare on a CPU. Elementwise code is the same program on every platform; what differs is
 the platform-specific implementation JAX picks: linear algebra calls each platform's library
-(a custom_call), `lax.platform_dependent` picks a branch per platform. Lowered for several
-platforms at once, the program takes a platform index as an extra argument and picks the
-branch at run time with `stablehlo.case`. Only compiling needs the platform itself.
+or XLA's own implementation (a custom_call), `lax.platform_dependent` picks a branch per
+platform. Lowered for several platforms at once, the program takes a platform index as an
+extra argument and picks the branch at run time with `stablehlo.case`. Compiling needs a
+backend that knows every call in the program: the GPU program's cuSOLVER call cannot be
+compiled on this machine.
 """
 
 import re
@@ -37,28 +40,28 @@ def main_parameters(lowered):
 
 
 def spd_matrix():
-    """一个对称正定矩阵（Cholesky 分解的输入）/ a symmetric positive definite matrix."""
+    """一个对称正定矩阵（特征值与 Cholesky 分解的输入）/ a symmetric positive definite matrix."""
     a = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32)
     return jnp.asarray(a @ a.T + 4 * np.eye(4, dtype=np.float32))
 
 
 def test_lower_for_gpu_and_tpu_on_this_cpu():
-    """同一个 jit 函数，三个平台的程序：本机 CPU、GPU（"cuda"）和 TPU。Cholesky 分解在每个平台上
-    由不同的实现完成，从 StableHLO 就能读出来；逐元素的部分在各平台上一字不差。
+    """同一个 jit 函数，三个平台的程序：本机 CPU、GPU（"cuda"）和 TPU。对称矩阵的特征值在每个平台上
+    由不同的实现求出，从 StableHLO 就能读出来；逐元素的部分在各平台上一字不差。
     为 GPU 降级的程序可以读，却不能在这台机器上编译：CPU 的运行时里没有它调用的那个库函数。
     One jitted function, the programs of three platforms: this CPU, a GPU ("cuda") and a TPU.
-    Each platform does the Cholesky factorisation its own way, which the StableHLO shows; the
-    elementwise part is the same text everywhere. The GPU program can be read but not compiled
+    Each platform computes a symmetric matrix's eigenvalues its own way, which the StableHLO
+    shows; the elementwise part is the same text everywhere. The GPU program can be read but not compiled
     on this machine: the CPU runtime has no handler for the library function it calls.
     """
-    traced = jax.jit(jnp.linalg.cholesky).trace(spd_matrix())
+    traced = jax.jit(jnp.linalg.eigvalsh).trace(spd_matrix())
     on_cpu = traced.lower()
     for_gpu = __
     for_tpu = __
 
-    assert custom_calls(on_cpu) == ["lapack_spotrf_ffi"]  # LAPACK, linked into jaxlib
-    assert custom_calls(for_gpu) == ["cusolver_potrf_ffi"]  # NVIDIA's cuSOLVER
-    assert custom_calls(for_tpu) == [] and "stablehlo.cholesky" in for_tpu.as_text()  # XLA's own op
+    assert custom_calls(on_cpu) == ["lapack_ssyevd_ffi"]  # LAPACK, linked into jaxlib
+    assert custom_calls(for_gpu) == ["cusolver_syevd_ffi"]  # NVIDIA's cuSOLVER
+    assert custom_calls(for_tpu) == ["Eigh"]  # XLA's own eigensolver, expanded by the compiler
 
     elementwise = jax.jit(lambda x: jnp.sin(x) * 2.0 + x.sum()).trace(spd_matrix())
     texts = {
@@ -68,10 +71,9 @@ def test_lower_for_gpu_and_tpu_on_this_cpu():
 
     with raises_exactly(__) as info:
         for_gpu.compile()
-    assert "No FFI handler registered for cusolver_potrf_ffi" in str(info.value)
-    np.testing.assert_allclose(
-        on_cpu.compile()(spd_matrix()), np.linalg.cholesky(spd_matrix()), rtol=1e-5
-    )
+    assert "No FFI handler registered for cusolver_syevd_ffi" in str(info.value)
+    eigenvalues = on_cpu.compile()(spd_matrix())
+    np.testing.assert_allclose(eigenvalues, np.linalg.eigvalsh(spd_matrix()), rtol=1e-5)
 
 
 def test_one_program_for_several_platforms_takes_a_platform_index():

@@ -206,11 +206,12 @@ def matmul_bf16(x, y, *, bm, bn, bk, interpret=True):
     ("m", "k", "n", "bm", "bk", "bn"), [(16, 256, 16, 8, 32, 8), (8, 128, 8, 8, 8, 8)]
 )
 def test_bf16_matmul_accumulates_in_f32_scratch(m, k, n, bm, bk, bn):
-    """在 float32 里累加：结果与 float32 参考的差距不超过把参考舍入到 bf16 本身的误差（在 bf16
-    输出里累加会差好几倍）。结构：bf16 输出、一个 (bm, bn) float32 scratch、块形状、
+    """在 float32 里累加：结果与 float32 参考的差距不超过把参考舍入到 bf16 本身的误差的 1.5 倍
+    （在 bf16 输出里累加会差 2 到 4 倍）。结构：bf16 输出、一个 (bm, bn) float32 scratch、块形状、
     ("parallel", "parallel", "arbitrary")；在 TPU 解释器下结果完全一样。
-    Accumulating in float32: the result is off the float32 reference by no more than rounding
-    the reference itself to bf16 (accumulating in the bf16 output is several times worse). The
+    Accumulating in float32: the result is off the float32 reference by no more than 1.5 times
+    the error of rounding the reference itself to bf16 (accumulating in the bf16 output is 2 to
+    4 times off). The
     structure: a bf16 output, one (bm, bn) float32 scratch, the block shapes, ("parallel",
     "parallel", "arbitrary"); under the TPU interpreter the result is identical.
     """
@@ -221,7 +222,9 @@ def test_bf16_matmul_accumulates_in_f32_scratch(m, k, n, bm, bk, bn):
 
     out = matmul_bf16(x, y, bm=bm, bn=bn, bk=bk)
     assert out.dtype == jnp.bfloat16
-    assert float(jnp.max(jnp.abs(out.astype(jnp.float32) - exact))) <= rounding
+    # Half a bf16 rounding more than the reference's own: the float32 partial sums may round
+    # differently from one whole dot; accumulating in bf16 here is 2-4 times off.
+    assert float(jnp.max(jnp.abs(out.astype(jnp.float32) - exact))) <= 1.5 * rounding
     shuffled = matmul_bf16(x, y, bm=bm, bn=bn, bk=bk, interpret=TPU_INTERPRETER)
     np.testing.assert_array_equal(shuffled, out)
 

@@ -158,18 +158,17 @@ def test_the_adjoint_gradient_by_hand():
 
 
 def test_implicit_gradient_needs_far_less_memory():
-    """编译后的 memory_analysis()：展开 CG 的反向要存每一步的向量，临时内存随步数线性增长；
+    """编译后的 memory_analysis()：展开 CG 的反向要存每一步的向量，临时内存随步数增长；
     implicit 版本的反向只需要 u 和一次伴随求解。这个 koan 在 32×32 的 float64 网格上、展开
     200 步时量到约 195 倍（测试会打印出来）；原课程的表格写的是约 290 倍。两者不矛盾：比值
-    正比于展开的步数（这里检查了 100 → 200 步时翻倍），所以它是“这个问题、这么多步”的数字，
+    取决于展开了多少步（测试量了 100 步和 200 步），所以它是“这个问题、这么多步”的数字，
     而不是方法本身的常数。
     The compiled memory_analysis(): backpropagating unrolled CG stores each step's vectors, so
-    its temporary memory grows linearly with the steps; the implicit version keeps u and does
+    its temporary memory grows with the steps; the implicit version keeps u and does
     one adjoint solve. This koan measures about 195× for a 32×32 float64 grid unrolled for 200
     steps (the test prints it); the original course's table says about 290×. Both hold: the
-    ratio grows in proportion to the number of unrolled steps (checked here: it doubles from
-    100 to 200 steps), so it is a figure of one problem and one step count, not a constant of
-    the method.
+    ratio depends on how many steps are unrolled (the test measures 100 and 200), so it is a
+    figure of one problem and one step count, not a constant of the method.
     """
     n = 32
     theta, f, w = problem(n)

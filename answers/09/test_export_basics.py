@@ -61,12 +61,13 @@ def test_export_wants_a_jitted_function():
 
 
 def test_donation_is_recorded_but_call_does_not_donate():
-    """⚠️ 陷阱 / trap：jit 的 donate_argnums 会记进模块（@main 参数上的 tf.aliasing_output），
-    但 Exported.call 并不捐出调用方的缓冲区：调用之后 x 还活着。服务端想省下这块内存，
-    要自己在 call 外面再套一层会捐出参数的 jit。
+    """⚠️ 陷阱 / trap：jit 的 donate_argnums 会记进模块（@main 参数上的 tf.aliasing_output）。
+    可是 Exported.call 会不会真的捐出调用方的缓冲区？调用之后看看 x。服务端要确保这块内存被
+    捐出，就得让一个会捐出参数的 jit 来调用产物。
     ⚠️ trap: jit's donate_argnums is recorded in the module (tf.aliasing_output on a @main
-    parameter), yet Exported.call does not donate the caller's buffer: x is still alive after
-    the call. A server that wants the memory back wraps call in a jit of its own that donates.
+    parameter). But does Exported.call really give the caller's buffer away? Look at x after
+    the call. A server that must get the memory back has the artifact called by a jit that
+    donates.
     """
 
     def double(x):

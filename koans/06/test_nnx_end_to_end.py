@@ -2,6 +2,8 @@
 
 import warnings
 
+import flax
+import flax.linen as linen
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -101,3 +103,24 @@ def test_split_and_merge_give_a_pure_pytree_of_state():
 
     x, _ = _data()
     np.testing.assert_allclose(forward(state, x), model(x), rtol=1e-6)
+
+
+def test_linen_keeps_the_parameters_outside_the_module():
+    """❌ 旧写法 / ✅ 推荐写法：Flax Linen（和 Haiku）的模块是无状态的描述：参数放在 init 返回、
+    apply 接收的一个单独的字典里，直接调用模块会报错；NNX 的模块自己拿着参数。两者的参数布局
+    相同：把 Linen 的参数抄进一个 nnx.Linear，算出的结果一模一样，这就是迁移的第一步。
+    ❌ old / ✅ new: a Flax Linen (or Haiku) module is a stateless description: its parameters
+    live in a separate dict that init returns and apply takes, and calling the module directly
+    raises; an NNX module holds its parameters. The two share a parameter layout: copy Linen's
+    parameters into an nnx.Linear and it computes exactly the same, the first step of a
+    migration.
+    """
+    x = jax.random.normal(jax.random.key(1), (4, 16))
+    dense = linen.Dense(8)
+    variables = dense.init(jax.random.key(0), x)
+    assert jax.tree.map(jnp.shape, variables) == __
+    with raises_exactly(__):
+        dense(x)  # unbound: no parameters to use
+    layer = nnx.Linear(16, 8, rngs=nnx.Rngs(0))
+    layer.kernel[...], layer.bias[...] = __
+    np.testing.assert_array_equal(layer(x), dense.apply(variables, x))

@@ -76,7 +76,10 @@ def _kernel_structure(fn, *args):
             for b in mapping.block_mappings
         ],
         "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
-        "semantics": tuple(getattr(params, "dimension_semantics", None) or ()),
+        # "parallel" or pltpu.PARALLEL (an enum whose value is "parallel"): either spelling
+        "semantics": tuple(
+            getattr(s, "value", s) for s in getattr(params, "dimension_semantics", None) or ()
+        ),
         "kernel_ops": _primitives(calls[0].params["jaxpr"]),
         "outside_ops": outside,
     }

@@ -89,9 +89,10 @@ def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
     if found.cause is not Cause.WRONG or not isinstance(excinfo.value, AssertionError):
         return None
     filled = fills(Path(item.path))
+    if found.lineno in filled:  # the failing line holds the fill: that is the answer to show
+        return list(filled[found.lineno])
     own = _koan_lines(item, excinfo)
-    ordered = sorted(filled, key=lambda line: (line != found.lineno, line))
-    answers = [text for line in ordered if line in own for text in filled[line]]
+    answers = [text for line in sorted(filled) if line in own for text in filled[line]]
     return answers or None
 
 

@@ -551,8 +551,8 @@ HIDDEN_MARK = "🙈"
 
 
 def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN_TIMEOUT_S):
-    """[(koan, right fill, wrong fill, verdict)], verdict one of: hidden, shows-value (the report
-    is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
+    """[(koan, right fill, wrong fill, verdict, report)], verdict one of: hidden, shows-value (the
+    report is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
     import xml.etree.ElementTree as ElementTree
 
     samples: dict[tuple[str, str], tuple[Site, str]] = {}
@@ -625,7 +625,7 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN
                 verdict = "names-answer"
             else:
                 verdict = "hidden"
-            found.append((f"{site.answer.name}::{koan}", right, wrong, verdict))
+            found.append((f"{site.answer.name}::{koan}", right, wrong, verdict, text or ""))
     return found
 
 
@@ -738,6 +738,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--leaks", action="store_true", help="does one wrong answer's report show the value?"
     )
+    parser.add_argument("--reports", type=Path, help="--leaks: write each report to this folder")
     args = parser.parse_args(argv)
     wanted = {k.split("[", 1)[0] for k in args.koans} or None
     numbers = {c.zfill(2) for c in args.chapter}
@@ -806,9 +807,13 @@ def leaks_main(chapters: list[course.Chapter], args) -> int:
             f"{chapter.number}: {len(found)} koans, one wrong answer each: "
             + ", ".join(f"{v} {n}" for v, n in counts.items())
         )
-        for koan, right, wrong, verdict in found:
+        for koan, right, wrong, verdict, text in found:
             if verdict != "hidden":
                 print(f"  {verdict}: {koan}  `{right}` → `{wrong}`")
+            if args.reports:
+                args.reports.mkdir(parents=True, exist_ok=True)
+                name = f"{chapter.number}_{koan.replace('::', '__')}.txt"
+                (args.reports / name).write_text(f"{verdict}\n{text}", encoding="utf-8")
         leaking += counts["shows-value"] + counts["names-answer"]
     return 1 if leaking else 0
 

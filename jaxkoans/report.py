@@ -65,6 +65,10 @@ def _where(found: Attribution, item, start: Path) -> str:
     return f"{os.path.relpath(path, start)}:{lineno}"
 
 
+# Errors about the learner's spelling, not about what JAX computes: shown as they are.
+SPELLING = (NameError, AttributeError, ImportError, SyntaxError)
+
+
 def _koan_lines(item, excinfo) -> set[int]:
     """The koan function's lines and every line of its file the traceback went through."""
     own: set[int] = set()
@@ -86,11 +90,15 @@ def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
     """The learner's fills a wrong answer is about, when its failure must not show the value:
     the koan failed on an assertion (or exception blank) and holds filled blanks. None: show
     everything (a TODO or fix-region koan, any other error, the shipped file unknown)."""
-    if found.cause is not Cause.WRONG or not isinstance(excinfo.value, AssertionError):
+    if found.cause is not Cause.WRONG:
         return None
     filled = fills(Path(item.path))
-    if found.lineno in filled:  # the failing line holds the fill: that is the answer to show
+    if found.lineno in filled and not isinstance(excinfo.value, SPELLING):
+        # the failing line holds the fill (an assertion about it, or JAX refusing it: its
+        # message may name what it wanted): that fill is the answer to show
         return list(filled[found.lineno])
+    if not isinstance(excinfo.value, AssertionError):
+        return None
     own = _koan_lines(item, excinfo)
     answers = [text for line in sorted(filled) if line in own for text in filled[line]]
     return answers or None
@@ -105,7 +113,7 @@ def render_hidden(chapter: Chapter, item, found: Attribution, answers, message: 
         *("   > " + line for line in found.source.splitlines()),
         "   你的答案 / your answer:  " + "  ·  ".join(f"`{text}`" for text in answers),
     ]
-    if message:  # raises_exactly's own words: they never name what was raised
+    if message:
         lines += ["", *("   " + line for line in message.splitlines())]
     lesson = docstring(item)
     if lesson:
@@ -159,6 +167,15 @@ def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report
     report.sections = [(title, text) for title, text in report.sections if "Captured" not in title]
     if answers is None:
         return False
-    message = str(excinfo.value) if isinstance(excinfo.value, WrongException) else ""
+    if isinstance(excinfo.value, WrongException):
+        message = str(excinfo.value)  # raises_exactly's own words never name what was raised
+    elif isinstance(excinfo.value, AssertionError):
+        message = ""
+    else:
+        name = type(excinfo.value).__name__
+        message = (
+            f"你的答案在这一行引发了 {name}（它的消息先不显示）。\n"
+            f"Your answer makes this line raise {name} (its message stays hidden)."
+        )
     report.longrepr = render_hidden(chapter, item, found, answers, message, start)
     return True

@@ -31,8 +31,13 @@ def test_computed_then_compared():
     """先算再比。A fill earlier in the koan, compared on a later line."""
     expected = {expected}
     assert int(jnp.arange(4).sum()) == expected
+
+
+def test_refused():
+    """拒绝。A fill JAX refuses: its error message may name what it wanted."""
+    assert jnp.ones(3).reshape({shape}).shape == (3, 1)
 '''
-PRISTINE = dict(cumsum="__", logged="__", expected="__")
+PRISTINE = dict(cumsum="__", logged="__", expected="__", shape="__")
 
 
 def commit(root: Path) -> None:
@@ -72,7 +77,7 @@ def section(output: str, koan: str) -> str:
 
 
 def test_a_wrong_value_shows_the_answer_and_lesson_but_not_the_value(course):
-    fill(course, cumsum="[1, 3, 5]", logged="41", expected="7")
+    fill(course, cumsum="[1, 3, 5]", logged="41", expected="7", shape="(2, 2)")
     output = pytest_run(course)
     cumsum = section(output, "test_cumsum")
     assert "`[1, 3, 5]`" in cumsum and "np.cumsum of 1, 2, 3" in cumsum
@@ -82,6 +87,9 @@ def test_a_wrong_value_shows_the_answer_and_lesson_but_not_the_value(course):
     assert "`41`" in logged and "42" not in output  # neither the value nor the captured print
     later = section(output, "test_computed_then_compared")
     assert "`7`" in later and "assert 6 ==" not in later and "where" not in later
+    refused = section(output, "test_refused")
+    assert "`(2, 2)`" in refused and "raise TypeError" in refused
+    assert "size 3" not in refused and "reshape array" not in refused
 
 
 def test_an_open_blank_does_not_print_captured_output(course):

@@ -8,6 +8,7 @@ import sys
 
 from jaxkoans import course, outside
 from jaxkoans.classify import KoanState
+from jaxkoans.commands.reveal import revealed
 from jaxkoans.progress import SKIPPED, Koan, Progress, measure, recommended_path
 
 NAME, HELP = "status", "where you stand and the next koan (the default)"
@@ -56,10 +57,12 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
         own = progress.of(chapter)
         c = counts(own)
         print(f"  {chapter.number} {chapter.title_zh} / {chapter.title_en}")
+        seen = passed_revealed(own)  # passed after a reveal: learned, but not predicted
         print(
             f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
             f"  ✅ {c['passed']}  ❌ {c['failing']}  ✍️ {c['not_started']}"
             + (f"  ⏭️ {c[SKIPPED]}" if c[SKIPPED] else "")
+            + (f"  (👁 {seen} 揭晓后通过 / passed (revealed))" if seen else "")
         )
     total, n = counts(progress.koans), len(progress.koans)
     percent = 100 * total["passed"] // (n or 1)
@@ -92,6 +95,12 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
     print(f"  提示 / hint:  python progress.py hint {following.name}")
 
 
+def passed_revealed(koans: list[Koan]) -> int:
+    """How many of `koans` passed after the learner asked to see a hidden value."""
+    seen = revealed()
+    return sum(k.state == KoanState.PASSED.value and k.nodeid in seen for k in koans)
+
+
 def koan_dict(k: Koan) -> dict:
     return {
         "chapter": k.chapter.number,
@@ -102,6 +111,8 @@ def koan_dict(k: Koan) -> dict:
         "state": k.state,
         "cause": k.cause,
         "note": k.note,
+        # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
+        "revealed": k.state == KoanState.PASSED.value and k.nodeid in revealed(),
     }
 
 
@@ -115,10 +126,12 @@ def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan 
                 "title_en": c.title_en,
                 "total": len(progress.of(c)),
                 **counts(progress.of(c)),
+                "passed_revealed": passed_revealed(progress.of(c)),
             }
             for c in chapters
         ],
         "total": {"total": len(progress.koans), **counts(progress.koans)},
+        "passed_revealed": passed_revealed(progress.koans),
         "next": koan_dict(following) if following else None,
         "koans": [koan_dict(k) for k in progress.koans],
         "problems": progress.problems,

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
 def messages(caplog, text):
@@ -181,3 +181,42 @@ def test_live_arrays_find_a_leak():
     history, alive = run(lambda w, loss: __)
     assert alive == 1  # only the current w / 只剩当前的 w
     np.testing.assert_allclose(history, 123 * 7 * 0.25 ** np.arange(5), rtol=1e-6)
+
+
+def compiled_bytes(fn, *specs):
+    """不运行 fn，只编译：返回 jax.jit(fn) 对这些输入规格（jax.ShapeDtypeStruct）编译后需要的
+    字节数——参数、输出和临时缓冲区之和，都来自编译结果的 memory_analysis()。大约 3 行。
+    Without running fn, only compiling: return how many bytes jax.jit(fn) needs for these input
+    specs (jax.ShapeDtypeStruct) once compiled, the sum of arguments, outputs and temporaries,
+    all from the compiled program's memory_analysis(). About 3 lines.
+    """
+    todo("compiled_bytes: lower, compile, memory_analysis")
+
+
+def test_memory_analysis_answers_before_anything_runs():
+    """写 compiled_bytes：一个大任务跑到一半才内存不够最浪费。只用形状和 dtype 编译，
+    memory_analysis() 就能事先说出要多少内存：这里 (u @ v) @ x 要一个 GiB 的临时矩阵，
+    换个结合顺序就只比输入和输出多几十个字节，程序一次都没有运行。
+    Write compiled_bytes: running out of memory halfway through a big job is the most wasteful
+    way to find out. Compiling from shapes and dtypes alone, memory_analysis() tells the memory
+    in advance: here (u @ v) @ x needs a GiB temporary, the other association a few dozen bytes
+    beyond its inputs and output, and the program never runs.
+    """
+    n, k = 2**14, 8
+    specs = (
+        jax.ShapeDtypeStruct((n, k), jnp.float32),
+        jax.ShapeDtypeStruct((k, n), jnp.float32),
+        jax.ShapeDtypeStruct((n,), jnp.float32),
+    )
+    inputs_and_output = (2 * n * k + 2 * n) * 4
+
+    def naive(u, v, x):
+        return (u @ v) @ x
+
+    def reassociated(u, v, x):
+        return u @ (v @ x)
+
+    big, small = compiled_bytes(naive, *specs), compiled_bytes(reassociated, *specs)
+    print(f"compiled bytes: naive {big}, reassociated {small}")
+    assert big >= inputs_and_output + n * n * 4  # the n×n temporary / n×n 的临时矩阵
+    assert inputs_and_output <= small < inputs_and_output + 1024

@@ -195,9 +195,14 @@ def test_nnx_scan_and_remat_over_layers():
     blocks = create_blocks(nnx.Rngs(0))
     assert blocks.up.kernel[...].shape == (LAYERS, WIDTH, 4 * WIDTH)
     x = jax.random.normal(jax.random.key(3), (BATCH, WIDTH))
-    np.testing.assert_allclose(scan_blocks(blocks, x), unrolled(blocks, x), rtol=1e-5, atol=1e-5)
-
     graphdef, state = nnx.split(blocks)
+
+    def jitted(forward):
+        return jax.jit(lambda state, x: forward(nnx.merge(graphdef, state), x))
+
+    np.testing.assert_allclose(
+        jitted(scan_blocks)(state, x), jitted(unrolled)(state, x), rtol=1e-5, atol=1e-5
+    )
 
     def loss_of(forward):
         return lambda state, x: jnp.sum(forward(nnx.merge(graphdef, state), x) ** 2)

@@ -44,6 +44,7 @@ class Taken:
     fills: dict[str, int] = field(default_factory=dict)  # owner -> how many fills were taken
     ignored: list[Ignored] = field(default_factory=list)
     nodes: list[tuple[str, ast.AST, bool]] = field(default_factory=list)  # owner, node, is blank
+    tree: ast.Module | None = None  # the learner's file, which `nodes` belong to
 
 
 def region_lines(lines: list[str]) -> list[tuple[int, int]]:
@@ -286,7 +287,7 @@ def take(p_text: str, s_text: str) -> Taken:
     walk.walk(walk.p_tree, walk.s_tree, 1)
     walk.regions()
     graded, line_map = _apply(walk.p_lines, walk.edits, _same_lines(walk.p_lines, walk.s_lines))
-    return Taken(graded, line_map, walk.fills, walk.ignored, walk.nodes)
+    return Taken(graded, line_map, walk.fills, walk.ignored, walk.nodes, walk.s_tree)
 
 
 def _same_lines(a: list[str], b: list[str]) -> dict[int, int]:

@@ -41,6 +41,7 @@ class Course:
     harness: dict[str, str] = field(default_factory=dict)  # harness file -> digest
     allowed: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # see tamper
     partial: set[str] = field(default_factory=set)  # files of which only some koans are graded
+    shipped: frozenset[str] = frozenset()  # every koan file of the course, graded or not
 
     def chapter_of(self, rel: str) -> str:
         return rel.split("/")[1]
@@ -112,7 +113,18 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
             answer = root / "answers" / chapter.number / path.name
             allowed[rel] = tamper.answer_flags(path, answer) if answer.is_file() else {}
     harness = tamper.harness_entries(root, set(files))
-    return Course(root, label, commit, dirty, chapters, files, koans, harness, allowed)
+    return Course(
+        root,
+        label,
+        commit,
+        dirty,
+        chapters,
+        files,
+        koans,
+        harness,
+        allowed,
+        shipped=frozenset(files),
+    )
 
 
 def select(pristine: Course, chapters: list[str] | None, koans: list[str] | None) -> Course:

@@ -125,7 +125,7 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
                 (work / rel).write_text(checks[rel].graded, encoding="utf-8")
         findings = _selected([f for c in checks.values() for f in c.findings], pristine)
         notes = _selected([n for c in checks.values() for n in c.notes], pristine)
-        student_harness = tamper.harness_entries(student_dir, set(pristine.files))
+        student_harness = tamper.harness_entries(student_dir, set(pristine.shipped))
         notes += tamper.harness_notes(pristine.harness, student_harness)
         targets = [
             target

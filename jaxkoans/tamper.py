@@ -120,7 +120,7 @@ def check_file(
         )
         check.notes.append(Finding("ignored_edit", rel, None, tuple(names), message))
         return check
-    s_tree = ast.parse(student_text)
+    s_tree = taken.tree
     s_spans = test_spans(s_tree)
     check.def_lines = {k: s_spans.get(k, (None,))[0] for k in names}
     check.missing = {k for k in names if k not in s_spans}
@@ -205,8 +205,7 @@ def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
         taken = fills.take(p_text, text)
     except (SyntaxError, RecursionError, MemoryError):
         return {}
-    tree = ast.parse(text)
-    parents, modules = parents_of(tree), _imported(ast.parse(p_text))
+    parents, modules = parents_of(taken.tree), _imported(ast.parse(p_text))
     flags: dict[str, set[str]] = {}
     for here, node, is_blank in taken.nodes:
         flags.setdefault(here, set()).update(audit(node, parents, is_blank, modules))

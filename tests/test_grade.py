@@ -295,7 +295,8 @@ def test_honest_edits_are_never_findings_nor_ignored(case, pristine, tmp_path):
 
 
 def test_every_answer_of_the_course_is_taken_whole_with_nothing_ignored():
-    """fills.take on each koan file and its answer: the graded file is the answer."""
+    """fills.take on each koan file and its answer: the graded file is the answer, and the
+    answer has no finding (no tautology) and no note."""
     pairs = [(k, REPO / "answers" / k.relative_to(REPO / "koans")) for k in sorted((REPO / "koans").glob("*/test_*.py"))]  # fmt: skip
     assert len(pairs) > 40
     for koan, answer in pairs:
@@ -304,6 +305,9 @@ def test_every_answer_of_the_course_is_taken_whole_with_nothing_ignored():
         assert ast.dump(ast.parse(taken.graded)) == ast.dump(
             ast.parse(answer.read_text(encoding="utf-8"))
         ), koan
+        allowed = tamper.answer_flags(koan, answer)
+        check = tamper.check_file(str(koan), koan, answer.read_text(encoding="utf-8"), allowed)
+        assert check.findings == [] and check.notes == [], (koan, check.findings + check.notes)
 
 
 def test_a_fill_nested_too_deeply_to_check_runs_as_shipped(pristine):
@@ -984,3 +988,16 @@ def test_without_the_sandbox_every_report_says_so(fake_course, pristine, tmp_pat
     assert document["run"]["sandbox"] == {"used": False, "bwrap": "", "reason": "--no-sandbox"}
     assert "no sandbox: --no-sandbox" in grade_reports.summary(document)
     assert "no sandbox" in grade_reports.markdown(document)
+
+
+def test_koan_files_outside_the_assignment_are_not_notes(fake_course, pristine, tmp_path):
+    copy = student(fake_course, tmp_path / "s", {A: answer_a(), B: answer_b()})
+    grade = grading.grade(copy, grading.select(pristine, ["01"], None), grading.Options(workers=1))
+    assert statuses(grade) == dict.fromkeys(ALL_A, "passed")
+    assert grade.notes == [] and grade.findings == []
+
+
+def test_a_local_variable_named_like_a_builtin_is_not_even_a_note(pristine):
+    text = answer_a(double="open = 2\n    input = open * x\n    return input")
+    check = tamper.check_file(A, pristine.root / A, text, pristine.allowed[A])
+    assert check.notes == [] and check.findings == []

@@ -363,6 +363,8 @@ class _Audit:
                 continue
             if event in ("os.remove", "os.rename", "os.rmdir", "shutil.rmtree"):
                 return f"{event} {path}: deleted or moved the graded run's files"
+            if where.startswith(_Audit.guard + os.sep):  # the guard opens its FIFO quietly
+                return f"{event} {path}: reached for the guard's files"
             loaded = where.endswith(_Audit.LOADED)
             if loaded and (event != "open" or _writes(args[1], args[2])):
                 return f"{event} {path}: changed the graded run's files"

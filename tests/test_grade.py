@@ -767,6 +767,14 @@ TAMPERED = {  # each a route named in issue 19; test_loop is left unsolved: noth
                 pass
         return 2 * x
     '''),
+    "reads-the-evidence": _body('''
+        import os
+        try:
+            os.read(os.open(os.environ["JAXKOANS_GRADE_GUARD"], os.O_RDONLY | os.O_NONBLOCK), 1 << 16)
+        except (OSError, KeyError):
+            pass
+        return 2 * x
+    '''),
     "stops-itself": _body('''
         import os, signal
         os.kill(os.getpid(), signal.SIGSTOP)
@@ -978,6 +986,11 @@ def test_grading_some_koans_runs_and_reports_only_them(fake_course, pristine, tm
     assert statuses(grade) == {"test_cumsum": "failing", "test_pid": "passed"}
     document = grade_reports.as_json(grade)
     assert document["total"]["total"] == 2 and [c["total"] for c in document["chapters"]] == [1, 1]
+
+
+def test_require_sandbox_exits_3_where_there_is_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "probe", lambda: sandbox.Availability(None, reason="not here"))
+    assert cli.main(["grade", str(tmp_path), "--require-sandbox"]) == 3
 
 
 def test_without_the_sandbox_every_report_says_so(fake_course, pristine, tmp_path):

@@ -199,12 +199,14 @@ def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]
         rounds.append([s for s in siblings if context.resolve(s) is not None])
 
     def edits(rule):  # every node of a fresh parse, so that edits never accumulate
-        out = []
+        per_node = []
         for index in range(len(list(ast.walk(tree)))):
             fresh = ast.parse(original, mode="eval")
             node = list(ast.walk(fresh))[index]
-            out += [ast.unparse(new) for new in rule(fresh, node)]
-        return out
+            per_node.append([ast.unparse(new) for new in rule(fresh, node)])
+        # the first edit of every node before the second of any: `f(0.1, k=4)` tries k too
+        depth = max((len(edits) for edits in per_node), default=0)
+        return [edits[d] for d in range(depth) for edits in per_node if d < len(edits)]
 
     def constants(fresh, node):
         if not isinstance(node, ast.Constant):

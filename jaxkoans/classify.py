@@ -201,19 +201,27 @@ def _shipped(relative: str, repo: str, pristine_root: str) -> str | None:
 def fills(koan_file: Path) -> dict[int, tuple[str, ...]]:
     """Learner's line (1-based) -> the source text of each fill, for each line that held `__`
     as shipped and is now filled in. Empty when the shipped file is unknown."""
-    koan_file = Path(koan_file)
+    return _against_shipped(Path(koan_file))[0]
+
+
+def code_lines(koan_file: Path) -> frozenset[int]:
+    """The learner's lines (1-based) where they write code: TODO bodies and fix regions."""
+    return _against_shipped(Path(koan_file))[1]
+
+
+def _against_shipped(koan_file: Path) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
     shipped = pristine_text(koan_file)
     try:
         current = koan_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return {}
-    if shipped is None or shipped == current:
-        return {}
-    return _fills(shipped, current)
+        return {}, frozenset()
+    if shipped is None:
+        return {}, frozenset()
+    return _compare(shipped, current)
 
 
 @functools.cache
-def _fills(shipped: str, current: str) -> dict[int, tuple[str, ...]]:
+def _compare(shipped: str, current: str) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
     from jaxkoans import twins
 
     with tempfile.TemporaryDirectory(prefix="jaxkoans-fills-") as scratch:
@@ -224,7 +232,10 @@ def _fills(shipped: str, current: str) -> dict[int, tuple[str, ...]]:
     by_shipped_line: dict[int, list[str]] = {}
     for line, text in report.blanks:
         by_shipped_line.setdefault(line, []).append(text)
-    return {
+    filled = {
         current_line: tuple(by_shipped_line[shipped_line])
         for shipped_line, current_line in report.blank_lines
     }
+    # spans are 0-based [start, end) of the current file: 1-based lines start+1 … end
+    code = frozenset(line for _, _, (s, e) in report.spans for line in range(s + 1, e + 1))
+    return filled, code

@@ -12,7 +12,7 @@ import inspect
 import os
 from pathlib import Path
 
-from jaxkoans.classify import Attribution, Cause, fills, has_blank
+from jaxkoans.classify import Attribution, Cause, code_lines, fills, has_blank
 from jaxkoans.course import Chapter
 
 HEADLINES = {
@@ -69,37 +69,44 @@ def _where(found: Attribution, item, start: Path) -> str:
 SPELLING = (NameError, AttributeError, ImportError, SyntaxError)
 
 
-def _koan_lines(item, excinfo) -> set[int]:
-    """The koan function's lines and every line of its file the traceback went through."""
-    own: set[int] = set()
-    try:
-        lines, first = inspect.getsourcelines(item.obj)
-        own.update(range(first, first + len(lines)))
-    except (OSError, TypeError, AttributeError):
-        pass
+def _traceback_lines(item, excinfo) -> set[int]:
+    """The lines of the koan's file that the traceback went through."""
+    lines: set[int] = set()
     for entry in excinfo.traceback:
         try:
             if os.path.samefile(entry.path, item.path):
-                own.add(entry.lineno + 1)
+                lines.add(entry.lineno + 1)
         except (OSError, TypeError):
             continue
-    return own
+    return lines
+
+
+def _function_lines(item) -> set[int]:
+    try:
+        lines, first = inspect.getsourcelines(item.obj)
+    except (OSError, TypeError, AttributeError):
+        return set()
+    return set(range(first, first + len(lines)))
 
 
 def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
-    """The learner's fills a wrong answer is about, when its failure must not show the value:
-    the koan failed on an assertion (or exception blank) and holds filled blanks. None: show
-    everything (a TODO or fix-region koan, any other error, the shipped file unknown)."""
-    if found.cause is not Cause.WRONG:
+    """The learner's fills a wrong answer is about, when its failure must not show JAX's value.
+
+    The answer passes, so a koan that fails while holding the learner's fills fails because of
+    them: an assertion shows no values and any other error only its class (its message may name
+    what JAX wanted). None — show everything — for a failure that went through code the learner
+    writes (a TODO body, a fix region), a spelling error (NameError, AttributeError, …), a koan
+    without fills, or a file whose shipped version is unknown."""
+    if found.cause is not Cause.WRONG or isinstance(excinfo.value, SPELLING):
         return None
-    filled = fills(Path(item.path))
-    if found.lineno in filled and not isinstance(excinfo.value, SPELLING):
-        # the failing line holds the fill (an assertion about it, or JAX refusing it: its
-        # message may name what it wanted): that fill is the answer to show
+    path = Path(item.path)
+    filled = fills(path)
+    passed_through = _traceback_lines(item, excinfo)
+    if passed_through & code_lines(path):
+        return None  # debugging the learner's own code: actual against expected
+    if found.lineno in filled:  # the failing line holds the fill: that is the answer to show
         return list(filled[found.lineno])
-    if not isinstance(excinfo.value, AssertionError):
-        return None
-    own = _koan_lines(item, excinfo)
+    own = _function_lines(item) | passed_through
     answers = [text for line in sorted(filled) if line in own for text in filled[line]]
     return answers or None
 

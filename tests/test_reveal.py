@@ -36,8 +36,14 @@ def test_computed_then_compared():
 def test_refused():
     """拒绝。A fill JAX refuses: its error message may name what it wanted."""
     assert jnp.ones(3).reshape({shape}).shape == (3, 1)
+
+
+def test_refused_later():
+    """稍后拒绝。The fill is used, and refused, on a later line."""
+    shape = {later}
+    assert jnp.ones(3).reshape(shape).shape == (3, 1)
 '''
-PRISTINE = dict(cumsum="__", logged="__", expected="__", shape="__")
+PRISTINE = dict(cumsum="__", logged="__", expected="__", shape="__", later="__")
 
 
 def commit(root: Path) -> None:
@@ -77,7 +83,7 @@ def section(output: str, koan: str) -> str:
 
 
 def test_a_wrong_value_shows_the_answer_and_lesson_but_not_the_value(course):
-    fill(course, cumsum="[1, 3, 5]", logged="41", expected="7", shape="(2, 2)")
+    fill(course, cumsum="[1, 3, 5]", logged="41", expected="7", shape="(2, 2)", later="(2, 2)")
     output = pytest_run(course)
     cumsum = section(output, "test_cumsum")
     assert "`[1, 3, 5]`" in cumsum and "np.cumsum of 1, 2, 3" in cumsum
@@ -90,6 +96,8 @@ def test_a_wrong_value_shows_the_answer_and_lesson_but_not_the_value(course):
     refused = section(output, "test_refused")
     assert "`(2, 2)`" in refused and "raise TypeError" in refused
     assert "size 3" not in refused and "reshape array" not in refused
+    later = section(output, "test_refused_later")
+    assert "`(2, 2)`" in later and "raise TypeError" in later and "size 3" not in later
 
 
 def test_an_open_blank_does_not_print_captured_output(course):

@@ -162,7 +162,7 @@ def create_blocks(rngs: nnx.Rngs):
 def unrolled(blocks, x):
     """The blocks one after the other, in a Python loop over the layer axis (given)."""
     for i in range(LAYERS):
-        layer = jax.tree.map(lambda a: a[i], nnx.state(blocks))
+        layer = jax.tree.map(lambda a, i=i: a[i], nnx.state(blocks))
         h = x @ layer["up"]["kernel"][...] + layer["up"]["bias"][...]
         h = jnp.tanh(jnp.sin(h) * 2.0 + h)
         x = x + h @ layer["down"]["kernel"][...] + layer["down"]["bias"][...]

@@ -65,8 +65,13 @@ def _where(found: Attribution, item, start: Path) -> str:
     return f"{os.path.relpath(path, start)}:{lineno}"
 
 
-# Errors about the learner's spelling, not about what JAX computes: shown as they are.
-SPELLING = (NameError, AttributeError, ImportError, SyntaxError)
+def _is_spelling(error: BaseException) -> bool:
+    """An error about the learner's spelling (Python's own: an unknown name or attribute, an
+    import), not about what JAX computes: shown as it is. JAX raises NameError for an unbound
+    axis name too, without the `name` Python gives its own."""
+    if isinstance(error, NameError | AttributeError):
+        return getattr(error, "name", None) is not None
+    return isinstance(error, ImportError | SyntaxError)
 
 
 def _traceback_lines(item, excinfo) -> set[int]:
@@ -97,7 +102,7 @@ def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
     what JAX wanted). None — show everything — for a failure that went through code the learner
     writes (a TODO body, a fix region), a spelling error (NameError, AttributeError, …), a koan
     without fills, or a file whose shipped version is unknown."""
-    if found.cause is not Cause.WRONG or isinstance(excinfo.value, SPELLING):
+    if found.cause is not Cause.WRONG or _is_spelling(excinfo.value):
         return None
     path = Path(item.path)
     filled = fills(path)

@@ -132,3 +132,20 @@ def test_a_koan_passed_after_a_reveal_counts_as_revealed(course):
     assert revealed["test_cumsum"] is True and revealed["test_logged"] is False
     assert data["passed_revealed"] == 1 and data["chapters"][0]["passed_revealed"] == 1
     assert "👁 1" in progress(course, "--chapter", "01").stdout
+
+
+def test_watch_v_shows_the_hidden_value_and_remembers_it(course):
+    from .test_watch import Watch
+
+    fill(course, cumsum="[1, 3, 5]")
+    watching = Watch(course, "test_cumsum")
+    try:
+        watching.expect("🙈", unless="ACTUAL")  # the first verdict hides the value
+        watching.send("v")
+        watching.expect("ACTUAL")
+        watching.send("q")
+        assert watching.close() == 0
+    finally:
+        watching.release()
+    log = (course / ".jaxkoans" / "reveals.jsonl").read_text()
+    assert "koans/01/test_gamma.py::test_cumsum" in log

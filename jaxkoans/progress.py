@@ -64,7 +64,13 @@ class Progress:
         if chapter:
             candidates = [k for k in candidates if k.chapter.number == chapter]
         candidates.sort(key=lambda k: order.get(k.chapter.number, len(order)))
-        return candidates[0] if candidates else None
+        if not candidates:
+            return None
+        following = candidates[0]
+        if not following.recalled and pristine.is_shipped(following.path.as_posix()):
+            blank = pristine.first_blank_line(course.REPO / following.path, following.name)
+            following.line = blank or following.line  # where it waits, found without a run
+        return following
 
 
 def recommended_path(root: Path = course.KOANS) -> list[str]:
@@ -287,7 +293,6 @@ def as_shipped(koan: Koan) -> bool:
     if not pristine.is_shipped(koan.path.as_posix()):
         return False
     koan.state, koan.cause, koan.note = KoanState.NOT_STARTED.value, "", ""
-    koan.line = pristine.first_blank_line(course.REPO / koan.path, koan.name) or koan.line
     return True
 
 

@@ -93,3 +93,20 @@ def test_a_parametrized_koan_passes_only_when_every_case_passes():
     one, two = progress.koans
     assert (one.state, one.cause, one.line) == ("failing", "wrong", 9)
     assert two.state == "passed"
+
+
+def test_an_unwritable_store_costs_only_the_memory(tmp_path, monkeypatch, capsys):
+    """A read-only checkout (a classroom's copy): nothing is remembered, one message, no crash."""
+    from jaxkoans import state
+
+    monkeypatch.setattr(state, "directory", lambda: tmp_path / ".jaxkoans")
+    monkeypatch.setattr(state, "_warned", set())
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(state.tempfile, "mkstemp", refuse)
+    assert state.save("results.json", {"schema": 1}) is False
+    assert state.save("hints.json", {}) is False
+    assert state.load("results.json") == {}
+    assert capsys.readouterr().err.count("cannot be written") == 1

@@ -726,7 +726,8 @@ TAMPERED = {  # each a route named in issue 19; test_loop is left unsolved: noth
     "forges-the-record": _body('''
         import glob, json, os
         line = json.dumps({"event": "koan", "nodeid": "koans/01/test_a.py::test_loop", "path": "koans/01/test_a.py", "name": "test_loop", "state": "passed"})
-        for fd in glob.glob("/proc/[0-9]*/fd/*"):
+        # its own process and its parent (the controller) only: never the host's other processes
+        for fd in glob.glob(f"/proc/{os.getpid()}/fd/*") + glob.glob(f"/proc/{os.getppid()}/fd/*"):
             try:
                 with open(fd, "a") as out:
                     out.write(line + "\\n")

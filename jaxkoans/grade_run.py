@@ -320,12 +320,12 @@ def _events(text: str) -> list[dict]:
 
 
 def _guard_events(controller: str, workers: str) -> list[dict]:
-    """The controller's events (its pipe), then the workers' (the FIFO)."""
+    """The controller's events (its pipe), then the workers' (the FIFO); `source` says which."""
     events = []
     for text, pid in ((controller, "controller"), (workers, "worker")):
         for line in text.splitlines():
             try:
-                events.append({"pid": pid, **json.loads(line)})
+                events.append({"pid": pid, **json.loads(line), "source": pid})
             except (json.JSONDecodeError, TypeError):
                 continue
     return events

@@ -162,6 +162,24 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
     )
 
 
+def _vouched(outcome: Outcome) -> list[dict]:
+    """The record's koan results that the guard's own stream confirms: the controller saw a
+    report for that item. (A line forged into the record pipe alone does not count.)"""
+    seen = {
+        (e.get("nodeid"), e.get("when"))
+        for e in outcome.guard
+        if e.get("event") == "reported" and e.get("source") == "controller"
+    }
+    kept = []
+    for event in outcome.events:
+        if event.get("event") == "koan" and not (
+            (event.get("nodeid"), "call") in seen or (event.get("nodeid"), "setup") in seen
+        ):
+            continue
+        kept.append(event)
+    return kept
+
+
 def _selected(found: list[Finding], pristine: Course) -> list[Finding]:
     """What concerns the koans being graded (all of a file's, unless only some are)."""
     kept = []
@@ -201,7 +219,7 @@ def _merge(
     problems: list[dict],
     work: Path,
 ) -> list[KoanGrade]:
-    results_by_id = results.by_koan(outcome.events)  # a parametrized koan is one koan
+    results_by_id = results.by_koan(_vouched(outcome))  # a parametrized koan is one koan
     running = {results.koan_id(e["nodeid"]) for e in outcome.events if e.get("event") == "running"}
     collect_errors = {
         e["path"]: e.get("message", "") for e in outcome.events if e.get("event") == "collect-error"

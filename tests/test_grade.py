@@ -1015,3 +1015,12 @@ def test_a_local_variable_named_like_a_builtin_is_not_even_a_note(pristine):
     text = answer_a(double="open = 2\n    input = open * x\n    return input")
     check = tamper.check_file(A, pristine.root / A, text, pristine.allowed[A])
     assert check.notes == [] and check.findings == []
+
+
+def test_without_the_sandbox_a_line_forged_into_the_record_pipe_does_not_count(fake_course, pristine, tmp_path):  # fmt: skip
+    """As root, outside the sandbox, a koan can write into the controller's record pipe through
+    /proc: a result counts only when the guard's own stream saw its report too."""
+    attack = KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": TAMPERED["forges-the-record"]})
+    copy = student(fake_course, tmp_path / "s", {A: attack, B: answer_b()})
+    grade = grading.grade(copy, pristine, grading.Options(workers=1, sandbox=False, stall_timeout=60))  # fmt: skip
+    assert grade.run["stopped"] and statuses(grade)["test_loop"] != "passed"

@@ -1,4 +1,5 @@
-"""Expectations the koans share beyond pytest's own: `raises_exactly`, the exact-class raises.
+"""Expectations the koans share beyond pytest's own: `raises_exactly`, the exact-class raises,
+and `warns_exactly`, the exact-class warns.
 
 An exception blank asks the learner to predict *which* error JAX raises. So a wrong class must
 not be answered with the right one: unless the learner asked to see it (`progress.py reveal`,
@@ -11,6 +12,7 @@ import contextlib
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,58 @@ def raises_exactly(cls, *, match: str | re.Pattern[str] | None = None):
         raise WrongException(
             f"异常的消息不符合 {match!r} / the exception's message does not match {match!r}"
         ) from (raised if revealing() else None)
+
+
+@contextlib.contextmanager
+def warns_exactly(cls, *, match: str | re.Pattern[str] | None = None):
+    """pytest.warns，但要求警告的类恰好是 cls（不接受它的父类，也不接受 Warning）。
+    pytest.warns, but one warning's class must be exactly `cls`, not one of its bases.
+
+    pytest.warns accepts a base class, and pytest.warns(Warning) passes for every warning: a koan
+    that asks which warning JAX issues must not. Gives the list of warnings issued; the ones that are
+    not the expected one are issued again on success, as pytest.warns does, but not on a wrong
+    prediction (under the course's error filter that would name the class)."""
+    __tracebackhide__ = True
+    if isinstance(cls, _Blank):
+        _refuse()
+    if not (isinstance(cls, type) and issubclass(cls, Warning) and cls is not Warning):
+        raise WrongException(
+            f"请写出确切的警告类：{_name(cls)} 不是一个具体的警告类（Warning 太宽，什么都满足）。\n"
+            f"Name the exact warning class: {_name(cls)} is not one specific warning class "
+            "(Warning is too broad: every warning matches it, so it predicts nothing)."
+        )
+    with warnings.catch_warnings(record=True) as issued:
+        warnings.simplefilter("always")
+        yield issued
+    exact = [w for w in issued if w.category is cls]
+    hits = [w for w in exact if match is None or re.search(match, str(w.message))]
+    if hits:
+        for w in issued:
+            if w not in hits:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return
+    if not issued:
+        raise WrongException(
+            f"没有发出任何警告（预测的是 {_name(cls)}）/ no warning was issued (predicted: {_name(cls)})"
+        )
+    if exact:
+        raise WrongException(
+            f"警告的消息不符合 {match!r} / the warning's message does not match {match!r}"
+        )
+    if revealing():
+        names = ", ".join(sorted({_name(w.category) for w in issued}))
+        raise WrongException(
+            f"发出的是 {names}，不是 {_name(cls)} / {names} was issued, not {_name(cls)}"
+        )
+    if any(issubclass(w.category, cls) for w in issued):
+        raise WrongException(
+            f"{_name(cls)} 是发出的警告的父类：请写出确切的那个类。\n"
+            f"{_name(cls)} is a base class of the warning issued: name the exact class."
+        )
+    raise WrongException(
+        f"发出的警告不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
+        f"The warning issued is not a {_name(cls)} (which one stays hidden: predict, then check)."
+    )
 
 
 def _wrong_class_message(cls: type, raised: BaseException) -> str:

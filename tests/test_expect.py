@@ -1,15 +1,17 @@
-"""raises_exactly: the koans' `pytest.raises` that names one class, not a family, and never
-names the class that was raised unless the learner asked to see it."""
+"""raises_exactly and warns_exactly: the koans' `pytest.raises` / `pytest.warns` that name one
+class, not a family, and never name the class that was raised or issued unless the learner asked
+to see it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
-from jaxkoans import BlankError, TodoError, __, raises_exactly, todo
+from jaxkoans import BlankError, TodoError, __, raises_exactly, todo, warns_exactly
 from jaxkoans.expect import REVEAL_ENV, WrongException
 
 from .fakecourse import make_course, write
@@ -76,6 +78,75 @@ def test_match_checks_the_message_of_the_exact_class():
         raise KeyError("a needle here")
     with pytest.raises(WrongException, match="does not match"), raises_exactly(KeyError, match="x"):
         raise KeyError("other")
+
+
+def test_warns_exactly_passes_for_the_exact_class_and_gives_the_warnings():
+    with warns_exactly(DeprecationWarning, match="old") as issued:
+        warnings.warn("old api", DeprecationWarning, stacklevel=1)
+    assert [w.category for w in issued] == [DeprecationWarning]
+
+
+@pytest.mark.parametrize("too_broad", [Warning, ValueError, (UserWarning, FutureWarning), 3])
+def test_warns_exactly_refuses_warning_and_non_warnings_before_the_code_runs(too_broad):
+    ran = []
+    with pytest.raises(WrongException, match="too broad") as refused, warns_exactly(too_broad):
+        ran.append(True)
+    assert not ran
+    assert "太宽" in str(refused.value)  # bilingual
+
+
+def test_warns_exactly_refuses_a_sibling_or_base_class_without_naming_the_one_issued():
+    with pytest.raises(WrongException) as refused, warns_exactly(DeprecationWarning):
+        warnings.warn("old api", PendingDeprecationWarning, stacklevel=1)  # a sibling: not a base
+    assert "PendingDeprecation" not in str(refused.value)
+    assert "is not a DeprecationWarning" in str(refused.value)
+    with pytest.raises(WrongException) as refused, warns_exactly(UserWarning):
+        warnings.warn("bytes", BytesWarning, stacklevel=1)
+    assert "is not a UserWarning" in str(refused.value)
+
+    class JaxLikeWarning(DeprecationWarning):
+        pass
+
+    with pytest.raises(WrongException) as refused, warns_exactly(DeprecationWarning):
+        warnings.warn("old api", JaxLikeWarning, stacklevel=1)
+    assert "base class" in str(refused.value) and "JaxLike" not in str(refused.value)
+    assert "父类" in str(refused.value)  # bilingual
+
+
+def test_warns_exactly_names_the_warning_issued_only_when_revealed(monkeypatch):
+    monkeypatch.setenv(REVEAL_ENV, "1")
+    revealed = pytest.raises(WrongException, match="FutureWarning was issued")
+    with revealed, warns_exactly(DeprecationWarning):
+        warnings.warn("old api", FutureWarning, stacklevel=1)
+
+
+def test_warns_exactly_fails_without_a_warning_and_on_another_message():
+    with pytest.raises(WrongException, match="no warning"), warns_exactly(UserWarning):
+        pass
+    no_match = pytest.raises(WrongException, match="does not match")
+    with no_match, warns_exactly(UserWarning, match="needle"):
+        warnings.warn("haystack", UserWarning, stacklevel=1)
+
+
+def test_warns_exactly_issues_the_other_warnings_again_only_on_success():
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        with warns_exactly(FutureWarning):
+            warnings.warn("expected", FutureWarning, stacklevel=1)
+            warnings.warn("unrelated", UserWarning, stacklevel=1)
+    assert [(w.category, str(w.message)) for w in outside] == [(UserWarning, "unrelated")]
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        with pytest.raises(WrongException), warns_exactly(FutureWarning):
+            warnings.warn("unrelated", UserWarning, stacklevel=1)
+    assert outside == []  # under the course's error filter it would name the class
+
+
+def test_warns_exactly_keeps_an_open_blank_a_blank():
+    with pytest.raises(BlankError), warns_exactly(__):
+        warnings.warn("old api", DeprecationWarning, stacklevel=1)
+    with pytest.raises(BlankError), warns_exactly(DeprecationWarning):
+        __ + 1
 
 
 PRISTINE_RAISES = '''

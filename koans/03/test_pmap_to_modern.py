@@ -17,16 +17,16 @@ modern form: `jax.shard_map` (one block per device, explicit collectives), `jit`
 import importlib
 import inspect
 import re
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, warns_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -218,7 +218,10 @@ def test_experimental_shard_map_is_deprecated():
     (varying manual axes: the type records along which mesh axes a value differs). Look at
     jax.shard_map's signature.
     """
-    with pytest.warns(__, match="jax.shard_map"):
+    # JAX warns once per process (its deprecated attribute is behind functools.cache): import
+    # the module afresh so the warning comes however many times this runs.
+    sys.modules.pop("jax.experimental.shard_map", None)
+    with warns_exactly(__, match="jax.shard_map"):
         from jax.experimental.shard_map import shard_map as old_shard_map
     assert "check_rep" in inspect.signature(old_shard_map).parameters
     assert __ in inspect.signature(jax.shard_map).parameters

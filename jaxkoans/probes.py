@@ -1,5 +1,6 @@
 """Instruments the koans read JAX with: its compilations, the collectives in compiled HLO, the
-stage at which a program fails, and a fresh process to measure in. They measure; the lessons are
+structure of a pallas_call in a jaxpr, the stage at which a program fails, and a fresh process to
+measure in. They measure; the lessons are
 in the koans that use them."""
 
 from __future__ import annotations
@@ -71,6 +72,62 @@ def collectives(hlo_text):
         if types:
             found[kind] = [re.sub(r"\{[\d,]*\}", "", t) for t in types]
     return found
+
+
+def _sub_jaxprs(params):
+    """jaxprs nested in an equation's params (jit bodies, cond branches, custom_vjp calls)."""
+    for value in params.values():
+        for item in value if isinstance(value, tuple | list) else (value,):
+            inner = getattr(item, "jaxpr", item)
+            if hasattr(inner, "eqns"):
+                yield inner
+
+
+def primitives(jaxpr):
+    """jaxpr 里出现的每个原语的名字（包括嵌套的 jaxpr）。
+    Every primitive name in a jaxpr, nested jaxprs included."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for sub in _sub_jaxprs(eqn.params):
+            names |= primitives(sub)
+    return names
+
+
+def pallas_call_structure(fn, *args):
+    """fn(*args) 的 jaxpr 里唯一的 pallas_call 的结构（可以在 jit 里）：grid、每个 BlockSpec 的
+    块形状（先输入后输出）、scratch 的 (形状, dtype)、dimension_semantics（"parallel" 这样的
+    字符串，pltpu 的枚举也读成它的值；没给就是空元组）、内核里的原语和内核外的原语。
+    The structure of the one pallas_call in fn(*args)'s jaxpr (it may sit inside a jit): its
+    grid, every BlockSpec's block shape (inputs, then outputs), the scratch (shape, dtype)s, the
+    dimension_semantics (strings such as "parallel"; pltpu's enums read as their value; () when
+    none is given), the primitives inside the kernel and those outside it."""
+    calls, outside = [], set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "pallas_call":
+                calls.append(eqn)
+                continue
+            outside.add(eqn.primitive.name)
+            for sub in _sub_jaxprs(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    assert len(calls) == 1, f"expected one pallas_call, found {len(calls)}"
+    mapping, params = calls[0].params["grid_mapping"], calls[0].params["compiler_params"]
+    semantics = getattr(params, "dimension_semantics", None) or ()
+    return {
+        "grid": tuple(mapping.grid),
+        "blocks": [
+            tuple(getattr(d, "block_size", d) for d in b.block_shape)
+            for b in mapping.block_mappings
+        ],
+        "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
+        "semantics": tuple(getattr(s, "value", s) for s in semantics),
+        "kernel_ops": primitives(calls[0].params["jaxpr"]),
+        "outside_ops": outside,
+    }
 
 
 def first_failing_stage(f, *args):

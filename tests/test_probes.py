@@ -5,8 +5,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
-from jaxkoans.probes import collectives, counting_compiles, first_failing_stage, run_python
+from jaxkoans.probes import (
+    collectives,
+    counting_compiles,
+    first_failing_stage,
+    pallas_call_structure,
+    primitives,
+    run_python,
+)
 
 
 def test_counting_compiles_sees_one_compile_per_new_shape():
@@ -44,3 +53,57 @@ def test_run_python_starts_clean_of_our_jax_settings(monkeypatch):
 def test_run_python_fails_with_the_child_s_error():
     with pytest.raises(AssertionError, match="ZeroDivisionError"):
         run_python("-c", "1 / 0")
+
+
+def _exp_kernel_then_sin(x, *, semantics):
+    """A pallas_call inside a jit with a jnp op after it: (8, 16) blocks and an (8, 16) scratch."""
+
+    def kernel(x_ref, o_ref, acc_ref):
+        acc_ref[...] = jnp.exp(x_ref[...])
+        o_ref[...] = acc_ref[...] * 2
+
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(x.shape[0] // 8, x.shape[1] // 16),
+        in_specs=[pl.BlockSpec((8, 16), lambda i, j: (i, j))],
+        out_specs=pl.BlockSpec((8, 16), lambda i, j: (i, j)),
+        scratch_shapes=[pltpu.VMEM((8, 16), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=semantics) if semantics else None,
+        interpret=True,
+    )
+    return jnp.sin(jax.jit(call)(x))
+
+
+def test_pallas_call_structure_reads_grid_blocks_scratch_and_where_the_ops_are():
+    x = jnp.ones((16, 48), jnp.float32)
+    kernel = pallas_call_structure(
+        lambda x: _exp_kernel_then_sin(x, semantics=("parallel", pltpu.ARBITRARY)), x
+    )
+    assert kernel["grid"] == (2, 3)
+    assert kernel["blocks"] == [(8, 16), (8, 16)]
+    assert kernel["scratch"] == [((8, 16), jnp.float32)]
+    assert kernel["semantics"] == ("parallel", "arbitrary")
+    assert {"exp", "mul"} <= kernel["kernel_ops"] and "sin" not in kernel["kernel_ops"]
+    assert "sin" in kernel["outside_ops"] and not {"exp", "mul"} & kernel["outside_ops"]
+    assert "pallas_call" not in kernel["outside_ops"]
+    assert (
+        pallas_call_structure(lambda x: _exp_kernel_then_sin(x, semantics=None), x)["semantics"]
+        == ()
+    )
+
+
+def test_pallas_call_structure_wants_exactly_one_pallas_call():
+    x = jnp.ones((16, 48), jnp.float32)
+    with pytest.raises(AssertionError, match="found 0"):
+        pallas_call_structure(jnp.sin, x)
+    with pytest.raises(AssertionError, match="found 2"):
+        pallas_call_structure(
+            lambda x: _exp_kernel_then_sin(_exp_kernel_then_sin(x, semantics=None), semantics=None),
+            x,
+        )
+
+
+def test_primitives_looks_inside_nested_jaxprs():
+    jaxpr = jax.make_jaxpr(lambda x: jax.jit(jnp.cos)(x) + 1)(1.0)
+    assert {"jit", "cos", "add"} <= primitives(jaxpr.jaxpr)

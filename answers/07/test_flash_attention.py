@@ -23,66 +23,13 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import pallas_call_structure, primitives
 
 
 def reference_attention(q, k, v):
     """纯 jnp 的参考实现。/ The plain jnp reference."""
     scores = q @ k.T / jnp.sqrt(q.shape[-1]).astype(q.dtype)
     return jax.nn.softmax(scores, axis=-1) @ v
-
-
-def _sub_jaxprs(params):
-    """jaxprs nested in an equation's params (jit bodies, cond branches, custom_vjp calls)."""
-    for value in params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            inner = getattr(item, "jaxpr", item)
-            if hasattr(inner, "eqns"):
-                yield inner
-
-
-def _primitives(jaxpr):
-    """Every primitive name in a jaxpr, nested jaxprs included."""
-    names = set()
-    for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for sub in _sub_jaxprs(eqn.params):
-            names |= _primitives(sub)
-    return names
-
-
-def _kernel_structure(fn, *args):
-    """What fn's jaxpr says about its one pallas_call: grid, block shapes (inputs, then
-    outputs), scratch shapes, dimension semantics, the primitives inside the kernel and those
-    outside it."""
-    calls, outside = [], set()
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "pallas_call":
-                calls.append(eqn)
-                continue
-            outside.add(eqn.primitive.name)
-            for sub in _sub_jaxprs(eqn.params):
-                walk(sub)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    assert len(calls) == 1, f"expected one pallas_call, found {len(calls)}"
-    mapping = calls[0].params["grid_mapping"]
-    params = calls[0].params["compiler_params"]
-    return {
-        "grid": tuple(mapping.grid),
-        "blocks": [
-            tuple(getattr(d, "block_size", d) for d in b.block_shape)
-            for b in mapping.block_mappings
-        ],
-        "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
-        # "parallel" or pltpu.PARALLEL (an enum whose value is "parallel"): either spelling
-        "semantics": tuple(
-            getattr(s, "value", s) for s in getattr(params, "dimension_semantics", None) or ()
-        ),
-        "kernel_ops": _primitives(calls[0].params["jaxpr"]),
-        "outside_ops": outside,
-    }
 
 
 def _data(shape, seed, scale=1.0):
@@ -226,7 +173,9 @@ def test_flash_attention_is_blocked_with_scratch_accumulators(lq, lk, d, bq, bk)
     matmuls and the exp inside the kernel, none outside it.
     """
     q, k, v = _data((lq, d), 0), _data((lk, d), 1), _data((lk, d), 2)
-    kernel = _kernel_structure(functools.partial(flash_attention_forward, bq=bq, bk=bk), q, k, v)
+    kernel = pallas_call_structure(
+        functools.partial(flash_attention_forward, bq=bq, bk=bk), q, k, v
+    )
     assert kernel["grid"] == (lq // bq, lk // bk)
     assert kernel["blocks"] == [(bq, d), (bk, d), (bk, d), (bq, d)]  # q, k, v, out
     assert sorted(kernel["scratch"], key=str) == sorted(
@@ -259,4 +208,4 @@ def test_flash_attention_gradient_through_custom_vjp(lq, lk, d, bq, bk):
     jaxpr = jax.make_jaxpr(jax.grad(loss(lambda q, k, v: flash_attention(q, k, v, bq, bk))))(
         q, k, v
     )
-    assert "pallas_call" in _primitives(jaxpr.jaxpr)
+    assert "pallas_call" in primitives(jaxpr.jaxpr)

@@ -17,54 +17,7 @@ import pytest
 from jax.experimental import pallas as pl
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-
-
-def _sub_jaxprs(params):
-    """jaxprs nested in an equation's params (jit bodies, cond branches, custom_vjp calls)."""
-    for value in params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            inner = getattr(item, "jaxpr", item)
-            if hasattr(inner, "eqns"):
-                yield inner
-
-
-def _primitives(jaxpr):
-    """Every primitive name in a jaxpr, nested jaxprs included."""
-    names = set()
-    for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for sub in _sub_jaxprs(eqn.params):
-            names |= _primitives(sub)
-    return names
-
-
-def _kernel_structure(fn, *args):
-    """What fn's jaxpr says about its one pallas_call: grid, block shapes (inputs, then
-    outputs), scratch shapes, the primitives inside the kernel and those outside it."""
-    calls, outside = [], set()
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "pallas_call":
-                calls.append(eqn)
-                continue
-            outside.add(eqn.primitive.name)
-            for sub in _sub_jaxprs(eqn.params):
-                walk(sub)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    assert len(calls) == 1, f"expected one pallas_call, found {len(calls)}"
-    mapping = calls[0].params["grid_mapping"]
-    return {
-        "grid": tuple(mapping.grid),
-        "blocks": [
-            tuple(getattr(d, "block_size", d) for d in b.block_shape)
-            for b in mapping.block_mappings
-        ],
-        "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
-        "kernel_ops": _primitives(calls[0].params["jaxpr"]),
-        "outside_ops": outside,
-    }
+from jaxkoans.probes import pallas_call_structure
 
 
 def _data(shape, seed):
@@ -204,7 +157,7 @@ def test_tiled_elementwise_add_relu(shape, block):
     bm, bn = block
     out = add_relu(x, y, bm=bm, bn=bn)
     np.testing.assert_allclose(out, jax.nn.relu(x + y), rtol=1e-6)
-    kernel = _kernel_structure(functools.partial(add_relu, bm=bm, bn=bn), x, y)
+    kernel = pallas_call_structure(functools.partial(add_relu, bm=bm, bn=bn), x, y)
     assert kernel["grid"] == (shape[0] // bm, shape[1] // bn)
     assert kernel["blocks"] == [(bm, bn)] * 3  # x, y, out
     assert "max" in kernel["kernel_ops"] and "max" not in kernel["outside_ops"]
@@ -224,7 +177,7 @@ def test_tiled_matmul_accumulates_over_k(m, k, n, bm, bk, bn):
     x, y = _data((m, k), 2), _data((k, n), 3)
     out = matmul(x, y, bm=bm, bn=bn, bk=bk)
     np.testing.assert_allclose(out, x @ y, rtol=1e-5, atol=1e-5)
-    kernel = _kernel_structure(functools.partial(matmul, bm=bm, bn=bn, bk=bk), x, y)
+    kernel = pallas_call_structure(functools.partial(matmul, bm=bm, bn=bn, bk=bk), x, y)
     assert kernel["grid"] == (m // bm, n // bn, k // bk)
     assert kernel["blocks"] == [(bm, bk), (bk, bn), (bm, bn)]  # x, y, out
     assert "dot_general" in kernel["kernel_ops"] and "dot_general" not in kernel["outside_ops"]
@@ -243,7 +196,7 @@ def test_row_softmax_is_stable(shape, bm):
     np.testing.assert_allclose(
         row_softmax(x + 1000.0, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-4, atol=1e-6
     )
-    kernel = _kernel_structure(functools.partial(row_softmax, bm=bm), x)
+    kernel = pallas_call_structure(functools.partial(row_softmax, bm=bm), x)
     assert kernel["grid"] == (shape[0] // bm,)
     assert kernel["blocks"] == [(bm, shape[1])] * 2  # x, out
     assert {"exp", "reduce_max"} <= kernel["kernel_ops"]
@@ -261,7 +214,7 @@ def test_layer_norm_matches_reference(shape, bm):
     var = x.var(-1, keepdims=True)
     expected = (x - mean) / jnp.sqrt(var + 1e-5) * gamma + beta
     np.testing.assert_allclose(layer_norm(x, gamma, beta, bm=bm), expected, rtol=1e-4, atol=1e-4)
-    kernel = _kernel_structure(functools.partial(layer_norm, bm=bm), x, gamma, beta)
+    kernel = pallas_call_structure(functools.partial(layer_norm, bm=bm), x, gamma, beta)
     assert kernel["grid"] == (shape[0] // bm,)
     assert kernel["blocks"] == [
         (bm, shape[1]),

@@ -26,22 +26,10 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import pallas_call_structure
 
 # The TPU interpreter, with a fixed seed for its shuffling of "parallel" axes.
 TPU_INTERPRETER = pltpu.InterpretParams(random_seed=0)
-
-
-def _pallas_eqn(fn, *args):
-    """fn 的 jaxpr 里唯一的 pallas_call（可以在 jit 里面）。/ The one pallas_call of fn's jaxpr."""
-    eqns, found = list(jax.make_jaxpr(fn)(*args).eqns), []
-    while eqns:
-        eqn = eqns.pop()
-        if eqn.primitive.name == "pallas_call":
-            found.append(eqn)
-        elif eqn.primitive.name == "jit":
-            eqns.extend(eqn.params["jaxpr"].eqns)
-    assert len(found) == 1, f"expected one pallas_call, found {len(found)}"
-    return found[0]
 
 
 def _scratch_matmul(x, y, *, semantics, interpret, block=8):
@@ -200,20 +188,11 @@ def test_bf16_matmul_accumulates_in_f32_scratch(m, k, n, bm, bk, bn):
     shuffled = matmul_bf16(x, y, bm=bm, bn=bn, bk=bk, interpret=TPU_INTERPRETER)
     np.testing.assert_array_equal(shuffled, out)
 
-    eqn = _pallas_eqn(functools.partial(matmul_bf16, bm=bm, bn=bn, bk=bk), x, y)
-    mapping = eqn.params["grid_mapping"]
-    assert tuple(mapping.grid) == (m // bm, n // bn, k // bk)
-    blocks = [
-        tuple(getattr(d, "block_size", d) for d in b.block_shape) for b in mapping.block_mappings
-    ]
-    assert blocks == [(bm, bk), (bk, bn), (bm, bn)]
-    assert [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals] == [((bm, bn), jnp.float32)]
-    semantics = [getattr(s, "value", s) for s in eqn.params["compiler_params"].dimension_semantics]
-    assert semantics == [
-        "parallel",
-        "parallel",
-        "arbitrary",
-    ]  # strings or pltpu.PARALLEL-style enums
+    kernel = pallas_call_structure(functools.partial(matmul_bf16, bm=bm, bn=bn, bk=bk), x, y)
+    assert kernel["grid"] == (m // bm, n // bn, k // bk)
+    assert kernel["blocks"] == [(bm, bk), (bk, bn), (bm, bn)]
+    assert kernel["scratch"] == [((bm, bn), jnp.float32)]
+    assert kernel["semantics"] == ("parallel", "parallel", "arbitrary")  # strings or enums
 
 
 def _double_kernel(x_ref, o_ref):

@@ -88,8 +88,8 @@ def test_index_map_returns_block_indices_not_element_offsets():
     """index map 返回的是“第几块”，不是元素偏移：块大小为 2 时，块号 1 指元素 2..3。
     让输出的第 i 块读取输入的倒数第 i 块，把 4 个块的顺序倒过来（块内顺序不变）。
     An index map returns block indices, not element offsets: with blocks of 2, block 1 means
-    elements 2..3. Make output block i read input block 3 - i, reversing the order of the four
-    blocks (each block keeps its inner order).
+    elements 2..3. Make output block i read input block i counted from the end, reversing the
+    order of the four blocks (each block keeps its inner order).
     """
 
     def copy_kernel(x_ref, o_ref):
@@ -130,9 +130,9 @@ def test_two_dimensional_grid_has_one_program_id_per_axis():
 
 
 def test_none_in_block_shape_squeezes_that_dimension():
-    """块形状里的 None 表示这一维取 1 并在内核里去掉：块 (None, 5) 让内核看到形状 (5,) 的一行。
+    """块形状里的 None 表示这一维取 1 并在内核里去掉：块 (None, 5) 让内核每次看到一行，形状是什么？
     None in a block shape means size 1, squeezed away inside the kernel: a (None, 5) block shows
-    the kernel one row of shape (5,).
+    the kernel one row at a time. Which shape does the kernel see?
     """
     seen = []
 

@@ -120,11 +120,12 @@ def test_multisteps_inside_nnx_optimizer_counts_two_ways():
     nnx.Optimizer 的 step 数的是 update 的调用次数，MultiSteps 的 gradient_step 数的是真正的
     更新次数。按步数算学习率调度时，用对那一个。
     optax.MultiSteps fits into nnx.Optimizer too: the parameters really change only every k
-    updates; here Adam(0.1) takes one real step per 4 micro-batches. But there are two counters: nnx.Optimizer's step counts update calls, MultiSteps'
+    updates. But there are two counters: nnx.Optimizer's step counts update calls, MultiSteps'
     gradient_step counts real updates. Use the right one when a schedule is driven by steps.
     """
     model = nnx.Linear(3, 1, rngs=nnx.Rngs(0))
-    opt = nnx.Optimizer(model, optax.MultiSteps(optax.adam(0.1), every_k_schedule=4), wrt=nnx.Param)
+    accumulate = optax.MultiSteps(optax.adam(0.1), every_k_schedule=4)
+    opt = nnx.Optimizer(model, accumulate, wrt=nnx.Param)
     x = jnp.ones((2, 3))
     moved = []
     for _ in range(8):

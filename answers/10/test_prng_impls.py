@@ -44,11 +44,11 @@ def first_bits(key) -> bytes:
 
 
 def test_six_implementations_each_with_its_key_shape():
-    """key 数据的长度由实现决定：它就是算法的“密钥”有几个 32 位字。threefry2x32 的密钥
-    是 2 个字；threefry4x32 是 4 个；philox 的密钥只有计数器宽度的一半；rbg 系列存 4 个字。
+    """key 数据的长度由实现决定：它就是算法的“密钥”有几个 32 位字——不一定等于名字里的那个数。
+    存档、传输、包装原始 key 数据时，这个长度就是实现的指纹。
     The implementation decides the key-data length: the number of 32-bit words in the
-    algorithm's key. threefry2x32 keys have 2 words, threefry4x32 4; a Philox key is half as wide
-    as its counter; the rbg family stores 4 words.
+    algorithm's key, which is not always the number in its name. When raw key data is saved,
+    sent or wrapped again, that length is the implementation's fingerprint.
     """
     names = implementations()
     assert names == sorted(
@@ -95,15 +95,23 @@ def test_the_same_seed_gives_a_different_stream_per_implementation():
 
 def test_choose_an_implementation_and_keep_it_with_the_data():
     """选实现有两种方式：`jax.random.key(0, impl=...)`，或者用 `jax.default_prng_impl(...)`
-    上下文改默认值。原始 key 数据不记得自己的实现：包装回去时必须再说一遍 impl。
+    上下文改默认值。这里要的是：比特由 XLA 的 RngBitGenerator 生成，split / fold_in 却仍用
+    Threefry 的那个实现——它的子 key 就是 threefry2x32 的子 key 重复两遍。原始 key 数据不记得
+    自己的实现：包装回去时必须再说一遍 impl，否则派生出来的 key 就不是原来那条流。
     Two ways to choose: `jax.random.key(0, impl=...)`, or change the default with the
-    `jax.default_prng_impl(...)` context. Raw key data does not remember its implementation:
-    wrapping it again needs the impl once more.
+    `jax.default_prng_impl(...)` context. Wanted here: the implementation whose bits come from
+    XLA's RngBitGenerator but whose split / fold_in are still Threefry's, so its child keys are
+    threefry2x32's child keys twice over. Raw key data does not remember its implementation:
+    wrapping it again needs the impl once more, or the derived keys leave the original stream.
     """
     with jax.default_prng_impl("rbg"):
         key = jax.random.key(0)
         raw = jax.random.PRNGKey(0)  # legacy keys follow the default too
-    assert jax.random.key_impl(key) == "rbg"
+    child = jax.random.key_data(jax.random.split(key)[1])
+    threefry_child = jax.random.key_data(
+        jax.random.split(jax.random.key(0, impl="threefry2x32"))[1]
+    )
+    np.testing.assert_array_equal(child, np.tile(threefry_child, 2))
     assert raw.shape == (4,)
     assert jax.random.key_impl(jax.random.key(0)) == "threefry2x32"  # restored on exit
     data = jax.random.key_data(key)
@@ -111,3 +119,6 @@ def test_choose_an_implementation_and_keep_it_with_the_data():
         jax.random.wrap_key_data(data)  # read as a threefry2x32 key: wrong data shape
     again = jax.random.wrap_key_data(data, impl="rbg")
     assert first_bits(again) == first_bits(key)
+    # The same stream, derived keys included.
+    assert first_bits(jax.random.split(again)[1]) == first_bits(jax.random.split(key)[1])
+    assert first_bits(jax.random.fold_in(again, 7)) == first_bits(jax.random.fold_in(key, 7))

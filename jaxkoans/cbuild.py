@@ -10,7 +10,8 @@ ask at the same moment neither collide nor compile twice.
     lib = ctypes.CDLL(str(path))
 
 Without a C++ compiler `build` raises `CompilerNotFoundError`, whose message the koans pass to
-`pytest.skip`: only the koans that need the kernel are skipped.
+`pytest.skip`: only the koans that need the kernel are skipped. A compiler that fails or times
+out raises `BuildError`, which the harness reports as an environment problem, not an answer.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class CompilerNotFoundError(RuntimeError):
 
 
 class BuildError(RuntimeError):
-    """The compiler rejected the source. / 编译失败。"""
+    """The compiler rejected the source or did not finish in time. / 编译失败或超时。"""
 
 
 def find_compiler() -> str:
@@ -108,9 +109,14 @@ def build(source: str | Path, *, build_dir: Path | None = None) -> Path:
             temporary,
         ]
         try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
-            )
+            try:
+                done = subprocess.run(
+                    command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
+                )
+            except subprocess.TimeoutExpired as error:  # a hung compiler is a failed build
+                raise BuildError(
+                    f"编译超时 / build timed out after {BUILD_TIMEOUT_S} s: {' '.join(command)}"
+                ) from error
             if done.returncode != 0:
                 raise BuildError(
                     f"编译失败 / build failed: {' '.join(command)}\n{done.stderr[-4000:]}"

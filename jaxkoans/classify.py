@@ -5,6 +5,8 @@ BlankError/TodoError (or was caused by one), or when it was raised while executi
 of the koan's own file that still contains `__`, or when the koan's file has a fix region
 (`# ✍️ BEGIN` … `# ✍️ END`) that is still as shipped. JAX often wraps a blank in an error of its own
 (`lax.scan(step, __, xs)` raises a ValueError deep inside JAX); the statement rule catches that.
+A C++ build that fails or times out inside a koan (chapter 05) is the machine's problem, not an
+answer: it reads as "environment" and counts as neither attempted nor passed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+from jaxkoans import cbuild
 from jaxkoans.blanks import BlankError, TodoError
 from jaxkoans.twins import REGION_BEGIN, untouched_region
 
@@ -27,6 +30,9 @@ class KoanState(enum.StrEnum):
     NOT_STARTED = "not_started"  # fails because of its blank or TODO
     FAILING = "failing"  # attempted, still wrong
     PASSED = "passed"
+    ENVIRONMENT = (
+        "environment"  # cannot run here as it stands (a C++ build failed): not the learner's
+    )
 
 
 class Cause(enum.StrEnum):
@@ -35,6 +41,7 @@ class Cause(enum.StrEnum):
     REGION = "region"  # a fix region the learner has not edited yet
     TIMEOUT = "timeout"
     WRONG = "wrong"  # an assertion or any other exception of the learner's code
+    ENVIRONMENT = "environment"  # the C++ build failed or timed out (jaxkoans.cbuild)
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,12 @@ class Attribution:
     path: Path | None = None  # where, in the koan's file
     lineno: int | None = None  # 1-based
     source: str = ""
+    message: str = ""  # for ENVIRONMENT: what the build said
 
     @property
     def state(self) -> KoanState:
+        if self.cause is Cause.ENVIRONMENT:
+            return KoanState.ENVIRONMENT
         if self.cause in (Cause.BLANK, Cause.TODO, Cause.REGION):
             return KoanState.NOT_STARTED
         return KoanState.FAILING
@@ -86,6 +96,11 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
     `shipped_regions`: the fingerprints of the file's fix regions as shipped (chapter.toml)."""
     koan_file = Path(koan_file).resolve()
     chain = list(_exception_chain(excinfo.value))
+    built = [e for e in chain if isinstance(e, cbuild.BuildError | cbuild.CompilerNotFoundError)]
+    if built or (_is_timeout(excinfo) and _in_build(excinfo)):
+        message = str(built[0]) if built else "the build timed out (jaxkoans.cbuild.build)"
+        where = _last_entry_in(excinfo, koan_file)
+        return Attribution(Cause.ENVIRONMENT, *where, message=message)
     if _is_timeout(excinfo):
         where = _last_entry_in(excinfo, koan_file)
         return Attribution(Cause.TIMEOUT, *where)
@@ -115,6 +130,18 @@ def _untouched_region(koan_file: Path, shipped: tuple[str, ...]) -> int | None:
 def _is_timeout(excinfo) -> bool:
     # pytest-timeout's signal method fails the test with "Timeout (>Ns) from pytest-timeout".
     return excinfo.typename == "Failed" and "Timeout" in str(excinfo.value)[:40]
+
+
+def _in_build(excinfo) -> bool:
+    """True when the traceback went through jaxkoans.cbuild.build (pytest-timeout stopped a build)."""
+    built = Path(cbuild.__file__).resolve()
+    for entry in excinfo.traceback:
+        try:
+            if Path(entry.path).resolve() == built and entry.name == "build":
+                return True
+        except (TypeError, OSError, AttributeError):
+            continue
+    return False
 
 
 def _koan_entries(excinfo, koan_file: Path):

@@ -21,6 +21,7 @@ HEADLINES = {
     Cause.REGION: "✍️ 待修复 / fix the marked code",
     Cause.TIMEOUT: "⏱️ 超时 / timed out",
     Cause.WRONG: "❌ 还不对 / not yet",
+    Cause.ENVIRONMENT: "🛠️ 环境 / environment",
 }
 
 TIMEOUT_ADVICE = (
@@ -35,6 +36,14 @@ REGION_ADVICE = (
     "The code here has bugs: read the tests' asserts for the symptoms, then edit the code\n"
     "between # ✍️ BEGIN and # ✍️ END."
 )
+
+
+ENVIRONMENT_ADVICE = (
+    "C++ 编译失败：这是这台机器的问题，不是你的答案，也不算一次尝试。运行 `python progress.py doctor`。\n"
+    "The C++ build failed: a problem of this machine, not of your answer (it does not count as\n"
+    "an attempt). Run `python progress.py doctor`."
+)
+BUILD_OUTPUT_LINES = 12  # the compiler's last lines: enough to see why, not a screenful
 
 
 HIDDEN_ADVICE = (
@@ -153,12 +162,17 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         lines += ["", REGION_ADVICE]
     if found.cause is Cause.TIMEOUT:
         lines += ["", TIMEOUT_ADVICE]
+    if found.cause is Cause.ENVIRONMENT:
+        said = found.message.splitlines()[-BUILD_OUTPUT_LINES:]
+        lines += ["", ENVIRONMENT_ADVICE, "", *("   │ " + line for line in said)]
     if found.cause is Cause.WRONG:
         lesson = docstring(item)
         if lesson:
             lines += ["", *("   │ " + line for line in lesson.splitlines())]
         lines += ["", details]
-    lines += [f"   💡 python progress.py hint {item.name}"]
+    if found.cause is not Cause.ENVIRONMENT:  # a hint cannot fix a compiler
+        koan = getattr(item, "originalname", item.name)  # `hint` takes the koan, not a case
+        lines += [f"   💡 python progress.py hint {koan}"]
     return "\n".join(lines)
 
 

@@ -559,3 +559,74 @@ def test_a_chapter_toml_with_an_unknown_key_is_a_usage_error(pytester, line, nam
     result = run(pytester, "01")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*01/chapter.toml: *{named}*"])
+
+
+def test_a_cpp_build_that_fails_or_hangs_is_the_environment_not_an_answer(pytester):
+    (pytester.path / "broken.cc").write_text("int f( {\n", encoding="utf-8")
+    chapter(
+        pytester,
+        "05",
+        {
+            "test_a.py": '''
+        import pathlib, time
+        from jaxkoans import cbuild
+
+        def test_build_fails():
+            """编译。The kernel's library."""
+            source = pathlib.Path(__file__).parent.parent / "broken.cc"
+            cbuild.build(source, build_dir=source.parent / "build")
+
+        def test_build_hangs(monkeypatch):
+            """编译。A compiler that never finishes."""
+            monkeypatch.setattr(cbuild.subprocess, "run", lambda *a, **k: time.sleep(60))
+            source = pathlib.Path(__file__).parent.parent / "broken.cc"
+            cbuild.build(source, build_dir=source.parent / "hung")
+    '''
+        },
+    )
+    record = pytester.path / "record.jsonl"
+    result = run(pytester, "05", "--timeout=2", f"--koans-record={record}")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*🛠️ 环境 / environment*", "*python progress.py doctor*"])
+    result.stdout.fnmatch_lines(["*│ *broken.cc*"])  # what the compiler said
+    result.stdout.no_fnmatch_line("*❌*")
+    result.stdout.no_fnmatch_line("*⏱️*")
+    states = {e["name"]: (e["state"], e["cause"]) for e in results.read(record) if "state" in e}
+    assert states == {
+        "test_build_fails": ("environment", "environment"),
+        "test_build_hangs": ("environment", "environment"),
+    }
+
+
+def test_cbuilds_own_timeout_is_a_build_error(tmp_path, monkeypatch):
+    from jaxkoans import cbuild
+
+    def hung(command, **kwargs):
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])
+
+    source = tmp_path / "k.cc"
+    source.write_text("int f() { return 0; }\n", encoding="utf-8")
+    monkeypatch.setattr(cbuild.subprocess, "run", hung)
+    with pytest.raises(cbuild.BuildError, match="timed out"):
+        cbuild.build(source, build_dir=tmp_path / "build")
+
+
+def test_a_parametrized_koans_hint_names_the_koan_without_its_case(pytester):
+    chapter(
+        pytester,
+        "01",
+        {
+            "test_a.py": '''
+        import pytest
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_cases(n):
+            """情形。Each case."""
+            assert n == __
+    '''
+        },
+    )
+    result = run(pytester, "01")
+    result.assert_outcomes(failed=2)
+    hints = [line.strip() for line in result.stdout.lines if "progress.py hint" in line]
+    assert hints == ["💡 python progress.py hint test_cases"] * 2

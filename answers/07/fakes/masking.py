@@ -1,0 +1,8 @@
+"""Cheap fakes of chapter 07's test_masking.py TODOs (parsed by jaxkoans.mutate, never imported)."""
+# ruff: noqa: F821  (the names come from the answer file the fake is spliced into)
+
+
+def masked_sum_kernel__local_index_only(x_ref, o_ref, *, n):
+    """Skips pl.program_id: compares the in-block index with n, so no block is ever masked."""
+    idx = jax.lax.broadcasted_iota(jnp.int32, (BLOCK,), 0)
+    o_ref[...] = jnp.full((1,), jnp.sum(jnp.where(idx < n, x_ref[...], 0.0)))

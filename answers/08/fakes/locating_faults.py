@@ -1,0 +1,68 @@
+"""Cheap fakes of chapter 08's test_locating_faults.py TODOs (parsed, never imported)."""
+# ruff: noqa: F821  (the names come from the answer file the fake is spliced into)
+
+
+def first_bad_stage__checks_under_jit(program, x):
+    """Skips disable_jit: the check's Python `if` meets tracers."""
+    bad = []
+
+    def check(name, y):
+        if not bad and not bool(jnp.all(jnp.isfinite(y))):
+            bad.append(name)
+
+    program(x, check=check)
+    return bad[0] if bad else None
+
+
+def root_sum__single_outer_where(x):
+    """Only the outer where: the gradient is still NaN at 0."""
+    return jnp.sum(jnp.where(x > 0, jnp.sqrt(x), 0.0))
+
+
+def root_sum__clamp_inside_the_sqrt(x):
+    """Clamps with maximum(x, 0) inside the sqrt: the gradient at 0 is infinite."""
+    return jnp.sum(jnp.sqrt(jnp.maximum(x, 0.0)))
+
+
+def newton_sqrt__python_print(a, steps):
+    """A plain print in the scan body: it prints once, while tracing."""
+
+    def step(x, i):
+        print(f"step {i}: x = {x}")
+        return (x + a / x) / 2, None
+
+    x, _ = lax.scan(step, a, jnp.arange(steps))
+    return x
+
+
+def newton_sqrt__python_loop(a, steps):
+    """Skips lax.scan: a Python loop unrolled into the trace."""
+    x = a
+    for i in range(steps):
+        jax.debug.print("step {i}: x = {x}", i=i, x=x)
+        x = (x + a / x) / 2
+    return x
+
+
+def checked__never_throws(fn):
+    """Checkifies and jits fn but drops err instead of calling err.throw()."""
+    run = jax.jit(checkify.checkify(fn, errors=checkify.index_checks | checkify.float_checks))
+    return lambda *args: run(*args)[1]
+
+
+def checked__default_errors(fn):
+    """checkify.checkify with its default errors (user checks only)."""
+    run = jax.jit(checkify.checkify(fn))
+
+    def call(*args):
+        err, out = run(*args)
+        err.throw()
+        return out
+
+    return call
+
+
+def log_gradient_norm__python_call(grad, log):
+    """Calls log directly: it runs once, while tracing, with a tracer."""
+    log(jnp.linalg.norm(grad))
+    return grad

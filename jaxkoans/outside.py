@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import classify, course, fills
+from jaxkoans.fill_audit import MODULE
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted
 
@@ -48,11 +49,29 @@ def course_files(chapters: list[course.Chapter]) -> list[Path]:
     return [course.KOANS / c.number / name for c in chapters for name in c.files]
 
 
-def warnings(chapters: list[course.Chapter]) -> list[str]:
-    """One bilingual line per edit that grade will not use, for the summary."""
-    found = [
+def edits(chapters: list[course.Chapter]) -> list[Outside]:
+    """Every edit of the chosen chapters' koan files that grade ignores (read once per summary)."""
+    return [
         edit for path in course_files(chapters) if path.is_file() for edit in edits_outside(path)
     ]
+
+
+def touching(found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
+    """The edits of `found` in the lines of `koan` (a module-level edit touches every koan)."""
+    koan_file = course.REPO / koan_file
+    return [e for e in found if e.file == koan_file and e.koan in (koan, MODULE)]
+
+
+def where(edit: Outside) -> str:
+    """file:line of an edit, relative to the course."""
+    root = course.REPO
+    path = edit.file.relative_to(root) if edit.file.is_relative_to(root) else edit.file
+    return f"{path.as_posix()}:{edit.line}" if edit.line else path.as_posix()
+
+
+def warnings(chapters: list[course.Chapter], found: list[Outside] | None = None) -> list[str]:
+    """One bilingual line per edit that grade will not use, for the summary."""
+    found = edits(chapters) if found is None else found
     if not found:
         return []
     root = course.REPO

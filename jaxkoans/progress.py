@@ -28,6 +28,7 @@ DELETED = "deleted from your file / 已从你的文件中删除"
 MISSING = "file deleted / 文件已删除"
 CRASHED = "did not report (crash or hang)"
 SKIPPED = "skipped"  # a koan that cannot run on this machine (no C++ compiler, …)
+ENVIRONMENT = KoanState.ENVIRONMENT.value  # the machine failed it (a C++ build): not an attempt
 RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
 TEST_DEF = re.compile(r"^def (test_\w+)\s*\(", re.MULTILINE)
 
@@ -43,6 +44,7 @@ class Koan:
     doc: str = ""
     note: str = ""  # why the state is what it is, when the run could not say
     recalled: bool = False  # the state was remembered, not measured in this run
+    ignored_edits: list[str] = field(default_factory=list)  # "file:line: what" grade will not use
 
     @property
     def nodeid(self) -> str:
@@ -60,7 +62,8 @@ class Progress:
 
     def next_koan(self, path: list[str], chapter: str | None = None) -> Koan | None:
         order = {number: i for i, number in enumerate(path)}
-        candidates = [k for k in self.koans if k.state not in (KoanState.PASSED.value, SKIPPED)]
+        done_or_blocked = (KoanState.PASSED.value, SKIPPED, ENVIRONMENT)
+        candidates = [k for k in self.koans if k.state not in done_or_blocked]
         if chapter:
             candidates = [k for k in candidates if k.chapter.number == chapter]
         candidates.sort(key=lambda k: order.get(k.chapter.number, len(order)))
@@ -264,7 +267,7 @@ def measure(
     koans = inventory(course.KOANS, chapters)
     remembered = memory.load()
     present = [k for k in koans if k.note not in (DELETED, MISSING)]
-    stale = [k for k in present if not (reuse and remembered.recall(k))]
+    stale = [k for k in present if not (reuse and recalled(remembered, k))]
     if reuse:
         stale = [k for k in stale if not as_shipped(k)]
     problems = remembered.problems_of([k for k in koans if k.recalled])
@@ -286,6 +289,17 @@ def measure(
         remembered.remember(stale, fresh.file_problems, complete)
         memory.save(remembered)
     return Progress(koans, problems)
+
+
+def recalled(remembered: memory.Memory, koan: Koan) -> bool:
+    """`koan`'s remembered state, unless it is a failed build: the learner may have fixed the
+    machine since (a compiler installed), which no file of the course records."""
+    if not remembered.recall(koan):
+        return False
+    if koan.state == ENVIRONMENT:
+        koan.recalled = False
+        return False
+    return True
 
 
 def as_shipped(koan: Koan) -> bool:

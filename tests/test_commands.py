@@ -54,7 +54,10 @@ def test_status_shows_each_chapter_and_the_next_koan(course):
     matches_golden("status_chapter_one_done", shown.stdout, course)
     data = json.loads(progress(course, "--json").stdout)
     assert data["schema"] == 1
-    assert data["total"] == {"total": 4, "passed": 3, "failing": 0, "not_started": 1, "skipped": 0}
+    assert data["total"] == {
+        "total": 4, "passed": 3, "failing": 0, "not_started": 1, "skipped": 0, "environment": 0,
+        "passed_with_ignored_edits": 0,
+    }  # fmt: skip
     assert data["next"]["nodeid"] == "koans/02/test_beta.py::test_x64"
 
 
@@ -329,6 +332,61 @@ def test_skipped_koans_are_counted_apart_and_never_next(course):
     data = json.loads(progress(course, "--json").stdout)
     assert data["next"]["name"] == "test_x64"
     assert data["total"]["skipped"] == 1
+
+
+BUILD_FAILS = dedent('''
+    import os
+
+    from jaxkoans import cbuild
+
+    def test_needs_a_kernel():
+        """编译。Needs the C++ kernel built."""
+        if not os.environ.get("FAKE_COMPILER_FIXED"):
+            raise cbuild.BuildError("编译失败 / build failed: g++ said no")
+''')
+
+
+def test_a_failed_cpp_build_is_not_an_attempt_and_never_next(course):
+    solve(course, "01", "test_alpha.py")
+    (course / "koans" / "01" / "test_build.py").write_text(BUILD_FAILS, encoding="utf-8")
+    shown = progress(course)
+    assert "✅ 3  ❌ 0  ✍️ 0  🛠️ 1" in shown.stdout, shown.stdout
+    assert "the C++ build failed (not counted as attempts): python progress.py doctor" in (
+        shown.stdout
+    )
+    data = json.loads(progress(course, "--json").stdout)
+    assert data["next"]["name"] == "test_x64"
+    assert data["total"]["environment"] == 1 and data["total"]["failing"] == 0
+    built = [k for k in data["koans"] if k["name"] == "test_needs_a_kernel"]
+    assert [(k["state"], k["cause"]) for k in built] == [("environment", "environment")]
+    # the file is unchanged, but a failed build is measured again: the machine may be fixed
+    fixed = json.loads(progress(course, "--json", env_extra={"FAKE_COMPILER_FIXED": "1"}).stdout)
+    assert fixed["total"]["environment"] == 0 and fixed["total"]["passed"] == 4
+
+
+def test_a_pass_that_needs_an_edit_grade_ignores_is_not_a_plain_pass(course):
+    solve(course, "01", "test_alpha.py")
+    mine = course / "koans" / "01" / "test_alpha.py"
+    # the learner changes an assert (outside every blank and TODO body): grade runs the course's
+    mine.write_text(
+        mine.read_text(encoding="utf-8").replace("assert (double(", "assert True or (double("),
+        encoding="utf-8",
+    )
+    line = next(
+        n for n, text in enumerate(mine.read_text().splitlines(), 1) if "assert True" in text
+    )
+    shown = progress(course)
+    assert "2/3    ✅ 2  ❌ 0  ✍️ 0  ⚠️ 1" in shown.stdout, shown.stdout
+    assert f"koans/01/test_alpha.py::test_double  ←  koans/01/test_alpha.py:{line}" in shown.stdout
+    data = json.loads(progress(course, "--json").stdout)
+    by_name = {k["name"]: k for k in data["koans"]}
+    assert by_name["test_double"]["state"] == "passed"
+    assert [e.split(": ")[0] for e in by_name["test_double"]["ignored_edits"]] == [
+        f"koans/01/test_alpha.py:{line}"
+    ]
+    assert by_name["test_sum"]["ignored_edits"] == []
+    assert data["chapters"][0]["passed"] == 2
+    assert data["chapters"][0]["passed_with_ignored_edits"] == 1
 
 
 def test_a_deleted_koan_file_is_named_and_reset_brings_it_back(course):

@@ -9,7 +9,7 @@ import sys
 from jaxkoans import course, outside
 from jaxkoans.classify import KoanState
 from jaxkoans.commands.reveal import revealed
-from jaxkoans.progress import SKIPPED, Koan, Progress, measure, recommended_path
+from jaxkoans.progress import ENVIRONMENT, SKIPPED, Koan, Progress, measure, recommended_path
 
 NAME, HELP = "status", "where you stand and the next koan (the default)"
 MARKS = {
@@ -18,6 +18,7 @@ MARKS = {
     KoanState.NOT_STARTED.value: "░",
 }
 BAR_WIDTH = 24
+IGNORED = "passed_with_ignored_edits"  # passes here only with an edit grade will not use
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,20 +39,51 @@ def chosen_chapters(args) -> tuple[list[course.Chapter], str | None]:
     return chapters, wanted
 
 
+def mark_ignored_edits(progress: Progress, found: list[outside.Outside]) -> None:
+    """Note on each passed koan the edits grade ignores in its lines: it passes here with them,
+    grade runs it without them, so progress does not call it a plain pass."""
+    for koan in progress.koans:
+        if koan.state == KoanState.PASSED.value:
+            touched = outside.touching(found, koan.path, koan.name)
+            koan.ignored_edits = [f"{outside.where(e)}: {e.what}" for e in touched]
+
+
+def clean_pass(koan: Koan) -> bool:
+    """Passed, and would pass as grade runs it (no edit grade ignores in its lines)."""
+    return koan.state == KoanState.PASSED.value and not koan.ignored_edits
+
+
+def column(koan: Koan) -> str:
+    """The state a koan is counted under: a pass with ignored edits counts as attempted."""
+    if koan.state == KoanState.PASSED.value and koan.ignored_edits:
+        return KoanState.FAILING.value
+    return koan.state
+
+
 def bar(koans: list[Koan]) -> str:
     if not koans:
         return "·" * BAR_WIDTH
-    cells = [round(sum(k.state == s for k in koans) / len(koans) * BAR_WIDTH) for s in MARKS]
+    cells = [round(sum(column(k) == s for k in koans) / len(koans) * BAR_WIDTH) for s in MARKS]
     cells[-1] = BAR_WIDTH - sum(cells[:-1])  # passed, failing, then the rest
     return "".join(mark * n for mark, n in zip(MARKS.values(), cells, strict=True))
 
 
 def counts(koans: list[Koan]) -> dict[str, int]:
+    """Koans per state; "passed" counts only clean passes, those with an edit grade ignores
+    are counted apart ("passed_with_ignored_edits")."""
     found = {state: sum(k.state == state for k in koans) for state in MARKS}
-    return {**found, SKIPPED: sum(k.state == SKIPPED for k in koans)}
+    flagged = sum(k.state == KoanState.PASSED.value and bool(k.ignored_edits) for k in koans)
+    found[KoanState.PASSED.value] -= flagged
+    apart = {state: sum(k.state == state for k in koans) for state in (SKIPPED, ENVIRONMENT)}
+    return {**found, **apart, IGNORED: flagged}
 
 
-def show(progress: Progress, chapters: list[course.Chapter], following: Koan | None) -> None:
+def show(
+    progress: Progress,
+    chapters: list[course.Chapter],
+    following: Koan | None,
+    found: list[outside.Outside] | None = None,
+) -> None:
     print("JAX 进阶 Koans · 学习进度 / progress\n")
     for chapter in chapters:
         own = progress.of(chapter)
@@ -61,7 +93,9 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
         print(
             f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
             f"  ✅ {c['passed']}  ❌ {c['failing']}  ✍️ {c['not_started']}"
+            + (f"  ⚠️ {c[IGNORED]}" if c[IGNORED] else "")
             + (f"  ⏭️ {c[SKIPPED]}" if c[SKIPPED] else "")
+            + (f"  🛠️ {c[ENVIRONMENT]}" if c[ENVIRONMENT] else "")
             + (f"  (👁 {seen} 揭晓后通过 / passed (revealed))" if seen else "")
         )
     total, n = counts(progress.koans), len(progress.koans)
@@ -70,7 +104,17 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
     print("  ✅ 通过 / passed   ❌ 尝试中 / attempted   ✍️ 未开始 / not started")
     for problem in progress.problems:
         print(f"\n⚠️  {problem}")
-    warned = outside.warnings(chapters)  # edits grade will not use (jaxkoans/outside.py)
+    flagged = [k for k in progress.koans if k.ignored_edits]
+    if flagged:
+        print(
+            "\n⚠️  通过，但带着 grade 不使用的改动（grade 运行时没有它，不计为 ✅）/ passes with an "
+            f"edit grade ignores (grade runs it without that edit; not counted ✅): {len(flagged)}"
+        )
+        for koan in flagged[: outside.MAX_SHOWN]:
+            print(f"   {koan.nodeid}  ←  {koan.ignored_edits[0]}")
+        if len(flagged) > outside.MAX_SHOWN:
+            print(f"   … {len(flagged) - outside.MAX_SHOWN} more")
+    warned = outside.warnings(chapters, found)  # edits grade will not use (jaxkoans/outside.py)
     if warned:
         print("\n⚠️  " + "\n".join(warned))
     if total[SKIPPED]:
@@ -78,7 +122,13 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
             f"\n⏭️  {total[SKIPPED]} 个 koan 在这台机器上被跳过 / koans were skipped on this "
             "machine (they cannot run here): python progress.py doctor"
         )
-    if following is None and total[SKIPPED]:
+    if total[ENVIRONMENT]:
+        print(
+            f"\n🛠️  {total[ENVIRONMENT]} 个 koan 因 C++ 编译失败而无法运行，不算尝试 / koans could "
+            "not run because the C++ build failed (not counted as attempts): "
+            "python progress.py doctor"
+        )
+    if following is None and (total[SKIPPED] or total[ENVIRONMENT]):
         print("\n🎉 能在这里运行的都通过了 / every koan that can run here passes")
         return
     if following is None:
@@ -98,7 +148,7 @@ def show(progress: Progress, chapters: list[course.Chapter], following: Koan | N
 def passed_revealed(koans: list[Koan]) -> int:
     """How many of `koans` passed after the learner asked to see a hidden value."""
     seen = revealed()
-    return sum(k.state == KoanState.PASSED.value and k.nodeid in seen for k in koans)
+    return sum(clean_pass(k) and k.nodeid in seen for k in koans)
 
 
 def koan_dict(k: Koan) -> dict:
@@ -113,6 +163,8 @@ def koan_dict(k: Koan) -> dict:
         "note": k.note,
         # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
         "revealed": k.state == KoanState.PASSED.value and k.nodeid in revealed(),
+        # edits in its lines that grade ignores ("file:line: what"): a pass grade may not give
+        "ignored_edits": k.ignored_edits,
     }
 
 
@@ -141,9 +193,11 @@ def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan 
 def run(args) -> int:
     chapters, wanted = chosen_chapters(args)
     progress = measure(wanted, reuse=not args.all)
+    found = outside.edits(chapters)  # read once: the marks and the warnings
+    mark_ignored_edits(progress, found)
     following = progress.next_koan(recommended_path(), wanted)
     if args.json:
         print(json.dumps(as_json(progress, chapters, following), ensure_ascii=False, indent=2))
     else:
-        show(progress, chapters, following)
+        show(progress, chapters, following, found)
     return 0

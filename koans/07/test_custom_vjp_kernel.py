@@ -97,15 +97,19 @@ silu.defvjp(silu_fwd, silu_bwd)
 
 @pytest.mark.parametrize("shape", [(8,), (4, 16), (2, 3, 5)])
 def test_custom_vjp_kernel_has_correct_gradients(shape):
-    """custom_vjp 之后：jit(grad) 等于 jnp 版 SiLU 的梯度，check_grads 用有限差分验证反向模式。
-    With the custom_vjp: jit(grad) equals the gradient of the jnp SiLU, and check_grads
-    verifies reverse mode against finite differences.
+    """custom_vjp 之后：jit(grad) 等于 jnp 版 SiLU 的梯度，check_grads 用有限差分验证反向模式，
+    前向和反向都在内核里算（梯度的 jaxpr 里有两个 pallas_call：fwd 或 bwd 里用 jnp 不算数）。
+    With the custom_vjp: jit(grad) equals the gradient of the jnp SiLU, check_grads
+    verifies reverse mode against finite differences, and both passes run a kernel (the
+    gradient's jaxpr holds two pallas_calls: jnp in fwd or bwd does not count).
     """
     x = jax.random.normal(jax.random.key(1), shape) * 2
-    grad = jax.jit(jax.grad(lambda x: (silu(x) ** 2).sum()))(x)
+    loss = lambda x: (silu(x) ** 2).sum()  # noqa: E731
+    grad = jax.jit(jax.grad(loss))(x)
     expected = jax.grad(lambda x: (jax.nn.silu(x) ** 2).sum())(x)
     np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)
     check_grads(jax.jit(silu), (x,), order=1, modes=["rev"], atol=1e-2, rtol=1e-2)
+    assert str(jax.make_jaxpr(jax.grad(loss))(x)).count("pallas_call") == 2
 
 
 def test_custom_vjp_gives_up_forward_mode():

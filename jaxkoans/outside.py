@@ -8,10 +8,11 @@ is ignored by grade. Comments, blank lines and reformatting are not edits.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jaxkoans import classify, course, fills
+from jaxkoans import classify, course, fills, pristine
 from jaxkoans.fill_audit import MODULE
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted
@@ -52,8 +53,20 @@ def course_files(chapters: list[course.Chapter]) -> list[Path]:
 def edits(chapters: list[course.Chapter]) -> list[Outside]:
     """Every edit of the chosen chapters' koan files that grade ignores (read once per summary)."""
     return [
-        edit for path in course_files(chapters) if path.is_file() for edit in edits_outside(path)
+        edit
+        for path in course_files(chapters)
+        if path.is_file() and not _as_shipped(path)
+        for edit in edits_outside(path)
     ]
+
+
+def _as_shipped(path: Path) -> bool:
+    """A file identical to the shipped one has no edit: known from one `git ls-tree` for the
+    course (jaxkoans/pristine.py), not a `git show` per file. Not under $JAXKOANS_PRISTINE,
+    whose tree, not git's, is then the shipped one."""
+    if os.environ.get(classify.PRISTINE_ENV) or not path.is_relative_to(course.REPO):
+        return False
+    return pristine.is_shipped(path.relative_to(course.REPO).as_posix())
 
 
 def touching(found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:

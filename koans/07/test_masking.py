@@ -20,6 +20,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.probes import pallas_call_structure
 
 BLOCK = 4
 
@@ -90,12 +91,16 @@ def test_zeroed_padding_hides_a_missing_mask():
 
 def masked_sum_kernel(x_ref, o_ref, *, n):
     """只加真实元素：块 i 的第 t 个元素是全局第 i * BLOCK + t 个；下标 >= n 的当作 0。
-    用 jax.lax.broadcasted_iota 和 pl.program_id，用 jnp.where 选（不要乘掩码：NaN * 0 仍是 NaN）。
+    用 jax.lax.broadcasted_iota 和 pl.program_id，用 jnp.where 选，不要乘掩码：按 IEEE，NaN * 0 仍是 NaN，
+    为硬件编译的内核正是这么算的（这台 CPU 上 XLA 恰好把“乘以布尔掩码”改写成了 select，所以测试检查的是
+    内核里有没有 select）。
     把和写成形状 (1,) 的 o_ref。大约 4 行。
 
     Sum only the real elements: element t of block i is global element i * BLOCK + t; treat
     indices >= n as 0. Use jax.lax.broadcasted_iota and pl.program_id, and select with jnp.where
-    (do not multiply by the mask: NaN * 0 is still NaN). Write the sum into o_ref of shape (1,).
+    and do not multiply by the mask: in IEEE arithmetic NaN * 0 is still NaN, which is what a kernel
+    compiled for hardware computes (on this CPU, XLA happens to rewrite a multiply by a boolean mask
+    into a select, so the test checks that the kernel selects). Write the sum into o_ref of shape (1,).
     About 4 lines.
     """
     todo("masked_sum_kernel: iota + program_id 掩码 / an iota + program_id mask")
@@ -103,14 +108,17 @@ def masked_sum_kernel(x_ref, o_ref, *, n):
 
 @pytest.mark.parametrize("n", [8, 10, 13, 3])
 def test_masked_block_sum_ignores_the_padding(n):
-    """掩码块求和：每块的和等于 numpy 对同一段真实元素的求和，n 整除或不整除 BLOCK 都对。
+    """掩码块求和：每块的和等于 numpy 对同一段真实元素的求和，n 整除或不整除 BLOCK 都对，而且内核
+    用 select 选出真实元素（内核里有 select_n）。
     A masked block sum: each block's sum equals numpy's sum over the same real elements,
-    whether or not BLOCK divides n.
+    whether or not BLOCK divides n, and the kernel selects the real elements (a select_n inside).
     """
     x = jnp.arange(1.0, n + 1.0)
     sums = jax.jit(functools.partial(_block_sums, masked_sum_kernel))(x)
     expected = [np.sum(np.asarray(x)[i : i + BLOCK]) for i in range(0, n, BLOCK)]
     np.testing.assert_allclose(sums, expected)
+    kernel_ops = pallas_call_structure(functools.partial(_block_sums, masked_sum_kernel), x)
+    assert "select_n" in kernel_ops["kernel_ops"]
 
 
 def test_pad_to_whole_blocks_with_the_neutral_value():

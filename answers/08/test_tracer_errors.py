@@ -141,3 +141,4 @@ def test_boolean_mask_indexing_needs_a_concrete_mask():
 
     assert float(mean_of_positives_fixed(x)) == 3.0
     assert float(mean_of_positives_fixed(jnp.array([1.0, 5.0, -7.0]))) == 3.0
+    assert float(mean_of_positives_fixed(jnp.array([0.0, -0.5, 6.0]))) == 6.0  # 0 is not positive

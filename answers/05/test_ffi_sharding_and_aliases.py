@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from jaxlib import xla_client
 
 from jaxkoans import __, cbuild, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
@@ -159,18 +160,24 @@ def test_an_ffi_call_on_sharded_input_runs_on_the_whole_array():
 
 
 def test_a_cuda_handler_lowers_but_cannot_run_here():
-    """为 GPU 注册处理函数：register_ffi_target(..., platform="CUDA")。在没有 GPU 的机器上注册
-    照样成功，为 CUDA 降级也行（ffi_call 只在 StableHLO 里留下一个按名字的 custom_call）；但在
-    CPU 上运行时找不到这个名字在 CPU 上的处理函数。这里借用 CPU 内核的胶囊只为演示注册；真正
-    的 GPU 处理函数用 nvcc 编译，并从 FFI 取得 CUDA 流。
-    Registering a handler for GPU: register_ffi_target(..., platform="CUDA"). On a machine
-    without a GPU the registration succeeds all the same, and so does lowering for CUDA (ffi_call
-    leaves only a custom_call by name in the StableHLO); but running on the CPU finds no CPU
-    handler under that name. The CPU kernel's capsule is borrowed here only to show the
-    registration; a real GPU handler is compiled with nvcc and gets its CUDA stream from the FFI.
+    """为 GPU 注册处理函数：register_ffi_target 的 platform 参数指定 NVIDIA GPU 平台。在没有 GPU
+    的机器上注册照样成功：它被记下，等 CUDA 插件加载后再交给 XLA（CPU 上的目标表里没有它）。
+    为 CUDA 降级也行（ffi_call 只在 StableHLO 里留下一个按名字的 custom_call）；但在 CPU 上运行时
+    找不到这个名字在 CPU 上的处理函数。这里借用 CPU 内核的胶囊只为演示注册；真正的 GPU 处理函数
+    用 nvcc 编译，并从 FFI 取得 CUDA 流。
+    Registering a handler for the GPU: register_ffi_target's platform argument names the NVIDIA
+    GPU platform. On a machine without a GPU the registration succeeds all the same: it is kept
+    until a CUDA plugin loads and is then handed to XLA (the CPU's target table does not hold it).
+    Lowering for CUDA works too (ffi_call leaves only a custom_call by name in the StableHLO); but
+    running on the CPU finds no CPU handler under that name. The CPU kernel's capsule is borrowed
+    here only to show the registration; a real GPU handler is compiled with nvcc and gets its CUDA
+    stream from the FFI.
     """
     name = "koans_leaky_sum_cuda_only"
     jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(kernel_library().LeakySum), platform="CUDA")
+    # jaxlib keeps a registration for a platform without a loaded plugin until one loads.
+    waiting = [target for target, *_ in xla_client._custom_callback.get("CUDA", [])]
+    assert name in waiting and name not in xla_client.custom_call_targets("cpu")
     x = jnp.arange(4.0)
 
     def call(x):

@@ -160,9 +160,13 @@ def test_accumulate_micro_batches_with_scan_inside_jit():
 
 def token_mean(losses, mask):
     """填充过的一批序列的平均损失，按真实 token 加权：mask 为 0 的位置（填充）不算数，哪怕那里的
-    损失是 inf（比如 log 0）。约 1 行。
+    损失是 inf（比如 log 0）：用 where 选，不要乘掩码（按 IEEE，inf * 0 是 NaN；这台 CPU 上 XLA
+    恰好把“乘以布尔掩码”改写成 select，所以测试抓不到乘法，换个后端就会出 NaN）。约 1 行。
     The mean loss of a padded batch of sequences, weighted by real tokens: positions where mask
-    is 0 (padding) count for nothing, even where their loss is inf (a log 0, say). About 1 line.
+    is 0 (padding) count for nothing, even where their loss is inf (a log 0, say): select with
+    where, do not multiply by the mask (in IEEE arithmetic inf * 0 is NaN; on this CPU XLA happens
+    to rewrite a multiply by a boolean mask into a select, so the test cannot catch the multiply,
+    but another backend may give NaN). About 1 line.
     """
     todo("token_mean: 只数真实 token / count real tokens only")
 

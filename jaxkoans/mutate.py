@@ -395,7 +395,8 @@ def run_variants(
     chapter: str, variants: list[Variant], workers: int = 2, timeout_s: float = RUN_TIMEOUT_S
 ) -> tuple[dict[str, bool], str]:
     """Run every variant's koans in one pytest process. Returns ({variant name: True when
-    every koan of it passed}, a problem, or "") ; a variant that did not report is absent."""
+    every koan of it reported and passed}, a problem, or "") ; a variant with a koan that did not
+    report (killed, hung) and no failure is absent: a missing result is never a pass."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-mutants-") as scratch:
         directory = Path(scratch) / chapter  # named like the chapter: chapter_for finds it
         directory.mkdir()
@@ -414,13 +415,25 @@ def run_variants(
         _, problem = _run(command, timeout_s)
         events = results.read(record) if record.exists() else []
         passed: dict[str, list[bool]] = {}
+        reported: dict[str, set[str]] = {}
         for event in events:
             if event.get("event") == "koan":
                 module = Path(event["path"]).name
                 passed.setdefault(module, []).append(event["state"] == "passed")
+                reported.setdefault(module, set()).add(event["name"].split("[", 1)[0])
             elif event.get("event") == "collect-error":
                 passed.setdefault(Path(event["path"]).name, []).append(False)
-        return {name: all(states) for name, states in passed.items()}, problem
+        verdicts = {}
+        for variant in variants:
+            states = passed.get(variant.name)
+            if states is None:
+                continue
+            if not all(states):
+                verdicts[variant.name] = False
+            elif set(variant.koans) <= reported.get(variant.name, set()):
+                verdicts[variant.name] = True
+            # else a koan of it never reported (its worker was killed): no verdict, never a pass
+        return verdicts, problem
 
 
 def _run(command: list[str], timeout_s: float) -> tuple[int | None, str]:

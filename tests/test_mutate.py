@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -148,3 +149,30 @@ def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
         "01: 2 koans, one wrong answer each: hidden 2, shows-value 0, names-answer 0, "
         "passed 0, no-report 0"
     )
+
+
+def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
+    """A worker killed mid-koan leaves no result for it: the variant gets no verdict, and a
+    variant with a failing koan is killed whatever else is missing."""
+    from jaxkoans import mutate
+
+    def fake_run(command, timeout_s):
+        record = Path(next(a for a in command if a.startswith("--koans-record=")).partition("=")[2])
+        events = [
+            {"event": "koan", "path": "x/01/hung.py", "name": "test_a", "state": "passed"},
+            {"event": "koan", "path": "x/01/killed.py", "name": "test_b[1]", "state": "failing"},
+            {"event": "koan", "path": "x/01/clean.py", "name": "test_a[0]", "state": "passed"},
+            {"event": "koan", "path": "x/01/clean.py", "name": "test_a[1]", "state": "passed"},
+        ]
+        record.write_text("".join(f"{json.dumps(e)}\n" for e in events), encoding="utf-8")
+        return 0, ""
+
+    monkeypatch.setattr(mutate, "_run", fake_run)
+    variants = [
+        mutate.Variant("hung.py", "", ("test_a", "test_hangs")),
+        mutate.Variant("killed.py", "", ("test_b", "test_never_ran")),
+        mutate.Variant("clean.py", "", ("test_a",)),
+    ]
+    verdicts, problem = mutate.run_variants("01", variants)
+    assert problem == ""
+    assert verdicts == {"killed.py": False, "clean.py": True}

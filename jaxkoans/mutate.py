@@ -292,23 +292,35 @@ def _functions_around(tree: ast.Module, line: int) -> list[ast.FunctionDef]:
 
 
 def koans_seeing(tree: ast.Module, line: int) -> tuple[str, ...]:
-    """The test functions whose run reaches `line`: the one it is in, else those that name the
-    function it is in, else every test of the file (a module-level fill)."""
+    """The test functions whose run reaches `line`: the one it is in, else those that reach the
+    function it is in through the file's functions (a test calling a helper that calls it), else
+    every test of the file (a module-level fill)."""
     tests = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
     around = _functions_around(tree, line)
     for fn in around:
         if fn.name.startswith("test") and fn in tests:
             return (fn.name,)
     if around:
-        helper = around[-1].name
-        users = [
-            t.name
-            for t in tests
-            if any(isinstance(n, ast.Name) and n.id == helper for n in ast.walk(t))
-        ]
+        reaching = _functions_reaching(tree, around[-1].name)
+        users = [t.name for t in tests if t.name in reaching]
         if users:
             return tuple(users)
     return tuple(t.name for t in tests)
+
+
+def _functions_reaching(tree: ast.Module, target: str) -> set[str]:
+    """The module's functions that name `target`, or name one that does, and so on."""
+    names = {
+        n.name: {m.id for m in ast.walk(n) if isinstance(m, ast.Name)}
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+    }
+    reaching, frontier = set(), {target}
+    while frontier:
+        found = {name for name, used in names.items() if used & frontier} - reaching - {target}
+        reaching |= found
+        frontier = found
+    return reaching
 
 
 def sites(koan: Path, answer: Path) -> list[Site]:

@@ -176,3 +176,14 @@ def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
     verdicts, problem = mutate.run_variants("01", variants)
     assert problem == ""
     assert verdicts == {"killed.py": False, "clean.py": True}
+
+
+def test_a_helper_fill_is_seen_through_other_helpers():
+    """A test that reaches the TODO only through another helper still runs against its fakes."""
+    import ast
+
+    tree = ast.parse(
+        "def h():\n    return 1\n\n\ndef wrap():\n    return h()\n\n\n"
+        "def test_x():\n    wrap()\n\n\ndef test_y():\n    h()\n\n\ndef test_z():\n    pass\n"
+    )
+    assert koans_seeing(tree, 2) == ("test_x", "test_y")

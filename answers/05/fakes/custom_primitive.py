@@ -9,11 +9,17 @@ def leaky_sum_jvp__tangent_run_backwards(prim, primals, tangents, *, decay, reve
     return y, prim.bind(t, decay=decay, reverse=not reverse)
 
 
-# Holes reported to the lead (these fakes pass their own koan; only the capstone, which the gate
-# does not run for them, fails): leaky_sum_jvp with the tangent through leaky_sum_reference
-# instead of prim.bind passes test_jvp_rule_gives_forward_mode; leaky_sum_transpose as
-# jax.linear_transpose(partial(leaky_sum_reference, ...), ct)(ct) passes
-# test_transpose_rule_gives_reverse_mode.
+def leaky_sum_jvp__reference_tangent(prim, primals, tangents, *, decay, reverse):
+    """Computes the tangent with the plain-JAX reference instead of binding the primitive."""
+    (x,), (t,) = primals, tangents
+    return prim.bind(x, decay=decay, reverse=reverse), leaky_sum_reference(
+        t, decay=decay, reverse=reverse
+    )
+
+
+def leaky_sum_transpose__jax_transposes_the_reference(prim, ct, x, *, decay, reverse):
+    """Lets JAX transpose the reference instead of writing the transpose with the primitive."""
+    return jax.linear_transpose(partial(leaky_sum_reference, decay=decay, reverse=reverse), ct)(ct)
 
 
 def leaky_sum_transpose__same_direction(prim, ct, x, *, decay, reverse):

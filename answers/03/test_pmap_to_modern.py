@@ -207,6 +207,7 @@ def test_nested_pmap_fails_a_named_vmap_or_a_2d_mesh_replaces_it():
         center_rows, mesh=mesh, in_specs=P("outer", "inner"), out_specs=P("outer", "inner")
     )(put(x, mesh, P("outer", "inner")))
     np.testing.assert_allclose(out, want)
+    assert len(out.sharding.device_set) == 8  # both axes span devices / 两个轴都分布在设备上
 
 
 def test_experimental_shard_map_is_deprecated():

@@ -407,8 +407,8 @@ def run_variants(
     chapter: str, variants: list[Variant], workers: int = 2, timeout_s: float = RUN_TIMEOUT_S
 ) -> tuple[dict[str, bool], str]:
     """Run every variant's koans in one pytest process. Returns ({variant name: True when
-    every koan of it reported and passed}, a problem, or "") ; a variant with a koan that did not
-    report (killed, hung) and no failure is absent: a missing result is never a pass."""
+    every koan of it reported and passed}, a problem, or ""). A koan that never reported (its
+    worker killed) counts as not passed; when the whole run failed, such variants are absent."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-mutants-") as scratch:
         directory = Path(scratch) / chapter  # named like the chapter: chapter_for finds it
         directory.mkdir()
@@ -437,14 +437,16 @@ def run_variants(
                 passed.setdefault(Path(event["path"]).name, []).append(False)
         verdicts = {}
         for variant in variants:
-            states = passed.get(variant.name)
-            if states is None:
-                continue
+            states = passed.get(variant.name, [])
+            complete = set(variant.koans) <= reported.get(variant.name, set())
             if not all(states):
                 verdicts[variant.name] = False
-            elif set(variant.koans) <= reported.get(variant.name, set()):
+            elif complete:
                 verdicts[variant.name] = True
-            # else a koan of it never reported (its worker was killed): no verdict, never a pass
+            elif not problem:
+                # The run finished, yet a koan of this variant never reported: its worker was
+                # killed (a crash, a hang past the timeout). A missing result is never a pass.
+                verdicts[variant.name] = False
         return verdicts, problem
 
 

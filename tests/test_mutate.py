@@ -152,8 +152,8 @@ def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
 
 
 def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
-    """A worker killed mid-koan leaves no result for it: the variant gets no verdict, and a
-    variant with a failing koan is killed whatever else is missing."""
+    """A worker killed mid-koan leaves no result for it: that koan did not pass. Only when the
+    whole run failed is a variant with missing results left without a verdict."""
     from jaxkoans import mutate
 
     def fake_run(command, timeout_s):
@@ -167,15 +167,21 @@ def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
         record.write_text("".join(f"{json.dumps(e)}\n" for e in events), encoding="utf-8")
         return 0, ""
 
-    monkeypatch.setattr(mutate, "_run", fake_run)
     variants = [
         mutate.Variant("hung.py", "", ("test_a", "test_hangs")),
         mutate.Variant("killed.py", "", ("test_b", "test_never_ran")),
         mutate.Variant("clean.py", "", ("test_a",)),
     ]
-    verdicts, problem = mutate.run_variants("01", variants)
-    assert problem == ""
-    assert verdicts == {"killed.py": False, "clean.py": True}
+    monkeypatch.setattr(mutate, "_run", fake_run)
+    assert mutate.run_variants("01", variants) == (
+        {"hung.py": False, "killed.py": False, "clean.py": True},
+        "",
+    )
+    monkeypatch.setattr(mutate, "_run", lambda c, t: (fake_run(c, t)[0], "the run was cut"))
+    assert mutate.run_variants("01", variants) == (
+        {"killed.py": False, "clean.py": True},
+        "the run was cut",
+    )
 
 
 def test_a_helper_fill_is_seen_through_other_helpers():

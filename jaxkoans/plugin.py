@@ -50,6 +50,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except course.CourseDataError as error:
         raise pytest.UsageError(str(error)) from None
     devices = max([c.devices for c in chapters], default=1)
+    # A koan's report is already short and complete; under CI pytest would repeat all of it in the
+    # summary, so keep the summary at one line per koan everywhere.
+    config.option.force_short_summary = True
     config.stash[OVERRIDES] = runtime.environment_overrides(devices)
     try:
         runtime.configure(devices)

@@ -1,4 +1,4 @@
-"""Every pytest run in this repository goes through the course's harness (jaxkoans.plugin)."""
+"""Every pytest run in this repository goes through the course's harness (jaxkoans.plugin.hooks)."""
 
 import sys
 
@@ -8,4 +8,4 @@ if sys.version_info < (3, 12) or __import__("importlib").util.find_spec("jax") i
         "run `bash setup.sh`, then `source .venv/bin/activate` (Python ≥ 3.12 with JAX 0.12)."
     )
 
-pytest_plugins = ["jaxkoans.plugin", "pytester"]
+pytest_plugins = ["jaxkoans.plugin.hooks", "pytester"]

@@ -24,7 +24,7 @@ if sys.version_info < (3, 12):  # noqa: UP036 (run by a 3.11 `python` too: say w
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from jaxkoans.cli import main
+from jaxkoans.learner.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(description=__doc__))

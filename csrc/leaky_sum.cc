@@ -10,7 +10,7 @@
 // 沿最后一根轴做“漏积分”：y[i] = decay·y[i-1] + x[i]；前面的轴都是批次轴。它对 x 是线性的，
 // 它的转置（VJP）就是反向运行的同一个递推，所以同一个内核也是自己的反向内核。
 //
-// Built by jaxkoans/cbuild.py with the machine's C++ compiler:
+// Built by jaxkoans/api/cbuild.py with the machine's C++ compiler:
 //     c++ -std=c++17 -O2 -shared -fPIC -I$(python -c "import jax; print(jax.ffi.include_dir())")
 // The handler is exported as a plain C symbol (XLA_FFI_DEFINE_HANDLER_SYMBOL), so Python can
 // load the library with ctypes and register it with

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans import course, progress, results
+from jaxkoans import course
+from jaxkoans.learner import koan_runs
+from jaxkoans.plugin import results
 
 WORKERS = 2
 KOAN_LIMIT_S = 60  # pyproject.toml's `timeout`: pytest-timeout stops any koan after it
@@ -94,23 +96,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def run_timeout(targets: list[Path]) -> float:
     """A hang guard for one recorded run, from its work: every koan may take pytest-timeout's
     whole limit, shared by the workers, plus the start of the processes."""
-    koans = sum(len(progress.listed_koans(f)) for f in targets)
+    koans = sum(len(koan_runs.listed_koans(f)) for f in targets)
     return STARTUP_S + KOAN_LIMIT_S * koans / WORKERS
 
 
 def record_run(tmp_path_factory, tree: str) -> list[dict]:
-    """Run `pytest <tree's chosen chapters> -n 2` through progress.py's runner (its own process
+    """Run `pytest <tree's chosen chapters> -n 2` through koan_runs.py's runner (its own process
     group, ended whatever happens) and return its record's koan events."""
     root = course.REPO / tree
     targets = [root / c.number for c in course.all_chapters() if chosen(c.number)]
     targets = [t for t in targets if t.is_dir()]
     record = tmp_path_factory.mktemp(tree) / "record.jsonl"
     command = [
-        *progress.pytest_command(
+        *koan_runs.pytest_command(
             [str(t.relative_to(course.REPO)) for t in targets], record, WORKERS
         )
     ]
-    progress.run_in_group(command, run_timeout(koan_files(root)))
+    koan_runs.run_in_group(command, run_timeout(koan_files(root)))
     events = results.read(record) if record.exists() else []
     return [e for e in events if e["event"] in ("koan", "collect-error")]
 

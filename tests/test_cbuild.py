@@ -1,4 +1,4 @@
-"""jaxkoans.cbuild: a csrc/ source is compiled once, cached, and a missing compiler says so."""
+"""jaxkoans.api.cbuild: a csrc/ source is compiled once, cached, and a missing compiler says so."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from jaxkoans import cbuild
+from jaxkoans.api import cbuild
 
 # Small, but it goes through JAX's FFI headers like the real kernels do.
 SOURCE = """

@@ -337,7 +337,7 @@ def test_skipped_koans_are_counted_apart_and_never_next(course):
 BUILD_FAILS = dedent('''
     import os
 
-    from jaxkoans import cbuild
+    from jaxkoans.api import cbuild
 
     def test_needs_a_kernel():
         """编译。Needs the C++ kernel built."""

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans import course, results, twins
-from jaxkoans.progress import listed_koans
+from jaxkoans import course
+from jaxkoans.course import twins
+from jaxkoans.learner.koan_runs import listed_koans
+from jaxkoans.plugin import results
 
 from .conftest import koan_files
 
@@ -82,7 +84,7 @@ def test_fix_regions_are_fingerprinted_as_shipped(chapter: course.Chapter):
     actual = {name: digests for name, digests in actual.items() if digests}
     assert chapter.regions == actual, (
         f"{directory}/chapter.toml: [regions] must fingerprint the fix regions as shipped; "
-        f"print the table with `python -m jaxkoans.twins regions {directory}/test_*.py`"
+        f"print the table with `python -m jaxkoans.course.twins regions {directory}/test_*.py`"
     )
 
 

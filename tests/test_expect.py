@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import BlankError, TodoError, __, raises_exactly, todo, warns_exactly
-from jaxkoans.expect import REVEAL_ENV, WrongException
+from jaxkoans.api.expect import REVEAL_ENV, WrongException
 
 from .fakecourse import make_course, write
 
@@ -170,7 +170,7 @@ def test_the_authors_own_raises():
 
 def run_koans(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "koans/01/test_raises.py", "-p", "jaxkoans.plugin",
+        [sys.executable, "-m", "pytest", "koans/01/test_raises.py", "-p", "jaxkoans.plugin.hooks",
          "-p", "no:cacheprovider", "-q", "--no-header"],
         cwd=root, env={"JAXKOANS_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)},
         capture_output=True, text=True, timeout=300, check=False,

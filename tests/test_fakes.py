@@ -2,7 +2,7 @@
 that skips its technique) put in place of a TODO body must make its koan fail.
 
 Fakes live in answers/NN/fakes/<file without test_>.py as functions <TODO function>__<label>
-(see jaxkoans/mutate.py). Once a chapter has a fakes/ directory, every TODO function of it
+(see jaxkoans/course/mutate.py). Once a chapter has a fakes/ directory, every TODO function of it
 needs at least one fake."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from jaxkoans import course, mutate
+from jaxkoans import course
+from jaxkoans.course import mutate
 
 from .fakecourse import REPO, make_course, write
 
@@ -49,7 +50,7 @@ def test_a_fake_that_passes_is_named_and_a_missing_fake_is_listed(tmp_path):
     write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
     env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
     ran = subprocess.run(
-        [sys.executable, "-m", "jaxkoans.mutate", "--fakes", "--chapter", "01", "-n", "1"],
+        [sys.executable, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"],
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert ran.returncode == 1, ran.stdout + ran.stderr

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans import cli, fills, grade_guard, grade_reports, grading, outside, sandbox, tamper
+from jaxkoans.course import fills, outside
+from jaxkoans.grader import grading, report_formats, run_guard, sandbox, tamper
+from jaxkoans.learner import cli
 
 pytestmark = pytest.mark.timeout(600)  # whole grading runs, beyond a koan's 60 s
 REPO = Path(__file__).resolve().parent.parent
@@ -338,7 +340,7 @@ def test_a_notes_file_beside_the_koans_is_not_looked_at(fake_course, tmp_path):
 def test_the_guard_finds_and_undoes_a_replaced_function():
     import numpy as np
 
-    snapshot = grade_guard.Snapshot()
+    snapshot = run_guard.Snapshot()
     original = np.testing.assert_array_equal
     try:
         np.testing.assert_array_equal = print
@@ -424,8 +426,8 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
     assert done.returncode == 0, done.stdout + done.stderr  # graded; notes cost nothing
     assert digest(copy) == before, "grade changed the student's copy"
     document = json.loads((out / "g.json").read_text(encoding="utf-8"))
-    assert (out / "g.md").read_text(encoding="utf-8") == grade_reports.markdown(document)
-    assert (out / "g.xml").read_text(encoding="utf-8") == grade_reports.junit(document)
+    assert (out / "g.md").read_text(encoding="utf-8") == report_formats.markdown(document)
+    assert (out / "g.xml").read_text(encoding="utf-8") == report_formats.junit(document)
     assert document["run"]["harness"] == "jaxkoans/__init__.py"  # the pristine copy ran
     assert document["run"]["sandbox"]["used"] == bool(sandbox.probe().ok)
     assert document["course"]["source"] == "HEAD" and len(document["course"]["commit"]) == 40
@@ -455,9 +457,9 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
     assert {t["status"] for t in payload["tests"]} == {"pass", "fail"}
     assert all(t["name"].startswith("koans/0") and "message" in t for t in payload["tests"])
     document = normalised(document)
-    matches_golden("alice.json", grade_reports.to_json_text(document))
-    matches_golden("alice.md", grade_reports.markdown(document))
-    matches_golden("alice.xml", grade_reports.junit(document))
+    matches_golden("alice.json", report_formats.to_json_text(document))
+    matches_golden("alice.md", report_formats.markdown(document))
+    matches_golden("alice.xml", report_formats.junit(document))
 
 
 def test_classroom_payload_per_chapter_gives_points_per_koan_passed():
@@ -475,13 +477,13 @@ def test_classroom_payload_per_chapter_gives_points_per_koan_passed():
             {"chapter": "02", "name": "c", "status": "crashed", "duration": 0.0},
         ],
     }
-    payload = grade_reports.classroom(document, per="chapter", points=5)
+    payload = report_formats.classroom(document, per="chapter", points=5)
     assert payload["max_score"] == 15 and payload["status"] == "fail"
     assert [(t["name"], t["status"], t["score"], t["max_score"]) for t in payload["tests"]] == [
         ("01 One", "pass", 10, 10),
         ("02 Two", "error", 0, 5),
     ]
-    text = grade_reports.classroom_text(payload)
+    text = report_formats.classroom_text(payload)
     assert json.loads(base64.b64decode(text)) == payload and text.count("\n") == 1
 
 
@@ -985,7 +987,7 @@ def test_grading_some_koans_runs_and_reports_only_them(fake_course, pristine, tm
     chosen = grading.select(pristine, None, ["test_cumsum", "test_b.py::test_pid"])
     grade = grading.grade(copy, chosen, grading.Options(workers=1))
     assert statuses(grade) == {"test_cumsum": "failing", "test_pid": "passed"}
-    document = grade_reports.as_json(grade)
+    document = report_formats.as_json(grade)
     assert document["total"]["total"] == 2 and [c["total"] for c in document["chapters"]] == [1, 1]
 
 
@@ -997,11 +999,11 @@ def test_require_sandbox_exits_3_where_there_is_none(tmp_path, monkeypatch):
 def test_without_the_sandbox_every_report_says_so(fake_course, pristine, tmp_path):
     copy = student(fake_course, tmp_path / "s", {A: answer_a(), B: answer_b()})
     grade = grading.grade(copy, grading.select(pristine, ["02"], None), grading.Options(workers=1, sandbox=False))  # fmt: skip
-    document = grade_reports.as_json(grade)
+    document = report_formats.as_json(grade)
     assert document["status"] == "graded" and document["total"]["passed"] == 3
     assert document["run"]["sandbox"] == {"used": False, "bwrap": "", "reason": "--no-sandbox"}
-    assert "no sandbox: --no-sandbox" in grade_reports.summary(document)
-    assert "no sandbox" in grade_reports.markdown(document)
+    assert "no sandbox: --no-sandbox" in report_formats.summary(document)
+    assert "no sandbox" in report_formats.markdown(document)
 
 
 def test_koan_files_outside_the_assignment_are_not_notes(fake_course, pristine, tmp_path):

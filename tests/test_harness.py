@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from jaxkoans import results
+from jaxkoans.plugin import results
 
 # A guard against a hung child, far above what the work takes on a loaded machine.
 PROCESS_TIMEOUT_S = 600
@@ -36,7 +36,12 @@ def chapter(pytester: pytest.Pytester, number: str, files: dict[str, str], **set
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     # the repository's pyproject.toml passes --continue-on-collection-errors the same way
     return pytester.runpytest_subprocess(
-        "-p", "jaxkoans.plugin", "-p", "no:cacheprovider", "--continue-on-collection-errors", *args
+        "-p",
+        "jaxkoans.plugin.hooks",
+        "-p",
+        "no:cacheprovider",
+        "--continue-on-collection-errors",
+        *args,
     )
 
 
@@ -135,7 +140,7 @@ def test_mean():
 
 
 def test_a_fix_region_as_shipped_reads_as_not_started_and_as_wrong_once_edited(pytester):
-    from jaxkoans import twins
+    from jaxkoans.course import twins
 
     chapter(pytester, "01", {"test_a.py": FIX_REGION_KOAN})
     koan = pytester.path / "01" / "test_a.py"
@@ -391,7 +396,7 @@ def test_an_environment_that_sets_a_jax_flag_is_named_and_overridden(pytester, m
 def test_the_course_flags_are_jaxs_defaults_but_colour(tmp_path):
     """COURSE_FLAGS are the values the answers ran with: JAX's own defaults in a clean process
     (colour excepted: jaxpr text must not depend on the terminal)."""
-    from jaxkoans import runtime
+    from jaxkoans.plugin import runtime
 
     script = (
         "import json, jax\n"
@@ -483,7 +488,15 @@ def test_jax_debug_breakpoint_talks_to_the_terminal_and_is_skipped_without_one(p
     piped = run(pytester, "01", "--timeout=60")
     piped.assert_outcomes(passed=1)
     piped.stderr.fnmatch_lines(["*jax.debug.breakpoint()*needs a terminal*pytest 01/test_a.py*"])
-    command = [sys.executable, "-m", "pytest", "-p", "jaxkoans.plugin", "-p", "no:cacheprovider"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "jaxkoans.plugin.hooks",
+        "-p",
+        "no:cacheprovider",
+    ]
     code, shown = in_terminal([*command, "01", "--timeout=60"], pytester.path, b"p y\nc\n")
     assert code == 0, shown
     assert "(jdb)" in shown and "Array(2., dtype=float32)" in shown, shown
@@ -494,9 +507,9 @@ def test_the_watchdog_takes_pytest_timeouts_limit_and_stands_down_for_a_debugger
     is entered (breakpoint(), --pdb, jax.debug.breakpoint()) no timer is armed or fires."""
     from types import SimpleNamespace
 
-    from jaxkoans.watchdog import GRACE_S, Watchdog
+    from jaxkoans.plugin.hangs import GRACE_S, HangGuard
 
-    watchdog = Watchdog(pytester.parseconfig())
+    watchdog = HangGuard(pytester.parseconfig())
     item = SimpleNamespace(nodeid="01/test_a.py::test_x", config=watchdog.config)
     watchdog.pytest_timeout_set_timer(item, SimpleNamespace(timeout=300.0))
     timer = watchdog._timers[item.nodeid]
@@ -532,7 +545,7 @@ def test_an_xla_hang_is_stopped_at_the_limit_pytest_timeout_uses(pytester, monke
         },
     )
     result = pytester.runpytest_subprocess(
-        "-p", "jaxkoans.plugin", "-p", "no:cacheprovider", "-p", "xdist", "-n", "1", "01",
+        "-p", "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-p", "xdist", "-n", "1", "01",
         timeout=PROCESS_TIMEOUT_S,
     )  # fmt: skip
     result.assert_outcomes(failed=2)
@@ -569,7 +582,7 @@ def test_a_cpp_build_that_fails_or_hangs_is_the_environment_not_an_answer(pytest
         {
             "test_a.py": '''
         import pathlib, time
-        from jaxkoans import cbuild
+        from jaxkoans.api import cbuild
 
         def test_build_fails():
             """编译。The kernel's library."""
@@ -599,7 +612,7 @@ def test_a_cpp_build_that_fails_or_hangs_is_the_environment_not_an_answer(pytest
 
 
 def test_cbuilds_own_timeout_is_a_build_error(tmp_path, monkeypatch):
-    from jaxkoans import cbuild
+    from jaxkoans.api import cbuild
 
     def hung(command, **kwargs):
         raise subprocess.TimeoutExpired(command, kwargs["timeout"])

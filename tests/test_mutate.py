@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.mutate import Context, koans_seeing, sites, wrong_fills
+from jaxkoans.course.mutate import Context, koans_seeing, sites, wrong_fills
 
 from .fakecourse import REPO, make_course, write
 
@@ -131,7 +131,7 @@ def test_the_gate_kills_counts_survivors_and_honours_equivalents(tmp_path):
 def run_gate(root: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "jaxkoans.mutate", "--chapter", "01", "-n", "1",
+        [sys.executable, "-m", "jaxkoans.course.mutate", "--chapter", "01", "-n", "1",
          "--survivors", str(root / "survivors.txt")],
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
@@ -141,7 +141,7 @@ def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
     root = make_course(tmp_path / "course")
     env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
     ran = subprocess.run(
-        [sys.executable, "-m", "jaxkoans.mutate", "--leaks", "--chapter", "01", "-n", "1"],
+        [sys.executable, "-m", "jaxkoans.course.mutate", "--leaks", "--chapter", "01", "-n", "1"],
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -154,7 +154,7 @@ def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
 def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
     """A worker killed mid-koan leaves no result for it: that koan did not pass. Only when the
     whole run failed is a variant with missing results left without a verdict."""
-    from jaxkoans import mutate
+    from jaxkoans.course import mutate
 
     def fake_run(command, timeout_s):
         record = Path(next(a for a in command if a.startswith("--koans-record=")).partition("=")[2])

@@ -1,4 +1,4 @@
-"""The instruments in jaxkoans.probes, on programs whose answer is known."""
+"""The instruments in jaxkoans.api.probes, on programs whose answer is known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from jaxkoans.probes import (
+from jaxkoans.api.probes import (
     collectives,
     counting_compiles,
     first_failing_stage,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.progress import Koan, inventory, listed_koans, merge
+from jaxkoans.learner.koan_runs import Koan, inventory, listed_koans, merge
 
 CHAPTER = course.Chapter(number="01", title_zh="章", title_en="Chapter", files=("test_a.py",))
 
@@ -97,7 +97,7 @@ def test_a_parametrized_koan_passes_only_when_every_case_passes():
 
 def test_an_unwritable_store_costs_only_the_memory(tmp_path, monkeypatch, capsys):
     """A read-only checkout (a classroom's copy): nothing is remembered, one message, no crash."""
-    from jaxkoans import state
+    from jaxkoans.learner import state
 
     monkeypatch.setattr(state, "directory", lambda: tmp_path / ".jaxkoans")
     monkeypatch.setattr(state, "_warned", set())

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans import watcher as watcher_module
-from jaxkoans.watcher import Watcher
+from jaxkoans.learner import watcher as watcher_module
+from jaxkoans.learner.watcher import Watcher
 
 from . import fakecourse
 

@@ -18,7 +18,7 @@ import json
 import jax
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import run_python
+from jaxkoans.api.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import counting_compiles
+from jaxkoans.api.probes import counting_compiles
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

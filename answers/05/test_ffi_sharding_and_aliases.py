@@ -1,11 +1,11 @@
 """05 · FFI 调用走出一个 CPU 内核之外 / an FFI call beyond one CPU kernel.
 
-同一个 csrc/leaky_sum.cc 内核（由 jaxkoans.cbuild 编译，没有 C++ 编译器时这些 koan 跳过）：
+同一个 csrc/leaky_sum.cc 内核（由 jaxkoans.api.cbuild 编译，没有 C++ 编译器时这些 koan 跳过）：
 原地写输出（input_output_aliases 与参数捐赠），在分片的输入上调用（jit 会把输入收集起来，
 shard_map 让每个设备只处理自己的分片），以及为 GPU 注册处理函数并为 CUDA 降级（这台机器
 只能降级，不能运行）。
 
-The same csrc/leaky_sum.cc kernel (built by jaxkoans.cbuild; without a C++ compiler these koans
+The same csrc/leaky_sum.cc kernel (built by jaxkoans.api.cbuild; without a C++ compiler these koans
 are skipped): writing the output in place (input_output_aliases and argument donation), calling
 it on sharded input (jit gathers the input, shard_map has each device work on its own shard),
 and registering a handler for GPU and lowering for CUDA (this machine can lower, not run).
@@ -22,7 +22,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxlib import xla_client
 
-from jaxkoans import __, cbuild, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api import cbuild
 
 
 @functools.cache

@@ -10,7 +10,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import run_python
+from jaxkoans.api.probes import run_python
 
 
 def _model():

@@ -21,7 +21,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import collectives
+from jaxkoans.api.probes import collectives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

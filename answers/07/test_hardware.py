@@ -26,7 +26,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import pallas_call_structure
+from jaxkoans.api.probes import pallas_call_structure
 
 # The TPU interpreter, with a fixed seed for its shuffling of "parallel" axes.
 TPU_INTERPRETER = pltpu.InterpretParams(random_seed=0)

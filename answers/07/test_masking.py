@@ -20,7 +20,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import pallas_call_structure
+from jaxkoans.api.probes import pallas_call_structure
 
 BLOCK = 4
 

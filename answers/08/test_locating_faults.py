@@ -21,7 +21,7 @@ from jax import lax
 from jax.experimental import checkify
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import run_python
+from jaxkoans.api.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import todo  # noqa: F401  (the koans' TODOs)
-from jaxkoans.probes import run_python
+from jaxkoans.api.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

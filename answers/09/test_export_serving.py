@@ -18,7 +18,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import counting_compiles
+from jaxkoans.api.probes import counting_compiles
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

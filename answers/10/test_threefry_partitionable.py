@@ -26,7 +26,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import run_python
+from jaxkoans.api.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import counting_compiles, recording_jax_logs
+from jaxkoans.api.probes import counting_compiles, recording_jax_logs
 
 
 def compiles_per_call(f, calls):

@@ -2,7 +2,7 @@
 
 csrc/leaky_sum.cc holds the kernel: a leaky running sum along the last axis of a float32
 array (every leading axis is a batch axis), y[i] = decay * y[i - 1] + x[i], or from the end
-backwards when reverse is true. jaxkoans.cbuild compiles it once with this machine's C++
+backwards when reverse is true. jaxkoans.api.cbuild compiles it once with this machine's C++
 compiler against jax.ffi.include_dir() into build/ffi/; ctypes loads it. Without a C++
 compiler these koans are skipped, and only these.
 """
@@ -20,8 +20,9 @@ from jax import lax
 from jax.interpreters import mlir
 from jax.test_util import check_grads
 
-from jaxkoans import __, cbuild, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import first_failing_stage
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api import cbuild
+from jaxkoans.api.probes import first_failing_stage
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from jax.interpreters import mlir, xla
 from jaxlib import xla_client
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import first_failing_stage
+from jaxkoans.api.probes import first_failing_stage
 
 
 def like(x):

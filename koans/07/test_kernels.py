@@ -17,7 +17,7 @@ import pytest
 from jax.experimental import pallas as pl
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import pallas_call_structure
+from jaxkoans.api.probes import pallas_call_structure
 
 
 def _data(shape, seed):

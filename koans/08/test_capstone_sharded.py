@@ -3,8 +3,8 @@
 `# ✍️ BEGIN` 与 `# ✍️ END` 之间是一个在 8 个 CPU 设备上做数据并行的线性回归训练（批沿
 "data" 轴切开，参数复制到每个设备）。它能跑、不报错，但藏着三个 bug：结果和参考实现对不上，
 而且又慢又浪费。每个测试钉住一个症状，并在失败时把症状打印出来（"Captured stdout call"）；
-要找到病根，得用本章的工具：数编译次数（jax.log_compiles 或 jaxkoans.probes 的
-counting_compiles）、debug_nans / debug_infs、读编译后的 HLO（jaxkoans.probes.collectives）。
+要找到病根，得用本章的工具：数编译次数（jax.log_compiles 或 jaxkoans.api.probes 的
+counting_compiles）、debug_nans / debug_infs、读编译后的 HLO（jaxkoans.api.probes.collectives）。
 只修改标记之间的代码。
 
 Between `# ✍️ BEGIN` and `# ✍️ END` is data-parallel linear-regression training on 8 CPU
@@ -12,8 +12,8 @@ devices (the batch split along the "data" axis, the parameters replicated on eve
 It runs without an error, but it hides three bugs: the result disagrees with the reference,
 and it is slow and wasteful. Each test pins one symptom and prints it when it fails
 ("Captured stdout call"); finding the cause takes this chapter's tools: counting compilations
-(jax.log_compiles, or counting_compiles from jaxkoans.probes), debug_nans / debug_infs, and
-reading the compiled HLO (jaxkoans.probes.collectives). Change only the code between the
+(jax.log_compiles, or counting_compiles from jaxkoans.api.probes), debug_nans / debug_infs, and
+reading the compiled HLO (jaxkoans.api.probes.collectives). Change only the code between the
 markers.
 """
 
@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans.probes import collectives, counting_compiles
+from jaxkoans.api.probes import collectives, counting_compiles
 
 
 def data_mesh():

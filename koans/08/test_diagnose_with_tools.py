@@ -20,17 +20,17 @@ import numpy as np
 import pytest
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import counting_compiles, recording_jax_logs
+from jaxkoans.api.probes import counting_compiles, recording_jax_logs
 
 
 def recompiling_arguments(fn, calls):
     """用 jax.explain_cache_misses 找出让 jit 重新编译的参数：把 jax.jit(fn) 依次用 calls 里的
     每个参数元组（按位置）调用，收集 "jax" 日志器写出的 "TRACING CACHE MISS" 消息（可以用
-    jaxkoans.probes.recording_jax_logs），返回这些消息点名的参数名（每行 "* at 参数名, now …"），
+    jaxkoans.api.probes.recording_jax_logs），返回这些消息点名的参数名（每行 "* at 参数名, now …"），
     去重后排序。第一次调用的未命中（"never seen function"）不点名任何参数。大约 6 行。
     With jax.explain_cache_misses, find the arguments that make jit recompile: call jax.jit(fn)
     with each argument tuple of calls in turn (positionally), collect the "TRACING CACHE MISS"
-    messages of the "jax" logger (jaxkoans.probes.recording_jax_logs does that) and return the
+    messages of the "jax" logger (jaxkoans.api.probes.recording_jax_logs does that) and return the
     argument names they blame (each line "* at NAME, now ..."), without repeats, sorted. The
     first call's miss ("never seen function") blames no argument. About 6 lines.
     """

@@ -23,7 +23,7 @@ import numpy as np
 from jax import export
 
 from jaxkoans import todo  # noqa: F401  (the koans' TODOs)
-from jaxkoans.probes import run_python
+from jaxkoans.api.probes import run_python
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.probes import collectives, first_failing_stage
+from jaxkoans.api.probes import collectives, first_failing_stage
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 

@@ -1,0 +1,175 @@
+"""Expectations the koans share beyond pytest's own: `raises_exactly`, the exact-class raises,
+and `warns_exactly`, the exact-class warns.
+
+An exception blank asks the learner to predict *which* error JAX raises. So a wrong class must
+not be answered with the right one: unless the learner asked to see it (`progress.py reveal`,
+`pytest --koans-reveal`), the failure says that another class was raised, never which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from jaxkoans.api.blanks import BlankError, TodoError, _Blank, _refuse
+
+REVEAL_ENV = "JAXKOANS_REVEAL"  # "1": failures name what was raised (set by --koans-reveal)
+TOO_BROAD = (Exception, BaseException)
+
+
+class WrongException(AssertionError):
+    """The code raised, but not exactly the class the koan's line names. / 抛出的类不对。"""
+
+
+def revealing() -> bool:
+    """True when the learner asked to see what JAX computed (and raised)."""
+    return os.environ.get(REVEAL_ENV) == "1"
+
+
+def refuse_too_broad(cls) -> None:
+    """A koan's exception must be one exact class: `Exception`, `BaseException`, a tuple or a
+    non-class is refused before the code runs, with the reason (never the right class)."""
+    __tracebackhide__ = True
+    if isinstance(cls, _Blank):
+        _refuse()
+    if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in TOO_BROAD:
+        return
+    raise WrongException(
+        f"请写出确切的异常类：{_name(cls)} 太宽了，几乎任何错误都满足它，也就什么都没预测。\n"
+        f"Name the exact exception class: {_name(cls)} is too broad — nearly any error "
+        "matches it, so it predicts nothing."
+    )
+
+
+@contextlib.contextmanager
+def raises_exactly(cls, *, match: str | re.Pattern[str] | None = None):
+    """pytest.raises，但要求异常的类恰好是 cls（不接受它的父类，也不接受 Exception）。
+    pytest.raises, but the exception's class must be exactly `cls`, not one of its bases.
+
+    Most of JAX's tracer errors are TypeErrors and ModuleNotFoundError is an ImportError: a koan
+    that asks which error it is must not accept the base class (or `Exception`)."""
+    __tracebackhide__ = True
+    refuse_too_broad(cls)
+    with pytest.raises(BaseException) as info:
+        yield info
+    raised = info.value
+    if isinstance(raised, BlankError | TodoError) or not isinstance(raised, Exception):
+        raise raised  # an open blank, a TODO, Ctrl-C, pytest's own outcomes: not an answer
+    if type(raised) is not cls:
+        if revealing():
+            raise WrongException(
+                f"抛出的是 {_name(type(raised))}，不是 {_name(cls)} / "
+                f"{_name(type(raised))} was raised, not {_name(cls)}"
+            ) from raised
+        raise WrongException(_wrong_class_message(cls, raised)) from None
+    if match is not None and not re.search(match, str(raised)):
+        raise WrongException(
+            f"异常的消息不符合 {match!r} / the exception's message does not match {match!r}"
+        ) from (raised if revealing() else None)
+
+
+@contextlib.contextmanager
+def warns_exactly(cls, *, match: str | re.Pattern[str] | None = None):
+    """pytest.warns，但要求警告的类恰好是 cls（不接受它的父类，也不接受 Warning）。
+    pytest.warns, but one warning's class must be exactly `cls`, not one of its bases.
+
+    pytest.warns accepts a base class, and pytest.warns(Warning) passes for every warning: a koan
+    that asks which warning JAX issues must not. Gives the list of warnings issued; the ones that are
+    not the expected one are issued again on success, as pytest.warns does, but not on a wrong
+    prediction (under the course's error filter that would name the class)."""
+    __tracebackhide__ = True
+    if isinstance(cls, _Blank):
+        _refuse()
+    if not (isinstance(cls, type) and issubclass(cls, Warning) and cls is not Warning):
+        raise WrongException(
+            f"请写出确切的警告类：{_name(cls)} 不是一个具体的警告类（Warning 太宽，什么都满足）。\n"
+            f"Name the exact warning class: {_name(cls)} is not one specific warning class "
+            "(Warning is too broad: every warning matches it, so it predicts nothing)."
+        )
+    with warnings.catch_warnings(record=True) as issued:
+        warnings.simplefilter("always")
+        yield issued
+    exact = [w for w in issued if w.category is cls]
+    hits = [w for w in exact if match is None or re.search(match, str(w.message))]
+    if hits:
+        for w in issued:
+            if w not in hits:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return
+    if not issued:
+        raise WrongException(
+            f"没有发出任何警告（预测的是 {_name(cls)}）/ no warning was issued (predicted: {_name(cls)})"
+        )
+    if exact:
+        raise WrongException(
+            f"警告的消息不符合 {match!r} / the warning's message does not match {match!r}"
+        )
+    if revealing():
+        names = ", ".join(sorted({_name(w.category) for w in issued}))
+        raise WrongException(
+            f"发出的是 {names}，不是 {_name(cls)} / {names} was issued, not {_name(cls)}"
+        )
+    if any(issubclass(w.category, cls) for w in issued):
+        raise WrongException(
+            f"{_name(cls)} 是发出的警告的父类：请写出确切的那个类。\n"
+            f"{_name(cls)} is a base class of the warning issued: name the exact class."
+        )
+    raise WrongException(
+        f"发出的警告不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
+        f"The warning issued is not a {_name(cls)} (which one stays hidden: predict, then check)."
+    )
+
+
+def _wrong_class_message(cls: type, raised: BaseException) -> str:
+    if isinstance(raised, cls):
+        return (
+            f"{_name(cls)} 是抛出的异常的父类：请写出确切的那个类。\n"
+            f"{_name(cls)} is a base class of the exception raised: name the exact class."
+        )
+    return (
+        f"抛出的不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
+        f"The exception raised is not a {_name(cls)} (which one stays hidden: predict, then check)."
+    )
+
+
+def _name(cls) -> str:
+    if isinstance(cls, type):
+        module = cls.__module__
+        return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+    return repr(cls)
+
+
+@contextlib.contextmanager
+def exact_raises_on_fills(koan_file):
+    """While a koan runs: a `pytest.raises(X)` on a line that held `__` as shipped is
+    `raises_exactly(X)`, so a copy whose exception blanks still use pytest.raises asks for the
+    exact class too. Every other pytest.raises is left as it is."""
+    from jaxkoans.plugin.classify import fills
+
+    original = pytest.raises
+    koan_file = os.path.realpath(koan_file)
+
+    def raises(expected_exception, *args, **kwargs):
+        __tracebackhide__ = True
+        caller = sys._getframe(1)
+        on_fill = (
+            not args
+            and set(kwargs) <= {"match"}
+            and os.path.realpath(caller.f_code.co_filename) == koan_file
+            and caller.f_lineno in fills(Path(koan_file))
+        )
+        if on_fill:
+            return raises_exactly(expected_exception, **kwargs)
+        return original(expected_exception, *args, **kwargs)
+
+    pytest.raises = raises
+    try:
+        yield
+    finally:
+        pytest.raises = original

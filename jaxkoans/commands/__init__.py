@@ -1,1 +1,0 @@
-"""progress.py's subcommands, one module each (see jaxkoans/cli.py)."""

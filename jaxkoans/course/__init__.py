@@ -1,0 +1,143 @@
+"""The course as data: each chapter's `chapter.toml` (titles, devices, float64, file order, hints).
+
+A chapter's data lives beside its koans, in `koans/NN/chapter.toml`; `answers/NN` shares it, so
+the two trees cannot disagree on order, devices or hints.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+# The course's root: this checkout, or another course (a fake one in tests, a student's copy
+# being graded) named by JAXKOANS_ROOT. Child processes inherit it.
+REPO = Path(os.environ.get("JAXKOANS_ROOT") or Path(__file__).resolve().parents[2]).resolve()
+KOANS = REPO / "koans"
+ANSWERS = REPO / "answers"
+MANIFEST = "chapter.toml"
+
+
+@dataclass(frozen=True)
+class Hint:
+    zh: tuple[str, ...]
+    en: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Chapter:
+    number: str  # the directory name, "01" … "11"
+    title_zh: str
+    title_en: str
+    devices: int = 1  # CPU devices the chapter's koans need
+    x64: bool = False  # run the chapter's koans with jax_enable_x64
+    files: tuple[str, ...] = ()  # test files in course order
+    hints: dict[str, Hint] = field(default_factory=dict, compare=False, hash=False)
+    # file -> fingerprints of its `# ✍️ BEGIN/END` fix regions as shipped (twins.region_hashes)
+    regions: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
+    # "file::koan" -> ({"fill": …, "why": …}, …): wrong fills the koan cannot tell apart from
+    # its answer, each with its reason (jaxkoans.course.mutate counts them as equivalent, not survived)
+    equivalent: dict[str, tuple[dict, ...]] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def title(self) -> str:
+        return f"{self.number} {self.title_zh} / {self.title_en}"
+
+    def file_rank(self, filename: str) -> int:
+        """Position of a test file in course order; unlisted files come last."""
+        return self.files.index(filename) if filename in self.files else len(self.files)
+
+    def hint(self, filename: str, koan: str) -> Hint | None:
+        return self.hints.get(f"{filename}::{koan}")
+
+
+class CourseDataError(ValueError):
+    """A chapter.toml that cannot be read; the message names the file."""
+
+
+# The keys of a chapter.toml and the type each value must have: anything else is a typo
+# (`x46 = true`) that would otherwise be ignored without a word.
+KEYS: dict[str, type | tuple[type, ...]] = {
+    "title_zh": str,
+    "title_en": str,
+    "devices": int,
+    "x64": bool,
+    "files": list,
+    "hints": dict,
+    "regions": dict,
+    "equivalent": dict,
+}
+HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
+
+
+def _check_keys(manifest: Path, where: str, table: dict, allowed: dict) -> None:
+    for key, value in table.items():
+        if key not in allowed:
+            raise CourseDataError(
+                f"{manifest}: 未知的键 / unknown key {where}{key!r} (known: {', '.join(allowed)})"
+            )
+        wanted = allowed[key]
+        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
+            raise CourseDataError(
+                f"{manifest}: {where}{key!r} 类型不对 / has the wrong type ({type(value).__name__})"
+            )
+
+
+def validate(manifest: Path, data: dict) -> None:
+    """A usage error naming the file and key for anything chapter.toml may not hold."""
+    for required in ("title_zh", "title_en"):
+        if required not in data:
+            raise CourseDataError(f"{manifest}: 缺少 / missing key {required!r}")
+    _check_keys(manifest, "", data, KEYS)
+    for key, hint in data.get("hints", {}).items():
+        if not isinstance(hint, dict):
+            raise CourseDataError(f"{manifest}: hints.{key!r} 必须是表 / must be a table")
+        _check_keys(manifest, f"hints.{key!r}.", hint, HINT_KEYS)
+
+
+@cache
+def load_chapter(manifest: Path) -> Chapter:
+    try:
+        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise CourseDataError(
+            f"{manifest}: 章节数据无法读取 / chapter data unreadable: {error!r}"
+        ) from error
+    validate(manifest, data)
+    hints = {
+        key: Hint(zh=tuple(_levels(value.get("zh"))), en=tuple(_levels(value.get("en"))))
+        for key, value in data.pop("hints", {}).items()
+    }
+    return Chapter(
+        number=manifest.parent.name,
+        title_zh=data["title_zh"],
+        title_en=data["title_en"],
+        devices=int(data.get("devices", 1)),
+        x64=bool(data.get("x64", False)),
+        files=tuple(data.get("files", ())),
+        hints=hints,
+        regions={name: tuple(v) for name, v in data.get("regions", {}).items()},
+        equivalent={key: tuple(v) for key, v in data.get("equivalent", {}).items()},
+    )
+
+
+def _levels(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def chapter_for(test_file: Path) -> Chapter | None:
+    """The chapter a test file belongs to: its own directory's manifest, else its koans/ twin's."""
+    directory = Path(test_file).resolve().parent
+    for candidate in (directory / MANIFEST, KOANS / directory.name / MANIFEST):
+        if candidate.is_file():
+            return load_chapter(candidate)
+    return None
+
+
+def all_chapters(root: Path = KOANS) -> list[Chapter]:
+    """Every chapter under `root`, in course order."""
+    return [load_chapter(m) for m in sorted(root.glob(f"*/{MANIFEST}"))]

@@ -1,0 +1,345 @@
+"""What a learner wrote where the course lets them write, found by syntax tree, and the file
+that grade runs: the pristine file with those fills put in.
+
+The pristine and the learner's file are walked together as syntax trees, so comments, blank
+lines, whitespace, line breaks inside brackets and a trailing newline never count. Where the
+course lets the learner write:
+
+- a **blank** `__`: any one expression;
+- a **TODO body** (a function whose body calls `todo(...)`): any statements after its docstring;
+- a **fix region** (the lines between `# ✍️ BEGIN` and `# ✍️ END`): any statements.
+
+Every other difference is an *edit outside the fills*: grade ignores it (the pristine code runs
+there) and `Taken.ignored` names it with its line in each file. A statement list that differs
+(an added import, a debugging `print`, a deleted line) is aligned by statement kind, so the
+fills around it are still found.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import textwrap
+from dataclasses import dataclass, field
+
+from jaxkoans.grader.fill_audit import MODULE, calls_todo, has_docstring, owner
+
+REGION_BEGIN, REGION_END = "# ✍️ BEGIN", "# ✍️ END"
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """An edit outside the fills: grade runs the pristine code there."""
+
+    owner: str  # the koan whose lines hold it, or MODULE
+    pristine_line: int | None
+    student_line: int | None
+    what: str  # short English: "added Import", "changed Compare", …
+
+
+@dataclass
+class Taken:
+    graded: str  # the pristine file with the fills put in
+    line_map: list[int | None]  # graded line (0-based index) -> the learner's line
+    fills: dict[str, int] = field(default_factory=dict)  # owner -> how many fills were taken
+    ignored: list[Ignored] = field(default_factory=list)
+    nodes: list[tuple[str, ast.AST, bool]] = field(default_factory=list)  # owner, node, is blank
+    tree: ast.Module | None = None  # the learner's file, which `nodes` belong to
+
+
+def region_lines(lines: list[str]) -> list[tuple[int, int]]:
+    """Each fix region as 1-based (BEGIN line, END line)."""
+    found, start = [], None
+    for number, line in enumerate(lines, start=1):
+        if line.strip().startswith(REGION_BEGIN):
+            start = number
+        elif line.strip().startswith(REGION_END) and start is not None:
+            found.append((start, number))
+            start = None
+    return found
+
+
+def test_spans(tree: ast.Module) -> dict[str, tuple[int, int]]:
+    """Each top-level test's lines (1-based, inclusive), decorators included."""
+    spans = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
+            "test"
+        ):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            spans[node.name] = (start, node.end_lineno or node.lineno)
+    return spans
+
+
+def _key(node: ast.AST) -> str:
+    """What aligns two statement lists: the kind, and for definitions, imports and
+    assignments what they name."""
+    kind = type(node).__name__
+    if isinstance(getattr(node, "name", None), str):
+        return f"{kind}:{node.name}"
+    if isinstance(node, ast.Import):
+        return f"{kind}:{','.join(a.name for a in node.names)}"
+    if isinstance(node, ast.ImportFrom):
+        return f"{kind}:{node.module}"
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return f"{kind}:{','.join(ast.dump(t) for t in targets)}"
+    return kind
+
+
+class _Walk:
+    def __init__(self, p_text: str, s_text: str) -> None:
+        self.p_text, self.s_text = p_text, s_text
+        self.p_tree, self.s_tree = ast.parse(p_text), ast.parse(s_text)
+        self.p_lines, self.s_lines = p_text.splitlines(), s_text.splitlines()
+        self.spans = test_spans(self.p_tree)
+        self.p_regions = region_lines(self.p_lines)
+        self.s_regions = region_lines(self.s_lines)
+        self.p_in_region = {n for a, b in self.p_regions for n in range(a + 1, b)}
+        self.s_in_region = {n for a, b in self.s_regions for n in range(a + 1, b)}
+        # replacements of pristine text: (start line, col, end line, col) -> text, student line
+        self.edits: list[tuple[tuple[int, int, int, int], str, int]] = []
+        self.ignored: list[Ignored] = []
+        self.fills: dict[str, int] = {}
+        self.nodes: list[tuple[str, ast.AST, bool]] = []
+
+    def owner(self, line: int) -> str:
+        return owner(self.spans, line)
+
+    def ignore(
+        self, p: ast.AST | None, s: ast.AST | None, what: str, line: int, s_line: int | None
+    ) -> None:
+        p_line = getattr(p, "lineno", None) or line
+        s_line = getattr(s, "lineno", None) or s_line
+        self.ignored.append(Ignored(self.owner(p_line), p_line, s_line, what))
+
+    def take(self, here: str, count: int = 1) -> None:
+        self.fills[here] = self.fills.get(here, 0) + count
+
+    def walk(self, p: ast.AST, s: ast.AST, line: int, s_line: int | None = None) -> None:
+        line = getattr(p, "lineno", line)
+        s_line = getattr(s, "lineno", s_line)
+        here = self.owner(line)
+        if isinstance(p, ast.Name) and p.id == "__":
+            if not isinstance(s, ast.expr):
+                self.ignore(p, s, "the fill is not one expression", line, s_line)
+                return
+            text = ast.get_source_segment(self.s_text, s, padded=False)
+            if text is None:
+                self.ignore(p, s, "the fill cannot be read", line, s_line)
+                return
+            if not isinstance(s, ast.Starred) and ("\n" in text or not _atomic(s)):
+                text = f"({text})"
+            self.edits.append(
+                ((p.lineno, p.col_offset, p.end_lineno, p.end_col_offset), text, s.lineno)
+            )
+            self.nodes.append((here, s, True))
+            self.take(here)
+            return
+        if type(p) is not type(s):
+            self.ignore(p, s, f"{type(p).__name__} became {type(s).__name__}", line, s_line)
+            return
+        if isinstance(p, ast.Call) and self.keyword_fills(p, s, line, s_line):
+            return
+        todo = isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and calls_todo(p)
+        for name in p._fields:
+            if name == "ctx":
+                continue
+            a, b = getattr(p, name, None), getattr(s, name, None)
+            if todo and name == "body":
+                self.todo_body(p, s, here)
+                continue
+            if isinstance(a, list) and isinstance(b, list):
+                self.walk_list(a, b, line, s_line, name)
+            elif isinstance(a, ast.AST) and isinstance(b, ast.AST):
+                self.walk(a, b, line, s_line)
+            elif a != b or type(a) is not type(b):
+                self.ignore(p, s, f"{name} of {type(p).__name__} changed", line, s_line)
+
+    def keyword_fills(self, p: ast.Call, s: ast.Call, line: int, s_line: int | None) -> bool:
+        """`f(x, __)` filled as `f(x, name=value)`: a blank that stands for a keyword
+        argument (positional arguments come first, so these are the last blanks)."""
+        missing = len(p.args) - len(s.args)
+        known = {k.arg for k in p.keywords}
+        extra = [k for k in s.keywords if k.arg not in known]
+        dropped = p.args[len(p.args) - missing :] if missing > 0 else []
+        if not dropped or len(extra) != missing or not all(_blank(a) for a in dropped):
+            return False
+        self.walk(p.func, s.func, line, s_line)
+        for x, y in zip(p.args[: len(s.args)], s.args, strict=True):
+            self.walk(x, y, line, s_line)
+        here = self.owner(line)
+        for blank, keyword in zip(dropped, extra, strict=True):
+            text = ast.get_source_segment(self.s_text, keyword)
+            if text is None or "\n" in text:
+                self.ignore(blank, keyword, "the fill cannot be read", line, s_line)
+                continue
+            span = (blank.lineno, blank.col_offset, blank.end_lineno, blank.end_col_offset)
+            self.edits.append((span, text, keyword.lineno))
+            self.nodes.append((here, keyword.value, True))
+            self.take(here)
+        kept = [k for k in s.keywords if k.arg in known]
+        self.walk_list(p.keywords, kept, line, s_line, "keywords")
+        return True
+
+    def walk_list(self, a: list, b: list, line: int, s_line: int | None, name: str) -> None:
+        if a and isinstance(a[0], ast.stmt):
+            a = [n for n in a if n.lineno not in self.p_in_region]
+            b = [n for n in b if n.lineno not in self.s_in_region]
+        if len(a) == len(b):
+            for x, y in zip(a, b, strict=True):
+                if isinstance(x, ast.AST) and isinstance(y, ast.AST):
+                    self.walk(x, y, line, s_line)
+                elif x != y or type(x) is not type(y):
+                    self.ignore(None, None, f"{name} changed", line, s_line)
+            return
+        matcher = difflib.SequenceMatcher(
+            a=[_key(n) for n in a], b=[_key(n) for n in b], autojunk=False
+        )
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            pairs = list(zip(a[i1:i2], b[j1:j2], strict=False))
+            if op == "equal" or (i2 - i1 == j2 - j1 and all(_key(x) == _key(y) for x, y in pairs)):
+                for x, y in pairs:
+                    self.walk(x, y, line, s_line)
+                continue
+            for x in a[i1:i2]:
+                self.ignore(x, None, f"removed {type(x).__name__}", line, None)
+            for y in b[j1:j2]:
+                where = getattr(y, "lineno", line)
+                self.ignored.append(
+                    Ignored(self.s_owner(where), None, where, f"added {type(y).__name__}")
+                )
+
+    def s_owner(self, line: int) -> str:
+        return owner(test_spans(self.s_tree), line)
+
+    def todo_body(self, p: ast.FunctionDef, s: ast.FunctionDef, here: str) -> None:
+        skip = 1 if has_docstring(p) else 0
+        if skip and (not s.body or ast.dump(p.body[0]) != ast.dump(s.body[0])):
+            self.ignore(p, s, "a TODO function's docstring changed", p.lineno, s.lineno)
+            return
+        body = s.body[skip:]
+        if not body:
+            return
+        first = min([body[0].lineno] + [d.lineno for d in getattr(body[0], "decorator_list", [])])
+        text = textwrap.dedent(_stripped(self.s_lines[first - 1 : s.end_lineno]))
+        indent = _indent(self.p_lines[p.body[skip].lineno - 1]) if len(p.body) > skip else "    "
+        text = textwrap.indent(text, indent)
+        p_first = p.body[skip].lineno if len(p.body) > skip else p.end_lineno + 1
+        end_col = len(self.p_lines[p.end_lineno - 1].encode("utf-8"))
+        self.edits.append(((p_first, 0, p.end_lineno, end_col), text, first))
+        self.nodes += [(here, node, False) for node in body]
+        self.take(here)
+
+    def regions(self) -> None:
+        if len(self.p_regions) != len(self.s_regions):
+            self.ignored.append(
+                Ignored(MODULE, None, None, f"{REGION_BEGIN}/{REGION_END} markers changed")
+            )
+            return
+        s_spans = test_spans(self.s_tree)
+        for (pb, pe), (sb, se) in zip(self.p_regions, self.s_regions, strict=True):
+            here = self.owner(pb)
+            if owner(s_spans, sb) != here:
+                self.ignored.append(Ignored(here, pb, sb, "a fix region moved"))
+                continue
+            text = textwrap.dedent(_stripped(self.s_lines[sb : se - 1]))
+            text = textwrap.indent(text, _indent(self.p_lines[pb - 1]))
+            end_col = len(self.p_lines[pe - 2].encode("utf-8")) if pe - 1 > pb else 0
+            if pe - 1 > pb:
+                self.edits.append(((pb + 1, 0, pe - 1, end_col), text, sb + 1))
+            elif text.strip():  # an empty region as shipped: insert before END
+                self.edits.append(((pe, 0, pe, 0), text + "\n", sb + 1))
+            self.nodes += [
+                (here, node, False)
+                for node in ast.walk(self.s_tree)
+                if isinstance(node, ast.stmt) and sb < node.lineno < se
+            ]
+            self.take(here)
+
+
+def _blank(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "__"
+
+
+def _atomic(node: ast.expr) -> bool:
+    """Safe to put in without parentheses: names, constants, calls, subscripts, attributes."""
+    return isinstance(
+        node,
+        (ast.Name, ast.Constant, ast.Call, ast.Attribute, ast.Subscript, ast.List, ast.Tuple,
+         ast.Dict, ast.Set, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+         ast.JoinedStr, ast.Starred),
+    )  # fmt: skip
+
+
+def _stripped(lines: list[str]) -> str:
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def take(p_text: str, s_text: str) -> Taken:
+    """The graded file (pristine + the learner's fills) and what else the learner changed.
+    Raises SyntaxError when the learner's file does not parse."""
+    walk = _Walk(p_text, s_text)
+    walk.walk(walk.p_tree, walk.s_tree, 1)
+    walk.regions()
+    graded, line_map = _apply(walk.p_lines, walk.edits, _same_lines(walk.p_lines, walk.s_lines))
+    return Taken(graded, line_map, walk.fills, walk.ignored, walk.nodes, walk.s_tree)
+
+
+def _same_lines(a: list[str], b: list[str]) -> dict[int, int]:
+    """Pristine 0-based line -> the learner's 1-based line, where the text is the same."""
+    matcher = difflib.SequenceMatcher(
+        a=[x.strip() for x in a], b=[x.strip() for x in b], autojunk=False
+    )
+    return {
+        i1 + n: j1 + n + 1
+        for op, i1, i2, j1, _ in matcher.get_opcodes()
+        if op == "equal"
+        for n in range(i2 - i1)
+    }
+
+
+def _apply(
+    lines: list[str], edits: list[tuple[tuple[int, int, int, int], str, int]], same: dict
+) -> tuple[str, list[int | None]]:
+    """Put each edit's text over its pristine span (1-based lines, 0-based columns, UTF-8
+    byte offsets as ast gives them); returns the text and each line's learner line."""
+    encoded = [line.encode("utf-8") for line in lines]
+    out: list[str] = []
+    origin: list[int | None] = []
+    edits = sorted(edits, key=lambda e: e[0])
+    row, col = 1, 0  # where the pristine text not yet copied starts
+    pending = b""
+    from_fill: int | None = None  # the learner's line of a fill on the line being built
+
+    def flush_until(end_row: int, end_col: int) -> None:
+        nonlocal row, col, pending, from_fill
+        while row < end_row:
+            pending += encoded[row - 1][col:]
+            out.append(pending.decode("utf-8"))
+            origin.append(from_fill if from_fill is not None else same.get(row - 1))
+            pending, row, col, from_fill = b"", row + 1, 0, None
+        pending += encoded[row - 1][col:end_col] if row <= len(encoded) else b""
+        col = end_col
+
+    for (sr, sc, er, ec), text, student_line in edits:
+        if (sr, sc) < (row, col):
+            continue  # overlapping spans: keep the first
+        flush_until(sr, sc)
+        pieces = text.split("\n")
+        for number, piece in enumerate(pieces):
+            pending += piece.encode("utf-8")
+            if number < len(pieces) - 1:
+                out.append(pending.decode("utf-8"))
+                origin.append(student_line + number if from_fill is None else from_fill)
+                pending, from_fill = b"", None
+        from_fill = student_line + len(pieces) - 1 if from_fill is None else from_fill
+        row, col = er, ec
+    flush_until(len(encoded), len(encoded[-1]) if encoded else 0)
+    out.append(pending.decode("utf-8"))
+    origin.append(from_fill if from_fill is not None else same.get(len(encoded) - 1))
+    return "\n".join(out) + "\n", origin

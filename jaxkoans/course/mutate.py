@@ -1,0 +1,853 @@
+"""The mutation gate: every blank is load-bearing, so a plausible wrong fill must fail its koan.
+
+    python -m jaxkoans.course.mutate --chapter 03                  one chapter (repeat --chapter for more)
+    python -m jaxkoans.course.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
+
+For each blank of each answer file (the positions come from `twins.compare(koan, answer)`) it
+writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
+the other string values of the same file or API, sibling dtypes and transforms, the parent and
+sibling classes of an exception, swapped tuple elements, a shape with one axis changed. Each
+mutant is the answer file with one fill replaced, written as a module of its own into a
+temporary chapter directory; all the mutants of a chapter (and an unchanged copy of each file,
+the baseline) run in ONE pytest process (`-n 2`), and a mutant must make its koan fail.
+
+A mutant that truly cannot be told apart is recorded in the chapter's chapter.toml:
+
+    [equivalent]
+    "test_file.py::test_koan" = [{ fill = "2 ** 11", why = "any scale above 2**10 passes: …" }]
+
+It prints a kill rate per chapter and the survivors; exit code 1 when a mutant survives.
+The same machinery checks TODO fakes (`fake_variants`, tests/test_fakes.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import contextlib
+import difflib
+import importlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.course import twins
+from jaxkoans.plugin import results
+
+RUN_TIMEOUT_S = 3600  # one chapter's whole run; each koan has pytest-timeout's own limit
+PER_FILL = 6  # wrong fills tried per blank
+WORDLIKE = re.compile(r"^[A-Za-z_][\w.\-]{0,40}$")
+
+# Values that are interchangeable in form and differ in meaning: a fill from one family is
+# mutated into its neighbours (attribute names, string values of JAX APIs).
+FAMILIES: tuple[tuple[str, ...], ...] = (
+    ("float32", "float16", "bfloat16", "float64", "int32", "int8", "int64", "uint8", "uint32"),
+    ("complex64", "complex128"),
+    ("jacfwd", "jacrev"),
+    ("jvp", "vjp", "linearize"),
+    ("psum", "pmean", "pmax", "pmin"),
+    ("all_gather", "psum_scatter", "all_to_all", "ppermute"),
+    ("DEFAULT", "HIGH", "HIGHEST"),
+    ("jit", "checkpoint", "vmap", "grad"),
+    ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized"),
+    ("threefry2x32", "rbg", "unsafe_rbg"),
+    ("device", "pinned_host", "unpinned_host"),
+    ("SAME", "VALID"),
+    ("float32", "bfloat16", "float16"),
+    ("sum", "mean", "max", "min", "prod"),
+    ("x", "y", "data", "model"),  # mesh axis names
+)
+COMMON_ERRORS = (
+    "ValueError", "TypeError", "RuntimeError", "KeyError", "IndexError", "AttributeError",
+    "NotImplementedError", "ZeroDivisionError", "FloatingPointError", "AssertionError",
+)  # fmt: skip
+
+
+# ---- wrong fills --------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    """What a fill's alternatives may be drawn from: its file's strings and imports."""
+
+    strings: tuple[str, ...] = ()
+    imports: dict[str, str] = field(default_factory=dict)  # name in the file -> module
+
+    @classmethod
+    def of(cls, source: str) -> Context:
+        tree = ast.parse(source)
+        strings = sorted(
+            {
+                n.value
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                if WORDLIKE.match(n.value)
+            }
+        )
+        imports: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    imports[(alias.asname or alias.name).split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    imports[alias.asname or alias.name] = f"{node.module}:{alias.name}"
+        return cls(tuple(strings), imports)
+
+    def resolve(self, expression: str):
+        """The object `expression` (a dotted name) denotes in the file, or None."""
+        parts = expression.split(".")
+        try:
+            if parts[0] in self.imports:
+                target = self.imports[parts[0]]
+                module, _, name = target.partition(":")
+                value = importlib.import_module(module)
+                if name:
+                    try:
+                        value = getattr(value, name)
+                    except AttributeError:
+                        value = importlib.import_module(f"{module}.{name}")
+            elif hasattr(builtins, parts[0]):
+                value = getattr(builtins, parts[0])
+            else:
+                return None
+            for part in parts[1:]:
+                value = getattr(value, part)
+            return value
+        except (ImportError, AttributeError, ValueError):
+            return None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _number_mutants(value: int | float) -> list[int | float]:
+    if isinstance(value, bool):
+        return []
+    if value == 0:
+        return [1, -1] if isinstance(value, int) else [1.0, -1.0]
+    found = [value + 1, value - 1, value * 2]
+    found.append(value // 2 if isinstance(value, int) else value / 2)
+    return [v for v in found if v != value]
+
+
+def _class_text(cls: type, context: Context) -> str:
+    if cls.__module__ == "builtins":
+        return cls.__name__
+    for name, module in context.imports.items():
+        candidate = f"{name}.errors.{cls.__name__}" if module == "jax" else ""
+        if candidate and context.resolve(candidate) is cls:
+            return candidate
+    return f'__import__("{cls.__module__}", fromlist=["_"]).{cls.__qualname__}'
+
+
+def _exception_mutants(cls: type, context: Context) -> list[str]:
+    """The parent class, then siblings: the classes a learner mistakes this one for (JAX's own
+    of the same module, then the common built-in ones)."""
+    parents = [base for base in cls.__mro__[1:] if base is not object]
+    found = [_class_text(parents[0], context)] if parents else []
+    kin = [
+        c
+        for c in (parents[0].__subclasses__() if parents else [])
+        if c is not cls and not c.__name__.startswith("_")
+        and (c.__name__ in COMMON_ERRORS or c.__module__ == cls.__module__ != "builtins")
+    ]  # fmt: skip
+    found += [_class_text(c, context) for c in kin[:2]]
+    common = [name for name in COMMON_ERRORS if name != cls.__name__ and name not in found]
+    return found + common[: max(0, 4 - len(found))]
+
+
+def _family_mutants(name: str) -> list[str]:
+    found = []
+    for family in FAMILIES:
+        if name in family:
+            found += [other for other in family if other != name and other not in found]
+    return found
+
+
+def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]:
+    """Plausible wrong fills for `fill` (source text), most telling first, at most `limit`."""
+    try:
+        tree = ast.parse(fill.strip(), mode="eval")
+    except SyntaxError:
+        return []
+    original = ast.unparse(tree)
+    rounds: list[list[str]] = []  # one list per rule; taken round-robin
+
+    dotted = _dotted(tree.body)
+    if dotted:
+        value = context.resolve(dotted)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            rounds.append(_exception_mutants(value, context))
+        prefix, _, last = dotted.rpartition(".")
+        siblings = [f"{prefix}.{s}" if prefix else s for s in _family_mutants(last)]
+        rounds.append([s for s in siblings if context.resolve(s) is not None])
+
+    def edits(rule):  # every node of a fresh parse, so that edits never accumulate
+        per_node = []
+        for index in range(len(list(ast.walk(tree)))):
+            fresh = ast.parse(original, mode="eval")
+            node = list(ast.walk(fresh))[index]
+            per_node.append([ast.unparse(new) for new in rule(fresh, node)])
+        # the first edit of every node before the second of any: `f(0.1, k=4)` tries k too
+        depth = max((len(edits) for edits in per_node), default=0)
+        return [edits[d] for d in range(depth) for edits in per_node if d < len(edits)]
+
+    def constants(fresh, node):
+        if not isinstance(node, ast.Constant):
+            return []
+        if isinstance(node.value, bool):
+            values = [not node.value]
+        elif isinstance(node.value, int | float):
+            values = _number_mutants(node.value)
+        elif isinstance(node.value, str):
+            values = _string_mutants(node.value, context)
+        else:
+            values = []
+        made = []
+        for value in values:
+            saved = node.value
+            node.value = value
+            made.append(ast.parse(ast.unparse(fresh), mode="eval"))
+            node.value = saved
+        return made
+
+    def swaps(fresh, node):
+        if not isinstance(node, ast.Tuple | ast.List) or len(node.elts) < 2:
+            return []
+        made = []
+        for i in range(len(node.elts) - 1):
+            a, b = node.elts[i], node.elts[i + 1]
+            if ast.dump(a) == ast.dump(b):
+                continue
+            node.elts[i], node.elts[i + 1] = b, a
+            made.append(ast.parse(ast.unparse(fresh), mode="eval"))
+            node.elts[i], node.elts[i + 1] = a, b
+        return made
+
+    rounds.append(edits(swaps))
+    rounds.append(edits(constants))
+    found: list[str] = []
+    for depth in range(max((len(r) for r in rounds), default=0)):
+        for rule in rounds:
+            if depth < len(rule) and rule[depth] != original and rule[depth] not in found:
+                found.append(rule[depth])
+    return found[:limit]
+
+
+def _string_mutants(value: str, context: Context) -> list[str]:
+    family = _family_mutants(value)
+    others = [s for s in context.strings if s != value and s not in family]
+    close = difflib.get_close_matches(value, others, n=3, cutoff=0.0)
+    return family[:3] + close
+
+
+# ---- where the blanks are -----------------------------------------------------------------
+
+
+@dataclass
+class Site:
+    """One blank of an answer file: where its fill is, and the koans that can see it."""
+
+    answer: Path
+    line: int  # 1-based, in the answer file
+    span: tuple[int, int]  # the fill's columns in that line
+    fill: str
+    koans: tuple[str, ...]  # test functions to run
+
+
+@dataclass
+class Mutant:
+    site: Site
+    fill: str  # the wrong fill
+    module: str = ""  # the generated module's file name
+
+    @property
+    def key(self) -> str:
+        return f"{self.site.answer.name}::{self.site.koans[0]}"
+
+
+def _functions_around(tree: ast.Module, line: int) -> list[ast.FunctionDef]:
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+
+
+def koans_seeing(tree: ast.Module, line: int) -> tuple[str, ...]:
+    """The test functions whose run reaches `line`: the one it is in, else those that reach the
+    function it is in through the file's functions (a test calling a helper that calls it), else
+    every test of the file (a module-level fill)."""
+    tests = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
+    around = _functions_around(tree, line)
+    for fn in around:
+        if fn.name.startswith("test") and fn in tests:
+            return (fn.name,)
+    if around:
+        reaching = _functions_reaching(tree, around[-1].name)
+        users = [t.name for t in tests if t.name in reaching]
+        if users:
+            return tuple(users)
+    return tuple(t.name for t in tests)
+
+
+def _functions_reaching(tree: ast.Module, target: str) -> set[str]:
+    """The module's functions that name `target`, or name one that does, and so on."""
+    names = {
+        n.name: {m.id for m in ast.walk(n) if isinstance(m, ast.Name)}
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+    }
+    reaching, frontier = set(), {target}
+    while frontier:
+        found = {name for name, used in names.items() if used & frontier} - reaching - {target}
+        reaching |= found
+        frontier = found
+    return reaching
+
+
+def sites(koan: Path, answer: Path) -> list[Site]:
+    """Every blank of `answer`, with its fill's position (from twins.compare)."""
+    report = twins.compare(koan, answer)
+    k_lines = koan.read_text(encoding="utf-8").splitlines()
+    a_lines = answer.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse(answer.read_text(encoding="utf-8"))
+    found = []
+    for k_number, a_number in report.blank_lines:
+        match = twins.blank_pattern(k_lines[k_number - 1]).match(a_lines[a_number - 1])
+        if match is None:
+            continue
+        for group in range(1, len(match.groups()) + 1):
+            start, end = match.span(group)
+            text = match.group(group)
+            lead = len(text) - len(text.lstrip())
+            trail = len(text) - len(text.rstrip())
+            found.append(
+                Site(
+                    answer,
+                    a_number,
+                    (start + lead, end - trail),
+                    text.strip(),
+                    koans_seeing(tree, a_number),
+                )
+            )
+    return found
+
+
+def mutated_source(site: Site, fill: str) -> str:
+    lines = site.answer.read_text(encoding="utf-8").splitlines(keepends=True)
+    line = lines[site.line - 1]
+    start, end = site.span
+    lines[site.line - 1] = line[:start] + fill + line[end:]
+    return "".join(lines)
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<mutant>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def chapter_mutants(
+    chapter: course.Chapter, wanted: set[str] | None = None, per_fill: int = PER_FILL
+) -> list[Mutant]:
+    """The mutants of a chapter's answers (only the koans in `wanted`, if given)."""
+    mutants = []
+    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
+        koan = course.KOANS / chapter.number / answer.name
+        if not koan.is_file():
+            continue
+        context = Context.of(answer.read_text(encoding="utf-8"))
+        for site in sites(koan, answer):
+            if wanted and not any(_wanted(wanted, answer, k) for k in site.koans):
+                continue
+            for fill in wrong_fills(site.fill, context, per_fill):
+                if _compiles(mutated_source(site, fill)):
+                    mutants.append(Mutant(site, fill))
+    return mutants
+
+
+def _wanted(wanted: set[str], answer: Path, koan: str) -> bool:
+    relative = f"answers/{answer.parent.name}/{answer.name}"
+    return bool(wanted & {koan, f"{answer.name}::{koan}", f"{relative}::{koan}"})
+
+
+# ---- running ------------------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    """A module to run: a copy of an answer file with something changed, and its koans."""
+
+    name: str  # file name in the chapter's temporary directory
+    source: str
+    koans: tuple[str, ...]
+
+
+def run_variants(
+    chapter: str, variants: list[Variant], workers: int = 2, timeout_s: float = RUN_TIMEOUT_S
+) -> tuple[dict[str, bool], str]:
+    """Run every variant's koans in one pytest process. Returns ({variant name: True when
+    every koan of it reported and passed}, a problem, or ""). A koan that never reported (its
+    worker killed) counts as not passed; when the whole run failed, such variants are absent."""
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-mutants-") as scratch:
+        directory = Path(scratch) / chapter  # named like the chapter: chapter_for finds it
+        directory.mkdir()
+        nodeids = []
+        for variant in variants:
+            (directory / variant.name).write_text(variant.source, encoding="utf-8")
+            nodeids += [f"{directory / variant.name}::{k}" for k in variant.koans]
+        record = Path(scratch) / "record.jsonl"
+        arguments = Path(scratch) / "nodeids.txt"
+        arguments.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
+        command = [
+            sys.executable, "-m", "pytest", f"@{arguments}", "-q", "--tb=no", "--no-header",
+            "-p", "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-c", str(course.REPO / "pyproject.toml"),
+            "--rootdir", scratch, f"--koans-record={record}", "-n", str(max(1, workers)),
+        ]  # fmt: skip
+        _, problem = _run(command, timeout_s)
+        events = results.read(record) if record.exists() else []
+        passed: dict[str, list[bool]] = {}
+        reported: dict[str, set[str]] = {}
+        for event in events:
+            if event.get("event") == "koan":
+                module = Path(event["path"]).name
+                passed.setdefault(module, []).append(event["state"] == "passed")
+                reported.setdefault(module, set()).add(event["name"].split("[", 1)[0])
+            elif event.get("event") == "collect-error":
+                passed.setdefault(Path(event["path"]).name, []).append(False)
+        verdicts = {}
+        for variant in variants:
+            states = passed.get(variant.name, [])
+            complete = set(variant.koans) <= reported.get(variant.name, set())
+            if not all(states):
+                verdicts[variant.name] = False
+            elif complete:
+                verdicts[variant.name] = True
+            elif not problem:
+                # The run finished, yet a koan of this variant never reported: its worker was
+                # killed (a crash, a hang past the timeout). A missing result is never a pass.
+                verdicts[variant.name] = False
+        return verdicts, problem
+
+
+def _run(command: list[str], timeout_s: float) -> tuple[int | None, str]:
+    child = subprocess.Popen(
+        command, cwd=course.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, f"the run did not finish within {timeout_s:.0f} s"
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    if child.returncode not in (0, 1):
+        return child.returncode, "\n".join(output.strip().splitlines()[-5:])
+    return child.returncode, ""
+
+
+# ---- TODO fakes -------------------------------------------------------------------------
+# A TODO must fail for a cheap fake: the reference computed the easy way, a kernel that skips
+# its accumulation, jnp code around an empty pallas_call. Fakes live beside the answers, in
+# answers/NN/fakes/<file without test_>.py (never collected, never imported: only parsed), as
+# functions named <TODO function>__<label> whose body replaces the answer's TODO body.
+
+FAKES = "fakes"
+
+
+@dataclass
+class Fake:
+    answer: Path
+    function: str  # the TODO function it stands in for
+    label: str
+    body: str  # the fake's body, indented like the answer's
+    koans: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.answer.name}::{self.function}__{self.label}"
+
+
+def fakes_file(answer: Path) -> Path:
+    return answer.parent / FAKES / f"{answer.stem.removeprefix('test_')}.py"
+
+
+def _body(fn: ast.FunctionDef, lines: list[str]) -> list[str]:
+    first = fn.body[0]
+    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+    start = first.end_lineno if docstring and len(fn.body) > 1 else first.lineno - 1
+    return lines[start : fn.end_lineno]
+
+
+def chapter_fakes(chapter: course.Chapter) -> tuple[list[Fake], list[str]]:
+    """(every fake of the chapter, "file::function" of each TODO function that has none)."""
+    fakes, missing = [], []
+    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
+        koan = course.KOANS / chapter.number / answer.name
+        if not koan.is_file():
+            continue
+        report = twins.compare(koan, answer)
+        tree = ast.parse(answer.read_text(encoding="utf-8"))
+        todo_lines = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
+        written = _fake_functions(fakes_file(answer))
+        for function in report.todo_bodies:
+            own = [(label, body) for name, label, body in written if name == function]
+            if not own:
+                missing.append(f"{answer.name}::{function}")
+            start = todo_lines[function][0]
+            for label, body in own:
+                koans = koans_seeing(tree, start + 1)
+                fakes.append(Fake(answer, function, label, body, koans))
+    return fakes, missing
+
+
+def _fake_functions(path: Path) -> list[tuple[str, str, list[str]]]:
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    found = []
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and "__" in node.name.strip("_"):
+            function, _, label = node.name.partition("__")
+            found.append((function, label, _body(node, lines)))
+    return found
+
+
+def faked_source(fake: Fake) -> str:
+    """The answer file with the TODO body of `fake.function` replaced by the fake's."""
+    report = twins.compare(course.KOANS / fake.answer.parent.name / fake.answer.name, fake.answer)
+    spans = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
+    start, end = spans[fake.function]
+    lines = fake.answer.read_text(encoding="utf-8").splitlines()
+    body_lines = [line for line in lines[start:end] if line.strip()]
+    indent = " " * (len(body_lines[0]) - len(body_lines[0].lstrip())) if body_lines else "    "
+    body = textwrap.indent(textwrap.dedent("\n".join(fake.body)), indent)
+    return "\n".join([*lines[:start], body, *lines[end:]]) + "\n"
+
+
+def check_fakes(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN_TIMEOUT_S):
+    """({fake name: True when it made a koan fail, None without a verdict}, missing, problem)."""
+    fakes, missing = chapter_fakes(chapter)
+    variants, names = [], {}
+    for i, fake in enumerate(fakes):
+        module = f"{fake.answer.stem}__f{i:03d}.py"
+        names[module] = fake.name
+        variants.append(Variant(module, faked_source(fake), fake.koans))
+    for answer in {fake.answer for fake in fakes}:
+        koans = tuple(sorted({k for fake in fakes if fake.answer == answer for k in fake.koans}))
+        variants.append(
+            Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans)
+        )
+    passed, problem = (
+        run_variants(chapter.number, variants, workers, timeout_s) if fakes else ({}, "")
+    )
+    verdicts = {}
+    for module, name in names.items():
+        base = passed.get(f"{module.split('__f')[0]}__base.py")
+        verdicts[name] = None if base is not True or module not in passed else not passed[module]
+    return verdicts, missing, problem
+
+
+# ---- what one wrong answer shows ---------------------------------------------------------
+# For each koan with a blank: its file answered, one fill wrong (its first wrong fill), in a
+# copy of the course whose git HEAD holds the koan as shipped; the learner's report must hide
+# what JAX computed (report.HIDDEN_ADVICE) and must not contain the right fill.
+
+HIDDEN_MARK = "🙈"
+
+
+def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN_TIMEOUT_S):
+    """[(koan, right fill, wrong fill, verdict, report)], verdict one of: hidden, shows-value (the
+    report is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
+    import xml.etree.ElementTree as ElementTree
+
+    samples: dict[tuple[str, str], tuple[Site, str]] = {}
+    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
+        koan = course.KOANS / chapter.number / answer.name
+        if not koan.is_file():
+            continue
+        context = Context.of(answer.read_text(encoding="utf-8"))
+        for site in sites(koan, answer):
+            if len(site.koans) != 1 or (answer.name, site.koans[0]) in samples:
+                continue
+            wrong = [
+                f for f in wrong_fills(site.fill, context) if _compiles(mutated_source(site, f))
+            ]
+            if wrong:
+                samples[(answer.name, site.koans[0])] = (site, wrong[0])
+    found = []
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-leaks-") as scratch:
+        root = Path(scratch) / "course"
+        (root / "koans").mkdir(parents=True)
+        for path in course.KOANS.rglob("*.toml"):
+            target = root / "koans" / path.relative_to(course.KOANS)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+        (root / "pyproject.toml").write_bytes((course.REPO / "pyproject.toml").read_bytes())
+        modules = {}
+        for i, ((name, koan), (site, wrong)) in enumerate(sorted(samples.items())):
+            module = f"{Path(name).stem}__leak{i:03d}.py"
+            modules[module] = (koan, site, wrong)
+            shipped = (course.KOANS / chapter.number / name).read_text(encoding="utf-8")
+            (root / "koans" / chapter.number / module).write_text(shipped, encoding="utf-8")
+        git = ["git", "-C", str(root), "-c", "user.name=m", "-c", "user.email=m@m"]
+        for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "as shipped"]):
+            subprocess.run([*git, *step], check=True, capture_output=True, timeout=120)
+        for module, (_, site, wrong) in modules.items():
+            (root / "koans" / chapter.number / module).write_text(
+                mutated_source(site, wrong), encoding="utf-8"
+            )
+        junit = Path(scratch) / "junit.xml"
+        nodeids = [f"koans/{chapter.number}/{m}::{k}" for m, (k, _, _) in modules.items()]
+        command = [
+            sys.executable, "-m", "pytest", *nodeids, "-q", "--no-header", "-p", "jaxkoans.plugin.hooks",
+            "-p", "no:cacheprovider", f"--junitxml={junit}", "-n", str(max(1, workers)),
+        ]  # fmt: skip
+        env = {**os.environ, "JAXKOANS_ROOT": str(root)}
+        env.pop("JAXKOANS_REVEAL", None)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # what finished is still read
+            subprocess.run(
+                command, cwd=root, env=env, capture_output=True, timeout=timeout_s, check=False
+            )
+        reports: dict[tuple[str, str], str | None] = {}
+        if junit.exists():
+            for case in ElementTree.parse(junit).iter("testcase"):
+                failure = case.find("failure")
+                module = case.get("classname", "").rpartition(".")[2] + ".py"
+                text = (
+                    None if failure is None else (failure.text or "") + failure.get("message", "")
+                )
+                reports[(module, case.get("name", "").split("[")[0])] = text
+        for module, (koan, site, wrong) in modules.items():
+            text = reports.get((module, koan), "missing")
+            right = site.fill
+            if text == "missing":
+                verdict = "no-report"
+            elif text is None:
+                verdict = "passed"
+            elif HIDDEN_MARK not in text:
+                verdict = "shows-value"
+            elif len(right) >= 4 and right in text.replace(wrong, ""):
+                verdict = "names-answer"
+            else:
+                verdict = "hidden"
+            found.append((f"{site.answer.name}::{koan}", right, wrong, verdict, text or ""))
+    return found
+
+
+# ---- the gate -----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    chapter: str
+    mutants: list[Mutant]
+    killed: list[Mutant] = field(default_factory=list)
+    equivalent: list[tuple[Mutant, str]] = field(default_factory=list)
+    survived: list[Mutant] = field(default_factory=list)
+    unknown: list[Mutant] = field(default_factory=list)  # baseline failed or no report
+    problem: str = ""
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        counted = len(self.killed) + len(self.survived) + len(self.equivalent)
+        return 100.0 * len(self.killed) / counted if counted else 100.0
+
+
+def _normal(fill: str) -> str:
+    try:
+        return ast.unparse(ast.parse(fill.strip(), mode="eval"))
+    except SyntaxError:
+        return fill.strip()
+
+
+def equivalent_reason(chapter: course.Chapter, mutant: Mutant) -> str | None:
+    for koan in mutant.site.koans:
+        for entry in chapter.equivalent.get(f"{mutant.site.answer.name}::{koan}", ()):
+            if _normal(str(entry.get("fill", ""))) == _normal(mutant.fill):
+                return str(entry.get("why", ""))
+    return None
+
+
+def gate(
+    chapter: course.Chapter,
+    wanted: set[str] | None = None,
+    workers: int = 2,
+    per_fill: int = PER_FILL,
+    timeout_s: float = RUN_TIMEOUT_S,
+) -> Outcome:
+    started = time.perf_counter()
+    mutants = chapter_mutants(chapter, wanted, per_fill)
+    outcome = Outcome(chapter.number, mutants)
+    variants = []
+    baselines: dict[Path, set[str]] = {}
+    for i, mutant in enumerate(mutants):
+        mutant.module = f"{mutant.site.answer.stem}__m{i:04d}.py"
+        variants.append(
+            Variant(mutant.module, mutated_source(mutant.site, mutant.fill), mutant.site.koans)
+        )
+        baselines.setdefault(mutant.site.answer, set()).update(mutant.site.koans)
+    for answer, koans in baselines.items():  # the answer unchanged, in the same place
+        variants.append(
+            Variant(
+                f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), tuple(sorted(koans))
+            )
+        )
+    passed, outcome.problem = (
+        run_variants(chapter.number, variants, workers, timeout_s) if variants else ({}, "")
+    )
+    for mutant in mutants:
+        base = passed.get(f"{mutant.site.answer.stem}__base.py")
+        verdict = passed.get(mutant.module)
+        if base is not True or verdict is None:
+            outcome.unknown.append(mutant)
+        elif not verdict:
+            outcome.killed.append(mutant)
+        elif (why := equivalent_reason(chapter, mutant)) is not None:
+            outcome.equivalent.append((mutant, why))
+        else:
+            outcome.survived.append(mutant)
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def describe(mutant: Mutant) -> str:
+    site = mutant.site
+    where = f"answers/{site.answer.parent.name}/{site.answer.name}:{site.line}"
+    return f"{where}  {'/'.join(site.koans[:2])}  `{site.fill}` → `{mutant.fill}`"
+
+
+def table(outcomes: list[Outcome]) -> list[str]:
+    lines = [
+        "chapter  mutants  killed  equivalent  survived  unknown  kill rate  seconds",
+    ]
+    for o in outcomes:
+        lines.append(
+            f"{o.chapter:>7}  {len(o.mutants):>7}  {len(o.killed):>6}  {len(o.equivalent):>10}"
+            f"  {len(o.survived):>8}  {len(o.unknown):>7}  {o.rate:>8.1f} %  {o.seconds:>7.0f}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jaxkoans.course.mutate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("koans", nargs="*", help="only these koans: name, file.py::name, nodeid")
+    parser.add_argument("--chapter", action="append", default=[], metavar="NN")
+    parser.add_argument("-n", "--workers", type=int, default=2)
+    parser.add_argument("--per-fill", type=int, default=PER_FILL, help="wrong fills per blank")
+    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per chapter")
+    parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
+    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
+    parser.add_argument(
+        "--leaks", action="store_true", help="does one wrong answer's report show the value?"
+    )
+    parser.add_argument("--reports", type=Path, help="--leaks: write each report to this folder")
+    args = parser.parse_args(argv)
+    wanted = {k.split("[", 1)[0] for k in args.koans} or None
+    numbers = {c.zfill(2) for c in args.chapter}
+    if wanted and not numbers:
+        numbers = {Path(k.split("::")[0]).parent.name for k in wanted if "/" in k}
+    chapters = [c for c in course.all_chapters() if not numbers or c.number in numbers]
+    if not chapters:
+        print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
+        return 2
+    if args.fakes:
+        return fakes_main(chapters, args)
+    if args.leaks:
+        return leaks_main(chapters, args)
+    if args.list:
+        for chapter in chapters:
+            for mutant in chapter_mutants(chapter, wanted, args.per_fill):
+                print(describe(mutant))
+        return 0
+    outcomes, survivors = [], []
+    for chapter in chapters:  # one chapter at a time: each run is CPU heavy
+        outcome = gate(chapter, wanted, args.workers, args.per_fill, args.timeout)
+        outcomes.append(outcome)
+        print("\n".join(table([outcome])[-1:]), flush=True)
+        survivors += [f"{chapter.number}  {describe(m)}" for m in outcome.survived]
+        if outcome.problem:
+            print(f"⚠️  {chapter.number}: {outcome.problem}")
+    print("\n" + "\n".join(table(outcomes)))
+    if survivors:
+        print("\n存活的变异 / survivors (a wrong fill that passes):")
+        print("\n".join("  " + s for s in survivors))
+    if args.survivors:
+        args.survivors.write_text("".join(s + "\n" for s in survivors), encoding="utf-8")
+    unknown = sum(len(o.unknown) for o in outcomes)
+    if unknown:
+        print(f"\n⚠️  {unknown} mutants have no verdict (their baseline failed or did not report)")
+    return 1 if survivors or unknown else 0
+
+
+def fakes_main(chapters: list[course.Chapter], args) -> int:
+    failed = 0
+    for chapter in chapters:
+        verdicts, missing, problem = check_fakes(chapter, args.workers, args.timeout)
+        killed = sum(v is True for v in verdicts.values())
+        print(f"{chapter.number}: {killed}/{len(verdicts)} fakes fail their koan, "
+              f"{len(missing)} TODO functions without a fake")  # fmt: skip
+        for name, verdict in sorted(verdicts.items()):
+            if verdict is not True:
+                print(f"  {'passes' if verdict is False else 'no verdict'}: {name}")
+                failed += 1
+        for name in missing:
+            print(f"  no fake: {name}")
+        if problem:
+            print(f"⚠️  {chapter.number}: {problem}")
+    return 1 if failed else 0
+
+
+def leaks_main(chapters: list[course.Chapter], args) -> int:
+    leaking = 0
+    for chapter in chapters:
+        found = leak_check(chapter, args.workers, args.timeout)
+        counts = {
+            v: sum(f[3] == v for f in found)
+            for v in ("hidden", "shows-value", "names-answer", "passed", "no-report")
+        }
+        print(
+            f"{chapter.number}: {len(found)} koans, one wrong answer each: "
+            + ", ".join(f"{v} {n}" for v, n in counts.items())
+        )
+        for koan, right, wrong, verdict, text in found:
+            if verdict != "hidden":
+                print(f"  {verdict}: {koan}  `{right}` → `{wrong}`")
+            if args.reports:
+                args.reports.mkdir(parents=True, exist_ok=True)
+                name = f"{chapter.number}_{koan.replace('::', '__')}.txt"
+                (args.reports / name).write_text(f"{verdict}\n{text}", encoding="utf-8")
+        leaking += counts["shows-value"] + counts["names-answer"]
+    return 1 if leaking else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

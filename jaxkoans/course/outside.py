@@ -1,0 +1,107 @@
+"""What grade will not take from a learner's koan files: edits outside the blanks, TODO bodies
+and fix regions, with file and line, for the learner's own tools (progress.py's summary).
+
+Grade runs the course's file with only the fills put in (jaxkoans/course/fills.py), so an edit
+elsewhere (an added import, a changed assert, a debugging line) passes in the learner's run and
+is ignored by grade. Comments, blank lines and reformatting are not edits.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.course import fills, pristine
+from jaxkoans.grader.fill_audit import MODULE
+from jaxkoans.plugin import classify
+
+MAX_SHOWN = 8  # warnings in the summary; the rest are counted
+
+
+@dataclass(frozen=True)
+class Outside:
+    file: Path  # the learner's koan file
+    line: int | None  # in the learner's file
+    koan: str  # the koan whose lines hold it ("<module>": every koan of the file)
+    what: str
+
+    def __str__(self) -> str:
+        where = f"{self.file.as_posix()}:{self.line}" if self.line else self.file.as_posix()
+        return f"{where} ({self.koan}): {self.what}"
+
+
+def edits_outside(koan_file: Path) -> list[Outside]:
+    """The edits of `koan_file` that grade ignores (none when the shipped file is unknown)."""
+    shipped = classify.pristine_text(koan_file)
+    try:
+        current = Path(koan_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    if shipped is None or current == shipped:
+        return []
+    try:
+        taken = fills.take(shipped, current)
+    except (SyntaxError, ValueError, RecursionError):
+        return []  # the run says what is wrong with the file
+    return [Outside(Path(koan_file), e.student_line, e.owner, e.what) for e in taken.ignored]
+
+
+def course_files(chapters: list[course.Chapter]) -> list[Path]:
+    return [course.KOANS / c.number / name for c in chapters for name in c.files]
+
+
+def edits(chapters: list[course.Chapter]) -> list[Outside]:
+    """Every edit of the chosen chapters' koan files that grade ignores (read once per summary)."""
+    return [
+        edit
+        for path in course_files(chapters)
+        if path.is_file() and not _as_shipped(path)
+        for edit in edits_outside(path)
+    ]
+
+
+def _as_shipped(path: Path) -> bool:
+    """A file identical to the shipped one has no edit: known from one `git ls-tree` for the
+    course (jaxkoans/course/pristine.py), not a `git show` per file. Not under $JAXKOANS_PRISTINE,
+    whose tree, not git's, is then the shipped one."""
+    if os.environ.get(classify.PRISTINE_ENV) or not path.is_relative_to(course.REPO):
+        return False
+    return pristine.is_shipped(path.relative_to(course.REPO).as_posix())
+
+
+def touching(found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
+    """The edits of `found` in the lines of `koan` (a module-level edit touches every koan)."""
+    koan_file = course.REPO / koan_file
+    return [e for e in found if e.file == koan_file and e.koan in (koan, MODULE)]
+
+
+def where(edit: Outside) -> str:
+    """file:line of an edit, relative to the course."""
+    root = course.REPO
+    path = edit.file.relative_to(root) if edit.file.is_relative_to(root) else edit.file
+    return f"{path.as_posix()}:{edit.line}" if edit.line else path.as_posix()
+
+
+def warnings(chapters: list[course.Chapter], found: list[Outside] | None = None) -> list[str]:
+    """One bilingual line per edit that grade will not use, for the summary."""
+    found = edits(chapters) if found is None else found
+    if not found:
+        return []
+    root = course.REPO
+    lines = [
+        f"grade 不会使用这些改动（空、TODO 和修复区以外）/ grade will not use these edits "
+        f"(outside the blanks, TODO bodies and fix regions): {len(found)}"
+    ]
+    for edit in found[:MAX_SHOWN]:
+        shown = Outside(
+            edit.file.relative_to(root) if edit.file.is_relative_to(root) else edit.file,
+            edit.line,
+            edit.koan,
+            edit.what,
+        )
+        lines.append(f"   {shown}")
+    if len(found) > MAX_SHOWN:
+        lines.append(f"   … {len(found) - MAX_SHOWN} more")
+    return lines

@@ -1,0 +1,351 @@
+"""One grading run: pytest on a workdir in a child process of its own process group, inside
+the bubblewrap sandbox where there is one (`sandbox.py`).
+
+The child runs under a time limit, through pytest-xdist (a crashed worker is replaced and the
+other koans still run), with the pristine harness (`-p jaxkoans.plugin.hooks`; JAXKOANS_ROOT and
+PYTHONPATH name the workdir) and the grader's guard (`run_guard.py`, copied beside the
+workdir, so any version of the course can be graded). The record (`--koans-record=/dev/fd/N`)
+and the controller's guard events come back through pipes, the workers' evidence through a
+write-only FIFO; the grade reads them from memory. The guard reports where `jaxkoans` was
+imported from: a run that did not use the workdir's copy is refused. A run that reports nothing
+for the stall limit, or passes its time limit, is stopped; one that ends without pytest's end
+(killed, signalled) is named. On Ctrl-C or a time limit the whole process group is killed;
+`stop_all` does it for every run of a batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxkoans.grader import run_guard, sandbox
+from jaxkoans.grader.pristine_course import CouldNotGrade
+
+POLL_S = 0.5
+DEFAULT_KOAN_TIMEOUT_S = 60.0
+STARTUP_ALLOWANCE_S = 120.0  # JAX's import and the first compilations
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+RUN_TIMEOUT_S = 1800  # the whole pytest run of one copy; each koan has pytest-timeout's
+GUARD_MODULE = "_jaxkoans_grade_guard"
+DROPPED_ENV = (
+    "PYTEST_ADDOPTS",
+    "PYTEST_PLUGINS",
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+    "PYTEST_CURRENT_TEST",
+    "PYTEST_XDIST_AUTO_NUM_WORKERS",
+    "PYTHONSTARTUP",
+    "PYTHONINSPECT",
+    "PYTHONBREAKPOINT",
+    "PYTHONSAFEPATH",
+    "PYTHONHOME",
+)
+
+
+class Cancelled(Exception):
+    """Grading was interrupted (Ctrl-C): nothing more is started."""
+
+
+@dataclass
+class Options:
+    koan_timeout: float | None = None  # pytest-timeout's limit per koan (None: the course's)
+    run_timeout: float = RUN_TIMEOUT_S
+    workers: int = 2
+    sandbox: bool = True  # False: run without bubblewrap (--no-sandbox)
+    stall_timeout: float | None = None  # no event for this long stops the run (None: derived)
+
+
+_RUNNING: set[subprocess.Popen] = set()
+_LOCK = threading.Lock()
+_CANCELLED = threading.Event()
+
+
+def reset_cancel() -> None:
+    _CANCELLED.clear()
+
+
+def stop_all() -> None:
+    """Ctrl-C: end every grading run's process group; start no new one."""
+    with _LOCK:
+        _CANCELLED.set()
+        for process in _RUNNING:
+            _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+@dataclass
+class Outcome:
+    """What a run left: its record's events, the guard's events, stderr, how it ended."""
+
+    events: list[dict] = field(default_factory=list)
+    guard: list[dict] = field(default_factory=list)
+    stderr: str = ""
+    exit_code: int | None = None
+    timed_out: bool = False
+    harness: str = ""  # where the run's jaxkoans came from, relative to the workdir
+    stopped: str = ""  # why the run ended before reporting its end ("" when it did)
+    sandbox: dict = field(default_factory=dict)  # {"used", "bwrap", "reason"}
+
+
+def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Options) -> Outcome:
+    """Run the koan files `targets` (holding `koans` koans) of the workdir `work`, in the
+    sandbox where there is one; `scratch` takes what the grader keeps of the run."""
+    guard_dir, tmp = scratch / "guard", scratch / "tmp"
+    for directory in (guard_dir, tmp):
+        directory.mkdir()
+    shutil.copyfile(run_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
+    fifo = guard_dir / "events"  # the workers' evidence: see grade_guard
+    os.mkfifo(fifo, 0o600)
+    fifo_read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    fifo_keep = os.open(fifo, os.O_WRONLY)  # no EOF before the run is over
+    os.set_blocking(fifo_read, True)
+    os.chmod(fifo, 0o222)  # write-only: no one in the run can read evidence away
+    availability = (
+        sandbox.probe() if options.sandbox else sandbox.Availability(None, reason="--no-sandbox")
+    )
+    outcome = Outcome(sandbox=_sandbox_summary(availability))
+    record_read, record_write = os.pipe()
+    guard_read, guard_write = os.pipe()
+    inside_tmp = Path("/tmp") if availability.ok else tmp
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *targets,
+        "-q",
+        "--no-header",
+        f"--rootdir={work}",
+        "-p",
+        "jaxkoans.plugin.hooks",
+        "-p",
+        GUARD_MODULE,
+        "--import-mode=importlib",
+        "--continue-on-collection-errors",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        str(max(1, options.workers)),
+        f"--max-worker-restart={koans + 1}",  # every koan may crash its worker
+        f"--koans-record=/dev/fd/{record_write}",  # a pipe: no file of the run holds the record
+        f"--basetemp={inside_tmp / 'basetemp'}",
+    ]
+    if options.koan_timeout is not None:
+        command.append(f"--timeout={options.koan_timeout:g}")
+    env = {
+        "JAXKOANS_ROOT": str(work),
+        "PYTHONPATH": os.pathsep.join([str(work), str(guard_dir)]),
+        "JAXKOANS_GRADE_GUARD": str(fifo),
+        "JAXKOANS_GRADE_GUARD_FD": str(guard_write),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "TMPDIR": str(inside_tmp),
+    }
+    if availability.ok:
+        env |= {"HOME": str(inside_tmp), "LANG": "C.UTF-8", "PATH": SANDBOX_PATH}
+        command = sandbox.wrap(
+            availability,
+            command,
+            read_only=[work, guard_dir],
+            chdir=work,
+            env=env,
+        )
+        env = {"PATH": os.environ.get("PATH", SANDBOX_PATH)}  # bwrap's own
+    else:
+        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV} | env
+    stall = options.stall_timeout or _stall_limit(work, options)
+    progress, evidence = _Progress(), _Progress()  # evidence is no sign of progress
+    readers = [
+        threading.Thread(
+            target=_drain, args=(record_read, scratch / "record.jsonl", progress), daemon=True
+        ),
+        threading.Thread(
+            target=_drain, args=(guard_read, scratch / "guard.jsonl", progress), daemon=True
+        ),
+        threading.Thread(
+            target=_drain, args=(fifo_read, scratch / "workers.jsonl", evidence), daemon=True
+        ),
+    ]
+    process = None
+    with open(scratch / "stdout", "wb") as stdout, open(scratch / "stderr", "wb") as stderr:
+        try:
+            with _LOCK:
+                if _CANCELLED.is_set():
+                    raise Cancelled()
+                process = subprocess.Popen(
+                    command,
+                    cwd=work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout,
+                    stderr=stderr,
+                    pass_fds=(record_write, guard_write),
+                    start_new_session=True,  # its own process group, out of the terminal's reach
+                )
+                _RUNNING.add(process)
+            os.close(record_write)
+            os.close(guard_write)
+            record_write = guard_write = -1
+            for reader in readers:
+                reader.start()
+            outcome.exit_code, outcome.stopped = _wait(
+                process, options.run_timeout, stall, progress
+            )
+            outcome.timed_out = outcome.stopped.startswith("time limit")
+        finally:  # also on Ctrl-C: nothing of the run may outlive it
+            for fd in (record_write, guard_write):
+                if fd >= 0:
+                    os.close(fd)
+            if process is not None:
+                _kill_group(process)
+                process.wait()
+                with _LOCK:
+                    _RUNNING.discard(process)
+            os.close(fifo_keep)
+            if not readers[-1].is_alive() and not readers[-1].ident:
+                os.close(fifo_read)  # never started: no one else closes it
+            for reader in readers:
+                if reader.is_alive():
+                    reader.join(timeout=10)
+    if _CANCELLED.is_set():
+        raise Cancelled()
+    outcome.stderr = (scratch / "stderr").read_text(encoding="utf-8", errors="replace")
+    outcome.events = _events(progress.text(scratch / "record.jsonl"))
+    outcome.guard = _guard_events(
+        progress.text(scratch / "guard.jsonl"), evidence.text(scratch / "workers.jsonl")
+    )
+    _require_pristine_harness(outcome, scratch, work)
+    if not outcome.stopped and not any(e.get("event") == "finish" for e in outcome.events):
+        outcome.stopped = _ended_how(outcome.exit_code)
+    return outcome
+
+
+class _Progress:
+    """When the run last said something (a koan started or ended), and what it said."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.received: dict[str, bytearray] = {}
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+    def text(self, target: Path) -> str:
+        return bytes(self.received.get(target.name, b"")).decode("utf-8", errors="replace")
+
+
+def _drain(fd: int, target: Path, progress: _Progress) -> None:
+    """Keep what a pipe of the run says in memory (the grade reads only that) and copy it to
+    `target` for a person to watch."""
+    kept = progress.received.setdefault(target.name, bytearray())
+    with os.fdopen(fd, "rb", buffering=0) as source, open(target, "wb") as out:
+        while chunk := source.read(1 << 16):
+            kept += chunk
+            out.write(chunk)
+            out.flush()
+            progress.touch()
+
+
+def _wait(
+    process: subprocess.Popen, limit: float, stall: float, progress: _Progress
+) -> tuple[int | None, str]:
+    """(exit code, why the run was stopped: "" when it ended by itself)."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            return process.wait(timeout=POLL_S), ""
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now >= deadline:
+            return None, f"time limit: the run was stopped after {limit:g} s"
+        if now - progress.last >= stall:
+            return None, (
+                f"no progress: nothing was reported for {stall:g} s (a stopped or hung "
+                "process?); the run was stopped"
+            )
+
+
+def _ended_how(exit_code: int | None) -> str:
+    if exit_code is not None and exit_code < 0:
+        return f"killed: pytest ended by signal {signal.Signals(-exit_code).name}"
+    if exit_code is not None and exit_code > 128:  # bwrap passes a signalled child on as 128+n
+        with contextlib.suppress(ValueError):
+            return f"killed: pytest ended by signal {signal.Signals(exit_code - 128).name}"
+    return f"stopped early: pytest ended (exit code {exit_code}) before reporting its end"
+
+
+def _stall_limit(work: Path, options: Options) -> float:
+    """Longer than any koan may take: twice its time limit, and a start-up allowance."""
+    limit = options.koan_timeout
+    if limit is None:
+        try:
+            with open(work / "pyproject.toml", "rb") as file:
+                ini = tomllib.load(file).get("tool", {}).get("pytest", {}).get("ini_options", {})
+            limit = float(ini.get("timeout", DEFAULT_KOAN_TIMEOUT_S))
+        except (OSError, ValueError, tomllib.TOMLDecodeError):
+            limit = DEFAULT_KOAN_TIMEOUT_S
+    return 2 * limit + STARTUP_ALLOWANCE_S
+
+
+def _sandbox_summary(availability: sandbox.Availability) -> dict:
+    return {
+        "used": availability.ok,
+        "bwrap": availability.version,
+        "reason": availability.reason,
+    }
+
+
+def _events(text: str) -> list[dict]:
+    """The record's events; a torn last line (a killed run) is dropped."""
+    events = []
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return events
+
+
+def _guard_events(controller: str, workers: str) -> list[dict]:
+    """The controller's events (its pipe), then the workers' (the FIFO); `source` says which."""
+    events = []
+    for text, pid in ((controller, "controller"), (workers, "worker")):
+        for line in text.splitlines():
+            try:
+                events.append({"pid": pid, **json.loads(line), "source": pid})
+            except (json.JSONDecodeError, TypeError):
+                continue
+    return events
+
+
+def _require_pristine_harness(outcome: Outcome, scratch: Path, work: Path) -> None:
+    harness = [e for e in outcome.guard if e.get("event") == "harness"]
+    wrong = [e for e in harness if not e.get("ok")]
+    if wrong:
+        raise CouldNotGrade(
+            f"the grading run imported jaxkoans from {wrong[0].get('jaxkoans')}, not from the "
+            f"pristine course at {work}"
+        )
+    started = any(e.get("event") == "start" for e in outcome.events)
+    controller = [e for e in harness if e.get("worker") == "controller"]
+    if not started or not controller:
+        stdout = (scratch / "stdout").read_text(encoding="utf-8", errors="replace")
+        tail = "\n".join((stdout + outcome.stderr).strip().splitlines()[-12:])
+        raise CouldNotGrade(
+            f"pytest did not start the grading run (exit code {outcome.exit_code}):\n{tail}"
+        )
+    where = Path(controller[0]["jaxkoans"])
+    outcome.harness = where.relative_to(work.resolve()).as_posix()

@@ -1,0 +1,175 @@
+"""The pristine course a student's copy is graded against, built once per grading.
+
+From a git ref of this repository (`git archive`, default HEAD) or from a directory: its
+chapters, koan files and koans in course order, the digests of its harness files, and what
+its own answers use (`tamper.answer_flags`), which a student may then use as well.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.grader import tamper
+
+COURSE_IGNORED = (".git", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache")
+COURSE_IGNORED += (".ruff_cache", ".mypy_cache", ".jaxkoans", "*.egg-info", "build", "dist")
+
+
+class UsageProblem(Exception):
+    """The command was given something it cannot use (exit code 2)."""
+
+
+class CouldNotGrade(Exception):
+    """Grading itself failed: the course, the environment, the run (exit code 3)."""
+
+
+@dataclass
+class Course:
+    root: Path  # the extracted pristine course
+    source: str  # the ref or the directory it came from
+    commit: str | None
+    dirty: bool | None  # a directory with uncommitted changes
+    chapters: list[course.Chapter]
+    files: list[str]  # koans/NN/test_x.py, in course order
+    koans: dict[str, list[str]]  # file -> its koans, in order
+    harness: dict[str, str] = field(default_factory=dict)  # harness file -> digest
+    allowed: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # see tamper
+    partial: set[str] = field(default_factory=set)  # files of which only some koans are graded
+    shipped: frozenset[str] = frozenset()  # every koan file of the course, graded or not
+
+    def chapter_of(self, rel: str) -> str:
+        return rel.split("/")[1]
+
+
+def _git(repo: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=300, **kwargs
+    )
+
+
+def prepare_course(source: str | None, into: Path, repo: Path | None = None) -> Course:
+    """Build the pristine course under `into` from a directory or a git ref of `repo`."""
+    repo = repo or course.REPO
+    root = into / "pristine"
+    if source and Path(source).is_dir():
+        directory = Path(source).resolve()
+        shutil.copytree(directory, root, ignore=shutil.ignore_patterns(*COURSE_IGNORED))
+        commit, dirty = _directory_commit(directory)
+        label = str(directory)
+    else:
+        ref = source or "HEAD"
+        try:
+            found = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", text=True)
+        except (OSError, subprocess.SubprocessError) as error:
+            raise CouldNotGrade(f"git is needed for --course {ref}: {error}") from None
+        if found.returncode != 0:
+            raise UsageProblem(
+                f"--course {ref}: 既不是目录也不是 {repo} 的 git 引用 / neither a directory "
+                f"nor a git ref of {repo}"
+            )
+        commit, dirty, label = found.stdout.strip(), None, ref
+        archive = _git(repo, "archive", "--format=tar", commit)
+        if archive.returncode != 0:
+            raise CouldNotGrade(f"git archive {ref} failed: {archive.stderr.decode()[-500:]}")
+        root.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(root, filter="data")
+    return _read_course(root, label, commit, dirty)
+
+
+def _directory_commit(directory: Path) -> tuple[str | None, bool | None]:
+    try:
+        head = _git(directory, "rev-parse", "HEAD", text=True)
+        if head.returncode != 0:
+            return None, None
+        status = _git(directory, "status", "--porcelain", "--untracked-files=no", text=True)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None) -> Course:
+    manifests = sorted((root / "koans").glob(f"*/{course.MANIFEST}"))
+    if not manifests:
+        raise UsageProblem(
+            f"--course {label}: 不是 jax-koans 课程 / not a jax-koans course (no koans/NN/chapter.toml)"
+        )
+    chapters = [course.load_chapter(m) for m in manifests]
+    files, koans, allowed = [], {}, {}
+    for chapter in chapters:
+        directory = root / "koans" / chapter.number
+        for path in sorted(
+            directory.glob("test_*.py"), key=lambda p: (chapter.file_rank(p.name), p.name)
+        ):
+            rel = path.relative_to(root).as_posix()
+            files.append(rel)
+            koans[rel] = list(tamper.test_spans(ast.parse(path.read_text(encoding="utf-8"))))
+            answer = root / "answers" / chapter.number / path.name
+            allowed[rel] = tamper.answer_flags(path, answer) if answer.is_file() else {}
+    harness = tamper.harness_entries(root, set(files))
+    return Course(
+        root,
+        label,
+        commit,
+        dirty,
+        chapters,
+        files,
+        koans,
+        harness,
+        allowed,
+        shipped=frozenset(files),
+    )
+
+
+def select(pristine: Course, chapters: list[str] | None, koans: list[str] | None) -> Course:
+    """The part of the course an assignment grades: some chapters (`01`, `1`), some koans
+    (`test_name`, `test_file.py::test_name` or `koans/NN/test_file.py::test_name`), or both
+    (the koans must lie in the chapters). Unknown names are a UsageProblem."""
+    files, by_file = list(pristine.files), dict(pristine.koans)
+    if chapters:
+        known = {c.number for c in pristine.chapters}
+        wanted = {c.strip().zfill(2) for c in chapters if c.strip()}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise UsageProblem(
+                f"--chapter: 没有这一章 / no such chapter: {', '.join(unknown)} "
+                f"(the course has {', '.join(sorted(known))})"
+            )
+        files = [rel for rel in files if pristine.chapter_of(rel) in wanted]
+    partial: set[str] = set()
+    if koans:
+        chosen: dict[str, list[str]] = {}
+        for wanted_koan in (k.strip() for k in koans if k.strip()):
+            path, _, name = wanted_koan.rpartition("::")
+            hits = [
+                rel
+                for rel in files
+                if name in by_file[rel] and (not path or rel == path or rel.endswith("/" + path))
+            ]
+            if not hits:
+                raise UsageProblem(f"--koans: 没有这个 koan / no such koan: {wanted_koan}")
+            for rel in hits:
+                chosen.setdefault(rel, [])
+                if name not in chosen[rel]:
+                    chosen[rel].append(name)
+        files = [rel for rel in files if rel in chosen]
+        for rel in files:
+            ordered = [k for k in by_file[rel] if k in chosen[rel]]
+            if len(ordered) < len(by_file[rel]):
+                partial.add(rel)
+            by_file[rel] = ordered
+    numbers = {pristine.chapter_of(rel) for rel in files}
+    return replace(
+        pristine,
+        chapters=[c for c in pristine.chapters if c.number in numbers],
+        files=files,
+        koans={rel: by_file[rel] for rel in files},
+        partial=partial,
+    )

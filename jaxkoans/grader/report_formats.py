@@ -1,0 +1,517 @@
+"""A grade as JSON (schema 1), JUnit XML, Markdown for a CI summary, a CSV row, text, and the
+payload of GitHub Classroom's autograding reporter.
+
+Every writer takes the JSON document, so one normalised document gives every format.
+
+JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
+
+    schema       1
+    kind         "jax-koans-grade"
+    student      {"name": the copy's directory name, "path": its absolute path}
+    course       {"source": the ref or directory, "commit": sha or null, "dirty": bool or null}
+    versions     {"python", "jax", "jaxlib", "pytest"}
+    graded_at    ISO 8601 UTC, when grading began;  duration_s: seconds
+    status       "graded" (no findings), "findings" (evidence of tampering: see `findings`) or
+                 "incomplete" (the run ended early: its unreported koans are crashed)
+    total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n}}
+    chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts"}]
+    koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
+                   "duration", "message"}]          in course order
+                 status: passed | failing | not_started | tampered | missing | crashed
+                 cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
+                 line: in the student's file (null when unknown);  message: ≤ 1000 characters
+    findings     [{"kind", "file", "line", "koans", "message"}]  evidence that the graded run
+                 was changed; the koans named score zero. kind: tautology runtime_patch
+                 run_violation forged_report
+    notes        [{"kind", "file", "line", "koans", "message"}]  for a human reader, never a
+                 zero. kind: ignored_edit (grade ran the course's code there) missing_file
+                 missing_test added_test added_file harness_file unusual_code
+    problems     [{"file", "message"}]  files that could not be read, parsed or imported,
+                 crashes while importing, a run that hit its time limit
+    run          {"exit_code": pytest's, "timed_out": bool, "ran": bool, "harness": where the
+                 run imported jaxkoans from, relative to the workdir (the pristine copy),
+                 "stopped": why the run ended early ("" when it did not), "sandbox": {"used":
+                 bool, "bwrap": its version, "reason": why there was none}}
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from jaxkoans.grader.grading import Grade
+
+SCHEMA = 1
+STATUSES = ("passed", "failing", "not_started", "tampered", "missing", "crashed")
+MARKS = {
+    "passed": "✅",
+    "failing": "❌",
+    "not_started": "✍️",
+    "tampered": "🚫",
+    "missing": "❓",
+    "crashed": "💥",
+}
+LABELS = {
+    "passed": "通过 / passed",
+    "failing": "未通过 / failing",
+    "not_started": "未开始 / not started",
+    "tampered": "篡改 / tampered",
+    "missing": "缺失 / missing",
+    "crashed": "崩溃 / crashed",
+}
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _tally(koans: list[dict]) -> dict:
+    counts = {status: sum(k["status"] == status for k in koans) for status in STATUSES}
+    total = len(koans)
+    return {
+        "passed": counts["passed"],
+        "total": total,
+        "score": round(counts["passed"] / total, 4) if total else 0.0,
+        "counts": counts,
+    }
+
+
+def status_of(grade: Grade) -> str:
+    if grade.run.get("stopped"):
+        return "incomplete"
+    return "findings" if grade.findings else "graded"
+
+
+def as_json(grade: Grade) -> dict:
+    koans = [
+        {
+            "nodeid": k.nodeid,
+            "chapter": k.chapter,
+            "file": k.file,
+            "name": k.name,
+            "status": k.status,
+            "cause": k.cause,
+            "line": k.line,
+            "duration": k.duration,
+            "message": k.message,
+        }
+        for k in grade.koans
+    ]
+    chapters = [
+        {
+            "number": c.number,
+            "title_zh": c.title_zh,
+            "title_en": c.title_en,
+            **_tally([k for k in koans if k["chapter"] == c.number]),
+        }
+        for c in grade.course.chapters
+    ]
+    return {
+        "schema": SCHEMA,
+        "kind": "jax-koans-grade",
+        "student": {"name": grade.student, "path": str(grade.student_path)},
+        "course": {
+            "source": grade.course.source,
+            "commit": grade.course.commit,
+            "dirty": grade.course.dirty,
+        },
+        "versions": grade.versions,
+        "graded_at": grade.graded_at,
+        "duration_s": grade.duration_s,
+        "status": status_of(grade),
+        "total": _tally(koans),
+        "chapters": chapters,
+        "koans": koans,
+        "findings": [
+            {
+                "kind": f.kind,
+                "file": f.file,
+                "line": f.line,
+                "koans": list(f.koans),
+                "message": f.message,
+            }
+            for f in grade.findings
+        ],
+        "notes": [
+            {
+                "kind": f.kind,
+                "file": f.file,
+                "line": f.line,
+                "koans": list(f.koans),
+                "message": f.message,
+            }
+            for f in grade.notes
+        ],
+        "problems": grade.problems,
+        "run": grade.run,
+    }
+
+
+def to_json_text(document: dict) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+# ---- JUnit XML ---------------------------------------------------------------------------------
+
+
+def _xml_text(text: str) -> str:
+    return CONTROL.sub("?", text or "")
+
+
+def junit(document: dict) -> str:
+    """One testsuite per chapter, one testcase per koan; findings in a suite of their own."""
+    koans = document["koans"]
+    root = ET.Element("testsuites", name=f"jax-koans grade: {document['student']['name']}")
+    failures = errors = 0
+    for chapter in document["chapters"]:
+        own = [k for k in koans if k["chapter"] == chapter["number"]]
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"{chapter['number']} {chapter['title_zh']} / {chapter['title_en']}",
+            tests=str(len(own)),
+            failures=str(sum(k["status"] not in ("passed", "crashed") for k in own)),
+            errors=str(sum(k["status"] == "crashed" for k in own)),
+            skipped="0",
+            time=f"{sum(k['duration'] for k in own):.3f}",
+        )
+        for koan in own:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=koan["file"].removesuffix(".py").replace("/", "."),
+                name=koan["name"],
+                file=koan["file"],
+                time=f"{koan['duration']:.3f}",
+            )
+            if koan["line"] is not None:
+                case.set("line", str(koan["line"]))
+            if koan["status"] == "passed":
+                continue
+            tag = "error" if koan["status"] == "crashed" else "failure"
+            failures += tag == "failure"
+            errors += tag == "error"
+            first = headline(koan["message"]) or LABELS[koan["status"]]
+            element = ET.SubElement(
+                case, tag, type=koan["status"], message=_xml_text(f"{koan['status']}: {first}")
+            )
+            element.text = _xml_text(koan["message"])
+    if document["findings"]:
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name="发现 / findings",
+            tests=str(len(document["findings"])),
+            failures=str(len(document["findings"])),
+            errors="0",
+            skipped="0",
+            time="0.000",
+        )
+        for finding in document["findings"]:
+            where = finding["file"] + (f":{finding['line']}" if finding["line"] else "")
+            case = ET.SubElement(
+                suite, "testcase", classname="findings", name=f"{where} {finding['kind']}"
+            )
+            element = ET.SubElement(
+                case, "failure", type=finding["kind"], message=_xml_text(finding["message"])
+            )
+            koans_named = ", ".join(finding["koans"]) or "-"
+            element.text = _xml_text(f"{finding['message']}\nkoans: {koans_named}")
+            failures += 1
+    root.set("tests", str(len(koans) + len(document["findings"])))
+    root.set("failures", str(failures))
+    root.set("errors", str(errors))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+# ---- Markdown -----------------------------------------------------------------------------------
+
+
+def headline(message: str) -> str:
+    """The line of a koan's message that says the most: pytest's `E` lines, else the `>` line
+    (a blank or a TODO), else the first."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    errors = [e for e in errors if e]
+    if errors:
+        return " ".join(errors[:2])
+    pointed = [line for line in lines if line.startswith("> ")]
+    return pointed[0] if pointed else (lines[0] if lines else "")
+
+
+def _cell(text: str, limit: int = 140) -> str:
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    first = first if len(first) <= limit else first[: limit - 1] + "…"
+    return first.replace("|", "\\|").replace("`", "'")
+
+
+def _percent(tally: dict) -> str:
+    return f"{100 * tally['score']:.0f} %"
+
+
+def markdown(document: dict) -> str:
+    """A summary for a CI page ($GITHUB_STEP_SUMMARY): scores, findings, koans not passed."""
+    total = document["total"]
+    course_line = f"`{document['course']['source']}`"
+    if document["course"]["commit"]:
+        course_line += f" @ `{document['course']['commit'][:12]}`"
+    v = document["versions"]
+    lines = [
+        f"## 🎓 jax-koans 评分 / grade: {document['student']['name']}",
+        "",
+        f"**{total['passed']} / {total['total']}** koans 通过 / passed ({_percent(total)})"
+        f" · course {course_line} · Python {v['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}",
+        "",
+        "| 章 / chapter | "
+        + " | ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
+        + " | 得分 / score |",
+        "|---|" + "---:|" * (len(STATUSES) + 1),
+    ]
+    for chapter in document["chapters"]:
+        counts = " | ".join(str(chapter["counts"][s]) for s in STATUSES)
+        lines.append(
+            f"| {chapter['number']} {chapter['title_zh']} / {chapter['title_en']} | {counts}"
+            f" | {chapter['passed']}/{chapter['total']} |"
+        )
+    counts = " | ".join(f"**{total['counts'][s]}**" for s in STATUSES)
+    lines.append(f"| **总计 / total** | {counts} | **{total['passed']}/{total['total']}** |")
+    if document["findings"]:
+        lines += [
+            "",
+            f"### ⚠️ 发现 / findings ({len(document['findings'])})",
+            "",
+            "这些 koan 记零分 / the koans named score zero.",
+            "",
+        ]
+        for finding in document["findings"]:
+            where = finding["file"] + (f":{finding['line']}" if finding["line"] else "")
+            named = f" ({', '.join(finding['koans'])})" if finding["koans"] else ""
+            lines.append(
+                f"- `{where}` **{finding['kind']}**{named}: {_cell(finding['message'], 300)}"
+            )
+    if document.get("notes"):
+        lines += [
+            "",
+            f"<details><summary>📝 备注 / notes ({len(document['notes'])}): 不扣分 / they cost "
+            "nothing</summary>",
+            "",
+        ]
+        for note in document["notes"]:
+            where = note["file"] + (f":{note['line']}" if note["line"] else "")
+            lines.append(f"- `{where}` **{note['kind']}**: {_cell(note['message'], 300)}")
+        lines += ["", "</details>"]
+    sandbox = document["run"].get("sandbox") or {}
+    if sandbox and not sandbox.get("used"):
+        lines += ["", f"> ⚠️ 没有沙箱 / no sandbox: {_cell(sandbox.get('reason', ''), 300)}"]
+    if document["problems"]:
+        lines += ["", "### 🛠️ 问题 / problems", ""]
+        for problem in document["problems"]:
+            where = f"`{problem['file']}`: " if problem["file"] else ""
+            lines.append(f"- {where}{_cell(problem['message'], 300)}")
+    open_koans = [k for k in document["koans"] if k["status"] != "passed"]
+    if open_koans:
+        lines += [
+            "",
+            f"<details><summary>未通过的 koan / koans not passed ({len(open_koans)})</summary>",
+            "",
+            "| koan | 状态 / status | 行 / line | 说明 / message |",
+            "|---|---|---:|---|",
+        ]
+        for koan in open_koans:
+            line = "" if koan["line"] is None else str(koan["line"])
+            lines.append(
+                f"| `{koan['nodeid']}` | {MARKS[koan['status']]} {koan['status']} | {line}"
+                f" | {_cell(headline(koan['message']))} |"
+            )
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+# ---- GitHub Classroom ---------------------------------------------------------------------------
+
+CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
+
+
+def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
+    """The payload of a runner step for `classroom-resources/autograding-grading-reporter`:
+    it reads base64 JSON from `<RUNNER>_RESULTS` and adds up each test's `score` against the
+    runner's `max_score`. One test per koan (`points` each) or per chapter (`points` per koan
+    passed)."""
+    tests = []
+    if per == "chapter":
+        for chapter in document["chapters"]:
+            own = [k for k in document["koans"] if k["chapter"] == chapter["number"]]
+            open_koans = [k for k in own if k["status"] != "passed"]
+            status = "pass" if not open_koans else "fail"
+            if any(k["status"] == "crashed" for k in open_koans):
+                status = "error"
+            message = "; ".join(f"{k['name']}: {k['status']}" for k in open_koans[:10])
+            tests.append(
+                {
+                    "name": f"{chapter['number']} {chapter['title_en']}",
+                    "status": status,
+                    "message": message or None,
+                    "score": points * chapter["passed"],
+                    "max_score": points * chapter["total"],
+                    "execution_time": f"{sum(k['duration'] for k in own):.2f}s",
+                }
+            )
+    else:
+        for koan in document["koans"]:
+            passed = koan["status"] == "passed"
+            tests.append(
+                {
+                    "name": koan["nodeid"],
+                    "status": CLASSROOM_STATUS.get(koan["status"], "fail"),
+                    "message": None
+                    if passed
+                    else _cell(f"{koan['status']}: {headline(koan['message'])}", 300),
+                    "filename": koan["file"],
+                    "line_no": koan["line"],
+                    "score": points if passed else 0,
+                    "max_score": points,
+                    "execution_time": f"{koan['duration']:.2f}s",
+                }
+            )
+    if document["status"] == "incomplete":
+        status = "error"
+    elif document["findings"] or any(t["status"] != "pass" for t in tests):
+        status = "fail"
+    else:
+        status = "pass"
+    return {
+        "version": 1,
+        "status": status,
+        "max_score": points * document["total"]["total"],
+        "tests": tests,
+    }
+
+
+def classroom_text(payload: dict) -> str:
+    """The payload as the runner's `result` output holds it: base64 of the JSON, one line."""
+    raw = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return base64.b64encode(raw).decode("ascii") + "\n"
+
+
+# ---- text and CSV ---------------------------------------------------------------------------------
+
+
+def summary(document: dict) -> str:
+    """What a person reads in the terminal."""
+    total = document["total"]
+    commit = (document["course"]["commit"] or "")[:12]
+    lines = [
+        f"jax-koans · 评分 / grade: {document['student']['name']}"
+        f"  (course {document['course']['source']}{' @ ' + commit if commit else ''})",
+        "",
+    ]
+    for chapter in document["chapters"]:
+        marks = "  ".join(f"{MARKS[s]} {chapter['counts'][s]}" for s in STATUSES)
+        lines.append(f"  {chapter['number']} {chapter['title_zh']} / {chapter['title_en']}")
+        lines.append(f"     {chapter['passed']:>3}/{chapter['total']:<3}  {marks}")
+    lines.append(
+        f"\n  总计 / total  {total['passed']}/{total['total']} ({_percent(total)})   "
+        + "  ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
+    )
+    if document["findings"]:
+        lines.append(
+            f"\n⚠️  发现 / findings ({len(document['findings'])}): 这些 koan 记零分 / they score zero"
+        )
+        for finding in document["findings"]:
+            where = finding["file"] + (f":{finding['line']}" if finding["line"] else "")
+            named = f" [{', '.join(finding['koans'])}]" if finding["koans"] else ""
+            lines.append(f"  - {where} {finding['kind']}{named}: {_cell(finding['message'], 200)}")
+    notes = document.get("notes", [])
+    if notes:
+        lines.append(f"\n📝 备注 / notes ({len(notes)}): 不扣分 / they cost nothing")
+        for note in notes[:20]:
+            where = note["file"] + (f":{note['line']}" if note["line"] else "")
+            lines.append(f"  - {where} {note['kind']}: {_cell(note['message'], 200)}")
+        if len(notes) > 20:
+            lines.append(f"  … {len(notes) - 20} more (--json)")
+    sandbox = document["run"].get("sandbox") or {}
+    if sandbox and not sandbox.get("used"):
+        lines.append(f"\n⚠️  没有沙箱 / no sandbox: {sandbox.get('reason', '')}")
+    for problem in document["problems"]:
+        where = f"{problem['file']}: " if problem["file"] else ""
+        lines.append(f"\n🛠️  {where}{problem['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def csv_header(chapters: list[str]) -> list[str]:
+    return [
+        "student",
+        "status",
+        "passed",
+        "total",
+        "score",
+        *[f"ch{n}" for n in chapters],
+        "findings",
+        "problems",
+        "error",
+    ]
+
+
+def csv_row(name: str, document: dict | None, chapters: list[str], error: str = "") -> list:
+    """One student's row; a copy that could not be graded has status "error" and the reason."""
+    if document is None:
+        return [name, "error", "", "", "", *["" for _ in chapters], "", "", error]
+    by_number = {c["number"]: c for c in document["chapters"]}
+    return [
+        name,
+        document["status"],
+        document["total"]["passed"],
+        document["total"]["total"],
+        document["total"]["score"],
+        *[by_number[n]["passed"] if n in by_number else "" for n in chapters],
+        len(document["findings"]),
+        len(document["problems"]),
+        "",
+    ]
+
+
+def csv_text(rows: list[list]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+
+def write_all(outputs: dict[str, str]) -> None:
+    """Write each file whole or not at all: to a temporary file beside it, then rename.
+    "-" is stdout; a FIFO or device (/dev/stdout) is written directly."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for target, text in outputs.items():
+            if target == "-":
+                continue
+            path = Path(target)
+            if path.exists() and not path.is_file():
+                continue
+            handle, temporary = tempfile.mkstemp(
+                prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or "."
+            )
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            staged.append((temporary, path))
+        for temporary, path in staged:
+            os.replace(temporary, path)
+        staged.clear()
+    finally:
+        for temporary, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+    for target, text in outputs.items():
+        if target == "-":
+            print(text, end="")
+        elif Path(target).exists() and not Path(target).is_file():
+            with open(target, "w", encoding="utf-8") as out:
+                out.write(text)

@@ -1,0 +1,382 @@
+"""The grader's watch inside the grading run: which harness runs, and what a koan changed.
+
+`grade` copies this file next to the pristine course as `_jaxkoans_grade_guard.py` and loads
+it with `-p`, so it works with any version of the course. Standalone: only the standard
+library and pytest. The xdist controller (which runs no koan code) writes its events as JSON
+lines to the pipe `$JAXKOANS_GRADE_GUARD_FD` that only the grader reads, and makes itself
+non-dumpable so that no other process can open its pipe through /proc. Workers write theirs at
+once to the grader's FIFO `$JAXKOANS_GRADE_GUARD` (a process that dies right after still
+leaves its evidence; writing there can only add evidence against the copy itself), and send
+what they find to the controller inside their reports as well (`user_properties`). Events:
+
+- `harness`: where `jaxkoans` was imported from; a copy outside `$JAXKOANS_ROOT` (the
+  instructor's editable install, the student's own harness) stops the run before any koan;
+- `collecting`, `collected`: a koan file's import begins and ends (names a file whose import
+  crashed the interpreter);
+- `patched`: after a koan's teardown (or a file's import), a function of numpy, JAX, pytest,
+  builtins or the harness is not what it was, e.g. `np.testing.assert_allclose = lambda *a,
+  **k: None`. The originals are put back at once, so the other koans run on the real ones;
+  grading marks the koan tampered. (A koan's own `monkeypatch` is undone before the check.)
+- `message`: the text of a failed or skipped report, as the controller received it;
+- `violation`: a koan's process tried what no koan needs (an audit hook sees it; the sandbox
+  refuses most of it anyway): writing or deleting a file the run loads or the course's files,
+  reading `answers/`, opening another process's /proc entries, signalling another process;
+- `forged`: the controller got a report for a koan the scheduler had not given that worker;
+- `reported`: which worker reported each koan, to void a forging worker's results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+MESSAGE_LIMIT = 4000
+WATCHED_MODULES = (
+    "builtins",
+    "math",
+    "operator",
+    "functools",
+    "numpy",
+    "numpy.testing",
+    "jax",
+    "jax.numpy",
+    "jax.lax",
+    "jax.random",
+    "jax.tree",
+    "jax.tree_util",
+    "jax.nn",
+    "pytest",
+    "_pytest.python_api",
+    "_pytest.outcomes",
+    "_pytest.runner",
+    "_pytest.reports",
+    "_pytest.skipping",
+    "xdist.remote",
+    "jaxkoans",
+    "jaxkoans.api.blanks",
+    "jaxkoans.plugin.classify",
+    "jaxkoans.plugin.hooks",
+    "jaxkoans.plugin.results",
+    "jaxkoans.plugin.hangs",
+    "jaxkoans.plugin.runtime",
+    "jaxkoans.course",
+    "jaxkoans.plugin.report",
+)
+WATCHED_CLASSES = (
+    ("jax._src.array", "ArrayImpl"),
+    ("jaxkoans.api.blanks", "_Blank"),
+    ("_pytest.reports", "TestReport"),
+    ("_pytest.runner", "CallInfo"),
+    ("_pytest.python_api", "ApproxScalar"),
+    ("_pytest.python_api", "ApproxNumpy"),
+    ("xdist.remote", "WorkerInteractor"),
+)
+# Beyond those: every loaded module of these packages, its functions and classes (a private
+# comparison module such as numpy.testing._private.utils included). Data is not compared:
+# libraries keep caches in module globals.
+WATCHED_ROOTS = frozenset(
+    {"numpy", "jax", "jaxlib", "pytest", "_pytest", "pluggy", "xdist", "execnet", "jaxkoans"}
+)
+IGNORED = {"__warningregistry__"}  # `warnings` writes it into modules by itself
+_MISSING = object()
+_state: dict = {}
+
+
+def _emit(record: dict) -> None:
+    record = {**record, "pid": os.getpid()}
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    fd = _state.get("fd")
+    if fd is None:
+        fd = _worker_fd()
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        while line:
+            line = line[os.write(fd, line) :]
+
+
+def _worker_fd() -> int | None:
+    """A worker's end of the grader's FIFO (`$JAXKOANS_GRADE_GUARD`), opened once. A FIFO
+    stays writable on the read-only mount, and no one in the run can remove it."""
+    if "worker_fd" not in _state:
+        _state["worker_fd"] = None
+        path = os.environ.get("JAXKOANS_GRADE_GUARD")
+        if path:
+            _Audit.quiet = True
+            try:
+                _state["worker_fd"] = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                pass
+            finally:
+                _Audit.quiet = False
+    return _state["worker_fd"]
+
+
+def _non_dumpable() -> None:
+    """No process of the same user may ptrace this one or open its /proc/<pid>/fd."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
+class Snapshot:
+    """The objects that watched modules and classes hold, to find and undo replacements."""
+
+    def __init__(self) -> None:
+        self.namespaces: dict[str, tuple[object, dict]] = {}
+        self.modules: dict[str, object] = {}
+        for name in WATCHED_MODULES:
+            try:
+                module = importlib.import_module(name)
+            except Exception:  # not installed here: nothing to watch
+                continue
+            self.modules[name] = module
+            self.namespaces[name] = (module, dict(vars(module)))
+        for name, module in list(sys.modules.items()):
+            if name in self.namespaces or name.partition(".")[0] not in WATCHED_ROOTS:
+                continue
+            try:
+                names = dict(vars(module))
+            except TypeError:
+                continue
+            kept = {k: v for k, v in names.items() if callable(v) or inspect.ismodule(v)}
+            self.namespaces[name] = (module, kept)
+        for module_name, class_name in WATCHED_CLASSES:
+            owner = sys.modules.get(module_name)
+            cls = getattr(owner, class_name, None) if owner else None
+            if isinstance(cls, type):
+                self.namespaces[f"{module_name}.{class_name}"] = (cls, dict(vars(cls)))
+        self.trace = (sys.gettrace(), sys.getprofile())
+
+    def restore(self) -> list[str]:
+        """Names whose value changed since the snapshot; each is put back."""
+        changed = []
+        for label, (owner, saved) in self.namespaces.items():
+            current = vars(owner)
+            for key, value in saved.items():
+                if key in IGNORED or current.get(key, _MISSING) is value:
+                    continue
+                changed.append(f"{label}.{key}")
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(owner, key, value)
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                changed.append(f"sys.modules[{name!r}]")
+                sys.modules[name] = module
+        if (sys.gettrace(), sys.getprofile()) != self.trace:
+            changed.append("sys.settrace/setprofile")
+            sys.settrace(self.trace[0])
+            sys.setprofile(self.trace[1])
+        return changed
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop before any koan runs when `jaxkoans` is not the pristine course's copy."""
+    import jaxkoans
+
+    root = Path(os.environ.get("JAXKOANS_ROOT", "")).resolve()
+    where = Path(jaxkoans.__file__).resolve()
+    ok = root in where.parents
+    worker = getattr(config, "workerinput", {}).get("workerid", "controller")
+    _state["controller"] = worker == "controller"
+    _state["config"] = config
+    fd = os.environ.pop("JAXKOANS_GRADE_GUARD_FD", "")
+    if _state["controller"] and fd.isdigit():
+        _non_dumpable()
+        _state["fd"] = int(fd)
+        with contextlib.suppress(OSError):
+            os.set_inheritable(int(fd), False)
+    elif not _state["controller"]:
+        _Audit.install(root)
+    _emit({"event": "harness", "worker": worker, "jaxkoans": str(where), "ok": ok})
+    if not ok:
+        raise pytest.UsageError(
+            f"grade: jaxkoans was imported from {where}, not from the pristine course at {root}"
+        )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Remember the watched objects before any koan file is imported."""
+    _state["snapshot"] = Snapshot()
+
+
+def _check(**where) -> list[str]:
+    snapshot = _state.get("snapshot")
+    changed = snapshot.restore() if snapshot else []
+    if changed:
+        _emit({"event": "patched", **where, "names": changed[:20]})
+    return changed[:20]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """Name the file being imported; catch replacements made by a file's module-level code."""
+    if not isinstance(collector, pytest.Module):
+        return (yield)
+    _emit({"event": "collecting", "file": collector.nodeid})
+    try:
+        return (yield)
+    finally:
+        _emit({"event": "collected", "file": collector.nodeid})
+        _check(file=collector.nodeid)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """After a koan's teardown (its fixtures, `monkeypatch` included, are undone by then):
+    undo and report whatever it replaced."""
+    report = yield
+    if call.when == "teardown":
+        changed = _check(nodeid=item.nodeid)
+        if changed:
+            report.user_properties.append(("grade_patched", changed))
+        seen = _Audit.take()
+        if seen:
+            report.user_properties.append(("grade_violation", seen))
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The controller checks where each report came from, passes on what the worker found,
+    and keeps the text of each failed or skipped report (crashes included)."""
+    if not _state.get("controller"):
+        return
+    node = getattr(report, "node", None)
+    worker = getattr(node, "gateway", None)
+    worker = getattr(worker, "id", None) or "controller"
+    _emit({"event": "reported", "nodeid": report.nodeid, "when": report.when, "worker": worker})
+    if node is not None and not _scheduled(report.nodeid, node):
+        _emit({"event": "forged", "nodeid": report.nodeid, "worker": worker})
+    for key, value in report.user_properties:
+        if key == "grade_patched":
+            _emit({"event": "patched", "nodeid": report.nodeid, "names": list(value)[:20]})
+        elif key == "grade_violation":
+            _emit({"event": "violation", "nodeid": report.nodeid, "what": list(value)[:20]})
+    if report.failed or report.skipped:
+        text = report.longreprtext or ""
+        _emit(
+            {
+                "event": "message",
+                "nodeid": report.nodeid,
+                "when": report.when,
+                "outcome": report.outcome,
+                "text": text[:MESSAGE_LIMIT],
+            }
+        )
+
+
+def _scheduled(nodeid: str, node) -> bool:
+    """Was `nodeid` given to `node` and not yet completed? (pytest-xdist's load scheduling;
+    True where the scheduler cannot be read, e.g. a crash report made by the controller)."""
+    session = _state.get("config") and _state["config"].pluginmanager.getplugin("dsession")
+    scheduler = getattr(session, "sched", None)
+    pending = getattr(scheduler, "node2pending", None)
+    collection = getattr(scheduler, "collection", None)
+    if not isinstance(pending, dict) or collection is None or node not in pending:
+        return True
+    return any(collection[i] == nodeid for i in pending[node])
+
+
+class _Audit:
+    """An audit hook (it cannot be removed) in each worker: what a koan's process tries
+    against the run. Only the actions themselves count, never a name in the code."""
+
+    seen: ClassVar[list[str]] = []
+    root = ""
+    quiet = False
+    LOADED = (".py", ".pth", ".toml", ".ini", ".cfg", ".so", ".json", ".jsonl")
+    EVENTS = frozenset(
+        {
+            "open", "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod",
+            "os.symlink", "os.link", "shutil.rmtree", "os.kill", "os.killpg",
+            "signal.pthread_kill",
+        }
+    )  # fmt: skip
+
+    @classmethod
+    def install(cls, root: Path) -> None:
+        cls.root = str(root)
+        fifo = os.environ.get("JAXKOANS_GRADE_GUARD", "")
+        cls.guard = os.path.dirname(fifo) if fifo else "\0"  # the guard's own directory
+        cls.pid = os.getpid()
+        sys.addaudithook(cls.hook)
+
+    @classmethod
+    def take(cls) -> list[str]:
+        seen, cls.seen = cls.seen[:20], []
+        return seen
+
+    @staticmethod
+    def hook(event: str, args: tuple) -> None:
+        if event not in _Audit.EVENTS or _Audit.quiet:
+            return
+        try:
+            what = _Audit.judge(event, args)
+        except Exception:
+            return
+        if what and what not in _Audit.seen:
+            _Audit.seen.append(what)
+            _Audit.quiet = True  # sent at once: the process may not live to report it
+            try:
+                current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+                _emit({"event": "violation", "nodeid": current, "what": [what]})
+            finally:
+                _Audit.quiet = False
+
+    @staticmethod
+    def judge(event: str, args: tuple) -> str:
+        if event == "os.kill":
+            pid, sig = args
+            if pid != _Audit.pid and sig != 0:
+                return f"os.kill({pid}, {sig}): signalled another process"
+            return f"os.kill(own pid, {sig}): signalled itself" if sig in _FATAL else ""
+        if event in ("os.killpg", "signal.pthread_kill"):
+            return "" if args[-1] == 0 else f"{event}{args}: signalled a process group or thread"
+        path = args[0]
+        if isinstance(path, int):
+            return ""
+        path = os.fsdecode(path)
+        absolute = os.path.abspath(path)
+        parts = absolute.split(os.sep)
+        if "answers" in parts:
+            return f"{event} {path}: reached for answers/"
+        private = ("fd", "mem", "environ", "root", "cwd")
+        other = len(parts) > 3 and parts[2].isdigit() and int(parts[2]) != _Audit.pid
+        if other and parts[1] == "proc" and parts[3] in private:
+            return f"{event} {path}: another process's /proc entry"
+        paths = [absolute]
+        if event in ("os.rename", "os.link", "os.symlink") and isinstance(args[1], str | bytes):
+            paths.append(os.path.abspath(os.fsdecode(args[1])))
+        for where in paths:
+            if not where.startswith((_Audit.root + os.sep, _Audit.guard + os.sep)):
+                continue
+            if event in ("os.remove", "os.rename", "os.rmdir", "shutil.rmtree"):
+                return f"{event} {path}: deleted or moved the graded run's files"
+            if where.startswith(_Audit.guard + os.sep):  # the guard opens its FIFO quietly
+                return f"{event} {path}: reached for the guard's files"
+            loaded = where.endswith(_Audit.LOADED)
+            if loaded and (event != "open" or _writes(args[1], args[2])):
+                return f"{event} {path}: changed the graded run's files"
+        return ""
+
+
+_FATAL = {9, 19, 20}  # SIGKILL, SIGSTOP, SIGTSTP: a koan that stops its own process
+
+
+def _writes(mode, flags) -> bool:
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return isinstance(flags, int) and bool(
+        flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    )

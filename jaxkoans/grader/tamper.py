@@ -1,0 +1,300 @@
+"""What grade takes from a student's koan file, and what it tells the instructor about the rest.
+
+A student's koan file is read as a syntax tree against the pristine one (`fills.take`):
+
+1. The **graded file** is the pristine file with the student's blanks, TODO bodies and fix
+   regions put in. Nothing else the student wrote ever runs, so nothing else can change the
+   grade: an edited assert, a skip marker, an added import or a deleted line is *ignored by
+   grade* (the pristine code runs there) and named in a note with its line. Comments, blank
+   lines, whitespace and line breaks are not edits at all.
+2. **Notes** are for a human reader and never cost a point: edits grade ignored, deleted or
+   added tests, harness files of the copy (never used), and code in a fill that is unusual
+   for a koan (`os`, `open`, `getattr`, …) unless the course's own answer uses it too.
+3. **Findings** cost the koans they name (status tampered) and need evidence: here, a fill
+   that repeats what its assert checks (`assert f(x) == f(x)`), which turns the graded check
+   into one that cannot fail. The grading run adds the rest of the evidence (`grade_guard.py`:
+   replaced functions, actions against the run, forged reports).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxkoans.course import fills
+from jaxkoans.grader.fill_audit import MODULE, audit, parents_of, tautology
+
+MAX_FILE_BYTES = 256 << 10  # a koan file is ~10 KB
+test_spans = fills.test_spans
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something about a student's copy: evidence (a finding) or a note for a human reader."""
+
+    kind: str
+    file: str  # relative to the course's root
+    line: int | None  # in the student's file
+    koans: tuple[str, ...]  # the koans of `file` it concerns (findings: they score zero)
+    message: str  # bilingual, one line
+
+
+@dataclass
+class FileCheck:
+    path: str  # koans/NN/test_x.py
+    koans: list[str]  # the pristine file's koans, in order
+    def_lines: dict[str, int]  # koan -> its line (the student's where it exists)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
+    tampered: dict[str, Finding] = field(default_factory=dict)  # koan -> its first finding
+    missing: set[str] = field(default_factory=set)  # koans the student's file lacks
+    problem: str = ""  # the student's file could not be read or parsed
+    graded: str | None = None  # the file that runs; None: nothing of it runs
+    line_map: list[int | None] = field(default_factory=list)  # graded line -> student line
+
+    def touch(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        for koan in finding.koans:
+            if koan not in self.missing:
+                self.tampered.setdefault(koan, finding)
+
+
+def read_text(path: Path) -> tuple[str | None, str]:
+    """(text, problem) of a student's file; never follows a link or reads a FIFO."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as error:
+        return None, f"无法读取 / cannot be read: {error.strerror}"
+    if not stat.S_ISREG(info.st_mode):
+        return None, "不是普通文件 / not a regular file (a link, a directory, a device?)"
+    if info.st_size > MAX_FILE_BYTES:
+        return None, f"文件过大 / too large: {info.st_size} bytes"
+    try:
+        data = path.read_bytes()
+        text = data.decode("utf-8-sig")
+    except OSError as error:
+        return None, f"无法读取 / cannot be read: {error.strerror}"
+    except UnicodeDecodeError as error:
+        return None, f"不是 UTF-8 文本 / not UTF-8 text (byte {error.start}: binary or corrupted?)"
+    return text.replace("\r\n", "\n").replace("\r", "\n"), ""
+
+
+def parse_problem(text: str) -> str:
+    """Why `text` is not Python, or ""."""
+    try:
+        ast.parse(text)
+    except SyntaxError as error:
+        return f"无法解析 / does not parse: line {error.lineno}: {error.msg}"
+    except ValueError as error:  # e.g. null bytes
+        return f"无法解析 / does not parse: {error}"
+    except (RecursionError, MemoryError):
+        return "无法解析 / does not parse: nested too deeply"
+    return ""
+
+
+def check_file(
+    rel: str, pristine: Path, student_text: str, allowed: dict[str, set[str]]
+) -> FileCheck:
+    """Check one student file (read and parseable) against the pristine one.
+
+    `allowed`: owner -> the unusual constructs the course's answer uses itself."""
+    p_text = pristine.read_text(encoding="utf-8")
+    names = list(test_spans(ast.parse(p_text)))
+    check = FileCheck(rel, names, {})
+    try:
+        taken = fills.take(p_text, student_text)
+        ast.parse(taken.graded)
+    except (SyntaxError, RecursionError, MemoryError):  # fills that only parse in context
+        check.graded = p_text
+        check.line_map = [None] * len(p_text.splitlines())
+        message = (
+            "无法单独使用空的内容，文件按原样运行 / the fills cannot be taken apart from the "
+            "rest: the file runs as shipped"
+        )
+        check.notes.append(Finding("ignored_edit", rel, None, tuple(names), message))
+        return check
+    s_tree = taken.tree
+    s_spans = test_spans(s_tree)
+    check.def_lines = {k: s_spans.get(k, (None,))[0] for k in names}
+    check.missing = {k for k in names if k not in s_spans}
+    for name in names:
+        if name in check.missing:
+            message = f"删除或改名的 koan / deleted or renamed koan: {name}"
+            check.notes.append(Finding("missing_test", rel, None, (name,), message))
+    for name, (start, _) in s_spans.items():
+        if name not in names:
+            message = (
+                "课程里没有的测试（不运行） / a test the course does not have (not run): " + name
+            )
+            check.notes.append(Finding("added_test", rel, start, (), message))
+    check.notes += _ignored_notes(rel, names, taken.ignored, check.missing)
+    parents = parents_of(s_tree)
+    modules = _imported(ast.parse(p_text))
+    unusual: dict[str, dict[str, int]] = {}
+    for here, node, is_blank in taken.nodes:
+        if here in check.missing:
+            continue
+        if is_blank and tautology(node, parents):
+            message = "空里重复了断言检查的值 / a fill repeats what the assert checks"
+            koans = tuple(names) if here == MODULE else (here,)
+            check.touch(Finding("tautology", rel, node.lineno, koans, message))
+        for flag in audit(node, parents, in_fill=is_blank, modules=modules):
+            if flag not in allowed.get(here, set()):
+                unusual.setdefault(here, {}).setdefault(flag, node.lineno)
+    for here, flags in unusual.items():
+        message = (
+            "不常见的代码，仅供阅读（不扣分） / unusual for a koan, for a human to read (costs "
+            "nothing): " + ", ".join(list(flags)[:8])
+        )
+        koans = tuple(names) if here == MODULE else (here,)
+        check.notes.append(Finding("unusual_code", rel, min(flags.values()), koans, message))
+    check.graded, check.line_map = taken.graded, taken.line_map
+    return check
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    return {
+        (a.asname or a.name).split(".")[0]
+        for n in tree.body
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+
+
+def _ignored_notes(
+    rel: str, names: list[str], ignored: list[fills.Ignored], missing: set[str]
+) -> list[Finding]:
+    """One note per edit outside the fills (by owner and line): grade ran the pristine code."""
+    notes, seen = [], set()
+    for edit in ignored:
+        if edit.owner in missing:
+            continue  # named by its missing_test note
+        key = (edit.owner, edit.student_line or edit.pristine_line)
+        if key in seen:
+            continue
+        seen.add(key)
+        where = (
+            f"line {edit.student_line}"
+            if edit.student_line
+            else f"course line {edit.pristine_line}"
+        )
+        message = (
+            f"grade 不使用 / ignored by grade: {edit.what} ({where}); "
+            "评分时这里运行原始代码 / the course's own code runs there"
+        )
+        koans = tuple(names) if edit.owner == MODULE else (edit.owner,)
+        notes.append(Finding("ignored_edit", rel, edit.student_line, koans, message))
+    return notes
+
+
+def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
+    """Owner -> the unusual constructs the course's own answer uses: no note for a student
+    who uses them too."""
+    text, _ = read_text(answer)
+    if text is None or parse_problem(text):
+        return {}
+    p_text = pristine.read_text(encoding="utf-8")
+    try:
+        taken = fills.take(p_text, text)
+    except (SyntaxError, RecursionError, MemoryError):
+        return {}
+    parents, modules = parents_of(taken.tree), _imported(ast.parse(p_text))
+    flags: dict[str, set[str]] = {}
+    for here, node, is_blank in taken.nodes:
+        flags.setdefault(here, set()).update(audit(node, parents, is_blank, modules))
+    return flags
+
+
+# ---- the rest of the student's copy ------------------------------------------------------------
+
+HARNESS_FILES = ("conftest.py", "pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg", "setup.py")
+HARNESS_DIRS = ("jaxkoans", "csrc", "koans")
+SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
+IGNORED_SUFFIXES = (".pyc", ".md")
+# Under koans/ only what a pytest run loads counts (a notes.txt beside the koans does not).
+LOADED_SUFFIXES = (".py", ".toml", ".ini", ".cfg", ".pth", ".json")
+MAX_ENTRIES = 5000
+TEST_FILE = re.compile(r"koans/[^/]+/test_[^/]*\.py")
+
+
+def harness_entries(root: Path, koan_files: set[str]) -> dict[str, str]:
+    """Relative path -> digest of each harness file under `root` (the koan files excepted)."""
+    candidates = [root / name for name in HARNESS_FILES]
+    for directory in HARNESS_DIRS:
+        base = root / directory
+        if base.is_symlink() or not base.is_dir():
+            candidates.append(base)
+            continue
+        for current, dirs, files in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+            candidates += [Path(current) / f for f in sorted(files)]
+            if len(candidates) > MAX_ENTRIES:
+                break
+    found: dict[str, str] = {}
+    for path in candidates[:MAX_ENTRIES]:
+        rel = path.relative_to(root).as_posix()
+        if rel in koan_files or path.name.endswith(IGNORED_SUFFIXES):
+            continue
+        if (
+            rel.startswith("koans/")
+            and not path.is_dir()
+            and not path.name.endswith(LOADED_SUFFIXES)
+        ):
+            continue
+        digest = _digest(path)
+        if digest is not None:
+            found[rel] = digest
+    return found
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "link:" + os.readlink(path)
+    if stat.S_ISDIR(info.st_mode):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return "special file"
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as file:
+            while chunk := file.read(1 << 16):
+                digest.update(chunk.replace(b"\r\n", b"\n"))
+    except OSError:
+        return "unreadable"
+    return digest.hexdigest()
+
+
+def harness_notes(pristine: dict[str, str], student: dict[str, str]) -> list[Finding]:
+    """The student's harness files that were added or changed: never used, always named."""
+    findings = []
+    for rel in sorted(set(pristine) | set(student)):
+        if pristine.get(rel) == student.get(rel):
+            continue
+        if rel not in pristine and TEST_FILE.fullmatch(rel):
+            kind = "added_file"
+            text = "课程里没有的测试文件（不运行） / a test file the course does not have (not run)"
+        elif rel not in pristine:
+            kind, text = (
+                "harness_file",
+                "添加的课程工具文件（不使用） / an added harness file (not used)",
+            )
+        elif rel not in student:
+            continue  # a copy without the harness grades the same: the course's is used
+        else:
+            kind, text = (
+                "harness_file",
+                "改动的课程工具文件（不使用） / a changed harness file (not used)",
+            )
+        findings.append(Finding(kind, rel, None, (), f"{text}: {rel}"))
+    return findings

@@ -1,0 +1,1 @@
+"""progress.py's subcommands, one module each (see jaxkoans/learner/cli.py)."""

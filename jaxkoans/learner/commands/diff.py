@@ -1,0 +1,136 @@
+"""Your file against its answer: shown once the koan passes (earlier only with --force)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import sys
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.learner import memory
+from jaxkoans.learner.koan_runs import Koan, find_koan, measure
+from jaxkoans.plugin.classify import KoanState
+
+NAME, HELP = "diff", "your file against its answer, once the koan passes"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "target", nargs="?", help="a koan (test name) or a koan file; default: the next koan"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="show it before the koan passes (spoils it)"
+    )
+
+
+def resolve(target: str | None) -> tuple[Path | None, Koan | None]:
+    """(koan file, koan) named by `target`; the koan is None when a whole file was named.
+    Without a target: the koan that passed last, else the next koan."""
+    if target and Path(target).is_file():
+        return Path(target).resolve(), None
+    if target:
+        koan = find_koan(target)
+    else:
+        just_passed = memory.last_passed()
+        koan = (find_koan(just_passed) if just_passed else None) or find_koan(None)
+    return (course.REPO / koan.path, koan) if koan else (None, None)
+
+
+def koan_lines(path: Path, name: str, also: set[str] = frozenset()) -> list[str]:
+    """The lines of koan `name` and of the functions and classes of its file it uses (the
+    TODO helpers a learner writes), in file order; `also` adds names used elsewhere."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    defs = {
+        node.name: node
+        for node in ast.parse("".join(lines)).body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+    }
+    wanted, chosen = [name, *sorted(also)], []
+    while wanted:
+        current = wanted.pop()
+        if current in chosen or current not in defs:
+            continue
+        chosen.append(current)
+        wanted += [
+            n.id for n in ast.walk(defs[current]) if isinstance(n, ast.Name) and n.id in defs
+        ]
+    nodes = sorted((defs[n] for n in chosen), key=lambda node: node.lineno)
+    shown: list[str] = []
+    for node in nodes:
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        shown += lines[start - 1 : node.end_lineno]
+    return shown
+
+
+def used_names(path: Path, name: str) -> set[str]:
+    """The names koan `name` of `path` uses (an answer may use a helper the koan does not)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return set()
+
+
+def syntax_error(path: Path) -> str | None:
+    try:
+        ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError as error:
+        return (
+            f"🛠️ 语法错误 / syntax error: {path.name}:{error.lineno}: {error.msg}\n"
+            "   先让文件能被解析，再比较 / make the file parse first, then compare"
+        )
+    return None
+
+
+def unpassed(koan_file: Path, koan: Koan | None) -> list[str]:
+    relative = koan_file.relative_to(course.REPO).as_posix()
+    chapter = course.chapter_for(koan_file)
+    progress = measure(chapter.number if chapter else None)
+    own = [k for k in progress.koans if k.path.as_posix() == relative]
+    if koan is not None:
+        own = [k for k in own if k.name == koan.name]
+    return [k.name for k in own if k.state != KoanState.PASSED.value]
+
+
+def run(args) -> int:
+    koan_file, koan = resolve(args.target)
+    if koan_file is None or course.KOANS not in koan_file.parents:
+        print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
+        return 2
+    answer = course.ANSWERS / koan_file.relative_to(course.KOANS)
+    if not answer.is_file():
+        print(f"没有答案文件 / no answer file: {answer} (answers/ may be absent from this copy)")
+        return 1
+    if not args.force:
+        waiting = unpassed(koan_file, koan)
+        if waiting:
+            print(
+                "还没通过，先不看答案 / not passed yet, so no answer for now: " + ", ".join(waiting)
+            )
+            print("  --force 会剧透 / --force shows it anyway and spoils the exercise")
+            return 1
+    else:
+        print("⚠️  剧透 / spoiler: 你要看的是答案 / this is the answer.\n")
+    broken = syntax_error(koan_file)
+    if broken:
+        print(broken, file=sys.stderr)
+        return 1
+    if koan is not None:
+        helpers = used_names(answer, koan.name)
+        mine = koan_lines(koan_file, koan.name, helpers)
+        theirs = koan_lines(answer, koan.name, used_names(koan_file, koan.name))
+    else:
+        mine = koan_file.read_text(encoding="utf-8").splitlines(keepends=True)
+        theirs = answer.read_text(encoding="utf-8").splitlines(keepends=True)
+    label = koan_file.relative_to(course.REPO).as_posix()
+    lines = list(
+        difflib.unified_diff(
+            mine,
+            theirs,
+            f"{label} (yours / 你的)",
+            f"{answer.relative_to(course.REPO).as_posix()} (answer / 答案)",
+        )
+    )
+    sys.stdout.writelines(lines or ["与答案一致 / identical to the answer\n"])
+    return 0

@@ -1,0 +1,79 @@
+"""Start a koan file over: the pristine file comes back, yours is kept beside it."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.course import pristine
+from jaxkoans.learner.commands.diff import resolve
+
+NAME, HELP = "reset", "restore a koan file as shipped; your version is saved beside it"
+PRISTINE_REFS = pristine.REFS  # where the course as shipped is found
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="a koan (test name) or a koan file (also a deleted one)")
+    parser.add_argument("--yes", action="store_true", help="do not ask first")
+    parser.add_argument("--from", dest="ref", help="the git ref of the pristine course")
+
+
+def target_file(target: str) -> Path | None:
+    """The koan file `target` names: a koan, an existing file, or a deleted koan file's path."""
+    koan_file, _ = resolve(target)
+    if koan_file is not None:
+        return koan_file
+    for base in (Path.cwd(), course.REPO):
+        candidate = (base / target).resolve()
+        if course.KOANS in candidate.parents and candidate.name.startswith("test_"):
+            return candidate
+    return None
+
+
+def pristine_text(koan_file: Path, refs: tuple[str, ...]) -> tuple[str, str] | None:
+    """(ref, text) of the first ref in `refs` that has the file."""
+    return pristine.shipped_text(koan_file.relative_to(course.REPO).as_posix(), refs)
+
+
+def confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        print(question + " — 需要 --yes / needs --yes when not run in a terminal")
+        return False
+    return input(question + " [y/N] ").strip().lower() in ("y", "yes", "是")
+
+
+def run(args) -> int:
+    koan_file = target_file(args.target)
+    if koan_file is None or course.KOANS not in koan_file.parents:
+        print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
+        return 2
+    found = pristine_text(koan_file, (args.ref,) if args.ref else PRISTINE_REFS)
+    if found is None:
+        print(
+            f"找不到原始文件 / no pristine copy of {koan_file.name} in git ({', '.join(PRISTINE_REFS)}); use --from REF"
+        )
+        return 1
+    ref, text = found
+    relative = koan_file.relative_to(course.REPO).as_posix()
+    if not koan_file.exists():  # deleted: nothing of the learner's to keep
+        koan_file.parent.mkdir(parents=True, exist_ok=True)
+        koan_file.write_text(text, encoding="utf-8")
+        print(f"✅ {relative} ← {ref} (已恢复 / restored)")
+        return 0
+    current = koan_file.read_text(encoding="utf-8", errors="replace")
+    if current == text:
+        print(f"{relative} 已是原始版本 / is already as shipped ({ref})")
+        return 0
+    backup = koan_file.with_name(f"{koan_file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+    question = f"重置 / reset {relative} to {ref}? 你的版本保存为 / yours is saved as {backup.name}"
+    if not args.yes and not confirm(question):
+        print("没有改动 / nothing changed")
+        return 1
+    shutil.copy2(koan_file, backup)
+    koan_file.write_text(text, encoding="utf-8")
+    print(f"✅ {relative} ← {ref};  你的版本 / yours: {backup.relative_to(course.REPO).as_posix()}")
+    return 0

@@ -1,0 +1,213 @@
+"""Where the learner stands: per chapter the three states with a bar, and the next koan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from jaxkoans import course
+from jaxkoans.course import outside
+from jaxkoans.learner.commands.reveal import revealed
+from jaxkoans.learner.koan_runs import (
+    ENVIRONMENT,
+    SKIPPED,
+    Koan,
+    Progress,
+    measure,
+    recommended_path,
+)
+from jaxkoans.plugin.classify import KoanState
+
+NAME, HELP = "status", "where you stand and the next koan (the default)"
+MARKS = {
+    KoanState.PASSED.value: "█",
+    KoanState.FAILING.value: "▒",
+    KoanState.NOT_STARTED.value: "░",
+}
+BAR_WIDTH = 24
+IGNORED = "passed_with_ignored_edits"  # passes here only with an edit grade will not use
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chapter", metavar="NN", help="only this chapter (e.g. 03)")
+    parser.add_argument("--json", action="store_true", help="print the progress as JSON")
+    parser.add_argument(
+        "--all", action="store_true", help="re-run every koan, ignoring remembered results"
+    )
+
+
+def chosen_chapters(args) -> tuple[list[course.Chapter], str | None]:
+    """The chapters `--chapter` selects (all without it); exits 2 on an unknown chapter."""
+    wanted = args.chapter.zfill(2) if getattr(args, "chapter", None) else None
+    chapters = [c for c in course.all_chapters() if wanted in (None, c.number)]
+    if not chapters:
+        print(f"没有这一章 / no such chapter: {args.chapter}", file=sys.stderr)
+        raise SystemExit(2)
+    return chapters, wanted
+
+
+def mark_ignored_edits(progress: Progress, found: list[outside.Outside]) -> None:
+    """Note on each passed koan the edits grade ignores in its lines: it passes here with them,
+    grade runs it without them, so progress does not call it a plain pass."""
+    for koan in progress.koans:
+        if koan.state == KoanState.PASSED.value:
+            touched = outside.touching(found, koan.path, koan.name)
+            koan.ignored_edits = [f"{outside.where(e)}: {e.what}" for e in touched]
+
+
+def clean_pass(koan: Koan) -> bool:
+    """Passed, and would pass as grade runs it (no edit grade ignores in its lines)."""
+    return koan.state == KoanState.PASSED.value and not koan.ignored_edits
+
+
+def column(koan: Koan) -> str:
+    """The state a koan is counted under: a pass with ignored edits counts as attempted."""
+    if koan.state == KoanState.PASSED.value and koan.ignored_edits:
+        return KoanState.FAILING.value
+    return koan.state
+
+
+def bar(koans: list[Koan]) -> str:
+    if not koans:
+        return "·" * BAR_WIDTH
+    cells = [round(sum(column(k) == s for k in koans) / len(koans) * BAR_WIDTH) for s in MARKS]
+    cells[-1] = BAR_WIDTH - sum(cells[:-1])  # passed, failing, then the rest
+    return "".join(mark * n for mark, n in zip(MARKS.values(), cells, strict=True))
+
+
+def counts(koans: list[Koan]) -> dict[str, int]:
+    """Koans per state; "passed" counts only clean passes, those with an edit grade ignores
+    are counted apart ("passed_with_ignored_edits")."""
+    found = {state: sum(k.state == state for k in koans) for state in MARKS}
+    flagged = sum(k.state == KoanState.PASSED.value and bool(k.ignored_edits) for k in koans)
+    found[KoanState.PASSED.value] -= flagged
+    apart = {state: sum(k.state == state for k in koans) for state in (SKIPPED, ENVIRONMENT)}
+    return {**found, **apart, IGNORED: flagged}
+
+
+def show(
+    progress: Progress,
+    chapters: list[course.Chapter],
+    following: Koan | None,
+    found: list[outside.Outside] | None = None,
+) -> None:
+    print("JAX 进阶 Koans · 学习进度 / progress\n")
+    for chapter in chapters:
+        own = progress.of(chapter)
+        c = counts(own)
+        print(f"  {chapter.number} {chapter.title_zh} / {chapter.title_en}")
+        seen = passed_revealed(own)  # passed after a reveal: learned, but not predicted
+        print(
+            f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
+            f"  ✅ {c['passed']}  ❌ {c['failing']}  ✍️ {c['not_started']}"
+            + (f"  ⚠️ {c[IGNORED]}" if c[IGNORED] else "")
+            + (f"  ⏭️ {c[SKIPPED]}" if c[SKIPPED] else "")
+            + (f"  🛠️ {c[ENVIRONMENT]}" if c[ENVIRONMENT] else "")
+            + (f"  (👁 {seen} 揭晓后通过 / passed (revealed))" if seen else "")
+        )
+    total, n = counts(progress.koans), len(progress.koans)
+    percent = 100 * total["passed"] // (n or 1)
+    print(f"\n  总计 / total  {bar(progress.koans)}  {total['passed']}/{n} ({percent} %)")
+    print("  ✅ 通过 / passed   ❌ 尝试中 / attempted   ✍️ 未开始 / not started")
+    for problem in progress.problems:
+        print(f"\n⚠️  {problem}")
+    flagged = [k for k in progress.koans if k.ignored_edits]
+    if flagged:
+        print(
+            "\n⚠️  通过，但带着 grade 不使用的改动（grade 运行时没有它，不计为 ✅）/ passes with an "
+            f"edit grade ignores (grade runs it without that edit; not counted ✅): {len(flagged)}"
+        )
+        for koan in flagged[: outside.MAX_SHOWN]:
+            print(f"   {koan.nodeid}  ←  {koan.ignored_edits[0]}")
+        if len(flagged) > outside.MAX_SHOWN:
+            print(f"   … {len(flagged) - outside.MAX_SHOWN} more")
+    warned = outside.warnings(
+        chapters, found
+    )  # edits grade will not use (jaxkoans/course/outside.py)
+    if warned:
+        print("\n⚠️  " + "\n".join(warned))
+    if total[SKIPPED]:
+        print(
+            f"\n⏭️  {total[SKIPPED]} 个 koan 在这台机器上被跳过 / koans were skipped on this "
+            "machine (they cannot run here): python progress.py doctor"
+        )
+    if total[ENVIRONMENT]:
+        print(
+            f"\n🛠️  {total[ENVIRONMENT]} 个 koan 因 C++ 编译失败而无法运行，不算尝试 / koans could "
+            "not run because the C++ build failed (not counted as attempts): "
+            "python progress.py doctor"
+        )
+    if following is None and (total[SKIPPED] or total[ENVIRONMENT]):
+        print("\n🎉 能在这里运行的都通过了 / every koan that can run here passes")
+        return
+    if following is None:
+        print("\n🎉 全部通过！/ every koan passes!")
+        return
+    print(
+        f"\n下一个 koan / next koan:  {following.chapter.number} · {following.path.name}::{following.name}"
+    )
+    note = f"  ({following.note})" if following.note else ""
+    print(f"  {following.path.as_posix()}:{following.line}{note}")
+    for line in following.doc.splitlines():
+        print(f"  │ {line}")
+    print(f"  运行 / run:   pytest {following.nodeid}")
+    print(f"  提示 / hint:  python progress.py hint {following.name}")
+
+
+def passed_revealed(koans: list[Koan]) -> int:
+    """How many of `koans` passed after the learner asked to see a hidden value."""
+    seen = revealed()
+    return sum(clean_pass(k) and k.nodeid in seen for k in koans)
+
+
+def koan_dict(k: Koan) -> dict:
+    return {
+        "chapter": k.chapter.number,
+        "nodeid": k.nodeid,
+        "file": k.path.as_posix(),
+        "name": k.name,
+        "line": k.line,
+        "state": k.state,
+        "cause": k.cause,
+        "note": k.note,
+        # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
+        "revealed": k.state == KoanState.PASSED.value and k.nodeid in revealed(),
+        # edits in its lines that grade ignores ("file:line: what"): a pass grade may not give
+        "ignored_edits": k.ignored_edits,
+    }
+
+
+def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan | None) -> dict:
+    return {
+        "schema": 1,
+        "chapters": [
+            {
+                "number": c.number,
+                "title_zh": c.title_zh,
+                "title_en": c.title_en,
+                "total": len(progress.of(c)),
+                **counts(progress.of(c)),
+                "passed_revealed": passed_revealed(progress.of(c)),
+            }
+            for c in chapters
+        ],
+        "total": {"total": len(progress.koans), **counts(progress.koans)},
+        "passed_revealed": passed_revealed(progress.koans),
+        "next": koan_dict(following) if following else None,
+        "koans": [koan_dict(k) for k in progress.koans],
+        "problems": progress.problems,
+    }
+
+
+def run(args) -> int:
+    chapters, wanted = chosen_chapters(args)
+    progress = measure(wanted, reuse=not args.all)
+    found = outside.edits(chapters)  # read once: the marks and the warnings
+    mark_ignored_edits(progress, found)
+    following = progress.next_koan(recommended_path(), wanted)
+    if args.json:
+        print(json.dumps(as_json(progress, chapters, following), ensure_ascii=False, indent=2))
+    else:
+        show(progress, chapters, following, found)
+    return 0

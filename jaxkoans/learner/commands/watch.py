@@ -1,0 +1,484 @@
+"""Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one.
+
+One warm process (jaxkoans/learner/warm.py) forks a pytest child per run, so a verdict comes back
+about a second after a save; file events come from jaxkoans/learner/watcher.py. Keys: h hint, n next,
+r run again, v reveal what a wrong answer hides, q quit (one key on a terminal; one command per
+line when stdin is a pipe).
+Nothing here writes the learner's files; hints seen are remembered in .jaxkoans/ as by `hint`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import re
+import select
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.learner import memory, warm
+from jaxkoans.learner.commands.hint import default_language, reveal
+from jaxkoans.learner.keys import Keys
+from jaxkoans.learner.koan_runs import Koan, find_koan, inventory, listed_koans, recommended_path
+from jaxkoans.learner.watcher import Watcher, digest
+from jaxkoans.plugin import results
+from jaxkoans.plugin.classify import KoanState
+
+NAME, HELP = "watch", "run the koan you work on at every save (h hint, n next, q quit)"
+DEBOUNCE_S = 0.05  # an editor's save is several events: act once they stop
+MAX_DEBOUNCE_S = 0.5
+PASSED = KoanState.PASSED.value
+AGAIN_KEY = "  再按 h 看下一层 / press h for the next level"
+KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit"
+KEYS_PIPE = (
+    "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit  (one per line)"
+)
+
+# A job yields the koans to run (and pytest options), receives the run's outcome, and prints.
+Request = tuple[list[Koan], tuple[str, ...]]
+Job = Generator[Request, warm.Outcome, None]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("koan", nargs="?", help="start here (test name, file.py::name, nodeid)")
+    parser.add_argument("--chapter", metavar="NN", help="only this chapter's koans")
+    parser.add_argument(
+        "--poll", action="store_true", help="poll files every 0.2 s (when saves go unnoticed)"
+    )
+    parser.add_argument("--lang", choices=("zh", "en"), default=default_language())
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="stop a run after S seconds"
+    )
+
+
+def course_koans(chapter: str | None) -> list[Koan]:
+    """Every koan in the order of the course's recommended path."""
+    rank = {number: i for i, number in enumerate(recommended_path())}
+    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
+    chapters.sort(key=lambda c: (rank.get(c.number, len(rank)), c.number))
+    return inventory(course.KOANS, chapters)
+
+
+def label(koan: Koan) -> str:
+    return f"{koan.chapter.number} · {koan.path.name}::{koan.name}"
+
+
+def _tail(text: str, count: int = 20, width: int = 300) -> str:
+    """The last `count` lines of `text`, each cut at `width` characters."""
+    lines = text.rstrip().splitlines()[-count:]
+    return "\n".join(line if len(line) <= width else line[:width] + " …" for line in lines)
+
+
+# faulthandler's dump of a crashed interpreter: `  File "PATH", line N in NAME`.
+FAULT_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
+
+
+def crash_site(output: str, koan: Koan) -> str:
+    """Where in the learner's file the interpreter died (faulthandler lists the innermost
+    frame first), with that line of source; "" when the dump names no frame of it."""
+    koan_file = (course.REPO / koan.path).resolve()
+    for line in output.splitlines():
+        found = FAULT_FRAME.match(line)
+        if found and Path(found["path"]).resolve() == koan_file:
+            number = int(found["line"])
+            try:
+                source = koan_file.read_text(encoding="utf-8").splitlines()[number - 1].strip()
+            except (OSError, IndexError):
+                source = ""
+            return f"   {koan.path.as_posix()}:{number} (in {found['name']})\n   > {source}"
+    return ""
+
+
+def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[str, str]:
+    """(state, the text to show) for `koan` after `outcome`."""
+    event = outcome.koan_event(koan.nodeid)
+    if event is not None:
+        if event["state"] == PASSED:
+            return PASSED, ""
+        if event["state"] == "skipped":
+            return (
+                "skipped",
+                f"⏭️ 被跳过 / skipped: {koan.name} 没有运行 / did not run (a skip mark?)",
+            )
+        return event["state"], outcome.report(koan.nodeid) or f"❌ {event['state']}"
+    failing, path = KoanState.FAILING.value, koan.path.as_posix()
+    error = outcome.collect_error(path)
+    if error is not None:
+        text = (
+            outcome.report(path) or f"🛠️ {path}: 无法导入 / cannot be imported\n{error['message']}"
+        )
+        return failing, text
+    if outcome.timed_out:
+        return failing, (
+            f"⏱️ 超时 / timed out: {koan.name} 运行超过 {timeout_s:.0f} s，已停止（死循环？）/ was "
+            f"stopped after {timeout_s:.0f} s (an endless loop?)\n{_tail(outcome.output)}"
+        ).rstrip()
+    if outcome.signal:
+        name = signal.Signals(outcome.signal).name
+        site = crash_site(outcome.output, koan)
+        return failing, f"💥 崩溃 / crashed: {name}\n{site or _tail(outcome.output)}".rstrip()
+    return failing, (
+        f"❓ 没有结果 / no result for {koan.nodeid} (pytest exit code {outcome.exit_code})\n"
+        f"{_tail(outcome.output)}"
+    ).rstrip()
+
+
+class Console:
+    """Output that reaches a pipe at once; on a terminal each verdict gets a fresh screen."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.notes: list[str] = []
+
+    def say(self, *lines: str) -> None:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+
+    def note(self, line: str) -> None:
+        """A line that the next screen repeats (a terminal's screen is cleared)."""
+        self.notes.append(line)
+        self.say(line)
+
+    def screen(self, *lines: str) -> None:
+        if self.tty:
+            sys.stdout.write("\x1b[2J\x1b[H")
+            self.say(*self.notes)
+        self.notes = []
+        self.say(*lines)
+
+
+class Session:
+    """The watch loop: runs, file changes and keys, all from one select."""
+
+    def __init__(
+        self, args, koans: list[Koan], plugins: list[object], scratch: Path, watcher: Watcher
+    ) -> None:
+        self.args = args
+        self.koans = koans
+        self.plugins = plugins
+        self.scratch = scratch
+        self.watcher = watcher
+        self.keys = Keys()
+        self.console = Console()
+        self.focus: Koan | None = None
+        self.known: dict[str, tuple[str, str | None]] = {}  # nodeid -> (state, file digest)
+        self.announced: set[str] = set()  # koans whose pass was shown in this session
+        self.skipped: set[str] = set()  # koans that cannot run on this machine
+        self.job: Job | None = None
+        self.run: warm.Run | None = None
+        self.digests: dict[str, str | None] = {}  # files of the running request, at its start
+        self.ran_digest: str | None = None  # the focus file's content at its last run
+        self.pending: set[Path] = set()
+        self.first_change = self.fire_at = 0.0
+        self.exit_code: int | None = None
+
+    # ---- jobs -----------------------------------------------------------------------------
+
+    def start(self, job: Job) -> None:
+        """Replace whatever is running by `job`."""
+        self.stop()
+        self.job = job
+        self._advance(None)
+
+    def stop(self) -> None:
+        if self.run is not None:
+            self.run.stop()
+            self.run = None
+        if self.job is not None:
+            self.job.close()
+            self.job = None
+
+    def _advance(self, outcome: warm.Outcome | None) -> None:
+        assert self.job is not None
+        try:
+            koans, extra = self.job.send(outcome) if outcome else next(self.job)
+        except StopIteration:
+            self.job = None
+            return
+        files = {k.path.as_posix() for k in koans}
+        self.digests = {f: digest(course.REPO / f) for f in files}
+        for file in files:
+            warm.preload(course.REPO / file)
+        self.run = warm.Run(
+            [k.nodeid for k in koans], self.plugins, self.scratch, self.args.timeout, extra
+        )
+
+    def _learn(self, outcome: warm.Outcome) -> None:
+        """Keep each verdict for this session and in progress.py's memory (so that `hint`,
+        `diff` and the summary after a watch run nothing), for files unchanged since."""
+        remembered, verdicts = memory.load(), {}
+        for nodeid, event in results.by_koan(outcome.events).items():
+            path = nodeid.partition("::")[0]
+            self.known[nodeid] = (event["state"], self.digests.get(path))
+            if self.digests.get(path) == digest(course.REPO / path) and event["state"] in (
+                PASSED,
+                KoanState.FAILING.value,
+                KoanState.NOT_STARTED.value,
+            ):
+                line = event.get("line") if isinstance(event.get("line"), int) else None
+                verdicts.setdefault(path, {})[event["name"]] = (
+                    event["state"],
+                    event.get("cause", ""),
+                    line,
+                )
+            if event["state"] == PASSED:
+                memory.note_passed(nodeid)
+        for path, found in verdicts.items():
+            remembered.learn(path, found)
+        if verdicts:
+            memory.save(remembered)
+
+    def _passes(self, koan: Koan, remembered: memory.Memory) -> bool:
+        """Known to pass in its file's present content (from this session or progress.py)."""
+        file = koan.path.as_posix()
+        if koan.nodeid in self.known:
+            state, seen = self.known[koan.nodeid]
+            if seen == digest(course.REPO / file):
+                return state == PASSED
+        copy = dataclasses.replace(koan)
+        return remembered.recall(copy) and copy.state == PASSED
+
+    def check(self, koan: Koan) -> Job:
+        """Run `koan`; show its verdict; when it passes, go on to the next koan."""
+        self.ran_digest = digest(course.REPO / koan.path)
+        outcome = yield [koan], ()
+        self._learn(outcome)
+        state, text = verdict(koan, outcome, self.args.timeout)
+        if state != PASSED:
+            self.show(koan, text, outcome)
+            return
+        self.announced.add(koan.nodeid)
+        self.console.note(f"✅ 通过 / passed  ·  {label(koan)}  ({outcome.seconds:.1f} s)")
+        yield from self.search(self.after(koan))
+
+    def uncover(self, koan: Koan) -> Job:
+        """Run `koan` showing what a wrong prediction hides; it then counts as revealed."""
+        outcome = yield [koan], ("--koans-reveal",)
+        self._learn(outcome)
+        _, text = verdict(koan, outcome, self.args.timeout)
+        self.show(koan, text or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
+
+    def after(self, koan: Koan) -> int:
+        """Where the koans after `koan` start, in its file as it is now: the learner may have
+        added, renamed or moved koans since the watch began."""
+        own = [i for i, k in enumerate(self.koans) if k.path == koan.path]
+        if own:
+            listed = listed_koans(course.REPO / koan.path)
+            fresh = [Koan(koan.chapter, koan.path, n, line, doc=d) for n, line, d in listed]
+            self.koans[own[0] : own[-1] + 1] = fresh
+        for i, each in enumerate(self.koans):
+            if each.nodeid == koan.nodeid or (each.path == koan.path and each.line > koan.line):
+                return i + (each.nodeid == koan.nodeid)
+        return 0
+
+    def search(self, start: int) -> Job:
+        """Focus on the first koan from `start` on (wrapping around) that does not pass. What
+        this session or progress.py knows is trusted; the rest runs, a file's koans together
+        and stopping at the first that does not pass (-x)."""
+        remembered, count, i = memory.load(), len(self.koans), 0
+        while i < count:
+            koan = self.koans[(start + i) % count]
+            if self._passes(koan, remembered):
+                i += 1
+                continue
+            batch, j = [koan], i + 1
+            while j < count and (start + j) % count != 0:  # the rest of the file, no wrapping
+                following = self.koans[(start + j) % count]
+                if following.path != koan.path:
+                    break
+                if not self._passes(following, remembered):
+                    batch.append(following)
+                j += 1
+            if len(batch) > 1 or self.focus is None:
+                self.console.say(f"⏳ 检查 / checking {koan.path.as_posix()} …")
+            outcome = yield batch, ("-x",)
+            self._learn(outcome)
+            for each in batch:
+                state, text = verdict(each, outcome, self.args.timeout)
+                if state == "skipped":  # cannot run here (no compiler, …): not the learner's
+                    self.skipped.add(each.nodeid)
+                    self.console.note(f"⏭️ 无法在这里运行 / cannot run here  ·  {label(each)}")
+                    continue
+                if state != PASSED:
+                    if self.focus is not None and each.nodeid == self.focus.nodeid:
+                        self.console.note("↩️ 只剩这一个 / this is the only koan left to do")
+                    self.show(each, text, outcome)
+                    return
+                if each.nodeid not in self.announced:  # said once, not again after a re-check
+                    self.announced.add(each.nodeid)
+                    self.console.note(f"✅ 已通过 / already passes  ·  {label(each)}")
+            i = j
+        self.console.screen(self.finished())
+        self.exit_code = 0
+
+    def finished(self) -> str:
+        """The last word: what passes is all this watch looked at (a chapter, or the course)."""
+        skipped = (
+            f"（{len(self.skipped)} 个无法在这里运行 / {len(self.skipped)} cannot run here）"
+            if self.skipped
+            else ""
+        )
+        chapter = self.args.chapter.zfill(2) if self.args.chapter else None
+        if chapter is None:
+            return f"🎉 全部通过！/ every koan passes!{skipped}"
+        path = recommended_path()
+        later = path[path.index(chapter) + 1 :] if chapter in path else []
+        following = (
+            f"  下一章 / next: python progress.py watch --chapter {later[0]}" if later else ""
+        )
+        return f"🎉 第 {chapter} 章全部通过 / every koan of chapter {chapter} passes{skipped}{following}"
+
+    # ---- output ---------------------------------------------------------------------------
+
+    def show(self, koan: Koan, text: str, outcome: warm.Outcome) -> None:
+        header = []
+        if self.focus is None or koan.nodeid != self.focus.nodeid or self.console.tty:
+            header = [f"━━━ 👀 {label(koan)} ━━━  {koan.path.as_posix()}:{koan.line}"]
+            header += [f"  │ {line}" for line in koan.doc.splitlines()]
+        if self.focus is None or koan.nodeid != self.focus.nodeid:
+            self.focus = koan
+            self.ran_digest = self.digests.get(koan.path.as_posix())
+            self.watcher.watch_closely(course.REPO / koan.path)
+        keys = KEYS_TTY if self.keys.tty else KEYS_PIPE
+        stamp = f"⌚ {outcome.seconds:.1f} s · {time.strftime('%H:%M:%S')}"
+        self.console.screen(*header, text, f"{stamp}    {keys}")
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def command(self, key: str) -> None:
+        if key == "q":
+            self.exit_code = 0
+        elif self.focus is None:
+            return
+        elif key == "h":
+            course.load_chapter.cache_clear()  # hints edited since: read them again
+            chapter = course.chapter_for(course.REPO / self.focus.path) or self.focus.chapter
+            koan = dataclasses.replace(self.focus, chapter=chapter)
+            self.console.say(*reveal(koan, self.args.lang, again=AGAIN_KEY))
+        elif key == "n":
+            self.console.note(f"⏭️ 跳过 / skipped  ·  {label(self.focus)}")
+            self.start(self.search(self.after(self.focus)))
+        elif key == "r":
+            self.start(self.check(self.focus))
+        elif key == "v":
+            self.start(self.uncover(self.focus))
+
+    def _relevant(self, path: Path) -> bool:
+        if path.name == course.MANIFEST:
+            course.load_chapter.cache_clear()
+        if self.focus is None or path.suffix not in (".py", ".toml"):
+            return False
+        if path == course.REPO / self.focus.path:
+            return True
+        if path.name == course.MANIFEST:
+            return path.parent.name == self.focus.chapter.number
+        return path.suffix == ".py" and not path.name.startswith("test_")  # a helper, conftest
+
+    def changed(self, paths: set[Path]) -> None:
+        relevant = {p for p in paths if self._relevant(p)}
+        if not relevant:
+            return
+        now = time.monotonic()
+        if not self.pending:
+            self.first_change = now
+        self.pending |= relevant
+        self.fire_at = min(now + DEBOUNCE_S, self.first_change + MAX_DEBOUNCE_S)
+
+    def fire(self) -> None:
+        """The saves have settled: run the focus again, unless nothing really changed."""
+        paths, self.pending = self.pending, set()
+        if self.focus is None:
+            return
+        own = course.REPO / self.focus.path
+        content = digest(own)
+        if content is None or (paths == {own} and content == self.ran_digest):
+            return  # in the middle of a save by rename, or saved unchanged
+        self.start(self.check(self.focus))
+
+    def loop(self) -> int:
+        watcher, keys = self.watcher, self.keys
+        while self.exit_code is None:
+            fds = [fd for fd in (keys.fileno(), watcher.fileno()) if fd is not None]
+            waits = [1.0, watcher.wait_s()]
+            if self.run is not None:
+                fds += self.run.fds()
+                waits.append(self.run.wait_s())
+            if self.pending:
+                waits.append(max(0.0, self.fire_at - time.monotonic()))
+            ready, _, _ = select.select(fds, [], [], min(waits))
+            if self.run is not None:
+                outcome = self.run.poll()
+                if outcome is not None:
+                    self.run = None
+                    self._advance(outcome)
+            self.changed(watcher.changes())
+            if keys.fileno() is not None and keys.fileno() in ready:
+                for key in keys.read():
+                    self.command(key)
+                    if self.exit_code is not None:
+                        break
+            if self.pending and time.monotonic() >= self.fire_at:
+                self.fire()
+        return self.exit_code
+
+
+@contextlib.contextmanager
+def _terminated_cleanly() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the watch like q: the child stopped, the terminal restored."""
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    saved = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+
+
+def run(args) -> int:
+    if not hasattr(os, "fork"):
+        print("watch 需要 Linux、macOS 或 WSL / watch needs Linux, macOS or WSL", file=sys.stderr)
+        return 1
+    chapter = args.chapter.zfill(2) if args.chapter else None
+    koans = course_koans(chapter)
+    if not koans:
+        print(f"没有 koan / no koans{f' in chapter {chapter}' if chapter else ''}", file=sys.stderr)
+        return 2
+    focus = None
+    if args.koan:
+        found = find_koan(args.koan, chapter)
+        focus = next((k for k in koans if found and k.nodeid == found.nodeid), None)
+        if focus is None:
+            print(f"找不到 koan / no such koan: {args.koan}", file=sys.stderr)
+            return 2
+    console = Console()
+    console.say("⏳ 预热 / warming up: pytest and JAX are imported once …")
+    try:
+        plugins = warm.prepare()
+    except warm.WarmError as error:
+        print(error, file=sys.stderr)
+        return 1
+    with contextlib.ExitStack() as stack:
+        watcher = stack.enter_context(Watcher(course.KOANS, poll=args.poll))
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jaxkoans-watch-")))
+        session = Session(args, koans, plugins, scratch, watcher)
+        stack.enter_context(session.keys)
+        stack.enter_context(_terminated_cleanly())
+        stack.callback(session.stop)
+        console = session.console
+        console.say(f"👀 监视 / watching {course.KOANS.name}/ ({watcher.why}); Ctrl-C 退出 / quits")
+        try:
+            session.start(session.check(focus) if focus else session.search(0))
+            return session.loop()
+        except KeyboardInterrupt:
+            console.say("", "👋 再见 / bye")
+            return 0

@@ -1,0 +1,125 @@
+"""Is this machine ready for the course? Python, the pinned packages, JAX's devices, a compiler."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+
+from jaxkoans import course
+from jaxkoans.api import cbuild
+
+PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(.+)$")
+DEVICE_PROBE = """
+from jaxkoans.plugin import runtime
+runtime.configure({devices})
+import jax, jax.numpy as jnp
+runtime.set_x64(True)
+assert jnp.ones(1).dtype == jnp.float64, "float64 cannot be switched on"
+print(jax.device_count())
+"""
+REINSTALL = "bash setup.sh  (reinstalls the pinned versions into .venv)"
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    line: str  # what was checked and found
+    fix: str = ""  # what to do when it failed
+
+
+def pinned_versions() -> dict[str, str]:
+    """name -> pinned version of each dependency that applies to this machine (a pin with an
+    environment marker, `; sys_platform == 'linux'`, only where the marker holds)."""
+    project = tomllib.loads((course.REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    pins = {}
+    for dependency in project.get("project", {}).get("dependencies", []):
+        requirement, _, marker = dependency.partition(";")
+        match = PIN.match(requirement.strip())
+        if match and applies(marker.strip()):
+            pins[match.group(1)] = match.group(2).strip()
+    return pins
+
+
+def applies(marker: str) -> bool:
+    """Whether an environment marker holds here (pip's own rules, through `packaging`)."""
+    if not marker:
+        return True
+    try:
+        from packaging.markers import Marker
+    except ImportError:  # no way to tell: check the pin, as pip would have installed it
+        return True
+    return Marker(marker).evaluate()
+
+
+def _python() -> Check:
+    version = sys.version.split()[0]
+    return Check(
+        sys.version_info >= (3, 12),
+        f"Python {version} (需要 / needs ≥ 3.12)",
+        "install Python 3.12 or newer (e.g. `pyenv install 3.12`), then rm -rf .venv && bash setup.sh",
+    )
+
+
+def _package(name: str, wanted: str) -> Check:
+    try:
+        have = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return Check(False, f"{name} 未安装 / not installed (pin {wanted})", REINSTALL)
+    same = have == wanted
+    return Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
+
+
+def _devices() -> Check:
+    devices = max((c.devices for c in course.all_chapters()), default=1)
+    line = f"JAX: {devices} CPU 设备 / CPU devices, float64 per chapter"
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", DEVICE_PROBE.format(devices=devices)],
+            cwd=course.REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Check(False, line + " (timed out)", "run `python -c 'import jax'` to see what hangs")
+    if probe.returncode == 0 and probe.stdout.strip() == str(devices):
+        return Check(True, line)
+    why = (probe.stderr.strip().splitlines() or [probe.stdout.strip()])[-1]
+    return Check(False, f"{line}: {why}", "unset JAX_PLATFORMS and XLA_FLAGS, then " + REINSTALL)
+
+
+def _compiler() -> Check:
+    """A compiler on PATH that really builds chapter 05's kernels (a broken one would read as
+    the learner's wrong answer); the library it builds is kept for the koans."""
+    install = (
+        "install g++ (Debian/Ubuntu: apt install g++) or clang++ (macOS: xcode-select --install)"
+    )
+    line = "C++ 编译器 / compiler for jax.ffi (ch. 05)"
+    try:
+        compiler = cbuild.find_compiler()  # the one chapter 05's kernels are built with
+    except cbuild.CompilerNotFoundError:
+        return Check(False, f"{line}: missing", install)
+    sources = sorted(cbuild.CSRC.glob("*.cc"))
+    try:
+        for source in sources[:1]:
+            cbuild.build(source)
+    except (cbuild.BuildError, OSError, subprocess.TimeoutExpired) as error:
+        why = str(error).strip().splitlines()[-1:] or [""]
+        return Check(
+            False,
+            f"{line}: {compiler} 无法编译 / cannot build {sources[0].name}: {why[0]}",
+            "repair or reinstall the compiler, or " + install,
+        )
+    return Check(True, f"{line}: {compiler}" + (" (test build ✓)" if sources else ""))
+
+
+def checks() -> list[Check]:
+    """Every requirement of the course, in the order a fix should happen."""
+    found = [_python()]
+    found += [_package(name, wanted) for name, wanted in pinned_versions().items()]
+    return [*found, _devices(), _compiler()]

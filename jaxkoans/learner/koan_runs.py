@@ -1,0 +1,340 @@
+"""Where a learner stands: run the koans in a subprocess, read its record, summarise.
+
+The run happens in a child process under a timeout, so a learner's endless loop, a crash in a
+C++ kernel or a file that does not parse costs that file's koans, never the whole report. Nothing
+here writes to a learner's files: the record goes to a temporary directory.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.course import pristine
+from jaxkoans.learner import memory
+from jaxkoans.plugin import results
+from jaxkoans.plugin.classify import KoanState
+
+DELETED = "deleted from your file / 已从你的文件中删除"
+MISSING = "file deleted / 文件已删除"
+CRASHED = "did not report (crash or hang)"
+SKIPPED = "skipped"  # a koan that cannot run on this machine (no C++ compiler, …)
+ENVIRONMENT = KoanState.ENVIRONMENT.value  # the machine failed it (a C++ build): not an attempt
+RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
+TEST_DEF = re.compile(r"^def (test_\w+)\s*\(", re.MULTILINE)
+
+
+@dataclass
+class Koan:
+    chapter: course.Chapter
+    path: Path  # the koan's file, relative to the repository
+    name: str
+    line: int  # where to look: the blank, the TODO, the failure, else the def
+    state: str = KoanState.NOT_STARTED.value
+    cause: str = ""
+    doc: str = ""
+    note: str = ""  # why the state is what it is, when the run could not say
+    recalled: bool = False  # the state was remembered, not measured in this run
+    ignored_edits: list[str] = field(default_factory=list)  # "file:line: what" grade will not use
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.path.as_posix()}::{self.name}"
+
+
+@dataclass
+class Progress:
+    koans: list[Koan]
+    problems: list[str] = field(default_factory=list)  # files that did not run, hangs
+    file_problems: dict[str, str] = field(default_factory=dict)  # file -> why it did not run
+
+    def of(self, chapter: course.Chapter) -> list[Koan]:
+        return [k for k in self.koans if k.chapter.number == chapter.number]
+
+    def next_koan(self, path: list[str], chapter: str | None = None) -> Koan | None:
+        order = {number: i for i, number in enumerate(path)}
+        done_or_blocked = (KoanState.PASSED.value, SKIPPED, ENVIRONMENT)
+        candidates = [k for k in self.koans if k.state not in done_or_blocked]
+        if chapter:
+            candidates = [k for k in candidates if k.chapter.number == chapter]
+        candidates.sort(key=lambda k: order.get(k.chapter.number, len(order)))
+        if not candidates:
+            return None
+        following = candidates[0]
+        if not following.recalled and pristine.is_shipped(following.path.as_posix()):
+            blank = pristine.first_blank_line(course.REPO / following.path, following.name)
+            following.line = blank or following.line  # where it waits, found without a run
+        return following
+
+
+def recommended_path(root: Path = course.KOANS) -> list[str]:
+    manifest = root / "course.toml"
+    if manifest.is_file():
+        return list(tomllib.loads(manifest.read_text(encoding="utf-8"))["path"])
+    return [c.number for c in course.all_chapters(root)]
+
+
+def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
+    """(name, def line, docstring) of each koan in a file, read without importing it."""
+    text, tree = pristine.parsed(test_file)
+    if tree is None:  # still count the koans of a file the learner broke
+        return [
+            (m.group(1), text.count("\n", 0, m.start()) + 1, "") for m in TEST_DEF.finditer(text)
+        ]
+    return [
+        (node.name, node.lineno, ast.get_docstring(node) or "")
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
+    ]
+
+
+def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
+    """Every koan of the chosen chapters, in course order, before anything runs."""
+    koans = []
+    for chapter in chapters:
+        directory = root / chapter.number
+        names = {p.name for p in directory.glob("test_*.py")} | set(chapter.files)
+        files = [directory / n for n in sorted(names, key=lambda n: (chapter.file_rank(n), n))]
+        for test_file in files:
+            relative = test_file.relative_to(course.REPO)
+            if not test_file.is_file():
+                koans += missing_koans(chapter, test_file)
+                continue
+            present = listed_koans(test_file)
+            koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
+            if not pristine.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
+                koans += deleted_koans(chapter, test_file, {name for name, _, _ in present})
+    return koans
+
+
+def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -> list[Koan]:
+    """Koans the answer file has and the learner's file lost: they count, as failing."""
+    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+    if not answer.is_file():
+        return []
+    relative = test_file.relative_to(course.REPO)
+    return [
+        Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=DELETED)
+        for name, _, doc in listed_koans(answer)
+        if name not in present
+    ]
+
+
+def missing_koans(chapter: course.Chapter, test_file: Path) -> list[Koan]:
+    """The koans of a koan file the learner deleted, read from its answer: they count, as
+    failing, until `progress.py reset` brings the file back."""
+    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+    relative = test_file.relative_to(course.REPO)
+    listed = listed_koans(answer) if answer.is_file() else []
+    return [
+        Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=MISSING)
+        for name, _, doc in listed
+    ]
+
+
+def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
+    """The child pytest run: the harness named explicitly (any course root), results to `record`."""
+    return [
+        sys.executable, "-m", "pytest", *targets,
+        "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider", "-p", "jaxkoans.plugin.hooks",
+        "--import-mode=importlib", "--continue-on-collection-errors",
+        f"--koans-record={record}",
+        # Always through pytest-xdist, even with one worker: a worker that crashes or is
+        # stopped by the watchdog is replaced, and the remaining koans still run.
+        "-n", str(max(1, workers)),
+    ]  # fmt: skip
+
+
+def run_in_group(command: list[str], timeout_s: float) -> tuple[int | None, str]:
+    """Run `command` in a process group of its own and end the whole group (pytest and its
+    xdist workers) however this process stops: a timeout, Ctrl-C, SIGTERM or a closed
+    terminal (SIGHUP). Returns (exit code, or None on a timeout; stderr)."""
+    with _stop_signals_end_the_run():
+        child = subprocess.Popen(
+            command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _, stderr = child.communicate(timeout=timeout_s)
+            return child.returncode, stderr
+        except subprocess.TimeoutExpired:
+            return None, ""
+        finally:
+            if child.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # its workers
+                os.killpg(child.pid, signal.SIGKILL)
+            if child.stderr is not None:
+                child.stderr.close()
+
+
+@contextlib.contextmanager
+def _stop_signals_end_the_run() -> Iterator[None]:
+    """SIGTERM and SIGHUP leave like Ctrl-C does, through `finally` (which ends the child)."""
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+
+
+def run_koans(
+    targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S
+) -> tuple[list[dict], str, bool]:
+    """Run pytest on `targets` in a child process; return its record's events, any problem,
+    and whether the run finished (a hang of the whole run leaves koans unmeasured)."""
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
+        record = Path(scratch) / "record.jsonl"
+        code, stderr = run_in_group(pytest_command(targets, record, workers), timeout_s)
+        problem = ""
+        if code is None:
+            problem = f"the koans did not finish within {timeout_s} s"
+        elif code not in (0, 1):  # 0: all passed, 1: some failed
+            tail = "\n".join(stderr.strip().splitlines()[-5:])
+            problem = f"pytest stopped with exit code {code}: {tail}"
+        events = results.read(record) if record.exists() else []
+        return events, problem, code is not None
+
+
+def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
+    progress = Progress(koans)
+    by_id = {k.nodeid: k for k in koans}
+    finished = set()
+    for nodeid, result in results.by_koan(events).items():
+        if nodeid in by_id:
+            koan = by_id[nodeid]
+            koan.state, koan.cause = result["state"], result.get("cause", "")
+            koan.line = result.get("line") or koan.line
+            finished.add(nodeid)
+    for event in events:
+        if event["event"] == "collect-error":
+            message = f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}"
+            progress.problems.append(message)
+            progress.file_problems[event["path"]] = message
+            for koan in koans:
+                if koan.path.as_posix() == event["path"]:
+                    koan.state, koan.note = KoanState.FAILING.value, "file does not import"
+                    finished.add(koan.nodeid)
+    if problem:
+        running = [
+            e["nodeid"]
+            for e in events
+            if e["event"] == "running" and results.koan_id(e["nodeid"]) not in finished
+        ]
+        where = f" (still running: {running[-1]})" if running else ""
+        progress.problems.append(problem + where)
+    for koan in koans:
+        if koan.nodeid not in finished and not koan.note:
+            koan.state, koan.note = KoanState.FAILING.value, CRASHED
+            path = koan.path.as_posix()
+            message = (
+                f"{koan.nodeid}: 💥 崩溃或超时，没有结果 / crashed or hung, no result: "
+                f"run `pytest {koan.nodeid}` to see why"
+            )
+            progress.problems.append(message)
+            known = progress.file_problems.get(path)
+            progress.file_problems[path] = f"{known}\n{message}" if known else message
+    return progress
+
+
+def measure(
+    chapter: str | None = None, workers: int | None = None, reuse: bool = True, run: bool = True
+) -> Progress:
+    """Every koan's state: remembered for files unchanged since their last run, not started
+    for files as shipped, run otherwise (with `run=False` not run: left as not started, as
+    `hint` and `diff` need only "not known to pass"). `reuse=False` runs every file again;
+    the other chapters' remembered results are kept."""
+    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
+    koans = inventory(course.KOANS, chapters)
+    remembered = memory.load()
+    present = [k for k in koans if k.note not in (DELETED, MISSING)]
+    stale = [k for k in present if not (reuse and recalled(remembered, k))]
+    if reuse:
+        stale = [k for k in stale if not as_shipped(k)]
+    problems = remembered.problems_of([k for k in koans if k.recalled])
+    problems += [
+        f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}"
+        for k in koans
+        if k.note == DELETED
+    ]
+    problems += missing_files(chapters)
+    files = sorted({k.path.as_posix() for k in stale})
+    if files and run:
+        workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
+        events, problem, complete = run_koans(files, workers)
+        fresh = merge(stale, events, problem)
+        problems += fresh.problems
+        passed = remembered.newly_passed(stale)
+        if passed:
+            memory.note_passed(passed[-1].nodeid)
+        remembered.remember(stale, fresh.file_problems, complete)
+        memory.save(remembered)
+    return Progress(koans, problems)
+
+
+def recalled(remembered: memory.Memory, koan: Koan) -> bool:
+    """`koan`'s remembered state, unless it is a failed build: the learner may have fixed the
+    machine since (a compiler installed), which no file of the course records."""
+    if not remembered.recall(koan):
+        return False
+    if koan.state == ENVIRONMENT:
+        koan.recalled = False
+        return False
+    return True
+
+
+def as_shipped(koan: Koan) -> bool:
+    """A koan of a file identical to the shipped one is not started: no need to run it."""
+    if not pristine.is_shipped(koan.path.as_posix()):
+        return False
+    koan.state, koan.cause, koan.note = KoanState.NOT_STARTED.value, "", ""
+    return True
+
+
+def missing_files(chapters: list[course.Chapter]) -> list[str]:
+    """A line for each koan file that chapter.toml lists and the learner's copy lacks."""
+    lines = []
+    for chapter in chapters:
+        for name in chapter.files:
+            path = course.KOANS / chapter.number / name
+            if not path.exists():
+                relative = path.relative_to(course.REPO).as_posix()
+                lines.append(
+                    f"{relative} 文件不见了 / the file is missing: python progress.py reset {relative}"
+                )
+    return lines
+
+
+def find_koan(wanted: str | None, chapter: str | None = None) -> Koan | None:
+    """A koan by name (test name, file.py::name or nodeid; a parametrized case's `[...]` is
+    ignored), or the next one on the path, from what is known without running anything."""
+    if not wanted:
+        return measure(chapter, run=False).next_koan(recommended_path(), chapter)
+    wanted = results.koan_id(wanted)
+    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
+    for koan in inventory(course.KOANS, chapters):
+        if wanted in (koan.name, koan.nodeid, f"{koan.path.name}::{koan.name}"):
+            return koan
+    return None

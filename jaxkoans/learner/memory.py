@@ -1,0 +1,151 @@
+"""Remembered results: a file's koans are not run again until something they depend on changes.
+
+A file's results are keyed by what they depend on: the file itself, its chapter's data, the
+harness (jaxkoans/, conftest.py, pyproject.toml), csrc/ and the installed versions. Only files
+whose every koan reported are remembered; a crash or hang is measured again next time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.learner import state
+
+STORE = "results.json"
+LAST = "last.json"  # the koan that passed last: `diff` with no argument shows it
+SCHEMA = 1
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "pytest")
+
+
+def _digest_files(paths: list[Path], digest) -> None:
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+
+
+@cache
+def environment() -> str:
+    """What every koan's result depends on besides its own file."""
+    digest = hashlib.sha256(sys.version.encode())
+    for name in PACKAGES:
+        try:
+            digest.update(f"{name}={importlib.metadata.version(name)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{name}=-".encode())
+    harness = list(Path(__file__).resolve().parent.rglob("*.py"))  # the harness in use
+    harness += [p for p in (course.REPO / "csrc").rglob("*") if p.is_file()]
+    harness += [
+        p for p in (course.REPO / "conftest.py", course.REPO / "pyproject.toml") if p.is_file()
+    ]
+    _digest_files(harness, digest)
+    return digest.hexdigest()
+
+
+def file_key(test_file: Path) -> str:
+    digest = hashlib.sha256(environment().encode())
+    manifest = test_file.parent / course.MANIFEST
+    _digest_files([p for p in (test_file, manifest) if p.is_file()], digest)
+    return digest.hexdigest()
+
+
+@dataclass
+class Memory:
+    files: dict[str, dict] = field(default_factory=dict)  # path -> {key, koans, problem}
+    _keys: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def _key(self, path: str) -> str:
+        if path not in self._keys:
+            self._keys[path] = file_key(course.REPO / path)
+        return self._keys[path]
+
+    def recall(self, koan) -> bool:
+        """Fill in `koan`'s state from memory when its file is unchanged; True if it was."""
+        path = koan.path.as_posix()
+        stored = self.files.get(path)
+        if not stored or stored.get("key") != self._key(path) or koan.name not in stored["koans"]:
+            return False
+        koan.state, koan.cause, koan.line, koan.note = stored["koans"][koan.name]
+        koan.recalled = True
+        return True
+
+    def problems_of(self, koans) -> list[str]:
+        paths = dict.fromkeys(k.path.as_posix() for k in koans)
+        return [self.files[p]["problem"] for p in paths if self.files.get(p, {}).get("problem")]
+
+    def newly_passed(self, koans) -> list:
+        """Those of `koans` (just measured) that pass and did not when last remembered."""
+        return [
+            k
+            for k in koans
+            if k.state == "passed"
+            and self.files.get(k.path.as_posix(), {}).get("koans", {}).get(k.name, [""])[0]
+            != "passed"
+        ]
+
+    def remember(self, koans, file_problems: dict[str, str], complete: bool = True) -> None:
+        """Store each file's results. A koan that crashed or hung is remembered as such (and
+        not run again until its file changes) when the run itself finished; after a run that
+        was stopped, that file is measured again next time."""
+        by_file: dict[str, list] = {}
+        for koan in koans:
+            by_file.setdefault(koan.path.as_posix(), []).append(koan)
+        for path, own in by_file.items():
+            self.files.pop(path, None)
+            if not complete and any(k.note.startswith("did not report") for k in own):
+                continue
+            self.files[path] = {
+                "key": self._key(path),
+                "koans": {k.name: [k.state, k.cause, k.line, k.note] for k in own},
+                "problem": file_problems.get(path, ""),
+            }
+
+    def learn(self, path: str, verdicts: dict[str, tuple[str, str, int | None]]) -> None:
+        """Add single koans' verdicts (from watch) to what is known of `path` as it is now."""
+        stored = self.files.get(path)
+        if not stored or stored.get("key") != self._key(path):
+            stored = self.files[path] = {"key": self._key(path), "koans": {}, "problem": ""}
+        for name, (verdict, cause, line) in verdicts.items():
+            stored["koans"][name] = [verdict, cause, line, ""]
+
+
+def _well_formed(entry: object) -> bool:
+    """A file's stored results as `remember` writes them (a hand-edited store may differ)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+        return False
+    koans = entry.get("koans")
+    if not isinstance(koans, dict) or not isinstance(entry.get("problem", ""), str):
+        return False
+    return all(
+        isinstance(v, list)
+        and len(v) == 4
+        and all(isinstance(x, str) for x in (v[0], v[1], v[3]))
+        and (v[2] is None or (isinstance(v[2], int) and not isinstance(v[2], bool)))
+        for v in koans.values()
+    )
+
+
+def load() -> Memory:
+    """What is remembered; entries of the wrong shape are dropped (they are measured again)."""
+    data = state.load(STORE)
+    if data.get("schema") != SCHEMA or not isinstance(data.get("files"), dict):
+        return Memory()
+    return Memory(files={p: e for p, e in data["files"].items() if _well_formed(e)})
+
+
+def save(memory: Memory) -> None:
+    state.save(STORE, {"schema": SCHEMA, "files": memory.files})
+
+
+def note_passed(nodeid: str) -> None:
+    state.save(LAST, {"passed": nodeid})
+
+
+def last_passed() -> str | None:
+    value = state.load(LAST).get("passed")
+    return value if isinstance(value, str) else None

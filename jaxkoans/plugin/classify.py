@@ -1,0 +1,272 @@
+"""Why did a koan fail? Its blank, its TODO, a timeout, or the learner's (wrong) answer.
+
+Attribution is causal: a failure counts as "not started" only when the exception is a
+BlankError/TodoError (or was caused by one), or when it was raised while executing a statement
+of the koan's own file that still contains `__`, or when the koan's file has a fix region
+(`# ✍️ BEGIN` … `# ✍️ END`) that is still as shipped. JAX often wraps a blank in an error of its own
+(`lax.scan(step, __, xs)` raises a ValueError deep inside JAX); the statement rule catches that.
+A C++ build that fails or times out inside a koan (chapter 05) is the machine's problem, not an
+answer: it reads as "environment" and counts as neither attempted nor passed.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import io
+import os
+import subprocess
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+from jaxkoans.api import cbuild
+from jaxkoans.api.blanks import BlankError, TodoError
+from jaxkoans.course.twins import REGION_BEGIN, untouched_region
+
+
+class KoanState(enum.StrEnum):
+    NOT_STARTED = "not_started"  # fails because of its blank or TODO
+    FAILING = "failing"  # attempted, still wrong
+    PASSED = "passed"
+    ENVIRONMENT = (
+        "environment"  # cannot run here as it stands (a C++ build failed): not the learner's
+    )
+
+
+class Cause(enum.StrEnum):
+    BLANK = "blank"
+    TODO = "todo"
+    REGION = "region"  # a fix region the learner has not edited yet
+    TIMEOUT = "timeout"
+    WRONG = "wrong"  # an assertion or any other exception of the learner's code
+    ENVIRONMENT = "environment"  # the C++ build failed or timed out (jaxkoans.api.cbuild)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    cause: Cause
+    path: Path | None = None  # where, in the koan's file
+    lineno: int | None = None  # 1-based
+    source: str = ""
+    message: str = ""  # for ENVIRONMENT: what the build said
+
+    @property
+    def state(self) -> KoanState:
+        if self.cause is Cause.ENVIRONMENT:
+            return KoanState.ENVIRONMENT
+        if self.cause in (Cause.BLANK, Cause.TODO, Cause.REGION):
+            return KoanState.NOT_STARTED
+        return KoanState.FAILING
+
+
+def has_blank(source: str) -> bool:
+    """True when `source` uses the name `__` (not in a string or comment)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        tokens = _tokens_of_fragment(source)
+    return any(t.type == tokenize.NAME and t.string == "__" for t in tokens)
+
+
+def _tokens_of_fragment(source: str) -> list[tokenize.TokenInfo]:
+    # A statement cut out of a file may not tokenize on its own (an unclosed bracket);
+    # keep the tokens read before the error.
+    tokens: list[tokenize.TokenInfo] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            tokens.append(token)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return tokens
+
+
+def _exception_chain(exc: BaseException | None):
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -> Attribution:
+    """Attribute the failure in `excinfo` (a pytest ExceptionInfo) for a koan in `koan_file`.
+
+    `shipped_regions`: the fingerprints of the file's fix regions as shipped (chapter.toml)."""
+    koan_file = Path(koan_file).resolve()
+    chain = list(_exception_chain(excinfo.value))
+    built = [e for e in chain if isinstance(e, cbuild.BuildError | cbuild.CompilerNotFoundError)]
+    if built or (_is_timeout(excinfo) and _in_build(excinfo)):
+        message = str(built[0]) if built else "the build timed out (jaxkoans.api.cbuild.build)"
+        where = _last_entry_in(excinfo, koan_file)
+        return Attribution(Cause.ENVIRONMENT, *where, message=message)
+    if _is_timeout(excinfo):
+        where = _last_entry_in(excinfo, koan_file)
+        return Attribution(Cause.TIMEOUT, *where)
+
+    # The innermost frame of the koan's file is the learner's line.
+    where = _last_entry_in(excinfo, koan_file)
+    if any(isinstance(e, TodoError) for e in chain):
+        return Attribution(Cause.TODO, *_todo_site(excinfo, koan_file, where))
+    if any(isinstance(e, BlankError) for e in chain):
+        return Attribution(Cause.BLANK, *_blank_site(excinfo, koan_file, where))
+    blank_site = _blank_site(excinfo, koan_file, None)
+    if blank_site[0] is not None:
+        return Attribution(Cause.BLANK, *blank_site)
+    region_line = _untouched_region(koan_file, shipped_regions)
+    if region_line is not None:
+        return Attribution(Cause.REGION, koan_file, region_line, REGION_BEGIN)
+    return Attribution(Cause.WRONG, *where)
+
+
+def _untouched_region(koan_file: Path, shipped: tuple[str, ...]) -> int | None:
+    try:
+        return untouched_region(koan_file.read_text(encoding="utf-8"), shipped)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _is_timeout(excinfo) -> bool:
+    # pytest-timeout's signal method fails the test with "Timeout (>Ns) from pytest-timeout".
+    return excinfo.typename == "Failed" and "Timeout" in str(excinfo.value)[:40]
+
+
+def _in_build(excinfo) -> bool:
+    """True when the traceback went through jaxkoans.api.cbuild.build (pytest-timeout stopped a build)."""
+    built = Path(cbuild.__file__).resolve()
+    for entry in excinfo.traceback:
+        try:
+            if Path(entry.path).resolve() == built and entry.name == "build":
+                return True
+        except (TypeError, OSError, AttributeError):
+            continue
+    return False
+
+
+def _koan_entries(excinfo, koan_file: Path):
+    for entry in excinfo.traceback:
+        try:
+            if Path(entry.path).resolve() == koan_file:
+                yield entry
+        except (TypeError, OSError):
+            continue
+
+
+def _describe(entry) -> tuple[Path, int, str]:
+    try:
+        statement = str(entry.statement).strip()
+    except Exception:  # source not available
+        statement = ""
+    return Path(entry.path), entry.lineno + 1, statement
+
+
+def _last_entry_in(excinfo, koan_file: Path) -> tuple[Path | None, int | None, str]:
+    entries = list(_koan_entries(excinfo, koan_file))
+    return _describe(entries[-1]) if entries else (None, None, "")
+
+
+def _blank_site(excinfo, koan_file, fallback):
+    """The innermost statement of the koan's file that still contains `__`."""
+    for entry in reversed(list(_koan_entries(excinfo, koan_file))):
+        described = _describe(entry)
+        if has_blank(described[2]):
+            return described
+    return fallback if fallback is not None else (None, None, "")
+
+
+def _todo_site(excinfo, koan_file, fallback):
+    """The `todo(...)` call in the koan's file, else where the koan called the stub."""
+    for entry in reversed(list(_koan_entries(excinfo, koan_file))):
+        described = _describe(entry)
+        if "todo(" in described[2]:
+            return described
+    return fallback
+
+
+# ---- The learner's fills: which lines of a koan file held `__` as shipped -------------------
+
+PRISTINE_ENV = "JAXKOANS_PRISTINE"  # a pristine course's root (grading); else git
+SHIPPED_REFS = (
+    "origin/HEAD",
+    "origin/main",
+    "HEAD",
+)  # as jaxkoans.course.pristine finds the course
+
+
+def pristine_text(koan_file: Path) -> str | None:
+    """The koan file as shipped: from $JAXKOANS_PRISTINE, else the course's git refs; for an
+    answer file, its koan twin. None when neither can be read (then nothing counts as a fill)."""
+    from jaxkoans import course
+
+    koan_file = Path(koan_file).resolve()
+    for tree in (course.KOANS, course.ANSWERS):
+        if koan_file.is_relative_to(tree):
+            relative = Path("koans") / koan_file.relative_to(tree)
+            break
+    else:
+        return None
+    return _shipped(str(relative), str(course.REPO), os.environ.get(PRISTINE_ENV, ""))
+
+
+@functools.cache
+def _shipped(relative: str, repo: str, pristine_root: str) -> str | None:
+    if pristine_root:
+        try:
+            return (Path(pristine_root) / relative).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    for ref in SHIPPED_REFS:  # a learner who commits their work still has the course's refs
+        try:
+            shown = subprocess.run(
+                ["git", "-C", repo, "show", f"{ref}:{relative}"],
+                capture_output=True, timeout=20, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if shown.returncode == 0:
+            return shown.stdout.decode("utf-8", "replace")
+    return None
+
+
+def fills(koan_file: Path) -> dict[int, tuple[str, ...]]:
+    """Learner's line (1-based) -> the source text of each fill, for each line that held `__`
+    as shipped and is now filled in. Empty when the shipped file is unknown."""
+    return _against_shipped(Path(koan_file))[0]
+
+
+def code_lines(koan_file: Path) -> frozenset[int]:
+    """The learner's lines (1-based) where they write code: TODO bodies and fix regions."""
+    return _against_shipped(Path(koan_file))[1]
+
+
+def _against_shipped(koan_file: Path) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
+    shipped = pristine_text(koan_file)
+    try:
+        current = koan_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}, frozenset()
+    if shipped is None:
+        return {}, frozenset()
+    return _compare(shipped, current)
+
+
+@functools.cache
+def _compare(shipped: str, current: str) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
+    from jaxkoans.course import twins
+
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-fills-") as scratch:
+        before, after = Path(scratch) / "shipped.py", Path(scratch) / "current.py"
+        before.write_text(shipped, encoding="utf-8")
+        after.write_text(current, encoding="utf-8")
+        report = twins.compare(before, after)
+    by_shipped_line: dict[int, list[str]] = {}
+    for line, text in report.blanks:
+        by_shipped_line.setdefault(line, []).append(text)
+    filled = {
+        current_line: tuple(by_shipped_line[shipped_line])
+        for shipped_line, current_line in report.blank_lines
+    }
+    # spans are 0-based [start, end) of the current file: 1-based lines start+1 … end
+    code = frozenset(line for _, _, (s, e) in report.spans for line in range(s + 1, e + 1))
+    return filled, code

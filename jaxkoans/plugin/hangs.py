@@ -1,0 +1,146 @@
+"""Hangs and debuggers: the last resort against a koan stuck inside compiled code, which never
+fires while the learner is debugging.
+
+pytest-timeout's signal method interrupts Python code, but a `lax.while_loop` that never ends
+runs inside XLA, where no signal handler gets a turn. pytest-timeout's own timer hooks arm this
+watchdog with pytest-timeout's effective limit (marker, --timeout, PYTEST_TIMEOUT, ini): a grace
+period after it, it prints what happened and ends the process. Under pytest-xdist (which
+progress.py uses) the worker is replaced and the other koans still run; a plain run stops with
+the message instead of hanging forever.
+
+A koan under a debugger is never killed: `breakpoint()` and `pytest --pdb` reach pytest-timeout's
+own debugger detection (and disarm the watchdog through the same hooks), and
+`jax.debug.breakpoint()` goes through `debug_breakpoint`, which gives the debugger the terminal
+(pytest's capture suspended, as pytest does for pdb) and disarms both timers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
+
+GRACE_S = 5.0
+NO_TERMINAL = (
+    "🐞 {what} 需要终端，这里跳过 / needs a terminal and was skipped here: "
+    "run `pytest {nodeid}` in a terminal to use it."
+)
+
+
+def _abort(config: pytest.Config, nodeid: str, limit: float) -> None:
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:  # pytest captures fd 2 during a test: give the terminal back
+        capture.suspend_global_capture(in_=False)
+    sys.__stderr__.write(
+        f"\n⏱️ 超时 / timed out: {nodeid} 在编译后的代码里运行超过 {limit:.0f} s，无法中断。\n"
+        "   可能是永不结束的 lax.while_loop（条件永远为真）。修好它再运行。\n"
+        f"   {nodeid} ran inside compiled code for more than {limit:.0f} s and could not be\n"
+        "   interrupted: probably a lax.while_loop whose condition never turns False. Fix it and\n"
+        "   run again (other koans: `pytest --deselect NODEID`, or `python progress.py`).\n"
+    )
+    sys.__stderr__.flush()
+    os._exit(3)
+
+
+def _debugger_attached() -> bool:
+    """pytest-timeout's own test: pytest's pdb was entered, or a debugger traces the code."""
+    try:
+        from pytest_timeout import is_debugging
+    except ImportError:
+        return False
+    return bool(is_debugging())
+
+
+class HangGuard:
+    """A pytest plugin object: pytest-timeout's `pytest_timeout_set_timer` arms it for an item,
+    `pytest_timeout_cancel_timer` disarms it; entering a debugger disarms it for good."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.debugging = False
+        self.nodeid = ""  # the koan running now
+        self._timers: dict[str, threading.Timer] = {}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings) -> None:
+        self.pytest_timeout_cancel_timer(item)
+        limit = float(settings.timeout or 0)
+        if limit <= 0 or self.debugging:
+            return None
+        detect = not getattr(settings, "disable_debugger_detection", False)
+        timer = threading.Timer(limit + GRACE_S, self._expire, args=(item, limit, detect))
+        timer.daemon = True
+        self._timers[item.nodeid] = timer
+        timer.start()
+        return None  # pytest-timeout sets its own timer as well
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_timeout_cancel_timer(self, item: pytest.Item) -> None:
+        timer = self._timers.pop(item.nodeid, None)
+        if timer is not None:
+            timer.cancel()
+        return None
+
+    @pytest.hookimpl
+    def pytest_enter_pdb(self) -> None:
+        self.disarm_for_debugging()
+
+    @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+    def disarm_for_debugging(self) -> None:
+        self.debugging = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    def _expire(self, item: pytest.Item, limit: float, detect: bool) -> None:
+        if self.debugging or (detect and _debugger_attached()):
+            return
+        _abort(item.config, item.nodeid, limit)
+
+
+def register_debugger(watchdog: HangGuard) -> None:
+    """Make `jax.debug.breakpoint()` use `debug_breakpoint` (JAX's choice: highest priority)."""
+    from jax._src.debugger import core
+
+    try:
+        core.register_debugger("jaxkoans", debug_breakpoint(watchdog), priority=0)
+    except ValueError:  # registered by an earlier in-process pytest run: this run's wins
+        core._debugger_registry["jaxkoans"] = (0, debug_breakpoint(watchdog))
+
+
+def debug_breakpoint(watchdog: HangGuard):
+    """A `jax.debug.breakpoint()` backend: JAX's command-line debugger on the terminal (the
+    one JAX picks by itself), with pytest's capture suspended and no timer running."""
+    from jax._src.debugger import cli_debugger
+
+    def run(frames, thread_id, **kwargs) -> None:
+        config = watchdog.config
+        watchdog.disarm_for_debugging()
+        config.hook.pytest_enter_pdb(config=config, pdb=None)  # pytest-timeout stands down too
+        capture = config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:
+            capture.suspend(in_=True)
+        try:
+            if sys.stdin is None or not sys.stdin.isatty():
+                what = "jax.debug.breakpoint()"
+                sys.stderr.write(NO_TERMINAL.format(what=what, nodeid=watchdog.nodeid) + "\n")
+                return
+            cli_debugger.run_debugger(frames, thread_id, **kwargs)
+        finally:
+            if capture is not None:
+                capture.resume()
+
+    return run
+
+
+def no_terminal_breakpoint(*args, **kwargs) -> None:
+    """`sys.breakpointhook` where no terminal is (watch's child, via PYTHONBREAKPOINT): pdb
+    would read end-of-file and stop the whole run, so `breakpoint()` is skipped with a note."""
+    caller = sys._getframe(1)
+    where = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+    sys.stderr.write(NO_TERMINAL.format(what=f"breakpoint() ({where})", nodeid="NODEID") + "\n")

@@ -1,0 +1,203 @@
+"""The pytest plugin of the course: JAX set up per chapter, course order, readable koan failures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jaxkoans import course
+from jaxkoans.api.expect import REVEAL_ENV, exact_raises_on_fills
+from jaxkoans.plugin import runtime
+from jaxkoans.plugin.classify import Attribution, Cause, KoanState, attribute
+from jaxkoans.plugin.hangs import HangGuard, register_debugger
+from jaxkoans.plugin.report import predict_then_see, render_failure
+from jaxkoans.plugin.results import Recorder
+
+ATTRIBUTION = pytest.StashKey[Attribution]()
+OVERRIDES = pytest.StashKey[list[str]]()
+
+
+def _chapters_named_by(args: list[str]) -> list[course.Chapter]:
+    """Chapters under the paths on the command line (fake courses in tests included)."""
+    found = []
+    for arg in args:
+        path = Path(arg.split("::")[0])
+        if path.is_file():
+            chapter = course.chapter_for(path)
+            found += [chapter] if chapter else []
+        elif path.is_dir():
+            found += [course.load_chapter(m) for m in path.rglob(course.MANIFEST)]
+    return found
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """--koans-record: where progress.py and grading read the run's results."""
+    parser.getgroup("jax-koans").addoption(
+        "--koans-record", metavar="PATH", help="write one JSON line per koan result to PATH"
+    )
+    parser.getgroup("jax-koans").addoption(
+        "--koans-reveal", action="store_true",
+        help="show what JAX computed when a prediction is wrong (counts as revealed)",
+    )  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Configure JAX once per process, before any koan computes anything."""
+    try:
+        chapters = course.all_chapters() + _chapters_named_by(config.args)
+    except course.CourseDataError as error:
+        raise pytest.UsageError(str(error)) from None
+    devices = max([c.devices for c in chapters], default=1)
+    # A koan's report is already short and complete; under CI pytest would repeat all of it in the
+    # summary, so keep the summary at one line per koan everywhere.
+    config.option.force_short_summary = True
+    config.stash[OVERRIDES] = runtime.environment_overrides(devices)
+    try:
+        runtime.configure(devices)
+    except runtime.SetupError as error:
+        raise pytest.UsageError(str(error)) from None
+    watchdog = HangGuard(config)  # armed by pytest-timeout's own timer hooks
+    config.pluginmanager.register(watchdog, "koans-watchdog")
+    register_debugger(watchdog)
+    if config.getoption("koans_reveal", False):
+        os.environ[REVEAL_ENV] = "1"  # read by raises_exactly and the report (xdist workers too)
+    record = config.getoption("koans_record", None)
+    if record and not hasattr(config, "workerinput"):  # the xdist controller records
+        config.pluginmanager.register(Recorder(Path(record), Path(config.rootpath)), "koans-record")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Say what JAX the koans run on, and which environment settings were overridden."""
+    import jax
+
+    lines = [f"jax-koans: jax {jax.__version__}, CPU, float64 per chapter"]
+    return lines + [f"jax-koans: ⚠️ {note}" for note in config.stash.get(OVERRIDES, [])]
+
+
+def _course_key(item: pytest.Item) -> tuple:
+    path = Path(item.path)
+    chapter = course.chapter_for(path)
+    if chapter is None:
+        return (1, str(path), item.reportinfo()[1] or 0)
+    return (0, chapter.number, chapter.file_rank(path.name), item.reportinfo()[1] or 0)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run koans in course order: chapter, the chapter's file order, then line."""
+    items.sort(key=_course_key)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """Give each koan its chapter's float64 setting and check its device count; afterwards
+    put back every JAX flag the koan changed (jax_debug_nans, jax_disable_jit, …)."""
+    chapter = course.chapter_for(Path(item.path))
+    if chapter is None:
+        return (yield)
+    runtime.set_x64(chapter.x64)
+    try:
+        runtime.require_devices(chapter.devices)
+    except runtime.SetupError as error:
+        pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
+    flags = runtime.snapshot()
+    try:
+        return (yield)
+    finally:
+        runtime.restore(flags)
+        runtime.set_x64(False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A `pytest.raises(X)` filling an exception blank asks for the exact class, as raises_exactly."""
+    if course.chapter_for(Path(item.path)) is None:
+        return (yield)
+    with exact_raises_on_fills(item.path):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Turn a koan's failure into a short report that names its blank, TODO or wrong answer."""
+    report: pytest.TestReport = yield
+    chapter = course.chapter_for(Path(item.path))
+    if chapter is None or not isinstance(item, pytest.Function):
+        return report
+    if report.passed and report.when == "call":
+        report.user_properties.append(("koan_state", KoanState.PASSED.value))
+    if not report.failed or call.excinfo is None:
+        return report
+    found = attribute(call.excinfo, Path(item.path), chapter.regions.get(Path(item.path).name, ()))
+    item.stash[ATTRIBUTION] = found
+    report.user_properties.append(("koan_state", found.state.value))
+    report.user_properties.append(("koan_cause", found.cause.value))
+    if found.lineno:
+        report.user_properties.append(("koan_line", found.lineno))
+    start = Path(item.config.invocation_params.dir)
+    if predict_then_see(chapter, item, found, call.excinfo, report, start):
+        return report  # a wrong prediction: the answer and lesson, not JAX's value
+    details = _learner_traceback(item, call.excinfo) if found.cause is Cause.WRONG else ""
+    report.longrepr = render_failure(
+        chapter, item, found, details, start=Path(item.config.invocation_params.dir)
+    )
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """A koan file that does not parse: say where, in one short report, not an import traceback."""
+    report = yield
+    if report.failed and isinstance(collector, pytest.Module):
+        chapter = course.chapter_for(Path(collector.path))
+        problem = syntax_problem(Path(collector.path)) if chapter else None
+        if problem:
+            report.longrepr = problem
+    return report
+
+
+def syntax_problem(path: Path) -> str | None:
+    try:
+        compile(path.read_text(encoding="utf-8"), str(path), "exec")
+    except SyntaxError as error:
+        line = (error.text or "").rstrip("\n")
+        caret = " " * max((error.offset or 1) - 1, 0) + "^"
+        return (
+            f"🛠️ 语法错误 / syntax error: {path.name}:{error.lineno}: {error.msg}\n"
+            f"   > {line}\n     {caret}\n"
+            "   这个文件的 koan 都无法运行，其他文件不受影响。\n"
+            "   The koans of this file cannot run until it parses; other files are not affected."
+        )
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _learner_traceback(item: pytest.Item, excinfo) -> str:
+    """pytest's report of the failure with only the learner's frames (the koan's file):
+    JAX's and the harness's frames are hidden."""
+    koan_file = Path(item.path)
+
+    def own_frames(info):
+        own = info.traceback.filter(lambda entry: _same_file(entry.path, koan_file))
+        return own if len(own) else info.traceback
+
+    style = item.config.getoption("tbstyle", "auto")
+    return str(
+        excinfo.getrepr(
+            funcargs=True,
+            showlocals=item.config.getoption("showlocals", False),
+            style="long" if style == "auto" else style,
+            tbfilter=own_frames,
+            truncate_locals=True,
+        )
+    )
+
+
+def _same_file(path, koan_file: Path) -> bool:
+    try:
+        return os.path.samefile(path, koan_file)
+    except (OSError, TypeError):
+        return False

@@ -1,0 +1,207 @@
+"""How a koan's failure reads: short for a blank or TODO, the assertion and lesson otherwise.
+
+Predict, then see: when a koan fails on an assertion about the learner's fill of a blank, the
+report shows their answer, the lesson and where to look, but not what JAX computed (pytest's
+`assert 10 == 5`, np.testing's ACTUAL/DESIRED, the exception raised) and no captured output.
+The learner can ask to see it (`progress.py reveal`, `pytest --koans-reveal`). A TODO or a fix
+region, where the learner writes code, keeps actual against expected: that is debugging."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+from jaxkoans.course import Chapter
+from jaxkoans.plugin.classify import Attribution, Cause, code_lines, fills, has_blank
+
+HEADLINES = {
+    Cause.BLANK: "✍️ 填空 / fill in the blank",
+    Cause.TODO: "✍️ 待实现 / write the TODO",
+    Cause.REGION: "✍️ 待修复 / fix the marked code",
+    Cause.TIMEOUT: "⏱️ 超时 / timed out",
+    Cause.WRONG: "❌ 还不对 / not yet",
+    Cause.ENVIRONMENT: "🛠️ 环境 / environment",
+}
+
+TIMEOUT_ADVICE = (
+    "可能是死循环（while_loop 的条件永远为真）或巨大的编译（Python 循环被展开进 trace）。\n"
+    "Probably an endless loop (a while_loop whose condition never turns False) or a huge\n"
+    "compile (a Python loop unrolled into the trace)."
+)
+
+
+REGION_ADVICE = (
+    "这里的代码有错：读测试的断言找出症状，再修改 # ✍️ BEGIN 与 # ✍️ END 之间的代码。\n"
+    "The code here has bugs: read the tests' asserts for the symptoms, then edit the code\n"
+    "between # ✍️ BEGIN and # ✍️ END."
+)
+
+
+ENVIRONMENT_ADVICE = (
+    "C++ 编译失败：这是这台机器的问题，不是你的答案，也不算一次尝试。运行 `python progress.py doctor`。\n"
+    "The C++ build failed: a problem of this machine, not of your answer (it does not count as\n"
+    "an attempt). Run `python progress.py doctor`."
+)
+BUILD_OUTPUT_LINES = 12  # the compiler's last lines: enough to see why, not a screenful
+
+
+HIDDEN_ADVICE = (
+    "🙈 JAX 算出的值先不显示：先预测，再验证。想看就运行下面一行（通过后记为“揭晓后通过”）。\n"
+    "   What JAX computed stays hidden: predict, then check. To see it, run the line below\n"
+    "   (the koan then counts as passed (revealed))."
+)
+
+
+def docstring(item) -> str:
+    return (
+        inspect.cleandoc(getattr(item, "obj", None).__doc__ or "") if hasattr(item, "obj") else ""
+    )
+
+
+def open_blanks(item) -> list[tuple[int, str]]:
+    """(line, source) of each line of the koan's function that still contains `__`."""
+    try:
+        lines, start = inspect.getsourcelines(item.obj)
+    except (OSError, TypeError, AttributeError):
+        return []
+    return [(start + i, line.strip()) for i, line in enumerate(lines) if has_blank(line)]
+
+
+def _where(found: Attribution, item, start: Path) -> str:
+    path = found.path or Path(item.path)
+    lineno = found.lineno or (item.reportinfo()[1] or 0) + 1
+    return f"{os.path.relpath(path, start)}:{lineno}"
+
+
+def _is_spelling(error: BaseException) -> bool:
+    """An error about the learner's spelling (Python's own: an unknown name or attribute, an
+    import), not about what JAX computes: shown as it is. JAX raises NameError for an unbound
+    axis name too, without the `name` Python gives its own."""
+    if isinstance(error, NameError | AttributeError):
+        return getattr(error, "name", None) is not None
+    return isinstance(error, ImportError | SyntaxError)
+
+
+def _traceback_lines(item, excinfo) -> set[int]:
+    """The lines of the koan's file that the traceback went through."""
+    lines: set[int] = set()
+    for entry in excinfo.traceback:
+        try:
+            if os.path.samefile(entry.path, item.path):
+                lines.add(entry.lineno + 1)
+        except (OSError, TypeError):
+            continue
+    return lines
+
+
+def _function_lines(item) -> set[int]:
+    try:
+        lines, first = inspect.getsourcelines(item.obj)
+    except (OSError, TypeError, AttributeError):
+        return set()
+    return set(range(first, first + len(lines)))
+
+
+def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
+    """The learner's fills a wrong answer is about, when its failure must not show JAX's value.
+
+    The answer passes, so a koan that fails while holding the learner's fills fails because of
+    them: an assertion shows no values and any other error only its class (its message may name
+    what JAX wanted). None — show everything — for a failure that went through code the learner
+    writes (a TODO body, a fix region), a spelling error (NameError, AttributeError, …), a koan
+    without fills, or a file whose shipped version is unknown."""
+    if found.cause is not Cause.WRONG or _is_spelling(excinfo.value):
+        return None
+    path = Path(item.path)
+    filled = fills(path)
+    passed_through = _traceback_lines(item, excinfo)
+    if passed_through & code_lines(path):
+        return None  # debugging the learner's own code: actual against expected
+    if found.lineno in filled:  # the failing line holds the fill: that is the answer to show
+        return list(filled[found.lineno])
+    own = _function_lines(item) | passed_through
+    answers = [text for line in sorted(filled) if line in own for text in filled[line]]
+    return answers or None
+
+
+def render_hidden(chapter: Chapter, item, found: Attribution, answers, message: str, start):
+    """A wrong prediction: the learner's answer, the lesson, where to look — not the value."""
+    lines = [
+        f"{HEADLINES[Cause.WRONG]}  ·  {chapter.title}",
+        f"   koan: {item.name}",
+        f"   {_where(found, item, start)}",
+        *("   > " + line for line in found.source.splitlines()),
+        "   你的答案 / your answer:  " + "  ·  ".join(f"`{text}`" for text in answers),
+    ]
+    if message:
+        lines += ["", *("   " + line for line in message.splitlines())]
+    lesson = docstring(item)
+    if lesson:
+        lines += ["", *("   │ " + line for line in lesson.splitlines())]
+    koan = getattr(item, "originalname", item.name)
+    lines += ["", "   " + HIDDEN_ADVICE, f"   👁 python progress.py reveal {koan}"]
+    lines += [f"   💡 python progress.py hint {koan}"]
+    return "\n".join(lines)
+
+
+def render_failure(chapter: Chapter, item, found: Attribution, details: str, start: Path) -> str:
+    """The text pytest shows for a failed koan."""
+    lines = [
+        f"{HEADLINES[found.cause]}  ·  {chapter.title}",
+        f"   koan: {item.name}",
+        f"   {_where(found, item, start)}",
+    ]
+    if found.source and found.cause is not Cause.WRONG:  # pytest shows the wrong line itself
+        lines += ["   > " + line for line in found.source.splitlines()]
+    if found.cause is Cause.BLANK and not has_blank(found.source):
+        # JAX used the blank after the function holding it had returned (a scan step, say):
+        # point at the blanks still open instead.
+        lines += [f"   > {number}: {text}" for number, text in open_blanks(item)]
+    if found.cause is Cause.REGION:
+        lines += ["", REGION_ADVICE]
+    if found.cause is Cause.TIMEOUT:
+        lines += ["", TIMEOUT_ADVICE]
+    if found.cause is Cause.ENVIRONMENT:
+        said = found.message.splitlines()[-BUILD_OUTPUT_LINES:]
+        lines += ["", ENVIRONMENT_ADVICE, "", *("   │ " + line for line in said)]
+    if found.cause is Cause.WRONG:
+        lesson = docstring(item)
+        if lesson:
+            lines += ["", *("   │ " + line for line in lesson.splitlines())]
+        lines += ["", details]
+    if found.cause is not Cause.ENVIRONMENT:  # a hint cannot fix a compiler
+        koan = getattr(item, "originalname", item.name)  # `hint` takes the koan, not a case
+        lines += [f"   💡 python progress.py hint {koan}"]
+    return "\n".join(lines)
+
+
+def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report, start) -> bool:
+    """Apply "predict, then see" to a failed koan's `report`: no captured output for an open
+    blank or a hidden value; the hidden report for a wrong prediction (True: longrepr is set).
+    Under --koans-reveal nothing is hidden, and the reveal is remembered."""
+    from jaxkoans.api.expect import WrongException, revealing
+    from jaxkoans.learner.commands import reveal
+
+    answers = predicted_fills(item, found, excinfo)
+    if answers is not None and revealing():
+        reveal.record(reveal.koan_nodeid(Path(item.path), item.name))
+        return False
+    if answers is None and found.cause is not Cause.BLANK:
+        return False
+    # pytest's "Captured stdout/stderr/log" sections may print the answer (a compile log).
+    report.sections = [(title, text) for title, text in report.sections if "Captured" not in title]
+    if answers is None:
+        return False
+    if isinstance(excinfo.value, WrongException):
+        message = str(excinfo.value)  # raises_exactly's own words never name what was raised
+    elif isinstance(excinfo.value, AssertionError):
+        message = ""
+    else:
+        name = type(excinfo.value).__name__
+        message = (
+            f"你的答案在这一行引发了 {name}（它的消息先不显示）。\n"
+            f"Your answer makes this line raise {name} (its message stays hidden)."
+        )
+    report.longrepr = render_hidden(chapter, item, found, answers, message, start)
+    return True

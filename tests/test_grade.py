@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans.course import fills, outside
-from jaxkoans.grader import grading, report_formats, run_guard, sandbox, tamper
+from jaxkoans.grader import grading, report_formats, reveals, run_guard, sandbox, tamper
 from jaxkoans.learner import cli
 
 pytestmark = pytest.mark.timeout(600)  # whole grading runs, beyond a koan's 60 s
@@ -416,6 +416,7 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
             "koans/01/test_extra.py": "def test_free():\n    pass\n",
             "koans/01/notes.txt": "what I learned\n",
             "pyproject.toml": PYPROJECT + "# mine\n",
+            ".jaxkoans/reveals.jsonl": reveal_log(f"{A}::test_sum", f"{A}::test_cumsum", "koans/09/test_x.py::test_gone") + '{"nodeid": "koans/01/te',
         },
     )  # fmt: skip
     before = digest(copy)
@@ -450,6 +451,15 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
         ("harness_file", "pyproject.toml"),
     }
     assert "koans/01/conftest.py" in done.stdout and "notes (5)" in done.stdout
+    # Her reveal log (a torn last line, a koan not graded): a pass after a reveal is marked
+    # apart in every report, a failing koan she revealed stays failing, and no score changes.
+    revealed = {k["name"]: k["revealed"] for k in document["koans"]}
+    assert [name for name, seen in revealed.items() if seen] == ["test_sum", "test_cumsum"]
+    assert document["total"]["passed"] == 3 and document["total"]["passed_revealed"] == 1
+    assert [c["passed_revealed"] for c in document["chapters"]] == [1, 0]
+    assert document["reveals"] == {"source": ".jaxkoans/reveals.jsonl", "self_report": True, "found": True, "koans": 2, "problem": ""}  # fmt: skip
+    assert f"👁  揭晓后通过 / passed (revealed) (1):\n  - {A}::test_sum\n" in done.stdout
+    assert "self-report" in done.stdout
     # GitHub Classroom's reporter: base64 JSON, one test per koan, points = passed koans.
     payload = json.loads(base64.b64decode((out / "classroom.b64").read_text(encoding="ascii")))
     assert payload["version"] == 1 and payload["status"] == "fail" and payload["max_score"] == 7
@@ -460,6 +470,28 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
     matches_golden("alice.json", report_formats.to_json_text(document))
     matches_golden("alice.md", report_formats.markdown(document))
     matches_golden("alice.xml", report_formats.junit(document))
+    matches_golden("alice.txt", report_formats.summary(document))
+    header = report_formats.csv_header(["01", "02"])
+    row = report_formats.csv_row("alice", document, ["01", "02"])
+    matches_golden("alice.csv", report_formats.csv_text([header, row]))
+
+
+def reveal_log(*nodeids: str) -> str:
+    """A copy's .jaxkoans/reveals.jsonl as the learner's tools write it (reveal.record)."""
+    return "".join(json.dumps({"nodeid": n, "at": "2026-01-01T00:00:00+00:00"}) + "\n" for n in nodeids)  # fmt: skip
+
+
+def test_a_reveal_log_that_is_not_a_regular_file_is_not_read(tmp_path):
+    (tmp_path / ".jaxkoans").mkdir()
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_text(reveal_log(f"{A}::test_sum"), encoding="utf-8")
+    (tmp_path / ".jaxkoans" / "reveals.jsonl").symlink_to(target)
+    seen = reveals.read(tmp_path, {f"{A}::test_sum"})
+    assert seen.koans == set() and "not a regular file" in seen.problem
+    (tmp_path / ".jaxkoans" / "reveals.jsonl").unlink()
+    assert reveals.read(tmp_path, {f"{A}::test_sum"}).summary()["found"] is False  # deleted: none
+    (tmp_path / ".jaxkoans" / "reveals.jsonl").write_text(reveal_log(f"{A}::test_sum[1]"), encoding="utf-8")  # fmt: skip
+    assert reveals.read(tmp_path, {f"{A}::test_sum"}).koans == {f"{A}::test_sum"}
 
 
 def test_classroom_payload_per_chapter_gives_points_per_koan_passed():
@@ -655,7 +687,7 @@ def test_batch_writes_one_row_per_copy_and_survives_a_broken_one(
     assert code == 3  # one copy could not be graded
     rows = list(csv.DictReader(out.read_text(encoding="utf-8").splitlines()))
     assert [r["student"] for r in rows] == ["empty", "explodes", "koans-is-a-file"]
-    assert rows[0] | {"score": "x"} == {"student": "empty", "status": "graded", "passed": "0", "total": "7", "score": "x", "ch01": "0", "ch02": "0", "findings": "0", "problems": "0", "error": ""}  # fmt: skip
+    assert rows[0] | {"score": "x"} == {"student": "empty", "status": "graded", "passed": "0", "total": "7", "score": "x", "ch01": "0", "ch02": "0", "findings": "0", "problems": "0", "passed_revealed": "0", "error": ""}  # fmt: skip
     assert rows[1]["status"] == "error" and "disk on fire" in rows[1]["error"]
     # `koans` is a file: both koan files cannot be read (problems), the file is a note
     assert (rows[2]["status"], rows[2]["findings"], rows[2]["problems"]) == ("graded", "0", "2")
@@ -811,7 +843,9 @@ HONEST = {  # each solves every koan in a way a person might
         return 2 * x
     '''))},
     "added-import": {A: answer_a().replace("import pytest\n", "import pytest\nimport orbax.checkpoint as ocp\n")},
+    "revealed-two": {A: answer_a(), ".jaxkoans/reveals.jsonl": reveal_log(f"{A}::test_cumsum", f"{B}::test_pid")},
 }  # fmt: skip
+REVEALED = {"revealed-two": {f"{A}::test_cumsum", f"{B}::test_pid"}}  # passed after a reveal
 
 
 @pytest.fixture(scope="module")
@@ -834,7 +868,12 @@ def corpus(fake_course, tmp_path_factory) -> dict:
         path.stem: json.loads(path.read_text(encoding="utf-8"))
         for path in sorted((out / "reports").glob("*.json"))
     }
-    return {"done": done, "documents": documents, "html": out / "class.html"}
+    return {
+        "done": done,
+        "documents": documents,
+        "html": out / "class.html",
+        "csv": out / "class.csv",
+    }
 
 
 @pytest.mark.parametrize("name", TAMPERED)
@@ -859,12 +898,17 @@ def test_every_honest_copy_grades_clean_with_its_koans_passed(corpus, name):
     kinds = {n["kind"] for n in document["notes"]}
     assert kinds <= {"unusual_code", "ignored_edit"}
     assert ("ignored_edit" in kinds) == (name == "added-import")  # the import: ignored by grade
+    revealed = {k["nodeid"] for k in document["koans"] if k["revealed"]}
+    assert revealed == REVEALED.get(name, set())
+    assert document["total"]["passed_revealed"] == len(revealed)
 
 
 def test_the_batch_exits_3_when_a_run_ended_early(corpus):
     done = corpus["done"]
     assert done.returncode == 3, done.stdout + done.stderr
     assert set(corpus["documents"]) == set(TAMPERED) | set(HONEST)
+    rows = {r["student"]: r for r in csv.DictReader(corpus["csv"].read_text(encoding="utf-8").splitlines())}  # fmt: skip
+    assert {name: int(r["passed_revealed"]) for name, r in rows.items() if r["passed_revealed"] != "0"} == {"revealed-two": 2}  # fmt: skip
 
 
 def test_the_class_page_is_self_contained_and_shows_the_class(corpus):
@@ -896,7 +940,12 @@ def test_the_class_page_renders_in_headless_chromium(corpus, tmp_path):
     assert page.count('class="cell" data-status=') == students * 7  # student × koan
     for name in HONEST:
         row = page.split(f'<tr data-student="{name}">')[1].split("</tr>")[0]
-        assert row.count('data-status="passed"') == 7, name
+        shown = set(re.findall(r'data-status="revealed" data-koan="([^"]+)"', row))
+        assert shown == REVEALED.get(name, set()), name  # a pass after a reveal: its own status
+        assert row.count('data-status="passed"') == 7 - len(shown), name
+    most_revealed = page.split('id="most-revealed"')[1].split("</table>")[0]
+    assert re.findall(r'<tr data-koan="([^"]+)">', most_revealed) == sorted(REVEALED["revealed-two"])  # fmt: skip
+    assert "self-report" in page.split('id="self-report"')[1].split("</p>")[0]
     assert 'data-status="tampered"' in page and 'data-status="crashed"' in page
     most = page.split('id="most-failed"')[1].split("</table>")[0]
     assert "koans/01/test_a.py::test_loop" in most  # every tampered copy left it unsolved

@@ -3,7 +3,10 @@ no script): a student × koan heatmap by status, pass rates per koan and per cha
 the class fails (or reveals) most, and each student's findings and notes.
 
 Every cell carries its status as `data-status` and a `title` (student, koan, status, the first
-line of its message), so the page can be read by a person and checked by a browser test.
+line of its message), so the page can be read by a person and checked by a browser test. A koan
+passed after the student revealed what a wrong answer hid has a status of its own here,
+"revealed" (it still counts as passed); "revealed most" counts every koan a student's reveal log
+names, passed or not. The log is the student's self-report (grader/reveals.py).
 """
 
 from __future__ import annotations
@@ -12,7 +15,14 @@ import html
 from datetime import UTC, datetime
 
 from jaxkoans.grader.pristine_course import Course
-from jaxkoans.grader.report_formats import LABELS, MARKS, headline
+from jaxkoans.grader.report_formats import (
+    LABELS,
+    MARKS,
+    REVEALED_LABEL,
+    REVEALED_MARK,
+    SELF_REPORT,
+    headline,
+)
 
 COLORS = {
     "passed": "#2e7d32",
@@ -23,8 +33,8 @@ COLORS = {
     "missing": "#ffffff",
     "crashed": "#ef6c00",
 }
-EXTRA_LABELS = {"revealed": "看过答案后通过 / passed (revealed)"}
-MARKS_EXTRA = {"revealed": "👀"}
+EXTRA_LABELS = {"revealed": REVEALED_LABEL}
+MARKS_EXTRA = {"revealed": REVEALED_MARK}
 TOP = 10  # rows of the "most failed" tables
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #212121; }
@@ -56,6 +66,11 @@ def _mark(status: str) -> str:
     return MARKS.get(status) or MARKS_EXTRA.get(status, "")
 
 
+def shown_status(koan: dict) -> str:
+    """The heatmap's status: "revealed" for a pass after a reveal, else the grade's."""
+    return "revealed" if koan["status"] == "passed" and koan.get("revealed") else koan["status"]
+
+
 def page(documents: dict[str, dict], failed: dict[str, str], course: Course) -> str:
     """The page for `documents` (student -> grade JSON) and the copies that could not be
     graded (student -> why)."""
@@ -65,7 +80,7 @@ def page(documents: dict[str, dict], failed: dict[str, str], course: Course) -> 
         student: {k["nodeid"]: k for k in document["koans"]}
         for student, document in documents.items()
     }
-    seen = {k["status"] for d in documents.values() for k in d["koans"]}
+    seen = {shown_status(k) for d in documents.values() for k in d["koans"]}
     statuses = [s for s in COLORS if s in seen or s in LABELS]
     parts = [
         "<!DOCTYPE html>",
@@ -151,7 +166,7 @@ def _heatmap(documents: dict, course: Course, koans: list, status: dict) -> str:
         for rel, name in koans:
             nodeid = f"{rel}::{name}"
             koan = status[student].get(nodeid)
-            state = koan["status"] if koan else "missing"
+            state = shown_status(koan) if koan else "missing"
             tip = f"{student} · {nodeid} · {_label(state)}"
             if koan and state != "passed" and koan.get("message"):
                 tip += f" · {headline(koan['message'])[:200]}"
@@ -182,13 +197,11 @@ def _heatmap(documents: dict, course: Course, koans: list, status: dict) -> str:
 
 
 def _most(documents: dict, koans: list, chapter_of: dict, status: dict) -> str:
-    def table(element_id: str, title: str, wanted: set[str]) -> str:
+    def table(element_id: str, title: str, counts) -> str:
         counted = []
         for rel, name in koans:
             nodeid = f"{rel}::{name}"
-            hits = sum(
-                1 for s in documents if status[s].get(nodeid, {}).get("status", "missing") in wanted
-            )
+            hits = sum(1 for s in documents if counts(status[s].get(nodeid, {})))
             if hits:
                 counted.append((hits, nodeid))
         counted.sort(key=lambda item: (-item[0], item[1]))
@@ -202,8 +215,14 @@ def _most(documents: dict, koans: list, chapter_of: dict, status: dict) -> str:
         return f'<h2>{title}</h2><table id="{element_id}">{rows}</table>'
 
     failing = {"failing", "not_started", "tampered", "missing", "crashed"}
-    return table("most-failed", "最常未通过 / failed most", failing) + table(
-        "most-revealed", "最常看答案 / revealed most", {"revealed"}
+    return (
+        table(
+            "most-failed",
+            "最常未通过 / failed most",
+            lambda k: k.get("status", "missing") in failing,
+        )
+        + table("most-revealed", "最常揭晓 / revealed most", lambda k: bool(k.get("revealed")))
+        + f'<p class="muted" id="self-report">{_e(SELF_REPORT)}</p>'
     )
 
 
@@ -229,6 +248,7 @@ def _students(documents: dict, failed: dict) -> str:
         blocks.append(
             f'<details data-student="{_e(student)}"{" open" if shown else ""}><summary>'
             f"<b>{_e(student)}</b> · {total['passed']}/{total['total']} · "
+            f'<span class="revealed">{REVEALED_MARK} {total.get("passed_revealed", 0)}</span> · '
             f'<span class="status">{_e(document["status"])}</span> · '
             f"{len(findings)} 发现 / findings · {len(notes)} 备注 / notes</summary>"
             f"<ul>{items or '<li class=muted>–</li>'}</ul></details>"

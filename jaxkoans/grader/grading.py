@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from jaxkoans.grader import tamper
+from jaxkoans.grader import reveals, tamper
 from jaxkoans.grader.graded_run import (
     RUN_TIMEOUT_S,
     Cancelled,
@@ -78,6 +78,7 @@ class KoanGrade:
     line: int | None = None
     duration: float = 0.0
     message: str = ""
+    revealed: bool = False  # the student's reveal log names it (a self-report: reveals.py)
 
     @property
     def nodeid(self) -> str:
@@ -97,6 +98,7 @@ class Grade:
     duration_s: float
     versions: dict[str, str]
     run: dict  # {"exit_code", "timed_out", "ran", "harness", "stopped", "sandbox"}
+    reveals: dict  # reveals.Reveals.summary(): what the copy's reveal log said
 
 
 def versions() -> dict[str, str]:
@@ -147,6 +149,9 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
         count = sum(len(pristine.koans[rel]) for rel in pristine.files)
         outcome = run(work, scratch, targets, count, options) if targets else Outcome()
     koans = _merge(pristine, checks, outcome, findings, problems, work)
+    revealed = reveals.read(student_dir, {k.nodeid for k in koans})
+    for koan in koans:
+        koan.revealed = koan.nodeid in revealed.koans
     return Grade(
         student=student_dir.name,
         student_path=student_dir,
@@ -166,6 +171,7 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             "stopped": outcome.stopped,
             "sandbox": outcome.sandbox,
         },
+        reveals=revealed.summary(),
     )
 
 

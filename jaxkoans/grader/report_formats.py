@@ -13,11 +13,16 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     graded_at    ISO 8601 UTC, when grading began;  duration_s: seconds
     status       "graded" (no findings), "findings" (evidence of tampering: see `findings`) or
                  "incomplete" (the run ended early: its unreported koans are crashed)
-    total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n}}
-    chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts"}]
+    total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n},
+                  "passed_revealed": how many of the passed koans were revealed}
+    chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts",
+                   "passed_revealed"}]
     koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
-                   "duration", "message"}]          in course order
+                   "duration", "message", "revealed"}]          in course order
                  status: passed | failing | not_started | tampered | missing | crashed
+                 revealed: the student's reveal log names the koan (they asked to see what a
+                 wrong answer hid); "passed" with revealed true is "passed (revealed)". A
+                 self-report: it never changes a status or a score (see `reveals`)
                  cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
                  line: in the student's file (null when unknown);  message: ≤ 1000 characters
     findings     [{"kind", "file", "line", "koans", "message"}]  evidence that the graded run
@@ -32,6 +37,9 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
                  run imported jaxkoans from, relative to the workdir (the pristine copy),
                  "stopped": why the run ended early ("" when it did not), "sandbox": {"used":
                  bool, "bwrap": its version, "reason": why there was none}}
+    reveals      {"source": ".jaxkoans/reveals.jsonl", "self_report": true, "found": the copy
+                 has that log, "koans": how many graded koans it names, "problem": why it
+                 was not read ("" when it was or there is none)}
 """
 
 from __future__ import annotations
@@ -67,6 +75,13 @@ LABELS = {
     "missing": "缺失 / missing",
     "crashed": "崩溃 / crashed",
 }
+REVEALED_MARK = "👁"
+REVEALED_LABEL = "揭晓后通过 / passed (revealed)"
+SELF_REPORT = (
+    "揭晓记录来自学生副本中的 .jaxkoans/reveals.jsonl，是学生的自我报告（删掉该文件即可隐藏）"
+    " / reveals come from .jaxkoans/reveals.jsonl in the student's copy: a self-report (deleting"
+    " the file hides them)"
+)
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
@@ -78,6 +93,7 @@ def _tally(koans: list[dict]) -> dict:
         "total": total,
         "score": round(counts["passed"] / total, 4) if total else 0.0,
         "counts": counts,
+        "passed_revealed": sum(k["status"] == "passed" and k["revealed"] for k in koans),
     }
 
 
@@ -99,6 +115,7 @@ def as_json(grade: Grade) -> dict:
             "line": k.line,
             "duration": k.duration,
             "message": k.message,
+            "revealed": k.revealed,
         }
         for k in grade.koans
     ]
@@ -149,6 +166,7 @@ def as_json(grade: Grade) -> dict:
         ],
         "problems": grade.problems,
         "run": grade.run,
+        "reveals": grade.reveals,
     }
 
 
@@ -191,6 +209,9 @@ def junit(document: dict) -> str:
             )
             if koan["line"] is not None:
                 case.set("line", str(koan["line"]))
+            if koan.get("revealed"):  # a self-report of the student's (see `reveals`)
+                properties = ET.SubElement(case, "properties")
+                ET.SubElement(properties, "property", name="revealed", value="true")
             if koan["status"] == "passed":
                 continue
             tag = "error" if koan["status"] == "crashed" else "failure"
@@ -255,6 +276,20 @@ def _percent(tally: dict) -> str:
     return f"{100 * tally['score']:.0f} %"
 
 
+def _passed_revealed(tally: dict) -> int:
+    return tally.get("passed_revealed", 0)
+
+
+def _revealed_clause(tally: dict) -> str:
+    seen = _passed_revealed(tally)
+    return f", {REVEALED_MARK} {seen} 揭晓后 / after a reveal" if seen else ""
+
+
+def revealed_passes(document: dict) -> list[dict]:
+    """The koans passed after the student revealed what a wrong answer hid."""
+    return [k for k in document["koans"] if k["status"] == "passed" and k.get("revealed")]
+
+
 def markdown(document: dict) -> str:
     """A summary for a CI page ($GITHUB_STEP_SUMMARY): scores, findings, koans not passed."""
     total = document["total"]
@@ -266,21 +301,37 @@ def markdown(document: dict) -> str:
         f"## 🎓 jax-koans 评分 / grade: {document['student']['name']}",
         "",
         f"**{total['passed']} / {total['total']}** koans 通过 / passed ({_percent(total)})"
+        f"{_revealed_clause(total)}"
         f" · course {course_line} · Python {v['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}",
         "",
         "| 章 / chapter | "
         + " | ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
-        + " | 得分 / score |",
-        "|---|" + "---:|" * (len(STATUSES) + 1),
+        + f" | {REVEALED_MARK} {REVEALED_LABEL} | 得分 / score |",
+        "|---|" + "---:|" * (len(STATUSES) + 2),
     ]
     for chapter in document["chapters"]:
         counts = " | ".join(str(chapter["counts"][s]) for s in STATUSES)
         lines.append(
             f"| {chapter['number']} {chapter['title_zh']} / {chapter['title_en']} | {counts}"
-            f" | {chapter['passed']}/{chapter['total']} |"
+            f" | {_passed_revealed(chapter)} | {chapter['passed']}/{chapter['total']} |"
         )
     counts = " | ".join(f"**{total['counts'][s]}**" for s in STATUSES)
-    lines.append(f"| **总计 / total** | {counts} | **{total['passed']}/{total['total']}** |")
+    lines.append(
+        f"| **总计 / total** | {counts} | **{_passed_revealed(total)}** |"
+        f" **{total['passed']}/{total['total']}** |"
+    )
+    seen = revealed_passes(document)
+    if seen:
+        lines += [
+            "",
+            f"<details><summary>{REVEALED_MARK} {REVEALED_LABEL} ({len(seen)})</summary>",
+            "",
+            *[f"- `{koan['nodeid']}`" for koan in seen],
+            "",
+            f"> {SELF_REPORT}",
+            "",
+            "</details>",
+        ]
     if document["findings"]:
         lines += [
             "",
@@ -413,12 +464,22 @@ def summary(document: dict) -> str:
     ]
     for chapter in document["chapters"]:
         marks = "  ".join(f"{MARKS[s]} {chapter['counts'][s]}" for s in STATUSES)
+        if _passed_revealed(chapter):
+            marks += f"  ({REVEALED_MARK} {_passed_revealed(chapter)})"
         lines.append(f"  {chapter['number']} {chapter['title_zh']} / {chapter['title_en']}")
         lines.append(f"     {chapter['passed']:>3}/{chapter['total']:<3}  {marks}")
     lines.append(
         f"\n  总计 / total  {total['passed']}/{total['total']} ({_percent(total)})   "
         + "  ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
+        + f"  ({REVEALED_MARK} {REVEALED_LABEL})"
     )
+    seen = revealed_passes(document)
+    if seen:
+        lines.append(f"\n{REVEALED_MARK}  {REVEALED_LABEL} ({len(seen)}):")
+        lines += [f"  - {koan['nodeid']}" for koan in seen[:20]]
+        if len(seen) > 20:
+            lines.append(f"  … {len(seen) - 20} more (--json)")
+        lines.append(f"  {SELF_REPORT}")
     if document["findings"]:
         lines.append(
             f"\n⚠️  发现 / findings ({len(document['findings'])}): 这些 koan 记零分 / they score zero"
@@ -454,6 +515,7 @@ def csv_header(chapters: list[str]) -> list[str]:
         *[f"ch{n}" for n in chapters],
         "findings",
         "problems",
+        "passed_revealed",
         "error",
     ]
 
@@ -461,7 +523,7 @@ def csv_header(chapters: list[str]) -> list[str]:
 def csv_row(name: str, document: dict | None, chapters: list[str], error: str = "") -> list:
     """One student's row; a copy that could not be graded has status "error" and the reason."""
     if document is None:
-        return [name, "error", "", "", "", *["" for _ in chapters], "", "", error]
+        return [name, "error", "", "", "", *["" for _ in chapters], "", "", "", error]
     by_number = {c["number"]: c for c in document["chapters"]}
     return [
         name,
@@ -472,6 +534,7 @@ def csv_row(name: str, document: dict | None, chapters: list[str], error: str = 
         *[by_number[n]["passed"] if n in by_number else "" for n in chapters],
         len(document["findings"]),
         len(document["problems"]),
+        document["total"].get("passed_revealed", 0),
         "",
     ]
 

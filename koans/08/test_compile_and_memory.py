@@ -12,6 +12,7 @@ temporary buffers before anything runs; `jax.live_arrays()` lists every device a
 right now: count them to find a leak.
 """
 
+import itertools
 import logging
 import re
 
@@ -150,6 +151,19 @@ def test_memory_analysis_finds_the_big_temporary():
     np.testing.assert_allclose(jax.jit(fixed)(u, v, x), naive(u, v, x), rtol=1e-3, atol=1e-3)
 
 
+def unused_shape(columns):
+    """此刻没有任何活着的数组用到的形状 (rows, columns)。按形状数数只有在这个形状只属于本 koan
+    时才准：同一进程里先跑的代码可能还留着数组（失败的 koan 的栈帧连同局部变量留在 pytest
+    的引用环里，要等垃圾回收器哪一次运行才释放）。
+    A shape (rows, columns) that no array alive right now has. Counting by shape is exact only
+    when the shape belongs to this koan alone: code that ran earlier in the process may still
+    hold arrays (a failed koan's frames and their local variables stay in a reference cycle of
+    pytest's until Python's garbage collector happens to run).
+    """
+    taken = {a.shape for a in jax.live_arrays()}
+    return next((rows, columns) for rows in itertools.count(123) if (rows, columns) not in taken)
+
+
 def test_live_arrays_find_a_leak():
     """⚠️ 陷阱 / trap: 把每一步的参数留在 Python 列表里（“记录历史”），每个都占着设备内存。
     jax.live_arrays() 列出所有活着的数组，按形状数一数就找到泄漏。只记录需要的标量。
@@ -157,7 +171,7 @@ def test_live_arrays_find_a_leak():
     alive in device memory. jax.live_arrays() lists every live array; count them by shape and
     the leak shows. Record only the scalars you need.
     """
-    shape = (123, 7)  # a shape no other koan uses / 别的 koan 不用的形状
+    shape = unused_shape(columns=7)
 
     def live(shape):
         return sum(a.shape == shape for a in jax.live_arrays())
@@ -180,7 +194,7 @@ def test_live_arrays_find_a_leak():
 
     history, alive = run(lambda w, loss: __)
     assert alive == 1  # only the current w / 只剩当前的 w
-    np.testing.assert_allclose(history, 123 * 7 * 0.25 ** np.arange(5), rtol=1e-6)
+    np.testing.assert_allclose(history, np.prod(shape) * 0.25 ** np.arange(5), rtol=1e-6)
 
 
 def compiled_bytes(fn, *specs):

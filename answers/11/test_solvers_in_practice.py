@@ -166,7 +166,10 @@ def test_custom_root_differentiates_newton_by_the_implicit_function_theorem():
     Write cubic_root: newton is a while_loop and differentiating it directly fails.
     custom_root tells JAX only that x is a root of f: dx/da = -(∂f/∂a) / (∂f/∂x) = 1 / (3x² + 1),
     however many steps were taken. check_grads compares the first derivatives with finite
-    differences, in forward and reverse mode.
+    differences, in forward and reverse mode. 梯度的 jaxpr 说明用的是哪条规则：newton 的
+    while_loop 只出现一次（CustomRoot 里的前向求解），导数是一次 tangent_solve，而不是对迭代求导。
+    The gradient's jaxpr shows which rule ran: Newton's while_loop appears once (the forward solve
+    inside CustomRoot), and the derivative is one tangent_solve, not the iterations differentiated.
     """
     with raises_exactly(ValueError):  # no reverse mode through the while_loop
         jax.grad(lambda a: newton(lambda x: x**3 + x - a, jnp.ones_like(a)))(2.0)
@@ -177,6 +180,9 @@ def test_custom_root_differentiates_newton_by_the_implicit_function_theorem():
     slope = jax.jit(jax.vmap(jax.grad(cubic_root)))(a)
     np.testing.assert_allclose(slope, 1 / (3 * x**2 + 1), rtol=1e-10)
     check_grads(jax.jit(cubic_root), (jnp.float64(2.0),), order=1)  # forward and reverse
+    grad_jaxpr = str(jax.make_jaxpr(jax.grad(cubic_root))(jnp.float64(2.0)))
+    assert "CustomRoot" in grad_jaxpr
+    assert grad_jaxpr.count("while[") == 1  # the forward solve; no iteration is differentiated
 
 
 def test_check_grads_catches_a_wrong_derivative_rule():

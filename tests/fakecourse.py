@@ -122,3 +122,11 @@ def tree_digest(root: Path) -> dict[str, bytes]:
 
 def dedent(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
+
+
+def is_alive(pid: int) -> bool:
+    """Running, not merely a zombie waiting for a parent that is gone (Linux /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from jaxkoans.course import mutate
 from jaxkoans.course.mutate import Context, koans_seeing, sites, wrong_fills
 
-from .fakecourse import REPO, make_course, write
+from .fakecourse import PYPROJECT, REPO, is_alive, make_course, write
 
 SOURCE = """
 import jax
@@ -193,3 +197,56 @@ def test_a_helper_fill_is_seen_through_other_helpers():
         "def test_x():\n    wrap()\n\n\ndef test_y():\n    h()\n\n\ndef test_z():\n    pass\n"
     )
     assert koans_seeing(tree, 2) == ("test_x", "test_y")
+
+
+BLOCKING_FAKE = '''
+def double__blocks(x):
+    """Says where it runs (its worker and the child pytest above it), then waits forever."""
+    import os
+    import pathlib
+    import threading
+
+    told = pathlib.Path(os.environ["JAXKOANS_TEST_PIDS"])
+    told.with_suffix(".part").write_text(f"{os.getpid()} {os.getppid()}")
+    os.replace(told.with_suffix(".part"), told)
+    threading.Event().wait()
+'''
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_stopping_the_gate_ends_its_child_pytest_and_workers(tmp_path, stop):
+    """An outer `timeout` (SIGTERM) or a closed terminal (SIGHUP) stops the gate while a fake
+    hangs in its child pytest: that pytest and its worker end with the gate."""
+    root = make_course(tmp_path / "course")
+    # no pytest-timeout limit: the fake must still be hanging when the gate is stopped
+    write(root / "pyproject.toml", PYPROJECT.replace("timeout = 3\n", ""))
+    write(root / "answers" / "01" / "fakes" / "alpha.py", BLOCKING_FAKE)
+    told = tmp_path / "pids"
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    gate = subprocess.Popen(
+        [sys.executable, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"],
+        cwd=root, env={**env, "JAXKOANS_TEST_PIDS": str(told)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    running: list[int] = []
+    try:
+        # the child pytest starts JAX and a worker first: wait for as long as the gate runs
+        while not told.exists():
+            assert gate.poll() is None, gate.communicate()
+            time.sleep(0.1)
+        running = [int(pid) for pid in told.read_text().split()]
+        assert all(is_alive(pid) for pid in running)
+        gate.send_signal(stop)
+        _, stderr = gate.communicate(timeout=mutate.STARTUP_S)
+        # the gate sent SIGKILL to the child's group as it left: its processes go when it lands
+        deadline = time.monotonic() + mutate.STARTUP_S  # a guard against waiting forever
+        while (alive := [pid for pid in running if is_alive(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive == [], f"the gate's child pytest and its worker outlived it: {stderr}"
+        assert gate.returncode == 128 + stop, stderr
+    finally:
+        gate.kill()
+        gate.communicate()
+        for pid in running:  # a failing check leaves nothing running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -36,14 +36,17 @@ import sys
 import tempfile
 import textwrap
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import twins
+from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
-RUN_TIMEOUT_S = 3600  # one chapter's whole run; each koan has pytest-timeout's own limit
+STARTUP_S = 300  # a pytest process and its workers importing JAX, flax and optax, loaded machine
+DEFAULT_KOAN_LIMIT_S = 60  # pytest-timeout's limit of a koan when pyproject.toml sets none
 PER_FILL = 6  # wrong fills tried per blank
 WORDLIKE = re.compile(r"^[A-Za-z_][\w.\-]{0,40}$")
 
@@ -405,19 +408,45 @@ class Variant:
     koans: tuple[str, ...]
 
 
+def run_limit(koans: int, workers: int = 2) -> float:
+    """A whole run's limit, from its work: every koan may take pytest-timeout's whole limit (the
+    course's `timeout`), shared by the workers, plus the start of the processes."""
+    return STARTUP_S + koan_limit() * koans / max(1, workers)
+
+
+def koan_limit() -> float:
+    """pytest-timeout's limit of one koan, as the course's pyproject.toml sets it."""
+    with (course.REPO / "pyproject.toml").open("rb") as config:
+        options = tomllib.load(config).get("tool", {}).get("pytest", {}).get("ini_options", {})
+    return float(options.get("timeout", DEFAULT_KOAN_LIMIT_S))
+
+
 def run_variants(
-    chapter: str, variants: list[Variant], workers: int = 2, timeout_s: float = RUN_TIMEOUT_S
+    chapter: str, variants: list[Variant], workers: int = 2, timeout_s: float | None = None
 ) -> tuple[dict[str, bool], str]:
     """Run every variant's koans in one pytest process. Returns ({variant name: True when
     every koan of it reported and passed}, a problem, or ""). A koan that never reported (its
     worker killed) counts as not passed; when the whole run failed, such variants are absent."""
+    verdicts, problem = run_chapters({chapter: variants}, workers, timeout_s)
+    return {name: verdict for (_, name), verdict in verdicts.items()}, problem
+
+
+def run_chapters(
+    chapters: dict[str, list[Variant]], workers: int = 2, timeout_s: float | None = None
+) -> tuple[dict[tuple[str, str], bool], str]:
+    """run_variants for several chapters in ONE pytest process (one start of JAX for all of
+    them): ({(chapter, variant name): verdict}, a problem, or ""). The limit of the whole run
+    is worked out from its koans unless given."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-mutants-") as scratch:
-        directory = Path(scratch) / chapter  # named like the chapter: chapter_for finds it
-        directory.mkdir()
         nodeids = []
-        for variant in variants:
-            (directory / variant.name).write_text(variant.source, encoding="utf-8")
-            nodeids += [f"{directory / variant.name}::{k}" for k in variant.koans]
+        for chapter, variants in chapters.items():
+            directory = Path(scratch) / chapter  # named like the chapter: chapter_for finds it
+            directory.mkdir()
+            for variant in variants:
+                (directory / variant.name).write_text(variant.source, encoding="utf-8")
+                nodeids += [f"{directory / variant.name}::{k}" for k in variant.koans]
+        if timeout_s is None:
+            timeout_s = run_limit(len(nodeids), workers)
         record = Path(scratch) / "record.jsonl"
         arguments = Path(scratch) / "nodeids.txt"
         arguments.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
@@ -428,46 +457,47 @@ def run_variants(
         ]  # fmt: skip
         _, problem = _run(command, timeout_s)
         events = results.read(record) if record.exists() else []
-        passed: dict[str, list[bool]] = {}
-        reported: dict[str, set[str]] = {}
+        passed: dict[tuple[str, str], list[bool]] = {}
+        reported: dict[tuple[str, str], set[str]] = {}
         for event in events:
             if event.get("event") == "koan":
-                module = Path(event["path"]).name
+                module = _module_of(event["path"])
                 passed.setdefault(module, []).append(event["state"] == "passed")
                 reported.setdefault(module, set()).add(event["name"].split("[", 1)[0])
             elif event.get("event") == "collect-error":
-                passed.setdefault(Path(event["path"]).name, []).append(False)
+                passed.setdefault(_module_of(event["path"]), []).append(False)
         verdicts = {}
-        for variant in variants:
-            states = passed.get(variant.name, [])
-            complete = set(variant.koans) <= reported.get(variant.name, set())
-            if not all(states):
-                verdicts[variant.name] = False
-            elif complete:
-                verdicts[variant.name] = True
-            elif not problem:
-                # The run finished, yet a koan of this variant never reported: its worker was
-                # killed (a crash, a hang past the timeout). A missing result is never a pass.
-                verdicts[variant.name] = False
+        for chapter, variants in chapters.items():
+            for variant in variants:
+                key = (chapter, variant.name)
+                states = passed.get(key, [])
+                complete = set(variant.koans) <= reported.get(key, set())
+                if not all(states):
+                    verdicts[key] = False
+                elif complete:
+                    verdicts[key] = True
+                elif not problem:
+                    # The run finished, yet a koan of this variant never reported: its worker
+                    # was killed (a crash, a hang past the timeout). A missing result is never
+                    # a pass.
+                    verdicts[key] = False
         return verdicts, problem
 
 
+def _module_of(path: str) -> tuple[str, str]:
+    """(chapter, file name) of a variant's path in a record."""
+    return Path(path).parent.name, Path(path).name
+
+
 def _run(command: list[str], timeout_s: float) -> tuple[int | None, str]:
-    child = subprocess.Popen(
-        command, cwd=course.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        output, _ = child.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    """The child pytest in a process group of its own, ended with its xdist workers however this
+    run stops (a timeout, Ctrl-C, SIGTERM, SIGHUP): progress.py's runner."""
+    code, stderr = koan_runs.run_in_group(command, timeout_s)
+    if code is None:
         return None, f"the run did not finish within {timeout_s:.0f} s"
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-    if child.returncode not in (0, 1):
-        return child.returncode, "\n".join(output.strip().splitlines()[-5:])
-    return child.returncode, ""
+    if code not in (0, 1):
+        return code, "\n".join(stderr.strip().splitlines()[-5:])
+    return code, ""
 
 
 # ---- TODO fakes -------------------------------------------------------------------------
@@ -550,27 +580,45 @@ def faked_source(fake: Fake) -> str:
     return "\n".join([*lines[:start], body, *lines[end:]]) + "\n"
 
 
-def check_fakes(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN_TIMEOUT_S):
+def check_fakes(chapter: course.Chapter, workers: int = 2, timeout_s: float | None = None):
     """({fake name: True when it made a koan fail, None without a verdict}, missing, problem)."""
+    return check_all_fakes([chapter], workers, timeout_s)[chapter.number]
+
+
+def check_all_fakes(
+    chapters: list[course.Chapter], workers: int = 2, timeout_s: float | None = None
+) -> dict[str, tuple[dict[str, bool | None], list[str], str]]:
+    """check_fakes of every chapter, all their fakes in ONE pytest run: {number: (verdicts,
+    missing, problem)}. A problem of the run is every chapter's problem."""
+    planned = {chapter.number: _fake_variants(chapter) for chapter in chapters}
+    runs = {number: variants for number, (variants, _, _) in planned.items() if variants}
+    passed, problem = run_chapters(runs, workers, timeout_s) if runs else ({}, "")
+    found = {}
+    for number, (_, names, missing) in planned.items():
+        verdicts = {}
+        for module, name in names.items():
+            base = passed.get((number, f"{module.split('__f')[0]}__base.py"))
+            verdict = passed.get((number, module))
+            verdicts[name] = None if base is not True or verdict is None else not verdict
+        found[number] = (verdicts, missing, problem if names else "")
+    return found
+
+
+def _fake_variants(chapter: course.Chapter) -> tuple[list[Variant], dict[str, str], list[str]]:
+    """(the fakes' modules and one unchanged copy of each faked answer file, {module: fake
+    name}, the TODO functions without a fake) of a chapter."""
     fakes, missing = chapter_fakes(chapter)
     variants, names = [], {}
     for i, fake in enumerate(fakes):
         module = f"{fake.answer.stem}__f{i:03d}.py"
         names[module] = fake.name
         variants.append(Variant(module, faked_source(fake), fake.koans))
-    for answer in {fake.answer for fake in fakes}:
+    for answer in sorted({fake.answer for fake in fakes}):
         koans = tuple(sorted({k for fake in fakes if fake.answer == answer for k in fake.koans}))
         variants.append(
             Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans)
         )
-    passed, problem = (
-        run_variants(chapter.number, variants, workers, timeout_s) if fakes else ({}, "")
-    )
-    verdicts = {}
-    for module, name in names.items():
-        base = passed.get(f"{module.split('__f')[0]}__base.py")
-        verdicts[name] = None if base is not True or module not in passed else not passed[module]
-    return verdicts, missing, problem
+    return variants, names, missing
 
 
 # ---- what one wrong answer shows ---------------------------------------------------------
@@ -581,7 +629,7 @@ def check_fakes(chapter: course.Chapter, workers: int = 2, timeout_s: float = RU
 HIDDEN_MARK = "🙈"
 
 
-def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN_TIMEOUT_S):
+def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | None = None):
     """[(koan, right fill, wrong fill, verdict, report)], verdict one of: hidden, shows-value (the
     report is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
     import xml.etree.ElementTree as ElementTree
@@ -631,9 +679,8 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float = RUN
         env = {**os.environ, "JAXKOANS_ROOT": str(root)}
         env.pop("JAXKOANS_REVEAL", None)
         with contextlib.suppress(subprocess.TimeoutExpired):  # what finished is still read
-            subprocess.run(
-                command, cwd=root, env=env, capture_output=True, timeout=timeout_s, check=False
-            )
+            limit = timeout_s or run_limit(len(nodeids), workers)
+            subprocess.run(command, cwd=root, env=env, capture_output=True, timeout=limit)
         reports: dict[tuple[str, str], str | None] = {}
         if junit.exists():
             for case in ElementTree.parse(junit).iter("testcase"):
@@ -700,7 +747,7 @@ def gate(
     wanted: set[str] | None = None,
     workers: int = 2,
     per_fill: int = PER_FILL,
-    timeout_s: float = RUN_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> Outcome:
     started = time.perf_counter()
     mutants = chapter_mutants(chapter, wanted, per_fill)
@@ -762,7 +809,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chapter", action="append", default=[], metavar="NN")
     parser.add_argument("-n", "--workers", type=int, default=2)
     parser.add_argument("--per-fill", type=int, default=PER_FILL, help="wrong fills per blank")
-    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per chapter")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds per run (default: from its koans, run_limit)"
+    )
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
@@ -810,8 +859,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def fakes_main(chapters: list[course.Chapter], args) -> int:
     failed = 0
+    checked = check_all_fakes(chapters, args.workers, args.timeout)  # one run for all chapters
     for chapter in chapters:
-        verdicts, missing, problem = check_fakes(chapter, args.workers, args.timeout)
+        verdicts, missing, problem = checked[chapter.number]
         killed = sum(v is True for v in verdicts.values())
         print(f"{chapter.number}: {killed}/{len(verdicts)} fakes fail their koan, "
               f"{len(missing)} TODO functions without a fake")  # fmt: skip
@@ -849,5 +899,17 @@ def leaks_main(chapters: list[course.Chapter], args) -> int:
     return 1 if leaking else 0
 
 
+def leave_on_stop_signals() -> None:
+    """SIGTERM (an outer `timeout`) and SIGHUP (a closed terminal) end the gate as Ctrl-C does,
+    through `finally`: a child run's process group ends with it, never left running."""
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, leave)
+
+
 if __name__ == "__main__":
+    leave_on_stop_signals()
     raise SystemExit(main())

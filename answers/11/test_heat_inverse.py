@@ -164,7 +164,12 @@ def test_recover_the_diffusion_coefficient():
     损失至少下降 10⁸ 倍。梯度穿过 200 步仿真，整个优化只编译一次。
     Write recover_zones: recover the 4 zone values κ = [0.5, 2, 1, 1.5] from synthetic
     observations (relative error < 1e-4), the loss falling at least 10⁸-fold. The gradient
-    runs through all 200 simulation steps; the whole optimisation compiles once.
+    runs through all 200 simulation steps; the whole optimisation compiles once. Adam 的第一步
+    把它优化的每个坐标挪动约 learning_rate：在 log κ 里挪，κ 就乘上 e^(±lr)。整个优化是一个
+    jit 程序，它的循环是一个长 iters 的 lax.scan（从 jaxpr 里读）。
+    Adam's first step moves every coordinate it optimises by about learning_rate: moved in
+    log κ, κ is multiplied by e^(±lr). The optimisation is one jitted program whose loop is one
+    lax.scan of length iters (read from the jaxpr).
     """
     true = jnp.array([0.5, 2.0, 1.0, 1.5])
     _, states = jax.jit(simulate)(initial_state(), kappa_from_zones(true))
@@ -176,3 +181,11 @@ def test_recover_the_diffusion_coefficient():
     assert float(losses[0]) == pytest.approx(
         float(jnp.mean((simulate(initial_state(), jnp.ones(N + 1))[1][9::10] - observed) ** 2))
     )
+    learning_rate = 0.05
+    first, _ = recover_zones(observed, initial_state(), iters=1, learning_rate=learning_rate)
+    np.testing.assert_allclose(np.abs(np.log(first)), learning_rate, rtol=1e-3)  # a step in log κ
+    jaxpr = jax.make_jaxpr(lambda o, u0: recover_zones(o, u0, iters=7))(observed, initial_state())
+    programs = [e for e in jaxpr.eqns if e.primitive.name == "jit"]
+    assert len(programs) == 1, "the optimisation should be one jitted program"
+    loops = [e for e in programs[0].params["jaxpr"].eqns if e.primitive.name in ("scan", "while")]
+    assert [e.params.get("length") for e in loops] == [7], "one lax.scan over the iters steps"

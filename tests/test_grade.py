@@ -821,11 +821,43 @@ TAMPERED = {  # each a route named in issue 19; test_loop is left unsolved: noth
         return 2 * x
     '''),
     "forges-an-xdist-report": _body('''
-        import gc
+        import sys
         import pytest
-        w = next(o for o in gc.get_objects() if type(o).__name__ == "WorkerInteractor")
+        frame = sys._getframe()  # the koan's caller holds its item (gc.freeze hides objects)
+        while "item" not in frame.f_locals:
+            frame = frame.f_back
+        plugins = frame.f_locals["item"].config.pluginmanager.get_plugins()
+        w = next(o for o in plugins if type(o).__name__ == "WorkerInteractor")
         report = pytest.TestReport("koans/01/test_a.py::test_loop", ("koans/01/test_a.py", 40, "test_loop"), {}, "passed", None, "call", user_properties=[("koan_state", "passed")])
         w.sendevent("testreport", data=w.config.hook.pytest_report_to_serializable(config=w.config, report=report))
+        return 2 * x
+    '''),
+}  # fmt: skip
+_ITEM = """
+    import sys
+    frame = sys._getframe()
+    while "item" not in frame.f_locals:
+        frame = frame.f_back
+    config = frame.f_locals["item"].config
+"""
+CROSS_KOAN = {  # code in test_double's TODO that would make the unsolved test_loop, run after it on the same worker, pass
+    "registers-a-hook-wrapper": _body(_ITEM + '''
+    import pytest
+    class Forger:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            report = yield
+            if item.name == "test_loop":
+                report.outcome, report.longrepr = "passed", None
+                report.user_properties.append(("koan_state", "passed"))
+            return report
+    config.pluginmanager.register(Forger(), "forger")
+    return 2 * x
+    '''),
+    "patches-pytest-internals": _body('''
+        import _pytest.python
+        real = _pytest.python.Function.runtest  # a method: the guard watches modules' names
+        _pytest.python.Function.runtest = lambda self: None if self.name == "test_loop" else real(self)
         return 2 * x
     '''),
 }  # fmt: skip
@@ -854,6 +886,8 @@ def corpus(fake_course, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("corpus")
     batch = root / "class"
     for name, attack in TAMPERED.items():
+        student(fake_course, batch / name, {A: KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": attack}), B: answer_b()})  # fmt: skip
+    for name, attack in CROSS_KOAN.items():
         student(fake_course, batch / name, {A: KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": attack}), B: answer_b()})  # fmt: skip
     for name, files in HONEST.items():
         student(fake_course, batch / name, {B: answer_b(), **files})
@@ -890,6 +924,18 @@ def test_every_tampered_copy_is_caught(corpus, name):
         assert {f["kind"] for f in document["findings"]} <= {"run_violation", "runtime_patch", "forged_report"}  # fmt: skip
 
 
+@pytest.mark.parametrize("name", CROSS_KOAN)
+def test_a_koans_code_cannot_change_a_later_koans_result(corpus, name):
+    """Each koan runs in a process of its own, forked from a worker that runs no koan's code:
+    what test_double's code changes in its process is gone when test_loop runs, so test_loop
+    keeps its own result (its blank is unfilled)."""
+    document = corpus["documents"][name]
+    status = {k["name"]: k["status"] for k in document["koans"]}
+    assert status["test_loop"] == "not_started", (status, document["findings"])
+    assert status["test_double"] == "passed" and status["test_sum"] == "passed"  # 2 * x is right
+    assert document["problems"] == []
+
+
 @pytest.mark.parametrize("name", HONEST)
 def test_every_honest_copy_grades_clean_with_its_koans_passed(corpus, name):
     document = corpus["documents"][name]
@@ -906,7 +952,7 @@ def test_every_honest_copy_grades_clean_with_its_koans_passed(corpus, name):
 def test_the_batch_exits_3_when_a_run_ended_early(corpus):
     done = corpus["done"]
     assert done.returncode == 3, done.stdout + done.stderr
-    assert set(corpus["documents"]) == set(TAMPERED) | set(HONEST)
+    assert set(corpus["documents"]) == set(TAMPERED) | set(HONEST) | set(CROSS_KOAN)
     rows = {r["student"]: r for r in csv.DictReader(corpus["csv"].read_text(encoding="utf-8").splitlines())}  # fmt: skip
     assert {name: int(r["passed_revealed"]) for name, r in rows.items() if r["passed_revealed"] != "0"} == {"revealed-two": 2}  # fmt: skip
 
@@ -914,7 +960,7 @@ def test_the_batch_exits_3_when_a_run_ended_early(corpus):
 def test_the_class_page_is_self_contained_and_shows_the_class(corpus):
     text = corpus["html"].read_text(encoding="utf-8")
     assert "http://" not in text and "https://" not in text and "<script" not in text
-    assert text.count('<tr data-student="') == len(TAMPERED) + len(HONEST)
+    assert text.count('<tr data-student="') == len(TAMPERED) + len(HONEST) + len(CROSS_KOAN)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -935,7 +981,7 @@ def test_the_class_page_renders_in_headless_chromium(corpus, tmp_path):
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     page = dom.stdout
     assert "班级评分 / class grade" in page
-    students = len(TAMPERED) + len(HONEST)
+    students = len(TAMPERED) + len(HONEST) + len(CROSS_KOAN)
     assert page.count('<tr data-student="') == students
     assert page.count('class="cell" data-status=') == students * 7  # student × koan
     for name in HONEST:

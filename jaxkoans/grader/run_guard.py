@@ -32,6 +32,7 @@ import importlib
 import inspect
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -198,7 +199,9 @@ def pytest_configure(config: pytest.Config) -> None:
         with contextlib.suppress(OSError):
             os.set_inheritable(int(fd), False)
     elif not _state["controller"]:
+        _non_dumpable()  # its koans' processes may not read or write its memory
         _Audit.install(root)
+        _ForkEachKoan.install(config)
     _emit({"event": "harness", "worker": worker, "jaxkoans": str(where), "ok": ok})
     if not ok:
         raise pytest.UsageError(
@@ -288,6 +291,175 @@ def _scheduled(nodeid: str, node) -> bool:
     return any(collection[i] == nodeid for i in pending[node])
 
 
+class _ForkEachKoan:
+    """Each koan in a process of its own, forked from the worker for that koan alone, so no
+    koan's code runs where a later koan runs: it cannot register a hook wrapper, patch a
+    library or keep a thread that changes how a later koan reports.
+
+    The worker has imported JAX and collected its koan files but never initialised a JAX
+    backend (XLA starts its threads then; forking after that is unsafe): the koan's process
+    initialises its own. It runs the whole protocol of its one koan (setup to teardown, every
+    fixture its own), and what it would send the controller comes to the worker as JSON lines
+    on a pipe. The worker sends on only reports for that koan, one per phase; anything else is
+    evidence against the koan (a violation). A koan's process that ends before its teardown
+    report (killed, crashed, exited) leaves a crash report, as a crashed xdist worker does.
+    What stays possible: a koan's own code can still make up its own koan's reports.
+    """
+
+    RELAYED = frozenset({"logwarning", "warning_recorded"})
+    PHASES = ("setup", "call", "teardown")
+    LIMIT = 64 << 20  # bytes one koan may send
+
+    @classmethod
+    def install(cls, config: pytest.Config) -> None:
+        found = [
+            plugin
+            for plugin in config.pluginmanager.get_plugins()
+            if type(plugin).__name__ == "WorkerInteractor"
+        ]
+        interactor = found[0] if len(found) == 1 else None
+        if interactor is None or not hasattr(os, "fork"):
+            return
+        interactor.run_one_test = lambda: cls.run_one(interactor)  # before the snapshot
+
+    @staticmethod
+    def backend_started() -> bool:
+        bridge = sys.modules.get("jax._src.xla_bridge")
+        return bool(getattr(bridge, "_backends", None))
+
+    @classmethod
+    def run_one(cls, worker) -> None:
+        import time
+
+        from xdist.remote import Marker
+
+        worker.item_index = worker.nextitem_index
+        worker.nextitem_index = worker.torun.get()
+        item = worker.session.items[worker.item_index]
+        start = time.perf_counter()
+        if cls.backend_started():  # something initialised JAX in the worker: no safe fork
+            _emit({"event": "not_isolated", "nodeid": item.nodeid})
+            last = worker.nextitem_index is Marker.SHUTDOWN
+            nextitem = None if last else worker.session.items[worker.nextitem_index]
+            worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        else:
+            cls.forked(worker, item)
+        worker.sendevent(
+            "runtest_protocol_complete",
+            item_index=worker.item_index,
+            duration=time.perf_counter() - start,
+        )
+
+    @classmethod
+    def forked(cls, worker, item: pytest.Item) -> None:
+        worker.sendevent("logstart", nodeid=item.nodeid, location=item.location)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the koan's process: it never returns
+            try:
+                os.close(read_end)
+                cls.child(worker, item, write_end)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        data, status = cls.collect(read_end, pid)
+        cls.relay(worker, item, data, status)
+        worker.sendevent("logfinish", nodeid=item.nodeid, location=item.location)
+
+    @classmethod
+    def child(cls, worker, item: pytest.Item, out: int) -> None:
+        io = getattr(getattr(worker.channel, "gateway", None), "_io", None)
+        for stream in (getattr(io, "outfile", None), getattr(io, "infile", None)):
+            with contextlib.suppress(Exception):  # no way to the controller but the pipe
+                os.close(stream.fileno())
+        _Audit.pid = os.getpid()
+
+        def send(name: str, **kwargs) -> None:
+            if name in ("logstart", "logfinish"):
+                return  # the worker sends its own
+            line = json.dumps([name, kwargs], default=str).encode("utf-8") + b"\n"
+            while line:
+                line = line[os.write(out, line) :]
+
+        worker.sendevent = send
+        worker.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+
+    @classmethod
+    def collect(cls, fd: int, pid: int) -> tuple[bytes, int]:
+        """What the koan's process sent until it ended (a process it left behind cannot hold
+        the worker), and its wait status."""
+        import select
+
+        data, status = bytearray(), None
+        with os.fdopen(fd, "rb", buffering=0) as source:
+            while True:
+                ready, _, _ = select.select([source], [], [], 0.2)
+                chunk = source.read(1 << 16) if ready else b""
+                if chunk and len(data) < cls.LIMIT:
+                    data += chunk
+                if status is None:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    status = status if done else None
+                if (ready and not chunk) or (status is not None and not ready):
+                    break
+        if status is None:
+            _, status = os.waitpid(pid, 0)
+        return bytes(data), status
+
+    @classmethod
+    def relay(cls, worker, item: pytest.Item, data: bytes, status: int) -> None:
+        seen: set[str] = set()
+        refused: list[str] = []
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            try:
+                name, kwargs = json.loads(line)
+            except (ValueError, TypeError):
+                refused.append("sent something that is not a report")
+                continue
+            if name in cls.RELAYED and isinstance(kwargs, dict):
+                with contextlib.suppress(Exception):
+                    worker.sendevent(name, **kwargs)
+                continue
+            report = kwargs.get("data") if isinstance(kwargs, dict) else None
+            when = report.get("when") if isinstance(report, dict) else None
+            if (
+                name != "testreport"
+                or report.get("nodeid") != item.nodeid
+                or report.get("item_index") != worker.item_index
+                or when not in cls.PHASES
+                or when in seen
+            ):
+                what = report.get("nodeid") if isinstance(report, dict) else None
+                refused.append(f"sent {name!r} for {what or 'nothing'}: not its own report")
+                continue
+            seen.add(when)
+            report["worker_id"], report["testrun_uid"] = worker.workerid, worker.testrunuid
+            worker.sendevent("testreport", data=report)
+        if refused:
+            _emit({"event": "violation", "nodeid": item.nodeid, "what": refused[:3]})
+        if "teardown" not in seen:
+            cls.crashed(worker, item, status)
+
+    @staticmethod
+    def crashed(worker, item: pytest.Item, status: int) -> None:
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            name = signal.Signals(number).name if number in signal.valid_signals() else number
+            how = f"ended by signal {name}"
+        else:
+            how = f"exited with code {os.WEXITSTATUS(status)}"
+        fspath = item.nodeid.split("::")[0]
+        report = pytest.TestReport(
+            item.nodeid,
+            (fspath, None, fspath),
+            {},
+            "failed",
+            f"the koan's own process {how} before it reported its end",
+            "???",
+        )
+        worker.pytest_runtest_logreport(report)
+
+
 class _Audit:
     """An audit hook (it cannot be removed) in each worker: what a koan's process tries
     against the run. Only the actions themselves count, never a name in the code."""
@@ -364,7 +536,10 @@ class _Audit:
             if event in ("os.remove", "os.rename", "os.rmdir", "shutil.rmtree"):
                 return f"{event} {path}: deleted or moved the graded run's files"
             if where.startswith(_Audit.guard + os.sep):  # the guard opens its FIFO quietly
-                return f"{event} {path}: reached for the guard's files"
+                source = where.endswith(".py") and event == "open" and not _writes(*args[1:3])
+                if not source:  # its source is read for a traceback of a koan's process
+                    return f"{event} {path}: reached for the guard's files"
+                continue
             loaded = where.endswith(_Audit.LOADED)
             if loaded and (event != "open" or _writes(args[1], args[2])):
                 return f"{event} {path}: changed the graded run's files"

@@ -78,3 +78,86 @@ def test_a_missing_compiler_raises_a_bilingual_error(source, tmp_path, monkeypat
 def test_names_inside_csrc_resolve_there():
     assert (cbuild.CSRC / "leaky_sum.cc").is_file()
     assert cbuild.BUILD_DIR.relative_to(cbuild.CSRC.parent).as_posix() == "build/ffi"
+
+
+# ---- what the koans call: ffi_library and ffi_target ------------------------------------
+
+
+def test_ffi_library_builds_and_loads_once(source, tmp_path, monkeypatch):
+    monkeypatch.setattr(cbuild, "BUILD_DIR", tmp_path / "build")
+    library = cbuild.ffi_library(source)
+    assert library.answer() == 42
+    assert cbuild.ffi_library(source) is library  # one load per process / 每个进程只加载一次
+    assert [p.suffix for p in (tmp_path / "build").iterdir() if p.suffix == ".so"] == [".so"]
+
+
+def test_ffi_target_registers_the_handler_once_under_its_name(monkeypatch):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    name = cbuild.ffi_target("test_cbuild_leaky_sum", "leaky_sum.cc", "LeakySum")
+    assert name == "test_cbuild_leaky_sum"
+    x = jnp.array([1.0, 2.0, 3.0, 4.0])
+    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(x.shape, x.dtype))
+    np.testing.assert_allclose(call(x, decay=np.float32(0.5), reverse=False), [1, 2.5, 4.25, 6.125])
+
+    registered = []
+    monkeypatch.setattr(jax.ffi, "register_ffi_target", lambda *a, **k: registered.append(a[0]))
+    assert cbuild.ffi_target(name, "leaky_sum.cc", "LeakySum") == name
+    assert registered == []  # already registered in this process
+    cbuild.ffi_target("test_cbuild_leaky_sum_2", "leaky_sum.cc", "LeakySum")
+    assert registered == ["test_cbuild_leaky_sum_2"]  # another name is another registration
+
+
+def test_ffi_library_skips_without_a_compiler(source, tmp_path, monkeypatch):
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(cbuild, "BUILD_DIR", tmp_path / "build")
+    for load in (lambda: cbuild.ffi_library(source), lambda: cbuild.ffi_target("t", source, "f")):
+        with pytest.raises(pytest.skip.Exception, match=r"No C\+\+ compiler"):
+            load()
+
+
+def test_ffi_library_lets_a_build_error_through(tmp_path, monkeypatch):
+    broken = tmp_path / "broken.cc"
+    broken.write_text("this is not C++\n", encoding="utf-8")
+    monkeypatch.setattr(cbuild, "BUILD_DIR", tmp_path / "build")
+    with pytest.raises(cbuild.BuildError, match=r"broken\.cc"):
+        cbuild.ffi_library(broken)
+
+
+KOAN_FILE = '''
+import os, pathlib
+from jaxkoans.api import cbuild
+
+SOURCE = pathlib.Path(__file__).parent.parent / "broken.cc"
+cbuild.BUILD_DIR = SOURCE.parent / "build"  # not the course's build/ffi
+
+def test_build_fails():
+    """编译。The kernel's library."""
+    cbuild.ffi_library(SOURCE)
+
+def test_no_compiler(monkeypatch):
+    """编译器。No compiler on PATH."""
+    monkeypatch.setenv("PATH", os.fspath(SOURCE.parent / "empty"))
+    cbuild.ffi_target("koans_t", SOURCE, "f")
+'''
+
+
+def test_a_koan_reads_a_failed_build_as_the_environment_and_no_compiler_as_a_skip(pytester):
+    (pytester.path / "broken.cc").write_text("int f( {\n", encoding="utf-8")
+    (pytester.path / "empty").mkdir()
+    directory = pytester.mkpydir("05")
+    (directory / "chapter.toml").write_text(
+        'title_zh = "第05章"\ntitle_en = "Chapter 05"\nfiles = ["test_a.py"]\n', encoding="utf-8"
+    )
+    (directory / "test_a.py").write_text(KOAN_FILE, encoding="utf-8")
+    result = pytester.runpytest_subprocess(
+        "-p", "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-rs", "05"
+    )  # fmt: skip
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*🛠️ 环境 / environment*", "*│ *broken.cc*"])
+    result.stdout.fnmatch_lines(["SKIPPED*未找到 C++ 编译器*", "No C++ compiler*"])
+    result.stdout.no_fnmatch_line("*❌*")

@@ -7,16 +7,25 @@ renames it into place, under a lock where the platform has one, so pytest-xdist 
 ask at the same moment neither collide nor compile twice.
 
     path = cbuild.build("leaky_sum.cc")      # csrc/leaky_sum.cc -> build/ffi/leaky_sum-<key>.so
-    lib = ctypes.CDLL(str(path))
 
-Without a C++ compiler `build` raises `CompilerNotFoundError`, whose message the koans pass to
-`pytest.skip`: only the koans that need the kernel are skipped. A compiler that fails or times
-out raises `BuildError`, which the harness reports as an environment problem, not an answer.
+What a koan calls is `ffi_library` (built, loaded with ctypes, once per process) and
+`ffi_target` (that, plus one of its symbols registered with jax.ffi under a name, once per
+process): the koan files of chapter 05 share one loader instead of each keeping a copy.
+
+    lib = cbuild.ffi_library("leaky_sum.cc")                           # lib.LeakySum, …
+    target = cbuild.ffi_target("koans_x", "leaky_sum.cc", "LeakySum")  # jax.ffi.ffi_call(target, …)
+
+Without a C++ compiler `build` raises `CompilerNotFoundError`; `ffi_library` and `ffi_target`
+turn it into `pytest.skip` with its message: only the koans that need the kernel are skipped. A
+compiler that fails or times out raises `BuildError`, which the harness reports as an
+environment problem, not an answer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -127,3 +136,41 @@ def build(source: str | Path, *, build_dir: Path | None = None) -> Path:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
     return library
+
+
+def ffi_library(source: str | Path) -> ctypes.CDLL:
+    """`source` (a path, or a name inside csrc/) built by `build` and loaded with ctypes, once per
+    process and library. Without a C++ compiler the calling koan is skipped with
+    `CompilerNotFoundError`'s message; a `BuildError` propagates (the environment, not an answer).
+    """
+    try:
+        library = build(source)
+    except CompilerNotFoundError as error:
+        import pytest  # only a koan asks for a library, and a koan runs under pytest
+
+        pytest.skip(str(error))
+    return _load(library)
+
+
+@functools.cache
+def _load(library: Path) -> ctypes.CDLL:
+    return ctypes.CDLL(str(library))
+
+
+def ffi_target(name: str, source: str | Path, symbol: str, *, platform: str = "cpu") -> str:
+    """Register the FFI handler `symbol` of `ffi_library(source)` with jax.ffi as the target
+    `name` for `platform`, once per process, and return `name` (for `jax.ffi.ffi_call`). A koan
+    that gives its own name depends on no other koan's registration. Skips like `ffi_library`.
+    """
+    library = ffi_library(source)
+    return _register(name, platform, library, symbol)
+
+
+@functools.cache
+def _register(name: str, platform: str, library: ctypes.CDLL, symbol: str) -> str:
+    import jax
+
+    jax.ffi.register_ffi_target(
+        name, jax.ffi.pycapsule(getattr(library, symbol)), platform=platform
+    )
+    return name

@@ -7,8 +7,6 @@ compiler against jax.ffi.include_dir() into build/ffi/; ctypes loads it. Without
 compiler these koans are skipped, and only these.
 """
 
-import ctypes
-import functools
 from functools import partial
 
 import jax
@@ -23,32 +21,6 @@ from jax.test_util import check_grads
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 from jaxkoans.api import cbuild
 from jaxkoans.api.probes import first_failing_stage
-
-
-@functools.cache
-def _library() -> ctypes.CDLL:
-    return ctypes.CDLL(str(cbuild.build("leaky_sum.cc")))
-
-
-def kernel_library() -> ctypes.CDLL:
-    """csrc/leaky_sum.cc, compiled once and loaded with ctypes; skips without a C++ compiler."""
-    try:
-        return _library()
-    except cbuild.CompilerNotFoundError as error:
-        pytest.skip(str(error))
-
-
-@functools.cache
-def _register(name: str) -> str:
-    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(_library().LeakySum), platform="cpu")
-    return name
-
-
-def leaky_sum_target(name: str) -> str:
-    """The kernel registered (once per process) as the FFI target `name`. Each koan uses its
-    own name, so that no koan depends on another's registration or compile cache."""
-    kernel_library()
-    return _register(name)
 
 
 def like(x):
@@ -86,7 +58,7 @@ def test_register_a_cpp_handler_and_call_it():
     ffi_call calls it by name, and the caller declares the output's shape and dtype (the kernel
     cannot tell JAX).
     """
-    lib = kernel_library()
+    lib = cbuild.ffi_library("leaky_sum.cc")
     capsule = jax.ffi.pycapsule(__)
     jax.ffi.register_ffi_target("koans_leaky_sum_register", capsule, platform=__)
     x = jnp.array([1.0, 2.0, 3.0, 4.0])
@@ -103,7 +75,7 @@ def test_attributes_must_have_the_kernels_dtype():
     .Attr<float> wants F32, but a Python float arrives as F64: compiling succeeds and the error
     comes only when the kernel runs. Use np.float32(...).
     """
-    target = leaky_sum_target("koans_leaky_sum_attrs")
+    target = cbuild.ffi_target("koans_leaky_sum_attrs", "leaky_sum.cc", "LeakySum")
     x = jnp.arange(4.0)
 
     def with_decay(decay):
@@ -131,7 +103,7 @@ def test_the_kernel_checks_its_operands_when_it_runs():
     wrong operand dtype and the kernel's own errors (ffi::Error) wait until execution, where
     they are raised as jax.errors.JaxRuntimeError carrying the kernel's message.
     """
-    target = leaky_sum_target("koans_leaky_sum_errors")
+    target = cbuild.ffi_target("koans_leaky_sum_errors", "leaky_sum.cc", "LeakySum")
 
     def run(x, name=target):
         return jax.ffi.ffi_call(name, like(x))(x, decay=np.float32(0.5), reverse=False)
@@ -156,7 +128,7 @@ def test_vmap_of_an_ffi_call_needs_a_vmap_method():
     in a while loop in the HLO, one call per element; the kernel already treats leading axes as
     batch axes, so broadcast_all hands it the whole batch in a single call.
     """
-    target = leaky_sum_target("koans_leaky_sum_vmap")
+    target = cbuild.ffi_target("koans_leaky_sum_vmap", "leaky_sum.cc", "LeakySum")
 
     def leaky(x, method):
         call = jax.ffi.ffi_call(target, like(x), vmap_method=method)
@@ -215,7 +187,7 @@ def test_custom_vjp_makes_the_kernel_differentiable():
     backward rule with custom_vjp: write leaky_sum_fwd and leaky_sum_bwd (the backward kernel is
     the same kernel with reverse flipped).
     """
-    leaky_sum_target("koans_leaky_sum_vjp")
+    cbuild.ffi_target("koans_leaky_sum_vjp", "leaky_sum.cc", "LeakySum")
     x = jnp.array([0.5, -1.0, 2.0, 0.25, 1.0])
     with raises_exactly(__) as info:
         jax.grad(lambda x: _kernel(x, 0.8, reverse=False).sum())(x)
@@ -243,7 +215,7 @@ def test_a_primitive_can_lower_to_an_ffi_target():
     jax.ffi.ffi_lowering(target name), platform="cpu"). The primitive's params become FFI
     attributes (np.float32 again). Registered for CPU only, lowering for TPU fails.
     """
-    target = leaky_sum_target("koans_leaky_sum_primitive")
+    target = cbuild.ffi_target("koans_leaky_sum_primitive", "leaky_sum.cc", "LeakySum")
     prim = jax.extend.core.Primitive("leaky_sum_ffi")
     prim.def_abstract_eval(lambda x, *, decay, reverse: jax.core.ShapedArray(x.shape, x.dtype))
     mlir.register_lowering(prim, __, platform="cpu")
@@ -265,7 +237,7 @@ def test_capstone_the_kernel_under_jit_vmap_and_grad():
     The kernel with its custom_vjp composes with jit, vmap and grad. Predict: how many times
     does the per-example gradient's HLO call the kernel, and which call has reverse = true?
     """
-    leaky_sum_target("koans_leaky_sum_vjp")
+    cbuild.ffi_target("koans_leaky_sum_vjp", "leaky_sum.cc", "LeakySum")
 
     def loss(x):
         return jnp.mean((leaky_sum(x, 0.9) - 1.0) ** 2)

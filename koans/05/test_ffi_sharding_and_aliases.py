@@ -11,44 +11,17 @@ it on sharded input (jit gathers the input, shard_map has each device work on it
 and registering a handler for GPU and lowering for CUDA (this machine can lower, not run).
 """
 
-import ctypes
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxlib import xla_client
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 from jaxkoans.api import cbuild
-
-
-@functools.cache
-def _library() -> ctypes.CDLL:
-    return ctypes.CDLL(str(cbuild.build("leaky_sum.cc")))
-
-
-def kernel_library() -> ctypes.CDLL:
-    """csrc/leaky_sum.cc, compiled once and loaded with ctypes; skips without a C++ compiler."""
-    try:
-        return _library()
-    except cbuild.CompilerNotFoundError as error:
-        pytest.skip(str(error))
-
-
-@functools.cache
-def _register(name: str) -> str:
-    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(_library().LeakySum), platform="cpu")
-    return name
-
-
-def leaky_sum_target(name: str) -> str:
-    """The kernel registered (once per process) for the CPU as the FFI target `name`."""
-    kernel_library()
-    return _register(name)
 
 
 def like(x):
@@ -80,7 +53,7 @@ def test_input_output_aliases_let_the_kernel_write_in_place():
     argument is donated as well (donate_argnums) does the copy go away. Donating without the
     alias still copies.
     """
-    target = leaky_sum_target("koans_leaky_sum_aliases")
+    target = cbuild.ffi_target("koans_leaky_sum_aliases", "leaky_sum.cc", "LeakySum")
     x = jnp.arange(1.0, 9.0).reshape(2, 4)
 
     def in_place(x):
@@ -138,7 +111,7 @@ def test_an_ffi_call_on_sharded_input_runs_on_the_whole_array():
     replicated (not sharded). Say "each device handles its own shard" with shard_map: no
     all-gather, the kernel sees only the local [4, 4], and the output stays sharded by rows.
     """
-    target = leaky_sum_target("koans_leaky_sum_sharded")
+    target = cbuild.ffi_target("koans_leaky_sum_sharded", "leaky_sum.cc", "LeakySum")
     mesh, x = _sharded_rows()
 
     def whole(x):
@@ -172,7 +145,8 @@ def test_a_cuda_handler_lowers_but_cannot_run_here():
     stream from the FFI.
     """
     name = "koans_leaky_sum_cuda_only"
-    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(kernel_library().LeakySum), platform=__)
+    capsule = jax.ffi.pycapsule(cbuild.ffi_library("leaky_sum.cc").LeakySum)
+    jax.ffi.register_ffi_target(name, capsule, platform=__)
     # jaxlib keeps a registration for a platform without a loaded plugin until one loads.
     waiting = [target for target, *_ in xla_client._custom_callback.get("CUDA", [])]
     assert name in waiting and name not in xla_client.custom_call_targets("cpu")

@@ -7,20 +7,25 @@ are the few checks that only make sense for the whole course (named in the heade
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from jaxkoans import course
+from jaxkoans.course import mutate
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
 WORKERS = 2
-KOAN_LIMIT_S = 60  # pyproject.toml's `timeout`: pytest-timeout stops any koan after it
-STARTUP_S = 300  # a pytest process importing JAX, flax and optax on a loaded machine
 # The course's `timeout = 60` is a koan's limit. The suite's own tests wait on child processes
-# that have their own timeouts; their limit only guards against a hang of the test itself, so
-# it is far above what a loaded machine needs, and never the reason a test fails.
+# that have their own limits, worked out from their work (mutate.run_limit); this one only guards
+# against a hang of the test itself, so it is far above what a loaded machine needs, and never
+# the reason a test fails.
 HANG_GUARD_S = 3600
 WHOLE_COURSE_ONLY = (  # checks that compare the whole of koans/ with the whole of answers/
     "test_course.py::test_koans_and_answers_collect_together_without_collisions",
@@ -40,11 +45,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    end_children_with_this_process()
     CHOSEN.clear()
     CHOSEN.update(c.zfill(2) for c in config.getoption("koans_chapter", []) or [])
     unknown = CHOSEN - {c.number for c in course.all_chapters()}
     if unknown:
         raise pytest.UsageError(f"--koans-chapter: no such chapter {', '.join(sorted(unknown))}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    ended = end_every_child()
+    if ended:
+        print(f"\njax-koans tests: ended {ended} processes left behind", file=sys.stderr)
 
 
 def chosen(number: str) -> bool:
@@ -94,10 +106,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def run_timeout(targets: list[Path]) -> float:
-    """A hang guard for one recorded run, from its work: every koan may take pytest-timeout's
-    whole limit, shared by the workers, plus the start of the processes."""
-    koans = sum(len(koan_runs.listed_koans(f)) for f in targets)
-    return STARTUP_S + KOAN_LIMIT_S * koans / WORKERS
+    """A hang guard for one recorded run, from its work (every koan may take pytest-timeout's
+    whole limit, shared by the workers, plus the start of the processes)."""
+    return mutate.run_limit(sum(len(koan_runs.listed_koans(f)) for f in targets), WORKERS)
 
 
 def record_run(tmp_path_factory, tree: str) -> list[dict]:
@@ -125,3 +136,66 @@ def answers_run(tmp_path_factory) -> list[dict]:
 @pytest.fixture(scope="session")
 def koans_run(tmp_path_factory) -> list[dict]:
     return record_run(tmp_path_factory, "koans")
+
+
+# ---- the suite's child processes end with it ------------------------------------------------
+# Tests start tools (progress.py, the mutation gate, pytest) that start pytest in a session of
+# its own, out of reach of a signal to the suite's process group. So every process of the suite
+# (the xdist controller and each worker) adopts the orphans below it, passes SIGTERM and SIGHUP
+# on to its children and stops as on Ctrl-C, and at its end ends whatever is still below it.
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def end_children_with_this_process() -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans below come to us, not to init
+    with contextlib.suppress(ValueError):  # not the main thread: no signal handlers
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, _stop)
+
+
+def _stop(signum, frame) -> None:
+    for pid in _children():  # xdist workers, a tool a test started: each cleans up its own
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+    raise KeyboardInterrupt  # pytest (and xdist, for its workers) ends the session as on Ctrl-C
+
+
+def _children() -> list[int]:
+    """This process's children, adopted orphans included (Linux /proc; elsewhere none)."""
+    found = []
+    for task in Path(f"/proc/{os.getpid()}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(pid) for pid in (task / "children").read_text().split()]
+    return found
+
+
+def end_every_child() -> int:
+    """Kill every process still below this one (a child's own process group with it) and reap
+    it; orphans of those killed come to us in turn. Returns how many were still running."""
+    ended, own_group = 0, os.getpgrp()
+    for _ in range(100):  # each round reaches one generation further down
+        below = _children()
+        if not below:
+            break
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if not _is_zombie(pid):
+                    ended += 1
+                group = os.getpgid(pid)
+                if group != own_group:
+                    os.killpg(group, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+        for pid in below:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return ended
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -6,19 +6,24 @@ Like rustlings' `dev check`, each failure says what to fix and where.
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import twins
+from jaxkoans.course import mutate, twins
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
 
 from .conftest import koan_files
+from .fakecourse import is_alive
 
 KOAN_FILES = koan_files(course.KOANS)
 CHAPTERS = course.all_chapters()
@@ -204,3 +209,57 @@ def test_koans_and_answers_collect_together_without_collisions():
     assert listing.returncode == 0, listing.stdout[-2000:] + listing.stderr[-2000:]
     koans = sum(len(listed_koans(f)) for f in koan_files(course.KOANS))
     assert len(collected) == 2 * koans
+
+
+# ---- the suite's own child runs end with it -----------------------------------------------
+
+SPAWNER = """
+import os, pathlib, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import threading; threading.Event().wait()"],
+                         start_new_session=True)  # like progress.py's child pytest
+told = pathlib.Path(os.environ["JAXKOANS_TEST_PIDS"])
+told.with_suffix(".part").write_text(str(child.pid))
+os.replace(told.with_suffix(".part"), told)
+child.wait()
+"""
+WAITING_TEST = f"""
+import subprocess, sys
+
+
+def test_waits_on_a_tool_whose_child_has_a_session_of_its_own():
+    subprocess.run([sys.executable, "-c", {SPAWNER!r}], check=False)
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_stopping_the_suite_ends_the_children_of_its_tests(tmp_path, stop):
+    """`pytest tests -n 2` stopped by SIGTERM (an outer timeout) or SIGHUP while a test waits on
+    a tool whose child pytest has a session of its own: that child ends with the suite."""
+    (tmp_path / "test_waiting.py").write_text(WAITING_TEST, encoding="utf-8")
+    told = tmp_path / "pid"
+    suite = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", str(tmp_path), "-n", "2",
+         "-q", "-p", "no:cacheprovider", "-o", "timeout=0"],
+        cwd=course.REPO, env={**os.environ, "JAXKOANS_TEST_PIDS": str(told)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    grandchild = None
+    try:
+        while not told.exists():  # the suite and its workers start: wait while it runs
+            assert suite.poll() is None, suite.communicate()
+            time.sleep(0.1)
+        grandchild = int(told.read_text())
+        assert is_alive(grandchild)
+        suite.send_signal(stop)
+        shown, _ = suite.communicate(timeout=mutate.STARTUP_S)
+        deadline = time.monotonic() + mutate.STARTUP_S  # a guard against waiting forever
+        while is_alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not is_alive(grandchild), f"a test's child outlived the suite:\n{shown[-3000:]}"
+        assert suite.returncode != 0, shown[-3000:]
+    finally:
+        suite.kill()
+        suite.communicate()
+        if grandchild is not None:  # a failing check leaves nothing running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(grandchild, signal.SIGKILL)

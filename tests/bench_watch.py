@@ -58,6 +58,7 @@ class Session:
             stderr=subprocess.STDOUT, text=True, encoding="utf-8", bufsize=1,
         )  # fmt: skip
         self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
+        self.seen: list[str] = []  # for the message when a mark never comes
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -67,10 +68,11 @@ class Session:
     def wait_for(self, mark: str, timeout: float = 120.0) -> float:
         deadline = time.monotonic() + timeout
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(mark)
-            stamp, line = self.lines.get(timeout=left)
+            try:
+                stamp, line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no {mark} in {timeout} s:\n{''.join(self.seen)}") from None
+            self.seen.append(line)
             if mark in line:
                 return stamp
 

@@ -1,9 +1,9 @@
 """Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one.
 
 One warm process (jaxkoans/learner/warm.py) forks a pytest child per run, so a verdict comes back
-about a second after a save; file events come from jaxkoans/learner/watcher.py. Keys: h hint, n next,
-r run again, v reveal what a wrong answer hides, q quit (one key on a terminal; one command per
-line when stdin is a pipe).
+about a second after a save; file events come from jaxkoans/learner/watcher.py (watchfiles), one
+batch per save. Keys: h hint, n next, r run again, v reveal what a wrong answer hides, q quit (one
+key on a terminal; one command per line when stdin is a pipe).
 Nothing here writes the learner's files; hints seen are remembered in .jaxkoans/ as by `hint`.
 """
 
@@ -32,8 +32,6 @@ from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import KoanState
 
 NAME, HELP = "watch", "run the koan you work on at every save (h hint, n next, q quit)"
-DEBOUNCE_S = 0.05  # an editor's save is several events: act once they stop
-MAX_DEBOUNCE_S = 0.5
 PASSED = KoanState.PASSED.value
 AGAIN_KEY = "  再按 h 看下一层 / press h for the next level"
 KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit"
@@ -175,8 +173,7 @@ class Session:
         self.run: warm.Run | None = None
         self.digests: dict[str, str | None] = {}  # files of the running request, at its start
         self.ran_digest: str | None = None  # the focus file's content at its last run
-        self.pending: set[Path] = set()
-        self.first_change = self.fire_at = 0.0
+        self.why = watcher.why  # how files are watched, as last told
         self.exit_code: int | None = None
 
     # ---- jobs -----------------------------------------------------------------------------
@@ -381,20 +378,14 @@ class Session:
             return path.parent.name == self.focus.chapter.number
         return path.suffix == ".py" and not path.name.startswith("test_")  # a helper, conftest
 
-    def changed(self, paths: set[Path]) -> None:
-        relevant = {p for p in paths if self._relevant(p)}
-        if not relevant:
-            return
-        now = time.monotonic()
-        if not self.pending:
-            self.first_change = now
-        self.pending |= relevant
-        self.fire_at = min(now + DEBOUNCE_S, self.first_change + MAX_DEBOUNCE_S)
-
-    def fire(self) -> None:
-        """The saves have settled: run the focus again, unless nothing really changed."""
-        paths, self.pending = self.pending, set()
-        if self.focus is None:
+    def changed(self, changes: set[Path]) -> None:
+        """A batch of changes (the watcher gathers a save's events): run the focus again,
+        unless nothing really changed."""
+        if self.watcher.why != self.why:  # it fell back to polling: said once
+            self.why = self.watcher.why
+            self.console.note(f"👀 监视 / watching: {self.why}")
+        paths = {p for p in changes if self._relevant(p)}
+        if not paths or self.focus is None:
             return
         own = course.REPO / self.focus.path
         content = digest(own)
@@ -410,8 +401,6 @@ class Session:
             if self.run is not None:
                 fds += self.run.fds()
                 waits.append(self.run.wait_s())
-            if self.pending:
-                waits.append(max(0.0, self.fire_at - time.monotonic()))
             ready, _, _ = select.select(fds, [], [], min(waits))
             if self.run is not None:
                 outcome = self.run.poll()
@@ -424,8 +413,6 @@ class Session:
                     self.command(key)
                     if self.exit_code is not None:
                         break
-            if self.pending and time.monotonic() >= self.fire_at:
-                self.fire()
         return self.exit_code
 
 

@@ -114,10 +114,13 @@ def as_typed_key(k, impl=None):
 def test_as_typed_key_accepts_both_kinds():
     """写一个兼容层：库的入口同时接受新旧两种 key，内部只用类型化 key。
     Write a compatibility shim: a library's entry point accepts both kinds of key and uses
-    only typed keys inside.
+    only typed keys inside. 判断靠 dtype，不靠形状：一批类型化 key 的形状可以和原始 key 数据一样。
+    Decide by dtype, not by shape: a batch of typed keys can have the shape of raw key data.
     """
     typed = jax.random.key(3)
     assert as_typed_key(typed) is typed
+    typed_pair = jax.random.split(typed, 2)  # typed keys shaped like one raw key: [2]
+    assert as_typed_key(typed_pair) is typed_pair
     raw = jax.random.PRNGKey(3)
     converted = as_typed_key(raw)
     assert is_typed(converted) and converted.shape == ()

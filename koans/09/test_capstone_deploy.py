@@ -89,10 +89,14 @@ for name in sys.argv[2:]:
 """
 
 
-def test_artifacts_serve_any_batch_in_process(tmp_path):
+def test_artifacts_serve_any_batch_in_process(tmp_path, monkeypatch):
     """产物目录里有序列化的程序和参数检查点；读回的 Exported 批维是符号的，一个产物服务所有批大小。
+    服务端运行的是产物里的程序：下一版模型（输出概率而不是对数概率）只换了产物，同一个
+    load_and_predict 就给出新模型的预测。
     The directory holds the serialized program and the parameter checkpoint; the Exported
-    read back has a symbolic batch dimension, so one artifact serves every batch size.
+    read back has a symbolic batch dimension, so one artifact serves every batch size. The
+    server runs the artifact's program: the next model version (probabilities instead of
+    log-probabilities) changes only the artifact, and the same load_and_predict serves it.
     """
     params = make_params()
     save_artifacts(params, tmp_path)
@@ -107,6 +111,18 @@ def test_artifacts_serve_any_batch_in_process(tmp_path):
             rtol=1e-5,
             atol=1e-6,
         )
+
+    model = mlp
+
+    def probabilities(params, x):  # the next model version
+        return jnp.exp(model(params, x))
+
+    (tmp_path / "v2").mkdir()
+    monkeypatch.setitem(globals(), "mlp", probabilities)  # save_artifacts exports it instead
+    save_artifacts(params, tmp_path / "v2")
+    monkeypatch.undo()
+    served = load_and_predict(tmp_path / "v2", inputs(5))
+    np.testing.assert_allclose(served, jax.jit(probabilities)(params, inputs(5)), rtol=1e-5)
 
 
 def test_a_fresh_process_reproduces_the_predictions(tmp_path):

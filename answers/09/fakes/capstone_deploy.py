@@ -25,3 +25,18 @@ def load_and_predict__calls_the_model_code(directory, x):
     params = ckpt.restore(pathlib.Path(directory) / "params")
     ckpt.close()
     return np.asarray(mlp(params, x))
+
+
+def load_and_predict__recomputes_the_model(directory, x):
+    """Ignores the Exported: restores the parameters and redoes the model's math by hand."""
+    import pathlib
+
+    import jax
+    import numpy as np
+    import orbax.checkpoint as ocp
+
+    ckpt = ocp.StandardCheckpointer()
+    params = ckpt.restore(pathlib.Path(directory) / "params")
+    ckpt.close()
+    h = jax.nn.gelu(x @ params["hidden"]["w"] + params["hidden"]["b"])
+    return np.asarray(jax.nn.log_softmax(h @ params["out"]["w"] + params["out"]["b"]))

@@ -121,7 +121,8 @@ def record_run(tmp_path_factory, tree: str) -> list[dict]:
     command = [
         *koan_runs.pytest_command(
             [str(t.relative_to(course.REPO)) for t in targets], record, WORKERS
-        )
+        ),
+        *("-o", f"timeout={mutate.koan_limit():.0f}"),  # a koan's limit, stretched by the load
     ]
     koan_runs.run_in_group(command, run_timeout(koan_files(root)))
     events = results.read(record) if record.exists() else []

@@ -250,3 +250,14 @@ def test_stopping_the_gate_ends_its_child_pytest_and_workers(tmp_path, stop):
         for pid in running:  # a failing check leaves nothing running
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_koans_limit_in_the_gate_stretches_with_the_load(monkeypatch):
+    """On a loaded machine a koan's wall time grows, its work does not: the gate's per-koan limit
+    (and so a whole run's) grows with the load, never below the course's own."""
+    monkeypatch.setattr(mutate.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(mutate.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert mutate.koan_limit() == 60  # pyproject.toml's timeout
+    monkeypatch.setattr(mutate.os, "getloadavg", lambda: (8.0, 1.0, 1.0))
+    assert mutate.koan_limit() == 4 * 60
+    assert mutate.run_limit(10, workers=2) == mutate.STARTUP_S + 4 * 60 * 10 / 2

@@ -1114,6 +1114,20 @@ def test_a_local_variable_named_like_a_builtin_is_not_even_a_note(pristine):
     assert check.notes == [] and check.findings == []
 
 
+def test_jax_initialised_at_import_leaves_the_koans_unisolated_and_the_grade_incomplete(fake_course, pristine, tmp_path):  # fmt: skip
+    """A worker that has a JAX backend cannot fork safely: its koans run in its own process,
+    and the grade says so (incomplete, exit 3) instead of claiming the isolation."""
+    early = answer_b(separator='(__import__("jax").numpy.zeros(1), os.sep)[1]')
+    copy = student(fake_course, tmp_path / "s", {A: answer_a(), B: early})
+    grade = grading.grade(copy, grading.select(pristine, ["02"], None), grading.Options(workers=1))
+    document = report_formats.as_json(grade)
+    assert statuses(grade) == dict.fromkeys(["test_separator", "test_int_size", "test_pid"], "passed")  # fmt: skip
+    assert document["run"]["isolated"] is False and document["status"] == "incomplete"
+    assert any("without a process of their own" in p["message"] for p in document["problems"])
+    fine = grading.grade(copy, grading.select(pristine, ["01"], None), grading.Options(workers=1))
+    assert fine.run["isolated"] is True and report_formats.status_of(fine) == "graded"
+
+
 def test_without_the_sandbox_a_line_forged_into_the_record_pipe_does_not_count(fake_course, pristine, tmp_path):  # fmt: skip
     """As root, outside the sandbox, a koan can write into the controller's record pipe through
     /proc: a result counts only when the guard's own stream saw its report too."""

@@ -170,6 +170,7 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             "harness": outcome.harness,
             "stopped": outcome.stopped,
             "sandbox": outcome.sandbox,
+            "isolated": not _not_isolated(outcome.guard),
         },
         reveals=revealed.summary(),
     )
@@ -259,6 +260,18 @@ def _merge(
                 "message": f"pytest 异常结束 / pytest ended abnormally (exit code {outcome.exit_code})",
             }
         )
+    shared = _not_isolated(outcome.guard)
+    if shared:
+        problems.append(
+            {
+                "file": None,
+                "message": "koan 没有各自的进程 / koans ran without a process of their own: JAX was "
+                "initialised while the koan files were imported (code at a file's top level), "
+                "so a worker could not fork safely and earlier koans' code ran where later ones "
+                f"ran ({len(shared)} koans: {', '.join(sorted(shared)[:5])}); the grade is "
+                "incomplete: read them by hand",
+            }
+        )
     crashed_files = _crashed_imports(outcome.guard)
     for path in crashed_files:
         problems.append(
@@ -312,6 +325,11 @@ def _merge(
             koan.message = _cap(koan.message)
             graded.append(koan)
     return graded
+
+
+def _not_isolated(guard: list[dict]) -> set[str]:
+    """Koans that ran in their worker's process, not one of their own (run_guard.py)."""
+    return {e.get("nodeid", "") for e in guard if e.get("event") == "not_isolated"}
 
 
 def _status(state: str) -> str:

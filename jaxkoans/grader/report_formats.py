@@ -12,7 +12,8 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     versions     {"python", "jax", "jaxlib", "pytest"}
     graded_at    ISO 8601 UTC, when grading began;  duration_s: seconds
     status       "graded" (no findings), "findings" (evidence of tampering: see `findings`) or
-                 "incomplete" (the run ended early: its unreported koans are crashed)
+                 "incomplete" (the run ended early: its unreported koans are crashed; or its
+                 koans could not each run in a process of their own: `run.isolated`)
     total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n},
                   "passed_revealed": how many of the passed koans were revealed}
     chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts",
@@ -36,7 +37,8 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     run          {"exit_code": pytest's, "timed_out": bool, "ran": bool, "harness": where the
                  run imported jaxkoans from, relative to the workdir (the pristine copy),
                  "stopped": why the run ended early ("" when it did not), "sandbox": {"used":
-                 bool, "bwrap": its version, "reason": why there was none}}
+                 bool, "bwrap": its version, "reason": why there was none}, "isolated": every
+                 koan ran in a process of its own (false: JAX was initialised at import)}
     reveals      {"source": ".jaxkoans/reveals.jsonl", "self_report": true, "found": the copy
                  has that log, "koans": how many graded koans it names, "problem": why it
                  was not read ("" when it was or there is none)}
@@ -98,7 +100,7 @@ def _tally(koans: list[dict]) -> dict:
 
 
 def status_of(grade: Grade) -> str:
-    if grade.run.get("stopped"):
+    if grade.run.get("stopped") or grade.run.get("isolated") is False:
         return "incomplete"
     return "findings" if grade.findings else "graded"
 

@@ -331,16 +331,14 @@ class _ForkEachKoan:
     def run_one(cls, worker) -> None:
         import time
 
-        from xdist.remote import Marker
-
         worker.item_index = worker.nextitem_index
         worker.nextitem_index = worker.torun.get()
         item = worker.session.items[worker.item_index]
         start = time.perf_counter()
         if cls.backend_started():  # something initialised JAX in the worker: no safe fork
             _emit({"event": "not_isolated", "nodeid": item.nodeid})
-            last = worker.nextitem_index is Marker.SHUTDOWN
-            nextitem = None if last else worker.session.items[worker.nextitem_index]
+            following = worker.nextitem_index  # an index, or xdist's end marker
+            nextitem = worker.session.items[following] if isinstance(following, int) else None
             worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         else:
             cls.forked(worker, item)

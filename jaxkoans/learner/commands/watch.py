@@ -462,7 +462,8 @@ def run(args) -> int:
         stack.enter_context(_terminated_cleanly())
         stack.callback(session.stop)
         console = session.console
-        console.say(f"👀 监视 / watching {course.KOANS.name}/ ({watcher.why}); Ctrl-C 退出 / quits")
+        say = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
+        say(f"👀 监视 / watching {course.KOANS.name}/ ({watcher.why}); Ctrl-C 退出 / quits")
         try:
             session.start(session.check(focus) if focus else session.search(0))
             return session.loop()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -643,3 +644,87 @@ def test_a_parametrized_koans_hint_names_the_koan_without_its_case(pytester):
     result.assert_outcomes(failed=2)
     hints = [line.strip() for line in result.stdout.lines if "progress.py hint" in line]
     assert hints == ["💡 python progress.py hint test_cases"] * 2
+
+
+# ---- The one model of a koan file (jaxkoans.course.koan_model) ------------------------------
+
+NESTED_KOAN = '''\
+from jaxkoans import __, todo
+
+
+def outer(x):
+    """外层。The outer function, not a TODO: its nested function is."""
+    scale = 2
+
+    def inner(y):
+        """内层。The TODO."""
+        todo("write inner")
+
+    return inner(x) * scale
+
+
+def helper(x):
+    return outer(x)
+
+
+@pytest.mark.slow
+def test_uses_the_helper():
+    """经由 helper。Through the helper."""
+    assert helper(1) == 2
+
+
+def test_a_blank():
+    """一个空。One blank, and `__` in a string is none: "__"."""
+    assert 1 + 1 == __
+    # ✍️ BEGIN
+    value = 3
+    # ✍️ END
+'''
+
+
+def test_the_koan_model_reads_koans_blanks_todos_and_regions():
+    from jaxkoans.course import koan_model
+
+    model = koan_model.parse(NESTED_KOAN)
+    assert [(k.name, k.line, k.span) for k in model.koans] == [
+        ("test_uses_the_helper", 20, (19, 22)),
+        ("test_a_blank", 25, (25, 29)),  # the END comment is no statement
+    ]
+    assert model.koan("test_uses_the_helper").docstring == "经由 helper。Through the helper."
+    assert model.blanks == ((27, 20),)
+    assert model.regions == ((28, 30),)
+    assert model.owner(27) == "test_a_blank" and model.owner(5) == koan_model.MODULE
+    assert model.reached("test_uses_the_helper") == ["test_uses_the_helper", "helper", "outer"]
+    # the helper's TODO is where the first koan waits; the blank, where the second does
+    assert model.first_blank_line("test_uses_the_helper") == 10
+    assert model.first_blank_line("test_a_blank") == 27
+
+
+def test_a_todo_in_a_nested_function_makes_only_the_nested_one_a_todo():
+    """One meaning everywhere: the function whose own statements call todo() is the TODO; the
+    function around it is not, so its other lines must stay as shipped (twins) and an edit there
+    is not a fill (fills, which grade runs)."""
+    from jaxkoans.course import fills, koan_model, twins
+
+    model = koan_model.parse(NESTED_KOAN)
+    assert [(t.name, t.todo_line, t.body) for t in model.todos] == [("inner", 10, (9, 10))]
+    answer = NESTED_KOAN.replace('todo("write inner")', "return y").replace("== __", "== 2")
+    report = twins.compare_text(NESTED_KOAN, answer, Path("k.py"))
+    assert report.ok and report.todo_bodies == {"inner": "        return y"}
+    edited = answer.replace("scale = 2", "scale = 1")
+    assert not twins.compare_text(NESTED_KOAN, edited, Path("k.py")).ok
+    taken = fills.take(NESTED_KOAN, edited)
+    assert "scale = 2" in taken.graded and "return y" in taken.graded
+    assert [(e.owner, e.student_line) for e in taken.ignored] == [(koan_model.MODULE, 6)]
+
+
+def test_the_koan_model_of_a_broken_file_still_counts_its_koans(tmp_path):
+    from jaxkoans.course import koan_model
+
+    path = tmp_path / "test_broken.py"
+    path.write_text("def test_one(:\n    pass\n\ndef test_two():\n    pass\n", encoding="utf-8")
+    model = koan_model.read(path)
+    assert model.tree is None and isinstance(model.error, SyntaxError)
+    assert [(k.name, k.line) for k in model.koans] == [("test_one", 1), ("test_two", 4)]
+    path.write_text("def test_three():\n    pass\n", encoding="utf-8")  # read again once changed
+    assert [k.name for k in koan_model.read(path).koans] == ["test_three"]

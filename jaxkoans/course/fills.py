@@ -22,9 +22,17 @@ import difflib
 import textwrap
 from dataclasses import dataclass, field
 
-from jaxkoans.grader.fill_audit import MODULE, calls_todo, has_docstring, owner
+from jaxkoans.course import koan_model
+from jaxkoans.course.koan_model import (
+    MODULE,
+    REGION_BEGIN,
+    REGION_END,
+    has_docstring,
+    owner,
+    todo_calls,
+)
 
-REGION_BEGIN, REGION_END = "# ✍️ BEGIN", "# ✍️ END"
+test_spans = koan_model.koan_spans  # grade's name for it (jaxkoans/grader/tamper.py)
 
 
 @dataclass(frozen=True)
@@ -47,30 +55,6 @@ class Taken:
     tree: ast.Module | None = None  # the learner's file, which `nodes` belong to
 
 
-def region_lines(lines: list[str]) -> list[tuple[int, int]]:
-    """Each fix region as 1-based (BEGIN line, END line)."""
-    found, start = [], None
-    for number, line in enumerate(lines, start=1):
-        if line.strip().startswith(REGION_BEGIN):
-            start = number
-        elif line.strip().startswith(REGION_END) and start is not None:
-            found.append((start, number))
-            start = None
-    return found
-
-
-def test_spans(tree: ast.Module) -> dict[str, tuple[int, int]]:
-    """Each top-level test's lines (1-based, inclusive), decorators included."""
-    spans = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
-            "test"
-        ):
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            spans[node.name] = (start, node.end_lineno or node.lineno)
-    return spans
-
-
 def _key(node: ast.AST) -> str:
     """What aligns two statement lists: the kind, and for definitions, imports and
     assignments what they name."""
@@ -90,11 +74,13 @@ def _key(node: ast.AST) -> str:
 class _Walk:
     def __init__(self, p_text: str, s_text: str) -> None:
         self.p_text, self.s_text = p_text, s_text
-        self.p_tree, self.s_tree = ast.parse(p_text), ast.parse(s_text)
-        self.p_lines, self.s_lines = p_text.splitlines(), s_text.splitlines()
-        self.spans = test_spans(self.p_tree)
-        self.p_regions = region_lines(self.p_lines)
-        self.s_regions = region_lines(self.s_lines)
+        pristine, learner = koan_model.parse(p_text), koan_model.parse(s_text)
+        if pristine.error or learner.error:
+            raise pristine.error or learner.error
+        self.p_tree, self.s_tree = pristine.tree, learner.tree
+        self.p_lines, self.s_lines = pristine.lines, learner.lines
+        self.spans, self.s_spans = pristine.spans, learner.spans
+        self.p_regions, self.s_regions = pristine.regions, learner.regions
         self.p_in_region = {n for a, b in self.p_regions for n in range(a + 1, b)}
         self.s_in_region = {n for a, b in self.s_regions for n in range(a + 1, b)}
         # replacements of pristine text: (start line, col, end line, col) -> text, student line
@@ -141,7 +127,7 @@ class _Walk:
             return
         if isinstance(p, ast.Call) and self.keyword_fills(p, s, line, s_line):
             return
-        todo = isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and calls_todo(p)
+        todo = isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and todo_calls(p)
         for name in p._fields:
             if name == "ctx":
                 continue
@@ -211,7 +197,7 @@ class _Walk:
                 )
 
     def s_owner(self, line: int) -> str:
-        return owner(test_spans(self.s_tree), line)
+        return owner(self.s_spans, line)
 
     def todo_body(self, p: ast.FunctionDef, s: ast.FunctionDef, here: str) -> None:
         skip = 1 if has_docstring(p) else 0
@@ -237,10 +223,9 @@ class _Walk:
                 Ignored(MODULE, None, None, f"{REGION_BEGIN}/{REGION_END} markers changed")
             )
             return
-        s_spans = test_spans(self.s_tree)
         for (pb, pe), (sb, se) in zip(self.p_regions, self.s_regions, strict=True):
             here = self.owner(pb)
-            if owner(s_spans, sb) != here:
+            if self.s_owner(sb) != here:
                 self.ignored.append(Ignored(here, pb, sb, "a fix region moved"))
                 continue
             text = textwrap.dedent(_stripped(self.s_lines[sb : se - 1]))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import fills, pristine
-from jaxkoans.grader.fill_audit import MODULE
+from jaxkoans.course.koan_model import MODULE
 from jaxkoans.plugin import classify
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted

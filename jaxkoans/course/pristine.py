@@ -7,11 +7,9 @@ a fresh clone's summary costs one `git ls-tree`, not a run of every koan.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import subprocess
 from functools import cache
-from pathlib import Path
 
 from jaxkoans import course
 
@@ -76,70 +74,3 @@ def _blob_of(relative: str, mtime_ns: int, size: int) -> str | None:
         return blob_id((course.REPO / relative).read_bytes())
     except OSError:
         return None
-
-
-def parsed(path: Path) -> tuple[str, ast.Module | None]:
-    """(text, syntax tree or None) of `path`, parsed once per content: a summary reads each
-    koan file several times and parsing is most of its cost."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return "", None
-    return _parse(path, stat.st_mtime_ns, stat.st_size)
-
-
-@cache
-def _parse(path: Path, mtime_ns: int, size: int) -> tuple[str, ast.Module | None]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "", None
-    try:
-        return text, ast.parse(text)
-    except (SyntaxError, ValueError):
-        return text, None
-
-
-def first_blank_line(path: Path, name: str) -> int | None:
-    """Where koan `name` of `path` waits for the learner: its first `__`, or the first `todo()`
-    of a function it calls, or its fix region; None when not found."""
-    functions, region = _blanks(*_stat_key(path))
-    if name not in functions:
-        return None
-    own, called = functions[name]
-    if own is not None:
-        return own
-    found = [functions[f][0] for f in called if f in functions and functions[f][0] is not None]
-    return found[0] if found else region
-
-
-def _stat_key(path: Path) -> tuple[Path, int, int]:
-    try:
-        stat = path.stat()
-    except OSError:
-        return path, 0, 0
-    return path, stat.st_mtime_ns, stat.st_size
-
-
-@cache
-def _blanks(path: Path, mtime_ns: int, size: int):
-    """Per top-level function: (its first blank's line or None, the names it uses in order),
-    and the line of the file's first fix region (or None); one walk of the file."""
-    text, tree = parsed(path)
-    if tree is None:
-        return {}, None
-    functions = {}
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        blanks, names = [], []
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Name):
-                names.append(inner.id)
-                if inner.id == "__":
-                    blanks.append(inner.lineno)
-            elif isinstance(inner, ast.Call) and getattr(inner.func, "id", None) == "todo":
-                blanks.append(inner.lineno)
-        functions[node.name] = (min(blanks, default=None), list(dict.fromkeys(names)))
-    regions = [i for i, line in enumerate(text.splitlines(), 1) if line.strip() == "# ✍️ BEGIN"]
-    return functions, (regions[0] if regions else None)

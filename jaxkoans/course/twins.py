@@ -11,16 +11,16 @@ Everything else (asserts, fixtures, imports, docstrings) must be identical.
 
 from __future__ import annotations
 
-import ast
 import difflib
-import hashlib
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jaxkoans.course import koan_model
+from jaxkoans.course.koan_model import REGION_BEGIN, REGION_END
+
 BLANK = re.compile(r"(?<![\w.])__(?!\w)")
-REGION_BEGIN, REGION_END = "# ✍️ BEGIN", "# ✍️ END"
 
 
 @dataclass
@@ -43,36 +43,6 @@ class TwinReport:
         return not self.problems
 
 
-def _todo_functions(tree: ast.AST) -> dict[str, ast.FunctionDef]:
-    found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "todo"
-            for n in ast.walk(node)
-        ):
-            found[node.name] = node
-    return found
-
-
-def _functions(tree: ast.AST) -> dict[str, ast.FunctionDef]:
-    return {
-        n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
-
-
-def _body_span(fn: ast.FunctionDef) -> tuple[int, int]:
-    """0-based [start, end) lines of the body after the docstring."""
-    body = fn.body
-    first = body[0]
-    if (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    ):
-        return first.end_lineno, fn.end_lineno  # from the line after the docstring
-    return body[0].lineno - 1, fn.end_lineno
-
-
 def _mask(lines: list[str], spans: dict[int, str]) -> tuple[list[str], list[int]]:
     """Replace each span (start -> (end, label)) by one placeholder line; keep line numbers."""
     out, numbers, i = [], [], 0
@@ -89,38 +59,9 @@ def _mask(lines: list[str], spans: dict[int, str]) -> tuple[list[str], list[int]
     return out, numbers
 
 
-def _region_spans(lines: list[str]) -> list[tuple[int, int]]:
-    spans, start = [], None
-    for i, line in enumerate(lines):
-        if line.strip().startswith(REGION_BEGIN):
-            start = i + 1
-        elif line.strip().startswith(REGION_END) and start is not None:
-            spans.append((start, i))
-            start = None
-    return spans
-
-
 def region_hashes(text: str) -> list[str]:
-    """A fingerprint of each fix region's code, in file order.
-
-    The koan's chapter.toml keeps the fingerprints of the regions as shipped: a failing koan
-    whose region still matches has not been started (the learner has not edited it yet)."""
-    lines = text.splitlines()
-    return [
-        hashlib.sha256("\n".join(line.rstrip() for line in lines[s:e]).encode()).hexdigest()[:12]
-        for s, e in _region_spans(lines)
-    ]
-
-
-def untouched_region(text: str, shipped: tuple[str, ...] | list[str]) -> int | None:
-    """The 1-based line of the first `# ✍️ BEGIN` whose region is still as shipped, else None."""
-    if not shipped:
-        return None
-    lines = text.splitlines()
-    for (start, _), digest in zip(_region_spans(lines), region_hashes(text), strict=True):
-        if digest in shipped:
-            return start  # the BEGIN marker is the line before the region: 1-based `start`
-    return None
+    """A fingerprint of each fix region's code, in file order (`KoanFile.region_hashes`)."""
+    return koan_model.parse(text).region_hashes()
 
 
 def blank_pattern(koan_line: str) -> re.Pattern[str]:
@@ -129,41 +70,47 @@ def blank_pattern(koan_line: str) -> re.Pattern[str]:
 
 
 def compare(koan: Path, answer: Path) -> TwinReport:
+    return compare_text(koan.read_text(encoding="utf-8"), answer.read_text(encoding="utf-8"), koan)
+
+
+def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
+    """`compare` of two texts; `koan` names the koan file in the report."""
     report = TwinReport(koan)
-    k_text, a_text = koan.read_text(encoding="utf-8"), answer.read_text(encoding="utf-8")
-    try:
-        k_tree, a_tree = ast.parse(k_text), ast.parse(a_text)
-    except SyntaxError as error:
-        report.problems.append(f"{error.filename or koan}:{error.lineno}: SyntaxError: {error.msg}")
+    k_file, a_file = koan_model.parse(k_text), koan_model.parse(a_text)
+    error = k_file.error or a_file.error
+    if error is not None:
+        where = f"{getattr(error, 'filename', None) or koan}:{getattr(error, 'lineno', None)}"
+        report.problems.append(f"{where}: SyntaxError: {getattr(error, 'msg', error)}")
         report.problem_lines.append(([], []))
         return report
-    k_lines, a_lines = k_text.splitlines(), a_text.splitlines()
+    k_lines, a_lines = k_file.lines, a_file.lines
 
     k_spans: dict[int, tuple[int, str]] = {}
     a_spans: dict[int, tuple[int, str]] = {}
-    answer_functions = _functions(a_tree)
-    for name, fn in _todo_functions(k_tree).items():
-        if name not in answer_functions:
-            report.problems.append(f"{koan}:{fn.lineno}: TODO function {name}() has no answer")
-            report.problem_lines.append(([fn.lineno], []))
+    for fn in k_file.todos:
+        answer_body = a_file.body_of(fn.name)
+        if answer_body is None:
+            report.problems.append(f"{koan}:{fn.line}: TODO function {fn.name}() has no answer")
+            report.problem_lines.append(([fn.line], []))
             continue
-        ks, ke = _body_span(fn)
-        as_, ae = _body_span(answer_functions[name])
-        k_spans[ks] = (ke, f"TODO body of {name}")
-        a_spans[as_] = (ae, f"TODO body of {name}")
-        report.todo_bodies[name] = "\n".join(a_lines[as_:ae])
-        report.spans.append((f"TODO body of {name}", (ks, ke), (as_, ae)))
-    k_regions, a_regions = _region_spans(k_lines), _region_spans(a_lines)
+        (ks, ke), (as_, ae) = fn.body, answer_body
+        k_spans[ks] = (ke, f"TODO body of {fn.name}")
+        a_spans[as_] = (ae, f"TODO body of {fn.name}")
+        report.todo_bodies[fn.name] = "\n".join(a_lines[as_:ae])
+        report.spans.append((f"TODO body of {fn.name}", (ks, ke), (as_, ae)))
+    k_regions, a_regions = k_file.regions, a_file.regions
     if len(k_regions) != len(a_regions):
         report.problems.append(f"{koan}: {REGION_BEGIN}/{REGION_END} regions differ in number")
         report.problem_lines.append(([], []))
         return report
-    for n, ((ks, ke), (as_, ae)) in enumerate(zip(k_regions, a_regions, strict=True)):
-        k_spans[ks] = (ke, f"fix region {n}")
-        a_spans[as_] = (ae, f"fix region {n}")
-        report.regions.append("\n".join(a_lines[as_:ae]))
-        report.spans.append((f"fix region {n}", (ks, ke), (as_, ae)))
+    for n, ((kb, ke), (ab, ae)) in enumerate(zip(k_regions, a_regions, strict=True)):
+        # 0-based [start, end) of the lines between the markers
+        k_spans[kb] = (ke - 1, f"fix region {n}")
+        a_spans[ab] = (ae - 1, f"fix region {n}")
+        report.regions.append("\n".join(a_lines[ab : ae - 1]))
+        report.spans.append((f"fix region {n}", (kb, ke - 1), (ab, ae - 1)))
 
+    blank_lines = k_file.blank_lines
     k_masked, k_numbers = _mask(k_lines, k_spans)
     a_masked, a_numbers = _mask(a_lines, a_spans)
     matcher = difflib.SequenceMatcher(a=k_masked, b=a_masked, autojunk=False)
@@ -181,7 +128,7 @@ def compare(koan: Path, answer: Path) -> TwinReport:
         for k_line, a_line, number, a_number in zip(
             k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], a_numbers[j1:j2], strict=True
         ):
-            match = blank_pattern(k_line).match(a_line) if BLANK.search(k_line) else None
+            match = blank_pattern(k_line).match(a_line) if number in blank_lines else None
             if match is None or not all(g.strip() for g in match.groups()):
                 report.problems.append(
                     f"{koan}:{number}: line differs from the answer but not only at `__`:\n"

@@ -7,10 +7,8 @@ here writes to a learner's files: the record goes to a temporary directory.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import pristine
+from jaxkoans.course import koan_model, pristine
 from jaxkoans.learner import memory
 from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import KoanState
@@ -33,7 +31,6 @@ CRASHED = "did not report (crash or hang)"
 SKIPPED = "skipped"  # a koan that cannot run on this machine (no C++ compiler, …)
 ENVIRONMENT = KoanState.ENVIRONMENT.value  # the machine failed it (a C++ build): not an attempt
 RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
-TEST_DEF = re.compile(r"^def (test_\w+)\s*\(", re.MULTILINE)
 
 
 @dataclass
@@ -74,7 +71,7 @@ class Progress:
             return None
         following = candidates[0]
         if not following.recalled and pristine.is_shipped(following.path.as_posix()):
-            blank = pristine.first_blank_line(course.REPO / following.path, following.name)
+            blank = koan_model.read(course.REPO / following.path).first_blank_line(following.name)
             following.line = blank or following.line  # where it waits, found without a run
         return following
 
@@ -88,16 +85,7 @@ def recommended_path(root: Path = course.KOANS) -> list[str]:
 
 def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
     """(name, def line, docstring) of each koan in a file, read without importing it."""
-    text, tree = pristine.parsed(test_file)
-    if tree is None:  # still count the koans of a file the learner broke
-        return [
-            (m.group(1), text.count("\n", 0, m.start()) + 1, "") for m in TEST_DEF.finditer(text)
-        ]
-    return [
-        (node.name, node.lineno, ast.get_docstring(node) or "")
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
-    ]
+    return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
 
 
 def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:

@@ -15,15 +15,14 @@ import enum
 import functools
 import io
 import os
-import subprocess
-import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans.api import cbuild
 from jaxkoans.api.blanks import BlankError, TodoError
-from jaxkoans.course.twins import REGION_BEGIN, untouched_region
+from jaxkoans.course import koan_model, pristine, twins
+from jaxkoans.course.koan_model import REGION_BEGIN
 
 
 class KoanState(enum.StrEnum):
@@ -120,11 +119,8 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
     return Attribution(Cause.WRONG, *where)
 
 
-def _untouched_region(koan_file: Path, shipped: tuple[str, ...]) -> int | None:
-    try:
-        return untouched_region(koan_file.read_text(encoding="utf-8"), shipped)
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
+def _untouched_region(path: Path, shipped: tuple[str, ...]) -> int | None:
+    return koan_model.read(path).untouched_region(shipped) if shipped else None
 
 
 def _is_timeout(excinfo) -> bool:
@@ -187,11 +183,6 @@ def _todo_site(excinfo, koan_file, fallback):
 # ---- The learner's fills: which lines of a koan file held `__` as shipped -------------------
 
 PRISTINE_ENV = "JAXKOANS_PRISTINE"  # a pristine course's root (grading); else git
-SHIPPED_REFS = (
-    "origin/HEAD",
-    "origin/main",
-    "HEAD",
-)  # as jaxkoans.course.pristine finds the course
 
 
 def pristine_text(koan_file: Path) -> str | None:
@@ -216,17 +207,8 @@ def _shipped(relative: str, repo: str, pristine_root: str) -> str | None:
             return (Path(pristine_root) / relative).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             return None
-    for ref in SHIPPED_REFS:  # a learner who commits their work still has the course's refs
-        try:
-            shown = subprocess.run(
-                ["git", "-C", repo, "show", f"{ref}:{relative}"],
-                capture_output=True, timeout=20, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if shown.returncode == 0:
-            return shown.stdout.decode("utf-8", "replace")
-    return None
+    found = pristine.shipped_text(relative)  # a learner who commits keeps the course's refs
+    return found[1] if found else None
 
 
 def fills(koan_file: Path) -> dict[int, tuple[str, ...]]:
@@ -253,13 +235,7 @@ def _against_shipped(koan_file: Path) -> tuple[dict[int, tuple[str, ...]], froze
 
 @functools.cache
 def _compare(shipped: str, current: str) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
-    from jaxkoans.course import twins
-
-    with tempfile.TemporaryDirectory(prefix="jaxkoans-fills-") as scratch:
-        before, after = Path(scratch) / "shipped.py", Path(scratch) / "current.py"
-        before.write_text(shipped, encoding="utf-8")
-        after.write_text(current, encoding="utf-8")
-        report = twins.compare(before, after)
+    report = twins.compare_text(shipped, current, Path("shipped.py"))
     by_shipped_line: dict[int, list[str]] = {}
     for line, text in report.blanks:
         by_shipped_line.setdefault(line, []).append(text)

@@ -8,11 +8,10 @@ region, where the learner writes code, keeps actual against expected: that is de
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 
-from jaxkoans.course import Chapter
+from jaxkoans.course import Chapter, koan_model
 from jaxkoans.plugin.classify import Attribution, Cause, code_lines, fills, has_blank
 
 HEADLINES = {
@@ -53,19 +52,25 @@ HIDDEN_ADVICE = (
 )
 
 
+def _koan(item) -> koan_model.Koan | None:
+    """The model of `item`'s koan (a parametrized case's too)."""
+    name = getattr(item, "originalname", None) or item.name
+    return koan_model.read(Path(item.path)).koan(name)
+
+
 def docstring(item) -> str:
-    return (
-        inspect.cleandoc(getattr(item, "obj", None).__doc__ or "") if hasattr(item, "obj") else ""
-    )
+    koan = _koan(item)
+    return koan.docstring if koan else ""
 
 
 def open_blanks(item) -> list[tuple[int, str]]:
     """(line, source) of each line of the koan's function that still contains `__`."""
-    try:
-        lines, start = inspect.getsourcelines(item.obj)
-    except (OSError, TypeError, AttributeError):
+    koan, model = _koan(item), koan_model.read(Path(item.path))
+    if koan is None:
         return []
-    return [(start + i, line.strip()) for i, line in enumerate(lines) if has_blank(line)]
+    start, end = koan.span
+    lines = model.lines
+    return [(n, lines[n - 1].strip()) for n in sorted(model.blank_lines) if start <= n <= end]
 
 
 def _where(found: Attribution, item, start: Path) -> str:
@@ -96,11 +101,8 @@ def _traceback_lines(item, excinfo) -> set[int]:
 
 
 def _function_lines(item) -> set[int]:
-    try:
-        lines, first = inspect.getsourcelines(item.obj)
-    except (OSError, TypeError, AttributeError):
-        return set()
-    return set(range(first, first + len(lines)))
+    koan = _koan(item)
+    return set(range(koan.span[0], koan.span[1] + 1)) if koan else set()
 
 
 def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import sys
 from pathlib import Path
 
 from jaxkoans import course
+from jaxkoans.course import koan_model
 from jaxkoans.learner import memory
 from jaxkoans.learner.koan_runs import Koan, find_koan, measure
 from jaxkoans.plugin.classify import KoanState
@@ -38,49 +38,26 @@ def resolve(target: str | None) -> tuple[Path | None, Koan | None]:
     return (course.REPO / koan.path, koan) if koan else (None, None)
 
 
-def koan_lines(path: Path, name: str, also: set[str] = frozenset()) -> list[str]:
-    """The lines of koan `name` and of the functions and classes of its file it uses (the
-    TODO helpers a learner writes), in file order; `also` adds names used elsewhere."""
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    defs = {
-        node.name: node
-        for node in ast.parse("".join(lines)).body
-        if isinstance(node, ast.FunctionDef | ast.ClassDef)
-    }
-    wanted, chosen = [name, *sorted(also)], []
-    while wanted:
-        current = wanted.pop()
-        if current in chosen or current not in defs:
-            continue
-        chosen.append(current)
-        wanted += [
-            n.id for n in ast.walk(defs[current]) if isinstance(n, ast.Name) and n.id in defs
-        ]
-    nodes = sorted((defs[n] for n in chosen), key=lambda node: node.lineno)
-    shown: list[str] = []
-    for node in nodes:
-        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-        shown += lines[start - 1 : node.end_lineno]
-    return shown
-
-
-def used_names(path: Path, name: str) -> set[str]:
-    """The names koan `name` of `path` uses (an answer may use a helper the koan does not)."""
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-    return set()
+def koan_lines(path: Path, names: list[str]) -> list[str]:
+    """The lines of the functions and classes of `path` that `names` name or reach (a koan and
+    the TODO helpers a learner writes), in file order."""
+    model = koan_model.read(path)
+    chosen = {each for name in names for each in model.reached(name)}
+    lines = model.text.splitlines(keepends=True)
+    return [
+        line for s, e in sorted(model.definitions[n] for n in chosen) for line in lines[s - 1 : e]
+    ]
 
 
 def syntax_error(path: Path) -> str | None:
-    try:
-        ast.parse(path.read_text(encoding="utf-8"))
-    except SyntaxError as error:
-        return (
-            f"🛠️ 语法错误 / syntax error: {path.name}:{error.lineno}: {error.msg}\n"
-            "   先让文件能被解析，再比较 / make the file parse first, then compare"
-        )
-    return None
+    error = koan_model.read(path).error
+    if error is None:
+        return None
+    where = f"{path.name}:{getattr(error, 'lineno', None) or '?'}"
+    return (
+        f"🛠️ 语法错误 / syntax error: {where}: {getattr(error, 'msg', error)}\n"
+        "   先让文件能被解析，再比较 / make the file parse first, then compare"
+    )
 
 
 def unpassed(koan_file: Path, koan: Koan | None) -> list[str]:
@@ -117,9 +94,12 @@ def run(args) -> int:
         print(broken, file=sys.stderr)
         return 1
     if koan is not None:
-        helpers = used_names(answer, koan.name)
-        mine = koan_lines(koan_file, koan.name, helpers)
-        theirs = koan_lines(answer, koan.name, used_names(koan_file, koan.name))
+        # a helper either side reaches is shown on both (an answer may use one the koan does not)
+        shown = [
+            *koan_model.read(koan_file).reached(koan.name),
+            *koan_model.read(answer).reached(koan.name),
+        ]
+        mine, theirs = koan_lines(koan_file, shown), koan_lines(answer, shown)
     else:
         mine = koan_file.read_text(encoding="utf-8").splitlines(keepends=True)
         theirs = answer.read_text(encoding="utf-8").splitlines(keepends=True)

@@ -13,7 +13,6 @@ from jaxkoans.course import pristine
 from jaxkoans.learner.commands.diff import resolve
 
 NAME, HELP = "reset", "restore a koan file as shipped; your version is saved beside it"
-PRISTINE_REFS = pristine.REFS  # where the course as shipped is found
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,11 +33,6 @@ def target_file(target: str) -> Path | None:
     return None
 
 
-def pristine_text(koan_file: Path, refs: tuple[str, ...]) -> tuple[str, str] | None:
-    """(ref, text) of the first ref in `refs` that has the file."""
-    return pristine.shipped_text(koan_file.relative_to(course.REPO).as_posix(), refs)
-
-
 def confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         print(question + " — 需要 --yes / needs --yes when not run in a terminal")
@@ -51,14 +45,15 @@ def run(args) -> int:
     if koan_file is None or course.KOANS not in koan_file.parents:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2
-    found = pristine_text(koan_file, (args.ref,) if args.ref else PRISTINE_REFS)
+    relative = koan_file.relative_to(course.REPO).as_posix()
+    refs = (args.ref,) if args.ref else pristine.REFS
+    found = pristine.shipped_text(relative, refs)
     if found is None:
         print(
-            f"找不到原始文件 / no pristine copy of {koan_file.name} in git ({', '.join(PRISTINE_REFS)}); use --from REF"
+            f"找不到原始文件 / no pristine copy of {koan_file.name} in git ({', '.join(refs)}); use --from REF"
         )
         return 1
     ref, text = found
-    relative = koan_file.relative_to(course.REPO).as_posix()
     if not koan_file.exists():  # deleted: nothing of the learner's to keep
         koan_file.parent.mkdir(parents=True, exist_ok=True)
         koan_file.write_text(text, encoding="utf-8")

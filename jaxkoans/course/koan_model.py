@@ -1,0 +1,248 @@
+"""One model of a koan file, parsed once: its koans, blanks, TODO functions and fix regions.
+
+Every tool that asks what a koan file holds reads it here (the plugin, progress, diff, twins,
+fills and grade), so their answers cannot disagree. The meanings:
+
+- a **koan**: a top-level `def test…`; its span runs from its first decorator to its last line;
+- a **blank**: the name `__` in code (never in a string or a comment);
+- a **TODO function**: a function, at any depth, whose own statements call `todo(...)`. A
+  `todo()` inside a nested function makes the nested one the TODO function, not the one around
+  it. Its body is every line after its docstring;
+- a **fix region**: the lines between `# ✍️ BEGIN` and `# ✍️ END`.
+
+A file that does not parse still has its koans (found by their `def` lines) and fix regions.
+The syntax tree is shared by every reader of the same text: never change it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from pathlib import Path
+
+MODULE = "<module>"  # the owner of module-level lines: every koan of the file
+REGION_BEGIN, REGION_END = "# ✍️ BEGIN", "# ✍️ END"
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+SCOPES = (*FUNCTIONS, ast.Lambda, ast.ClassDef)  # a nested scope's statements are not its own
+TEST_DEF = re.compile(r"^(?:async )?def (test\w*)\s*\(", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Koan:
+    name: str
+    line: int  # its `def` line
+    span: tuple[int, int]  # 1-based first (decorators included) and last line
+    docstring: str = ""
+
+
+@dataclass(frozen=True)
+class TodoFunction:
+    name: str
+    line: int  # its `def` line
+    todo_line: int  # its first `todo(...)` call
+    body: tuple[int, int]  # 0-based [start, end) lines: everything after its docstring
+
+
+@dataclass(frozen=True, eq=False)
+class KoanFile:
+    text: str
+    tree: ast.Module | None  # None: the file does not parse (see `error`)
+    error: SyntaxError | ValueError | None = None
+    koans: tuple[Koan, ...] = ()
+    blanks: tuple[tuple[int, int], ...] = ()  # (1-based line, column) of each `__`
+    todos: tuple[TodoFunction, ...] = ()
+    regions: tuple[tuple[int, int], ...] = ()  # 1-based (BEGIN line, END line) of each
+    # top-level function or class -> its lines (1-based, decorators included), and the other
+    # top-level definitions it names
+    definitions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    uses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    @property
+    def spans(self) -> dict[str, tuple[int, int]]:
+        return {k.name: k.span for k in self.koans}
+
+    @property
+    def blank_lines(self) -> frozenset[int]:
+        return frozenset(line for line, _ in self.blanks)
+
+    def koan(self, name: str) -> Koan | None:
+        return next((k for k in self.koans if k.name == name), None)
+
+    def owner(self, line: int) -> str:
+        """The koan whose lines hold `line`, else MODULE."""
+        return owner(self.spans, line)
+
+    def reached(self, name: str) -> list[str]:
+        """`name` and the top-level definitions it reaches through the names it uses (a koan's
+        helpers, their helpers, …), in the order they are first reached."""
+        found, frontier = [], [name]
+        while frontier:
+            current = frontier.pop(0)
+            if current in found or current not in self.uses:
+                continue
+            found.append(current)
+            frontier += self.uses[current]
+        return found
+
+    def first_blank_line(self, name: str) -> int | None:
+        """Where koan `name` waits for the learner: its first blank or `todo()`, else that of
+        the first helper it reaches that has one, else the file's first fix region."""
+        waiting = [line for line, _ in self.blanks] + [t.todo_line for t in self.todos]
+        for each in self.reached(name):
+            start, end = self.definitions[each]
+            own = [line for line in waiting if start <= line <= end]
+            if own:
+                return min(own)
+        return self.regions[0][0] if self.regions and name in self.uses else None
+
+    def koans_seeing(self, line: int) -> tuple[str, ...]:
+        """The koans whose run reaches `line`: the one it is in, else those that reach the
+        definition holding it through the file's helpers, else every koan (a module line)."""
+        held = [name for name, (start, end) in self.definitions.items() if start <= line <= end]
+        users = [k.name for k in self.koans if held and held[0] in self.reached(k.name)]
+        return tuple(users) or tuple(k.name for k in self.koans)
+
+    def body_of(self, name: str) -> tuple[int, int] | None:
+        """0-based [start, end) lines of the body of function `name` (at any depth) after its
+        docstring."""
+        functions = ast.walk(self.tree) if self.tree is not None else ()
+        found = next((n for n in functions if isinstance(n, FUNCTIONS) and n.name == name), None)
+        return _body(found) if found is not None else None
+
+    def region_hashes(self) -> list[str]:
+        """A fingerprint of each fix region's code, in file order (chapter.toml keeps those of
+        the regions as shipped)."""
+        lines = self.lines
+        code = ["\n".join(line.rstrip() for line in lines[b : e - 1]) for b, e in self.regions]
+        return [hashlib.sha256(text.encode()).hexdigest()[:12] for text in code]
+
+    def untouched_region(self, shipped: tuple[str, ...] | list[str]) -> int | None:
+        """The BEGIN line of the first fix region still as shipped, else None."""
+        for (begin, _), digest in zip(self.regions, self.region_hashes(), strict=True):
+            if digest in shipped:
+                return begin
+        return None
+
+
+def owner(spans: dict[str, tuple[int, int]], line: int) -> str:
+    """The koan whose lines (1-based, inclusive) hold `line`, else MODULE."""
+    return next((name for name, (start, end) in spans.items() if start <= line <= end), MODULE)
+
+
+def has_docstring(fn: ast.AST) -> bool:
+    return ast.get_docstring(fn, clean=False) is not None
+
+
+def todo_calls(fn: ast.AST) -> list[int]:
+    """The lines where `fn`'s own statements (not a nested scope's) call `todo(...)`."""
+    found, stack = [], list(fn.body)
+    while stack:
+        node = stack.pop()
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "todo"
+        ):
+            found.append(node.lineno)
+        if not isinstance(node, SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+    return sorted(found)
+
+
+def koan_spans(tree: ast.Module) -> dict[str, tuple[int, int]]:
+    """Each top-level test's lines (1-based, inclusive), decorators included."""
+    return {
+        node.name: _definition_span(node)
+        for node in tree.body
+        if isinstance(node, FUNCTIONS) and node.name.startswith("test")
+    }
+
+
+def _definition_span(node: ast.AST) -> tuple[int, int]:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return start, node.end_lineno or node.lineno
+
+
+def _body(fn: ast.AST) -> tuple[int, int]:
+    if has_docstring(fn):
+        return fn.body[0].end_lineno, fn.end_lineno  # from the line after the docstring
+    return _definition_span(fn.body[0])[0] - 1, fn.end_lineno
+
+
+def _regions(lines: list[str]) -> tuple[tuple[int, int], ...]:
+    """Each fix region as 1-based (BEGIN line, END line)."""
+    found, start = [], None
+    for number, line in enumerate(lines, start=1):
+        if line.strip().startswith(REGION_BEGIN):
+            start = number
+        elif line.strip().startswith(REGION_END) and start is not None:
+            found.append((start, number))
+            start = None
+    return tuple(found)
+
+
+@lru_cache(maxsize=512)
+def parse(text: str) -> KoanFile:
+    """The model of a koan file's text (one parse per text)."""
+    regions = _regions(text.splitlines())
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError) as error:  # count the koans of a file the learner broke
+        lines = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in TEST_DEF.finditer(text)]
+        koans = tuple(Koan(name, line, (line, line)) for name, line in lines)
+        return KoanFile(text, None, error, koans, regions=regions)
+    spans = koan_spans(tree)
+    koans = tuple(
+        Koan(node.name, node.lineno, spans[node.name], ast.get_docstring(node) or "")
+        for node in tree.body
+        if getattr(node, "name", None) in spans
+    )
+    blanks = tuple(
+        sorted(
+            (n.lineno, n.col_offset)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and n.id == "__"
+        )
+    )
+    todos = sorted(
+        (
+            TodoFunction(node.name, node.lineno, calls[0], _body(node))
+            for node in ast.walk(tree)
+            if isinstance(node, FUNCTIONS) and (calls := todo_calls(node))
+        ),
+        key=lambda todo: todo.line,
+    )
+    nodes = {n.name: n for n in tree.body if isinstance(n, (*FUNCTIONS, ast.ClassDef))}
+    uses = {
+        name: tuple(
+            dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in nodes)
+        )
+        for name, node in nodes.items()
+    }
+    definitions = {name: _definition_span(node) for name, node in nodes.items()}
+    return KoanFile(text, tree, None, koans, blanks, tuple(todos), regions, definitions, uses)
+
+
+def read(path: Path) -> KoanFile:
+    """The model of the file at `path`, parsed again only when its mtime or size changes; an
+    unreadable file is an empty one."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return parse("")
+    return _read(Path(path), stat.st_mtime_ns, stat.st_size)
+
+
+@cache
+def _read(path: Path, mtime_ns: int, size: int) -> KoanFile:
+    try:
+        return parse(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return parse("")

@@ -162,10 +162,10 @@ def test_custom_root_differentiates_newton_by_the_implicit_function_theorem():
     Write cubic_root: newton is a while_loop and differentiating it directly fails.
     custom_root tells JAX only that x is a root of f: dx/da = -(∂f/∂a) / (∂f/∂x) = 1 / (3x² + 1),
     however many steps were taken. check_grads compares the first derivatives with finite
-    differences, in forward and reverse mode. 梯度的 jaxpr 说明用的是哪条规则：newton 的
-    while_loop 只出现一次（CustomRoot 里的前向求解），导数是一次 tangent_solve，而不是对迭代求导。
-    The gradient's jaxpr shows which rule ran: Newton's while_loop appears once (the forward solve
-    inside CustomRoot), and the derivative is one tangent_solve, not the iterations differentiated.
+    differences, in forward and reverse mode. 梯度的 jaxpr 说明用的是哪条规则：里面有 CustomRoot，
+    newton 的 while_loop 只出现一次（前向求解），没有哪一步迭代被求导。
+    The gradient's jaxpr shows which rule ran: it holds CustomRoot, and Newton's while_loop
+    appears once (the forward solve): no iteration is differentiated.
     """
     with raises_exactly(__):  # no reverse mode through the while_loop
         jax.grad(lambda a: newton(lambda x: x**3 + x - a, jnp.ones_like(a)))(2.0)

@@ -138,7 +138,7 @@ def test_a_save_shows_the_verdict_and_a_pass_moves_on(tmp_path, watch, mode):
     koan_file = koans / "test_a.py"
     shipped = koan_file.read_text(encoding="utf-8")
     session = watch(tmp_path, *(["--poll"] if mode == "poll" else []))
-    session.expect("inotify" if mode == "inotify" else "polling every 0.2 s (--poll)")
+    session.expect(watcher_module.NATIVE if mode == "inotify" else "polling every 0.2 s (--poll)")
     session.expect("01 · test_a.py::test_one")
     session.expect("✍️ 填空 / fill in the blank")
 

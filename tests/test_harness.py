@@ -728,3 +728,5 @@ def test_the_koan_model_of_a_broken_file_still_counts_its_koans(tmp_path):
     assert [(k.name, k.line) for k in model.koans] == [("test_one", 1), ("test_two", 4)]
     path.write_text("def test_three():\n    pass\n", encoding="utf-8")  # read again once changed
     assert [k.name for k in koan_model.read(path).koans] == ["test_three"]
+    deep = koan_model.parse("def test_deep():\n    x = " + "+".join(["1"] * 50_000) + "\n")
+    assert deep.tree is None and [k.name for k in deep.koans] == ["test_deep"]

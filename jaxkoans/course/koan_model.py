@@ -50,7 +50,7 @@ class TodoFunction:
 class KoanFile:
     text: str
     tree: ast.Module | None  # None: the file does not parse (see `error`)
-    error: SyntaxError | ValueError | None = None
+    error: Exception | None = None  # why it does not parse: SyntaxError, RecursionError, …
     koans: tuple[Koan, ...] = ()
     blanks: tuple[tuple[int, int], ...] = ()  # (1-based line, column) of each `__`
     todos: tuple[TodoFunction, ...] = ()
@@ -194,7 +194,8 @@ def parse(text: str) -> KoanFile:
     regions = _regions(text.splitlines())
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError) as error:  # count the koans of a file the learner broke
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:  # nested too deeply
+        # still count the koans of a file the learner broke
         lines = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in TEST_DEF.finditer(text)]
         koans = tuple(Koan(name, line, (line, line)) for name, line in lines)
         return KoanFile(text, None, error, koans, regions=regions)

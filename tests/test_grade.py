@@ -351,6 +351,26 @@ def test_the_guard_finds_and_undoes_a_replaced_function():
         np.testing.assert_array_equal = original
 
 
+def test_the_audit_resolves_a_removal_against_its_directory_descriptor(tmp_path, monkeypatch):
+    """pytest empties its basetemp with shutil.rmtree, which removes names relative to a
+    directory's descriptor: that is not the workdir (the run's cwd), and no violation."""
+    work, basetemp = tmp_path / "work", tmp_path / "basetemp"
+    work.mkdir()
+    basetemp.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(run_guard._Audit, "root", str(work))
+    monkeypatch.setattr(run_guard._Audit, "guard", str(tmp_path / "guard"), raising=False)
+    fd = os.open(basetemp, os.O_RDONLY)
+    try:
+        assert run_guard._Audit.judge("os.remove", ("current", fd)) == ""
+        assert run_guard._Audit.judge("shutil.rmtree", ("test_x0", fd)) == ""
+        assert run_guard._Audit.judge("os.rename", ("a.py", "b.py", fd, fd)) == ""
+        removed = run_guard._Audit.judge("os.remove", ("current", None))  # in the workdir
+        assert removed.startswith("os.remove current: deleted or moved the graded run's files")
+    finally:
+        os.close(fd)
+
+
 # ---- the command end to end, against golden files ------------------------------------------------
 
 

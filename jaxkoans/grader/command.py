@@ -25,7 +25,8 @@ Exit codes:
     3   could not grade, or only in part: the pristine course could not be built, pytest could
         not run it, the run did not use the pristine harness, --require-sandbox without a
         sandbox, or the run ended early (killed, signalled, stopped, no progress): the report
-        is written and its unreported koans are crashed
+        is written and its unreported koans are crashed; or its koans could not each run in a
+        process of their own (JAX initialised at import: run.isolated false)
     130 interrupted (Ctrl-C or SIGTERM): the workdir is removed, no report file is written
 With --batch: 3 when some copy could not be graded (its CSV row says why, the others are
 graded) or only in part, else 1 when some copy has findings, else 0.

@@ -351,6 +351,8 @@ class _ForkEachKoan:
     @classmethod
     def forked(cls, worker, item: pytest.Item) -> None:
         worker.sendevent("logstart", nodeid=item.nodeid, location=item.location)
+        with contextlib.suppress(Exception):  # made once here, not emptied by every koan's process
+            item.config._tmp_path_factory.getbasetemp()
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the koan's process: it never returns
@@ -517,7 +519,8 @@ class _Audit:
         if isinstance(path, int):
             return ""
         path = os.fsdecode(path)
-        absolute = os.path.abspath(path)
+        where_fd = _DIR_FD.get(event)
+        absolute = _absolute(path, args[where_fd] if where_fd and len(args) > where_fd else None)
         parts = absolute.split(os.sep)
         if "answers" in parts:
             return f"{event} {path}: reached for answers/"
@@ -527,7 +530,8 @@ class _Audit:
             return f"{event} {path}: another process's /proc entry"
         paths = [absolute]
         if event in ("os.rename", "os.link", "os.symlink") and isinstance(args[1], str | bytes):
-            paths.append(os.path.abspath(os.fsdecode(args[1])))
+            target_fd = args[3] if event == "os.rename" and len(args) > 3 else None
+            paths.append(_absolute(os.fsdecode(args[1]), target_fd))
         for where in paths:
             if not where.startswith((_Audit.root + os.sep, _Audit.guard + os.sep)):
                 continue
@@ -542,6 +546,19 @@ class _Audit:
             if loaded and (event != "open" or _writes(args[1], args[2])):
                 return f"{event} {path}: changed the graded run's files"
         return ""
+
+
+_DIR_FD = {"os.remove": 1, "os.rmdir": 1, "shutil.rmtree": 1, "os.rename": 2}  # args' dir_fd
+
+
+def _absolute(path: str, dir_fd) -> str:
+    """`path` made absolute: against `dir_fd` when it is given (shutil.rmtree removes by
+    names relative to a directory's descriptor, e.g. pytest cleaning its basetemp), else the
+    working directory."""
+    if isinstance(dir_fd, int) and not os.path.isabs(path):
+        with contextlib.suppress(OSError):
+            return os.path.normpath(os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path))
+    return os.path.abspath(path)
 
 
 _FATAL = {9, 19, 20}  # SIGKILL, SIGSTOP, SIGTSTP: a koan that stops its own process

@@ -2,11 +2,14 @@
 
     .venv/bin/python tests/bench_watch.py            # 7 sessions, the first koan of test_scan.py
     .venv/bin/python tests/bench_watch.py --runs 3 --poll
+    .venv/bin/python tests/bench_watch.py --think 0    # save the moment a verdict shows
 
 Not collected by pytest (the name does not start with test_). The course is copied to a
 temporary directory (JAXKOANS_ROOT), so the checkout's koans are never touched. Each session
 starts `progress.py watch KOAN`, waits for the blank's ✍️, saves a wrong answer (timed to ❌),
-then the answer (timed to ✅): the time from the write's return to the verdict's line.
+then the answer (timed to ✅): the time from the write's return to the verdict's line. Before
+each save it waits `--think` seconds, as a learner reads a verdict before the next edit: watch
+uses that time to prepare the next run.
 """
 
 from __future__ import annotations
@@ -87,6 +90,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--koan", default=KOAN, help="file.py::name in chapter 01")
     parser.add_argument("--poll", action="store_true")
+    parser.add_argument(
+        "--think", type=float, default=2.0, metavar="S", help="seconds from a verdict to a save"
+    )
     options = parser.parse_args()
     filename, name = options.koan.split("::")
     with tempfile.TemporaryDirectory(prefix="jaxkoans-bench-") as scratch:
@@ -105,9 +111,11 @@ def main() -> int:
             session = Session(root, [f"koans/01/{filename}::{name}"] + ["--poll"] * options.poll)
             try:
                 session.wait_for("✍️")
+                time.sleep(options.think)
                 koan_file.write_text(wrong(blank, name), encoding="utf-8")
                 saved = time.perf_counter()
                 to_wrong.append(session.wait_for("❌") - saved)
+                time.sleep(options.think)
                 saved = time.perf_counter()
                 koan_file.write_text(solved, encoding="utf-8")
                 to_pass.append(session.wait_for("✅") - saved)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import textwrap
@@ -385,3 +386,80 @@ def test_a_flood_a_breakpoint_and_a_crash_in_watch(tmp_path, watch):
     assert len(session.output) < 100_000
     crash = session.output[session.output.index("💥") :]
     assert "_pytest" not in crash and "pluggy" not in crash, crash
+
+
+DTYPE = {
+    "test_a.py": '''
+    def test_dtype():
+        """精度。The precision of a float."""
+        assert jnp.zeros(()).dtype == __
+    '''
+}
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="reads /proc")
+def test_a_run_prepared_ahead_sees_a_chapter_toml_changed_since(tmp_path, watch):
+    """After a verdict the next run waits ready (pytest configured, float64 set); a change to
+    chapter.toml discards it, so the next verdict follows the new settings."""
+    koans = chapter(tmp_path, "01", DTYPE)
+    like_the_course(tmp_path)
+    koan_file = koans / "test_a.py"
+    koan_file.write_text(
+        koan_file.read_text(encoding="utf-8").replace("== __", "== jnp.float64"), encoding="utf-8"
+    )
+    session = watch(tmp_path, "test_dtype")
+    session.expect("❌ 还不对 / not yet", unless="✅")  # float32 in a chapter without x64
+    _until(lambda: _waiting(tmp_path, session), "prepared child waiting for a save")
+    manifest = koans / "chapter.toml"
+    manifest.write_text("x64 = true\n" + manifest.read_text(encoding="utf-8"), encoding="utf-8")
+    session.expect("✅ 通过 / passed  ·  01 · test_a.py::test_dtype", unless="❌")
+    assert session.close() == 0
+
+
+def _processes_of(root: Path) -> set[int]:
+    """The processes started for the course at `root` (the watch and its forked children)."""
+    mark = f"JAXKOANS_ROOT={root}\0".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:  # ended, or a zombie
+                continue
+            if mark in environ + b"\0":
+                found.add(int(entry.name))
+    return found
+
+
+def _waiting(root: Path, session: Watch) -> bool:
+    """A child of the watch blocked reading its pipe: prepared, waiting for a save."""
+    for pid in _processes_of(root) - {session.process.pid}:
+        try:
+            if "pipe" in Path(f"/proc/{pid}/wchan").read_text():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {TIMEOUT_S} s")
+        time.sleep(0.05)  # polling /proc: no event says when a process ends
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="reads /proc")
+@pytest.mark.parametrize("stop", ["q", "SIGTERM", "SIGKILL"])
+def test_the_run_prepared_ahead_never_outlives_the_watch(tmp_path, watch, stop):
+    chapter(tmp_path, "01", ONE_AND_TWO)
+    session = watch(tmp_path, "test_one")
+    session.expect("✍️ 填空 / fill in the blank")
+    _until(lambda: _waiting(tmp_path, session), "prepared child waiting for a save")
+    if stop == "q":
+        session.send("q")
+    else:
+        session.process.send_signal(getattr(signal, stop))
+    session.process.wait(timeout=TIMEOUT_S)
+    _until(lambda: not _processes_of(tmp_path), "end of every child")

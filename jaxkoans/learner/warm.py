@@ -7,6 +7,12 @@ nothing, and runs each koan in an `os.fork()` child: there `pytest.main` loads t
 whose `pytest_configure` sets the chapter's devices and float64 as in any pytest process. The
 child leaves its results in the `--koans-record` file and its short reports in a second file,
 then ends with `os._exit`. The parent waits from its own select loop and kills a stuck child.
+
+A run can also be prepared ahead (`Run(..., prepared=True)`), while the learner edits: its child
+configures pytest and the harness and starts JAX's backend, then waits at the start of
+collection, before it reads the koan file, until `go()`. A prepared child never outlives the
+watcher (PR_SET_PDEATHSIG, and the end of its pipe), and the watcher discards it when a file it
+may have read changed (`inputs`).
 """
 
 from __future__ import annotations
@@ -131,6 +137,46 @@ def preload(test_file: Path) -> None:
         _freeze()
 
 
+def inputs() -> dict[str, tuple[int, int] | None]:
+    """(mtime, size) of every file a prepared child may have read before it waits: the
+    course's pytest settings and conftests, each chapter's chapter.toml, the harness's code."""
+    root = course.REPO
+    files = [root / "conftest.py", root / "pyproject.toml", course.KOANS / "conftest.py"]
+    files += [*course.KOANS.glob("*/chapter.toml"), *course.KOANS.glob("*/conftest.py")]
+    files += Path(course.__file__).parent.parent.rglob("*.py")  # jaxkoans/
+    seen: dict[str, tuple[int, int] | None] = {}
+    for path in files:
+        try:
+            status = path.stat()
+            seen[str(path)] = (status.st_mtime_ns, status.st_size)
+        except OSError:
+            seen[str(path)] = None
+    return seen
+
+
+class Gate:
+    """In a prepared child: holds pytest at the start of collection (configured, JAX's backend
+    started, the koan file not yet read) until the parent writes to `fd`; its end: exit."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        # Here, not before the fork: XLA starts threads, and a process with threads must not
+        # fork. The devices and float64 were set by the harness's pytest_configure already.
+        with contextlib.suppress(Exception):  # if it fails, the koan's own first use says why
+            import jax
+
+            jax.devices()
+        word = b""
+        with contextlib.suppress(OSError):
+            word = os.read(self.fd, 1)
+        os.close(self.fd)
+        if word != b"g":  # the watcher discarded this run or died
+            os._exit(0)
+
+
 def pytest_args(nodeids: list[str], record: Path, extra: list[str]) -> list[str]:
     """The child's pytest command line: the koans, quiet, results to `record`."""
     return [
@@ -222,9 +268,11 @@ class Run:
         scratch: Path,
         timeout_s: float,
         extra: tuple[str, ...] = (),
+        prepared: bool = False,
     ) -> None:
         Run._count += 1
         self.nodeids = nodeids
+        self.extra = tuple(extra)
         self.timeout_s = timeout_s
         self.record = scratch / f"run-{Run._count}.jsonl"
         self.reports = scratch / f"run-{Run._count}.reports.jsonl"
@@ -233,6 +281,8 @@ class Run:
         self._ended = False  # reaped and cleaned up
         args = pytest_args(nodeids, self.record, list(extra))
         reading, writing = os.pipe()
+        gate, self._go = os.pipe() if prepared else (None, None)
+        self.inputs = inputs() if prepared else None
         for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
             stream.flush()
         parent = os.getpid()
@@ -241,7 +291,12 @@ class Run:
             self.pid = os.fork()
         if self.pid == 0:
             os.close(reading)
-            _child(args, [*plugins, Reports(self.reports)], writing, parent)
+            held = [Gate(gate)] if gate is not None else []
+            if self._go is not None:
+                os.close(self._go)
+            _child(args, [*plugins, Reports(self.reports), *held], writing, parent)
+        if gate is not None:
+            os.close(gate)
         self.started = time.monotonic()
         with contextlib.suppress(OSError):  # as the child does: a kill cannot miss the group
             os.setpgid(self.pid, self.pid)
@@ -250,6 +305,25 @@ class Run:
         self._pipe: int | None = reading
         with contextlib.suppress(AttributeError, OSError):  # Linux ≥ 5.3: readable at exit
             self._pidfd = os.pidfd_open(self.pid)
+
+    def serves(self, nodeids: list[str], extra: tuple[str, ...]) -> bool:
+        """A prepared run that can stand for this request: the same command line, still
+        waiting, and no file it may have read changed since it was forked."""
+        if self._go is None or self._ended or (nodeids, tuple(extra)) != (self.nodeids, self.extra):
+            return False
+        with contextlib.suppress(AttributeError, OSError):  # ended already (an error in a conftest)
+            if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return False
+        return inputs() == self.inputs
+
+    def go(self) -> None:
+        """Let a prepared run collect and run its koans; its timeout starts now."""
+        assert self._go is not None
+        with contextlib.suppress(OSError):  # it ended meanwhile: poll() tells what it left
+            os.write(self._go, b"g")
+        os.close(self._go)
+        self._go = None
+        self.started = time.monotonic()
 
     def fds(self) -> list[int]:
         return [fd for fd in (self._pipe, self._pidfd) if fd is not None]
@@ -308,10 +382,10 @@ class Run:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # anything it started
             os.killpg(self.pid, signal.SIGKILL)
         self._drain()
-        for fd in (self._pipe, self._pidfd):
+        for fd in (self._pipe, self._pidfd, self._go):
             if fd is not None:
                 os.close(fd)
-        self._pipe = self._pidfd = None
+        self._pipe = self._pidfd = self._go = None
         for path in (self.record, self.reports):
             path.unlink(missing_ok=True)
 

@@ -171,6 +171,7 @@ class Session:
         self.skipped: set[str] = set()  # koans that cannot run on this machine
         self.job: Job | None = None
         self.run: warm.Run | None = None
+        self.prepared: warm.Run | None = None  # the focus's next run, waiting for a save
         self.digests: dict[str, str | None] = {}  # files of the running request, at its start
         self.ran_digest: str | None = None  # the focus file's content at its last run
         self.why = watcher.why  # how files are watched, as last told
@@ -201,11 +202,38 @@ class Session:
             return
         files = {k.path.as_posix() for k in koans}
         self.digests = {f: digest(course.REPO / f) for f in files}
+        nodeids, ready = [k.nodeid for k in koans], self.prepared
+        self.prepared = None
+        if ready is not None and ready.serves(nodeids, extra):
+            ready.go()
+            self.run = ready
+            return
+        if ready is not None:
+            ready.stop()
         for file in files:
             warm.preload(course.REPO / file)
-        self.run = warm.Run(
-            [k.nodeid for k in koans], self.plugins, self.scratch, self.args.timeout, extra
+        self.run = warm.Run(nodeids, self.plugins, self.scratch, self.args.timeout, extra)
+
+    def prepare(self) -> None:
+        """While the learner edits, a run of the focus koan waits ready for the next save."""
+        wanted = [self.focus.nodeid] if self.focus is not None else None
+        if self.prepared is not None and (wanted is None or self.prepared.nodeids != wanted):
+            self.discard()
+        if wanted is None or self.run is not None or self.job is not None or self.prepared:
+            return
+        warm.preload(course.REPO / self.focus.path)
+        self.prepared = warm.Run(
+            wanted, self.plugins, self.scratch, self.args.timeout, prepared=True
         )
+
+    def discard(self) -> None:
+        if self.prepared is not None:
+            self.prepared.stop()
+            self.prepared = None
+
+    def close(self) -> None:
+        self.stop()
+        self.discard()
 
     def _learn(self, outcome: warm.Outcome) -> None:
         """Keep each verdict for this session and in progress.py's memory (so that `hint`,
@@ -413,6 +441,8 @@ class Session:
                     self.command(key)
                     if self.exit_code is not None:
                         break
+            if self.exit_code is None:
+                self.prepare()
         return self.exit_code
 
 
@@ -460,7 +490,7 @@ def run(args) -> int:
         session = Session(args, koans, plugins, scratch, watcher)
         stack.enter_context(session.keys)
         stack.enter_context(_terminated_cleanly())
-        stack.callback(session.stop)
+        stack.callback(session.close)
         console = session.console
         say = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
         say(f"👀 监视 / watching {course.KOANS.name}/ ({watcher.why}); Ctrl-C 退出 / quits")

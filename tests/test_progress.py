@@ -110,3 +110,19 @@ def test_an_unwritable_store_costs_only_the_memory(tmp_path, monkeypatch, capsys
     assert state.save("hints.json", {}) is False
     assert state.load("results.json") == {}
     assert capsys.readouterr().err.count("cannot be written") == 1
+
+
+def test_remembered_results_depend_on_the_whole_harness():
+    """A change anywhere in jaxkoans/ (the plugin, the koan-file model), not only in the
+    learner's tools, makes progress.py measure the koans again."""
+    from jaxkoans.learner import memory
+
+    package = Path(course.__file__).resolve().parents[1]
+    digested = set(memory.harness_files())
+    for module in (
+        "plugin/hooks.py",
+        "plugin/classify.py",
+        "course/koan_model.py",
+        "api/blanks.py",
+    ):
+        assert package / module in digested

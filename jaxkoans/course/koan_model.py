@@ -145,11 +145,7 @@ def todo_calls(fn: ast.AST) -> list[int]:
     found, stack = [], list(fn.body)
     while stack:
         node = stack.pop()
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "todo"
-        ):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo":  # a Name
             found.append(node.lineno)
         if not isinstance(node, SCOPES):
             stack.extend(ast.iter_child_nodes(node))

@@ -30,11 +30,9 @@ class TwinReport:
     blanks: list[tuple[int, str]] = field(default_factory=list)  # (koan line, answer text)
     todo_bodies: dict[str, str] = field(default_factory=dict)  # function -> answer body
     regions: list[str] = field(default_factory=list)  # answers' fix regions
-    # For tools that need positions (grading): per problem, in the order of `problems`, the
-    # koan's and the answer's 1-based lines it involves (both empty: the whole file);
-    # each accepted blank line as (koan line, answer line); each TODO body and fix region as
-    # (label, koan [start, end), answer [start, end)) in 0-based lines.
-    problem_lines: list[tuple[list[int], list[int]]] = field(default_factory=list)
+    # For tools that need positions (mutate, the plugin): each accepted blank line as (koan
+    # line, answer line); each TODO body and fix region as (label, koan [start, end), answer
+    # [start, end)) in 0-based lines.
     blank_lines: list[tuple[int, int]] = field(default_factory=list)
     spans: list[tuple[str, tuple[int, int], tuple[int, int]]] = field(default_factory=list)
 
@@ -81,7 +79,6 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
     if error is not None:
         where = f"{getattr(error, 'filename', None) or koan}:{getattr(error, 'lineno', None)}"
         report.problems.append(f"{where}: SyntaxError: {getattr(error, 'msg', error)}")
-        report.problem_lines.append(([], []))
         return report
     k_lines, a_lines = k_file.lines, a_file.lines
 
@@ -91,7 +88,6 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
         answer_body = a_file.body_of(fn.name)
         if answer_body is None:
             report.problems.append(f"{koan}:{fn.line}: TODO function {fn.name}() has no answer")
-            report.problem_lines.append(([fn.line], []))
             continue
         (ks, ke), (as_, ae) = fn.body, answer_body
         k_spans[ks] = (ke, f"TODO body of {fn.name}")
@@ -101,7 +97,6 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
     k_regions, a_regions = k_file.regions, a_file.regions
     if len(k_regions) != len(a_regions):
         report.problems.append(f"{koan}: {REGION_BEGIN}/{REGION_END} regions differ in number")
-        report.problem_lines.append(([], []))
         return report
     for n, ((kb, ke), (ab, ae)) in enumerate(zip(k_regions, a_regions, strict=True)):
         # 0-based [start, end) of the lines between the markers
@@ -123,7 +118,6 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
                 f"{koan}:{where}: koan and answer differ outside blanks/TODO bodies "
                 f"({op}: koan {k_masked[i1:i2]!r} vs answer {a_masked[j1:j2]!r})"
             )
-            report.problem_lines.append((k_numbers[i1:i2], a_numbers[j1:j2]))
             continue
         for k_line, a_line, number, a_number in zip(
             k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], a_numbers[j1:j2], strict=True
@@ -134,7 +128,6 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
                     f"{koan}:{number}: line differs from the answer but not only at `__`:\n"
                     f"    koan:   {k_line.strip()}\n    answer: {a_line.strip()}"
                 )
-                report.problem_lines.append(([number], [a_number]))
                 continue
             report.blanks += [(number, g.strip()) for g in match.groups()]
             report.blank_lines.append((number, a_number))

@@ -38,13 +38,18 @@ def environment() -> str:
             digest.update(f"{name}={importlib.metadata.version(name)}".encode())
         except importlib.metadata.PackageNotFoundError:
             digest.update(f"{name}=-".encode())
-    harness = list(Path(__file__).resolve().parent.rglob("*.py"))  # the harness in use
+    _digest_files(harness_files(), digest)
+    return digest.hexdigest()
+
+
+def harness_files() -> list[Path]:
+    """The harness in use (every module of jaxkoans/, not only the learner's), csrc/, the
+    course's conftest.py and pyproject.toml."""
+    harness = list(Path(__file__).resolve().parents[1].rglob("*.py"))
     harness += [p for p in (course.REPO / "csrc").rglob("*") if p.is_file()]
-    harness += [
+    return harness + [
         p for p in (course.REPO / "conftest.py", course.REPO / "pyproject.toml") if p.is_file()
     ]
-    _digest_files(harness, digest)
-    return digest.hexdigest()
 
 
 def file_key(test_file: Path) -> str:

@@ -16,21 +16,31 @@ import pytest
 from jaxkoans import course
 from jaxkoans.course import mutate
 
+from .conftest import chosen
 from .fakecourse import REPO, make_course, write
 
 FAKED = [c for c in course.all_chapters() if (course.ANSWERS / c.number / mutate.FAKES).is_dir()]
 
 
-@pytest.mark.parametrize("chapter", FAKED, ids=lambda c: c.number)
-def test_every_fake_makes_its_koan_fail(chapter):
-    verdicts, missing, problem = mutate.check_fakes(chapter, workers=2)
-    assert not problem, problem
-    assert not missing, f"TODO functions without a fake: {missing}"
-    assert verdicts and all(v is True for v in verdicts.values()), {
-        name: "passes" if v is False else "no verdict"
-        for name, v in verdicts.items()
-        if v is not True
-    }
+def test_every_fake_makes_its_koan_fail():
+    """All chapters' fakes in ONE pytest run (one start of JAX and its workers, not one per
+    chapter); each chapter's verdicts are reported on their own."""
+    chapters = [c for c in FAKED if chosen(c.number)]
+    if not chapters:
+        pytest.skip("none of the chapters checked has answers/NN/fakes/")
+    wrong = {}
+    for number, (verdicts, missing, problem) in mutate.check_all_fakes(chapters).items():
+        found = [problem] if problem else []
+        found += [f"TODO function without a fake: {name}" for name in missing]
+        found += [
+            f"{name}: {'passes' if v is False else 'no verdict'}"
+            for name, v in verdicts.items()
+            if v is not True
+        ]
+        found += [] if verdicts else ["no fake ran"]
+        if found:
+            wrong[number] = found
+    assert not wrong, wrong
 
 
 FAKES = '''
@@ -71,3 +81,26 @@ def test_the_fake_body_replaces_only_the_todo_body(tmp_path, monkeypatch):
     answer = (root / "answers" / "01" / "test_alpha.py").read_text().splitlines()
     assert [line for line in faked if line not in answer] == ["    return x"]
     assert [line for line in answer if line not in faked] == ["    return 2 * x"]
+
+
+ENDLESS = '''
+def double__never_converges(x):
+    """Loops inside XLA forever, as a fake CG on a singular operator does."""
+    from jax import lax
+
+    return lax.while_loop(lambda y: y.sum() > -1, lambda y: y + 1, x)
+'''
+
+
+def test_a_fake_stuck_in_compiled_code_is_killed_and_its_worker_replaced(tmp_path):
+    """Past its limit the fake's worker ends (XLA's threads would go on computing in it) and
+    another runs the baseline: the fake is killed, and its file still has a verdict."""
+    root = make_course(tmp_path / "course")
+    write(root / "answers" / "01" / "fakes" / "alpha.py", ENDLESS)
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    ran = subprocess.run(
+        [sys.executable, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "01: 1/1 fakes fail their koan, 0 TODO functions without a fake" in ran.stdout

@@ -45,6 +45,11 @@ from jaxkoans.course import twins
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
+# A variant that times out inside a compiled loop (a fake whose lax.while_loop never converges)
+# is interrupted in Python while XLA's threads keep computing: the worker would slow every later
+# koan it runs until one of them, a baseline too, timed out. pytest-timeout's thread method ends
+# the worker instead (xdist starts another); its koan never reports, which is never a pass.
+WORKER_ENDS_ON_TIMEOUT = ("-o", "timeout_method=thread")
 STARTUP_S = 300  # a pytest process and its workers importing JAX, flax and optax, loaded machine
 DEFAULT_KOAN_LIMIT_S = 60  # pytest-timeout's limit of a koan when pyproject.toml sets none
 PER_FILL = 6  # wrong fills tried per blank
@@ -466,7 +471,7 @@ def run_chapters(
             sys.executable, "-m", "pytest", f"@{arguments}", "-q", "--tb=no", "--no-header",
             "-p", "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-c", str(course.REPO / "pyproject.toml"),
             "--rootdir", scratch, f"--koans-record={record}", "-n", str(max(1, workers)),
-            "-o", f"timeout={koan_limit():.0f}",
+            "-o", f"timeout={koan_limit():.0f}", *WORKER_ENDS_ON_TIMEOUT,
         ]  # fmt: skip
         _, problem = _run(command, timeout_s)
         events = results.read(record) if record.exists() else []

@@ -26,7 +26,7 @@ WORKERS = 2
 # that have their own limits, worked out from their work (mutate.run_limit); this one only guards
 # against a hang of the test itself, so it is far above what a loaded machine needs, and never
 # the reason a test fails.
-HANG_GUARD_S = 3600
+HANG_GUARD_S = 3600  # on an idle machine; stretched by the load like the child runs
 WHOLE_COURSE_ONLY = (  # checks that compare the whole of koans/ with the whole of answers/
     "test_course.py::test_koans_and_answers_collect_together_without_collisions",
 )
@@ -81,13 +81,14 @@ def _chapter_of(item: pytest.Item) -> str | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
+    guard = HANG_GUARD_S * mutate.load_factor()  # the child runs' own limits grow with the load
     keep, drop = [], []
     for item in items:
         if not Path(item.path).is_relative_to(here):
             keep.append(item)
             continue
         # A prepended marker wins over a test's own: no fixed limit may fail a slow machine.
-        item.add_marker(pytest.mark.timeout(HANG_GUARD_S), append=False)
+        item.add_marker(pytest.mark.timeout(guard), append=False)
         chapter = _chapter_of(item)
         whole = any(item.nodeid.endswith(name) for name in WHOLE_COURSE_ONLY)
         (drop if CHOSEN and (whole or (chapter and not chosen(chapter))) else keep).append(item)

@@ -154,6 +154,19 @@ def inputs() -> dict[str, tuple[int, int] | None]:
     return seen
 
 
+def start_jax() -> None:
+    """JAX's backend and one tiny compilation, whose one-time costs (the CPU client, MLIR,
+    LLVM) a koan's first jit would otherwise pay. What it leaves is undone: its array is freed,
+    and the compilation cache's once-per-process decision is reset, so that a koan which turns
+    the persistent cache on still gets it."""
+    import jax
+    from jax._src import compilation_cache
+
+    jax.devices()
+    jax.jit(lambda x: x + 1)(1).block_until_ready()
+    compilation_cache.reset_cache()
+
+
 class Gate:
     """In a prepared child: holds pytest at the start of collection (configured, JAX's backend
     started, the koan file not yet read) until the parent writes to `fd`; its end: exit."""
@@ -166,9 +179,7 @@ class Gate:
         # Here, not before the fork: XLA starts threads, and a process with threads must not
         # fork. The devices and float64 were set by the harness's pytest_configure already.
         with contextlib.suppress(Exception):  # if it fails, the koan's own first use says why
-            import jax
-
-            jax.devices()
+            start_jax()
         word = b""
         with contextlib.suppress(OSError):
             word = os.read(self.fd, 1)

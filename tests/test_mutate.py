@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import mutate
-from jaxkoans.course.mutate import Context, koans_seeing, sites, wrong_fills
+from jaxkoans.course import koan_model, mutate
+from jaxkoans.course.mutate import Context, sites, wrong_fills
 
 from .fakecourse import PYPROJECT, REPO, is_alive, make_course, write
 
@@ -92,12 +92,10 @@ def write_pair(root: Path, top_koan: str, top_answer: str) -> Path:
 
 
 def test_a_helper_fill_is_seen_by_the_tests_that_call_the_helper():
-    import ast
-
-    tree = ast.parse(
+    model = koan_model.parse(
         "def h():\n    return 1\n\n\ndef test_x():\n    h()\n\n\ndef test_y():\n    pass\n"
     )
-    assert koans_seeing(tree, 2) == ("test_x",)
+    assert model.koans_seeing(2) == ("test_x",)
 
 
 WEAK = '''
@@ -190,13 +188,11 @@ def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
 
 def test_a_helper_fill_is_seen_through_other_helpers():
     """A test that reaches the TODO only through another helper still runs against its fakes."""
-    import ast
-
-    tree = ast.parse(
+    model = koan_model.parse(
         "def h():\n    return 1\n\n\ndef wrap():\n    return h()\n\n\n"
         "def test_x():\n    wrap()\n\n\ndef test_y():\n    h()\n\n\ndef test_z():\n    pass\n"
     )
-    assert koans_seeing(tree, 2) == ("test_x", "test_y")
+    assert model.koans_seeing(2) == ("test_x", "test_y")
 
 
 BLOCKING_FAKE = '''

@@ -32,8 +32,6 @@ from jaxkoans.course.koan_model import (
     todo_calls,
 )
 
-test_spans = koan_model.koan_spans  # grade's name for it (jaxkoans/grader/tamper.py)
-
 
 @dataclass(frozen=True)
 class Ignored:

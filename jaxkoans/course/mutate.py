@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import twins
+from jaxkoans.course import koan_model, twins
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
@@ -292,53 +292,12 @@ class Mutant:
         return f"{self.site.answer.name}::{self.site.koans[0]}"
 
 
-def _functions_around(tree: ast.Module, line: int) -> list[ast.FunctionDef]:
-    return [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.lineno <= line <= (node.end_lineno or node.lineno)
-    ]
-
-
-def koans_seeing(tree: ast.Module, line: int) -> tuple[str, ...]:
-    """The test functions whose run reaches `line`: the one it is in, else those that reach the
-    function it is in through the file's functions (a test calling a helper that calls it), else
-    every test of the file (a module-level fill)."""
-    tests = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
-    around = _functions_around(tree, line)
-    for fn in around:
-        if fn.name.startswith("test") and fn in tests:
-            return (fn.name,)
-    if around:
-        reaching = _functions_reaching(tree, around[-1].name)
-        users = [t.name for t in tests if t.name in reaching]
-        if users:
-            return tuple(users)
-    return tuple(t.name for t in tests)
-
-
-def _functions_reaching(tree: ast.Module, target: str) -> set[str]:
-    """The module's functions that name `target`, or name one that does, and so on."""
-    names = {
-        n.name: {m.id for m in ast.walk(n) if isinstance(m, ast.Name)}
-        for n in tree.body
-        if isinstance(n, ast.FunctionDef)
-    }
-    reaching, frontier = set(), {target}
-    while frontier:
-        found = {name for name, used in names.items() if used & frontier} - reaching - {target}
-        reaching |= found
-        frontier = found
-    return reaching
-
-
 def sites(koan: Path, answer: Path) -> list[Site]:
     """Every blank of `answer`, with its fill's position (from twins.compare)."""
     report = twins.compare(koan, answer)
     k_lines = koan.read_text(encoding="utf-8").splitlines()
     a_lines = answer.read_text(encoding="utf-8").splitlines()
-    tree = ast.parse(answer.read_text(encoding="utf-8"))
+    model = koan_model.read(answer)
     found = []
     for k_number, a_number in report.blank_lines:
         match = twins.blank_pattern(k_lines[k_number - 1]).match(a_lines[a_number - 1])
@@ -355,7 +314,7 @@ def sites(koan: Path, answer: Path) -> list[Site]:
                     a_number,
                     (start + lead, end - trail),
                     text.strip(),
-                    koans_seeing(tree, a_number),
+                    model.koans_seeing(a_number),
                 )
             )
     return found
@@ -559,7 +518,7 @@ def chapter_fakes(chapter: course.Chapter) -> tuple[list[Fake], list[str]]:
         if not koan.is_file():
             continue
         report = twins.compare(koan, answer)
-        tree = ast.parse(answer.read_text(encoding="utf-8"))
+        model = koan_model.read(answer)
         todo_lines = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
         written = _fake_functions(fakes_file(answer))
         for function in report.todo_bodies:
@@ -568,7 +527,7 @@ def chapter_fakes(chapter: course.Chapter) -> tuple[list[Fake], list[str]]:
                 missing.append(f"{answer.name}::{function}")
             start = todo_lines[function][0]
             for label, body in own:
-                koans = koans_seeing(tree, start + 1)
+                koans = model.koans_seeing(start + 1)
                 fakes.append(Fake(answer, function, label, body, koans))
     return fakes, missing
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import ast
 import re
 
-MODULE = "<module>"  # the owner of module-level lines: every koan of the file
+from jaxkoans.course.koan_model import MODULE  # noqa: F401  (tamper imports it from here)
+
 # Modules a student's code could reach the machine, the files or the test machinery through.
 RISKY_MODULES = frozenset(
     {
@@ -49,42 +50,8 @@ ALLOWED_IMPORTS = frozenset(
     }
 )  # fmt: skip
 DUNDER = re.compile(r"__\w+__")
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 ASSERT_LIKE = {"allclose", "array_equal", "array_equiv", "isclose", "equal"}
-
-
-def owner(spans: dict[str, tuple[int, int]], line: int) -> str:
-    """The test whose lines (1-based, inclusive) hold `line`, else MODULE."""
-    for name, (start, end) in spans.items():
-        if start <= line <= end:
-            return name
-    return MODULE
-
-
-def has_docstring(fn: ast.AST) -> bool:
-    first = fn.body[0] if getattr(fn, "body", None) else None
-    return (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    )
-
-
-def calls_todo(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A TODO function: its own statements (not a nested function's) call `todo(...)`."""
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "todo"
-        ):
-            return True
-        if not isinstance(node, SCOPES):
-            stack.extend(ast.iter_child_nodes(node))
-    return False
 
 
 def parents_of(tree: ast.AST) -> dict[int, ast.AST]:

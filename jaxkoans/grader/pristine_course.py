@@ -7,7 +7,6 @@ its own answers use (`tamper.answer_flags`), which a student may then use as wel
 
 from __future__ import annotations
 
-import ast
 import io
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxkoans import course
+from jaxkoans.course import koan_model
 from jaxkoans.grader import tamper
 
 COURSE_IGNORED = (".git", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache")
@@ -110,7 +110,7 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
         ):
             rel = path.relative_to(root).as_posix()
             files.append(rel)
-            koans[rel] = list(tamper.test_spans(ast.parse(path.read_text(encoding="utf-8"))))
+            koans[rel] = [koan.name for koan in koan_model.read(path).koans]
             answer = root / "answers" / chapter.number / path.name
             allowed[rel] = tamper.answer_flags(path, answer) if answer.is_file() else {}
     harness = tamper.harness_entries(root, set(files))

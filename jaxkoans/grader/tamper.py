@@ -26,11 +26,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.course import fills
+from jaxkoans.course import fills, koan_model
 from jaxkoans.grader.fill_audit import MODULE, audit, parents_of, tautology
 
 MAX_FILE_BYTES = 256 << 10  # a koan file is ~10 KB
-test_spans = fills.test_spans
 
 
 @dataclass(frozen=True)
@@ -88,15 +87,12 @@ def read_text(path: Path) -> tuple[str | None, str]:
 
 def parse_problem(text: str) -> str:
     """Why `text` is not Python, or ""."""
-    try:
-        ast.parse(text)
-    except SyntaxError as error:
+    error = koan_model.parse(text).error
+    if isinstance(error, SyntaxError):
         return f"无法解析 / does not parse: line {error.lineno}: {error.msg}"
-    except ValueError as error:  # e.g. null bytes
+    if isinstance(error, ValueError):  # e.g. null bytes
         return f"无法解析 / does not parse: {error}"
-    except (RecursionError, MemoryError):
-        return "无法解析 / does not parse: nested too deeply"
-    return ""
+    return "无法解析 / does not parse: nested too deeply" if error else ""
 
 
 def check_file(
@@ -106,7 +102,7 @@ def check_file(
 
     `allowed`: owner -> the unusual constructs the course's answer uses itself."""
     p_text = pristine.read_text(encoding="utf-8")
-    names = list(test_spans(ast.parse(p_text)))
+    names = list(koan_model.parse(p_text).spans)
     check = FileCheck(rel, names, {})
     try:
         taken = fills.take(p_text, student_text)
@@ -121,7 +117,7 @@ def check_file(
         check.notes.append(Finding("ignored_edit", rel, None, tuple(names), message))
         return check
     s_tree = taken.tree
-    s_spans = test_spans(s_tree)
+    s_spans = koan_model.parse(student_text).spans
     check.def_lines = {k: s_spans.get(k, (None,))[0] for k in names}
     check.missing = {k for k in names if k not in s_spans}
     for name in names:

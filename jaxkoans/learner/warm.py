@@ -37,6 +37,7 @@ from typing import NoReturn
 import pytest
 
 from jaxkoans import course
+from jaxkoans.course import koan_model
 from jaxkoans.plugin import results
 
 # Libraries a koan file may import that are safe to import early: none computes with JAX at
@@ -105,9 +106,8 @@ def prepare() -> list[object]:
 
 def imported_by(test_file: Path) -> list[str]:
     """The absolute imports at the top level of a koan file, read without importing it."""
-    try:
-        tree = ast.parse(test_file.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    tree = koan_model.read(test_file).tree
+    if tree is None:
         return []
     names: list[str] = []
     for node in tree.body:

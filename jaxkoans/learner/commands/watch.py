@@ -1,7 +1,8 @@
 """Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one.
 
-One warm process (jaxkoans/learner/warm.py) forks a pytest child per run, so a verdict comes back
-about a second after a save; file events come from jaxkoans/learner/watcher.py (watchfiles), one
+One warm process (jaxkoans/learner/warm.py) forks a pytest child per run, and prepares the next
+one (configured, JAX started) while the learner edits, so a save costs only collecting and running
+the koan; file events come from jaxkoans/learner/watcher.py (watchfiles), one
 batch per save. Keys: h hint, n next, r run again, v reveal what a wrong answer hides, q quit (one
 key on a terminal; one command per line when stdin is a pipe).
 Nothing here writes the learner's files; hints seen are remembered in .jaxkoans/ as by `hint`.

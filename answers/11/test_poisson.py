@@ -36,10 +36,12 @@ def grid(n, h):
 
 
 def cg_counting(matvec, b, rtol=1e-8):
-    """手写 CG（while_loop），额外返回迭代次数。/ Hand-written CG that also counts iterations."""
+    """手写 CG（while_loop），额外返回迭代次数。/ Hand-written CG that also counts iterations.
+    最多 2·n 步：算子写错（不对称、奇异）时不收敛，循环也会结束。/ At most 2·n steps, so a wrong
+    (non-symmetric or singular) operator ends the loop instead of spinning forever."""
 
     def keep_going(carry):
-        return jnp.sqrt(carry[3]) > rtol * jnp.linalg.norm(b)
+        return (jnp.sqrt(carry[3]) > rtol * jnp.linalg.norm(b)) & (carry[4] < 2 * b.size)
 
     def step(carry):
         x, r, p, rr, k = carry

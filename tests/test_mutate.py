@@ -257,3 +257,12 @@ def test_a_koans_limit_in_the_gate_stretches_with_the_load(monkeypatch):
     monkeypatch.setattr(mutate.os, "getloadavg", lambda: (8.0, 1.0, 1.0))
     assert mutate.koan_limit() == 4 * 60
     assert mutate.run_limit(10, workers=2) == mutate.STARTUP_S + 4 * 60 * 10 / 2
+
+
+def test_a_file_selects_its_koans_and_an_empty_selection_is_a_usage_error(capsys):
+    by_file = mutate.main(["--list", "answers/01/test_scan.py"])
+    listed = capsys.readouterr().out.splitlines()
+    assert by_file == 0 and listed
+    assert all("test_scan.py" in line for line in listed)
+    assert mutate.main(["answers/01/test_no_such_file.py"]) == 2
+    assert "no mutants for" in capsys.readouterr().err

@@ -357,7 +357,8 @@ def chapter_mutants(
 
 def _wanted(wanted: set[str], answer: Path, koan: str) -> bool:
     relative = f"answers/{answer.parent.name}/{answer.name}"
-    return bool(wanted & {koan, f"{answer.name}::{koan}", f"{relative}::{koan}"})
+    names = {koan, f"{answer.name}::{koan}", f"{relative}::{koan}", answer.name, relative}
+    return bool(names & {w.replace("koans/", "answers/", 1) for w in wanted})  # a file: its koans
 
 
 # ---- running ------------------------------------------------------------------------------
@@ -783,7 +784,11 @@ def table(outcomes: list[Outcome]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jaxkoans.course.mutate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("koans", nargs="*", help="only these koans: name, file.py::name, nodeid")
+    parser.add_argument(
+        "koans",
+        nargs="*",
+        help="only these koans: name, file.py::name, nodeid, or a file (all its koans)",
+    )
     parser.add_argument("--chapter", action="append", default=[], metavar="NN")
     parser.add_argument("-n", "--workers", type=int, default=2)
     parser.add_argument("--per-fill", type=int, default=PER_FILL, help="wrong fills per blank")
@@ -815,6 +820,10 @@ def main(argv: list[str] | None = None) -> int:
             for mutant in chapter_mutants(chapter, wanted, args.per_fill):
                 print(describe(mutant))
         return 0
+    if wanted and not any(chapter_mutants(c, wanted, args.per_fill) for c in chapters):
+        print(f"没有选中任何变异 / no mutants for {sorted(wanted)}: name a koan, file.py::koan, "
+              "a nodeid or an answer file", file=sys.stderr)  # fmt: skip
+        return 2
     outcomes, survivors = [], []
     for chapter in chapters:  # one chapter at a time: each run is CPU heavy
         outcome = gate(chapter, wanted, args.workers, args.per_fill, args.timeout)

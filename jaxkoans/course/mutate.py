@@ -30,7 +30,6 @@ import difflib
 import importlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -886,17 +885,6 @@ def leaks_main(chapters: list[course.Chapter], args) -> int:
     return 1 if leaking else 0
 
 
-def leave_on_stop_signals() -> None:
-    """SIGTERM (an outer `timeout`) and SIGHUP (a closed terminal) end the gate as Ctrl-C does,
-    through `finally`: a child run's process group ends with it, never left running."""
-
-    def leave(signum, frame):
-        raise SystemExit(128 + signum)
-
-    for number in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, leave)
-
-
 if __name__ == "__main__":
-    leave_on_stop_signals()
-    raise SystemExit(main())
+    with koan_runs.stop_signals_leave():  # an outer `timeout` ends the gate and its child run
+        raise SystemExit(main())

@@ -149,7 +149,7 @@ def run_in_group(command: list[str], timeout_s: float) -> tuple[int | None, str]
     """Run `command` in a process group of its own and end the whole group (pytest and its
     xdist workers) however this process stops: a timeout, Ctrl-C, SIGTERM or a closed
     terminal (SIGHUP). Returns (exit code, or None on a timeout; stderr)."""
-    with _stop_signals_end_the_run():
+    with stop_signals_leave():
         child = subprocess.Popen(
             command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, start_new_session=True,
@@ -171,8 +171,9 @@ def run_in_group(command: list[str], timeout_s: float) -> tuple[int | None, str]
 
 
 @contextlib.contextmanager
-def _stop_signals_end_the_run() -> Iterator[None]:
-    """SIGTERM and SIGHUP leave like Ctrl-C does, through `finally` (which ends the child)."""
+def stop_signals_leave() -> Iterator[None]:
+    """SIGTERM (an outer `timeout`) and SIGHUP (a closed terminal) leave like Ctrl-C does,
+    through `finally`, so whatever the caller started (a child run, the watch) is ended."""
 
     def leave(signum, frame):
         raise SystemExit(128 + signum)

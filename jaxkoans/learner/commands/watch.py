@@ -20,14 +20,21 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.learner import memory, warm
 from jaxkoans.learner.commands.hint import default_language, reveal
 from jaxkoans.learner.keys import Keys
-from jaxkoans.learner.koan_runs import Koan, find_koan, inventory, listed_koans, recommended_path
+from jaxkoans.learner.koan_runs import (
+    Koan,
+    find_koan,
+    inventory,
+    listed_koans,
+    recommended_path,
+    stop_signals_leave,
+)
 from jaxkoans.learner.watcher import Watcher, digest
 from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import KoanState
@@ -447,21 +454,6 @@ class Session:
         return self.exit_code
 
 
-@contextlib.contextmanager
-def _terminated_cleanly() -> Iterator[None]:
-    """SIGTERM and SIGHUP end the watch like q: the child stopped, the terminal restored."""
-
-    def leave(signum, frame):
-        raise SystemExit(128 + signum)
-
-    saved = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for number, handler in saved.items():
-            signal.signal(number, handler)
-
-
 def run(args) -> int:
     if not hasattr(os, "fork"):
         print("watch 需要 Linux、macOS 或 WSL / watch needs Linux, macOS or WSL", file=sys.stderr)
@@ -490,7 +482,7 @@ def run(args) -> int:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jaxkoans-watch-")))
         session = Session(args, koans, plugins, scratch, watcher)
         stack.enter_context(session.keys)
-        stack.enter_context(_terminated_cleanly())
+        stack.enter_context(stop_signals_leave())  # ends the watch like q
         stack.callback(session.close)
         console = session.console
         say = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen

@@ -340,10 +340,7 @@ def chapter_mutants(
 ) -> list[Mutant]:
     """The mutants of a chapter's answers (only the koans in `wanted`, if given)."""
     mutants = []
-    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
-        koan = course.KOANS / chapter.number / answer.name
-        if not koan.is_file():
-            continue
+    for koan, answer in twin_files(chapter):
         context = Context.of(answer.read_text(encoding="utf-8"))
         for site in sites(koan, answer):
             if wanted and not any(_wanted(wanted, answer, k) for k in site.koans):
@@ -352,6 +349,14 @@ def chapter_mutants(
                 if _compiles(mutated_source(site, fill)):
                     mutants.append(Mutant(site, fill))
     return mutants
+
+
+def twin_files(chapter: course.Chapter) -> list[tuple[Path, Path]]:
+    """The chapter's (koan, answer) file pairs, in file-name order; an answer without a koan
+    twin is not a koan yet."""
+    answers = sorted((course.ANSWERS / chapter.number).glob("test_*.py"))
+    pairs = [(course.KOANS / chapter.number / answer.name, answer) for answer in answers]
+    return [(koan, answer) for koan, answer in pairs if koan.is_file()]
 
 
 def _wanted(wanted: set[str], answer: Path, koan: str) -> bool:
@@ -513,10 +518,7 @@ def _body(fn: ast.FunctionDef, lines: list[str]) -> list[str]:
 def chapter_fakes(chapter: course.Chapter) -> tuple[list[Fake], list[str]]:
     """(every fake of the chapter, "file::function" of each TODO function that has none)."""
     fakes, missing = [], []
-    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
-        koan = course.KOANS / chapter.number / answer.name
-        if not koan.is_file():
-            continue
+    for koan, answer in twin_files(chapter):
         report = twins.compare(koan, answer)
         model = koan_model.read(answer)
         todo_lines = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
@@ -612,10 +614,7 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | Non
     import xml.etree.ElementTree as ElementTree
 
     samples: dict[tuple[str, str], tuple[Site, str]] = {}
-    for answer in sorted((course.ANSWERS / chapter.number).glob("test_*.py")):
-        koan = course.KOANS / chapter.number / answer.name
-        if not koan.is_file():
-            continue
+    for koan, answer in twin_files(chapter):
         context = Context.of(answer.read_text(encoding="utf-8"))
         for site in sites(koan, answer):
             if len(site.koans) != 1 or (answer.name, site.koans[0]) in samples:

@@ -242,7 +242,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_nothing_half_written(course):
     assert tree_digest(course) == before
     results = course / ".jaxkoans" / "results.json"
     assert not results.exists() or json.loads(results.read_text())
-    assert wait_for(lambda: not [pid for pid in running if is_alive(pid)], 10)
+    assert wait_for(lambda: not [pid for pid in running if is_alive(pid)])
 
 
 def test_doctor_passes_here_and_names_the_fix_for_a_wrong_pin(course):
@@ -451,7 +451,7 @@ def test_sigterm_and_sighup_end_the_child_pytest_and_its_workers(course, stop):
     child.send_signal(stop)
     child.communicate(timeout=PROCESS_TIMEOUT_S)
     assert child.returncode == 128 + stop
-    assert wait_for(lambda: not [pid for pid in running if is_alive(pid)], 10)
+    assert wait_for(lambda: not [pid for pid in running if is_alive(pid)])
 
 
 def test_doctor_names_a_compiler_that_cannot_build(course, tmp_path):

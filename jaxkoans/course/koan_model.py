@@ -19,8 +19,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from dataclasses import dataclass
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 
 MODULE = "<module>"  # the owner of module-level lines: every koan of the file
@@ -52,13 +52,50 @@ class KoanFile:
     tree: ast.Module | None  # None: the file does not parse (see `error`)
     error: Exception | None = None  # why it does not parse: SyntaxError, RecursionError, …
     koans: tuple[Koan, ...] = ()
-    blanks: tuple[tuple[int, int], ...] = ()  # (1-based line, column) of each `__`
-    todos: tuple[TodoFunction, ...] = ()
     regions: tuple[tuple[int, int], ...] = ()  # 1-based (BEGIN line, END line) of each
-    # top-level function or class -> its lines (1-based, decorators included), and the other
-    # top-level definitions it names
-    definitions: dict[str, tuple[int, int]] = field(default_factory=dict)
-    uses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    # The rest is worked out on first use: listing a course's koans needs only `koans`.
+    @cached_property
+    def blanks(self) -> tuple[tuple[int, int], ...]:
+        """(1-based line, column) of each `__`."""
+        if self.tree is None:
+            return ()
+        found = (n for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id == "__")
+        return tuple(sorted((n.lineno, n.col_offset) for n in found))
+
+    @cached_property
+    def todos(self) -> tuple[TodoFunction, ...]:
+        if self.tree is None:
+            return ()
+        found = (
+            TodoFunction(node.name, node.lineno, calls[0], _body(node))
+            for node in ast.walk(self.tree)
+            if isinstance(node, FUNCTIONS) and (calls := todo_calls(node))
+        )
+        return tuple(sorted(found, key=lambda todo: todo.line))
+
+    @cached_property
+    def _top_level(self) -> dict[str, ast.AST]:
+        body = self.tree.body if self.tree is not None else []
+        return {n.name: n for n in body if isinstance(n, (*FUNCTIONS, ast.ClassDef))}
+
+    @cached_property
+    def definitions(self) -> dict[str, tuple[int, int]]:
+        """Each top-level function or class -> its lines (1-based, decorators included)."""
+        return {name: _definition_span(node) for name, node in self._top_level.items()}
+
+    @cached_property
+    def uses(self) -> dict[str, tuple[str, ...]]:
+        """Each top-level function or class -> the other top-level definitions it names."""
+        nodes = self._top_level
+        return {
+            name: tuple(
+                dict.fromkeys(
+                    n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in nodes
+                )
+            )
+            for name, node in nodes.items()
+        }
 
     @property
     def lines(self) -> list[str]:
@@ -194,37 +231,14 @@ def parse(text: str) -> KoanFile:
         # still count the koans of a file the learner broke
         lines = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in TEST_DEF.finditer(text)]
         koans = tuple(Koan(name, line, (line, line)) for name, line in lines)
-        return KoanFile(text, None, error, koans, regions=regions)
+        return KoanFile(text, None, error, koans, regions)
     spans = koan_spans(tree)
     koans = tuple(
         Koan(node.name, node.lineno, spans[node.name], ast.get_docstring(node) or "")
         for node in tree.body
         if getattr(node, "name", None) in spans
     )
-    blanks = tuple(
-        sorted(
-            (n.lineno, n.col_offset)
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Name) and n.id == "__"
-        )
-    )
-    todos = sorted(
-        (
-            TodoFunction(node.name, node.lineno, calls[0], _body(node))
-            for node in ast.walk(tree)
-            if isinstance(node, FUNCTIONS) and (calls := todo_calls(node))
-        ),
-        key=lambda todo: todo.line,
-    )
-    nodes = {n.name: n for n in tree.body if isinstance(n, (*FUNCTIONS, ast.ClassDef))}
-    uses = {
-        name: tuple(
-            dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in nodes)
-        )
-        for name, node in nodes.items()
-    }
-    definitions = {name: _definition_span(node) for name, node in nodes.items()}
-    return KoanFile(text, tree, None, koans, blanks, tuple(todos), regions, definitions, uses)
+    return KoanFile(text, tree, None, koans, regions)
 
 
 def read(path: Path) -> KoanFile:

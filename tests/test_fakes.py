@@ -28,8 +28,15 @@ def test_every_fake_makes_its_koan_fail():
     chapters = [c for c in FAKED if chosen(c.number)]
     if not chapters:
         pytest.skip("none of the chapters checked has answers/NN/fakes/")
+    checked = mutate.check_all_fakes(chapters)
+    for chapter in chapters:
+        # A koan of the batch that gave no verdict (its worker ended) is never a pass: its
+        # chapter is checked again in a run of its own, and must pass there.
+        if None in checked[chapter.number][0].values():
+            print(f"{chapter.number}: no verdict in the batch, {checked[chapter.number][2]!r}")
+            checked[chapter.number] = mutate.check_fakes(chapter)
     wrong = {}
-    for number, (verdicts, missing, problem) in mutate.check_all_fakes(chapters).items():
+    for number, (verdicts, missing, problem) in checked.items():
         found = [problem] if problem else []
         found += [f"TODO function without a fake: {name}" for name in missing]
         found += [

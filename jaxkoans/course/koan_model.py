@@ -20,7 +20,7 @@ import ast
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import cache, cached_property, lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 MODULE = "<module>"  # the owner of module-level lines: every koan of the file
@@ -251,7 +251,7 @@ def read(path: Path) -> KoanFile:
     return _read(Path(path), stat.st_mtime_ns, stat.st_size)
 
 
-@cache
+@lru_cache(maxsize=1024)  # bounded: a long watch session re-reads changed files
 def _read(path: Path, mtime_ns: int, size: int) -> KoanFile:
     try:
         return parse(path.read_text(encoding="utf-8", errors="replace"))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from jaxkoans.api import REVEAL_ENV
 from jaxkoans.api.blanks import BlankError, TodoError, _Blank, _refuse
 
-REVEAL_ENV = "JAXKOANS_REVEAL"  # "1": failures name what was raised (set by --koans-reveal)
 TOO_BROAD = (Exception, BaseException)
 
 

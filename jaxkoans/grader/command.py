@@ -45,7 +45,6 @@ from pathlib import Path
 
 from jaxkoans.grader import class_page, grading, report_formats, sandbox
 
-NAME, HELP = "grade", "grade a student's copy against the pristine course (instructors)"
 OK, FINDINGS, USAGE, COULD_NOT_GRADE, INTERRUPTED = 0, 1, 2, 3, 130
 
 

@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
-from jaxkoans.grader import command as grade
-from jaxkoans.learner.commands import diff, doctor, hint, reset, reveal, status, watch
+from jaxkoans.learner.commands import status
 
-# Each command module has NAME, HELP, add_arguments(parser) and run(args) -> exit code.
-SUBCOMMANDS = (hint, reveal, diff, reset, doctor, watch, grade)
+# Each command module has add_arguments(parser) and run(args) -> exit code. Only the
+# command asked for is imported (the grader's modules cost a learner's `hint` a third of a second);
+# its help line is here so that `progress.py --help` lists every command without importing it.
+SUBCOMMANDS = {
+    "hint": ("jaxkoans.learner.commands.hint", "the hint of the next (or a named) koan, one level more each time"),
+    "reveal": ("jaxkoans.learner.commands.reveal", "show what JAX computed for a koan you answered wrongly (counts as revealed)"),
+    "diff": ("jaxkoans.learner.commands.diff", "your file against its answer, once the koan passes"),
+    "reset": ("jaxkoans.learner.commands.reset", "restore a koan file as shipped; your version is saved beside it"),
+    "doctor": ("jaxkoans.learner.commands.doctor", "check Python, the pinned packages, JAX's devices and float64, a compiler"),
+    "watch": ("jaxkoans.learner.commands.watch", "run the koan you work on at every save (h hint, n next, q quit)"),
+    "grade": ("jaxkoans.grader.command", "grade a student's copy against the pristine course (instructors)"),
+}  # fmt: skip
+
+
+def chosen_command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (its first word that names one), if any."""
+    return next((word for word in argv if word in SUBCOMMANDS), None)
 
 
 def main(argv: list[str] | None = None, description: str = "") -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
         prog="progress.py",
         description=description,
@@ -21,10 +37,14 @@ def main(argv: list[str] | None = None, description: str = "") -> int:
     )
     status.add_arguments(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in SUBCOMMANDS:
-        module.add_arguments(commands.add_parser(module.NAME, help=module.HELP))
+    chosen = chosen_command(argv)
+    module = status
+    for name, (path, help_line) in SUBCOMMANDS.items():
+        subparser = commands.add_parser(name, help=help_line)
+        if name == chosen:
+            module = importlib.import_module(path)
+            module.add_arguments(subparser)
     args = parser.parse_args(argv)
-    module = next((m for m in SUBCOMMANDS if m.NAME == args.command), status)
     try:
         return module.run(args)
     except KeyboardInterrupt:

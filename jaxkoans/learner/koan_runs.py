@@ -88,14 +88,18 @@ def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
     return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
 
 
-def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
-    """Every koan of the chosen chapters, in course order, before anything runs."""
+def inventory(root: Path, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
+    """Every koan of the chosen chapters, in course order, before anything runs; with `naming`,
+    only the files whose text (or their answer's) has that word, which is all a search needs
+    and spares parsing the rest."""
     koans = []
     for chapter in chapters:
         directory = root / chapter.number
         names = {p.name for p in directory.glob("test_*.py")} | set(chapter.files)
         files = [directory / n for n in sorted(names, key=lambda n: (chapter.file_rank(n), n))]
         for test_file in files:
+            if naming and not _mentions(test_file, naming):
+                continue
             relative = test_file.relative_to(course.REPO)
             if not test_file.is_file():
                 koans += missing_koans(chapter, test_file)
@@ -105,6 +109,15 @@ def inventory(root: Path, chapters: list[course.Chapter]) -> list[Koan]:
             if not pristine.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
                 koans += deleted_koans(chapter, test_file, {name for name, _, _ in present})
     return koans
+
+
+def _mentions(test_file: Path, word: str) -> bool:
+    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+    for path in (test_file, answer):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if word in path.read_text(encoding="utf-8"):
+                return True
+    return False
 
 
 def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -> list[Koan]:
@@ -323,7 +336,7 @@ def find_koan(wanted: str | None, chapter: str | None = None) -> Koan | None:
         return measure(chapter, run=False).next_koan(recommended_path(), chapter)
     wanted = results.koan_id(wanted)
     chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
-    for koan in inventory(course.KOANS, chapters):
+    for koan in inventory(course.KOANS, chapters, naming=wanted.rpartition("::")[2]):
         if wanted in (koan.name, koan.nodeid, f"{koan.path.name}::{koan.name}"):
             return koan
     return None

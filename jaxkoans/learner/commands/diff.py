@@ -13,8 +13,6 @@ from jaxkoans.learner import memory
 from jaxkoans.learner.koan_runs import Koan, find_koan, measure
 from jaxkoans.plugin.classify import KoanState
 
-NAME, HELP = "diff", "your file against its answer, once the koan passes"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

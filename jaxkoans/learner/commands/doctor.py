@@ -6,8 +6,6 @@ import argparse
 
 from jaxkoans.learner import doctor
 
-NAME, HELP = "doctor", "check Python, the pinned packages, JAX's devices and float64, a compiler"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     del parser  # no options

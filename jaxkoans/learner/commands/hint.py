@@ -10,7 +10,6 @@ from jaxkoans.learner import state
 from jaxkoans.learner.commands.status import chosen_chapters
 from jaxkoans.learner.koan_runs import Koan, find_koan
 
-NAME, HELP = "hint", "the hint of the next (or a named) koan, one level more each time"
 SEEN = "hints.json"  # {nodeid: levels revealed so far}
 
 

@@ -12,8 +12,6 @@ from jaxkoans import course
 from jaxkoans.course import pristine
 from jaxkoans.learner.commands.diff import resolve
 
-NAME, HELP = "reset", "restore a koan file as shipped; your version is saved beside it"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="a koan (test name) or a koan file (also a deleted one)")

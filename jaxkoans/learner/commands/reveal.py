@@ -19,10 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.api.expect import REVEAL_ENV
+from jaxkoans.api import REVEAL_ENV
 from jaxkoans.learner import state
 
-NAME, HELP = "reveal", "show what JAX computed for a koan you answered wrongly (counts as revealed)"
 LOG = "reveals.jsonl"
 RUN_TIMEOUT_S = 300
 

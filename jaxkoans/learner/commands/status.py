@@ -19,7 +19,6 @@ from jaxkoans.learner.koan_runs import (
 )
 from jaxkoans.plugin.classify import KoanState
 
-NAME, HELP = "status", "where you stand and the next koan (the default)"
 MARKS = {
     KoanState.PASSED.value: "█",
     KoanState.FAILING.value: "▒",

@@ -39,7 +39,6 @@ from jaxkoans.learner.watcher import Watcher, digest
 from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import KoanState
 
-NAME, HELP = "watch", "run the koan you work on at every save (h hint, n next, q quit)"
 PASSED = KoanState.PASSED.value
 AGAIN_KEY = "  再按 h 看下一层 / press h for the next level"
 KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit"

@@ -9,13 +9,16 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import koan_model, mutate
+from jaxkoans import course
+from jaxkoans.course import gate_record, koan_model, mutate
 from jaxkoans.course.mutate import Context, sites, wrong_fills
 
+from .conftest import chosen
 from .fakecourse import PYPROJECT, REPO, is_alive, make_course, write
 
 SOURCE = """
@@ -123,18 +126,26 @@ def test_the_gate_kills_counts_survivors_and_honours_equivalents(tmp_path):
         manifest.read_text()
         + '\n[equivalent]\n"test_weak.py::test_more_than" = [{fill = "1", why = "a bound"}]\n'
     )
-    ran = run_gate(root)
+    ran = run_gate(root, "--stamp")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     row = next(line for line in ran.stdout.splitlines() if line.strip().startswith("01"))
     mutants, killed, equivalent, survived, unknown = (int(x) for x in row.split()[1:6])
     assert (equivalent, survived, unknown) == (1, 0, 0) and killed == mutants - 1 > 6
+    # The passing gate is recorded; the chapter is gated again only once its content changes.
+    record = tomllib.loads((root / gate_record.RECORD).read_text())
+    assert record["01"]["mutants"] == mutants and record["01"]["equivalent"] == 1
+    assert "is current" in run_gate(root, "--changed", "--list").stdout
+    answer = root / "answers" / "01" / "test_weak.py"
+    answer.write_text(answer.read_text().replace("> 2", "> 1"))
+    listed = run_gate(root, "--changed", "--list").stdout.splitlines()
+    assert any("test_weak.py:8  test_more_than  `1` →" in line for line in listed), listed
 
 
-def run_gate(root: Path) -> subprocess.CompletedProcess:
+def run_gate(root: Path, *options: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-m", "jaxkoans.course.mutate", "--chapter", "01", "-n", "1",
-         "--survivors", str(root / "survivors.txt")],
+         "--survivors", str(root / "survivors.txt"), *options],
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
 
@@ -266,3 +277,25 @@ def test_a_file_selects_its_koans_and_an_empty_selection_is_a_usage_error(capsys
     assert all("test_scan.py" in line for line in listed)
     assert mutate.main(["answers/01/test_no_such_file.py"]) == 2
     assert "no mutants for" in capsys.readouterr().err
+
+
+GATED = [c for c in course.all_chapters() if chosen(c.number)]
+
+
+@pytest.mark.parametrize("chapter", GATED, ids=[c.number for c in GATED])
+def test_the_gate_passes_for_every_chapter_a_change_touched(chapter):
+    """CI gates the chapters whose koans, answers or equivalents changed since their gate last
+    passed (tests/mutation_gate.toml); the record of the others must meet the target."""
+    if chapter in gate_record.stale([chapter]):
+        outcome = mutate.gate(chapter)
+        assert not (outcome.survived or outcome.unknown or outcome.problem), (
+            f"{chapter.number}: run `python -m jaxkoans.course.mutate --chapter "
+            f"{chapter.number}` to see the survivors; once it passes, add --stamp\n"
+            + "\n".join(mutate.table([outcome]))
+        )
+        killed, counted = len(outcome.killed), len(outcome.mutants)
+    else:
+        stamp = gate_record.read()[chapter.number]
+        killed, counted = stamp.killed, stamp.mutants
+        assert stamp.killed + stamp.equivalent == stamp.mutants
+    assert killed >= 0.95 * counted, f"{chapter.number}: {killed}/{counted} mutants killed"

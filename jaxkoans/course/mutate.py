@@ -2,6 +2,8 @@
 
     python -m jaxkoans.course.mutate --chapter 03                  one chapter (repeat --chapter for more)
     python -m jaxkoans.course.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
+    python -m jaxkoans.course.mutate --changed --stamp             the chapters changed since their
+                                                                   gate passed; record those that pass
 
 For each blank of each answer file (the positions come from `twins.compare(koan, answer)`) it
 writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model, twins
+from jaxkoans.course import gate_record, koan_model, twins
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
@@ -794,6 +796,16 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, help="seconds per run (default: from its koans, run_limit)"
     )
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
+    parser.add_argument(
+        "--changed",
+        action="store_true",
+        help=f"only the chapters whose content changed since their gate passed ({gate_record.RECORD})",
+    )
+    parser.add_argument(
+        "--stamp",
+        action="store_true",
+        help=f"record each chapter that passes in {gate_record.RECORD}",
+    )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
     parser.add_argument(
@@ -809,6 +821,13 @@ def main(argv: list[str] | None = None) -> int:
     if not chapters:
         print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
         return 2
+    if args.changed:
+        chapters = gate_record.stale(chapters)
+        if not chapters:
+            print(
+                f"每章的门禁记录都是最新的 / every chapter's gate record is current ({gate_record.RECORD})"
+            )
+            return 0
     if args.fakes:
         return fakes_main(chapters, args)
     if args.leaks:
@@ -831,6 +850,8 @@ def main(argv: list[str] | None = None) -> int:
         if outcome.problem:
             print(f"⚠️  {chapter.number}: {outcome.problem}")
     print("\n" + "\n".join(table(outcomes)))
+    if args.stamp:
+        stamp(chapters, outcomes, whole=not wanted and args.per_fill == PER_FILL)
     if survivors:
         print("\n存活的变异 / survivors (a wrong fill that passes):")
         print("\n".join("  " + s for s in survivors))
@@ -840,6 +861,24 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"\n⚠️  {unknown} mutants have no verdict (their baseline failed or did not report)")
     return 1 if survivors or unknown else 0
+
+
+def stamp(chapters: list[course.Chapter], outcomes: list[Outcome], whole: bool) -> None:
+    """Record each chapter whose whole gate passed: every mutant killed or recorded equivalent."""
+    if not whole:
+        print("⚠️  --stamp: only a whole chapter's gate is recorded, nothing written")
+        return
+    stamps = gate_record.read()
+    for chapter, o in zip(chapters, outcomes, strict=True):
+        if o.survived or o.unknown or o.problem:
+            print(f"⚠️  {chapter.number}: the gate did not pass, its record stays as it was")
+            continue
+        stamps[chapter.number] = gate_record.Stamp(
+            gate_record.digest(chapter), len(o.mutants), len(o.killed), len(o.equivalent),
+            round(o.rate, 1),
+        )  # fmt: skip
+    gate_record.write(stamps)
+    print(f"记录已更新 / recorded in {gate_record.RECORD}")
 
 
 def fakes_main(chapters: list[course.Chapter], args) -> int:

@@ -194,6 +194,7 @@ def test_live_arrays_find_a_leak():
 
     history, alive = run(lambda w, loss: __)
     assert alive == 1  # only the current w / 只剩当前的 w
+    assert not any(isinstance(h, jax.Array) for h in history)  # host numbers / 主机上的数
     np.testing.assert_allclose(history, np.prod(shape) * 0.25 ** np.arange(5), rtol=1e-6)
 
 

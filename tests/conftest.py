@@ -79,6 +79,16 @@ def _chapter_of(item: pytest.Item) -> str | None:
     return None
 
 
+def xdist_group(item: pytest.Item) -> str:
+    """`pytest tests -n 2 --dist loadgroup` keeps a file's checks on one worker (its module
+    fixtures are made once) and every check of one recorded run with that run."""
+    for run in ("answers_run", "koans_run"):
+        if run in getattr(item, "fixturenames", ()):
+            return run
+    return Path(item.path).name
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names each item by its group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     guard = HANG_GUARD_S * mutate.load_factor()  # the child runs' own limits grow with the load
@@ -89,6 +99,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         # A prepended marker wins over a test's own: no fixed limit may fail a slow machine.
         item.add_marker(pytest.mark.timeout(guard), append=False)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
         chapter = _chapter_of(item)
         whole = any(item.nodeid.endswith(name) for name in WHOLE_COURSE_ONLY)
         (drop if CHOSEN and (whole or (chapter and not chosen(chapter))) else keep).append(item)

@@ -7,6 +7,7 @@ needs at least one fake."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from jaxkoans import course
 from jaxkoans.course import mutate
+from jaxkoans.plugin import results
 
 from .conftest import chosen
 from .fakecourse import REPO, make_course, write
@@ -22,13 +24,15 @@ from .fakecourse import REPO, make_course, write
 FAKED = [c for c in course.all_chapters() if (course.ANSWERS / c.number / mutate.FAKES).is_dir()]
 
 
-def test_every_fake_makes_its_koan_fail():
+def test_every_fake_makes_its_koan_fail(answers_run):
     """All chapters' fakes in ONE pytest run (one start of JAX and its workers, not one per
-    chapter); each chapter's verdicts are reported on their own."""
+    chapter); each chapter's verdicts are reported on their own. The suite's run of answers/
+    stands in for the baselines (one per chapter still runs beside the fakes)."""
     chapters = [c for c in FAKED if chosen(c.number)]
     if not chapters:
         pytest.skip("none of the chapters checked has answers/NN/fakes/")
-    checked = mutate.check_all_fakes(chapters)
+    passing = {k for k, e in results.by_koan(answers_run).items() if e["state"] == "passed"}
+    checked = mutate.check_all_fakes(chapters, passing_answers=passing)
     for chapter in chapters:
         # A koan of the batch that gave no verdict (its worker ended) is never a pass: its
         # chapter is checked again in a run of its own, and must pass there.
@@ -74,6 +78,36 @@ def test_a_fake_that_passes_is_named_and_a_missing_fake_is_listed(tmp_path):
     lines = ran.stdout.splitlines()
     assert "01: 1/2 fakes fail their koan, 0 TODO functions without a fake" in lines
     assert "  passes: test_alpha.py::double__added_to_itself" in lines
+
+
+STAND_IN = """
+import json, sys
+from jaxkoans import course
+from jaxkoans.course import mutate
+chapters = [c for c in course.all_chapters() if c.number == "01"]
+for passing in ([], ["answers/01/test_alpha.py::test_double"]):
+    verdicts = mutate.check_all_fakes(chapters, 1, passing_answers=set(passing))["01"][0]
+    print(json.dumps(verdicts, sort_keys=True))
+"""
+
+
+def test_answers_that_passed_stand_in_for_the_baselines(tmp_path):
+    """With the suite's run of answers/ as the baselines, a fake has a verdict only where its
+    koans passed there: no verdict is never a pass, and a passing fake is still named."""
+    root = make_course(tmp_path / "course")
+    write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    ran = subprocess.run(
+        [sys.executable, "-c", STAND_IN], cwd=root, env=env, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    unknown, known = (json.loads(line) for line in ran.stdout.splitlines()[-2:])
+    assert set(unknown.values()) == {None}, unknown
+    assert known == {
+        "test_alpha.py::double__added_to_itself": False,
+        "test_alpha.py::double__identity": True,
+    }
 
 
 def test_the_fake_body_replaces_only_the_todo_body(tmp_path, monkeypatch):

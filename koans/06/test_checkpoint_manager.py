@@ -70,23 +70,29 @@ TRAINING = textwrap.dedent(
     """
 )
 
-# 被抢占的任务：每 2 步存一次、只留 2 个，第 6 步的检查点还在后台提交时进程就死了。后台提交的
-# 最后一步等主线程放行，所以抢占总是落在这个窗口里。
+# 被抢占的任务：每 2 步存一次、只留 2 个，第 6 步的检查点还在后台提交时进程就死了。后台提交在
+# 最后一步（把临时目录改名）之前等主线程放行；主线程等它走到那里再退出，所以抢占总是落在这个窗口里。
 # The preempted job: saves every 2 steps, keeps 2, and dies while step 6's checkpoint is still
-# being committed in the background. The commit's last step waits for the main thread, so the
-# preemption always lands in that window.
+# being committed in the background. The commit waits for the main thread before its last step
+# (renaming the temporary directory), and the main thread exits once it got there, so the
+# preemption always lands in that window, however slow the machine.
 PREEMPTED_JOB = TRAINING + textwrap.dedent(
     """
     import os, sys, threading
     import orbax.checkpoint as ocp
 
     directory, crash_at = sys.argv[1], int(sys.argv[2])
-    commit_may_finish = threading.Event()
+    commit_may_finish, commit_waits = threading.Event(), threading.Event()
     commit_may_finish.set()
+
+    def before_the_rename():
+        commit_waits.set()
+        commit_may_finish.wait()
+
     options = ocp.CheckpointManagerOptions(
         max_to_keep=2,
         save_interval_steps=2,
-        async_options=ocp.options.AsyncOptions(post_finalization_callback=commit_may_finish.wait),
+        async_options=ocp.options.AsyncOptions(post_finalization_callback=before_the_rename),
     )
     manager = ocp.CheckpointManager(directory, options=options)
     state = init_state()
@@ -95,8 +101,10 @@ PREEMPTED_JOB = TRAINING + textwrap.dedent(
         if step == crash_at:
             manager.wait_until_finished()  # the earlier checkpoints are complete
             commit_may_finish.clear()  # this one is still in flight when the job dies
+            commit_waits.clear()
         manager.save(step, args=ocp.args.StandardSave(state))
         if step == crash_at:
+            commit_waits.wait()  # written, not yet renamed
             os._exit(0)  # preempted: no clean shutdown
     """
 )

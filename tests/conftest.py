@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from jaxkoans import course
 from jaxkoans.course import mutate
@@ -79,16 +80,33 @@ def _chapter_of(item: pytest.Item) -> str | None:
     return None
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """`pytest tests -n 2 --dist loadgroup` keeps a file's checks on one worker (its module
-    fixtures are made once) and every check of one recorded run with that run."""
+# `pytest tests -n 2`: each file's checks run on one worker (its module fixtures are made once),
+# and every check of one recorded run goes with that run, which is then made once. (pytest 9.2
+# names items by `Node._id`, so xdist 3.8's `--dist loadgroup`, which renames `_nodeid`, groups
+# nothing: the suite brings its own scheduler.)
+RECORDED_RUNS = {
+    "tests/test_course.py::test_every_answer_passes_under_xdist": "answers_run",
+    "tests/test_fakes.py::test_every_fake_makes_its_koan_fail": "answers_run",
+    "tests/test_course.py::test_every_koan_fails_because_of_its_blank": "koans_run",
+}
+
+
+class ByFileAndRecordedRun(LoadScopeScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+        return RECORDED_RUNS.get(nodeid, nodeid.split("::", 1)[0])
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist may be off (-p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduling:
+    return ByFileAndRecordedRun(config, log)
+
+
+def _check_recorded_runs(item: pytest.Item) -> None:
     for run in ("answers_run", "koans_run"):
-        if run in getattr(item, "fixturenames", ()):
-            return run
-    return Path(item.path).name
+        if run in getattr(item, "fixturenames", ()) and RECORDED_RUNS.get(item.nodeid) != run:
+            raise pytest.UsageError(f"tests/conftest.py: add {item.nodeid!r} to RECORDED_RUNS")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names each item by its group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     guard = HANG_GUARD_S * mutate.load_factor()  # the child runs' own limits grow with the load
@@ -99,7 +117,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         # A prepended marker wins over a test's own: no fixed limit may fail a slow machine.
         item.add_marker(pytest.mark.timeout(guard), append=False)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        _check_recorded_runs(item)
         chapter = _chapter_of(item)
         whole = any(item.nodeid.endswith(name) for name in WHOLE_COURSE_ONLY)
         (drop if CHOSEN and (whole or (chapter and not chosen(chapter))) else keep).append(item)

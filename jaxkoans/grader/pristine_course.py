@@ -11,6 +11,7 @@ import io
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,12 +41,36 @@ class Course:
     files: list[str]  # koans/NN/test_x.py, in course order
     koans: dict[str, list[str]]  # file -> its koans, in order
     harness: dict[str, str] = field(default_factory=dict)  # harness file -> digest
-    allowed: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # see tamper
+    allowed: Mapping[str, dict[str, set[str]]] = field(default_factory=dict)  # see tamper
     partial: set[str] = field(default_factory=set)  # files of which only some koans are graded
     shipped: frozenset[str] = frozenset()  # every koan file of the course, graded or not
 
     def chapter_of(self, rel: str) -> str:
         return rel.split("/")[1]
+
+
+class AnswerFlags(Mapping):
+    """`tamper.answer_flags` of each koan file, worked out when grading first asks for it:
+    an assignment of one chapter reads only that chapter's answers (they took 3 of the 5 s
+    that preparing the course cost before any koan ran)."""
+
+    def __init__(self, root: Path, files: tuple[str, ...]) -> None:
+        self.root, self.files, self.known = root, files, {}
+
+    def __getitem__(self, rel: str) -> dict[str, set[str]]:
+        if rel not in self.files:
+            raise KeyError(rel)
+        if rel not in self.known:
+            answer = self.root / "answers" / Path(rel).relative_to("koans")
+            koan = self.root / rel
+            self.known[rel] = tamper.answer_flags(koan, answer) if answer.is_file() else {}
+        return self.known[rel]
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
 
 
 def _git(repo: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -102,7 +127,7 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
             f"--course {label}: 不是 jax-koans 课程 / not a jax-koans course (no koans/NN/chapter.toml)"
         )
     chapters = [course.load_chapter(m) for m in manifests]
-    files, koans, allowed = [], {}, {}
+    files, koans = [], {}
     for chapter in chapters:
         directory = root / "koans" / chapter.number
         for path in sorted(
@@ -111,9 +136,8 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
             rel = path.relative_to(root).as_posix()
             files.append(rel)
             koans[rel] = [koan.name for koan in koan_model.read(path).koans]
-            answer = root / "answers" / chapter.number / path.name
-            allowed[rel] = tamper.answer_flags(path, answer) if answer.is_file() else {}
     harness = tamper.harness_entries(root, set(files))
+    allowed = AnswerFlags(root, tuple(files))
     return Course(
         root,
         label,
@@ -171,5 +195,6 @@ def select(pristine: Course, chapters: list[str] | None, koans: list[str] | None
         chapters=[c for c in pristine.chapters if c.number in numbers],
         files=files,
         koans={rel: by_file[rel] for rel in files},
+        allowed={rel: pristine.allowed[rel] for rel in files},  # now, before any run
         partial=partial,
     )

@@ -111,6 +111,16 @@ def progress(
     )  # fmt: skip
 
 
+def python_in(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `python ARGS` with this checkout's harness on the course at `root` (e.g. the
+    mutation gate: `-m jaxkoans.course.mutate …`)."""
+    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
 def tree_digest(root: Path) -> dict[str, bytes]:
     """Every file under koans/, to prove a command left them alone."""
     return {

@@ -8,9 +8,6 @@ needs at least one fake."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -19,7 +16,7 @@ from jaxkoans.course import mutate
 from jaxkoans.plugin import results
 
 from .conftest import chosen
-from .fakecourse import REPO, make_course, write
+from .fakecourse import make_course, python_in, write
 
 FAKED = [c for c in course.all_chapters() if (course.ANSWERS / c.number / mutate.FAKES).is_dir()]
 
@@ -69,11 +66,7 @@ def double__added_to_itself(x):
 def test_a_fake_that_passes_is_named_and_a_missing_fake_is_listed(tmp_path):
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
-    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
-    ran = subprocess.run(
-        [sys.executable, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    ran = python_in(root, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     lines = ran.stdout.splitlines()
     assert "01: 1/2 fakes fail their koan, 0 TODO functions without a fake" in lines
@@ -96,11 +89,7 @@ def test_answers_that_passed_stand_in_for_the_baselines(tmp_path):
     koans passed there: no verdict is never a pass, and a passing fake is still named."""
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
-    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
-    ran = subprocess.run(
-        [sys.executable, "-c", STAND_IN], cwd=root, env=env, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
+    ran = python_in(root, "-c", STAND_IN)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     unknown, known = (json.loads(line) for line in ran.stdout.splitlines()[-2:])
     assert set(unknown.values()) == {None}, unknown
@@ -138,10 +127,6 @@ def test_a_fake_stuck_in_compiled_code_is_killed_and_its_worker_replaced(tmp_pat
     another runs the baseline: the fake is killed, and its file still has a verdict."""
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", ENDLESS)
-    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
-    ran = subprocess.run(
-        [sys.executable, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    ran = python_in(root, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "01: 1/1 fakes fail their koan, 0 TODO functions without a fake" in ran.stdout

@@ -19,7 +19,7 @@ from jaxkoans.course import gate_record, koan_model, mutate
 from jaxkoans.course.mutate import Context, sites, wrong_fills
 
 from .conftest import chosen
-from .fakecourse import PYPROJECT, REPO, is_alive, make_course, write
+from .fakecourse import PYPROJECT, REPO, is_alive, make_course, python_in, write
 
 SOURCE = """
 import jax
@@ -142,21 +142,23 @@ def test_the_gate_kills_counts_survivors_and_honours_equivalents(tmp_path):
 
 
 def run_gate(root: Path, *options: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "jaxkoans.course.mutate", "--chapter", "01", "-n", "1",
-         "--survivors", str(root / "survivors.txt"), *options],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    return python_in(
+        root,
+        "-m",
+        "jaxkoans.course.mutate",
+        "--chapter",
+        "01",
+        "-n",
+        "1",
+        "--survivors",
+        str(root / "survivors.txt"),
+        *options,
+    )
 
 
 def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
     root = make_course(tmp_path / "course")
-    env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
-    ran = subprocess.run(
-        [sys.executable, "-m", "jaxkoans.course.mutate", "--leaks", "--chapter", "01", "-n", "1"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    ran = python_in(root, "-m", "jaxkoans.course.mutate", "--leaks", "--chapter", "01", "-n", "1")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines()[0] == (
         "01: 2 koans, one wrong answer each: hidden 2, shows-value 0, names-answer 0, "

@@ -77,6 +77,37 @@ def test_koan_and_answer_are_twins(koan_file: Path):
     assert koan_names == [n for n, _, _ in listed_koans(answer_of(koan_file))]
 
 
+def evaluated_at_import(node: ast.AST):
+    """The nodes Python evaluates while it imports a module: all but the bodies of functions
+    and lambdas (their decorators and defaults, class bodies and module statements are)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        arguments = node.args
+        outside = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+        outside += getattr(node, "decorator_list", [])
+    else:
+        outside = list(ast.iter_child_nodes(node))
+    yield node
+    for child in outside:
+        yield from evaluated_at_import(child)
+
+
+@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
+def test_blanks_and_todos_wait_inside_functions(koan_file: Path):
+    """A learner's fill runs only where its koan runs: grade's workers import every koan file
+    before forking a process per koan, so nothing the learner writes may run at import (a fix
+    region's module code is the one exception, and grade runs it only in each koan's process)."""
+    tree = ast.parse(koan_file.read_text(encoding="utf-8"))
+    early = [
+        node.lineno
+        for node in evaluated_at_import(tree)
+        if (isinstance(node, ast.Name) and node.id == "__")
+        or (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo")
+    ]
+    assert early == [], (
+        f"{koan_file}: blanks run at import on lines {early}; move them into a function"
+    )
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
 def test_fix_regions_are_fingerprinted_as_shipped(chapter: course.Chapter):
     """A failing koan counts as not started while its fix region is as shipped: the harness

@@ -1155,3 +1155,81 @@ def test_without_the_sandbox_a_line_forged_into_the_record_pipe_does_not_count(f
     copy = student(fake_course, tmp_path / "s", {A: attack, B: answer_b()})
     grade = grading.grade(copy, pristine, grading.Options(workers=1, sandbox=False, stall_timeout=60))  # fmt: skip
     assert grade.run["stopped"] and statuses(grade)["test_loop"] != "passed"
+
+
+# ---- a fix region's module-level code runs only in its own file's koan processes -----------
+
+KOAN_R = '''"""假的第三章 / a fake chapter with a fix region at module level."""
+
+import ctypes
+
+# ✍️ BEGIN
+def width():
+    """C int 的字节数。The bytes of a C int."""
+    return 0
+
+
+# ✍️ END
+
+
+def test_width():
+    """宽度。Repair width() so that it gives a C int's size."""
+    assert width() == ctypes.sizeof(ctypes.c_int)
+'''
+FORGING_REGION = '''def width():
+    """C int 的字节数。The bytes of a C int."""
+    return ctypes.sizeof(ctypes.c_int)
+
+
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+_frame = sys._getframe()  # at import: the collector's `config`; in a koan's process: its `item`
+while not hasattr(_frame.f_locals.get("config"), "pluginmanager") and not hasattr(_frame.f_locals.get("item"), "config"):
+    _frame = _frame.f_back
+_config = _frame.f_locals.get("config") or _frame.f_locals["item"].config
+
+
+class _Forger:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        if item.name == "test_loop":
+            report.outcome, report.longrepr = "passed", None
+            report.user_properties.append(("koan_state", "passed"))
+        return report
+
+
+_config.pluginmanager.register(_Forger(), "forger")
+'''  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def region_course(fake_course, tmp_path_factory) -> Path:
+    """The fake course with a third chapter whose koan file has a fix region at module level."""
+    root = tmp_path_factory.mktemp("regions") / "course"
+    shutil.copytree(fake_course, root)
+    write(root / "koans" / "course.toml", 'path = ["01", "02", "03"]\n')
+    write(root / "koans/03/chapter.toml", MANIFEST.format(zh="第三章", en="Regions", file="test_r.py"))  # fmt: skip
+    write(root / "koans/03/test_r.py", KOAN_R)
+    write(root / "answers/03/test_r.py", KOAN_R.replace("return 0", "return ctypes.sizeof(ctypes.c_int)"))  # fmt: skip
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a fix region"], check=True)
+    return root
+
+
+def test_a_fix_regions_module_code_cannot_change_another_files_koans(region_course, tmp_path):
+    """The worker collects a koan file without its fix regions' module-level code, and each
+    koan's process runs the whole file before its koan: a region that registers a forging hook
+    wrapper at import reaches only its own file's koans (whose own code it is), never the
+    unsolved test_loop of chapter 01, which runs on the same worker."""
+    region = KOAN_R.split("# ✍️ BEGIN\n")[1].split("# ✍️ END\n")[0]
+    forging = KOAN_R.replace(region, FORGING_REGION + "\n\n")
+    copy = student(region_course, tmp_path / "s", {A: KOAN_A.format(**{**BLANKS_A, "sum": "3"}), "koans/03/test_r.py": forging})  # fmt: skip
+    pristine = grading.prepare_course(str(region_course), tmp_path / "pristine")
+    grade = grading.grade(copy, grading.select(pristine, ["01", "03"], None), grading.Options(workers=1))  # fmt: skip
+    status = statuses(grade)
+    assert status["test_width"] == "passed", status  # the region's own koan runs the region
+    assert status["test_loop"] == "not_started" and status["test_sum"] == "passed", status

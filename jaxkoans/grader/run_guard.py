@@ -23,10 +23,14 @@ what they find to the controller inside their reports as well (`user_properties`
   reading `answers/`, opening another process's /proc entries, signalling another process;
 - `forged`: the controller got a report for a koan the scheduler had not given that worker;
 - `reported`: which worker reported each koan, to void a forging worker's results.
+
+A fix region's module-level code is the student's: workers collect a koan file without it, and
+each koan's process runs the whole file before its koan (`_DeferRegions`).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import inspect
@@ -201,6 +205,7 @@ def pytest_configure(config: pytest.Config) -> None:
     elif not _state["controller"]:
         _non_dumpable()  # its koans' processes may not read or write its memory
         _Audit.install(root)
+        _DeferRegions.install()
         _ForkEachKoan.install(config)
     _emit({"event": "harness", "worker": worker, "jaxkoans": str(where), "ok": ok})
     if not ok:
@@ -233,6 +238,11 @@ def pytest_make_collect_report(collector: pytest.Collector):
     finally:
         _emit({"event": "collected", "file": collector.nodeid})
         _check(file=collector.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _DeferRegions.run_whole_file(item)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -458,6 +468,85 @@ class _ForkEachKoan:
             "???",
         )
         worker.pytest_runtest_logreport(report)
+
+
+class _DeferRegions:
+    """A fix region's module-level code is the student's own, and what runs in a worker runs
+    before every koan forked from it. So a worker imports a koan file without the module-level
+    statements that reach into a fix region (the koans, fixtures and the course's code around
+    them need none of them to be collected), and each koan's process runs the whole file (its
+    asserts rewritten as pytest's import would) before its koan's setup. A region's code then
+    reaches only the koans of its own file, each of which uses it. Blanks and TODO bodies need
+    nothing of this: the course keeps them inside functions (tests/test_course.py)."""
+
+    BEGIN, END = "# ✍️ BEGIN", "# ✍️ END"  # koan_model's markers: the guard imports no course
+    deferred: ClassVar[set[str]] = set()  # files imported without their regions
+    whole: ClassVar[set[str]] = set()  # files this process has run whole
+
+    @classmethod
+    def install(cls) -> None:
+        hooks = [f for f in sys.meta_path if type(f).__name__ == "AssertionRewritingHook"]
+        if len(hooks) != 1:
+            return
+        hook, import_whole = hooks[0], hooks[0].exec_module
+
+        def exec_module(module) -> None:
+            origin = getattr(module.__spec__, "origin", None)
+            code = cls.without_regions(Path(origin), hook.config) if origin else None
+            if code is None:
+                return import_whole(module)
+            cls.deferred.add(origin)
+            exec(code, module.__dict__)
+
+        hook.exec_module = exec_module  # this loader only; pytest's classes stay as they are
+
+    @classmethod
+    def spans(cls, lines: list[str]) -> list[tuple[int, int]]:
+        found, start = [], None
+        for number, line in enumerate(lines, start=1):
+            if line.strip().startswith(cls.BEGIN):
+                start = number
+            elif line.strip().startswith(cls.END) and start is not None:
+                found.append((start, number))
+                start = None
+        if start is not None:  # an unclosed region runs to the end
+            found.append((start, len(lines) + 1))
+        return found
+
+    @classmethod
+    def without_regions(cls, path: Path, config):
+        """The file's code without its statements that reach into a fix region, or None
+        where it has no region."""
+        from _pytest.assertion.rewrite import rewrite_asserts
+
+        source = path.read_bytes()
+        spans = cls.spans(source.decode("utf-8", errors="replace").splitlines())
+        if not spans:
+            return None
+        tree = ast.parse(source, filename=str(path))
+        tree.body = [
+            statement
+            for statement in tree.body
+            if not any(statement.lineno < e and statement.end_lineno > b for b, e in spans)
+        ]
+        rewrite_asserts(tree, source, str(path), config)
+        return compile(tree, str(path), "exec", dont_inherit=True)
+
+    @classmethod
+    def run_whole_file(cls, item: pytest.Item) -> None:
+        """Before a koan's setup: its file as written, run in the module the worker collected.
+        The collected koans and fixtures stay the ones pytest calls (a region that defines a
+        koan's name again does not replace the koan); they look up what the region defines in
+        that module."""
+        from _pytest.assertion.rewrite import _rewrite_test
+
+        module = getattr(item, "module", None)
+        origin = getattr(module, "__file__", None)
+        if origin not in cls.deferred or origin in cls.whole:
+            return
+        cls.whole.add(origin)
+        _, code = _rewrite_test(Path(origin), item.config)
+        exec(code, module.__dict__)
 
 
 class _Audit:

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import mutate
+from jaxkoans.course import gate_record, mutate
 from jaxkoans.plugin import results
 
 from .conftest import chosen
@@ -22,12 +22,19 @@ FAKED = [c for c in course.all_chapters() if (course.ANSWERS / c.number / mutate
 
 
 def test_every_fake_makes_its_koan_fail(answers_run):
-    """All chapters' fakes in ONE pytest run (one start of JAX and its workers, not one per
-    chapter); each chapter's verdicts are reported on their own. The suite's run of answers/
-    stands in for the baselines (one per chapter still runs beside the fakes)."""
-    chapters = [c for c in FAKED if chosen(c.number)]
-    if not chapters:
+    """The fakes of every chapter whose koans, answers or fakes changed since its fakes last all
+    failed (tests/fakes_record.toml), in ONE pytest run (one start of JAX and its workers, not
+    one per chapter); each chapter's verdicts are reported on their own. The suite's run of
+    answers/ stands in for the baselines (one per chapter still runs beside the fakes)."""
+    chosen_chapters = [c for c in FAKED if chosen(c.number)]
+    if not chosen_chapters:
         pytest.skip("none of the chapters checked has answers/NN/fakes/")
+    chapters = gate_record.stale_fakes(chosen_chapters)
+    current = [c.number for c in chosen_chapters if c not in chapters]
+    record = gate_record.read(gate_record.record_path(record=gate_record.FAKES_RECORD), gate_record.FakesStamp)  # fmt: skip
+    assert all(record[number].fakes > 0 for number in current)
+    if not chapters:
+        return  # every chapter's fakes are recorded on its current content
     passing = {k for k, e in results.by_koan(answers_run).items() if e["state"] == "passed"}
     checked = mutate.check_all_fakes(chapters, passing_answers=passing)
     for chapter in chapters:
@@ -73,10 +80,32 @@ def test_a_fake_that_passes_is_named_and_a_missing_fake_is_listed(tmp_path):
     assert "  passes: test_alpha.py::double__added_to_itself" in lines
 
 
+KILLING_FAKE = FAKES.split("\n\n\ndef double__added_to_itself")[0] + "\n"
+
+
+def test_fakes_that_all_fail_are_recorded_and_a_changed_fake_is_checked_again(tmp_path):
+    """`--fakes --stamp` records a chapter whose every fake failed its koan; `--changed` then
+    checks nothing until its koan, answer or fakes files change."""
+    root = make_course(tmp_path / "course")
+    fakes = root / "answers" / "01" / "fakes" / "alpha.py"
+    write(fakes, KILLING_FAKE)
+    fakes_run = ["-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"]
+    stamped = python_in(root, *fakes_run, "--stamp")
+    assert stamped.returncode == 0, stamped.stdout + stamped.stderr
+    record = (root / gate_record.FAKES_RECORD).read_text(encoding="utf-8")
+    assert '["01"]' in record and "fakes = 1" in record
+    current = python_in(root, *fakes_run, "--changed")
+    assert current.returncode == 0 and "fakes fail" not in current.stdout, current.stdout
+    write(fakes, FAKES)  # a fake that passes joins: the chapter is stale, and fails
+    again = python_in(root, *fakes_run, "--changed", "--stamp")
+    assert again.returncode == 1 and "01: 1/2 fakes fail" in again.stdout, again.stdout
+    assert (root / gate_record.FAKES_RECORD).read_text(encoding="utf-8") == record
+
+
 STAND_IN = """
 import json, sys
 from jaxkoans import course
-from jaxkoans.course import mutate
+from jaxkoans.course import gate_record, mutate
 chapters = [c for c in course.all_chapters() if c.number == "01"]
 for passing in ([], ["answers/01/test_alpha.py::test_double"]):
     verdicts = mutate.check_all_fakes(chapters, 1, passing_answers=set(passing))["01"][0]

@@ -6,6 +6,10 @@ recorded equivalent, a digest of what the gate reads (its koan and answer files 
 `[equivalent]` table) into `tests/mutation_gate.toml`, with its kill table. The suite runs the
 gate again for each chapter whose digest no longer matches: the chapters a change touched.
 A change to the gate's own generator of wrong fills is not in the digest: re-stamp every chapter.
+
+The TODO fakes are recorded the same way, in `tests/fakes_record.toml` (`mutate --fakes
+--stamp`): a digest of the chapter's koan, answer and fakes files, for a chapter whose every
+fake made its koan fail. The suite checks the fakes of the chapters whose digest changed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ HEADER = (
     "# The mutation gate's record (jaxkoans/course/gate_record.py): each chapter's content when\n"
     "# its gate last passed. Written by `python -m jaxkoans.course.mutate --chapter NN --stamp`.\n"
 )
+FAKES_RECORD = "tests/fakes_record.toml"
+FAKES_HEADER = (
+    "# The TODO fakes' record (jaxkoans/course/gate_record.py): each chapter's content when all\n"
+    "# its fakes last failed their koans. Written by `python -m jaxkoans.course.mutate --fakes --stamp`.\n"
+)
 
 
 @dataclass(frozen=True)
@@ -34,8 +43,14 @@ class Stamp:
     kill_rate: float
 
 
-def record_path(root: Path | None = None) -> Path:
-    return (root or course.REPO) / RECORD
+@dataclass(frozen=True)
+class FakesStamp:
+    digest: str
+    fakes: int  # each made its koan fail
+
+
+def record_path(root: Path | None = None, record: str = RECORD) -> Path:
+    return (root or course.REPO) / record
 
 
 def digest(chapter: course.Chapter) -> str:
@@ -49,12 +64,21 @@ def digest(chapter: course.Chapter) -> str:
     return hashed.hexdigest()
 
 
-def read(path: Path | None = None) -> dict[str, Stamp]:
+def fakes_digest(chapter: course.Chapter) -> str:
+    """What the fakes check of `chapter` reads: what its gate reads, and its fakes."""
+    hashed = hashlib.sha256(digest(chapter).encode())
+    for path in sorted((course.ANSWERS / chapter.number / "fakes").glob("*.py")):
+        hashed.update(f"{path.name}\0".encode())
+        hashed.update(path.read_bytes() + b"\0")
+    return hashed.hexdigest()
+
+
+def read(path: Path | None = None, kind: type = Stamp) -> dict:
     path = path or record_path()
     if not path.is_file():
         return {}
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return {number: Stamp(**entry) for number, entry in data.items()}
+    return {number: kind(**entry) for number, entry in data.items()}
 
 
 def stale(chapters: list[course.Chapter], path: Path | None = None) -> list[course.Chapter]:
@@ -63,9 +87,15 @@ def stale(chapters: list[course.Chapter], path: Path | None = None) -> list[cour
     return [c for c in chapters if getattr(stamps.get(c.number), "digest", None) != digest(c)]
 
 
-def write(stamps: dict[str, Stamp], path: Path | None = None) -> None:
+def stale_fakes(chapters: list[course.Chapter], path: Path | None = None) -> list[course.Chapter]:
+    """The chapters whose content or fakes changed since all their fakes last failed."""
+    stamps = read(path or record_path(record=FAKES_RECORD), FakesStamp)
+    return [c for c in chapters if getattr(stamps.get(c.number), "digest", None) != fakes_digest(c)]
+
+
+def write(stamps: dict, path: Path | None = None, header: str = HEADER) -> None:
     path = path or record_path()
-    lines = [HEADER]
+    lines = [header]
     for number in sorted(stamps):
         lines.append(f'\n["{number}"]\n')
         for key, value in asdict(stamps[number]).items():

@@ -4,6 +4,7 @@
     python -m jaxkoans.course.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
     python -m jaxkoans.course.mutate --changed --stamp             the chapters changed since their
                                                                    gate passed; record those that pass
+    python -m jaxkoans.course.mutate --fakes --changed --stamp     the same for the TODO fakes
 
 For each blank of each answer file (the positions come from `twins.compare(koan, answer)`) it
 writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
@@ -826,12 +827,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--changed",
         action="store_true",
-        help=f"only the chapters whose content changed since their gate passed ({gate_record.RECORD})",
+        help=f"only the chapters whose content changed since their gate passed ({gate_record.RECORD}; "
+        f"with --fakes: since their fakes passed, {gate_record.FAKES_RECORD})",
     )
     parser.add_argument(
         "--stamp",
         action="store_true",
-        help=f"record each chapter that passes in {gate_record.RECORD}",
+        help=f"record each chapter that passes in {gate_record.RECORD} "
+        f"(with --fakes: {gate_record.FAKES_RECORD})",
     )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
@@ -849,11 +852,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
         return 2
     if args.changed:
-        chapters = gate_record.stale(chapters)
+        chapters = (gate_record.stale_fakes if args.fakes else gate_record.stale)(chapters)
         if not chapters:
-            print(
-                f"每章的门禁记录都是最新的 / every chapter's gate record is current ({gate_record.RECORD})"
-            )
+            record = gate_record.FAKES_RECORD if args.fakes else gate_record.RECORD
+            print(f"每章的记录都是最新的 / every chapter's record is current ({record})")
             return 0
     if args.fakes:
         return fakes_main(chapters, args)
@@ -909,7 +911,7 @@ def stamp(chapters: list[course.Chapter], outcomes: list[Outcome], whole: bool) 
 
 
 def fakes_main(chapters: list[course.Chapter], args) -> int:
-    failed = 0
+    failed, passed = 0, {}
     checked = check_all_fakes(chapters, args.workers, args.timeout)  # one run for all chapters
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
@@ -924,6 +926,17 @@ def fakes_main(chapters: list[course.Chapter], args) -> int:
             print(f"  no fake: {name}")
         if problem:
             print(f"⚠️  {chapter.number}: {problem}")
+        if verdicts and killed == len(verdicts) and not missing and not problem:
+            passed[chapter.number] = gate_record.FakesStamp(
+                gate_record.fakes_digest(chapter), killed
+            )
+    if args.stamp:
+        path = gate_record.record_path(record=gate_record.FAKES_RECORD)
+        stamps = {**gate_record.read(path, gate_record.FakesStamp), **passed}
+        gate_record.write(stamps, path, gate_record.FAKES_HEADER)
+        print(
+            f"记录已更新 / recorded in {gate_record.FAKES_RECORD}: {', '.join(sorted(passed)) or 'no chapter'}"
+        )
     return 1 if failed else 0
 
 

@@ -175,14 +175,16 @@ def test_nested_pmap_fails_a_named_vmap_or_a_2d_mesh_replaces_it():
     """❌ 旧写法 / ✅ 推荐写法：0.12 的 pmap 文档仍写着“嵌套 pmap 时各映射轴大小之积不得超过设备数”，
     这里 2·4 = 8 正好够，嵌套的 pmap 却照样报错：每个 pmap 都给自己建一个一维网格再调用
     shard_map，内层的网格与外层设下的上下文网格不一致（消息说 context mesh … should match），
-    与轴的大小无关。不受影响的是 pmap 里面套一个带 axis_name 的变换：内层那根轴留在每个设备
-    上向量化，集合通信照样能指名它。jax.experimental.maps（xmap）整个模块都没了。两根轴都要
+    与轴的大小无关：1×1 的嵌套也失败。不支持的是嵌套本身——在一个 pmap 里再调用 pmap。
+    不受影响的是 pmap 里面套一个带 axis_name 的变换：内层那根轴留在每个设备上向量化，集合通信
+    照样能指名它。jax.experimental.maps（xmap）整个模块都没了。两根轴都要
     跨设备时用一个二维网格：一次 shard_map，每根轴一个名字，集合通信指定沿哪根轴。
     pmap's own 0.12 docstring still says nested pmaps need the product of the mapped sizes to
     fit the device count; here 2·4 = 8 fits, and nested pmap fails all the same: every pmap
     builds a 1-D mesh of its own and calls shard_map with it, and the inner mesh disagrees with
     the context mesh the outer one has set (the message says context mesh … should match),
-    whatever the sizes. What still works is pmap around a transformation that takes an
+    whatever the sizes: a 1×1 nesting fails too. What is unsupported is the nesting itself, a
+    pmap called inside a pmap. What still works is pmap around a transformation that takes an
     axis_name: the inner axis stays on each device, vectorised, and collectives can still name
     it. The whole jax.experimental.maps module (xmap) is gone. When both axes must span
     devices, use one 2-D mesh: one shard_map, one name per axis, and each collective says along
@@ -194,9 +196,11 @@ def test_nested_pmap_fails_a_named_vmap_or_a_2d_mesh_replaces_it():
 
     x = np.arange(8.0, dtype=np.float32).reshape(2, 4) ** 2
     want = x - x.mean(axis=1, keepdims=True)
-    with raises_exactly(ValueError) as info:
-        jax.pmap(jax.pmap(center_rows, axis_name="inner"), axis_name="outer")(x)
-    assert "should match the mesh passed to shard_map" in str(info.value)
+    nested = jax.pmap(jax.pmap(center_rows, axis_name="inner"), axis_name="outer")
+    for shape in [(2, 4), (1, 1)]:  # 与大小无关，1×1 也一样 / whatever the sizes, 1×1 too
+        with raises_exactly(ValueError) as info:
+            nested(np.ones(shape, np.float32))
+        assert "should match the mesh passed to shard_map" in str(info.value)
     inner_on_each_device = jax.pmap(jax.vmap(center_rows, axis_name="inner"), axis_name="outer")
     np.testing.assert_allclose(inner_on_each_device(x), want)
     with raises_exactly(ModuleNotFoundError):

@@ -26,7 +26,7 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans import __, raises_exactly, warns_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo, warns_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -293,3 +293,94 @@ def test_jit_with_a_sharded_batch_writes_the_all_reduce_for_you():
     hlo = grad_fn.lower(*args).compile().as_text()
     assert count_ops(hlo, "all-reduce") == 1
     assert count_ops(hlo, "all-gather") == 0
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+MICROBATCHES = 4  # 每个设备把自己的 4 个样本分成 4 个微批次 / each device's block in 4 microbatches
+
+
+def loop_and_entry_all_reduces(hlo_text):
+    """编译后 HLO 里唯一的 while 循环：(它跑几次, 循环体里几条 all-reduce, ENTRY 里几条)。
+    The compiled HLO's one while loop: (its trip count, the all-reduces in its body, those
+    in ENTRY)."""
+    pattern = r" while\(.*?body=(%[\w.]+).*?\"known_trip_count\":\{\"n\":\"(\d+)\""
+    loops = re.findall(pattern, hlo_text)
+    assert len(loops) == 1, f"expected one while loop, found {len(loops)}"
+    body, trips = loops[0]
+    computations = {c.split(" ")[0]: c for c in re.split(r"\n(?=\S)", hlo_text)}
+
+    def all_reduces(text):
+        return len(re.findall(r" all-reduce(?:-start)?\(", text))
+
+    return int(trips), all_reduces(computations[body]), all_reduces(computations["ENTRY"])
+
+
+def pmean_every_microbatch(p, xb, yb):
+    """给定的对照：每个微批次都对 pmean 过的损失求导，梯度在循环里求和。
+    The given contrast: each microbatch differentiates the pmean'd loss inside the loop."""
+    xs, ys = xb.reshape(MICROBATCHES, -1, 4), yb.reshape(MICROBATCHES, -1, 2)
+
+    def step(total, batch):
+        grads = jax.grad(lambda q: lax.pmean(linear_loss(q, *batch), "batch"))(p)
+        return jax.tree.map(jnp.add, total, grads), None
+
+    total, _ = lax.scan(step, jax.tree.map(jnp.zeros_like, p), (xs, ys))
+    return jax.tree.map(lambda g: g / MICROBATCHES, total)
+
+
+def accumulated_grads(p, xb, yb):
+    """梯度累积（gradient accumulation）：在 shard_map 里用 lax.scan 逐个走过本设备的
+    MICROBATCHES 个微批次（xb.reshape(MICROBATCHES, -1, 4)），把各微批次上 linear_loss 的梯度
+    累加起来，整个循环里不做任何通信；循环之后只 pmean 一次，返回整批平均损失的梯度。难点在 vma：
+    p 按 P() 传入，是不变的，对它求导时转置会自动插入一次跨设备求和——在循环里就是每个微批次一次
+    （上面给定的对照也是这样）。先把 p 变成沿 "batch" varying 的副本再求导，梯度就只是本地的。
+    大约 8 行。
+    Gradient accumulation: inside shard_map, walk this device's MICROBATCHES microbatches
+    (xb.reshape(MICROBATCHES, -1, 4)) with lax.scan, adding up linear_loss's gradients with
+    no communication inside the loop; after the loop pmean once and return the gradient of
+    the whole batch's mean loss. The catch is vma: p comes in as P(), an invariant, and
+    differentiating with respect to it makes the transpose insert a cross-device sum, in a
+    loop once per microbatch (as the given contrast above does). Differentiate with respect to
+    a copy of p made varying along "batch", and the gradients stay local. About 8 lines.
+    """
+    local = lax.pcast(p, "batch", to="varying")
+    xs, ys = xb.reshape(MICROBATCHES, -1, 4), yb.reshape(MICROBATCHES, -1, 2)
+
+    def step(total, batch):
+        grads = jax.grad(linear_loss)(local, *batch)
+        return jax.tree.map(jnp.add, total, grads), None
+
+    total, _ = lax.scan(step, jax.tree.map(jnp.zeros_like, local), (xs, ys))
+    return jax.tree.map(lambda g: lax.pmean(g / MICROBATCHES, "batch"), total)
+
+
+def test_gradient_accumulation_communicates_once_after_the_loop():
+    """（先写好 accumulated_grads。）它和整批的梯度相同。编译后的 HLO 里 while 循环跑
+    MICROBATCHES 次：给定的对照在循环体里做 all-reduce，每个微批次一次；你的循环体里一条也没有，
+    all-reduce 都在循环之后（ENTRY 里）。条数本身取决于 XLA 的 CPU pass cpu-all-reduce-combiner
+    （它把 w 和 b 的两次求和并成一条），在循环里还是循环外则不取决于它。
+    (Write accumulated_grads first.) It equals the whole batch's gradient. In the compiled
+    HLO the while loop runs MICROBATCHES times: the given contrast all-reduces inside the loop
+    body, once per microbatch; your loop body holds none, and the all-reduces come after the
+    loop (in ENTRY). Their number depends on XLA's CPU pass cpu-all-reduce-combiner (which
+    merges the sums of w and b into one); whether they sit inside or outside the loop does not.
+    """
+    params, x, y = regression_data()
+    reference = jax.grad(linear_loss)(params, x, y)
+    mesh = mesh_1d("batch")
+    args = (put(params, mesh, P()), put(x, mesh, P("batch")), put(y, mesh, P("batch")))
+    specs = {"mesh": mesh, "in_specs": (P(), P("batch"), P("batch")), "out_specs": P()}
+
+    for fn in (pmean_every_microbatch, accumulated_grads):
+        step = jax.jit(jax.shard_map(fn, **specs))
+        for got, want in zip(step(*args), reference, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+    contrast = jax.jit(jax.shard_map(pmean_every_microbatch, **specs))
+    trips, in_loop, after = loop_and_entry_all_reduces(contrast.lower(*args).compile().as_text())
+    assert (trips, after) == (MICROBATCHES, 0) and in_loop >= 1
+
+    mine = jax.jit(jax.shard_map(accumulated_grads, **specs))
+    trips, in_loop, after = loop_and_entry_all_reduces(mine.lower(*args).compile().as_text())
+    assert (trips, in_loop) == (MICROBATCHES, 0) and after >= 1

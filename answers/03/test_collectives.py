@@ -89,6 +89,39 @@ def test_psum_makes_a_value_invariant_so_out_specs_may_be_empty():
         run(lambda v: v * 2, x16(), out_specs=P())
 
 
+def test_a_scan_carry_in_shard_map_must_vary_like_what_the_body_adds():
+    """⚠️ 陷阱 / trap：scan 要求进出循环的 carry 类型完全相同，而在 shard_map 里类型包括 vma
+    （沿哪些网格轴不同）。常数 0.0 在每个设备上都一样，是“不变的”；循环体把本设备块里的元素
+    加上去，结果沿 "i" 不同，carry 的类型就变了，scan 拒绝它（哪个异常类？）。改法是让初值一开始
+    就是 varying：不改变它的值，只改变它的类型。写出这个初值。
+    scan wants the carry to have exactly the same type going in and coming out, and inside
+    shard_map a type includes its vma (the mesh axes along which it varies). The constant 0.0
+    is equal on every device, an invariant; the body adds elements of this device's block,
+    which vary along "i", so the carry's type changes and scan rejects it (which exception
+    class?). The fix makes the initial value varying from the start: its type changes, its
+    value does not. Write that initial value.
+    """
+
+    def block_total(start):
+        def body(v):
+            def step(total, element):
+                return total + element, None
+
+            total, _ = lax.scan(step, start(), v)
+            return total[None]  # 每个设备一个数 / one number per device
+
+        return body
+
+    with raises_exactly(TypeError):
+        run(block_total(lambda: jnp.float32(0.0)), x16())
+
+    def varying_zero():
+        return lax.pcast(jnp.float32(0.0), "i", to="varying")
+
+    out = run(block_total(varying_zero), x16())
+    np.testing.assert_array_equal(out, x16().reshape(N, 2).sum(axis=1))
+
+
 def test_pmean_and_psum_over_n_compile_to_the_same_program():
     """⚠️ 陷阱 / trap：pmean 不是一种单独的通信：它就是 psum 再除以轴的大小。两种写法降级出
     一模一样的 StableHLO——同一条 all_reduce，后面跟一个除法。
@@ -273,3 +306,70 @@ def test_ring_all_reduce_is_a_reduce_scatter_then_an_all_gather():
     assert len(sent) == 2 * (N - 1)
     assert set(sent) == {block // N}
     assert sum(sent) == 2 * (N - 1) * block // N  # 14 × 24 B = 336 B；朴素的环 7 × 192 B = 1344 B
+
+
+def collective_matmul(x_block, w_block):
+    """x 按行切开（每个设备 x_block 是 x 的 1/N 行），w 按列切开（w_block 是 w 的 1/N 列）；
+    返回本设备的那几列 x @ w_block，要所有的行。直接的写法先 all_gather 整个 x 再乘：乘法要等
+    整个 x 到齐。这里不许用 all_gather：把 x 的块沿环（和 ring_all_reduce 同一个环）传下去，
+    每一步先用手里这一块乘 w_block，算出结果里属于这一块原主人的那几行，再把块传给下一个设备。
+    N 步乘法，N-1 次 ppermute（最后一块乘完不必再传）。设备 k 在第 s 步手里是谁的块，由
+    lax.axis_index("i") 和 s 决定；写进结果的第几行用 lax.dynamic_update_slice_in_dim。
+    大约 9 行。
+    x is split by rows (x_block is 1/N of x's rows on each device), w by columns (w_block is
+    1/N of its columns); return this device's columns x @ w_block, all rows of them. The
+    direct way all_gathers the whole of x and multiplies: the matmul waits until all of x has
+    arrived. No all_gather here: pass the blocks of x along the ring (the same ring as
+    ring_all_reduce), and at each step first multiply the block at hand by w_block, giving the
+    rows of the result that belong to that block's owner, then pass the block on to the next
+    device. N matmuls, N-1 ppermutes (the last block need not travel on). Whose block device
+    k holds at step s follows from lax.axis_index("i") and s; write the rows into the result
+    with lax.dynamic_update_slice_in_dim. About 9 lines.
+    """
+    n, k = lax.axis_size("i"), lax.axis_index("i")
+    ring = [(j, (j + 1) % n) for j in range(n)]
+    rows = x_block.shape[0]
+    out = jnp.zeros((n * rows, w_block.shape[1]), x_block.dtype)
+    for step in range(n):
+        owner = (k - step) % n  # 第 step 步手里是设备 k - step 的块 / whose block is at hand
+        out = lax.dynamic_update_slice_in_dim(out, x_block @ w_block, owner * rows, 0)
+        if step < n - 1:
+            x_block = lax.ppermute(x_block, "i", ring)
+    return out
+
+
+def test_collective_matmul_multiplies_each_block_as_it_arrives():
+    """（先写好 collective_matmul。）它和 x @ w 的值相同（两种形状），结果按列切开，每个设备有
+    全部的行。编译后的 HLO 里没有 all-gather，只有 N-1 条 collective-permute，每条正好是 x 的
+    一块；合起来传的字节和 all_gather 收齐 x 一样多（别的设备的 N-1 块）。HLO 里有 N 个 dot：
+    每个只用已经到手的那一块，不必等整个 x。在 GPU、TPU 上 XLA 就是靠这一点让下一块的传输和
+    当前的乘法同时进行（集合矩阵乘 collective matmul）；CPU 上这里只数得出结构，量不出重叠。
+    (Write collective_matmul first.) It equals x @ w (two shapes), the result split by
+    columns with all rows on each device. The compiled HLO has no all-gather, only N-1
+    collective-permutes, each exactly one block of x; together they carry the bytes an
+    all_gather of x does (the other devices' N-1 blocks). The HLO has N dots, each using only
+    the block already at hand, none waiting for the whole of x. On GPU and TPU this is what
+    lets XLA overlap the next block's transfer with the current matmul (collective matmul);
+    on the CPU this koan can count the structure only, not measure an overlap.
+    """
+    rng = np.random.default_rng(1)
+    mesh = jax.make_mesh((N,), ("i",))
+    specs = {"in_specs": (P("i", None), P(None, "i")), "out_specs": P(None, "i")}
+    matmul = jax.jit(jax.shard_map(collective_matmul, mesh=mesh, **specs))
+    for m, d, f in [(16, 8, 8), (32, 16, 24)]:
+        x = rng.integers(-4, 4, size=(m, d)).astype(np.float32)  # 整数：乘加顺序不影响结果
+        w = rng.integers(-4, 4, size=(d, f)).astype(np.float32)
+        x_split = jax.device_put(x, NamedSharding(mesh, P("i", None)))
+        w_split = jax.device_put(w, NamedSharding(mesh, P(None, "i")))
+        compiled = matmul.lower(x_split, w_split).compile()
+        out = compiled(x_split, w_split)
+        np.testing.assert_array_equal(out, x @ w)
+        assert out.sharding.shard_shape(out.shape) == (m, f // N)
+
+    hlo = compiled.as_text()  # 最后那个 (32, 16) @ (16, 24) 的程序 / the last program
+    found = collectives(hlo)
+    assert set(found) == {"collective-permute"}
+    assert found["collective-permute"] == ["f32[4,16]"] * (N - 1)  # x 的一块 / one block of x
+    sent = sum(hlo_bytes(t) for t in found["collective-permute"])
+    assert sent == (N - 1) * x.nbytes // N  # 7 × 256 B = 1792 B，all_gather 也是 / as all_gather
+    assert len(re.findall(r" dot\(", hlo)) == N

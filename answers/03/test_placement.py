@@ -3,14 +3,15 @@
 分片之前先得把数据放上去，这里有几件实际工作里天天遇到的事：长度除不尽网格的批次（device_put
 直接拒绝，补齐再遮掉）；`jax.make_array_from_callback` 让每个设备只读自己那一块（读大文件或
 多主机加载时不必先在一处拼出整个数组）；内存种类（memory kind）`pinned_host` 把数组放在主机
-内存里（卸载优化器状态或激活值）；`jax.debug.visualize_array_sharding` 画出哪个设备拿着哪一块。
+内存里（卸载优化器状态或激活值；`jax.checkpoint` 的一种策略在前向之后把带名字的激活值送过去）；`jax.debug.visualize_array_sharding` 画出哪个设备拿着哪一块。
 
 Before anything is sharded, the data must get onto the devices, and a few things come up
 every day: a batch whose length the mesh does not divide (device_put refuses it; pad it and
 mask the padding); `jax.make_array_from_callback`, which lets each device read only its own piece (no
 need to assemble the whole array in one place when reading a large file or loading on many
 hosts); the memory kind `pinned_host`, which keeps an array in host memory (offloading
-optimizer state or activations); and `jax.debug.visualize_array_sharding`, which draws which
+optimizer state or activations; one `jax.checkpoint` policy sends a named activation there
+after the forward pass); and `jax.debug.visualize_array_sharding`, which draws which
 device holds which piece.
 """
 
@@ -21,6 +22,7 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -198,6 +200,56 @@ def test_pinned_host_memory_keeps_an_array_off_the_device():
     assert out.sharding.memory_kind == "pinned_host"
     layout = re.search(r"entry_computation_layout=\{(.*?)\}, ", hlo).group(1)
     assert layout == "(f32[2]{0})->f32[2]{0:S(5)}"
+
+
+def test_a_remat_policy_offloads_a_named_activation_to_pinned_host():
+    """激活值卸载（activation offloading）：jax.checkpoint 的策略决定前向算出的哪些中间值留给反向
+    （residual），哪些到反向时重算；jax.checkpoint_policies 里有一种策略还能把带名字的中间值
+    （checkpoint_name）在前向之后送到 pinned_host 内存，反向用时再取回来，设备内存里就不必一直
+    存着它。写出这个策略：名为 "hidden" 的激活值卸载到主机，别的什么都不存。检查的是 jit 过的
+    jax.vjp 留下的 residual 数组各在哪种内存里，还有梯度不变；CPU 上两种内存是同一块 RAM，
+    量不出节省。
+    Activation offloading: jax.checkpoint's policy decides which intermediates of the forward
+    pass are kept for the backward pass (residuals) and which are recomputed there; one policy
+    in jax.checkpoint_policies can also send a named intermediate (checkpoint_name) to
+    pinned_host memory after the forward pass and fetch it back when the backward pass needs
+    it, so device memory need not hold it meanwhile. Write that policy: the activation named
+    "hidden" offloaded to the host, nothing else saved. The koan checks in which memory each
+    residual array of a jitted jax.vjp lives, and that the gradients do not change; on a CPU
+    both memories are the same RAM, so no saving can be measured.
+    """
+
+    def layer(w, x):
+        hidden = checkpoint_name(jnp.sin(x @ w), "hidden")
+        return jnp.sum(jnp.cos(hidden @ w))
+
+    def residuals(f, w, x):
+        """(形状, 内存种类)：jit 过的 vjp 为反向留下的数组 / what a jitted vjp keeps for backward."""
+        _, backward = jax.jit(lambda w, x: jax.vjp(f, w, x))(w, x)
+        leaves = [a for a in jax.tree.leaves(backward) if isinstance(a, jax.Array)]
+        return sorted((a.shape, a.sharding.memory_kind) for a in leaves)
+
+    rng = np.random.default_rng(0)
+    w = jnp.asarray(rng.standard_normal((16, 16), dtype=np.float32) / 4)
+    x = jnp.asarray(rng.standard_normal((4, 16), dtype=np.float32))
+
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[],
+        names_which_can_be_offloaded=["hidden"],
+        offload_src="device",
+        offload_dst="pinned_host",
+    )
+    offloaded = jax.checkpoint(layer, policy=policy)
+    np.testing.assert_allclose(
+        jax.jit(jax.grad(offloaded))(w, x), jax.jit(jax.grad(layer))(w, x), rtol=1e-5
+    )
+    kept = residuals(offloaded, w, x)
+    assert kept == [((4, 16), "device"), ((4, 16), "pinned_host"), ((16, 16), "device")]
+    # 什么都不存时只剩两个输入，hidden 在反向里重算 / saving nothing leaves the two inputs
+    nothing = residuals(
+        jax.checkpoint(layer, policy=jax.checkpoint_policies.nothing_saveable), w, x
+    )
+    assert nothing == [((4, 16), "device"), ((16, 16), "device")]
 
 
 def test_visualize_array_sharding_draws_who_holds_what():

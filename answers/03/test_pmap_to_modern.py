@@ -26,7 +26,7 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans import __, raises_exactly, warns_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo, warns_exactly  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -175,14 +175,16 @@ def test_nested_pmap_fails_a_named_vmap_or_a_2d_mesh_replaces_it():
     """❌ 旧写法 / ✅ 推荐写法：0.12 的 pmap 文档仍写着“嵌套 pmap 时各映射轴大小之积不得超过设备数”，
     这里 2·4 = 8 正好够，嵌套的 pmap 却照样报错：每个 pmap 都给自己建一个一维网格再调用
     shard_map，内层的网格与外层设下的上下文网格不一致（消息说 context mesh … should match），
-    与轴的大小无关。不受影响的是 pmap 里面套一个带 axis_name 的变换：内层那根轴留在每个设备
-    上向量化，集合通信照样能指名它。jax.experimental.maps（xmap）整个模块都没了。两根轴都要
+    与轴的大小无关：1×1 的嵌套也失败。不支持的是嵌套本身——在一个 pmap 里再调用 pmap。
+    不受影响的是 pmap 里面套一个带 axis_name 的变换：内层那根轴留在每个设备上向量化，集合通信
+    照样能指名它。jax.experimental.maps（xmap）整个模块都没了。两根轴都要
     跨设备时用一个二维网格：一次 shard_map，每根轴一个名字，集合通信指定沿哪根轴。
     pmap's own 0.12 docstring still says nested pmaps need the product of the mapped sizes to
     fit the device count; here 2·4 = 8 fits, and nested pmap fails all the same: every pmap
     builds a 1-D mesh of its own and calls shard_map with it, and the inner mesh disagrees with
     the context mesh the outer one has set (the message says context mesh … should match),
-    whatever the sizes. What still works is pmap around a transformation that takes an
+    whatever the sizes: a 1×1 nesting fails too. What is unsupported is the nesting itself, a
+    pmap called inside a pmap. What still works is pmap around a transformation that takes an
     axis_name: the inner axis stays on each device, vectorised, and collectives can still name
     it. The whole jax.experimental.maps module (xmap) is gone. When both axes must span
     devices, use one 2-D mesh: one shard_map, one name per axis, and each collective says along
@@ -194,9 +196,11 @@ def test_nested_pmap_fails_a_named_vmap_or_a_2d_mesh_replaces_it():
 
     x = np.arange(8.0, dtype=np.float32).reshape(2, 4) ** 2
     want = x - x.mean(axis=1, keepdims=True)
-    with raises_exactly(ValueError) as info:
-        jax.pmap(jax.pmap(center_rows, axis_name="inner"), axis_name="outer")(x)
-    assert "should match the mesh passed to shard_map" in str(info.value)
+    nested = jax.pmap(jax.pmap(center_rows, axis_name="inner"), axis_name="outer")
+    for shape in [(2, 4), (1, 1)]:  # 与大小无关，1×1 也一样 / whatever the sizes, 1×1 too
+        with raises_exactly(ValueError) as info:
+            nested(np.ones(shape, np.float32))
+        assert "should match the mesh passed to shard_map" in str(info.value)
     inner_on_each_device = jax.pmap(jax.vmap(center_rows, axis_name="inner"), axis_name="outer")
     np.testing.assert_allclose(inner_on_each_device(x), want)
     with raises_exactly(ModuleNotFoundError):
@@ -289,3 +293,94 @@ def test_jit_with_a_sharded_batch_writes_the_all_reduce_for_you():
     hlo = grad_fn.lower(*args).compile().as_text()
     assert count_ops(hlo, "all-reduce") == 1
     assert count_ops(hlo, "all-gather") == 0
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+MICROBATCHES = 4  # 每个设备把自己的 4 个样本分成 4 个微批次 / each device's block in 4 microbatches
+
+
+def loop_and_entry_all_reduces(hlo_text):
+    """编译后 HLO 里唯一的 while 循环：(它跑几次, 循环体里几条 all-reduce, ENTRY 里几条)。
+    The compiled HLO's one while loop: (its trip count, the all-reduces in its body, those
+    in ENTRY)."""
+    pattern = r" while\(.*?body=(%[\w.]+).*?\"known_trip_count\":\{\"n\":\"(\d+)\""
+    loops = re.findall(pattern, hlo_text)
+    assert len(loops) == 1, f"expected one while loop, found {len(loops)}"
+    body, trips = loops[0]
+    computations = {c.split(" ")[0]: c for c in re.split(r"\n(?=\S)", hlo_text)}
+
+    def all_reduces(text):
+        return len(re.findall(r" all-reduce(?:-start)?\(", text))
+
+    return int(trips), all_reduces(computations[body]), all_reduces(computations["ENTRY"])
+
+
+def pmean_every_microbatch(p, xb, yb):
+    """给定的对照：每个微批次都对 pmean 过的损失求导，梯度在循环里求和。
+    The given contrast: each microbatch differentiates the pmean'd loss inside the loop."""
+    xs, ys = xb.reshape(MICROBATCHES, -1, 4), yb.reshape(MICROBATCHES, -1, 2)
+
+    def step(total, batch):
+        grads = jax.grad(lambda q: lax.pmean(linear_loss(q, *batch), "batch"))(p)
+        return jax.tree.map(jnp.add, total, grads), None
+
+    total, _ = lax.scan(step, jax.tree.map(jnp.zeros_like, p), (xs, ys))
+    return jax.tree.map(lambda g: g / MICROBATCHES, total)
+
+
+def accumulated_grads(p, xb, yb):
+    """梯度累积（gradient accumulation）：在 shard_map 里用 lax.scan 逐个走过本设备的
+    MICROBATCHES 个微批次（xb.reshape(MICROBATCHES, -1, 4)），把各微批次上 linear_loss 的梯度
+    累加起来，整个循环里不做任何通信；循环之后只 pmean 一次，返回整批平均损失的梯度。难点在 vma：
+    p 按 P() 传入，是不变的，对它求导时转置会自动插入一次跨设备求和——在循环里就是每个微批次一次
+    （上面给定的对照也是这样）。先把 p 变成沿 "batch" varying 的副本再求导，梯度就只是本地的。
+    大约 8 行。
+    Gradient accumulation: inside shard_map, walk this device's MICROBATCHES microbatches
+    (xb.reshape(MICROBATCHES, -1, 4)) with lax.scan, adding up linear_loss's gradients with
+    no communication inside the loop; after the loop pmean once and return the gradient of
+    the whole batch's mean loss. The catch is vma: p comes in as P(), an invariant, and
+    differentiating with respect to it makes the transpose insert a cross-device sum, in a
+    loop once per microbatch (as the given contrast above does). Differentiate with respect to
+    a copy of p made varying along "batch", and the gradients stay local. About 8 lines.
+    """
+    local = lax.pcast(p, "batch", to="varying")
+    xs, ys = xb.reshape(MICROBATCHES, -1, 4), yb.reshape(MICROBATCHES, -1, 2)
+
+    def step(total, batch):
+        grads = jax.grad(linear_loss)(local, *batch)
+        return jax.tree.map(jnp.add, total, grads), None
+
+    total, _ = lax.scan(step, jax.tree.map(jnp.zeros_like, local), (xs, ys))
+    return jax.tree.map(lambda g: lax.pmean(g / MICROBATCHES, "batch"), total)
+
+
+def test_gradient_accumulation_communicates_once_after_the_loop():
+    """（先写好 accumulated_grads。）它和整批的梯度相同。编译后的 HLO 里 while 循环跑
+    MICROBATCHES 次：给定的对照在循环体里做 all-reduce，每个微批次一次；你的循环体里一条也没有，
+    all-reduce 都在循环之后（ENTRY 里）。条数本身取决于 XLA 的 CPU pass cpu-all-reduce-combiner
+    （它把 w 和 b 的两次求和并成一条），在循环里还是循环外则不取决于它。
+    (Write accumulated_grads first.) It equals the whole batch's gradient. In the compiled
+    HLO the while loop runs MICROBATCHES times: the given contrast all-reduces inside the loop
+    body, once per microbatch; your loop body holds none, and the all-reduces come after the
+    loop (in ENTRY). Their number depends on XLA's CPU pass cpu-all-reduce-combiner (which
+    merges the sums of w and b into one); whether they sit inside or outside the loop does not.
+    """
+    params, x, y = regression_data()
+    reference = jax.grad(linear_loss)(params, x, y)
+    mesh = mesh_1d("batch")
+    args = (put(params, mesh, P()), put(x, mesh, P("batch")), put(y, mesh, P("batch")))
+    specs = {"mesh": mesh, "in_specs": (P(), P("batch"), P("batch")), "out_specs": P()}
+
+    for fn in (pmean_every_microbatch, accumulated_grads):
+        step = jax.jit(jax.shard_map(fn, **specs))
+        for got, want in zip(step(*args), reference, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+    contrast = jax.jit(jax.shard_map(pmean_every_microbatch, **specs))
+    trips, in_loop, after = loop_and_entry_all_reduces(contrast.lower(*args).compile().as_text())
+    assert (trips, after) == (MICROBATCHES, 0) and in_loop >= 1
+
+    mine = jax.jit(jax.shard_map(accumulated_grads, **specs))
+    trips, in_loop, after = loop_and_entry_all_reduces(mine.lower(*args).compile().as_text())
+    assert (trips, in_loop) == (MICROBATCHES, 0) and after >= 1

@@ -1,0 +1,136 @@
+"""03 · 流水线并行 / pipeline parallelism.
+
+模型太深、一个设备放不下所有层时，把层分给设备：设备 k 只存第 k 层（一个阶段，stage），激活值
+沿设备一站一站往下传（ppermute）。只送一整批的话，任何时刻只有一个设备在算；把批次切成几个
+微批次（microbatch）一个接一个送进去，几个阶段就能同时处理不同的微批次（GPipe 的前向调度）。
+开头和结尾各有一段有的设备空等的时间（bubble）。这里的 8 个阶段各是一层 tanh(h @ W_k)。
+
+When a model is too deep for one device's memory, its layers are split over the devices:
+device k stores layer k only (one stage), and the activations travel from device to device
+(ppermute). Sending one whole batch keeps a single device busy at any time; cut the batch
+into microbatches sent one after another, and the stages work on different microbatches at
+the same time (GPipe's forward schedule). At the start and at the end some devices wait (the
+bubble). Here each of the 8 stages is one layer tanh(h @ W_k).
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import collectives
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+N = 8  # 阶段数 = 设备数（chapter.toml: devices = 8）/ stages = devices
+SPECS = {"in_specs": (P("stage"), P()), "out_specs": P("stage")}
+
+
+def sequential(weights, microbatches):
+    """不切分的参考：每个微批次依次穿过 N 层。/ The unsharded reference: every microbatch
+    goes through the N layers in turn."""
+    h = microbatches
+    for w in weights:
+        h = jnp.tanh(h @ w)
+    return h
+
+
+def model(microbatches=4, batch=2, d=16, seed=0):
+    """N 层的权重 (N, d, d) 和微批次 (M, b, d)。/ N layers' weights and M microbatches."""
+    rng = np.random.default_rng(seed)
+    weights = rng.standard_normal((N, d, d), dtype=np.float32) / np.sqrt(d)
+    xs = rng.standard_normal((microbatches, batch, d), dtype=np.float32)
+    return weights, xs
+
+
+def compiled_pipeline(weights, xs):
+    """编译好的 shard_map(pipeline)：权重按 P("stage") 切，每个设备一层；微批次复制。
+    The compiled shard_map(pipeline): weights split by P("stage"), one layer per device;
+    the microbatches replicated."""
+    mesh = jax.make_mesh((N,), ("stage",))
+    args = (
+        jax.device_put(weights, NamedSharding(mesh, P("stage"))),
+        jax.device_put(xs, NamedSharding(mesh, P())),
+    )
+    step = jax.jit(jax.shard_map(pipeline, mesh=mesh, **SPECS))
+    return step.lower(*args).compile(), args
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def pipeline(w_block, xs):
+    """GPipe 的前向：w_block (1, d, d) 是本设备（阶段 k）的那一层，xs (M, b, d) 是全部微批次
+    （每个设备都有，只有阶段 0 读它）。时间步 t = 0 … M+N-2，用 Python 循环写：每一步每个阶段
+    对手里的输入算 tanh(输入 @ W_k)，然后用 ppermute 把结果交给阶段 k+1（不闭合的链：没人发给
+    阶段 0）。阶段 0 在第 t 步的输入是微批次 t（t < M 时），别的阶段的输入是上一步收到的；
+    最后一个阶段在第 t 步算完的是微批次 t-(N-1)，把它存进结果。返回 (1, M, b, d)：最后一个
+    阶段的块就是整个模型的输出（别的阶段返回什么都行）。按阶段选值用 jnp.where 和
+    lax.axis_index("stage")。大约 12 行。
+    GPipe's forward pass: w_block (1, d, d) is this device's layer (stage k), xs (M, b, d) all
+    the microbatches (on every device; only stage 0 reads them). Time steps t = 0 … M+N-2,
+    written as a Python loop: at each step every stage computes tanh(input @ W_k) on what it
+    holds, then ppermutes the result to stage k+1 (a chain that does not wrap: nobody sends to
+    stage 0). Stage 0's input at step t is microbatch t (while t < M); the other stages' input
+    is what arrived at the step before; at step t the last stage has finished microbatch
+    t-(N-1): store it in the result. Return (1, M, b, d): the last stage's block is the
+    model's output (what the other stages return does not matter). Choose values per stage
+    with jnp.where and lax.axis_index("stage"). About 12 lines.
+    """
+    n, k = lax.axis_size("stage"), lax.axis_index("stage")
+    chain = [(j, j + 1) for j in range(n - 1)]
+    m = xs.shape[0]
+    arrived = jnp.zeros(xs.shape[1:], xs.dtype)
+    outputs = jnp.zeros(xs.shape, xs.dtype)
+    for t in range(m + n - 1):
+        inp = jnp.where(k == 0, xs[min(t, m - 1)], arrived)
+        out = jnp.tanh(inp @ w_block[0])
+        if t >= n - 1:  # 最后一个阶段刚算完微批次 t-(n-1) / the last stage finished one
+            outputs = outputs.at[t - (n - 1)].set(out)
+        arrived = lax.ppermute(out, "stage", chain)
+    return outputs[None]
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_pipeline_equals_the_sequential_model():
+    """（先写好 pipeline。）最后一个阶段的输出等于不切分的模型（两种微批次个数）。每个设备只存
+    一层：权重的分片是 (1, d, d)。
+    (Write pipeline first.) The last stage's output equals the unsharded model (two numbers
+    of microbatches). Each device stores one layer: the weights' shard is (1, d, d).
+    """
+    for microbatches in (4, 1):
+        weights, xs = model(microbatches)
+        compiled, args = compiled_pipeline(weights, xs)
+        assert args[0].sharding.shard_shape(args[0].shape) == (1, 16, 16)
+        out = compiled(*args)
+        assert out.shape == (N, microbatches, 2, 16)
+        last_stage = np.asarray(out)[N - 1]
+        np.testing.assert_allclose(last_stage, sequential(weights, xs), rtol=1e-5, atol=1e-6)
+
+
+def test_pipeline_passes_one_microbatch_of_activations_per_step():
+    """（先写好 pipeline。）编译后的 HLO 里只有 collective-permute：每个时间步一条，传的是一个
+    微批次的激活值 (b, d)，从不传权重。最后一步算完的结果不再传出去，XLA 把那条 ppermute 删了：
+    M 个微批次、N 个阶段一共几条？每个设备算几次 dot？其中只有 M 次是有用的，其余落在 bubble
+    里。把微批次一个一个地整条链走完（不重叠）要 M·(N-1) 条。
+    (Write pipeline first.) The compiled HLO holds collective-permutes only: one per time
+    step, each carrying one microbatch of activations (b, d), never a weight. What the last
+    step computes is not sent on, and XLA deletes that ppermute: how many are there for M
+    microbatches and N stages? How many dots does each device compute? Only M of them are
+    useful; the others fall in the bubble. Walking each microbatch down the whole chain on
+    its own (no overlap) would take M·(N-1).
+    """
+    weights, xs = model(microbatches=4)
+    compiled, _ = compiled_pipeline(weights, xs)
+    hlo = compiled.as_text()
+    found = collectives(hlo)
+    assert set(found) == {"collective-permute"}
+    assert found["collective-permute"] == ["f32[2,16]"] * 10  # 一个微批次 (b, d) / one microbatch
+    assert len(re.findall(r" dot\(", hlo)) == 11

@@ -128,6 +128,50 @@ def test_ffi_library_lets_a_build_error_through(tmp_path, monkeypatch):
         cbuild.ffi_library(broken)
 
 
+def test_a_cached_library_is_not_used_without_a_compiler(source, tmp_path, monkeypatch):
+    # the library's name depends on the compiler: without one, nothing cached is trusted, and the
+    # koan skips like doctor says (it once passed on a stale build while doctor said "missing")
+    monkeypatch.setattr(cbuild, "BUILD_DIR", tmp_path / "build")
+    cached = cbuild.build(source)
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(cbuild, "_load", lambda library: pytest.fail(f"loaded {library}"))
+    with pytest.raises(pytest.skip.Exception, match=r"No C\+\+ compiler"):
+        cbuild.ffi_library(source)
+    assert cached.is_file()  # kept for when a compiler is back
+
+
+def test_a_compiler_that_cannot_start_is_a_build_error_naming_it(source, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = bin_dir / "g++"
+    broken.write_bytes(b"\x00not an executable\n")  # exec fails: OSError, not a return code
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(cbuild.BuildError, match=r"build failed: .*/bin/g\+\+ on answer\.cc"):
+        cbuild.build(source, build_dir=tmp_path / "build")
+    assert [p.name for p in (tmp_path / "build").iterdir() if p.suffix in (".so", ".tmp")] == []
+
+
+def test_a_build_directory_that_cannot_be_made_is_a_build_error(source, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    with pytest.raises(
+        cbuild.BuildError, match=r"build failed: \S+ on answer\.cc into \S+a-file/build"
+    ):
+        cbuild.build(source, build_dir=blocker / "build")  # a file where the folder would go
+
+
+def test_a_library_that_cannot_be_loaded_is_a_build_error(source, tmp_path, monkeypatch):
+    monkeypatch.setattr(cbuild, "BUILD_DIR", tmp_path / "build")
+    library = cbuild.build(source)
+    library.write_bytes(b"truncated")  # a cache damaged after the build (a full disk, say)
+    with pytest.raises(cbuild.BuildError, match=r"cannot load .*answer-.*\.so") as info:
+        cbuild.ffi_library(source)
+    assert f"rm {library}" in str(info.value)
+
+
 KOAN_FILE = '''
 import os, pathlib
 from jaxkoans.api import cbuild

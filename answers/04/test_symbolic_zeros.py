@@ -109,9 +109,6 @@ def dense_jvp(primals, tangents):
     return y, (1 - y**2) * sum(terms[1:], terms[0])
 
 
-dense.defjvp(dense_jvp, symbolic_zeros=True)
-
-
 def test_write_a_jvp_rule_that_skips_unperturbed_inputs():
     """✍️ 实现 dense_jvp：对 x 求导时，ẇ 那一项要做一次和 x @ w 一样大的矩阵乘法，结果却乘的是零。
     符号零让规则把这项整个跳过。用 jaxpr 里 dot_general 的个数检验：前向一次，外加每个被扰动的
@@ -120,6 +117,7 @@ def test_write_a_jvp_rule_that_skips_unperturbed_inputs():
     only to multiply zeros. Symbolic zeros let the rule skip that term entirely. The jaxpr's
     dot_general count checks it: one for the forward pass, plus one per perturbed matrix input.
     """
+    dense.defjvp(dense_jvp, symbolic_zeros=True)
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(5, 3)), jnp.float32)
     w = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
@@ -188,6 +186,132 @@ def test_custom_vjp_with_symbolic_zeros_sees_what_is_perturbed():
     grad_theta = jax.grad(lambda r, theta: polar(r, theta)[1], argnums=1)(2.0, 0.5)
     np.testing.assert_allclose(grad_theta, 2.0 * np.cos(0.5), rtol=1e-6)
     assert seen == {"perturbed": (False, True), "unused": (True, False)}
+
+
+@jax.custom_vjp
+def tanh_layer(x, w):
+    """(tanh(x @ w), x @ w)：一个连预激活也交出来的层。/ A layer that hands back its
+    pre-activation too."""
+    z = x @ w
+    return jnp.tanh(z), z
+
+
+def tanh_layer_fwd(x, w):
+    """tanh_layer 的 fwd（以 symbolic_zeros=True 注册）：x、w 是 CustomVJPPrimal。返回
+    ((y, z), 残差)，y = tanh(z)，z = x @ w。
+    - 残差只存反向真正要用的：x̄ 要用 w，w̄ 要用 x，另一个的位置放 None；y 总要存
+      （tanh'(z) = 1 - y²）。大约 5 行。
+    The fwd of tanh_layer (registered with symbolic_zeros=True): x and w are CustomVJPPrimal.
+    Return ((y, z), residuals) with y = tanh(z), z = x @ w.
+    - Save only what the backward pass will use: x̄ needs w, w̄ needs x; put None in the other's
+      place. y is always saved (tanh'(z) = 1 - y²). About 5 lines.
+    """
+    z = x.value @ w.value
+    y = jnp.tanh(z)
+    residuals = (x.value if w.perturbed else None, w.value if x.perturbed else None, y)
+    return (y, z), residuals
+
+
+def tanh_layer_bwd(residuals, cts):
+    """tanh_layer 的 bwd：cts = (ȳ, z̄)，损失没用到的输出的余切是 SymbolicZero：跳过它的项。
+    - dz = ȳ·(1 - y²) + z̄（只加真正的余切）；x̄ = dz @ wᵀ，w̄ = xᵀ @ dz；没被扰动的输入
+      （它要用的残差是 None）返回 None。至少有一个余切不是零。大约 8 行。
+    The bwd of tanh_layer: cts = (ȳ, z̄), and the cotangent of an output the loss does not use
+    is a SymbolicZero: skip its term.
+    - dz = ȳ·(1 - y²) + z̄ (only the real cotangents); x̄ = dz @ wᵀ, w̄ = xᵀ @ dz; return None
+      for an input that was not perturbed (the residual it needs is None). At least one
+      cotangent is not a zero. About 8 lines.
+    """
+    x, w, y = residuals
+    ct_y, ct_z = cts
+    terms = []
+    if not isinstance(ct_y, SymbolicZero):
+        terms.append(ct_y * (1 - y**2))
+    if not isinstance(ct_z, SymbolicZero):
+        terms.append(ct_z)
+    dz = sum(terms[1:], terms[0])
+    return (dz @ w.T if w is not None else None, x.T @ dz if x is not None else None)
+
+
+def test_write_a_custom_vjp_that_skips_what_nobody_differentiates():
+    """✍️ 实现 tanh_layer_fwd 和 tanh_layer_bwd：不开 symbolic_zeros 时，fwd 不知道谁被求导，
+    只能把 x 和 w 都存下来，bwd 两次矩阵乘法都要做，没用到的输出还会收到一个全零余切。开了以后，
+    fwd 按 .perturbed 只存需要的残差，bwd 跳过零余切的项和没被扰动的输入。用 jax.vjp 返回的
+    函数里的残差、jaxpr 里 dot_general 的个数、以及只用 z 时 tanh 的输出在梯度程序里没人用来检验。
+    Write tanh_layer_fwd and tanh_layer_bwd: without symbolic_zeros, fwd cannot tell what is
+    differentiated, so it saves both x and w, bwd does both matrix products, and an unused output
+    gets a cotangent of zeros. With it, fwd saves only the residuals .perturbed asks for, and bwd
+    skips the terms of zero cotangents and the inputs that are not perturbed. Checked by the
+    residuals inside the function jax.vjp returns, by the jaxpr's dot_general count, and by the
+    tanh output going unused in the gradient program when only z is used.
+    """
+    tanh_layer.defvjp(tanh_layer_fwd, tanh_layer_bwd, symbolic_zeros=True)
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.normal(size=(5, 3)), jnp.float32)
+    w = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
+
+    def reference(x, w):
+        z = x @ w
+        return jnp.tanh(z), z
+
+    def loss(layer, outputs):
+        def scalar(x, w):
+            both = layer(x, w)
+            return sum(jnp.sum(both[i] ** 2) for i in outputs)
+
+        return scalar
+
+    for outputs in ((0,), (1,), (0, 1)):
+        for argnums in (0, 1, (0, 1)):
+            jax.tree.map(
+                lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5),
+                jax.grad(loss(tanh_layer, outputs), argnums)(x, w),
+                jax.grad(loss(reference, outputs), argnums)(x, w),
+            )
+
+    def residual_shapes(f, *args):
+        """The arrays jax.vjp keeps for the backward pass (the function it returns holds them)."""
+        _, f_vjp = jax.vjp(f, *args)
+        return sorted(leaf.shape for leaf in jax.tree.leaves(f_vjp) if isinstance(leaf, jax.Array))
+
+    def dots(layer, argnums):
+        grad = jax.grad(loss(layer, (0, 1)), argnums)
+        return str(jax.make_jaxpr(grad)(x, w)).count("dot_general")
+
+    # Without symbolic_zeros: fwd gets plain arrays, bwd a cotangent of zeros for an unused output.
+    unused = []
+
+    @jax.custom_vjp
+    def plain(x, w):
+        return reference(x, w)
+
+    def plain_bwd(residuals, cts):
+        x, w, y = residuals
+        assert not isinstance(cts[0], SymbolicZero)
+        jax.debug.callback(lambda ct: unused.append(np.asarray(ct)), cts[0])  # its values
+        dz = cts[0] * (1 - y**2) + cts[1]
+        return dz @ w.T, x.T @ dz
+
+    def plain_fwd(x, w):
+        assert not hasattr(x, "perturbed")  # a plain array: nothing says what is differentiated
+        y, z = reference(x, w)
+        return (y, z), (x, w, y)
+
+    plain.defvjp(plain_fwd, plain_bwd)
+    jax.grad(loss(plain, (1,)))(x, w)
+    jax.effects_barrier()
+    assert unused[0].shape == (5, 4) and not unused[0].any()
+    assert residual_shapes(lambda x: plain(x, w), x) == [(3, 4), (5, 3), (5, 4)]
+    assert (dots(plain, 0), dots(plain, 1), dots(plain, (0, 1))) == (3, 3, 3)
+
+    assert residual_shapes(lambda x: tanh_layer(x, w), x) == [(3, 4), (5, 4)]  # w and y
+    assert residual_shapes(lambda w: tanh_layer(x, w), w) == [(5, 3), (5, 4)]  # x and y
+    assert (dots(tanh_layer, 0), dots(tanh_layer, 1), dots(tanh_layer, (0, 1))) == (2, 2, 3)
+
+    by_z = jax.make_jaxpr(jax.grad(loss(tanh_layer, (1,))))(x, w).jaxpr
+    (tanh,) = [e for e in by_z.eqns if e.primitive.name == "tanh"]
+    read = {v for e in by_z.eqns for v in e.invars if isinstance(v, jax.extend.core.Var)}
+    assert tanh.outvars[0] not in read | set(by_z.outvars)  # nothing computes with y
 
 
 def make_weighted_sum():

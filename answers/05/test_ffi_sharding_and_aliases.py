@@ -2,13 +2,13 @@
 
 同一个 csrc/leaky_sum.cc 内核（由 jaxkoans.api.cbuild 编译，没有 C++ 编译器时这些 koan 跳过）：
 原地写输出（input_output_aliases 与参数捐赠），在分片的输入上调用（jit 会把输入收集起来，
-shard_map 让每个设备只处理自己的分片），以及为 GPU 注册处理函数并为 CUDA 降级（这台机器
-只能降级，不能运行）。
+shard_map 让每个设备只处理自己的分片，custom_partitioning 让内核自己说怎样分片），以及为 GPU
+注册处理函数并为 CUDA 降级（这台机器只能降级，不能运行）。
 
 The same csrc/leaky_sum.cc kernel (built by jaxkoans.api.cbuild; without a C++ compiler these koans
 are skipped): writing the output in place (input_output_aliases and argument donation), calling
-it on sharded input (jit gathers the input, shard_map has each device work on its own shard),
-and registering a handler for GPU and lowering for CUDA (this machine can lower, not run).
+it on sharded input (jit gathers the input, shard_map has each device work on its own shard,
+custom_partitioning lets the kernel say how it shards), and registering a handler for GPU and lowering for CUDA (this machine can lower, not run).
 """
 
 import functools
@@ -16,6 +16,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxlib import xla_client
@@ -131,6 +132,85 @@ def test_an_ffi_call_on_sharded_input_runs_on_the_whole_array():
     out = per_shard(x)
     assert out.sharding.spec[0] == "batch"
     np.testing.assert_allclose(out, leaky_sum_numpy(np.arange(32.0).reshape(8, 4), 0.5), rtol=1e-6)
+
+
+def leaky_sum_call(x):
+    """The kernel on whatever block it is given (the target is registered by the koan)."""
+    target = cbuild.ffi_target("koans_leaky_sum_partitioned", "leaky_sum.cc", "LeakySum")
+    return jax.ffi.ffi_call(target, like(x))(x, decay=np.float32(0.5), reverse=False)
+
+
+def leaky_sum_partition(mesh, arg_shapes, result_shape):
+    """custom_partitioning 的 partition 规则：XLA 给出它为输入（arg_shapes[0].sharding）和输出
+    （result_shape.sharding）选的分片，规则返回 (mesh, lower_fn, 输出分片, (输入分片,))：
+    lower_fn 在每个设备的本地块上运行（这里就是 leaky_sum_call），返回的分片若和 XLA 选的
+    不同，XLA 在调用前后插入集合通信来改成它们。
+    - leaky_sum 的行互不相关，可以按行分（保留输入第一根轴的分片）；最后一根轴是递推的方向，
+      必须整段在一个设备上（那根轴不分片）。输入和输出用同一个分片。大约 4 行。
+    The partition rule of custom_partitioning: XLA hands it the shardings it chose for the
+    input (arg_shapes[0].sharding) and the output (result_shape.sharding), and the rule returns
+    (mesh, lower_fn, output sharding, (input sharding,)): lower_fn runs on each device's local
+    block (here it is leaky_sum_call), and where the returned shardings differ from XLA's
+    choice, XLA inserts collectives before and after the call to make them so.
+    - leaky_sum's rows are independent and may be split (keep the sharding of the input's first
+      axis); the last axis is the direction of the recurrence and must stay whole on one device
+      (that axis is not split). Input and output get the same sharding. About 4 lines.
+    """
+    spec = arg_shapes[0].sharding.spec
+    rows = NamedSharding(mesh, P(spec[0] if len(spec) else None, None))
+    return mesh, leaky_sum_call, rows, (rows,)
+
+
+def test_custom_partitioning_keeps_the_kernel_sharded_under_jit():
+    """✍️ 实现 leaky_sum_partition：shard_map 要你在调用处写明怎么分；custom_partitioning 把
+    “这个内核怎样分片”交给内核自己，于是普通的 jit 也不再 all-gather。sharding_rule
+    "b n -> b n" 告诉分片传播（Shardy）输出的两根轴跟着输入走；真正的本地调用和它要的分片由
+    partition 规则决定。⚠️ 陷阱 / trap：规则若把 XLA 给的分片原样照收，列被分开时每个设备
+    只对自己那半列递推，结果悄悄算错。
+    Write leaky_sum_partition: shard_map makes you say how to split at the call site;
+    custom_partitioning leaves "how does this kernel shard" to the kernel itself, so that plain
+    jit no longer all-gathers. The sharding_rule "b n -> b n" tells sharding propagation (Shardy)
+    that both output axes follow the input; the local call and the shardings it needs are the
+    partition rule's. A rule that accepts whatever sharding XLA offers recurs over half the
+    columns on each device when the columns are split, and the result is silently wrong.
+    """
+    mesh, x = _sharded_rows()
+    # The rule on its own first (XLA calls it while compiling): offered split columns, it asks
+    # for whole rows.
+    offered = jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, P(None, "batch")))
+    _, _, out_sharding, (in_sharding,) = leaky_sum_partition(mesh, (offered,), offered)
+    replicated = NamedSharding(mesh, P())
+    assert in_sharding.is_equivalent_to(replicated, 2)
+    assert out_sharding.is_equivalent_to(replicated, 2)
+
+    kernel = custom_partitioning(leaky_sum_call)
+    kernel.def_partition(partition=leaky_sum_partition, sharding_rule="b n -> b n")
+    want = leaky_sum_numpy(np.arange(32.0).reshape(8, 4), 0.5)
+
+    by_rows = jax.jit(kernel).lower(x).compile()
+    assert "all-gather" not in by_rows.as_text()
+    (call,) = [line for line in by_rows.as_text().splitlines() if "custom-call(" in line]
+    assert "f32[4,4]" in call.split("=")[1]  # each device calls the kernel on its 4 rows
+    out = jax.jit(kernel)(x)
+    assert out.sharding.spec[0] == "batch"
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+    by_columns = jax.device_put(x, NamedSharding(mesh, P(None, "batch")))
+    compiled = jax.jit(kernel).lower(by_columns).compile()
+    (call,) = [line for line in compiled.as_text().splitlines() if "custom-call(" in line]
+    assert "all-gather" in compiled.as_text() and "f32[8,4]" in call.split("=")[1]
+    np.testing.assert_allclose(jax.jit(kernel)(by_columns), want, rtol=1e-6)
+
+    def accepts_what_xla_offers(mesh, arg_shapes, result_shape):
+        return mesh, leaky_sum_call, result_shape.sharding, (arg_shapes[0].sharding,)
+
+    naive = custom_partitioning(leaky_sum_call)
+    naive.def_partition(partition=accepts_what_xla_offers, sharding_rule="b n -> b n")
+    split = np.asarray(jax.jit(naive)(by_columns))
+    assert not np.allclose(split, want)  # each half of the columns recurred on its own
+    np.testing.assert_allclose(
+        split[:, 2:], leaky_sum_numpy(np.arange(32.0).reshape(8, 4)[:, 2:], 0.5)
+    )
 
 
 def test_a_cuda_handler_lowers_but_cannot_run_here():

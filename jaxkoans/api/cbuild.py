@@ -15,10 +15,13 @@ process): the koan files of chapter 05 share one loader instead of each keeping 
     lib = cbuild.ffi_library("leaky_sum.cc")                           # lib.LeakySum, …
     target = cbuild.ffi_target("koans_x", "leaky_sum.cc", "LeakySum")  # jax.ffi.ffi_call(target, …)
 
-Without a C++ compiler `build` raises `CompilerNotFoundError`; `ffi_library` and `ffi_target`
-turn it into `pytest.skip` with its message: only the koans that need the kernel are skipped. A
-compiler that fails or times out raises `BuildError`, which the harness reports as an
-environment problem, not an answer.
+Without a C++ compiler `build` raises `CompilerNotFoundError`, even when a library built earlier
+is cached (its name depends on the compiler, and doctor would call the machine broken while the
+koans pass); `ffi_library` and `ffi_target` turn it into `pytest.skip` with its message: only the
+koans that need the kernel are skipped. A compiler that fails, times out or cannot start, a
+build directory that cannot be written, and a built library that cannot be loaded raise
+`BuildError`, naming the compiler, which the harness reports as an environment problem, never
+as the learner's answer.
 """
 
 from __future__ import annotations
@@ -93,16 +96,26 @@ def _lock(path: Path):
 def build(source: str | Path, *, build_dir: Path | None = None) -> Path:
     """Compile `source` (a path, or a name inside csrc/) against jax.ffi.include_dir() once;
     return the shared library's path."""
-    import jax
-
     source = Path(source)
     source = source if source.is_absolute() else CSRC / source
-    compiler = find_compiler()
+    compiler = find_compiler()  # first, so that no compiler skips even with a library cached
     out_dir = Path(build_dir) if build_dir is not None else BUILD_DIR
-    out_dir.mkdir(parents=True, exist_ok=True)
     library = out_dir / f"{source.stem}-{_key(source, compiler)}.so"
     if library.is_file():
         return library
+    try:
+        return _compile(source, compiler, library)
+    except OSError as error:  # a compiler that cannot start, a build/ffi/ that cannot be written
+        raise BuildError(
+            f"编译失败 / build failed: {compiler} on {source.name} into {out_dir}: {error}"
+        ) from error
+
+
+def _compile(source: Path, compiler: str, library: Path) -> Path:
+    import jax
+
+    out_dir = library.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
     with _lock(out_dir / f".{library.name}.lock"):
         if library.is_file():  # another process built it while we waited
             return library
@@ -141,7 +154,9 @@ def build(source: str | Path, *, build_dir: Path | None = None) -> Path:
 def ffi_library(source: str | Path) -> ctypes.CDLL:
     """`source` (a path, or a name inside csrc/) built by `build` and loaded with ctypes, once per
     process and library. Without a C++ compiler the calling koan is skipped with
-    `CompilerNotFoundError`'s message; a `BuildError` propagates (the environment, not an answer).
+    `CompilerNotFoundError`'s message, a cached library notwithstanding; a `BuildError`
+    propagates (the environment, not an answer), and so does a library ctypes cannot load, as a
+    `BuildError` too.
     """
     try:
         library = build(source)
@@ -149,7 +164,14 @@ def ffi_library(source: str | Path) -> ctypes.CDLL:
         import pytest  # only a koan asks for a library, and a koan runs under pytest
 
         pytest.skip(str(error))
-    return _load(library)
+    try:
+        return _load(library)
+    except OSError as error:  # a truncated or foreign library: the machine's problem, not an answer
+        raise BuildError(
+            f"无法加载 / cannot load {library}: {error}\n"
+            f"删除它再运行一次（会用 PATH 上的编译器重新编译）/ delete it and run again (the "
+            f"compiler on PATH builds it anew): rm {library}"
+        ) from error
 
 
 @functools.cache

@@ -23,3 +23,25 @@ def rotate_split_transpose__instantiated_zeros(cts, x, *, angle):
     """Instantiates the ad.Zero cotangent and multiplies it anyway."""
     ct0, ct1 = [ad.instantiate_zeros(ct) for ct in cts]
     return [np.cos(angle) * ct0 + np.sin(angle) * ct1]
+
+
+def tanh_layer_fwd__saves_everything(x, w):
+    """Ignores .perturbed: saves x and w whatever is differentiated."""
+    z = x.value @ w.value
+    y = jnp.tanh(z)
+    return (y, z), (x.value, w.value, y)
+
+
+def tanh_layer_bwd__instantiated_zeros(residuals, cts):
+    """Turns a SymbolicZero cotangent into an array of zeros and computes every term."""
+    x, w, y = residuals
+    ct_y, ct_z = [jnp.zeros_like(y) if isinstance(ct, SymbolicZero) else ct for ct in cts]
+    dz = ct_y * (1 - y**2) + ct_z
+    return (dz @ w.T if w is not None else None, x.T @ dz if x is not None else None)
+
+
+def tanh_layer_bwd__ignores_symbolic_zeros(residuals, cts):
+    """Does arithmetic on whatever arrives, SymbolicZero included."""
+    x, w, y = residuals
+    dz = cts[0] * (1 - y**2) + cts[1]
+    return (dz @ w.T if w is not None else None, x.T @ dz if x is not None else None)

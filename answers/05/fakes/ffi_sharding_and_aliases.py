@@ -19,3 +19,29 @@ def leaky_sum_per_shard__jnp_in_shard_map(x, mesh, target):
         return jnp.stack(columns, axis=-1)
 
     return jax.shard_map(local, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"))(x)
+
+
+def leaky_sum_partition__accepts_what_xla_offers(mesh, arg_shapes, result_shape):
+    """Keeps XLA's shardings as they come, the split recurrence axis included."""
+    return mesh, leaky_sum_call, result_shape.sharding, (arg_shapes[0].sharding,)
+
+
+def leaky_sum_partition__replicated(mesh, arg_shapes, result_shape):
+    """Asks for the whole array on every device: right, but all-gathered like plain jit."""
+    whole = NamedSharding(mesh, P())
+    return mesh, leaky_sum_call, whole, (whole,)
+
+
+def leaky_sum_partition__jnp_recurrence(mesh, arg_shapes, result_shape):
+    """Splits the rows right, but lowers a jnp recurrence: the kernel never runs."""
+
+    def local(block):
+        columns, carry = [], jnp.zeros(block.shape[:-1], block.dtype)
+        for i in range(block.shape[-1]):
+            carry = 0.5 * carry + block[..., i]
+            columns.append(carry)
+        return jnp.stack(columns, axis=-1)
+
+    spec = arg_shapes[0].sharding.spec
+    rows = NamedSharding(mesh, P(spec[0] if len(spec) else None, None))
+    return mesh, local, rows, (rows,)

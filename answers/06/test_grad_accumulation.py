@@ -205,3 +205,64 @@ def test_token_weighted_loss_for_padded_batches():
     np.testing.assert_allclose(sums / float(mask.sum()), real.mean(), rtol=1e-6)
     grad = jax.grad(lambda ls: token_mean(ls, mask))(padded)
     assert bool(jnp.all(jnp.isfinite(grad))) and float(grad[3, 1:].sum()) == 0.0
+
+
+def _token_losses(w, x, y):
+    """Every token's squared error: x is (batch, time, 3), y and the result (batch, time)."""
+    return (x @ w - y) ** 2
+
+
+def token_weighted_grad(w, x, y, mask, micro):
+    """填充批次的梯度累积，放在 jit 里：把批次切成 micro 个等大的微批次，lax.scan 的 carry 是
+    (梯度之和, token 数之和)：每个微批次累加“真实 token 的损失之和”（_token_losses，填充位置不
+    算）的梯度和它的真实 token 数；最后只除一次。结果等于整批按 token 平均的损失的梯度。约 10 行。
+    Gradient accumulation over a padded batch, inside jit: cut the batch into `micro` equal
+    micro-batches; lax.scan's carry is (sum of gradients, sum of token counts): each micro-batch
+    adds the gradient of its real tokens' loss *sum* (_token_losses, padding excluded) and its
+    number of real tokens; divide once at the end. The result is the gradient of the whole
+    batch's token-mean loss. About 10 lines.
+    """
+    xs, ys, masks = (a.reshape(micro, -1, *a.shape[1:]) for a in (x, y, mask))
+
+    def add_one(carry, batch):
+        grad_sum, tokens = carry
+        xb, yb, mb = batch
+
+        def loss_sum(w):
+            return jnp.sum(jnp.where(mb, _token_losses(w, xb, yb), 0.0))
+
+        return (grad_sum + jax.grad(loss_sum)(w), tokens + jnp.sum(mb)), None
+
+    (grad_sum, tokens), _ = jax.lax.scan(add_one, (jnp.zeros_like(w), 0), (xs, ys, masks))
+    return grad_sum / tokens
+
+
+def test_accumulate_a_token_weighted_loss_over_padded_micro_batches():
+    """⚠️ 陷阱 / trap：微批次里的真实 token 数各不相同时，把每个微批次的 token 平均损失的梯度再
+    平均，就是“均值的均值”：token 少的微批次权重过大。
+    正确做法是分别累加损失之和的梯度与 token 数，最后相除。
+    ⚠️ trap: when micro-batches hold different numbers of real tokens, averaging the gradients of
+    their token-mean losses is a mean of means: a micro-batch with few tokens weighs too much
+    The fix accumulates the gradient of the loss sum and the token count separately and
+    divides at the end.
+    """
+    lengths = jnp.array([8, 7, 8, 6, 2, 1, 3, 2])  # the later sequences are short
+    x = jax.random.normal(jax.random.key(4), (8, 8, 3))
+    y = x @ jnp.array([1.0, -2.0, 0.5]) + 0.3 * jax.random.normal(jax.random.key(5), (8, 8))
+    mask = jnp.arange(8)[None, :] < lengths[:, None]
+    w = jnp.array([0.3, 0.1, -0.2])
+
+    def mean_grad(x_real, y_real):
+        return jax.grad(lambda w: jnp.mean((x_real @ w - y_real) ** 2))(w)
+
+    want = mean_grad(x[mask], y[mask])  # all real tokens together
+    halves = [slice(0, 4), slice(4, 8)]
+    mean_of_means = sum(mean_grad(x[h][mask[h]], y[h][mask[h]]) for h in halves) / 2
+    assert not np.allclose(mean_of_means, want, rtol=1e-2)
+
+    step = jax.jit(token_weighted_grad, static_argnums=4)
+    for micro in (1, 2, 4):
+        np.testing.assert_allclose(step(w, x, y, mask, micro), want, rtol=1e-5, atol=1e-6)
+    jaxpr = jax.make_jaxpr(token_weighted_grad, static_argnums=4)(w, x, y, mask, 4)
+    scans = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
+    assert len(scans) == 1 and scans[0].params["length"] == 4

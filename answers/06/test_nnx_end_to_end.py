@@ -11,7 +11,7 @@ import optax
 import pytest
 from flax import nnx
 
-from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 class MLP(nnx.Module):
@@ -61,6 +61,11 @@ def test_nnx_optimizer_and_jitted_train_step_lower_the_loss():
     with raises_exactly(TypeError) as info:
         nnx.Optimizer(model, optax.adam(1e-2))
     assert "As of Flax 0.11.0" in str(info.value) and "nnx.ModelAndOptimizer" in str(info.value)
+    # The old calls still work on nnx.ModelAndOptimizer: no wrt, update(grads) alone.
+    legacy = nnx.ModelAndOptimizer(model, optax.adam(1e-2))
+    legacy.update(nnx.grad(lambda m: jnp.mean((m(x) - y) ** 2))(model))
+    assert legacy.model is model and int(legacy.step[...]) == 1
+    assert "deprecated" in nnx.ModelAndOptimizer.__doc__
 
 
 def test_value_is_deprecated_use_brackets():
@@ -124,3 +129,74 @@ def test_linen_keeps_the_parameters_outside_the_module():
     layer = nnx.Linear(16, 8, rngs=nnx.Rngs(0))
     layer.kernel[...], layer.bias[...] = variables["params"]["kernel"], variables["params"]["bias"]
     np.testing.assert_array_equal(layer(x), dense.apply(variables, x))
+
+
+class Classifier(nnx.Module):
+    """A pretrained backbone and a new head, the shape of every fine-tuning job (given)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.backbone = nnx.Linear(4, 16, rngs=rngs)
+        self.head = nnx.Linear(16, 1, rngs=rngs)
+
+    def __call__(self, x):
+        return self.head(jax.nn.relu(self.backbone(x)))
+
+
+HEAD = nnx.All(nnx.Param, nnx.PathContains("head"))  # the head's parameters (given)
+
+
+def fine_tune_step(model, opt, x, y):
+    """微调的一步：只对 HEAD 选中的参数求均方误差损失的梯度（nnx.value_and_grad 的 argnums 用
+    nnx.DiffState 给出过滤器），用 opt 更新模型，返回损失。骨干网络的梯度根本不要算。约 4 行。
+    One fine-tuning step: take the gradient of the mean squared error with respect to the
+    parameters HEAD selects only (nnx.value_and_grad with an nnx.DiffState as argnums), update
+    the model with opt, return the loss. The backbone's gradient is not computed at all. About 4
+    lines.
+    """
+    loss_fn = lambda model: jnp.mean((model(x) - y) ** 2)  # noqa: E731
+    loss, grads = nnx.value_and_grad(loss_fn, argnums=nnx.DiffState(0, HEAD))(model)
+    opt.update(model, grads)
+    return loss
+
+
+def test_fine_tuning_freezes_the_backbone_twice():
+    """冻结骨干网络要做两件事：wrt 决定优化器更新什么（它的 Adam 状态也只为这些参数分配），
+    DiffState 决定对什么求导。只设 wrt 时骨干不动，但反向传播照样把骨干的梯度算出来再丢掉；
+    数一数 jaxpr 里的矩阵乘就看得出来。
+    Freezing a backbone takes two things: wrt decides what the optimizer updates (and allocates
+    Adam state for those parameters only), DiffState decides what is differentiated. With wrt
+    alone the backbone stays put, but the backward pass still computes its gradient and throws
+    it away; count the matrix multiplies in the jaxpr to see it.
+    """
+    model = Classifier(nnx.Rngs(0))
+    opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=HEAD)
+    x, _ = _data()
+    y = jnp.tanh(x[:, :1])
+    backbone, head = model.backbone.kernel[...], model.head.kernel[...]
+    step = nnx.jit(fine_tune_step)
+    losses = [float(step(model, opt, x, y)) for _ in range(10)]
+    assert losses[-1] < losses[0]
+    np.testing.assert_array_equal(model.backbone.kernel[...], backbone)
+    assert bool(jnp.any(model.head.kernel[...] != head))
+    moments = nnx.to_pure_dict(nnx.state(opt, nnx.OptState)["opt_state"][0]["mu"])
+    assert jax.tree.map(jnp.shape, moments) == {"head": {"bias": (1,), "kernel": (16, 1)}}
+
+    def dots(train_step):
+        fresh = Classifier(nnx.Rngs(0))
+        fresh_opt = nnx.Optimizer(fresh, optax.adam(1e-2), wrt=HEAD)
+        graphdef, state = nnx.split((fresh, fresh_opt))
+
+        def pure(state):
+            fresh, fresh_opt = nnx.merge(graphdef, state)
+            return train_step(fresh, fresh_opt, x, y)
+
+        return str(jax.make_jaxpr(pure)(state)).count("dot_general")
+
+    def wrt_only_step(model, opt, x, y):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+        opt.update(model, grads)  # the backbone's gradient: computed, then ignored
+        return loss
+
+    # Forward: 2 matmuls; backward: the head kernel's gradient, plus, when the backbone is
+    # differentiated, the gradient flowing into the hidden layer and the backbone kernel's.
+    assert (dots(fine_tune_step), dots(wrt_only_step)) == (3, 5)

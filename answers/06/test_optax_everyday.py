@@ -136,3 +136,50 @@ def test_multisteps_inside_nnx_optimizer_counts_two_ways():
     assert moved == [False, False, False, True] * 2
     assert int(opt.step[...]) == 8
     assert int(opt.opt_state.gradient_step[...]) == 2
+
+
+def make_optimizer_with_hyperparams():
+    """和 make_optimizer 里一样的 AdamW（学习率 schedule()，权重衰减 WEIGHT_DECAY，这回不要掩码
+    也不裁剪），但学习率和权重衰减要成为优化器状态的一部分：用 optax.inject_hyperparams 包装
+    optax.adamw。约 3 行。
+    The AdamW of make_optimizer (learning rate schedule(), weight decay WEIGHT_DECAY, this time
+    with no mask and no clipping), but with the learning rate and the weight decay made part of
+    the optimizer state: wrap optax.adamw in optax.inject_hyperparams. About 3 lines.
+    """
+    return optax.inject_hyperparams(optax.adamw)(
+        learning_rate=schedule(), weight_decay=WEIGHT_DECAY
+    )
+
+
+def test_inject_hyperparams_puts_the_learning_rate_in_the_state():
+    """optax.inject_hyperparams 把超参数放进优化器状态：每一步用的学习率可以直接读出来记进日志，
+    训练中途也能改一个超参数（比如关掉权重衰减），不用重新初始化 Adam 的矩。
+    optax.inject_hyperparams puts the hyperparameters into the optimizer state: the learning
+    rate each step used can be read back and logged, and a hyperparameter can be changed in the
+    middle of a run (switching weight decay off, say) without re-initialising Adam's moments.
+    """
+    model = nnx.Linear(3, 1, rngs=nnx.Rngs(0))
+    opt = nnx.Optimizer(model, make_optimizer_with_hyperparams(), wrt=nnx.Param)
+
+    @nnx.jit
+    def step(model, opt, grads):
+        opt.update(model, grads)
+        return opt.opt_state.hyperparams["learning_rate"][...]
+
+    zero = jax.tree.map(jnp.zeros_like, nnx.state(model, nnx.Param))
+    logged = [float(step(model, opt, zero)) for _ in range(WARMUP + 20)]
+    lr = schedule()
+    np.testing.assert_allclose(logged, [float(lr(s)) for s in range(WARMUP + 20)], rtol=1e-5)
+
+    # With zero gradients AdamW only decays: the kernel shrinks by 1 - lr × decay per step ...
+    before = model.kernel[...]
+    step(model, opt, zero)
+    np.testing.assert_allclose(
+        model.kernel[...], before * (1 - float(lr(WARMUP + 20)) * WEIGHT_DECAY), rtol=1e-6
+    )
+    # ... until the decay is switched off in the state; the step count runs on.
+    opt.opt_state.hyperparams["weight_decay"][...] = jnp.float32(0.0)
+    before = model.kernel[...]
+    step(model, opt, zero)
+    np.testing.assert_array_equal(model.kernel[...], before)
+    assert int(opt.opt_state.count[...]) == WARMUP + 22

@@ -209,6 +209,13 @@ def test_nnx_scan_and_remat_over_layers():
 
     jaxpr = jax.make_jaxpr(loss_of(scan_blocks))(state, x).jaxpr
     assert [e.primitive.name for e in jaxpr.eqns].count("scan") == 1
+
+    def forward_dots(forward):
+        jaxpr = jax.make_jaxpr(lambda state, x: forward(nnx.merge(graphdef, state), x))(state, x)
+        return str(jaxpr).count("dot_general")
+
+    # One layer's two matmuls in the scan body, against two per layer unrolled.
+    assert (forward_dots(scan_blocks), forward_dots(unrolled)) == (2, 2 * LAYERS)
     assert "remat" in str(jaxpr)
     scanned = _temp_bytes(loss_of(scan_blocks), state, x)
     loop = _temp_bytes(loss_of(unrolled), state, x)

@@ -18,7 +18,9 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import orbax.checkpoint as ocp
+from flax import nnx
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -236,3 +238,101 @@ def test_restore_onto_another_mesh(tmp_path):
     as_saved = manager.restore(0)["kernel"]
     assert as_saved.sharding.mesh.shape == __
     manager.close()
+
+
+class Regressor(nnx.Module):
+    """An NNX model whose state is more than parameters: Dropout keeps its own RNG stream (given)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.hidden = nnx.Linear(3, 16, rngs=rngs)
+        self.drop = nnx.Dropout(0.5, rngs=rngs)
+        self.out = nnx.Linear(16, 1, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(self.drop(jax.nn.relu(self.hidden(x))))
+
+
+def new_model_and_optimizer(seed):
+    """A freshly initialised model and its Adam optimizer (given)."""
+    model = Regressor(nnx.Rngs(seed, dropout=seed + 1))
+    return model, nnx.Optimizer(model, optax.adam(0.01), wrt=nnx.Param)
+
+
+@nnx.jit
+def nnx_train_step(model, opt, x, y):
+    loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+    opt.update(model, grads)
+    return loss
+
+
+def batch_at(position, size=4):
+    """The batch of `size` examples starting at `position` of a fixed data set (given)."""
+    x = jax.random.normal(jax.random.key(0), (64, 3))
+    y = x @ jnp.array([[1.0], [-2.0], [0.5]])
+    return x[position : position + size], y[position : position + size]
+
+
+def save_nnx_train_state(manager, step, model, opt, data_position):
+    """用 manager 在第 step 步保存整个 NNX 训练状态，分成两项（ocp.args.Composite）：state 项是
+    {"model": nnx.state(model), "optimizer": nnx.state(opt)}（数组，StandardSave），data 项是
+    {"position": data_position}（一个 Python 整数，JsonSave）。返回 manager.save 的返回值。
+    约 5 行。
+    Save the whole NNX train state with manager at step `step`, as two items
+    (ocp.args.Composite): a state item {"model": nnx.state(model), "optimizer": nnx.state(opt)}
+    (arrays, StandardSave) and a data item {"position": data_position} (a Python int, JsonSave).
+    Return what manager.save returns. About 5 lines.
+    """
+    todo("save_nnx_train_state: 两项，一次保存 / two items, one save")
+
+
+def restore_nnx_train_state(manager, model, opt):
+    """把 manager 里最近一步的检查点写回 model 和 opt（新建的对象，原地更新：nnx.update），返回
+    (下一步的步数, 数据位置)。state 项按 model 和 opt 现在的状态恢复（abstract_of），data 项用
+    JsonRestore。约 8 行。
+    Write the manager's latest checkpoint back into model and opt (freshly built objects,
+    updated in place: nnx.update) and return (the next step's number, the data position).
+    Restore the state item against model's and opt's current state (abstract_of), the data item
+    with JsonRestore. About 8 lines.
+    """
+    todo("restore_nnx_train_state: 恢复并原地写回 / restore and write back in place")
+
+
+def test_an_nnx_train_state_with_its_rng_and_data_position(tmp_path):
+    """NNX 的训练状态分在几个对象里：参数和 Dropout 的随机数流（一个 key 和一个计数）在模型里，
+    Adam 的矩和步数在 nnx.Optimizer 里，读到哪条数据在数据管道里（一个整数，存成 JSON）。
+    都存下来，从第 3 步的检查点接着训练，和没停过的训练逐位相同；漏掉任何一样都不同。
+    An NNX train state lives in several objects: the parameters and Dropout's random stream (a
+    key and a count) in the model, Adam's moments and step count in the nnx.Optimizer, the
+    position in the data in the input pipeline (an int, saved as JSON). Save them all, go on from
+    step 3's checkpoint, and the run equals one that never stopped, bit for bit; leave any of
+    them out and it does not.
+    """
+    model, opt = new_model_and_optimizer(0)
+    options = ocp.CheckpointManagerOptions(save_interval_steps=3)
+    manager = ocp.CheckpointManager(tmp_path, options=options)
+    position, losses = 0, []
+    for step in range(10):
+        losses.append(float(nnx_train_step(model, opt, *batch_at(position))))
+        position = (position + 4) % 64
+        if step < 5:  # the job stops after step 5; the later steps are the uninterrupted run
+            save_nnx_train_state(manager, step, model, opt, position)
+    manager.wait_until_finished()
+    manager.close()
+    uninterrupted = nnx.state(model, nnx.Param)
+    assert {p.name for p in (tmp_path / "3").iterdir()} >= {"state", "data"}  # one per item
+
+    model, opt = new_model_and_optimizer(42)  # another initialisation and dropout stream
+    manager = ocp.CheckpointManager(tmp_path)
+    first, position = restore_nnx_train_state(manager, model, opt)
+    manager.close()
+    assert (first, position, int(opt.step[...])) == (4, 16, 4)
+    assert int(model.drop.rngs.count[...]) == 4  # four dropout masks drawn so far
+    resumed = []
+    for _ in range(first, 10):
+        resumed.append(float(nnx_train_step(model, opt, *batch_at(position))))
+        position = (position + 4) % 64
+    assert resumed == losses[first:]
+    for got, want in zip(
+        jax.tree.leaves(nnx.state(model, nnx.Param)), jax.tree.leaves(uninterrupted), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)

@@ -3,13 +3,15 @@
 前面几个文件分别看了张量并行的前向和 FSDP 的初始化；真实的训练步把它们放在一起：一个
 数据 × 模型的二维网格，参数在数据轴上按 FSDP 切、在模型轴上按张量并行切，一批样本按数据轴
 切开，nnx.jit 编译整个训练步（前向、反向、Adam 更新），XLA 在里面插入集合通信。读编译后的
-HLO 数一数它们。最后是分片 API 里被删掉的两行旧写法。
+HLO 数一数它们。然后在 shard_map 里亲手写 FSDP，看反向传播把 all-gather 转置成 reduce-scatter。
+最后是分片 API 里被删掉的两行旧写法。
 
 The previous files looked at a tensor-parallel forward pass and at FSDP initialisation; a real
 train step puts them together: a 2-D data × model mesh, parameters split FSDP-style over the
 data axis and tensor-parallel over the model axis, a batch split over the data axis, and nnx.jit
 compiling the whole step (forward, backward, Adam update), with XLA inserting the collectives.
-Count them in the compiled HLO. Last, the two removed rows of the sharding API.
+Count them in the compiled HLO. Then FSDP by hand in shard_map, where the backward pass
+transposes the all-gather into a reduce-scatter. Last, the two removed rows of the sharding API.
 """
 
 import jax
@@ -21,7 +23,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import collectives
+from jaxkoans.api.probes import collectives, primitives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -147,6 +149,72 @@ def test_fsdp_and_tensor_parallel_train_step_on_a_2d_mesh():
     assert "reduce-scatter" not in found
     # The gradient sum: one tuple holding both kernels' model-parallel blocks and the loss.
     assert "(f32[64,128], f32[128,64], f32[])" in found["all-reduce"]
+
+
+def fsdp_loss_and_grads(mesh, params, x, y):
+    """亲手写 FSDP（ZeRO-3）：params 的每个权重按第 0 轴切在 mesh 的 "data" 轴上（每个设备一块），
+    x、y 的样本也按 "data" 切开。用 jax.shard_map 写每个设备上的损失：先用 all_gather 把权重的
+    各块拼回整个权重（tiled），再算本地样本的损失（和 reference_losses 里的一样：
+    relu(x @ up) @ down 的均方误差），最后在 "data" 轴上取平均，所以损失是复制的（out_specs 为
+    P()）。在 shard_map 之外对它求 value_and_grad：返回 (损失, 与 params 同分片的梯度)。约 8 行。
+    FSDP (ZeRO-3) by hand: every weight of params is split along axis 0 over the mesh's "data"
+    axis (one block per device), and so are the examples of x and y. Write each device's loss
+    with jax.shard_map: all_gather the weight's blocks back into the whole weight (tiled), take
+    the loss of the local examples (as in reference_losses: the mean squared error of
+    relu(x @ up) @ down), and average it over "data", so the loss is replicated (out_specs P()).
+    Take value_and_grad of that outside the shard_map: return (the loss, gradients sharded like
+    params). About 8 lines.
+    """
+    todo("fsdp_loss_and_grads: 收集权重、平均损失 / gather the weights, average the loss")
+
+
+def test_fsdp_by_hand_gathers_weights_and_reduce_scatters_gradients():
+    """在 shard_map 里，集合通信是你自己写的：FSDP 在前向里 all-gather 权重；反向传播把
+    all-gather 转置成 reduce-scatter：每个设备的整块梯度加起来、只留下自己那一块，不必先
+    all-reduce 出一份完整梯度再丢掉 7/8。（上一个 koan 里 XLA 自己选的是 all-reduce。）
+    用 Adam 训练 3 步，损失与在一个设备上训练相同，梯度和 Adam 状态在每个设备上都只有 1/8。
+    Inside shard_map you write the collectives yourself: FSDP all-gathers the weights in the
+    forward pass, and the backward pass transposes that all-gather into a reduce-scatter: every
+    device's whole-weight gradients are summed and each keeps only its block, with no all-reduce
+    of a full gradient that is 7/8 thrown away. (In the previous koan XLA chose an all-reduce.)
+    Three Adam steps give the losses of one-device training, and the gradients and Adam state
+    take 1/8 per device.
+    """
+    x, y = batch()
+    mesh = jax.make_mesh((DATA * MODEL,), ("data",), axis_types=(AxisType.Auto,))
+    init = nnx.initializers.lecun_normal()
+    keys = jax.random.split(jax.random.key(0))
+    params = {"up": init(keys[0], (D, H)), "down": init(keys[1], (H, D))}
+    want = reference_losses(params["up"], params["down"], x, y, 3)
+    blocks = jax.device_put(params, NamedSharding(mesh, P("data")))
+    xs, ys = jax.device_put((x, y), NamedSharding(mesh, P("data")))
+    tx = optax.adam(1e-2)
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = fsdp_loss_and_grads(mesh, params, x, y)
+        updates, opt_state = tx.update(grads, opt_state)
+        return optax.apply_updates(params, updates), opt_state, loss, grads
+
+    opt_state = tx.init(blocks)
+    hlo = step.lower(blocks, opt_state, xs, ys).compile().as_text()
+    # The gradient of all_gather is JAX's reduce_scatter, already in the jaxpr.
+    assert {"all_gather", "reduce_scatter"} <= primitives(
+        jax.make_jaxpr(step)(blocks, opt_state, xs, ys).jaxpr
+    )
+    losses = []
+    for _ in range(3):
+        blocks, opt_state, loss, grads = step(blocks, opt_state, xs, ys)
+        losses.append(float(loss))
+    np.testing.assert_allclose(losses, want, rtol=1e-5)
+    for tree in (blocks, grads, opt_state[0].mu):
+        assert {s.data.shape for s in tree["up"].addressable_shards} == {(D // 8, H)}
+        assert per_device_bytes(tree) * 8 == total_bytes(tree)
+
+    found = collectives(hlo)
+    assert sorted(found["all-gather"]) == ["f32[256,64]", "f32[64,256]"]
+    assert sorted(found["reduce-scatter"]) == ["f32[32,64]", "f32[8,256]"]
+    assert found["all-reduce"] == ["f32[]"]  # only the loss
 
 
 def test_device_put_replicated_and_sharded_are_gone():

@@ -34,3 +34,70 @@ def onto_mesh__replicated(abstract, mesh, specs):
     return jax.tree.map(
         lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), abstract
     )
+
+
+def save_nnx_train_state__parameters_only(manager, step, model, opt, data_position):
+    """Saves the parameters and the optimizer, not Dropout's RNG stream."""
+    arrays = {"model": nnx.state(model, nnx.Param), "optimizer": nnx.state(opt)}
+    return manager.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave(arrays),
+            data=ocp.args.JsonSave({"position": data_position}),
+        ),
+    )
+
+
+def save_nnx_train_state__model_only(manager, step, model, opt, data_position):
+    """Saves the model and the data position; the optimizer's moments and step are lost."""
+    return manager.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave({"model": nnx.state(model)}),
+            data=ocp.args.JsonSave({"position": data_position}),
+        ),
+    )
+
+
+def restore_nnx_train_state__parameters_only(manager, model, opt):
+    """Restores everything but writes back only the parameters and the optimizer: dropout starts anew."""
+    step = manager.latest_step()
+    target = abstract_of({"model": nnx.state(model), "optimizer": nnx.state(opt)})
+    restored = manager.restore(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target), data=ocp.args.JsonRestore()
+        ),
+    )
+    nnx.update(model, nnx.filter_state(restored.state["model"], nnx.Param))
+    nnx.update(opt, restored.state["optimizer"])
+    return step + 1, restored.data["position"]
+
+
+def restore_nnx_train_state__fresh_optimizer(manager, model, opt):
+    """Restores the model and the data position, keeps the new optimizer's zero moments."""
+    step = manager.latest_step()
+    target = abstract_of({"model": nnx.state(model), "optimizer": nnx.state(opt)})
+    restored = manager.restore(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target), data=ocp.args.JsonRestore()
+        ),
+    )
+    nnx.update(model, restored.state["model"])
+    return step + 1, restored.data["position"]
+
+
+def restore_nnx_train_state__data_from_the_start(manager, model, opt):
+    """Restores model and optimizer but reads the data from position 0 again."""
+    step = manager.latest_step()
+    target = abstract_of({"model": nnx.state(model), "optimizer": nnx.state(opt)})
+    restored = manager.restore(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target), data=ocp.args.JsonRestore()
+        ),
+    )
+    nnx.update(model, restored.state["model"])
+    nnx.update(opt, restored.state["optimizer"])
+    return step + 1, 0

@@ -28,3 +28,13 @@ def make_optimizer__decay_everything():
     return optax.chain(
         optax.clip_by_global_norm(MAX_NORM), optax.adamw(schedule(), weight_decay=WEIGHT_DECAY)
     )
+
+
+def make_optimizer_with_hyperparams__plain_adamw():
+    """The same AdamW without inject_hyperparams: its state holds no hyperparameters to read or set."""
+    return optax.adamw(schedule(), weight_decay=WEIGHT_DECAY)
+
+
+def make_optimizer_with_hyperparams__constant_learning_rate():
+    """Injects the hyperparameters but with the peak rate throughout: no warm-up, no decay."""
+    return optax.inject_hyperparams(optax.adamw)(learning_rate=PEAK, weight_decay=WEIGHT_DECAY)

@@ -12,3 +12,48 @@ def shard_batch__split_over_every_device(mesh, x, y):
     """Splits the examples over both mesh axes: the two model-parallel devices see different ones."""
     sharding = NamedSharding(mesh, P(("data", "model")))
     return jax.device_put(x, sharding), jax.device_put(y, sharding)
+
+
+def fsdp_loss_and_grads__jit_chooses(mesh, params, x, y):
+    """No shard_map: jit differentiates the plain loss on the sharded inputs and picks the collectives."""
+
+    def loss(p, x, y):
+        return jnp.mean((jax.nn.relu(x @ p["up"]) @ p["down"] - y) ** 2)
+
+    return jax.value_and_grad(loss)(params, x, y)
+
+
+def fsdp_loss_and_grads__replicated_weights(mesh, params, x, y):
+    """Data parallelism only: every device gets the whole weights, the gradients are all-reduced."""
+
+    def local_loss(whole, xb, yb):
+        prediction = jax.nn.relu(xb @ whole["up"]) @ whole["down"]
+        return jax.lax.pmean(jnp.mean((prediction - yb) ** 2), "data")
+
+    loss = jax.shard_map(local_loss, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=P())
+    return jax.value_and_grad(loss)(params, x, y)
+
+
+def fsdp_loss_and_grads__gradients_all_reduced(mesh, params, x, y):
+    """Gathers the weights but sums whole gradients with psum, then slices: all-reduce, not reduce-scatter."""
+
+    def local(blocks, xb, yb):
+        whole = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), blocks)
+
+        def loss(w):
+            return jnp.mean((jax.nn.relu(xb @ w["up"]) @ w["down"] - yb) ** 2)
+
+        value, grads = jax.value_and_grad(loss)(whole)
+        index = jax.lax.axis_index("data")
+        grads = jax.tree.map(
+            lambda g, b: jax.lax.dynamic_slice_in_dim(
+                jax.lax.psum(g, "data") / 8, index * b.shape[0], b.shape[0]
+            ),
+            grads,
+            blocks,
+        )
+        return jax.lax.pmean(value, "data"), grads
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(P("data"),) * 3, out_specs=(P(), P("data")))(
+        params, x, y
+    )

@@ -328,6 +328,36 @@ def test_explicit_meshes_shard_the_init_in_the_draw():
     assert largest_u32_buffer(cut_hlo) == 16384
 
 
+def test_stateful_prng_where_it_helps():
+    """✅ `StatefulPRNG` 的用处：像 NumPy 的 `default_rng` 那样写，不必把 key 一路传下去。闭包
+    里的生成器在 scan 的循环体里每一轮都前进（每轮一个新 key，不放进 carry）；给 vmap 用时，
+    生成器自己能造出一批子生成器，每个样本一个。最后数一数：根 key 一共发出了几个 key？
+    ✅ where `StatefulPRNG` helps: code written as with NumPy's `default_rng`, no key threaded
+    through. A generator in a closure advances at every iteration of a scan body (a new key per
+    iteration, none in the carry); for vmap, the generator itself makes a batch of child
+    generators, one per example. Count at the end: how many keys has the root handed out?
+    """
+    root = jax.random.key(0)
+    rng = stateful.stateful_rng(0)
+    _, noise = lax.scan(lambda c, _: (c, rng.normal(size=(2,))), None, None, length=3)
+    for i in range(3):  # iteration i drew with fold_in(root, i)
+        np.testing.assert_array_equal(
+            noise[i], jax.random.normal(jax.random.fold_in(root, i), (2,))
+        )
+
+    def jitter(r, x):
+        return x + r.uniform(size=x.shape)
+
+    xs = jnp.zeros((4, 3))
+    jittered = jax.vmap(jitter)(rng.split(4), xs)
+    children = jax.random.split(jax.random.fold_in(root, 3), 4)  # one child key per example
+    for i, child in enumerate(children):
+        expected = jax.random.uniform(jax.random.fold_in(child, 0), (3,))
+        np.testing.assert_array_equal(jittered[i], expected)
+    assert len({row.tobytes() for row in np.asarray(jittered)}) == 4  # one jitter per example
+    assert same_keys(rng.key(), jax.random.fold_in(root, 4))
+
+
 def test_stateful_prng_is_fold_in_with_a_counter_in_a_ref():
     """`jax.experimental.random.stateful_rng(seed)` 给出一个 `StatefulPRNG`：一个根 key 加一个
     放在 `jax.Ref` 里的计数器，每要一个 key 就返回 fold_in(根 key, 计数器) 并把计数器加 1。

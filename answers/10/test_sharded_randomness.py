@@ -275,6 +275,89 @@ def test_sharded_initialisation_is_the_same_on_any_mesh():
     assert bool(np.array_equal(on_8, on_4)) is False
 
 
+def explicit_init(key):
+    """在 Explicit 网格（jax.set_mesh）里调用：和 init_params(key) 的值相同，但每个参数的类型
+    带着 SPECS 里的分片，每个设备只生成自己那一块。不用 jit 的 out_shardings（Explicit 模式下
+    分片写在抽样本身）。约 5 行。
+    Called under an Explicit mesh (jax.set_mesh): the values of init_params(key), but each
+    parameter's type carries its sharding from SPECS, and each device generates only its own
+    block. No jit out_shardings (in Explicit mode the sharding goes into the draw itself).
+    About 5 lines.
+    """
+    k_up, k_down = jax.random.split(key)
+    return {
+        "up": 0.02 * jax.random.normal(k_up, (64, 256), out_sharding=SPECS["up"]),
+        "down": 0.02 * jax.random.normal(k_down, (256, 64), out_sharding=SPECS["down"]),
+    }
+
+
+def test_explicit_meshes_shard_the_init_in_the_draw():
+    """Explicit 网格上同样的初始化：分片写进每次抽样，参数的类型（jax.typeof）里就带着分片，
+    值仍和不分片的 init_params 逐位相同，8 路和 2 × 4 的网格都一样。⚠️ 先不分片地抽、再
+    `jax.sharding.reshard` 到 SPECS，类型和值都对，但编译后每个设备都生成了整个数组：读 HLO
+    里每个设备最大的随机比特缓冲。
+    The same initialisation on Explicit meshes: the sharding goes into each draw, the
+    parameters' types (jax.typeof) carry it, and the values are still bit for bit those of the
+    unsharded init_params, on 8-way and 2 × 4 meshes alike. ⚠️ Drawing unsharded and then
+    `jax.sharding.reshard`-ing to SPECS gives the right types and values, but compiled, every
+    device generates the whole array: read each device's largest buffer of random words from
+    the HLO.
+    """
+    key = jax.random.key(0)
+    reference = init_params(key)
+    whole = 64 * 256
+    for shape, names in (((8,), ("model",)), ((2, 4), ("data", "model"))):
+        mesh = jax.make_mesh(shape, names)  # Explicit axes by default
+        with jax.set_mesh(mesh):
+            params = explicit_init(key)
+            types = {leaf: str(jax.typeof(value)) for leaf, value in params.items()}
+            hlo = jax.jit(explicit_init).lower(key).compile().as_text()
+        assert types == {"up": "float32[64,256@model]", "down": "float32[256@model,64]"}
+        for leaf in ("up", "down"):
+            np.testing.assert_array_equal(params[leaf], reference[leaf], err_msg=str(shape))
+        assert largest_u32_buffer(hlo) == whole // mesh.shape["model"], shape
+
+    def reshard_after(k):  # ⚠️ the whole arrays first, then cut
+        return jax.sharding.reshard(init_params(k), SPECS)
+
+    with jax.set_mesh(jax.make_mesh((8,), ("model",))):
+        cut = reshard_after(key)
+        assert str(jax.typeof(cut["up"])) == "float32[64,256@model]"
+        cut_hlo = jax.jit(reshard_after).lower(key).compile().as_text()
+    np.testing.assert_array_equal(cut["up"], reference["up"])
+    assert largest_u32_buffer(cut_hlo) == 16384
+
+
+def test_stateful_prng_where_it_helps():
+    """✅ `StatefulPRNG` 的用处：像 NumPy 的 `default_rng` 那样写，不必把 key 一路传下去。闭包
+    里的生成器在 scan 的循环体里每一轮都前进（每轮一个新 key，不放进 carry）；给 vmap 用时，
+    生成器自己能造出一批子生成器，每个样本一个。最后数一数：根 key 一共发出了几个 key？
+    ✅ where `StatefulPRNG` helps: code written as with NumPy's `default_rng`, no key threaded
+    through. A generator in a closure advances at every iteration of a scan body (a new key per
+    iteration, none in the carry); for vmap, the generator itself makes a batch of child
+    generators, one per example. Count at the end: how many keys has the root handed out?
+    """
+    root = jax.random.key(0)
+    rng = stateful.stateful_rng(0)
+    _, noise = lax.scan(lambda c, _: (c, rng.normal(size=(2,))), None, None, length=3)
+    for i in range(3):  # iteration i drew with fold_in(root, i)
+        np.testing.assert_array_equal(
+            noise[i], jax.random.normal(jax.random.fold_in(root, i), (2,))
+        )
+
+    def jitter(r, x):
+        return x + r.uniform(size=x.shape)
+
+    xs = jnp.zeros((4, 3))
+    jittered = jax.vmap(jitter)(rng.split(4), xs)
+    children = jax.random.split(jax.random.fold_in(root, 3), 4)  # one child key per example
+    for i, child in enumerate(children):
+        expected = jax.random.uniform(jax.random.fold_in(child, 0), (3,))
+        np.testing.assert_array_equal(jittered[i], expected)
+    assert len({row.tobytes() for row in np.asarray(jittered)}) == 4  # one jitter per example
+    assert same_keys(rng.key(), jax.random.fold_in(root, 4))
+
+
 def test_stateful_prng_is_fold_in_with_a_counter_in_a_ref():
     """`jax.experimental.random.stateful_rng(seed)` 给出一个 `StatefulPRNG`：一个根 key 加一个
     放在 `jax.Ref` 里的计数器，每要一个 key 就返回 fold_in(根 key, 计数器) 并把计数器加 1。
@@ -306,3 +389,54 @@ def test_stateful_prng_is_fold_in_with_a_counter_in_a_ref():
         jax.grad(lambda x: x * rng.uniform())(1.0)
     plain = rng.key()  # the way out: an ordinary key for the transformed code
     assert jax.grad(lambda x: x * jax.random.uniform(plain))(1.0) == jax.random.uniform(plain)
+
+
+def replicated_key(rng, mesh):
+    """从 StatefulPRNG 取下一个 key，交给在 mesh 上分片的 jit 程序用：rng 的计数器加 1，返回
+    的 key 就是 rng.key() 的值，但放在 mesh 的全部设备上（复制）。约 1 行。
+    Take rng's next key for a jitted program sharded over mesh: rng's counter goes up by one,
+    and the key returned has the value of rng.key(), but lives on all of mesh's devices
+    (replicated). About 1 line.
+    """
+    return jax.device_put(rng.key(), NamedSharding(mesh, P()))
+
+
+def test_a_stateful_prng_hands_sharded_code_a_plain_key():
+    """⚠️ 陷阱 / trap：StatefulPRNG 的计数器 Ref 放在一个设备上（设备 0），它发出的 key 也被
+    “钉”在那个设备上。一个在 8 个设备上分片的 jit 程序拒收这样的 key，也拒收闭包里的生成器
+    本身：是哪个异常？生成器不能 device_put 到网格上（Ref 不能），能搬过去的是它发出的普通 key。
+    ⚠️ trap: a StatefulPRNG keeps its counter Ref on one device (device 0), and the keys it
+    hands out are committed to that device too. A jit program sharded over 8 devices refuses
+    such a key, and refuses the generator itself in a closure: with which exception? The
+    generator cannot be device_put onto the mesh (a Ref cannot), but the plain keys it hands out
+    can.
+    """
+    mesh = auto_mesh((N,), ("x",))
+    sharded = jax.jit(
+        lambda k: jax.random.uniform(k, SHAPE), out_shardings=NamedSharding(mesh, P("x"))
+    )
+    root = jax.random.key(0)
+    rng = stateful.stateful_rng(0)
+    committed = rng.key()  # fold_in(root, 0), on device 0
+    assert committed.sharding.device_set == {jax.devices()[0]}
+    with raises_exactly(ValueError) as info:
+        sharded(committed)
+    assert "incompatible devices" in str(info.value)
+    closure = jax.jit(
+        lambda: jax.random.uniform(rng.key(), SHAPE), out_shardings=NamedSharding(mesh, P("x"))
+    )
+    with raises_exactly(ValueError):
+        closure()
+    with raises_exactly(TypeError):  # the generator itself cannot move
+        jax.device_put(rng, NamedSharding(mesh, P()))
+
+    first, second = replicated_key(rng, mesh), replicated_key(rng, mesh)
+    for count, key in ((1, first), (2, second)):
+        assert key.sharding.device_set == set(mesh.devices.flat)
+        assert same_keys(key, jax.random.fold_in(root, count))
+        drawn = sharded(key)
+        assert {s.data.shape for s in drawn.addressable_shards} == {(8, 16)}
+        np.testing.assert_array_equal(
+            drawn, jax.random.uniform(jax.random.fold_in(root, count), SHAPE)
+        )
+    assert same_keys(rng.key(), jax.random.fold_in(root, 3))

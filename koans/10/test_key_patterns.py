@@ -35,6 +35,16 @@ def same_keys(a, b) -> bool:
     return bool(np.array_equal(jax.random.key_data(a), jax.random.key_data(b)))
 
 
+def shared_pairs(carried, up_front) -> list[tuple[int, int]]:
+    """(i, j) for every carried[i] that is the same key as up_front[j]."""
+    return [
+        (i, j)
+        for i in range(len(carried))
+        for j in range(len(up_front))
+        if same_keys(carried[i], up_front[j])
+    ]
+
+
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
@@ -149,14 +159,16 @@ def test_per_device_keys_with_axis_index():
 def test_keys_in_scan_carry_or_split_up_front_share_keys():
     """⚠️ 陷阱 / trap：scan 里用 key 有两种写法：把 key 放进 carry、每步 split 一次；或者先 split
     出全部 n 个 key，当作 xs 喂给 scan（也就可以换成 vmap）。单独用哪一种都对，给出的数不同；
-    但它们不是两条独立的流：两种写法派生出的 key 有重合。一个程序里混用两种写法（比如模型用
-    carry、数据增强用先 split 的 key），就会悄悄地把同一个 key 用两次。找出重合的那一对。
+    但在 partitionable threefry（0.12 的默认）下，从同一个 key 出发的两种写法不是两条独立的流：
+    它们派生出的 key 有重合。一个程序里混用两种写法（比如模型用 carry、数据增强用先 split 的
+    key），就会悄悄地把同一个 key 用两次。找出重合的那一对；flag 关闭时呢？
     ⚠️ trap: two ways to use keys in scan: carry the key and split it at every step, or split
     all n keys up front and feed them to scan as xs (which then can become a vmap). Each alone
-    is correct, and they give different numbers; but they are not two independent streams: the
-    keys the two schemes derive overlap. A program that mixes them (the model carrying its key,
-    data augmentation using keys split up front, say) silently uses one key twice. Find the
-    pair that coincides.
+    is correct, and they give different numbers; but under partitionable threefry (0.12's
+    default) the two schemes started from one key are not two independent streams: the keys they
+    derive overlap. A program that mixes them (the model carrying its key, data augmentation
+    using keys split up front, say) silently uses one key twice. Find the pair that coincides;
+    and with the flag off?
     """
     key = jax.random.key(0)
 
@@ -169,13 +181,63 @@ def test_keys_in_scan_carry_or_split_up_front_share_keys():
     _, up_front = lax.scan(lambda c, k: (c, k), None, __)
     assert carried.shape == up_front.shape == (4,)
     np.testing.assert_array_equal(jax.random.key_data(up_front), jax.random.key_data(keys))
-    shared = [(i, j) for i in range(4) for j in range(4) if same_keys(carried[i], up_front[j])]
+    shared = shared_pairs(carried, up_front)
     assert shared == __
+    with jax.threefry_partitionable(False):  # the old layout
+        _, old_carried = lax.scan(carry_step, key, None, length=4)
+        old_up_front = jax.random.split(key, 4)
+    assert shared_pairs(old_carried, old_up_front) == __
     # The same draws, one row per step: most rows differ, the shared key repeats a row.
     draws = np.concatenate(
         [jax.vmap(lambda k: jax.random.normal(k, (2,)))(ks) for ks in (carried, up_front)]
     )
     assert distinct_rows(draws) == 7
+
+
+def scheme_keys(key):
+    """一个程序里两种写法都用：模型把它的 key 放进 scan 的 carry、每步 split；数据增强先 split
+    出全部 key。从根 key 给两种写法各派生一个起点 (model_key, augment_key)，让整个程序里每个
+    key 只用一次（抽样、split、fold_in 都算用一次，根 key 也一样）。约 1 到 2 行。
+    The program uses both schemes: the model carries its key through scan and splits it at every
+    step, data augmentation splits all its keys up front. Derive one start per scheme,
+    (model_key, augment_key), from the root key, so that every key in the program is used once
+    (a draw, a split or a fold_in each counts as a use, the root key's too). About 1 to 2 lines.
+    """
+    todo("scheme_keys: 两种写法各一个起点 / one start per scheme")
+
+
+def keys_of_the_program(root, model_key, augment_key, steps=4):
+    """Every key the program uses, as raw data rows: the root, the two starts, each key the carry
+    scheme splits and draws with, and the keys split up front (given)."""
+
+    def step(k, _):
+        k_next, sub = jax.random.split(k)
+        return k_next, (k, sub)  # the key split at this step, the key drawn with
+
+    _, (split_here, drawn_with) = lax.scan(step, model_key, None, length=steps)
+    up_front = jax.random.split(augment_key, steps)
+    used = [root[None], augment_key[None], split_here, drawn_with, up_front]
+    return np.concatenate([np.asarray(jax.random.key_data(k)) for k in used])
+
+
+def test_one_program_gives_each_scheme_its_own_start():
+    """✅ 推荐写法 / recommended：混用两种写法时，先把根 key 分成两个起点，每种写法只从自己的
+    起点往下派生，两条流就不会重合。用上一个 koan 的办法检查：把整个程序用到的 key 都列出来，
+    没有一个出现两次。起点只由根 key 决定（换一个根 key，起点也换）。
+    ✅ recommended: when the two schemes meet in one program, first split the root key into
+    two starts and let each scheme derive only from its own start, and the streams cannot
+    overlap. Checked as in the previous koan: list every key the whole program uses, and none
+    appears twice. The starts depend on the root key alone (another root, other starts).
+    """
+    root = jax.random.key(0)
+    model_key, augment_key = scheme_keys(root)
+    used = keys_of_the_program(root, model_key, augment_key)
+    assert used.shape == (14, 2)
+    assert distinct_rows(used) == 14  # no key used twice
+    again = scheme_keys(jax.random.key(0))
+    assert same_keys(again[0], model_key) and same_keys(again[1], augment_key)
+    other = scheme_keys(jax.random.key(1))
+    assert not same_keys(other[0], model_key) and not same_keys(other[1], augment_key)
 
 
 def test_vmap_needs_one_key_per_example():

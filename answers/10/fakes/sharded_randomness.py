@@ -24,3 +24,28 @@ def sharded_init__per_device_keys(mesh):
 def sharded_init__replicated(mesh):
     """Jits init_params without out_shardings: every device holds the whole arrays."""
     return jax.jit(init_params)
+
+
+def explicit_init__replicated(key):
+    """Draws unsharded: every parameter replicated on every device."""
+    return init_params(key)
+
+
+def explicit_init__reshard_after(key):
+    """Draws the whole arrays, then reshards them: right types and values, whole arrays made."""
+    return jax.sharding.reshard(init_params(key), SPECS)
+
+
+def replicated_key__committed(rng, mesh):
+    """Hands the generator's key on as it comes, committed to device 0."""
+    return rng.key()
+
+
+def replicated_key__root_key(rng, mesh):
+    """Replicates the generator's root key: the counter never moves, every call the same key."""
+    return jax.device_put(rng._base_key, NamedSharding(mesh, P()))
+
+
+def replicated_key__fresh_seed(rng, mesh):
+    """A fresh key from the seed, replicated: it ignores the generator's counter."""
+    return jax.device_put(jax.random.key(0), NamedSharding(mesh, P()))

@@ -137,11 +137,15 @@ def test_padding_and_partial_restore_are_opt_in(tmp_path):
         },
         "step": jax.ShapeDtypeStruct((), jnp.int32),
     }
+    shrunk = jax.tree.map(lambda s: s, grown)
+    shrunk["dense"]["w"] = jax.ShapeDtypeStruct((2, 4), jnp.float32)  # one row fewer
     ckpt = ocp.StandardCheckpointer()
     try:
         padded = ckpt.restore(tmp_path / "params", grown, strict=False)
+        truncated = ckpt.restore(tmp_path / "params", shrunk, strict=False)
     finally:
         ckpt.close()
+    np.testing.assert_array_equal(truncated["dense"]["w"], params["dense"]["w"][:2])
     np.testing.assert_array_equal(padded["dense"]["w"][:3], params["dense"]["w"])
     assert padded["dense"]["w"][3].tolist() == __
 

@@ -393,7 +393,11 @@ def test_debug_nans_and_debug_infs_trace_a_nan_to_its_source():
     def smooth(x):
         return jnp.sum(jnp.tanh(x) ** 2)
 
-    assert nan_origin(entropy, jnp.array([0.0, 0.5, 0.5])) == ("backward", "mul", "log")
+    p = jnp.array([0.0, 0.5, 0.5])
+    assert np.isfinite(float(entropy(p)))
+    with raises_exactly(FloatingPointError), jax.debug_nans(True):
+        entropy(p)  # stops at the discarded 0 * log 0 / 停在被丢掉的 0 * log 0
+    assert nan_origin(entropy, p) == ("backward", "mul", "log")
     assert nan_origin(log_likelihood, jnp.array([0.5, -1.0])) == ("forward", "log", None)
     assert nan_origin(top_probability, jnp.array([100.0, 0.0])) == ("forward", "div", "exp")
     assert nan_origin(log_prior, jnp.array([0.0, 2.0])) == ("backward", "div", "log")

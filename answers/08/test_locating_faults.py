@@ -94,6 +94,33 @@ def first_bad_stage(program, x):
     return bad[0] if bad else None
 
 
+def leaking_stages(stages, x):
+    """stages 是 (名字, jit 过的函数) 的列表，每个都已经用 x 跑过（已经编译好了）。按顺序返回
+    那些在追踪时泄漏了 tracer 的段名（把 tracer 存到了追踪结束后还活着的地方）。在
+    jax.checking_leaks() 里，泄漏的追踪会抛出一个消息以 "Leaked trace" 开头的 Exception；别的
+    异常照常抛出。但它只检查在块里发生的追踪，而编译好的函数不会再追踪：先想办法让每一段重新
+    追踪。退出后检查要关掉。大约 10 行。
+
+    stages is a list of (name, jitted function), each of which has already run on x (it is
+    compiled). Return, in order, the names of the stages whose trace leaks a tracer (stores it
+    somewhere that outlives the trace). Inside jax.checking_leaks() a trace that leaks raises an
+    Exception whose message starts with "Leaked trace"; let any other exception through. But it
+    checks only the traces made inside the block, and a compiled function does not trace
+    again: first make every stage trace again. The check must be off afterwards. About 10 lines.
+    """
+    leaky = []
+    for name, stage in stages:
+        stage.clear_cache()  # or it would not trace again / 否则它不会重新追踪
+        with jax.checking_leaks():
+            try:
+                stage(x)
+            except Exception as error:
+                if not str(error).startswith("Leaked trace"):
+                    raise
+                leaky.append(name)
+    return leaky
+
+
 def root_sum(x):
     """Σ √xᵢ 只对 xᵢ > 0 的元素求和（其余算 0），值和梯度都必须有限，包括 xᵢ = 0 处（那里
     的梯度取 0）。提示：只在外面套一个 where 不够，因为反向传播两个分支都会算。大约 3 行。
@@ -105,6 +132,36 @@ def root_sum(x):
     positive = x > 0
     safe = jnp.where(positive, x, 1.0)
     return jnp.sum(jnp.where(positive, jnp.sqrt(safe), 0.0))
+
+
+def nan_origin(loss, x):
+    """找出 loss 在 x 处的 NaN 从哪里来，返回 (阶段, nan 原语, inf 原语)。阶段看结果：loss(x)
+    本身是 NaN 就是 "forward"，否则 jax.grad(loss)(x) 里有 NaN 就是 "backward"，都没有就返回
+    (None, None, None)。然后不加 jit 地再算一遍那个阶段的结果（loss 或 jax.grad(loss)）：在
+    jax.debug_nans 下，FloatingPointError 消息的最后一个词是产生 NaN 的原语；在 jax.debug_infs
+    下是第一个产生 inf 的原语（没有 inf 时为 None）。大约 14 行。
+
+    Find where loss's NaN at x comes from; return (stage, nan primitive, inf primitive). The
+    stage is read from the results: "forward" when loss(x) itself is NaN, otherwise "backward"
+    when jax.grad(loss)(x) holds a NaN, and (None, None, None) when neither does. Then compute
+    that stage's result again (loss or jax.grad(loss)), without jit: under jax.debug_nans the
+    last word of the FloatingPointError message is the primitive that made the NaN; under
+    jax.debug_infs it is the first primitive that made an inf (None when there is no inf).
+    About 14 lines.
+    """
+
+    def blamed(flag, fn):
+        try:
+            with flag(True):
+                fn(x)
+        except FloatingPointError as error:
+            return str(error).split()[-1]
+        return None
+
+    for stage, fn in (("forward", loss), ("backward", jax.grad(loss))):
+        if bool(jnp.any(jnp.isnan(fn(x)))):
+            return stage, blamed(jax.debug_nans, fn), blamed(jax.debug_infs, fn)
+    return None, None, None
 
 
 def newton_sqrt(a, steps):
@@ -205,7 +262,7 @@ def test_checking_leaks_reports_the_leak_where_it_happens():
 
         def __call__(self, x):
             h = jnp.tanh(x @ self.w)
-            self.last_hidden = h  # the leak / 泄漏
+            self.last_hidden = h
             return jnp.sum(h**2)
 
     x = jnp.ones((3, 2))
@@ -226,15 +283,67 @@ def test_checking_leaks_reports_the_leak_where_it_happens():
     assert not jax.config.jax_check_tracer_leaks  # only inside the block / 只在块内
 
 
+def test_checking_leaks_finds_the_stages_that_leak():
+    """写 leaking_stages：一条已经上线（已经编译过）的流水线里，有的段把中间值存到了别处，
+    可是程序照常运行，什么也不报。打开泄漏检查再跑一遍也不报：编译好的函数不会再追踪。让每段
+    重新追踪，泄漏检查才能逐段找出是谁泄漏的，不管它存到了哪里。
+    Write leaking_stages: in a pipeline that is already live (compiled), some stages store an
+    intermediate somewhere else, yet the program runs and nothing complains. Running it again
+    with the leak check on does not complain either: a compiled function does not trace again.
+    Make every stage trace again, and the leak check finds, stage by stage, which ones leak,
+    wherever they store it.
+    """
+    stash, shapes, norms = {}, [], []
+
+    class Monitor:
+        pass
+
+    monitor = Monitor()
+
+    def scale(x):
+        stash["std"] = jnp.std(x)
+        return x / stash["std"]
+
+    def record(x):
+        shapes.append(x.shape)
+        return x
+
+    def report(x):
+        jax.debug.callback(norms.append, jnp.linalg.norm(x))
+        return x
+
+    def squash(x):
+        monitor.hidden = jnp.tanh(x)
+        return 2 * monitor.hidden
+
+    stages = [
+        ("center", jax.jit(lambda x: x - jnp.mean(x))),
+        ("scale", jax.jit(scale)),
+        ("record", jax.jit(record)),
+        ("report", jax.jit(report)),
+        ("squash", jax.jit(squash)),
+    ]
+    x = jnp.arange(1.0, 5.0)
+    for _, stage in stages:
+        stage(x)  # the pipeline is live: every stage compiled / 流水线已上线，每段都编译过
+    with jax.checking_leaks():
+        for _, stage in stages:
+            stage(x)  # served from the cache: nothing is checked / 走缓存，什么也没查
+
+    assert leaking_stages(stages, x) == ["scale", "squash"]
+    assert leaking_stages(stages[::-1], x) == ["squash", "scale"]
+    assert leaking_stages([stages[0], stages[3]], x) == []
+    assert not jax.config.jax_check_tracer_leaks
+
+
 def test_a_nan_that_appears_only_in_the_backward_pass():
-    """⚠️ 陷阱 / trap：where(x > 0, √x, 0) 的值处处有限，梯度却在 x = 0 处是 NaN：反向传播对
-    两个分支都求导，√x 在 0 处的导数是 inf，再乘上 where 给未选分支的 0 就是 NaN。debug_nans
-    在反向传播里指出产生 NaN 的原语，debug_infs 指出更早那个产生 inf 的原语。然后写 root_sum。
-    ⚠️ trap: where(x > 0, √x, 0) is finite everywhere, yet its gradient is NaN at x = 0: the
-    backward pass differentiates both branches, √x has an infinite derivative at 0, and the 0
-    that where gives the unselected branch times inf is NaN. debug_nans names the primitive that
-    made the NaN in the backward pass, debug_infs the earlier one that made the inf. Then write
-    root_sum.
+    """⚠️ 陷阱 / trap：where(x > 0, √x, 0) 的值处处有限；它的梯度呢？反向传播对 where 的两个
+    分支都求导，未选的分支也算。哪些位置的梯度是 NaN？debug_nans 在反向传播里指出产生 NaN 的
+    原语，debug_infs 指出更早那个产生 inf 的原语：各是哪一个？然后写 root_sum。
+    ⚠️ trap: where(x > 0, √x, 0) is finite everywhere; is its gradient? The backward pass
+    differentiates both branches of a where, the unselected one too. Where is the gradient NaN?
+    debug_nans names the primitive that made the NaN in the backward pass, debug_infs the
+    earlier one that made an inf: which are they? Then write root_sum.
     """
 
     def naive(x):
@@ -256,6 +365,44 @@ def test_a_nan_that_appears_only_in_the_backward_pass():
     np.testing.assert_allclose(jax.grad(root_sum)(x), [0.0, 0.25, 0.5])
     with jax.debug_nans(True), jax.debug_infs(True):
         jax.jit(jax.grad(root_sum))(jnp.array([0.0, 0.0, 9.0]))  # no error / 不报错
+
+
+def test_debug_nans_and_debug_infs_trace_a_nan_to_its_source():
+    """写 nan_origin：训练里的 NaN 可能出在前向，也可能只出在反向；debug_nans 指出最后产生
+    NaN 的那一步，debug_infs 往往指向更早的真正源头（先溢出成 inf，再变成 NaN）。先看结果判断
+    阶段，再用两个开关找原语：逐个原语执行时，debug_nans 连 where 最后丢掉的 NaN 也会停下。
+    Write nan_origin: a NaN in training may come from the forward pass or only from the
+    backward pass; debug_nans names the step that finally made the NaN, and debug_infs often
+    points to the real source before it (an overflow to inf, which later turns into NaN). Read
+    the stage from the results first, then find the primitives with the two flags: executing
+    primitive by primitive, debug_nans stops even at a NaN that a where later discards.
+    """
+
+    def entropy(p):
+        return -jnp.sum(jnp.where(p > 0, p * jnp.log(p), 0.0))
+
+    def log_likelihood(x):
+        return jnp.sum(jnp.log(x))
+
+    def top_probability(z):
+        return jnp.max(jnp.exp(z) / jnp.sum(jnp.exp(z)))
+
+    def log_prior(x):
+        return jnp.sum(jnp.where(x > 0, jnp.log(x), 0.0))
+
+    def smooth(x):
+        return jnp.sum(jnp.tanh(x) ** 2)
+
+    p = jnp.array([0.0, 0.5, 0.5])
+    assert np.isfinite(float(entropy(p)))
+    with raises_exactly(FloatingPointError), jax.debug_nans(True):
+        entropy(p)  # stops at the discarded 0 * log 0 / 停在被丢掉的 0 * log 0
+    assert nan_origin(entropy, p) == ("backward", "mul", "log")
+    assert nan_origin(log_likelihood, jnp.array([0.5, -1.0])) == ("forward", "log", None)
+    assert nan_origin(top_probability, jnp.array([100.0, 0.0])) == ("forward", "div", "exp")
+    assert nan_origin(log_prior, jnp.array([0.0, 2.0])) == ("backward", "div", "log")
+    assert nan_origin(smooth, jnp.array([0.0, 1.0])) == (None, None, None)
+    assert not (jax.config.jax_debug_nans or jax.config.jax_debug_infs)
 
 
 def test_debug_print_in_cond_follows_the_branches_that_run(capsys):

@@ -119,10 +119,12 @@ def test_a_sharded_export_fixes_the_device_count():
     """分片导出的产物记着设备数（nr_devices）和每个输入的分片方式（模块里的 sdy.sharding）。
     服务端要有同样多的设备、同样形状的网格，但不必是同一批设备：in_shardings_jax(mesh)
     在服务端自己的网格上重建分片。设备数不同的调用被拒绝。
+    2026 年 3 月以前的指南读的是 in_shardings_hlo 这个字段：今天的产物里它装着什么？
     A sharded export records its device count (nr_devices) and each input's sharding
     (sdy.sharding in the module). The server needs as many devices in a mesh of the same shape,
     but not the same devices: in_shardings_jax(mesh) rebuilds the shardings on the server's own
-    mesh. A call with another device count is refused.
+    mesh. A call with another device count is refused. Guides written before March 2026
+    read the field in_shardings_hlo: what does it hold in today's artifact?
     """
     devices = jax.devices()
     mesh = mesh_of(devices[:4])
@@ -137,6 +139,7 @@ def test_a_sharded_export_fixes_the_device_count():
     exp = export.deserialize(export.export(forward)(*specs).serialize())
     assert exp.nr_devices == 4
     assert '[{"data"}, {}]' in exp.mlir_module()  # x's rows are split over "data"
+    assert exp.in_shardings_hlo == (None, None)
 
     w, x = np.ones((3, 2), np.float32), batch(8)
     server = mesh_of(devices[4:8])  # other devices, same shape / 别的设备，同样的形状

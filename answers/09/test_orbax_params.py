@@ -11,8 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from flax import nnx
 
-from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -43,6 +44,59 @@ def restore(path, target=None):
         return ckpt.restore(path, target)
     finally:
         ckpt.close()
+
+
+class Classifier(nnx.Module):
+    """主干加一个输出头；换任务时输出头的类别数会变。
+    A backbone and a head; the head's number of classes changes with the task."""
+
+    def __init__(self, classes, rngs):
+        self.backbone = nnx.Linear(3, 8, rngs=rngs)
+        self.head = nnx.Linear(8, classes, rngs=rngs)
+
+    def __call__(self, x):
+        return self.head(jax.nn.relu(self.backbone(x)))
+
+
+def pure(module):
+    """模块参数的纯字典，拷贝成 NumPy / a module's parameters as a pure dict, copied to NumPy."""
+    return jax.tree.map(np.array, nnx.to_pure_dict(nnx.state(module)))
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def restore_backbone(path, model):
+    """path 处是 StandardCheckpointer 存下的 nnx.to_pure_dict(nnx.state(旧模型))，旧模型的输出头
+    类别数和 model 的不同。把检查点里的 "backbone" 原地恢复进 model，model 的输出头保持初始化
+    时的样子。做法：从 model 的状态做一棵只有 "backbone" 的抽象目标树，用
+    ocp.PyTreeCheckpointer 和一个只恢复一部分的 ocp.args.PyTreeRestore（上一个 koan 的写法）恢复
+    （restore_args 由 ocp.checkpoint_utils.construct_restore_args(目标) 给出），再用
+    nnx.replace_by_pure_dict 和 nnx.update 写回 model。不返回值。大约 12 行。
+
+    At path is nnx.to_pure_dict(nnx.state(an old model)) saved by StandardCheckpointer; the old
+    model's head has another number of classes than model's. Restore the checkpoint's
+    "backbone" into model in place and keep model's head as initialised. The way: build an
+    abstract target holding only "backbone" from model's state, restore it with
+    ocp.PyTreeCheckpointer and a partial ocp.args.PyTreeRestore (as in the koan before; the
+    restore_args from ocp.checkpoint_utils.construct_restore_args(target)), then write it back into model
+    with nnx.replace_by_pure_dict and nnx.update. Return nothing. About 12 lines.
+    """
+    state = nnx.state(model)
+    params = nnx.to_pure_dict(state)
+    target = {"backbone": jax.tree.map(ocp.utils.to_shape_dtype_struct, params["backbone"])}
+    args = ocp.args.PyTreeRestore(
+        item=target,
+        partial_restore=True,
+        restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+    )
+    ckpt = ocp.PyTreeCheckpointer()
+    try:
+        restored = ckpt.restore(path, args=args)
+    finally:
+        ckpt.close()
+    nnx.replace_by_pure_dict(state, params | restored)
+    nnx.update(model, state)
 
 
 # ---- 练习 / koans ----------------------------------------------------------------------
@@ -120,12 +174,11 @@ def test_a_target_that_does_not_match_the_checkpoint_raises(tmp_path):
 
 def test_padding_and_partial_restore_are_opt_in(tmp_path):
     """这两种放宽都要明确打开，而且都是微调时的真实需求：strict=False 让形状不同的叶子按目标
-    形状截断或补零（比如扩大了的词表），PyTreeRestore(partial_restore=True) 只恢复目标里有的
-    键（比如只要主干、换掉输出头）。补出来的是什么值？部分恢复要怎么写？
+    形状截断或补齐（比如扩大了的词表），PyTreeRestore 在被要求时只恢复目标里有的键（比如只要
+    主干、换掉输出头）。补出来的是什么值？部分恢复要怎么写？
     Both relaxations must be asked for, and fine-tuning needs both: strict=False truncates or
-    pads a leaf to the target's shape (a grown vocabulary, say), and
-    PyTreeRestore(partial_restore=True) restores only the keys the target has (keep the
-    backbone, replace the head). What do the padded entries hold? How is a partial restore
+    pads a leaf to the target's shape (a grown vocabulary, say), and PyTreeRestore, when asked,
+    restores only the keys the target has (keep the backbone, replace the head). What do the padded entries hold? How is a partial restore
     written?
     """
     params = make_params()
@@ -137,11 +190,15 @@ def test_padding_and_partial_restore_are_opt_in(tmp_path):
         },
         "step": jax.ShapeDtypeStruct((), jnp.int32),
     }
+    shrunk = jax.tree.map(lambda s: s, grown)
+    shrunk["dense"]["w"] = jax.ShapeDtypeStruct((2, 4), jnp.float32)  # one row fewer
     ckpt = ocp.StandardCheckpointer()
     try:
         padded = ckpt.restore(tmp_path / "params", grown, strict=False)
+        truncated = ckpt.restore(tmp_path / "params", shrunk, strict=False)
     finally:
         ckpt.close()
+    np.testing.assert_array_equal(truncated["dense"]["w"], params["dense"]["w"][:2])
     np.testing.assert_array_equal(padded["dense"]["w"][:3], params["dense"]["w"])
     assert padded["dense"]["w"][3].tolist() == [0.0, 0.0, 0.0, 0.0]
 
@@ -155,3 +212,33 @@ def test_padding_and_partial_restore_are_opt_in(tmp_path):
         ckpt.close()
     assert jax.tree.structure(part) == jax.tree.structure(backbone)
     jax.tree.map(np.testing.assert_array_equal, part["dense"], params["dense"])
+
+
+def test_fine_tuning_restores_the_backbone_only(tmp_path):
+    """写 restore_backbone：在新任务上微调时，要保留预训练的主干，输出头换成新的，形状也不同。
+    按整个模型恢复，默认会被拒绝；strict=False 不报错，却把旧的输出头截断或补齐后塞进新的输出头，
+    悄悄地错了。只恢复主干，新的输出头保持初始化的值。
+    Write restore_backbone: fine-tuning on a new task keeps the pretrained backbone and starts
+    a new head of another shape. Restoring the whole model is refused by default; strict=False
+    raises nothing but fits the old head into the new one, truncated or padded: silently
+    wrong. Restore only the backbone and keep the new head as initialised.
+    """
+    pretrained = Classifier(2, nnx.Rngs(0))
+    save(tmp_path / "pretrained", nnx.to_pure_dict(nnx.state(pretrained)))
+    model = Classifier(5, nnx.Rngs(1))
+    new_head = pure(model.head)
+    whole = jax.tree.map(ocp.utils.to_shape_dtype_struct, nnx.to_pure_dict(nnx.state(model)))
+
+    ckpt = ocp.StandardCheckpointer()
+    try:
+        padded = ckpt.restore(tmp_path / "pretrained", whole, strict=False)
+    finally:
+        ckpt.close()
+    np.testing.assert_array_equal(padded["head"]["kernel"][:, :2], pure(pretrained.head)["kernel"])
+
+    restore_backbone(tmp_path / "pretrained", model)
+    jax.tree.map(np.testing.assert_array_equal, pure(model.backbone), pure(pretrained.backbone))
+    jax.tree.map(np.testing.assert_array_equal, pure(model.head), new_head)
+    x = np.random.default_rng(3).normal(size=(4, 3)).astype(np.float32)
+    np.testing.assert_allclose(model.backbone(x), pretrained.backbone(x), rtol=1e-6)
+    assert model(x).shape == (4, 5)

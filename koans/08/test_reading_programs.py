@@ -19,11 +19,13 @@ from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
 
 def test_numpy_randomness_is_frozen_at_trace_time():
-    """⚠️ 陷阱 / trap: 在被 jit 的函数里用 NumPy 取随机数，只在追踪时取一次：这个数作为字面量
-    写进 jaxpr，之后每次调用都一样。jaxpr 一眼就能看出来。随机性要来自参数（一个 PRNG key）。
-    NumPy randomness inside a jitted function is drawn once, while tracing: the number is
-    written into the jaxpr as a literal and every later call reuses it. The jaxpr shows it at a
-    glance. Randomness has to come from an argument (a PRNG key).
+    """⚠️ 陷阱 / trap: 一个 jit 过的函数用 NumPy 给输入加噪声。两次调用的噪声一样吗？读 jaxpr：
+    add 的第二个操作数是输入，还是别的什么？NumPy 的代码只在追踪时执行。然后让噪声每次调用都
+    不同，而且给定同样的输入可以复现。
+    ⚠️ trap: a jitted function adds NumPy noise to its input. Do two calls add the same noise?
+    Read the jaxpr: is the add's second operand an input, or something else? NumPy code runs
+    only while tracing. Then make the noise differ from call to call, reproducibly for the same
+    inputs.
     """
     rng = np.random.default_rng(0)
 
@@ -50,11 +52,13 @@ def test_numpy_randomness_is_frozen_at_trace_time():
 
 
 def test_a_strong_scalar_promotes_bfloat16_to_float32():
-    """⚠️ 陷阱 / trap: bfloat16 的激活乘上 np.float32(0.5)（强类型标量）会被提升成 float32：
-    jaxpr 里多出一个 convert_element_type，输出内存翻倍。Python 的 0.5 是弱类型，不会提升。
-    A bfloat16 activation times np.float32(0.5) (a strongly typed scalar) is promoted to
-    float32: the jaxpr gains a convert_element_type and the output doubles in size. A Python
-    0.5 is weakly typed and does not promote.
+    """⚠️ 陷阱 / trap: 一个 bfloat16 的层乘上 np.float32(0.5)（强类型标量），输出占的内存比预期的
+    大。一个标量就能改变整个激活的类型：读 jaxpr，输出是什么 dtype、有哪些方程？然后在不改变
+    dtype 的前提下做同样的缩放。
+    ⚠️ trap: a bfloat16 layer scaled by np.float32(0.5) (a strongly typed scalar) returns an
+    output that takes more memory than expected. One scalar can change the type of a whole
+    activation: read the jaxpr, what is the output's dtype and which equations are there? Then
+    scale the same way without changing the dtype.
     """
 
     def layer(x, w):
@@ -76,14 +80,15 @@ def test_a_strong_scalar_promotes_bfloat16_to_float32():
 
 
 def test_a_captured_array_is_folded_into_a_constant():
-    """⚠️ 陷阱 / trap: 被闭包捕获的 NumPy 数组在追踪时被复制成常量；XLA 再把只依赖常量的计算
-    在编译时算完（常量折叠），优化后的 HLO 里只剩一个数。“快得不可思议”的基准测试、改了数组
-    结果却不变，都是这个原因。把数组作为参数传入，计算才真正留在程序里。
-    A NumPy array captured by a closure is copied into a constant at trace time; XLA then
-    computes whatever depends only on constants at compile time (constant folding), and the
-    optimised HLO holds a single number. An "impossibly fast" benchmark, or a result that
-    ignores your edits to the array, both come from this. Pass the array as an argument and the
-    computation stays in the program.
+    """⚠️ 陷阱 / trap: 一个 jit 过的函数读它在闭包里捕获的 NumPy 数组，另一个把数组当参数。被捕获
+    的数组在追踪时变成常量，而 XLA 会在编译时算完只依赖常量的计算（常量折叠）。数一数两个
+    程序优化后的 HLO 里各有几个 sine；再原地修改数组、重新调用两者。为什么第一个的基准测试
+    快得不可思议？
+    ⚠️ trap: one jitted function reads a NumPy array it captured in a closure, the other takes
+    the array as an argument. A captured array becomes a constant while tracing, and XLA
+    computes at compile time whatever depends only on constants (constant folding). Count the
+    sines in each program's optimised HLO; then edit the array in place and call both again. Why
+    does a benchmark of the first look impossibly fast?
     """
     table = np.linspace(0.0, 1.0, 1000, dtype=np.float32)
 

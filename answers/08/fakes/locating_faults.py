@@ -66,3 +66,71 @@ def log_gradient_norm__python_call(grad, log):
     """Calls log directly: it runs once, while tracing, with a tracer."""
     log(jnp.linalg.norm(grad))
     return grad
+
+
+def leaking_stages__warm_stages(stages, x):
+    """Calls the compiled stages under checking_leaks: served from the cache, nothing traces."""
+    leaky = []
+    for name, stage in stages:
+        with jax.checking_leaks():
+            try:
+                stage(x)
+            except Exception:
+                leaky.append(name)
+    return leaky
+
+
+def leaking_stages__unexpected_tracer_on_reuse(stages, x):
+    """Skips checking_leaks: retraces and waits for an UnexpectedTracerError that never comes."""
+    leaky = []
+    for name, stage in stages:
+        stage.clear_cache()
+        try:
+            stage(x)
+            stage(x + 1)
+        except jax.errors.UnexpectedTracerError:
+            leaky.append(name)
+    return leaky
+
+
+def nan_origin__stage_from_debug_nans(loss, x):
+    """Decides the stage by which run debug_nans stops: it stops at a NaN a where discards."""
+
+    def blamed(flag, fn):
+        try:
+            with flag(True):
+                fn(x)
+        except FloatingPointError as error:
+            return str(error).split()[-1]
+        return None
+
+    for stage, fn in (("forward", loss), ("backward", jax.grad(loss))):
+        primitive = blamed(jax.debug_nans, fn)
+        if primitive is not None:
+            return stage, primitive, blamed(jax.debug_infs, fn)
+    return None, None, None
+
+
+def nan_origin__under_jit(loss, x):
+    """Runs the flags under jit: debug_infs then looks only at the final output."""
+
+    def blamed(flag, fn):
+        try:
+            with flag(True):
+                jax.jit(fn)(x)
+        except FloatingPointError as error:
+            return str(error).split()[-1]
+        return None
+
+    for stage, fn in (("forward", loss), ("backward", jax.grad(loss))):
+        if bool(jnp.any(jnp.isnan(fn(x)))):
+            return stage, blamed(jax.debug_nans, fn), blamed(jax.debug_infs, fn)
+    return None, None, None
+
+
+def nan_origin__no_flags(loss, x):
+    """Finds the stage from the results but never asks the flags for a primitive."""
+    for stage, fn in (("forward", loss), ("backward", jax.grad(loss))):
+        if bool(jnp.any(jnp.isnan(fn(x)))):
+            return stage, None, None
+    return None, None, None

@@ -157,12 +157,12 @@ def test_the_nonlinear_simulation_gradient_matches_finite_differences():
 def test_jax_cg_alone_cannot_be_the_tangent_solve_in_reverse_mode():
     """⚠️ 陷阱 / trap：把 jax.scipy 的 cg 直接当作 custom_root 的 tangent_solve，前向模式
     （jvp）照常工作、与有限差分相符；反向模式却要把这次求解当作右端的线性函数来转置，
-    JAX 0.12 做不到，报一个内部错误（jax-ml/jax#33872，仍未解决）。包一层
+    JAX 0.12 做不到，报一个内部错误（见 jax-ml/jax#33872）。包一层
     lax.custom_linear_solve(…, symmetric=True)，JAX 就不必转置 CG 的迭代，只需要再解一次。
     ⚠️ trap: with jax.scipy's cg used directly as custom_root's tangent_solve, forward mode
     (jvp) works and matches finite differences; reverse mode must transpose that solve as a
     linear function of its right-hand side, which JAX 0.12 cannot do, and it raises an internal
-    error (jax-ml/jax#33872, still open). Wrapped in lax.custom_linear_solve(…, symmetric=True),
+    error (see jax-ml/jax#33872). Wrapped in lax.custom_linear_solve(…, symmetric=True),
     JAX need not transpose CG's iterations, only solve once more.
     """
     b, w = initial_state(), weights()

@@ -53,11 +53,11 @@ def test_x64_does_not_upgrade_float32_data():
 
 def test_float32_roundoff_swamps_a_second_order_error():
     """中心差分 (f(x+h) - f(x-h)) / 2h 的截断误差 ∝ h²，舍入误差 ∝ eps / h。float32 的
-    eps ≈ 1.2e-7，最好的 h 大约 eps^(1/3)，误差停在 1e-5；float64 能把 h 再缩小几个数量级，
-    误差降到 1e-11。这就是本章（以及收敛阶测量）要用 float64 的原因。
+    eps ≈ 1.2e-7，最好的 h 大约 eps^(1/3)，误差降不到 1e-6 以下；float64 能把 h 再缩小几个数量级，
+    误差降到 1e-10 以下。这就是本章（以及收敛阶测量）要用 float64 的原因。
     The central difference has truncation error ∝ h² and round-off ∝ eps / h. float32's eps is
-    about 1.2e-7, so the best h is about eps^(1/3) and the error stalls near 1e-5; float64 lets h
-    shrink several decades further, down to 1e-11. That is why this chapter, and any measured
+    about 1.2e-7, so the best h is about eps^(1/3) and the error stays above 1e-6; float64 lets h
+    shrink several decades further, below 1e-10. That is why this chapter, and any measured
     convergence order, runs in float64.
     """
     steps = 10.0 ** -np.arange(1, 9)  # 1e-1 … 1e-8

@@ -11,10 +11,11 @@ repeated indices mean "add up", which is exactly how finite elements are assembl
 element.
 """
 
+import tracemalloc
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.experimental import sparse
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
@@ -26,6 +27,22 @@ def neg_laplacian(u, h):
     """无矩阵的五点差分 -Δu（见 test_poisson.py）。/ The matrix-free stencil (test_poisson.py)."""
     p = jnp.pad(u, 1)
     return (4 * u - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]) / h**2
+
+
+def numpy_peak_bytes(fn, *args):
+    """fn(*args) 运行期间 tracemalloc 记下的内存峰值（NumPy 的数组缓冲区也登记在内）。
+    The peak memory tracemalloc records while fn(*args) runs (NumPy's array buffers included)."""
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    start = tracemalloc.get_traced_memory()[0]
+    try:
+        fn(*args)
+        return tracemalloc.get_traced_memory()[1] - start
+    finally:
+        if not tracing:
+            tracemalloc.stop()
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------
@@ -61,23 +78,36 @@ def assemble_neg_laplacian(n, h):
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", [3, 8])
-def test_bcoo_assembly_matches_the_stencil(n):
+def test_bcoo_assembly_matches_the_stencil():
     """写 assemble_neg_laplacian：BCOO @ 向量 与无矩阵的差分逐项相同；只存真正的非零元
-    （内部 5 个、边上 4 个、角上 3 个），矩阵对称。下一个 koan 在稠密矩阵根本放不下的规模上再跑一次。
+    （内部 5 个、边上 4 个、角上 3 个），矩阵对称。组装用了多少内存也被量出来：NumPy 把它的
+    数组登记给 tracemalloc，n = 48 时稠密矩阵要 42 MB，组装过程中 NumPy 的峰值必须不到它的
+    1/16，所以先用 NumPy 造稠密矩阵再 BCOO.fromdense 的写法在这里就过不去。下一个 koan 在
+    稠密矩阵根本放不下的规模上再跑一次（那里任何造稠密矩阵的写法都过不去，包括用 jnp 造的）。
     Write assemble_neg_laplacian: BCOO @ vector equals the matrix-free stencil; only true
     nonzeros are stored (5 inside, 4 on an edge, 3 at a corner); the matrix is symmetric. The
-    next koan runs it at a size where a dense matrix cannot exist.
+    assembly's memory is measured too: NumPy reports its arrays to tracemalloc, and for n = 48,
+    where the dense matrix takes 42 MB, NumPy's peak while assembling must stay under a sixteenth
+    of that, so building the dense matrix with NumPy and calling BCOO.fromdense fails here
+    already. The next koan runs it at a size where a dense matrix cannot exist (there any dense
+    route fails, one built with jnp included).
     """
-    h = 1.0 / (n + 1)
-    a = assemble_neg_laplacian(n, h)
-    assert isinstance(a, sparse.BCOO) and a.shape == (n * n, n * n)
-    u = jnp.asarray(np.random.default_rng(n).normal(size=(n, n)))
-    got = jax.jit(lambda a, u: a @ u.ravel())(a, u)
-    np.testing.assert_allclose(got.reshape(n, n), neg_laplacian(u, h), rtol=1e-12)
-    dense = np.asarray(a.todense())
-    assert a.nse == np.count_nonzero(dense) == 5 * n * n - 4 * n
-    np.testing.assert_array_equal(dense, dense.T)
+    for n in (3, 8):
+        h = 1.0 / (n + 1)
+        a = assemble_neg_laplacian(n, h)
+        assert isinstance(a, sparse.BCOO) and a.shape == (n * n, n * n)
+        u = jnp.asarray(np.random.default_rng(n).normal(size=(n, n)))
+        got = jax.jit(lambda a, u: a @ u.ravel())(a, u)
+        np.testing.assert_allclose(got.reshape(n, n), neg_laplacian(u, h), rtol=1e-12)
+        dense = np.asarray(a.todense())
+        assert a.nse == np.count_nonzero(dense) == 5 * n * n - 4 * n
+        np.testing.assert_array_equal(dense, dense.T)
+
+    n = 48
+    dense_bytes = (n * n) ** 2 * 8
+    peak = numpy_peak_bytes(assemble_neg_laplacian, n, 1.0 / (n + 1))
+    print(f"n = {n}: NumPy peak {peak} bytes while assembling, dense matrix {dense_bytes} bytes")
+    assert peak < dense_bytes / 16
 
 
 def test_bcoo_assembly_never_builds_the_dense_matrix():

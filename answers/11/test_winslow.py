@@ -181,22 +181,29 @@ def test_plain_winslow_rewards_flipped_elements():
 
 def test_winslow_untangles_the_mesh():
     """写 untangle：把扰动后的网格理顺——翻转单元数降到 0，边界节点一个都没动，能量
-    降到下界附近。数字来自 signed_areas，不是写死的：这个 koan 的网格（tangled_mesh 的
-    seed=1、amplitude=0.7、12×12 个方格）有 25 个翻转单元（测试会打印 "25 -> 0"）；原课程的
-    网格是 23 → 0。两者的差别只在于随机扰动不同，要检查的是“降到 0”，而不是起点的个数。
+    降到下界附近。数字来自 signed_areas，不是写死的。起点有多少个翻转单元取决于随机扰动：
+    测试理顺两张网格（tangled_mesh 的 seed=1 和 seed=0，amplitude=0.7、12×12 个方格），
+    它们的起点个数不同（测试会打印，例如 "seed 1: 25 -> 0"）。原课程的网格是 23 → 0，它的
+    扰动没有给出，所以起点的个数无从比较；两边一致的是终点 0，这才是要检查的。
     Write untangle: the tangled mesh comes out with no flipped element, no boundary node moved,
     and an energy down near its lower bound. The counts come from signed_areas, not from
-    constants: this koan's mesh (tangled_mesh with seed=1, amplitude=0.7, 12×12 cells) has 25
-    flipped elements (the test prints "25 -> 0"); the original course's mesh went from 23 to 0.
-    They differ only by the random perturbation; what is checked is the 0, not the start.
+    constants. How many elements start flipped depends on the random perturbation: the test
+    untangles two meshes (tangled_mesh with seed=1 and seed=0, amplitude=0.7, 12×12 cells) whose
+    starting counts differ (the test prints them, e.g. "seed 1: 25 -> 0"). The original course's
+    mesh went from 23 to 0, with a perturbation it does not give, so the starting counts cannot
+    be compared; what both share is the 0 at the end, and that is what is checked.
     """
-    tangled = tangled_mesh()
-    before = int(jnp.sum(signed_areas(tangled) <= 0))
-    p, energies = untangle(tangled)
-    after = int(jnp.sum(signed_areas(p) <= 0))
-    print(f"flipped elements: {before} -> {after}")
-    assert before > 10 and after == 0
     boundary = np.asarray(interior_mask()[..., 0]) == 0
-    np.testing.assert_array_equal(np.asarray(p)[boundary], np.asarray(tangled)[boundary])
-    assert energies.shape == (200,) and energies[-1] < 0.01 * energies[0]
-    assert 2.0 <= float(winslow(p)) < 2.6
+    starts = {}
+    for seed in (1, 0):
+        tangled = tangled_mesh(seed=seed)
+        before = int(jnp.sum(signed_areas(tangled) <= 0))
+        p, energies = untangle(tangled)
+        after = int(jnp.sum(signed_areas(p) <= 0))
+        print(f"flipped elements, seed {seed}: {before} -> {after}")
+        assert before > 10 and after == 0
+        np.testing.assert_array_equal(np.asarray(p)[boundary], np.asarray(tangled)[boundary])
+        assert energies.shape == (200,) and energies[-1] < 0.01 * energies[0]
+        assert 2.0 <= float(winslow(p)) < 2.6
+        starts[seed] = before
+    assert starts[1] != starts[0]  # the start depends on the perturbation / 起点取决于扰动

@@ -54,6 +54,20 @@ def right_hand_side():
     return jnp.asarray(np.random.default_rng(1).normal(size=(N, N)))
 
 
+def iterations_needed(matvec, b, tol, M=None, most=64):
+    """cg 达到相对残差 tol 所需的迭代数：对 maxiter = 0 … most 各跑一次（vmap），取结果第一个
+    达标的；都不达标就是 most + 1。/ The iterations cg needs to reach the relative residual tol:
+    run it once for every maxiter = 0 … most (under vmap) and take the first whose answer meets
+    tol; most + 1 when none does."""
+
+    def meets(maxiter):
+        x, _ = cg(matvec, b, tol=tol, maxiter=maxiter, M=M)
+        return jnp.linalg.norm(matvec(x) - b) <= tol * jnp.linalg.norm(b)
+
+    met = np.asarray(jax.jit(jax.vmap(meets))(jnp.arange(most + 1)))
+    return int(np.argmax(met)) if met.any() else most + 1
+
+
 def newton(g, x0):
     """牛顿迭代直到 |g(x)| ≤ 1e-13（lax.while_loop：不能反向求导）。
     Newton's method until |g(x)| <= 1e-13 (a lax.while_loop: no reverse mode by itself).
@@ -116,11 +130,17 @@ def test_cg_does_not_say_whether_it_converged():
 
 def test_a_jacobi_preconditioner_tames_a_badly_scaled_operator():
     """-Δu + θ⊙u 在 θ 一半是 10⁵、一半是 0 时对角元相差一千多倍，CG 收敛很慢。M 是一个近似
-    A⁻¹ 的函数；最简单的是 Jacobi 预条件，它只用到 A 的对角元。同样 20 步，残差小了上千倍。
+    A⁻¹ 的函数；最简单的是 Jacobi 预条件，它只用到 A 的对角元。效果要数清楚：cg 不报告迭代
+    次数，所以 iterations_needed 对每个 maxiter 都跑一次 cg，找出结果第一次达到容差的那个。
+    这里 Jacobi 把达到 1e-8 所需的迭代数减到不足六成，而同样走 20 步时残差小了上千倍
+    （测试会打印两种数字）：看残差的比值，会比看迭代数显得更神奇。
     -Δu + θ⊙u with θ = 10⁵ on half the points and 0 elsewhere has diagonal entries a thousand
     times apart, and CG converges slowly. M is a function that approximates A⁻¹; the simplest,
-    Jacobi, uses only A's diagonal. With the same 20 steps the residual is a thousand times
-    smaller.
+    Jacobi, uses only A's diagonal. Count its effect honestly: cg does not report iterations, so
+    iterations_needed runs cg once for every maxiter and finds the first whose answer meets the
+    tolerance. Here Jacobi needs less than 60 % of the iterations to reach 1e-8, while after the
+    same 20 steps its residual is a thousand times smaller (the test prints both): the residual
+    ratio looks far more impressive than the iteration count.
     """
     theta = reaction_field()
 
@@ -129,11 +149,25 @@ def test_a_jacobi_preconditioner_tames_a_badly_scaled_operator():
 
     diagonal = 4 / H**2 + theta
     b = right_hand_side()
-    plain, _ = jax.jit(lambda b: cg(matvec, b, tol=1e-14, maxiter=20))(b)
-    jacobi, _ = jax.jit(lambda b: cg(matvec, b, tol=1e-14, maxiter=20, M=__))(b)
-    r_plain, r_jacobi = relative_residual(matvec, plain, b), relative_residual(matvec, jacobi, b)
-    print(f"relative residual after 20 steps: plain {r_plain:.1e}, Jacobi {r_jacobi:.1e}")
+
+    def jacobi(r):  # M: r ↦ an approximation of A⁻¹ r / A⁻¹ r 的近似
+        return __
+
+    plain_x, _ = jax.jit(lambda b: cg(matvec, b, tol=1e-14, maxiter=20))(b)
+    jacobi_x, _ = jax.jit(lambda b: cg(matvec, b, tol=1e-14, maxiter=20, M=jacobi))(b)
+    r_plain, r_jacobi = (
+        relative_residual(matvec, plain_x, b),
+        relative_residual(matvec, jacobi_x, b),
+    )
+    counts = {
+        "plain": iterations_needed(matvec, b, 1e-8),
+        "Jacobi": iterations_needed(matvec, b, 1e-8, jacobi),
+    }
+    print(
+        f"after 20 steps: plain {r_plain:.1e}, Jacobi {r_jacobi:.1e}; iterations to 1e-8: {counts}"
+    )
     assert r_jacobi < 1e-3 * r_plain
+    assert counts["plain"] <= 64 and counts["Jacobi"] < 0.6 * counts["plain"]
 
 
 def test_a_nonsymmetric_operator_needs_another_krylov_solver():
@@ -183,10 +217,10 @@ def test_custom_root_differentiates_newton_by_the_implicit_function_theorem():
 
 def test_check_grads_catches_a_wrong_derivative_rule():
     """自己写的 custom_vjp 错了，值照样对，训练只是悄悄变差。check_grads 对比规则给出的导数与
-    有限差分，不一致时抛出的是断言错误（它内部用 NumPy 的 assert_allclose 比较）。
+    有限差分，不一致时就抛出异常。只查这条规则定义了的那种求导模式：查别的模式会因为另一种原因失败。
     A wrong custom_vjp of your own still gives the right values, and training just quietly gets
-    worse. check_grads compares the rule's derivative with finite differences and, when they
-    disagree, raises an assertion error (it compares with NumPy's assert_allclose).
+    worse. check_grads compares the rule's derivative with finite differences and raises when they
+    disagree. Check only the mode the rule defines: checking another fails for another reason.
     """
 
     @jax.custom_vjp
@@ -202,6 +236,7 @@ def test_check_grads_catches_a_wrong_derivative_rule():
     softplus.defvjp(forward, wrong_backward)
     x = jnp.float64(0.5)
     np.testing.assert_allclose(softplus(x), np.log1p(np.exp(0.5)), rtol=1e-12)
-    with raises_exactly(__):
+    with raises_exactly(__) as info:
         check_grads(softplus, (x,), order=1, modes=__)
-    check_grads(jax.nn.softplus, (x,), order=1, modes=["rev"])  # the library's rule is right
+    assert "Not equal to tolerance" in str(info.value)  # the derivatives disagree
+    check_grads(jax.nn.softplus, (x,), order=1, modes=["fwd", "rev"])  # its rule is right

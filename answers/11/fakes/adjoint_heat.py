@@ -5,3 +5,8 @@
 def simulate__explicit_euler(theta, u0, steps):
     """Skips the linear solve: steps forward explicitly, u ↦ u - DT·A(θ)u."""
     return lax.scan(lambda u, _: (u - DT * operator(theta, u), None), u0, length=steps)[0]
+
+
+def simulate__unrolled_cg(theta, u0, steps):
+    """Backpropagates through a fixed number of CG iterations per step (no custom_linear_solve)."""
+    return simulate_unrolled(theta, u0, steps)

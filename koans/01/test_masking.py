@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 def test_where_computes_both_branches_then_selects():
@@ -44,16 +44,19 @@ def test_grad_of_where_leaks_nan_from_the_unselected_branch():
 
 
 def test_double_where_makes_the_gradient_safe():
-    """✅ 修复：双重 where——先用内层 where 把被掩盖位置的输入换掉，再用外层 where 选结果。
-    内层 where 的反向规则把余切只送回被选中的位置，所以经过 safe_x 的那条路径对任何填充值都是有限的
-    （下面的 sqrt 用三个填充值验证）。可是 x·log(safe_x) 还通过 x 本身直接依赖输入：
-    这条路径的导数在被掩盖位置上就是分支在填充值处算出的东西，填充值必须让它有限。
-    The fix, "double where": an inner where replaces the input at masked positions, an outer
-    where selects the result. The inner where's backward rule sends cotangents only to the
-    selected positions, so the path through safe_x is finite for any fill (checked below for
-    sqrt with three fills). But x·log(safe_x) also depends on x directly: on that path the
-    derivative at a masked position is whatever the branch computes at the fill, so the fill
-    must keep it finite.
+    """✅ 修复：双重 where——内层 where 先把被掩盖位置的输入换成一个安全值，外层 where 再选结果。
+    两层各管一件事。内层 where 的反向规则只把余切送回被选中的位置：只要分支里 x 的每一次使用
+    都经过 safe_x，梯度对任何安全值都有限（下面的 sqrt 用三个值验证）。安全值决定的是被丢弃的那一支
+    在前向里算出什么：不在分支的定义域里，它就算出 NaN 或 inf。结果被外层 where 挡住了，可是逐个原语
+    检查输出的 jax.debug_nans / jax.debug_infs（找 NaN 的工具）照样报错，真正的 NaN 就藏在这些噪声里。
+    The fix, "double where": an inner where swaps a safe value in at the masked positions, an
+    outer where selects the result. Each does one job. The inner where's backward rule sends
+    cotangents only to the selected positions: as long as every use of x in the branch goes
+    through safe_x, the gradient is finite whatever the safe value (checked below for sqrt with
+    three values). The safe value decides what the discarded branch computes in the forward
+    pass: outside the branch's domain it computes NaN or inf. The outer where hides that from
+    the result, yet jax.debug_nans / jax.debug_infs, the NaN hunters that check every
+    primitive's output, still fire, and a real NaN hides in that noise.
     """
     xs = jnp.array([-1.0, 0.0, 0.5, 2.0])
 
@@ -66,16 +69,21 @@ def test_double_where_makes_the_gradient_safe():
         np.testing.assert_allclose(
             grads, [0.0, 0.0, 0.5 / np.sqrt(0.5), 0.5 / np.sqrt(2.0)], rtol=1e-6
         )
+    with raises_exactly(FloatingPointError), jax.debug_nans(True):
+        jax.grad(safe_sqrt)(-1.0, -1.0)  # the discarded branch computed sqrt(-1)
 
     def x_log_x(x):  # the entropy term x·log(x), defined as 0 for x <= 0
         safe_x = jnp.where(x > 0, x, __)
-        return jnp.where(x > 0, x * jnp.log(safe_x), 0.0)
+        return jnp.where(x > 0, safe_x * jnp.log(safe_x), 0.0)
 
     np.testing.assert_allclose(
         jax.vmap(x_log_x)(xs), [0.0, 0.0, 0.5 * np.log(0.5), 2 * np.log(2.0)], rtol=1e-6
     )
     grads = jax.vmap(jax.grad(x_log_x))(xs)
     np.testing.assert_allclose(grads, [0.0, 0.0, np.log(0.5) + 1, np.log(2.0) + 1], rtol=1e-6)
+    with jax.debug_nans(True), jax.debug_infs(True):  # op by op: every primitive's output
+        jax.vmap(jax.grad(x_log_x))(xs)
+        jax.vmap(x_log_x)(xs)
 
 
 def masked_mean(x, mask, axis=-1):

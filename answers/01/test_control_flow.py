@@ -142,21 +142,53 @@ def test_fori_loop_with_static_bounds_is_a_scan():
     np.testing.assert_allclose(jax.grad(lambda x: power(x, 3))(x), 3 * x**2, rtol=1e-6)
 
 
-def test_while_loop_carry_keeps_its_type():
-    """while_loop 的 carry 类型固定；弱类型的 Python 0 与强类型的 jnp.int32(0) 在这里表现不同。
-    A while_loop carry keeps its type; a weakly typed Python 0 and a strongly typed
-    jnp.int32(0) behave differently here.
+def chunked_apply(f, xs, chunk):
+    """对 xs 的每一行（沿第 0 轴）应用 f，一次 chunk 行：块内向量化，块与块之间顺序执行，
+    所以同一时刻只有一块的中间值。
+    - xs 可以是 pytree（所有叶子的第 0 轴长度都是 n）；f 接收一行、返回一个 pytree，
+      结果与 jax.vmap(f)(xs) 相同。
+    - n 不一定能被 chunk 整除：最后不满一块的行也要算。
+    - 一个循环原语承担所有整块（jaxpr 里一个 scan，步数是整块的个数），不许用 Python 循环；1 到 6 行。
+    Apply f to every row of xs (along axis 0), chunk rows at a time: vectorised within a chunk,
+    sequential across chunks, so only one chunk's intermediates exist at a time.
+    - xs may be a pytree (every leaf's axis 0 has length n); f takes one row and returns a
+      pytree; the result equals jax.vmap(f)(xs).
+    - n need not divide by chunk: the rows of a last, partial chunk count too.
+    - One loop primitive runs all the full chunks (one scan in the jaxpr, its length the number
+      of full chunks); no Python loop. 1 to 6 lines.
+    """
+    return lax.map(f, xs, batch_size=chunk)
+
+def test_write_a_chunked_map():
+    """✍️ 实现 chunked_apply：vmap 一次算完整批，中间值的内存随批大小增长；lax.map（一个 scan）
+    逐行算，内存小却一步只处理一行。两者之间是按块循环：块内 vmap，块间 scan——推理时内存放不下整批，
+    就靠它。看 jaxpr：scan 的步数、每一步处理的形状、以及不满一块的余下几行去了哪里。
+    Write chunked_apply: vmap computes the whole batch at once, with intermediates growing with
+    the batch; lax.map (a scan) goes row by row, small in memory but one row per step. In
+    between is a loop over chunks, vmap within a chunk and scan across chunks: what inference
+    uses when the whole batch does not fit. Read the jaxpr: the scan's length, the shape each
+    step handles, and where the rows of a partial chunk go.
     """
 
-    def halves(init):
-        return lax.while_loop(lambda c: c < 2, lambda c: c + 0.5, init)
+    def stats(row):  # one row in, a pytree out
+        return {"norm": jnp.sqrt(jnp.sum(row["x"] ** 2)), "top": jnp.max(row["x"] * row["w"])}
 
-    assert halves(0).dtype == jnp.float32
-    assert float(halves(0)) == 2.0
+    n, d = 10, 3
+    xs = {
+        "x": jnp.arange(n * d, dtype=jnp.float32).reshape(n, d) / 7.0,
+        "w": jnp.cos(jnp.arange(n * d, dtype=jnp.float32)).reshape(n, d),
+    }
+    expected = jax.vmap(stats)(xs)
+    for chunk in (5, 4, 3, 10):
+        got = jax.jit(chunked_apply, static_argnums=(0, 2))(stats, xs, chunk)
+        for key in ("norm", "top"):
+            np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, err_msg=f"{chunk=}")
 
-    with raises_exactly(TypeError) as info:
-        halves(jnp.int32(0))
-    assert "carry input and carry output must have equal types" in str(info.value)
+        jaxpr = jax.make_jaxpr(chunked_apply, static_argnums=(0, 2))(stats, xs, chunk)
+        (scan,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+        assert scan.params["length"] == n // chunk, chunk
+        step_inputs = scan.params["jaxpr"].in_avals
+        assert [a.shape for a in step_inputs] == [(chunk, d), (chunk, d)], chunk  # a whole chunk
 
 
 def first_crossing(xs, threshold):

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import primitives
 
 
 def segment_softmax(logits, segment_ids, num_segments):
@@ -89,16 +90,65 @@ def test_empty_segments_get_the_identity_of_the_reduction():
     assert f"broadcast_in_dim {float(maxes[1])}" in str(jaxpr)  # the output starts filled with it
 
 
-def test_out_of_range_segment_ids_are_silently_dropped():
-    """⚠️ 陷阱 / trap：segment_id 超出 [0, num_segments) 的元素（包括负数）被悄悄丢弃，不报错。
-    Elements whose segment id falls outside [0, num_segments), negative ids included, are
-    silently dropped: no error, they just vanish from the result.
+def graph_mean_pool(node_features, graph_ids, num_graphs):
+    """把一批图的节点特征按图取平均（GNN 的 readout）：结果 [num_graphs, F]，第 g 行是图 g 的节点特征均值。
+    - node_features [N, F]；graph_ids [N]（int32，无序）；num_graphs 是静态 int（在 jit 里固定形状）。
+    - 这批数据被补齐到固定的 N：补齐的节点的 graph_id 等于 num_graphs（不属于任何图），特征是垃圾
+      （可能是 NaN 或 inf），它们不许进入结果，也不许进入梯度。
+    - 没有节点的图给出 0。只用 jax.ops.segment_* 和 jnp（不许用 one-hot 矩阵乘、不许 Python 循环）；大约 4 行。
+    The mean node feature of every graph in a batch of graphs (a GNN readout): the result is
+    [num_graphs, F], row g the mean of graph g's node features.
+    - node_features [N, F]; graph_ids [N] (int32, unsorted); num_graphs a static int (a fixed
+      shape under jit).
+    - The batch is padded to a fixed N: a padding node's graph_id is num_graphs (no graph), its
+      features are garbage (maybe NaN or inf) that must reach neither the result nor the
+      gradient.
+    - A graph without nodes gives 0. Only jax.ops.segment_* and jnp (no one-hot matmul, no
+      Python loop); about 4 lines.
     """
-    data = jnp.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    ids = jnp.array([0, 0, 5, -1, 2])
+    sums = jax.ops.segment_sum(node_features, graph_ids, num_segments=num_graphs)
+    ones = jnp.ones(graph_ids.shape, node_features.dtype)
+    counts = jax.ops.segment_sum(ones, graph_ids, num_segments=num_graphs)
+    return sums / jnp.maximum(counts, 1.0)[:, None]  # an empty graph: 0 / 1
 
-    summed = jax.ops.segment_sum(data, ids, num_segments=3)
-    np.testing.assert_array_equal(summed, [3.0, 0.0, 5.0])
+def test_write_a_padded_graph_readout():
+    """✍️ 实现 graph_mean_pool：把变大小的图拼成一批、补齐到固定的节点数，是 jit 下训练 GNN 的标准做法
+    （jraph 就这么做）。补齐的节点指向一个不存在的图：segment_* 悄悄丢掉段号超出 [0, num_segments) 的行
+    （包括负数），它们的值和梯度都进不来。这也是为什么 num_segments 要写明：它既是输出的形状，也是丢弃的边界。
+    Write graph_mean_pool: concatenating graphs of different sizes into one batch padded to a
+    fixed node count is how GNNs train under jit (jraph does it). Padding nodes point at a graph
+    that does not exist: segment_* silently drops rows whose segment id is outside
+    [0, num_segments) (negative ones too), so neither their values nor their gradients get in.
+    That is also why num_segments must be given: it is the output's shape and the edge of
+    what is dropped.
+    """
+    node_features = jnp.array(
+        [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [jnp.nan, jnp.inf], [7.0, 9.0], [1e30, jnp.nan]]
+    )
+    graph_ids = jnp.array([2, 0, 2, 4, 0, 4], dtype=jnp.int32)  # 4 graphs; 1 and 3 empty; 4 = pad
+
+    def reference(x, ids, g):
+        x, ids = np.asarray(x, np.float64), np.asarray(ids)
+        rows = [x[ids == i].mean(axis=0) if (ids == i).any() else np.zeros(2) for i in range(g)]
+        return np.stack(rows)
+
+    pool = jax.jit(graph_mean_pool, static_argnums=2)
+    expected = reference(node_features, graph_ids, 4)
+    np.testing.assert_allclose(pool(node_features, graph_ids, 4), expected, rtol=1e-6)
+    shuffled = jnp.array([5, 2, 0, 3, 1, 4])
+    np.testing.assert_allclose(
+        pool(node_features[shuffled], graph_ids[shuffled], 4), expected, rtol=1e-6
+    )
+    np.testing.assert_allclose(  # fewer graphs: ids 2 and 4 are padding now
+        pool(node_features, graph_ids, 2), reference(node_features, graph_ids, 2), rtol=1e-6
+    )
+
+    grads = jax.grad(lambda x: pool(x, graph_ids, 4).sum())(node_features)
+    np.testing.assert_allclose(grads, [[0.5] * 2, [0.5] * 2, [0.5] * 2, [0] * 2, [0.5] * 2, [0] * 2])
+
+    jaxpr = jax.make_jaxpr(graph_mean_pool, static_argnums=2)(node_features, graph_ids, 4)
+    prims = primitives(jaxpr)
+    assert "scatter-add" in prims and "dot_general" not in prims  # a scatter, not a dense matmul
 
 
 def test_num_segments_must_be_static_under_jit():

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 def test_where_computes_both_branches_then_selects():
@@ -26,36 +26,33 @@ def test_where_computes_both_branches_then_selects():
     assert [e.primitive.name for e in where_call.params["jaxpr"].eqns][-1] == __
 
 
-def test_grad_of_where_leaks_nan_from_the_unselected_branch():
-    """⚠️ 陷阱 / trap：where 挡住了值，却不一定挡住梯度里的 NaN：反向传播时未选中的分支
-    得到的余切是 0，再乘以该分支自己的导数。想一想 sqrt 在每个点上的导数。
-    where hides the value, not necessarily the NaN in the gradient: in the backward pass the
-    unselected branch gets a zero cotangent, which is then multiplied by that branch's own
-    derivative. Think of sqrt's derivative at each point.
-    """
-
-    def naive(x):
-        return jnp.where(x > 0, jnp.sqrt(x), 0.0)
-
-    xs = jnp.array([-1.0, 0.0, 4.0])
-    np.testing.assert_array_equal(jax.vmap(naive)(xs), [0.0, 0.0, 2.0])  # the values look fine
-    grads = jax.vmap(jax.grad(naive))(xs)
-    np.testing.assert_array_equal(np.isnan(grads), __)
-
-
 def test_double_where_makes_the_gradient_safe():
-    """✅ 修复：双重 where——先用内层 where 把被掩盖位置的输入换掉，再用外层 where 选结果。
-    内层 where 的反向规则把余切只送回被选中的位置，所以经过 safe_x 的那条路径对任何填充值都是有限的
-    （下面的 sqrt 用三个填充值验证）。可是 x·log(safe_x) 还通过 x 本身直接依赖输入：
-    这条路径的导数在被掩盖位置上就是分支在填充值处算出的东西，填充值必须让它有限。
-    The fix, "double where": an inner where replaces the input at masked positions, an outer
-    where selects the result. The inner where's backward rule sends cotangents only to the
-    selected positions, so the path through safe_x is finite for any fill (checked below for
-    sqrt with three fills). But x·log(safe_x) also depends on x directly: on that path the
-    derivative at a masked position is whatever the branch computes at the fill, so the fill
-    must keep it finite.
+    """⚠️ 陷阱 / trap，✅ 修复：where 挡住了值，却挡不住梯度里的 NaN：反向传播时未选中的分支得到
+    0 余切，再乘上它自己在那一点的导数（sqrt 在负数处是 NaN，在 0 处是 inf），0·NaN 与 0·inf 都是 NaN。
+    双重 where 修好它：内层 where 先把被掩盖位置的输入换成一个安全值，外层 where 再选结果。
+    两层各管一件事。内层 where 的反向规则只把余切送回被选中的位置：只要分支里 x 的每一次使用
+    都经过 safe_x，梯度对任何安全值都有限（下面的 sqrt 用三个值验证）。安全值决定的是被丢弃的那一支
+    在前向里算出什么：不在分支的定义域里，它就算出 NaN 或 inf。结果被外层 where 挡住了，可是逐个原语
+    检查输出的 jax.debug_nans / jax.debug_infs（找 NaN 的工具）照样报错，真正的 NaN 就藏在这些噪声里。
+    where hides the value, not the NaN in the gradient: in the backward pass the unselected
+    branch gets a zero cotangent, times its own derivative at that point (sqrt's is NaN at a
+    negative number, inf at 0), and 0·NaN and 0·inf are both NaN. The double where fixes it: an
+    inner where swaps a safe value in at the masked positions, an outer where selects the
+    result. Each does one job. The inner where's backward rule sends cotangents only to the
+    selected positions: as long as every use of x in the branch goes through safe_x, the
+    gradient is finite whatever the safe value (checked below for sqrt with three values). The
+    safe value decides what the discarded branch computes in the forward pass: outside the
+    branch's domain it computes NaN or inf. The outer where hides that from the result, yet
+    jax.debug_nans / jax.debug_infs, the NaN hunters that check every primitive's output, still
+    fire, and a real NaN hides in that noise.
     """
     xs = jnp.array([-1.0, 0.0, 0.5, 2.0])
+
+    def naive_sqrt(x):  # one where: the values look fine, the gradient does not
+        return jnp.where(x > 0, jnp.sqrt(x), 0.0)
+
+    np.testing.assert_allclose(jax.vmap(naive_sqrt)(xs), [0, 0, np.sqrt(0.5), np.sqrt(2)], rtol=1e-6)
+    np.testing.assert_array_equal(np.isnan(jax.vmap(jax.grad(naive_sqrt))(xs)), [1, 1, 0, 0])
 
     def safe_sqrt(x, fill):
         safe_x = jnp.where(x > 0, x, fill)
@@ -66,16 +63,64 @@ def test_double_where_makes_the_gradient_safe():
         np.testing.assert_allclose(
             grads, [0.0, 0.0, 0.5 / np.sqrt(0.5), 0.5 / np.sqrt(2.0)], rtol=1e-6
         )
+    with raises_exactly(FloatingPointError), jax.debug_nans(True):
+        jax.grad(safe_sqrt)(-1.0, -1.0)  # the discarded branch computed sqrt(-1)
 
     def x_log_x(x):  # the entropy term x·log(x), defined as 0 for x <= 0
         safe_x = jnp.where(x > 0, x, __)
-        return jnp.where(x > 0, x * jnp.log(safe_x), 0.0)
+        return jnp.where(x > 0, safe_x * jnp.log(safe_x), 0.0)
 
     np.testing.assert_allclose(
         jax.vmap(x_log_x)(xs), [0.0, 0.0, 0.5 * np.log(0.5), 2 * np.log(2.0)], rtol=1e-6
     )
     grads = jax.vmap(jax.grad(x_log_x))(xs)
     np.testing.assert_allclose(grads, [0.0, 0.0, np.log(0.5) + 1, np.log(2.0) + 1], rtol=1e-6)
+    with jax.debug_nans(True), jax.debug_infs(True):  # op by op: every primitive's output
+        jax.vmap(jax.grad(x_log_x))(xs)
+        jax.vmap(x_log_x)(xs)
+
+
+def safe_norm(x):
+    """向量 x（一维）的 L2 范数 sqrt(Σ x²)，零向量处的导数有定义：
+    - 值：非零向量给出 sqrt(Σ x²)，零向量给出恰好 0.0；
+    - 梯度：非零向量是 x / |x|，零向量是 0（而不是 NaN），二阶导数也处处有限；
+    - 不许加 eps（sqrt(Σ x² + eps) 在零点的值不是 0）；只用 jnp；大约 4 行。
+    The L2 norm sqrt(sum x²) of a vector x (1-D), with a derivative defined at zero:
+    - value: sqrt(sum x²) for a nonzero vector, exactly 0.0 for the zero vector;
+    - gradient: x / |x| for a nonzero vector, 0 (not NaN) at the zero vector, and finite second
+      derivatives everywhere;
+    - no eps (sqrt(sum x² + eps) is not 0 at zero); jnp only; about 4 lines.
+    """
+    todo("safe_norm: double where around the sqrt / sqrt 外面的双重 where")
+
+def test_write_a_norm_with_a_safe_gradient_at_zero():
+    """✍️ 实现 safe_norm：jnp.linalg.norm 在零向量处的梯度是 NaN（sqrt 在 0 处的导数是 inf，
+    链式法则再乘上 0），一个全零的填充行或刚初始化成 0 的参数就足以让整个训练变成 NaN。
+    用上一个 koan 的双重 where 写一个在零点也能求导的范数，jit、vmap、二阶导数下都成立。
+    Write safe_norm: jnp.linalg.norm has a NaN gradient at the zero vector (sqrt's derivative at
+    0 is inf, which the chain rule multiplies by 0); one all-zero padding row or a parameter
+    initialised to 0 turns a whole training run into NaN. Use the double where of the previous
+    koan to write a norm that is differentiable at zero too, under jit, vmap and second
+    derivatives.
+    """
+    xs = jnp.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0], [0.0, -2.0, 0.0], [1.0, 1.0, 1.0]])
+    assert np.isnan(jax.grad(jnp.linalg.norm)(xs[1])).all()  # the library norm, at zero
+
+    norms = jax.jit(jax.vmap(safe_norm))(xs)
+    np.testing.assert_allclose(norms, np.linalg.norm(np.asarray(xs), axis=1), rtol=1e-6)
+    assert float(norms[1]) == 0.0  # exactly, not sqrt(eps)
+
+    grads = jax.jit(jax.vmap(jax.grad(safe_norm)))(xs)
+    expected = [[0.6, 0.8, 0.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], [1 / np.sqrt(3)] * 3]
+    np.testing.assert_allclose(grads, expected, rtol=1e-6, atol=1e-7)
+    hessians = jax.vmap(jax.hessian(safe_norm))(xs)
+    assert np.isfinite(hessians).all()
+    np.testing.assert_allclose(hessians[1], np.zeros((3, 3)))  # the selected branch at zero: 0
+
+    def loss(xs):  # a zero row in the batch no longer poisons the whole gradient
+        return jnp.sum(jax.vmap(safe_norm)(xs))
+
+    assert np.isfinite(jax.grad(loss)(xs)).all()
 
 
 def masked_mean(x, mask, axis=-1):

@@ -58,13 +58,16 @@ def test_xla_computation_is_gone_lower_the_jitted_function():
 
 def test_jaxpr_unrolls_python_loops_and_keeps_dead_code():
     """jaxpr 忠实记录追踪到的每个原语：Python 循环被展开成重复的方程，没用到的结果也还在
-    （绑定到 `_`）。降级之前，jit 会先对 jaxpr 做一次死代码消除（DCE）：它看的是哪些方程和参数
-    对输出有贡献，而不是优化计算本身。没用到的参数也算，除非你让 jit 留下它们。
+    （绑定到 `_`），`jax.jit(f).trace(x).jaxpr` 里也一样。降级时 jit 先对 jaxpr 做一次死代码消除（DCE）：
+    它看的是哪些方程和参数对输出有贡献，而不是优化计算本身。去掉没用到的参数的正是这一遍：
+    让 jit 留下没用到的参数，这一遍就整个不做，死代码也跟着进了 StableHLO（XLA 编译时再删掉它）。
     The jaxpr records every primitive that was traced: a Python loop becomes repeated
-    equations, and an unused result is still there (bound to `_`). Before lowering, jit runs a
-    dead-code elimination (DCE) over the jaxpr: it looks at which equations and arguments
-    contribute to the outputs, not at optimizing the arithmetic. Unused arguments count too,
-    unless you tell jit to keep them.
+    equations, and an unused result is still there (bound to `_`), in
+    `jax.jit(f).trace(x).jaxpr` too. When lowering, jit first runs a dead-code elimination
+    (DCE) over the jaxpr: it looks at which equations and arguments contribute to the outputs,
+    not at optimizing the arithmetic. That same pass drops unused arguments: tell jit to keep
+    them and the whole pass is skipped, so the dead code reaches StableHLO too (XLA removes
+    it when compiling).
     """
 
     def f(x):
@@ -78,6 +81,7 @@ def test_jaxpr_unrolls_python_loops_and_keeps_dead_code():
     assert [e.primitive.name for e in jaxpr.eqns] == __
     stablehlo = jax.jit(f).lower(x).as_text()
     assert ("stablehlo.cosine" in stablehlo) is __
+    assert "cos" in [e.primitive.name for e in jax.jit(f).trace(x).jaxpr.eqns]
 
     def g(x, unused):
         return x * 2.0
@@ -87,6 +91,9 @@ def test_jaxpr_unrolls_python_loops_and_keeps_dead_code():
 
     assert main_signature(jax.jit(g).lower(x, x)).count("%arg") == 1  # the unused one is gone
     assert main_signature(jax.jit(g, __).lower(x, x)).count("%arg") == 2
+    kept = jax.jit(f, __).lower(x)  # the same switch, on f
+    assert "stablehlo.cosine" in kept.as_text()  # no DCE at all: the dead cos is lowered
+    assert " cosine(" not in kept.compile().as_text()  # XLA's own DCE removes it
     np.testing.assert_allclose(jax.jit(f)(x), f(x), rtol=1e-6)
 
 

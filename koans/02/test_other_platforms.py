@@ -23,14 +23,19 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from jax import export, lax
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
+def custom_call_targets(text):
+    """StableHLO 文本里 custom_call 的目标（去重、排序）/ the custom_call targets in a StableHLO text."""
+    return sorted(set(re.findall(r"stablehlo\.custom_call @(\w+)", text)))
+
+
 def custom_calls(lowered):
-    """StableHLO 里 custom_call 的目标（去重、排序）/ the custom_call targets in the StableHLO."""
-    return sorted(set(re.findall(r"stablehlo\.custom_call @(\w+)", lowered.as_text())))
+    """降级程序里 custom_call 的目标 / the custom_call targets of a lowered program."""
+    return custom_call_targets(lowered.as_text())
 
 
 def main_parameters(lowered):
@@ -129,3 +134,55 @@ def test_write_a_platform_dependent_gelu():
     both = traced.lower(lowering_platforms=("cpu", "tpu"))
     assert main_parameters(both)[0] == "tensor<i32>"  # the platform index picks the branch
     assert "stablehlo.tanh" in both.as_text() and "erf" in both.as_text()
+
+
+def export_for_cpu_and_nvidia(f, *args):
+    """把 jax.jit(f) 在 args 的形状上导出（jax.export）成一个制品，让同一个程序既能在这台 CPU 上运行，
+    也能交给 NVIDIA GPU 运行。
+    - 返回 jax.export.Exported；平台名与 lowering_platforms 里的写法相同。
+    - 1 行。
+    Export jax.jit(f) at the shapes of args (jax.export) as one artifact whose single program
+    runs on this CPU and can also be shipped to NVIDIA GPUs.
+    - Return a jax.export.Exported; platform names are spelled as in lowering_platforms.
+    - 1 line.
+    """
+    todo("export_for_cpu_and_nvidia: jax.export with platforms= / 用 platforms= 导出")
+
+
+def test_write_one_artifact_for_this_cpu_and_a_gpu():
+    """✍️ 实现 export_for_cpu_and_nvidia：为几个平台降级的程序可以存下来运到别处（jax.export），
+    不必在每台机器上重新追踪。制品记下它的平台表；程序里每个平台保留自己的实现（与只为那个平台
+    降级时的 custom_call 相同），平台索引却不是制品的输入——由调用它的机器填上。所以它在这台 CPU 上
+    能跑，序列化再读回来也能跑；一个只为 GPU 导出的制品在这里拒绝运行。
+    Write export_for_cpu_and_nvidia: a program lowered for several platforms can be stored and
+    shipped elsewhere (jax.export) instead of being traced again on every machine. The
+    artifact records its platforms; each platform keeps its own implementation in the program
+    (the custom_calls of a lowering for that platform alone), yet the platform index is no
+    input of the artifact: the machine that calls it fills it in. So it runs on this CPU, also
+    after a serialization round trip, while an artifact exported for GPUs only refuses to run
+    here.
+    """
+    m = spd_matrix()
+    references = {jnp.linalg.eigvalsh: np.linalg.eigvalsh, jnp.linalg.cholesky: np.linalg.cholesky}
+    for f, reference in references.items():
+        exported = export_for_cpu_and_nvidia(f, m)
+        assert sorted(exported.platforms) == ["cpu", "cuda"]
+        traced = jax.jit(f).trace(m)
+        each_alone = {
+            p: custom_calls(traced.lower(lowering_platforms=(p,))) for p in exported.platforms
+        }
+        assert custom_call_targets(exported.mlir_module()) == sorted(
+            set().union(*each_alone.values())
+        )  # both implementations, side by side
+        assert [a.shape for a in exported.in_avals] == [m.shape]  # no platform index to pass
+        assert '"_platform_index"' in exported.mlir_module()
+        np.testing.assert_allclose(exported.call(m), reference(np.asarray(m)), rtol=1e-4, atol=1e-5)
+        restored = export.deserialize(exported.serialize())  # bytes, as shipped
+        np.testing.assert_allclose(restored.call(m), exported.call(m))
+        if f is jnp.linalg.eigvalsh:
+            assert "cusolver_syevd_ffi" in custom_call_targets(restored.mlir_module())
+
+    gpu_only = export.export(jax.jit(jnp.linalg.eigvalsh), platforms=("cuda",))(m)
+    with raises_exactly(ValueError) as info:
+        gpu_only.call(m)
+    assert "exported for platforms" in str(info.value)

@@ -10,3 +10,24 @@ def masked_mean__multiply_by_the_mask(x, mask, axis=-1):
 def masked_mean__jnp_mean_where(x, mask, axis=-1):
     """jnp.mean(where=): right for rows with valid entries, NaN for an empty row."""
     return jnp.mean(x, axis=axis, where=mask)
+
+
+def safe_norm__library_norm(x):
+    """jnp.linalg.norm: NaN gradient at the zero vector."""
+    return jnp.linalg.norm(x)
+
+
+def safe_norm__single_where(x):
+    """One where hides the value, not sqrt's inf derivative at 0."""
+    squared = jnp.sum(x * x)
+    return jnp.where(squared > 0, jnp.sqrt(squared), 0.0)
+
+
+def safe_norm__eps_inside_the_sqrt(x):
+    """sqrt(sum x² + eps): finite everywhere, but sqrt(eps) instead of 0 at zero."""
+    return jnp.sqrt(jnp.sum(x * x) + 1e-12)
+
+
+def safe_norm__clamped_below(x):
+    """sqrt(max(sum x², tiny)): a finite gradient, but the value at zero is not 0."""
+    return jnp.sqrt(jnp.maximum(jnp.sum(x * x), jnp.finfo(x.dtype).tiny))

@@ -12,3 +12,31 @@ def segment_softmax__global_max(logits, segment_ids, num_segments):
     """Subtracts the maximum of all logits, not each segment's own."""
     e = jnp.exp(logits - logits.max())
     return e / jax.ops.segment_sum(e, segment_ids, num_segments=num_segments)[segment_ids]
+
+
+def graph_mean_pool__divides_by_zero(node_features, graph_ids, num_graphs):
+    """Sums over counts as they are: an empty graph is 0 / 0 = NaN."""
+    sums = jax.ops.segment_sum(node_features, graph_ids, num_segments=num_graphs)
+    counts = jax.ops.segment_sum(jnp.ones(graph_ids.shape), graph_ids, num_segments=num_graphs)
+    return sums / counts[:, None]
+
+
+def graph_mean_pool__clipped_ids(node_features, graph_ids, num_graphs):
+    """Clips the ids into range: the padding nodes join the last graph."""
+    ids = jnp.clip(graph_ids, 0, num_graphs - 1)
+    sums = jax.ops.segment_sum(node_features, ids, num_segments=num_graphs)
+    counts = jax.ops.segment_sum(jnp.ones(ids.shape), ids, num_segments=num_graphs)
+    return sums / jnp.maximum(counts, 1.0)[:, None]
+
+
+def graph_mean_pool__one_hot_matmul(node_features, graph_ids, num_graphs):
+    """A dense one-hot matmul, the padding zeroed by where first: right values, N x G memory."""
+    one_hot = jax.nn.one_hot(graph_ids, num_graphs)  # an out-of-range id gives a zero row
+    clean = jnp.where(one_hot.sum(axis=1, keepdims=True) > 0, node_features, 0.0)
+    return (one_hot.T @ clean) / jnp.maximum(one_hot.sum(axis=0), 1.0)[:, None]
+
+
+def graph_mean_pool__segment_mean_of_everything(node_features, graph_ids, num_graphs):
+    """Counts every node, padding included, in one global denominator."""
+    sums = jax.ops.segment_sum(node_features, graph_ids, num_segments=num_graphs)
+    return sums / graph_ids.shape[0]

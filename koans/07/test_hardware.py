@@ -16,12 +16,14 @@ an AbstractMesh naming the target GPU.
 """
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import AbstractDevice, AbstractMesh
 
@@ -272,3 +274,39 @@ def test_gpu_blocks_must_be_powers_of_two():
             assert "power of 2" in str(err)
             lowers.append(False)
     assert lowers == __
+
+
+def mosaic_gpu_double(shape):
+    """用 Mosaic GPU 写同一个加倍内核：plgpu.kernel(内核, out_type=...)，out_type 是形状 shape 的
+    float32 jax.ShapeDtypeStruct；内核用上面的 _double_kernel。一行。
+    The same doubling kernel for Mosaic GPU: plgpu.kernel(kernel, out_type=...), out_type a float32
+    jax.ShapeDtypeStruct of the given shape; the kernel is _double_kernel above. One line.
+    """
+    todo("mosaic_gpu_double: 一个 Mosaic GPU 内核 / a Mosaic GPU kernel")
+
+
+def test_mosaic_gpu_lowers_without_triton():
+    """Mosaic GPU 是 Triton 后端的继任者，在这台机器上也能为 CUDA 降级（不需要 AbstractMesh）。
+    和 pallas_call 不同，plgpu.kernel 没有 BlockSpec：内核拿到的 Ref 是 GMEM 里的整个数组。
+    内核成为一个 mosaic_gpu_v2 custom_call，不经过 Triton，也没有弃用警告；它的规则也不同：
+    (20, 300) 这样的数组在布局推断时被拒绝。
+    Mosaic GPU is the Triton backend's successor, and it too lowers for CUDA on this machine
+    (with no AbstractMesh). Unlike pallas_call, plgpu.kernel has no BlockSpecs: the kernel's
+    Refs are the whole arrays, in GMEM. The kernel becomes a mosaic_gpu_v2 custom_call, with no
+    Triton and no deprecation warning; its rules differ too: an array such as (20, 300) is
+    refused at layout inference.
+    """
+    x = jax.ShapeDtypeStruct((128, 128), jnp.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no DeprecationWarning this time
+        text = (
+            jax.jit(mosaic_gpu_double((128, 128)))
+            .trace(x)
+            .lower(lowering_platforms=("cuda",))
+            .as_text()
+        )
+    assert "custom_call @mosaic_gpu_v2" in text and "triton" not in text
+
+    odd = jax.ShapeDtypeStruct((20, 300), jnp.float32)
+    with pytest.raises(ValueError, match="infer a possible set of layouts"):
+        jax.jit(mosaic_gpu_double((20, 300))).trace(odd).lower(lowering_platforms=("cuda",))

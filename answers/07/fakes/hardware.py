@@ -64,3 +64,15 @@ def matmul_bf16__no_scratch_float32_output(x, y, *, bm, bn, bk, interpret=True):
 def h100_mesh__no_abstract_device():
     """A plain 1-device AbstractMesh with no abstract_device: the lowering cannot pick a GPU."""
     return AbstractMesh((1,), ("x",))
+
+
+def mosaic_gpu_double__triton_pallas_call(shape):
+    """Writes the kernel as a plain pallas_call, which lowers for CUDA through Triton instead."""
+    x = jax.ShapeDtypeStruct(shape, jnp.float32)
+    return pl.pallas_call(_double_kernel, out_shape=x)
+
+
+def mosaic_gpu_double__pallas_call_with_mosaic_params(shape):
+    """A pallas_call with plgpu.CompilerParams: in JAX 0.12.0.1 it has no CUDA lowering rule."""
+    x = jax.ShapeDtypeStruct(shape, jnp.float32)
+    return pl.pallas_call(_double_kernel, out_shape=x, compiler_params=plgpu.CompilerParams())

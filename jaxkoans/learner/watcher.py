@@ -97,6 +97,7 @@ class Stream:
                 self._started.set()
                 depth = len(self.root.parts)
                 paths = {Path(p) for _, p in changes}
+                paths |= _files_of_new_directories(changes)
                 paths = {p for p in paths if not any(_hidden(n) for n in p.parts[depth:])}
                 if paths:
                     self._batches.put(paths)
@@ -132,6 +133,18 @@ class Stream:
         if not self._thread.is_alive():  # else it may still write: leave its pipe open
             for fd in (self._read_fd, self._write_fd):
                 os.close(fd)
+
+
+def _files_of_new_directories(changes) -> set[Path]:
+    """The files inside each directory the batch says was added: inotify watches a new directory
+    only once it has seen it, so files written into it at once (a new chapter copied in) may come
+    with no event of their own."""
+    found: set[Path] = set()
+    for change, path in changes:
+        if change == watchfiles.Change.added and os.path.isdir(path):
+            with contextlib.suppress(OSError):
+                found |= {p for p in Path(path).rglob("*") if p.is_file()}
+    return found
 
 
 def _hidden(name: str) -> bool:

@@ -246,6 +246,26 @@ def test_float64_and_devices_follow_each_chapter_in_one_run(pytester):
     run(pytester, "02/test_b.py::test_settings").assert_outcomes(passed=1)
 
 
+def test_the_xdist_controller_leaves_jax_to_its_workers(pytester):
+    """`-n 2`: the process that only hands koans out never imports JAX (a second of CPU before
+    the workers start); the workers still get their chapter's settings."""
+    chapter(pytester, "02", {"test_b.py": """
+        def test_settings():
+            \"\"\"设置。The chapter's settings reach the worker.\"\"\"
+            assert jnp.ones(1).dtype == jnp.float64 and jax.device_count() >= 8
+    """}, x64=True, devices=8)  # fmt: skip
+    pytester.makeconftest("""
+        import sys
+        def pytest_sessionfinish(session):
+            if not hasattr(session.config, "workerinput"):
+                open("controller.txt", "w").write(str("jax" in sys.modules))
+    """)
+    run(pytester, "02", "-p", "xdist", "-n", "2").assert_outcomes(passed=1)
+    assert (pytester.path / "controller.txt").read_text() == "False"
+    run(pytester, "02").assert_outcomes(passed=1)  # without xdist the one process configures JAX
+    assert (pytester.path / "controller.txt").read_text() == "True"
+
+
 def test_a_contradicting_environment_is_named_and_overridden(pytester, monkeypatch):
     monkeypatch.setenv("JAX_ENABLE_X64", "1")
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")

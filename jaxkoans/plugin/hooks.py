@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -56,13 +57,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # summary, so keep the summary at one line per koan everywhere.
     config.option.force_short_summary = True
     config.stash[OVERRIDES] = runtime.environment_overrides(devices)
-    try:
-        runtime.configure(devices)
-    except runtime.SetupError as error:
-        raise pytest.UsageError(str(error)) from None
+    if not _hands_koans_to_workers(config):  # only a process that runs koans needs JAX
+        try:
+            runtime.configure(devices)
+        except runtime.SetupError as error:
+            raise pytest.UsageError(str(error)) from None
     watchdog = HangGuard(config)  # armed by pytest-timeout's own timer hooks
     config.pluginmanager.register(watchdog, "koans-watchdog")
-    register_debugger(watchdog)
+    if not _hands_koans_to_workers(config):
+        register_debugger(watchdog)
     if config.getoption("koans_reveal", False):
         os.environ[REVEAL_ENV] = "1"  # read by raises_exactly and the report (xdist workers too)
     record = config.getoption("koans_record", None)
@@ -70,11 +73,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(Recorder(Path(record), Path(config.rootpath)), "koans-record")
 
 
+def _hands_koans_to_workers(config: pytest.Config) -> bool:
+    """The xdist controller (`-n 2`): its workers run the koans, so it never imports JAX, whose
+    import (a second of CPU) would only delay the workers' start."""
+    workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
+    return bool(workers) and not config.getoption("collectonly") and not hasattr(config, "workerinput")
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Say what JAX the koans run on, and which environment settings were overridden."""
-    import jax
-
-    lines = [f"jax-koans: jax {jax.__version__}, CPU, float64 per chapter"]
+    lines = [f"jax-koans: jax {metadata.version('jax')}, CPU, float64 per chapter"]
     return lines + [f"jax-koans: ⚠️ {note}" for note in config.stash.get(OVERRIDES, [])]
 
 

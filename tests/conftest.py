@@ -185,6 +185,10 @@ def end_children_with_this_process() -> None:
     with contextlib.suppress(ValueError):  # not the main thread: no signal handlers
         for number in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(number, _stop)
+        # A suite started in the background of a script (`cmd &`) inherits SIGINT ignored, and
+        # so would every tool a test starts: the Ctrl-C tests would interrupt nothing.
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _stop(signum, frame) -> None:

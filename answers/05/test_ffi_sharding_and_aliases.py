@@ -12,6 +12,7 @@ custom_partitioning lets the kernel say how it shards), and registering a handle
 """
 
 import functools
+import re  # noqa: F401  (buffer_aliases may parse with it)
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +81,88 @@ def test_input_output_aliases_let_the_kernel_write_in_place():
     np.testing.assert_allclose(
         out, leaky_sum_numpy(np.arange(1.0, 9.0).reshape(2, 4), 0.5), rtol=1e-6
     )
+
+
+def buffer_aliases(compiled):
+    """读 compiled.as_text() 的第一行（HloModule 头）里的别名表
+    `input_output_alias={ {输出序号}: (参数序号, {}, may-alias), ... }`，返回
+    {输出序号: 参数序号}（都是 int）：哪个输出就写在哪个参数的缓冲区里。只有一个输出（不是元组）
+    时它的序号写成 {}，算作 0；头里没有这张表时返回 {}。只读第一行：程序正文里每个内核调用也有
+    自己的 output_to_operand_aliasing，那不是这张表。大约 3 行。
+
+    Read the alias table in the first line (the HloModule header) of compiled.as_text(),
+    `input_output_alias={ {output index}: (parameter number, {}, may-alias), ... }`, and
+    return {output index: parameter number} (ints): which output lives in which parameter's
+    buffer. A single (non-tuple) output has the index {}: count it as 0; no table in the header
+    gives {}. Read the first line only: in the program's body each kernel call has its own
+    output_to_operand_aliasing, which is not this table. About 3 lines.
+    """
+    header = compiled.as_text().splitlines()[0]
+    pairs = re.findall(r"\{(\d*)\}: \((\d+), ", header)
+    return {int(output or 0): int(parameter) for output, parameter in pairs}
+
+
+def test_the_compiled_header_names_the_buffer_each_output_reuses():
+    """✍️ 实现 buffer_aliases：数 copy 只说明复制了几次；要确认别名生效，读编译后程序的头：
+    input_output_alias 表列出每个输出复用了哪个参数的缓冲区。这张表来自捐赠：jit 降级时按输出的
+    顺序，给每个输出配第一个还没配过、形状和 dtype 都相同的捐赠参数，记在 StableHLO 的
+    tf.aliasing_output 上；
+    内核的 input_output_aliases 只说内核想写进哪个操作数。两者一致时才没有复制。
+    ⚠️ 陷阱 / trap：头里有表不等于内核原地写：只捐赠、不加内核别名时表照样在，内核写进新缓冲区，
+    再复制过去；两个形状相同的输出交换了顺序时，jit 的配对和内核的别名对不上，XLA 复制四次
+    （两个输入先各复制一份给内核覆盖，两个结果再各复制进另一个参数的缓冲区）。
+    Write buffer_aliases: counting copies says only how many there were; to confirm an alias,
+    read the compiled program's header: its input_output_alias table lists which parameter's
+    buffer each output reuses. The table comes from donation: when jit lowers, it gives each
+    output, in order, the first donated argument of the same shape and dtype not yet taken, and
+    records it as tf.aliasing_output in the StableHLO; the kernel's input_output_aliases only says which
+    operand the kernel wants to write into. Only when the two agree is there no copy.
+    A table in the header does not mean the kernel wrote in place: donating without the
+    kernel's alias gives the same table, the kernel writes a fresh buffer and it is copied
+    over; and when two outputs of the same shape come back swapped, jit's pairing and the
+    kernel's aliases disagree and XLA copies four times (each input copied first for the kernel
+    to overwrite, each result copied into the other parameter's buffer).
+    """
+    target = cbuild.ffi_target("koans_leaky_sum_header", "leaky_sum.cc", "LeakySum")
+
+    def kernel(v, alias):
+        call = jax.ffi.ffi_call(target, like(v), input_output_aliases={0: 0} if alias else None)
+        return call(v, decay=np.float32(0.5), reverse=False)
+
+    def compiled(fn, *args, **donation):
+        return jax.jit(fn, **donation).lower(*args).compile()
+
+    def in_place(v):
+        return kernel(v, alias=True)
+
+    def fresh(v):
+        return kernel(v, alias=False)
+
+    def swapped(a, b):
+        return kernel(b, alias=True), kernel(a, alias=True)
+
+    x, y = jnp.arange(8.0).reshape(2, 4), jnp.arange(12.0).reshape(3, 4)
+    kept = compiled(in_place, x)
+    assert buffer_aliases(kept) == {} and copies(kept) == 1
+    donated = compiled(in_place, x, donate_argnums=0)
+    assert buffer_aliases(donated) == {0: 0} and copies(donated) == 0
+    fresh_donated = compiled(fresh, x, donate_argnums=0)
+    assert buffer_aliases(fresh_donated) == {0: 0} and copies(fresh_donated) == 1
+
+    both = compiled(swapped, x, y, donate_argnums=(0, 1))
+    assert buffer_aliases(both) == {0: 1, 1: 0} and copies(both) == 0
+    one = compiled(swapped, x, y, donate_argnums=0)
+    assert buffer_aliases(one) == {1: 0} and copies(one) == 1
+
+    twin = jnp.arange(8.0, 16.0).reshape(2, 4)  # the same shape as x
+    clash = compiled(swapped, x, twin, donate_argnums=(0, 1))
+    assert buffer_aliases(clash) == {0: 0, 1: 1} and copies(clash) == 4
+    lowered = jax.jit(swapped, donate_argnums=(0, 1)).lower(x, twin).as_text()
+    assert "%arg0: tensor<2x4xf32> {tf.aliasing_output = 0 : i32}" in lowered
+    assert "%arg1: tensor<2x4xf32> {tf.aliasing_output = 1 : i32}" in lowered
+    out = jax.jit(swapped, donate_argnums=(0, 1))(jnp.array(x), jnp.array(twin))
+    np.testing.assert_allclose(out[0], leaky_sum_numpy(twin, 0.5), rtol=1e-6)
+    np.testing.assert_allclose(out[1], leaky_sum_numpy(x, 0.5), rtol=1e-6)
 
 
 def _sharded_rows():

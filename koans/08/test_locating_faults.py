@@ -11,6 +11,7 @@ that appears only in the backward pass (`debug_nans` / `debug_infs`), and watch 
 inside `cond` / `scan` with `jax.debug.print`.
 """
 
+import re  # noqa: F401  (where_jax_raised may parse with it)
 from functools import partial
 
 import jax
@@ -164,6 +165,26 @@ def log_gradient_norm(grad, log):
     step order, and return grad unchanged. Use jax.debug.callback (ordered=True). 1-2 lines.
     """
     todo("log_gradient_norm: jax.debug.callback")
+
+
+def where_jax_raised(script):
+    """在一个新的 Python 进程里运行 script（一个 Path：它捕获异常，把回溯打印到标准输出），
+    用 run_python（它有超时，不继承本进程的 JAX_* 设置；env= 给子进程加环境变量），并关掉
+    JAX 的回溯过滤：默认回溯最后的说明写着怎么关。回溯里每一帧打印成
+    `  File "路径", line 行号, in 函数名`，最内层的在最后。返回 (jax_frame, user_frame)：
+    jax_frame = (路径里 "jax/_src/" 之后的部分, 函数名)，取路径含 "jax/_src/" 的最内层一帧；
+    user_frame = (行号（int）, 函数名)，取路径就是 script 的最内层一帧。大约 10 行。
+
+    Run script (a Path: it catches its exception and prints the traceback to stdout) in a
+    fresh Python process with run_python (it has a timeout and none of this process's JAX_*
+    settings; env= adds environment variables for the child), with JAX's traceback filtering
+    off: the note at the end of a default traceback says how. A traceback prints each frame as
+    `  File "path", line number, in function`, innermost last. Return (jax_frame, user_frame):
+    jax_frame = (the part of the path after "jax/_src/", function) of the innermost frame whose
+    path holds "jax/_src/"; user_frame = (line number (an int), function) of the innermost frame
+    whose path is script. About 10 lines.
+    """
+    todo("where_jax_raised: run_python with the filtering off, then parse / 关掉过滤再解析")
 
 
 # ---- 检查 / checks ----------------------------------------------------------------------
@@ -433,45 +454,93 @@ def test_checkify_turns_silent_faults_into_errors():
         assert str(info.value).startswith(message)
 
 
-SCRIPT = """
+MATMUL_SCRIPT = """
 import sys
 import traceback
 
 import jax
 import jax.numpy as jnp
 
-@jax.jit
-def flatten(x):
-    return jnp.reshape(x, (5,))
+
+def project(w, x):
+    return x @ w
+
+
+def loss(w, x):
+    h = project(w, x)
+    return jnp.sum(h ** 2)
+
 
 try:
-    flatten(jnp.ones(4))
+    jax.grad(loss)(jnp.ones((3, 2)), jnp.ones((4, 2)))
 except TypeError:
     traceback.print_exc(file=sys.stdout)
 """
 
+SCAN_SCRIPT = """
+import sys
+import traceback
 
-def test_traceback_filtering_hides_jax_frames(tmp_path):
-    """JAX 默认把自己内部的栈帧从异常的回溯里删掉，只留下你的代码；要看 JAX 内部在哪一步出错
-    （比如给 JAX 报 bug），在启动进程时设置环境变量 JAX_TRACEBACK_FILTERING。这个设置要在新
-    进程里才看得清楚：这里运行同一个脚本两次，数回溯里 jax/_src 的帧。
-    By default JAX removes its own frames from an exception's traceback and keeps only your
-    code; to see where inside JAX it failed (to report a bug, say), set the environment
-    variable JAX_TRACEBACK_FILTERING when the process starts. It shows best in a fresh
-    process: the same script runs twice here, counting the jax/_src frames of its traceback.
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+def magnitude(v):
+    if v > 0:
+        return v
+    return -v
+
+
+def step(total, v):
+    return total + magnitude(v), None
+
+
+try:
+    lax.scan(step, 0.0, jnp.arange(-2.0, 2.0))
+except jax.errors.TracerBoolConversionError:
+    traceback.print_exc(file=sys.stdout)
+"""
+
+
+def line_of(script, code):
+    """The line number of `code` in `script`, as a traceback counts it."""
+    return script.splitlines().index(code) + 1
+
+
+def test_traceback_filtering_off_shows_where_jax_raised(tmp_path):
+    """写 where_jax_raised：JAX 默认把自己内部的很多栈帧从回溯里删掉，只留下你的代码和它的
+    几层公开接口；这通常够用，但要知道 JAX 内部是哪条规则拒绝了你的程序（比如给 JAX 报 bug，
+    或读那条规则的源码），就得在新进程里关掉过滤，再从回溯里读出真正抛出异常的那一帧，以及
+    你自己的代码里最深的那一行（要改的地方）。这里有两个出错的脚本：grad 里形状不匹配的矩阵乘，
+    和 scan 的循环体里对 tracer 用了 Python 的 if。
+    Write where_jax_raised: by default JAX removes many of its own frames from a traceback and
+    keeps your code and a few layers of its public API; that is usually enough, but to learn
+    which rule inside JAX rejected your program (to report a bug, or to read that rule's
+    source) you switch the filtering off in a fresh process and read from the traceback the
+    frame that really raised, and the deepest line of your own code (the one to fix). Two
+    failing scripts here: a matmul of mismatched shapes under grad, and a Python `if` on a
+    tracer inside a scan body.
     """
-    script = tmp_path / "flatten.py"
-    script.write_text(SCRIPT, encoding="utf-8")
+    matmul = tmp_path / "matmul.py"
+    matmul.write_text(MATMUL_SCRIPT, encoding="utf-8")
+    scan = tmp_path / "scan.py"
+    scan.write_text(SCAN_SCRIPT, encoding="utf-8")
 
-    def jax_frames(env):
-        out = run_python("-I", str(script), env=env)
-        assert "cannot reshape array of shape (4,)" in out, out[-2000:]
-        return out.count("jax/_src")
+    filtered = run_python("-I", str(matmul))  # JAX's default filtering
+    assert "dot_general requires contracting dimensions to have the same shape" in filtered
+    assert "JAX_TRACEBACK_FILTERING" in filtered  # its note says how to see the rest
+    assert "_dot_general_shape_rule" not in filtered  # the frame that raised is hidden
 
-    filtered = jax_frames({})
-    unfiltered = jax_frames({"JAX_TRACEBACK_FILTERING": __})
-    print(f"jax/_src frames: filtered {filtered}, unfiltered {unfiltered}")
-    assert unfiltered > filtered + 3
+    jax_frame, user_frame = where_jax_raised(matmul)
+    print(f"matmul.py: raised in jax/_src/{jax_frame}, called from {user_frame}")
+    assert jax_frame == ("lax/lax.py", "_dot_general_shape_rule")
+    assert user_frame == (line_of(MATMUL_SCRIPT, "    return x @ w"), "project")
+
+    jax_frame, user_frame = where_jax_raised(scan)
+    print(f"scan.py: raised in jax/_src/{jax_frame}, called from {user_frame}")
+    assert jax_frame == ("core.py", "error")
+    assert user_frame == (line_of(SCAN_SCRIPT, "    if v > 0:"), "magnitude")
 
 
 def test_debug_callback_finds_the_step_where_training_diverges():

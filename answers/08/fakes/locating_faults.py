@@ -134,3 +134,28 @@ def nan_origin__no_flags(loss, x):
         if bool(jnp.any(jnp.isnan(fn(x)))):
             return stage, None, None
     return None, None, None
+
+
+def where_jax_raised__filtering_left_on(script):
+    """Parses the default (filtered) traceback: the frame that raised is hidden."""
+    out = run_python("-I", str(script))
+    frames = re.findall(r'^  File "(.+)", line (\d+), in (\S+)$', out, flags=re.MULTILINE)
+    jax_frames = [(path, name) for path, _, name in frames if "jax/_src/" in path]
+    mine = [(int(line), name) for path, line, name in frames if path == str(script)]
+    path, name = jax_frames[-1]
+    return (path.split("jax/_src/", 1)[1], name), mine[-1]
+
+
+def where_jax_raised__outermost_frames(script):
+    """Filtering off, but takes the first (outermost) frames instead of the innermost."""
+    out = run_python("-I", str(script), env={"JAX_TRACEBACK_FILTERING": "off"})
+    frames = re.findall(r'^  File "(.+)", line (\d+), in (\S+)$', out, flags=re.MULTILINE)
+    jax_frames = [(path, name) for path, _, name in frames if "jax/_src/" in path]
+    mine = [(int(line), name) for path, line, name in frames if path == str(script)]
+    path, name = jax_frames[0]
+    return (path.split("jax/_src/", 1)[1], name), mine[0]
+
+
+def where_jax_raised__hard_coded(script):
+    """The matmul script's answer, whatever the script."""
+    return ("lax/lax.py", "_dot_general_shape_rule"), (10, "project")

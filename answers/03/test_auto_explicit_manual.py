@@ -45,6 +45,24 @@ def data_model_mesh():
     return jax.make_mesh((2, 4), ("data", "model"))
 
 
+def shard_map_specs(fn, *args):
+    """fn(*args) 的 jaxpr 里每个 shard_map 的 (in_specs, out_specs)。
+    The (in_specs, out_specs) of each shard_map in fn(*args)'s jaxpr."""
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "shard_map":
+                found.append((eqn.params["in_specs"], eqn.params["out_specs"]))
+            for value in eqn.params.values():
+                inner = getattr(value, "jaxpr", value)
+                if hasattr(inner, "eqns"):
+                    walk(inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
@@ -205,3 +223,55 @@ def test_smap_maps_one_mesh_axis_the_way_vmap_maps_an_array_axis():
     group_means = square().reshape(8, 4, 2).mean(axis=1)  # 4 个设备上同一位置的均值
     np.testing.assert_allclose(by_smap, square() - np.tile(group_means, (1, 4)), rtol=1e-6)
     np.testing.assert_array_equal(by_shard_map, by_smap)
+
+
+def test_vmap_spmd_axis_name_keeps_a_vmapped_batch_split_along_a_mesh_axis():
+    """per_example 函数只看一个样本 (8,)，里面按 "model" 做分片的事：一个沿 model 的 shard_map（每个
+    设备平方和再 psum），或者一个沿 model 的 with_sharding_constraint。vmap 给它们加上批次维时，
+    这一维怎么切？默认什么都不说：shard_map 的 in_specs（从 jaxpr 里读出）里批次维是 None（不切），每个设备都要整批
+    数据，编译器先把沿 data 切开的 x 收齐——那条 all-gather 是什么类型？with_sharding_constraint
+    的批次维则留给编译器决定；输入是复制的时，它就一直复制着：块形状是什么？jax.vmap 的
+    spmd_axis_name 说批次维沿哪根网格轴切：写出 batched，让批次沿 data 切开（Auto 网格）。
+    A per_example function sees one example (8,) and does sharded work along "model" inside: a
+    shard_map along model (each device squares and sums, then a psum), or a
+    with_sharding_constraint along model. When vmap adds the batch dimension, how is that
+    dimension split? By default nothing says: in the shard_map's in_specs (read from the jaxpr)
+    the batch dimension is None (not split), every device needs the whole batch, and the
+    compiler first gathers x, split along data: what type has that all-gather? The with_sharding_constraint leaves the
+    batch dimension to the compiler; with a replicated input it stays replicated: what block
+    shape? jax.vmap's spmd_axis_name says along which mesh axis the batch dimension is split:
+    write batched so that the batch is split along data (an Auto mesh).
+    """
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+
+    def squared_norm(v):
+        def local(block):
+            return lax.psum(jnp.sum(block * block), "model")
+
+        return jax.shard_map(local, mesh=mesh, in_specs=P("model"), out_specs=P())(v)
+
+    def doubled_by_columns(v):
+        return lax.with_sharding_constraint(jnp.sin(v), NamedSharding(mesh, P("model"))) * 2
+
+    def batched(per_example):
+        return jax.jit(jax.vmap(per_example, spmd_axis_name="data"))
+
+    x = put(square(), mesh, P("data"))
+    plain = jax.jit(jax.vmap(squared_norm))
+    assert shard_map_specs(plain, x) == [((P(None, "model"),), (P(None),))]
+    found = collectives(plain.lower(x).compile().as_text())
+    assert found == {"all-gather": ["f32[8,8]"], "all-reduce": ["f32[8]"]}
+
+    norms = batched(squared_norm)
+    out = norms(x)
+    assert shard_map_specs(norms, x) == [((P("data", "model"),), (P("data"),))]
+    np.testing.assert_allclose(out, (square() ** 2).sum(axis=1), rtol=1e-6)
+    assert collectives(norms.lower(x).compile().as_text()) == {"all-reduce": ["f32[4]"]}
+    assert out.sharding.spec == P("data")
+
+    replicated = put(square(), mesh, P())
+    left = jax.jit(jax.vmap(doubled_by_columns))(replicated)
+    assert left.sharding.shard_shape(left.shape) == (8, 2)
+    out = batched(doubled_by_columns)(replicated)
+    np.testing.assert_allclose(out, np.sin(square()) * 2, rtol=1e-6)
+    assert out.sharding.shard_shape(out.shape) == (4, 2)

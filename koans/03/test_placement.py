@@ -22,11 +22,14 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+from jax import lax
 from jax.ad_checkpoint import checkpoint_name
-from jax.sharding import NamedSharding
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import collectives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -48,6 +51,29 @@ def pad_rows(a, multiple):
     """沿第 0 轴补零，使长度成为 multiple 的倍数。/ Zero-pad axis 0 to a multiple of `multiple`."""
     missing = -len(a) % multiple
     return np.pad(a, [(0, missing)] + [(0, 0)] * (a.ndim - 1))
+
+
+def row_losses(w, x, y):
+    """每一行的平方误差。/ The squared error of every row."""
+    return (x @ w - y) ** 2
+
+
+def shard_map_blocks(fn, *args):
+    """fn(*args) 的 jaxpr 里每个 shard_map 的函数体看到的输入块形状。
+    The block shapes that the body of each shard_map in fn(*args)'s jaxpr receives."""
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "shard_map":
+                found.append([tuple(v.aval.shape) for v in eqn.params["jaxpr"].invars])
+            for value in eqn.params.values():
+                inner = getattr(value, "jaxpr", value)
+                if hasattr(inner, "eqns"):
+                    walk(inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
 
 
 def drawn(array):
@@ -109,6 +135,24 @@ def padded_mse(w, x, y, valid):
     todo("padded_mse: 只对 valid 的行求均值 / the mean over the valid rows only")
 
 
+def mean_loss_on_mesh(w, x, y, mesh):
+    """x (B, 3) 与 y (B,) 的均方误差 mean(row_losses(w, x, y))，用 jax.shard_map 沿 mesh 的轴 "i"
+    算：每个设备只算自己那几行。B 不一定能被设备数整除（shard_map 不补齐，会报错），所以先在
+    jit 里沿第 0 轴补零（B 和设备数都是静态的 Python 整数），再用一个 valid 掩码让补的行不算数；
+    函数体里把本设备真实行的误差和与行数分别沿 "i" 加起来再相除。不许先把所有行收到一个设备上
+    （不要 all_gather）。w 不切分（P()）。大约 10 行。
+
+    The mean squared error mean(row_losses(w, x, y)) of x (B, 3) and y (B,), computed with
+    jax.shard_map along the mesh axis "i": each device computes its own rows only. B need not
+    be divisible by the number of devices (shard_map pads nothing and fails), so first pad
+    axis 0 with zeros inside jit (B and the device count are static Python ints), then let a
+    valid mask keep the padded rows from counting; in the body add up this device's sum of real
+    rows' errors and its number of real rows along "i", each, then divide. Gathering all rows
+    onto one device first is not allowed (no all_gather). w is not split (P()). About 10 lines.
+    """
+    todo("mean_loss_on_mesh: 在 jit 里补齐、遮掉、沿 i 相加 / pad inside jit, mask, add up along i")
+
+
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
@@ -140,6 +184,65 @@ def test_a_batch_the_mesh_does_not_divide_is_padded_and_masked():
     want_loss, want_grad = jax.jit(jax.value_and_grad(reference))(w)
     np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_an_uneven_split_is_padded_by_auto_mode_and_refused_by_explicit_and_shard_map():
+    """⚠️ 陷阱 / trap：10 行切给 8 个设备。jit 的 in_shardings 和上一个 koan 的 device_put
+    一样拒绝它（Auto 网格上报的是 JAX 内部的一个 ValueError 子类）。jit 里面 Auto 模式的 with_sharding_constraint 却接受它：编译器自己补齐。编译后的 HLO
+    里把结果收回来的 all-gather 是什么类型（补齐后的形状）？这样约束过的值作为 jit 的输出时
+    成了什么分片（文档说过）？Explicit 模式里的 reshard 不补齐，报哪个异常类？shard_map
+    （Manual）也不补齐：自己补。写好 mean_loss_on_mesh：在 jit 里补齐、用掩码遮掉补的行、
+    沿 "i" 加起来；检查值和梯度等于不补齐的参照，每个设备的块有几行，还有 HLO 里没有 all-gather。
+    ⚠️ Trap: 10 rows split over 8 devices. jit's in_shardings refuses it like the device_put of
+    the koan before (on an Auto mesh with a subclass of ValueError internal to JAX). Inside jit, Auto mode's with_sharding_constraint accepts it: the
+    compiler pads by itself. In the compiled HLO, what type has the all-gather that
+    brings the result back (the padded shape)? Which sharding does such a constrained value
+    have as jit's output (the documentation says)? Explicit mode's reshard pads nothing: which
+    exception class does it raise? shard_map (Manual) pads nothing either: pad yourself. Write
+    mean_loss_on_mesh: pad inside jit, mask the padded rows, add up along "i"; the koan checks
+    the value and gradient against the unpadded reference, how many rows each device's block
+    holds, and that the HLO has no all-gather.
+    """
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((10, 3), dtype=np.float32)
+    auto = jax.make_mesh((N,), ("i",), axis_types=(AxisType.Auto,))
+    with pytest.raises(ValueError, match="partitioned 8 times"):
+        jax.jit(jnp.sin, in_shardings=NamedSharding(auto, P("i")))(x)
+
+    def constrained(a):
+        return lax.with_sharding_constraint(jnp.sin(a), NamedSharding(auto, P("i"))) * 2
+
+    padded_by_xla = jax.jit(constrained)
+    out = padded_by_xla(x)
+    np.testing.assert_allclose(out, np.sin(x) * 2, rtol=1e-6)
+    assert collectives(padded_by_xla.lower(x).compile().as_text()) == {"all-gather": [__]}
+    assert out.sharding.spec == __
+
+    explicit = jax.make_mesh((N,), ("i",))
+    with jax.set_mesh(explicit), raises_exactly(__):
+        jax.jit(lambda a: jax.sharding.reshard(jnp.sin(a), P("i")))(x)
+    with pytest.raises(ValueError, match="not evenly divisible"):
+        jax.jit(jax.shard_map(jnp.sin, mesh=auto, in_specs=P("i"), out_specs=P("i")))(x)
+
+    w = rng.standard_normal(3, dtype=np.float32)
+    for batch, rows_per_device in [(10, 2), (3, 1), (16, 2)]:
+        xb = rng.standard_normal((batch, 3), dtype=np.float32)
+        yb = rng.standard_normal(batch, dtype=np.float32)
+
+        def loss(w, xb=xb, yb=yb):
+            return mean_loss_on_mesh(w, xb, yb, auto)
+
+        def reference(w, xb=xb, yb=yb):
+            return jnp.mean(row_losses(w, xb, yb))
+
+        step = jax.jit(jax.value_and_grad(loss))
+        got, want = step(w), jax.jit(jax.value_and_grad(reference))(w)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+        blocks_seen = shard_map_blocks(loss, w)
+        assert blocks_seen and all((rows_per_device, 3) in b for b in blocks_seen), blocks_seen
+        found = collectives(step.lower(w).compile().as_text())
+        assert "all-gather" not in found and "all-reduce" in found, found
 
 
 def test_make_array_from_callback_asks_each_device_for_its_piece():

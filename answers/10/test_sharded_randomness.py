@@ -309,10 +309,11 @@ def test_explicit_meshes_shard_the_init_in_the_draw():
     for shape, names in (((8,), ("model",)), ((2, 4), ("data", "model"))):
         mesh = jax.make_mesh(shape, names)  # Explicit axes by default
         with jax.set_mesh(mesh):
-            params = explicit_init(key)
-            types = {leaf: str(jax.typeof(value)) for leaf, value in params.items()}
-            hlo = jax.jit(explicit_init).lower(key).compile().as_text()
+            compiled = jax.jit(explicit_init).lower(key).compile()  # one compilation per mesh
+            params = compiled(key)
+        types = {leaf: str(jax.typeof(value)) for leaf, value in params.items()}
         assert types == {"up": "float32[64,256@model]", "down": "float32[256@model,64]"}
+        hlo = compiled.as_text()
         for leaf in ("up", "down"):
             np.testing.assert_array_equal(params[leaf], reference[leaf], err_msg=str(shape))
         assert largest_u32_buffer(hlo) == whole // mesh.shape["model"], shape
@@ -321,10 +322,11 @@ def test_explicit_meshes_shard_the_init_in_the_draw():
         return jax.sharding.reshard(init_params(k), SPECS)
 
     with jax.set_mesh(jax.make_mesh((8,), ("model",))):
-        cut = reshard_after(key)
-        assert str(jax.typeof(cut["up"])) == "float32[64,256@model]"
-        cut_hlo = jax.jit(reshard_after).lower(key).compile().as_text()
+        cut_compiled = jax.jit(reshard_after).lower(key).compile()
+        cut = cut_compiled(key)
+    assert str(jax.typeof(cut["up"])) == "float32[64,256@model]"
     np.testing.assert_array_equal(cut["up"], reference["up"])
+    cut_hlo = cut_compiled.as_text()
     assert largest_u32_buffer(cut_hlo) == 16384
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax import export
-from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
@@ -43,6 +43,19 @@ def mesh_of(devices):
     return Mesh(np.array(devices), ("data",), axis_types=(AxisType.Explicit,))
 
 
+def export_tanh(mesh, w_spec):
+    """导出 tanh(x @ w)（序列化再读回）：x 是 [8, 3]，行沿 "data" 切开；w 是 [3, 2]，按 w_spec。
+    Export tanh(x @ w), serialized and read back: x is [8, 3] with its rows split over "data",
+    w is [3, 2] sharded by w_spec."""
+    on_w, rows = NamedSharding(mesh, w_spec), NamedSharding(mesh, P("data", None))
+    forward = jax.jit(lambda w, x: jnp.tanh(x @ w), in_shardings=(on_w, rows))
+    specs = (
+        jax.ShapeDtypeStruct((3, 2), jnp.float32, sharding=on_w),
+        jax.ShapeDtypeStruct((8, 3), jnp.float32, sharding=rows),
+    )
+    return export.deserialize(export.export(forward)(*specs).serialize())
+
+
 # ---- 你来实现 / your code ---------------------------------------------------------------
 
 
@@ -58,6 +71,19 @@ def export_nnx(model, x_spec):
     state with nnx.replace_by_pure_dict, and calls the model nnx.merge builds. About 8 lines.
     """
     todo("export_nnx: split, to_pure_dict, replace_by_pure_dict, merge / 拆开、纯字典、填回、合并")
+
+
+def serving_mesh(exp, devices):
+    """只凭产物搭出服务端的网格：不给网格时，exp.in_shardings_jax() 返回导出时记下的
+    NamedSharding，它们的 .mesh 是一个 AbstractMesh（轴名 axis_names、轴长 axis_sizes、
+    轴类型 axis_types，没有设备）。用 devices 里的设备（够用就行，多的不要）排成一个轴名、轴长、
+    轴类型都一样的 Mesh。大约 3 行。
+    Build the server's mesh from the artifact alone: without a mesh, exp.in_shardings_jax()
+    returns the NamedShardings recorded at export, whose .mesh is an AbstractMesh (axis_names,
+    axis_sizes and axis_types, no devices). Lay devices out (as many as needed, no more) as a
+    Mesh with the same axis names, sizes and types. About 3 lines.
+    """
+    todo("serving_mesh: 按产物记下的网格排设备 / the recorded mesh, on these devices")
 
 
 def bucket_server(exp, buckets):
@@ -102,37 +128,39 @@ def test_an_nnx_model_exports_over_a_pure_dict():
 
 
 def test_a_sharded_export_fixes_the_device_count():
-    """分片导出的产物记着设备数（nr_devices）和每个输入的分片方式（模块里的 sdy.sharding）。
-    服务端要有同样多的设备、同样形状的网格，但不必是同一批设备：in_shardings_jax(mesh)
-    在服务端自己的网格上重建分片。设备数不同的调用被拒绝。
-    2026 年 3 月以前的指南读的是 in_shardings_hlo 这个字段：今天的产物里它装着什么？
-    A sharded export records its device count (nr_devices) and each input's sharding
-    (sdy.sharding in the module). The server needs as many devices in a mesh of the same shape,
-    but not the same devices: in_shardings_jax(mesh) rebuilds the shardings on the server's own
-    mesh. A call with another device count is refused. Guides written before March 2026
-    read the field in_shardings_hlo: what does it hold in today's artifact?
+    """写 serving_mesh。分片导出的产物记着设备数（nr_devices）和每个输入的分片：模块里的
+    sdy.sharding 属性，以及 in_shardings_jax() 给出的、建在 AbstractMesh 上的 NamedSharding。
+    2026 年 3 月以前的指南读的字段 in_shardings_hlo 在今天的产物里每一项都是 None。服务端只凭
+    产物就能搭出轴名、轴长、轴类型都相同的网格，用的可以是别的设备；in_shardings_jax(网格) 在
+    它上面重建分片。一维的 Explicit 网格和二维的 Auto 网格的产物都这样服务。设备数不同的网格和
+    调用被拒绝。
+    Write serving_mesh. A sharded export records its device count (nr_devices) and each
+    input's sharding: the sdy.sharding attributes in the module, and the NamedShardings over an
+    AbstractMesh that in_shardings_jax() returns. The field in_shardings_hlo, which guides
+    written before March 2026 read, holds None for every input in today's artifact. From the
+    artifact alone a server builds a mesh with the same axis names, sizes and types, on other
+    devices too, and in_shardings_jax(mesh) rebuilds the shardings on it. Artifacts of a 1-D
+    Explicit mesh and of a 2-D Auto mesh are served alike. A mesh or a call with another
+    device count is refused.
     """
     devices = jax.devices()
-    mesh = mesh_of(devices[:4])
-    rows, replicated = NamedSharding(mesh, P("data", None)), NamedSharding(mesh, P())
-    forward = jax.jit(
-        lambda w, x: jnp.tanh(x @ w), in_shardings=(replicated, rows), out_shardings=rows
-    )
-    specs = (
-        jax.ShapeDtypeStruct((3, 2), jnp.float32, sharding=replicated),
-        jax.ShapeDtypeStruct((8, 3), jnp.float32, sharding=rows),
-    )
-    exp = export.deserialize(export.export(forward)(*specs).serialize())
+    exp = export_tanh(mesh_of(devices[:4]), P())
     assert exp.nr_devices == __
-    assert '[{"data"}, {}]' in exp.mlir_module()  # x's rows are split over "data"
-    assert exp.in_shardings_hlo == __
+    module = exp.mlir_module()
+    assert 'sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>' in module  # x's rows over "data"
+    assert exp.in_shardings_hlo == (None, None)  # the old field: empty in today's artifacts
+    assert all(isinstance(s.mesh, AbstractMesh) for s in exp.in_shardings_jax())  # no devices
+    data_model = Mesh(np.array(devices[:4]).reshape(2, 2), ("data", "model"))  # Auto axes
+    exp_2d = export_tanh(data_model, P(None, "model"))  # w's columns over "model"
 
     w, x = np.ones((3, 2), np.float32), batch(8)
-    server = mesh_of(devices[4:8])  # other devices, same shape / 别的设备，同样的形状
-    shardings = exp.in_shardings_jax(__)
-    y = exp.call(*(jax.device_put(a, s) for a, s in zip((w, x), shardings, strict=True)))
-    np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
-    assert y.sharding.device_set == set(devices[4:8])
+    for artifact in (exp, exp_2d):
+        server = serving_mesh(artifact, devices[4:])  # other devices / 别的设备
+        assert server.devices.size == artifact.nr_devices
+        shardings = artifact.in_shardings_jax(server)
+        y = artifact.call(*(jax.device_put(a, s) for a, s in zip((w, x), shardings, strict=True)))
+        np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
+        assert y.sharding.device_set == set(devices[4:8])
 
     small = mesh_of(devices[:2])
     with raises_exactly(__) as info:

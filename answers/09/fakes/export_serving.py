@@ -23,3 +23,25 @@ def bucket_server__cuts_on_the_device(exp, buckets):
         return np.asarray(exp.call(padded)[:n])
 
     return serve
+
+
+def serving_mesh__one_data_axis(exp, devices):
+    """Assumes the 1-D "data" mesh instead of reading the artifact's: the 2-D one is refused."""
+    return mesh_of(devices[: exp.nr_devices])
+
+
+def serving_mesh__default_axis_types(exp, devices):
+    """Reads the names and sizes but drops the axis types: make_mesh's Explicit default."""
+    recorded = exp.in_shardings_jax()[0].mesh
+    return jax.make_mesh(recorded.axis_sizes, recorded.axis_names, devices=devices)
+
+
+def serving_mesh__the_export_devices(exp, devices):
+    """Lays out the first devices of the process, not the server's own."""
+    recorded = exp.in_shardings_jax()[0].mesh
+    return jax.make_mesh(recorded.axis_sizes, recorded.axis_names, recorded.axis_types)
+
+
+def serving_mesh__the_abstract_mesh(exp, devices):
+    """Hands back the recorded AbstractMesh itself: a mesh with no devices."""
+    return exp.in_shardings_jax()[0].mesh

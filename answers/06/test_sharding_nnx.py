@@ -102,13 +102,19 @@ def test_fsdp_shards_parameters_and_optimizer_state():
 
 
 def test_jit_of_opt_init_on_an_auto_mesh_replicates_the_state():
-    """⚠️ 陷阱 / trap：在 Auto 网格上 jax.jit(tx.init)(params) 不保留参数的分片：编译器可以自由
-    选择输出分片，Adam 状态被完整复制到每个设备上。eager 的 tx.init 保留分片；修复办法是
-    out_shardings=，或者用 Explicit 网格（分片是类型的一部分）。
-    ⚠️ trap: on an Auto mesh jax.jit(tx.init)(params) does not keep the parameters' sharding:
-    the compiler is free to choose the output sharding and replicates the Adam state on every
-    device. Eager tx.init keeps it; the fixes are out_shardings= or an Explicit mesh (where the
-    sharding is part of the type).
+    """⚠️ 陷阱 / trap：jax.jit(tx.init)(params) 里 zeros_like 的输出分片不跟着参数走，而由追踪时的
+    上下文网格决定（第 03 章 test_fsdp.py 在 FSDP 的参数上量了同样三种情况）。同一个 jit：
+    不在任何 jax.set_mesh 之下，Adam 状态只落在一个设备上；在一个 Auto 网格的 jax.set_mesh
+    之下，编译器自由选择输出分片，它选了哪种 spec？在一个 Explicit 网格的 jax.set_mesh 之下，
+    分片是类型的一部分，状态跟着参数切开。eager 的 tx.init 保留参数的分片；Auto 网格上的修复
+    办法是 out_shardings=。
+    ⚠️ trap: in jax.jit(tx.init)(params) the sharding of zeros_like's output does not follow
+    the parameters: the context mesh at trace time decides it (chapter 03's test_fsdp.py
+    measures the same three cases on FSDP parameters). The same jit: under no jax.set_mesh the
+    Adam state lands on a single device; under jax.set_mesh of an Auto mesh the compiler is
+    free to choose the output sharding: which spec does it choose? Under jax.set_mesh of an
+    Explicit mesh the sharding is part of the type and the state is split like the parameters.
+    Eager tx.init keeps the parameters' sharding; on an Auto mesh the fix is out_shardings=.
     """
     tx = optax.adam(1e-3)
     auto = jax.make_mesh((8,), ("model",), axis_types=(AxisType.Auto,))
@@ -118,7 +124,9 @@ def test_jit_of_opt_init_on_an_auto_mesh_replicates_the_state():
         eager = tx.init(params)
         shardings = jax.tree.map(lambda a: a.sharding, eager)
         fixed = jax.jit(tx.init, out_shardings=shardings)(params)
+    alone = jax.jit(tx.init)(params)  # the same call outside any set_mesh
     param_bytes = _total_bytes(params)
+    assert len(alone[0].mu["up"]["kernel"].sharding.device_set) == 1
     assert jitted[0].mu["up"]["kernel"].sharding.spec == P()
     assert _per_device_bytes(jitted[0].mu) == param_bytes  # a full copy on each device
     assert _per_device_bytes(eager[0].mu) * 8 == param_bytes

@@ -1,20 +1,20 @@
 """08 · 综合二：一个分片的训练程序 / capstone two: a sharded training program.
 
 `# ✍️ BEGIN` 与 `# ✍️ END` 之间是一个在 8 个 CPU 设备上做数据并行的线性回归训练（批沿
-"data" 轴切开，参数复制到每个设备）。它能跑、不报错，但藏着三个 bug：结果和参考实现对不上，
+"data" 轴切开，参数复制到每个设备）。它能跑、不报错，但藏着四个 bug：结果和参考实现对不上，
 而且又慢又浪费。每个测试钉住一个症状，并在失败时把症状打印出来（"Captured stdout call"）；
 要找到病根，得用本章的工具：数编译次数（jax.log_compiles 或 jaxkoans.api.probes 的
-counting_compiles）、debug_nans / debug_infs、读编译后的 HLO（jaxkoans.api.probes.collectives）。
-只修改标记之间的代码。
+counting_compiles）、debug_nans / debug_infs、读编译后的 HLO（jaxkoans.api.probes.collectives）、
+传输守卫（jax.transfer_guard_device_to_host）。只修改标记之间的代码。
 
 Between `# ✍️ BEGIN` and `# ✍️ END` is data-parallel linear-regression training on 8 CPU
 devices (the batch split along the "data" axis, the parameters replicated on every device).
-It runs without an error, but it hides three bugs: the result disagrees with the reference,
+It runs without an error, but it hides four bugs: the result disagrees with the reference,
 and it is slow and wasteful. Each test pins one symptom and prints it when it fails
 ("Captured stdout call"); finding the cause takes this chapter's tools: counting compilations
-(jax.log_compiles, or counting_compiles from jaxkoans.api.probes), debug_nans / debug_infs, and
-reading the compiled HLO (jaxkoans.api.probes.collectives). Change only the code between the
-markers.
+(jax.log_compiles, or counting_compiles from jaxkoans.api.probes), debug_nans / debug_infs,
+reading the compiled HLO (jaxkoans.api.probes.collectives), and the transfer guard
+(jax.transfer_guard_device_to_host). Change only the code between the markers.
 """
 
 from functools import partial  # noqa: F401  (the region may use it)
@@ -49,27 +49,30 @@ def loss_fn(w, x, y):
 
 
 def sgd_step(w, x, y, lr):
-    """一步梯度下降，返回 (新参数, 这一步之前的损失)。One step: (new params, loss before it)."""
-    loss, grad = jax.value_and_grad(loss_fn)(w, x, y)
-    return w - lr * grad, loss
+    """一步梯度下降，返回 (新参数, 这一步之前每个样本的残差 x @ w - y)。
+    One step: (new params, each example's residual x @ w - y before it).
+    """
+    grad = jax.grad(loss_fn)(w, x, y)
+    return w - lr * grad, x @ w - y
 
 
 def train(x, y, steps, lr):
-    """批沿 "data" 切开、参数复制；第 i 步的学习率是 lr / (1 + i)。返回 (参数, 每一步的损失)。
+    """批沿 "data" 切开、参数复制；第 i 步的学习率是 lr / (1 + i)。返回 (参数, 每一步之前
+    残差的范数 ‖x @ w - y‖)。
     The batch split along "data", the parameters replicated; step i uses lr / (1 + i).
-    Returns (params, the loss of every step).
+    Returns (params, the residual norm ‖x @ w - y‖ before every step).
     """
     mesh = data_mesh()
     rows, replicated = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
     x, y = jax.device_put(x, rows), jax.device_put(y, rows)
     w = jax.device_put(jnp.zeros(x.shape[1], jnp.float32), replicated)
-    losses = []
+    norms = []
     with jax.set_mesh(mesh):
         for i in range(steps):
             step = jax.jit(partial(sgd_step, lr=lr / (1 + i)))
-            w, loss = step(w, x, y)
-            losses.append(loss)
-    return w, jnp.stack(losses)
+            w, residuals = step(w, x, y)
+            norms.append(np.linalg.norm(residuals))
+    return w, jnp.stack(norms)
 
 
 # ✍️ END
@@ -85,14 +88,14 @@ def make_data(n=64):
 def numpy_reference(x, y, steps, lr):
     """同一个算法的 NumPy（float64）版本 / the same algorithm in NumPy (float64)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    w, losses = np.zeros(x.shape[1]), []
+    w, residual_norms = np.zeros(x.shape[1]), []
     for i in range(steps):
         r = x @ w - y
         norm = np.linalg.norm(w)
-        losses.append(np.mean(r**2) + 0.01 * norm)
+        residual_norms.append(np.linalg.norm(r))
         grad = 2 * x.T @ r / len(y) + (0.01 * w / norm if norm > 0 else 0.0)
         w = w - lr / (1 + i) * grad
-    return w, np.array(losses)
+    return w, np.array(residual_norms)
 
 
 def placed(x, y):
@@ -129,11 +132,10 @@ def test_the_gradient_is_finite_at_the_zero_start():
 
 
 def test_the_step_moves_only_the_gradient_between_devices():
-    """症状三：数据并行的一步只需要把梯度（和损失）在设备之间加起来：编译后的 HLO 里只该有一次
+    """症状三：数据并行的一步只需要把梯度在设备之间加起来：编译后的 HLO 里只该有一次
     all-reduce。多出来的集合通信在搬什么？
-    Symptom three: a data-parallel step only needs to add the gradient (and the loss) up across
-    the devices: the compiled HLO should hold a single all-reduce. What is any other collective
-    moving?
+    Symptom three: a data-parallel step only needs to add the gradient up across the devices:
+    the compiled HLO should hold a single all-reduce. What is any other collective moving?
     """
     mesh, x, y = placed(*make_data())
     w = jax.device_put(jnp.zeros(4, jnp.float32), NamedSharding(mesh, P()))
@@ -144,14 +146,43 @@ def test_the_step_moves_only_the_gradient_between_devices():
     assert list(found) == ["all-reduce"] and len(found["all-reduce"]) == 1
 
 
-def test_training_matches_the_numpy_reference():
-    """三个 bug 都修好后，参数和每一步的损失与 NumPy 参考实现一致。
-    With all three bugs fixed, the parameters and every step's loss match the NumPy reference.
+def test_the_loop_leaves_its_values_on_the_devices():
+    """症状四：循环每一步都把一个数组拷回主机。拷贝要等这一步算完，Python 只好停下来等设备，
+    异步派发（第 02 章 test_dispatch.py）就帮不上忙了。在 jax.transfer_guard_device_to_host
+    ("disallow") 之下跑 train 不该被拒绝，记下的每一步的数也该留在 8 个设备上。注意：CPU 上
+    这个守卫只拦得住由几个不同分片拼成的数组；放在单个设备上或完整复制到每个设备上的数组
+    （比如一个标量损失）它拦不住，所以这里还检查结果放在几个设备上。被拒绝的那次拷贝是什么
+    形状，是哪个数组？
+    Symptom four: every step copies an array back to the host. The copy waits until the step
+    is computed, so Python stops to wait for the devices and asynchronous dispatch (chapter
+    02's test_dispatch.py) no longer helps. Running train under
+    jax.transfer_guard_device_to_host("disallow") should not be refused, and the value logged
+    for every step should stay on the 8 devices. Note: on CPU this guard stops only arrays made
+    of several distinct shards; an array on a single device or fully replicated on every device
+    (a scalar loss, say) gets past it, so the koan also checks on how many devices the result
+    lives. What shape has the copy that was refused, and which array is it?
     """
     x, y = make_data()
-    w, losses = train(x, y, steps=6, lr=0.5)
-    w_ref, losses_ref = numpy_reference(x, y, steps=6, lr=0.5)
+    try:
+        with jax.transfer_guard_device_to_host("disallow"):
+            _, norms = train(x, y, steps=6, lr=0.5)
+    except jax.errors.JaxRuntimeError as refusal:
+        print(f"the transfer guard refused: {str(refusal).splitlines()[0]}")
+        raise AssertionError("train copied an array to the host inside its loop") from None
+    devices = norms.sharding.device_set
+    print(f"the logged values live on {len(devices)} device(s): {norms.sharding}")
+    assert len(devices) == 8
+
+
+def test_training_matches_the_numpy_reference():
+    """四个 bug 都修好后，参数和每一步的残差范数与 NumPy 参考实现一致。
+    With all four bugs fixed, the parameters and every step's residual norm match the NumPy
+    reference.
+    """
+    x, y = make_data()
+    w, norms = train(x, y, steps=6, lr=0.5)
+    w_ref, norms_ref = numpy_reference(x, y, steps=6, lr=0.5)
     print(f"JAX w {np.asarray(w)}; NumPy w {w_ref}")
-    np.testing.assert_allclose(losses, losses_ref, rtol=1e-4)
+    np.testing.assert_allclose(norms, norms_ref, rtol=1e-4)
     np.testing.assert_allclose(w, w_ref, rtol=1e-4, atol=1e-5)
     assert w.sharding.is_fully_replicated

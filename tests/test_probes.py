@@ -11,6 +11,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jaxkoans.api.probes import (
     collectives,
     counting_compiles,
+    equations,
     first_failing_stage,
     pallas_call_structure,
     primitives,
@@ -107,3 +108,13 @@ def test_pallas_call_structure_wants_exactly_one_pallas_call():
 def test_primitives_looks_inside_nested_jaxprs():
     jaxpr = jax.make_jaxpr(lambda x: jax.jit(jnp.cos)(x) + 1)(1.0)
     assert {"jit", "cos", "add"} <= primitives(jaxpr.jaxpr)
+
+
+def test_equations_finds_a_primitive_in_order_inside_nested_jaxprs():
+    def f(x):
+        y = jnp.sin(x)
+        return jax.lax.cond(x > 0, lambda v: jnp.sin(2 * v), jnp.cos, y) + jax.jit(jnp.sin)(y)
+
+    found = equations("sin", f, 1.0)
+    assert len(found) == 3 and all(e.primitive.name == "sin" for e in found)
+    assert found[0].invars[0].aval.shape == () and equations("tan", f, 1.0) == []

@@ -23,7 +23,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import collectives
+from jaxkoans.api.probes import collectives, equations
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -48,19 +48,8 @@ def data_model_mesh():
 def shard_map_specs(fn, *args):
     """fn(*args) 的 jaxpr 里每个 shard_map 的 (in_specs, out_specs)。
     The (in_specs, out_specs) of each shard_map in fn(*args)'s jaxpr."""
-    found = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "shard_map":
-                found.append((eqn.params["in_specs"], eqn.params["out_specs"]))
-            for value in eqn.params.values():
-                inner = getattr(value, "jaxpr", value)
-                if hasattr(inner, "eqns"):
-                    walk(inner)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return found
+    shard_maps = equations("shard_map", fn, *args)
+    return [(e.params["in_specs"], e.params["out_specs"]) for e in shard_maps]
 
 
 # ---- 检查 / checks ----------------------------------------------------------------------

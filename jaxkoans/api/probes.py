@@ -94,6 +94,23 @@ def primitives(jaxpr):
     return names
 
 
+def equations(primitive, fn, *args):
+    """fn(*args) 的 jaxpr 里名为 primitive 的每个方程（包括嵌套的 jaxpr，按出现顺序）。
+    Every equation of the primitive named `primitive` in fn(*args)'s jaxpr, nested jaxprs
+    included, in order."""
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == primitive:
+                found.append(eqn)
+            for sub in _sub_jaxprs(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
 def pallas_call_structure(fn, *args):
     """fn(*args) 的 jaxpr 里唯一的 pallas_call 的结构（可以在 jit 里）：grid、每个 BlockSpec 的
     块形状（先输入后输出）、scratch 的 (形状, dtype)、dimension_semantics（"parallel" 这样的

@@ -29,7 +29,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import collectives
+from jaxkoans.api.probes import collectives, equations
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -61,19 +61,8 @@ def row_losses(w, x, y):
 def shard_map_blocks(fn, *args):
     """fn(*args) 的 jaxpr 里每个 shard_map 的函数体看到的输入块形状。
     The block shapes that the body of each shard_map in fn(*args)'s jaxpr receives."""
-    found = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "shard_map":
-                found.append([tuple(v.aval.shape) for v in eqn.params["jaxpr"].invars])
-            for value in eqn.params.values():
-                inner = getattr(value, "jaxpr", value)
-                if hasattr(inner, "eqns"):
-                    walk(inner)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return found
+    shard_maps = equations("shard_map", fn, *args)
+    return [[tuple(v.aval.shape) for v in e.params["jaxpr"].invars] for e in shard_maps]
 
 
 def drawn(array):

@@ -111,12 +111,12 @@ def test_split_and_merge_give_a_pure_pytree_of_state():
 
 
 def test_linen_keeps_the_parameters_outside_the_module():
-    """❌ 旧写法 / ✅ 推荐写法：Flax Linen（和 Haiku）的模块是无状态的描述：参数放在 init 返回、
-    apply 接收的一个单独的字典里，直接调用模块会报错；NNX 的模块自己拿着参数。两者的参数布局
-    相同：把 Linen 的参数抄进一个 nnx.Linear，算出的结果一模一样，这就是迁移的第一步。
-    ❌ old / ✅ new: a Flax Linen (or Haiku) module is a stateless description: its parameters
-    live in a separate dict that init returns and apply takes, and calling the module directly
-    raises; an NNX module holds its parameters. The two share a parameter layout: copy Linen's
+    """❌ 旧写法 / ✅ 推荐写法：Flax Linen 的模块（Haiku 见下一个 koan）是无状态的描述：参数放在
+    init 返回、apply 接收的一个单独的字典里，直接调用模块会报错；NNX 的模块自己拿着参数。两者的
+    参数布局相同：把 Linen 的参数抄进一个 nnx.Linear，算出的结果一模一样，这就是迁移的第一步。
+    ❌ old / ✅ new: a Flax Linen module (Haiku: the next koan) is a stateless description: its
+    parameters live in a separate dict that init returns and apply takes, and calling the module
+    directly raises; an NNX module holds its parameters. The two share a parameter layout: copy Linen's
     parameters into an nnx.Linear and it computes exactly the same, the first step of a
     migration.
     """
@@ -129,6 +129,46 @@ def test_linen_keeps_the_parameters_outside_the_module():
     layer = nnx.Linear(16, 8, rngs=nnx.Rngs(0))
     layer.kernel[...], layer.bias[...] = variables["params"]["kernel"], variables["params"]["bias"]
     np.testing.assert_array_equal(layer(x), dense.apply(variables, x))
+
+
+def linear_from_haiku(params):
+    """把 Haiku 的 Linear 参数（params["linear"] 下的 "w" 和 "b"）放进一个新的 nnx.Linear 并返回它，
+    输入、输出大小从 w 的形状读出。约 4 行。
+    Return a new nnx.Linear holding Haiku's Linear parameters ("w" and "b" under
+    params["linear"]); read its input and output sizes from w's shape. About 4 lines.
+    """
+    w, b = params["linear"]["w"], params["linear"]["b"]
+    layer = nnx.Linear(*w.shape, rngs=nnx.Rngs(0))
+    layer.kernel[...], layer.bias[...] = w, b
+    return layer
+
+
+def test_haiku_transforms_a_function_into_init_and_apply():
+    """❌ 旧写法 / ✅ 推荐写法：Haiku 的模块只能在 hk.transform 包起来的函数里调用：transform 把函数
+    变成一对纯函数 init 和 apply，参数是 init 返回、apply 接收的字典，按模块名（"linear"）分组，
+    叫 "w" 和 "b"；在 transform 外面调用模块会报错。写出 transform 那一行，再把 Haiku 的参数搬进
+    nnx.Linear（kernel 和 bias），它算出的结果和 apply 一模一样。
+    ❌ old / ✅ new: a Haiku module can only be called inside a function wrapped by hk.transform:
+    transform turns the function into a pair of pure functions, init and apply, and the
+    parameters are a dict that init returns and apply takes, grouped by module name ("linear")
+    and named "w" and "b"; calling the module outside transform raises. Write the transform line,
+    then move Haiku's parameters into an nnx.Linear (kernel and bias): it computes exactly what
+    apply computes.
+    """
+    import haiku as hk  # the removed-API contrast only: nothing else in the course uses Haiku
+
+    def forward(x):
+        # a random bias, so a layer that keeps NNX's zero bias computes something else
+        return hk.Linear(8, b_init=hk.initializers.RandomNormal())(x)
+
+    x = jax.random.normal(jax.random.key(1), (4, 16))
+    transformed = hk.transform(forward)
+    params = transformed.init(jax.random.key(0), x)
+    assert jax.tree.map(jnp.shape, params) == {"linear": {"b": (8,), "w": (16, 8)}}
+    with raises_exactly(ValueError):
+        forward(x)  # outside transform: no frame to hold the parameters
+    layer = linear_from_haiku(params)
+    np.testing.assert_array_equal(layer(x), transformed.apply(params, None, x))
 
 
 class Classifier(nnx.Module):

@@ -15,3 +15,17 @@ def fine_tune_step__no_update(model, opt, x, y):
         lambda m: jnp.mean((m(x) - y) ** 2), argnums=nnx.DiffState(0, HEAD)
     )(model)
     return loss
+
+
+def linear_from_haiku__fresh(params):
+    """A new nnx.Linear of the right shape that keeps its own random kernel: nothing copied."""
+    w = params["linear"]["w"]
+    return nnx.Linear(*w.shape, rngs=nnx.Rngs(0))
+
+
+def linear_from_haiku__kernel_only(params):
+    """Copies w but leaves NNX's zero bias in place of Haiku's b."""
+    w = params["linear"]["w"]
+    layer = nnx.Linear(*w.shape, rngs=nnx.Rngs(0))
+    layer.kernel[...] = w
+    return layer

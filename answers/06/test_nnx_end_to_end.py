@@ -146,14 +146,13 @@ def linear_from_haiku(params):
 def test_haiku_transforms_a_function_into_init_and_apply():
     """❌ 旧写法 / ✅ 推荐写法：Haiku 的模块只能在 hk.transform 包起来的函数里调用：transform 把函数
     变成一对纯函数 init 和 apply，参数是 init 返回、apply 接收的字典，按模块名（"linear"）分组，
-    叫 "w" 和 "b"；在 transform 外面调用模块会报错。写出 transform 那一行，再把 Haiku 的参数搬进
-    nnx.Linear（kernel 和 bias），它算出的结果和 apply 一模一样。
+    叫 "w" 和 "b"；在 transform 外面调用模块会报错。把 Haiku 的参数搬进 nnx.Linear（kernel 和
+    bias），它算出的结果和 apply 一模一样。
     ❌ old / ✅ new: a Haiku module can only be called inside a function wrapped by hk.transform:
     transform turns the function into a pair of pure functions, init and apply, and the
     parameters are a dict that init returns and apply takes, grouped by module name ("linear")
-    and named "w" and "b"; calling the module outside transform raises. Write the transform line,
-    then move Haiku's parameters into an nnx.Linear (kernel and bias): it computes exactly what
-    apply computes.
+    and named "w" and "b"; calling the module outside transform raises. Move Haiku's
+    parameters into an nnx.Linear (kernel and bias): it computes exactly what apply computes.
     """
     import haiku as hk  # the removed-API contrast only: nothing else in the course uses Haiku
 

@@ -306,8 +306,10 @@ def test_a_cuda_handler_lowers_but_cannot_run_here():
     name = "koans_leaky_sum_cuda_only"
     capsule = jax.ffi.pycapsule(cbuild.ffi_library("leaky_sum.cc").LeakySum)
     jax.ffi.register_ffi_target(name, capsule, platform=__)
-    # jaxlib keeps a registration for a platform without a loaded plugin until one loads.
-    waiting = [target for target, *_ in xla_client._custom_callback.get("CUDA", [])]
+    # jaxlib keeps a registration for a platform without a loaded plugin until one loads; the
+    # NVIDIA plugin takes those kept under jaxlib's own name for the "gpu" platform.
+    nvidia = xla_client.xla_platform_names["gpu"]
+    waiting = [target for target, *_ in xla_client._custom_callback.get(nvidia, [])]
     assert name in waiting and name not in xla_client.custom_call_targets("cpu")
     x = jnp.arange(4.0)
 

@@ -247,7 +247,7 @@ def test_checking_leaks_reports_the_leak_where_it_happens():
         encoder.last_hidden + 1  # ... but much later / 很久以后才报错
 
     message = ""
-    with __:
+    with jax.checking_leaks():
         try:
             jax.jit(lambda x: encoder(x))(x)
         except Exception as error:  # checking_leaks raises a bare Exception / 一个裸的 Exception

@@ -1028,7 +1028,8 @@ def test_the_class_page_renders_in_headless_chromium(corpus, tmp_path):
 @pytest.mark.skipif(not sandbox.probe().ok, reason=f"no sandbox here: {sandbox.probe().reason}")
 def test_the_sandbox_shows_only_what_grading_binds_read_only_without_network(tmp_path):
     """What a koan's code sees: the bound workdir read-only, no answers/, a private /tmp, no
-    network interface but loopback, and not the grader's files."""
+    network interface but loopback (where "localhost" resolves and binds: chapter 03's
+    multi-process answers need it), and not the grader's files."""
     work = tmp_path / "work"
     (work / "koans").mkdir(parents=True)
     (work / "koans" / "k.py").write_text("x = 1\n", encoding="utf-8")
@@ -1048,6 +1049,9 @@ def test_the_sandbox_shows_only_what_grading_binds_read_only_without_network(tmp
         seen["repo answers"] = os.path.exists({str(REPO / "answers")!r})
         open("/tmp/mine", "w").write("private")
         seen["interfaces"] = sorted(name for _, name in socket.if_nameindex())
+        server = socket.socket()
+        server.bind(("localhost", 0))
+        seen["localhost"] = server.getsockname()[0]
         seen["env"] = sorted(os.environ)
         print(json.dumps(seen))
         """
@@ -1061,6 +1065,7 @@ def test_the_sandbox_shows_only_what_grading_binds_read_only_without_network(tmp
     assert seen["workdir"] == "Read-only file system"
     assert seen["answers"] is False and seen["secret"] is False and seen["repo answers"] is False
     assert seen["interfaces"] == ["lo"]
+    assert seen["localhost"] == "127.0.0.1"
     assert seen["env"] == ["LANG", "PWD"]  # bwrap sets PWD for --chdir
     assert not Path("/tmp/mine").exists()  # its /tmp was its own
 

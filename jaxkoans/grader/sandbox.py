@@ -36,6 +36,9 @@ SYSTEM_FILES = (  # what the dynamic loader, Python and JAX read; nothing secret
     "/etc/ssl/certs/ca-certificates.crt",
 )
 CPU_INFO = "/sys/devices/system/cpu"  # XLA reads the CPU topology
+# The run's own /etc/hosts: without one, "localhost" does not resolve in the new network
+# namespace (chapter 03's multi-process koans bind to it); the machine's may name other hosts.
+HOSTS = Path(__file__).with_name("sandbox_hosts")
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ def base_arguments() -> list[str]:
             arguments += ["--ro-bind", link, link]
     for name in (*SYSTEM_FILES, CPU_INFO):
         arguments += ["--ro-bind-try", name, name]
+    arguments += ["--ro-bind", str(HOSTS), "/etc/hosts"]
     arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     return arguments
 

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from jaxkoans.course import pristine
+
 REPO = Path(__file__).resolve().parent.parent
 HEADER = "import jax.numpy as jnp\n\nfrom jaxkoans import __, todo  # noqa: F401\n"
 
@@ -87,6 +89,7 @@ def make_course(root: Path) -> Path:
         root / "koans" / "02" / "chapter.toml",
         MANIFEST.format(zh="第二章", en="Chapter two", x64="true", file="test_beta.py", hints=""),
     )
+    pristine.write(root)  # the course as shipped travels with it (koans/.shipped.json)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)

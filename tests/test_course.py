@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import mutate, twins
+from jaxkoans.course import mutate, pristine, twins
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
 
@@ -46,6 +46,16 @@ def answer_of(koan_file: Path) -> Path:
 def test_course_has_chapters_with_koans():
     assert CHAPTERS, "koans/NN/chapter.toml: no chapter found"
     assert KOAN_FILES, "koans/NN/test_*.py: no koan found"
+
+
+def test_the_course_as_shipped_travels_with_it():
+    """koans/.shipped.json (course/pristine.py) holds every koan file as it is here and the kind of
+    each prediction blank, read from answers/: the learner's tools never read their git refs."""
+    assert not pristine.stale(course.REPO), (
+        "koans/.shipped.json does not match koans/ and answers/: run python -m jaxkoans.course.pristine"
+    )
+    kinds = [k for e in pristine.read_manifest().values() for k in e["predictions"].values()]
+    assert len(kinds) > 400 and set(kinds) <= {"literal", "arithmetic", "dtype", "exception"}
 
 
 def test_koans_and_answers_hold_the_same_files():

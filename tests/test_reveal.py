@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from jaxkoans.course import pristine
 
 from .fakecourse import HEADER, make_course, progress, solve, write
 
@@ -45,9 +48,11 @@ def test_refused_later():
     assert jnp.ones(3).reshape(shape).shape == (3, 1)
 '''
 PRISTINE = dict(cumsum="__", logged="__", expected="__", shape="__", later="__")
+ANSWERS = dict(cumsum="[1, 3, 6]", logged="42", expected="6", shape="(3, 1)", later="(3, 1)")
 
 
 def commit(root: Path) -> None:
+    pristine.write(root)  # the course as shipped (koans/.shipped.json)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "add", "-A"], check=True, timeout=60)
     subprocess.run([*git, "commit", "-qm", "more koans"], check=True, timeout=60)
@@ -57,6 +62,7 @@ def commit(root: Path) -> None:
 def course(tmp_path: Path) -> Path:
     root = make_course(tmp_path / "course")
     write(root / "koans" / "01" / "test_gamma.py", HEADER + GAMMA.format(**PRISTINE))
+    write(root / "answers" / "01" / "test_gamma.py", HEADER + GAMMA.format(**ANSWERS))
     commit(root)
     return root
 
@@ -100,6 +106,81 @@ def test_a_wrong_value_shows_the_answer_and_lesson_but_not_the_value(course):
     assert "size 3" not in refused and "reshape array" not in refused
     later = section(output, "test_refused_later")
     assert "`(2, 2)`" in later and "raise TypeError" in later and "size 3" not in later
+
+
+def test_a_wrong_fill_wrapped_over_lines_hides_the_value_as_on_one_line(course):
+    """The one reading of the learner's file (course/fills.py): a fill that black or ruff
+    wrapped is the same fill."""
+    fill(course, cumsum="[\n        1,\n        3,\n        5,\n    ]  # wrapped\n")
+    cumsum = section(pytest_run(course), "test_cumsum")
+    assert "`[1, 3, 5]`" in cumsum, cumsum
+    assert "ACTUAL" not in cumsum and "DESIRED" not in cumsum and "array(" not in cumsum
+
+
+@pytest.mark.parametrize(
+    "computed",
+    ["6 * 7", "int(6 * 7)", "(\n        6\n        * 7\n    )", "type('E', (), {'__eq__': lambda *a: True})()"],
+)
+def test_a_prediction_blank_refuses_a_computation_and_does_not_run_it(course, computed):
+    fill(course, logged=computed)
+    logged = section(pytest_run(course), "test_logged")
+    assert "a prediction, not a computation" in logged and "not a computation" in logged
+    assert "这个空要的是你的预测" in logged  # both languages
+    assert "the secret is 42" not in logged  # refused before it ran
+
+
+def test_a_prediction_blank_still_takes_a_literal_and_an_exception_blank_a_name(course):
+    fill(course, logged="42", cumsum="[1, 3, 6]")
+    output = pytest_run(course)
+    assert "PASSED koans/01/test_gamma.py::test_logged" in output
+    assert "PASSED koans/01/test_gamma.py::test_cumsum" in output
+
+
+def _zip_download(root: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "zip"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git"))
+    return copy
+
+
+def _fork_with_pushed_work(root: Path, tmp_path: Path) -> Path:
+    """The learner commits a wrong fill and pushes it: origin/HEAD then holds their work."""
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(root), str(origin)], check=True, timeout=60)
+    copy = tmp_path / "fork"
+    subprocess.run(["git", "clone", "-q", str(origin), str(copy)], check=True, timeout=60)
+    fill(copy, cumsum="[1, 3, 5]")
+    git = ["git", "-C", str(copy), "-c", "user.name=l", "-c", "user.email=l@l"]
+    subprocess.run([*git, "commit", "-qam", "my work"], check=True, timeout=60)
+    subprocess.run([*git, "push", "-q", "origin", "HEAD"], check=True, timeout=60)
+    return copy
+
+
+def _classroom_repository(root: Path, tmp_path: Path) -> Path:
+    """A repository made from the course as a template: one fresh commit, no course history."""
+    copy = _zip_download(root, tmp_path)
+    git = ["git", "-C", str(copy), "-c", "user.name=c", "-c", "user.email=c@c"]
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "Initial commit"]):
+        subprocess.run([*git, *step], check=True, timeout=60)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "make_copy",
+    [lambda root, tmp: root, _fork_with_pushed_work, _classroom_repository, _zip_download],
+    ids=["clone", "fork-with-pushed-work", "classroom", "zip-download"],
+)
+def test_every_copy_of_the_course_knows_it_as_shipped(course, tmp_path, make_copy):
+    """koans/.shipped.json travels with the course: a wrong fill stays hidden, a computed fill
+    is refused, a file as shipped counts as not started, whatever git holds (or without git)."""
+    copy = make_copy(course, tmp_path)
+    fill(copy, cumsum="[1, 3, 5]", logged="6 * 7")
+    output = pytest_run(copy)
+    cumsum = section(output, "test_cumsum")
+    assert "`[1, 3, 5]`" in cumsum and "ACTUAL" not in cumsum and "array(" not in cumsum
+    assert "not a computation" in section(output, "test_logged")
+    listed = json.loads(progress(copy, "--json").stdout)
+    states = {k["name"]: k["state"] for k in listed["koans"]} if "koans" in listed else listed
+    assert "test_sum" in json.dumps(states)
 
 
 def test_an_open_blank_does_not_print_captured_output(course):

@@ -43,6 +43,17 @@ class Ignored:
     what: str  # short English: "added Import", "changed Compare", …
 
 
+@dataclass(frozen=True)
+class BlankFill:
+    """What the learner wrote for one shipped `__`."""
+
+    blank: tuple[int, int]  # the shipped `__`: 1-based line, 0-based column
+    owner: str  # the koan whose lines hold it, or MODULE
+    node: ast.expr  # the fill, in the learner's tree
+    text: str  # its source, as written
+    statement: tuple[int, int]  # the learner's lines (1-based, inclusive) of its statement
+
+
 @dataclass
 class Taken:
     graded: str  # the pristine file with the fills put in
@@ -51,6 +62,25 @@ class Taken:
     ignored: list[Ignored] = field(default_factory=list)
     nodes: list[tuple[str, ast.AST, bool]] = field(default_factory=list)  # owner, node, is blank
     tree: ast.Module | None = None  # the learner's file, which `nodes` belong to
+    blanks: list[BlankFill] = field(default_factory=list)  # the filled ones, in shipped order
+
+    def filled_lines(self) -> dict[int, tuple[str, ...]]:
+        """The learner's line -> the fills of the statement through it: a fill wrapped over
+        several lines, or a statement whose failing line is not the fill's, reads the same."""
+        lines: dict[int, list[str]] = {}
+        for fill in self.blanks:
+            for line in range(fill.statement[0], fill.statement[1] + 1):
+                lines.setdefault(line, []).append(fill.text)
+        return {line: tuple(texts) for line, texts in lines.items()}
+
+    def code_lines(self) -> frozenset[int]:
+        """The learner's lines where they write code: TODO bodies and fix regions."""
+        return frozenset(
+            line
+            for _, node, is_blank in self.nodes
+            if not is_blank
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+        )
 
 
 def _key(node: ast.AST) -> str:
@@ -86,6 +116,8 @@ class _Walk:
         self.ignored: list[Ignored] = []
         self.fills: dict[str, int] = {}
         self.nodes: list[tuple[str, ast.AST, bool]] = []
+        self.blanks: list[BlankFill] = []
+        self.statement: tuple[int, int] | None = None  # the learner's statement being walked
 
     def owner(self, line: int) -> str:
         return owner(self.spans, line)
@@ -101,6 +133,23 @@ class _Walk:
         self.fills[here] = self.fills.get(here, 0) + count
 
     def walk(self, p: ast.AST, s: ast.AST, line: int, s_line: int | None = None) -> None:
+        if isinstance(s, ast.stmt):
+            outer, self.statement = self.statement, (s.lineno, s.end_lineno or s.lineno)
+            try:
+                self._walk(p, s, line, s_line)
+            finally:
+                self.statement = outer
+            return
+        self._walk(p, s, line, s_line)
+
+    def blank_filled(self, blank: ast.AST, here: str, node: ast.expr, text: str) -> None:
+        if _blank(node):
+            return  # still open: nothing written there yet
+        statement = self.statement or (node.lineno, node.end_lineno or node.lineno)
+        position = (blank.lineno, blank.col_offset)
+        self.blanks.append(BlankFill(position, here, node, text, statement))
+
+    def _walk(self, p: ast.AST, s: ast.AST, line: int, s_line: int | None = None) -> None:
         line = getattr(p, "lineno", line)
         s_line = getattr(s, "lineno", s_line)
         here = self.owner(line)
@@ -112,12 +161,14 @@ class _Walk:
             if text is None:
                 self.ignore(p, s, "the fill cannot be read", line, s_line)
                 return
+            written = text
             if not isinstance(s, ast.Starred) and ("\n" in text or not _atomic(s)):
                 text = f"({text})"
             self.edits.append(
                 ((p.lineno, p.col_offset, p.end_lineno, p.end_col_offset), text, s.lineno)
             )
             self.nodes.append((here, s, True))
+            self.blank_filled(p, here, s, written if "\n" not in written else ast.unparse(s))
             self.take(here)
             return
         if type(p) is not type(s):
@@ -161,6 +212,7 @@ class _Walk:
             span = (blank.lineno, blank.col_offset, blank.end_lineno, blank.end_col_offset)
             self.edits.append((span, text, keyword.lineno))
             self.nodes.append((here, keyword.value, True))
+            self.blank_filled(blank, here, keyword.value, text)  # one line: checked above
             self.take(here)
         kept = [k for k in s.keywords if k.arg in known]
         self.walk_list(p.keywords, kept, line, s_line, "keywords")
@@ -270,7 +322,8 @@ def take(p_text: str, s_text: str) -> Taken:
     walk.walk(walk.p_tree, walk.s_tree, 1)
     walk.regions()
     graded, line_map = _apply(walk.p_lines, walk.edits, _same_lines(walk.p_lines, walk.s_lines))
-    return Taken(graded, line_map, walk.fills, walk.ignored, walk.nodes, walk.s_tree)
+    blanks = sorted(walk.blanks, key=lambda fill: fill.blank)
+    return Taken(graded, line_map, walk.fills, walk.ignored, walk.nodes, walk.s_tree, blanks)
 
 
 def _same_lines(a: list[str], b: list[str]) -> dict[int, int]:

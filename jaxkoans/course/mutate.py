@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import gate_record, koan_model, twins
+from jaxkoans.course import gate_record, koan_model, pristine, twins
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
@@ -632,7 +632,7 @@ def _fake_variants(chapter: course.Chapter) -> tuple[list[Variant], dict[str, st
 
 # ---- what one wrong answer shows ---------------------------------------------------------
 # For each koan with a blank: its file answered, one fill wrong (its first wrong fill), in a
-# copy of the course whose git HEAD holds the koan as shipped; the learner's report must hide
+# copy of the course whose manifest (koans/.shipped.json) holds the koan as shipped; the learner's report must hide
 # what JAX computed (report.HIDDEN_ADVICE) and must not contain the right fill.
 
 HIDDEN_MARK = "🙈"
@@ -669,9 +669,7 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | Non
             modules[module] = (koan, site, wrong)
             shipped = (course.KOANS / chapter.number / name).read_text(encoding="utf-8")
             (root / "koans" / chapter.number / module).write_text(shipped, encoding="utf-8")
-        git = ["git", "-C", str(root), "-c", "user.name=m", "-c", "user.email=m@m"]
-        for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "as shipped"]):
-            subprocess.run([*git, *step], check=True, capture_output=True, timeout=120)
+        pristine.write(root)  # the copy's koans as shipped, before the wrong fills go in
         for module, (_, site, wrong) in modules.items():
             (root / "koans" / chapter.number / module).write_text(
                 mutated_source(site, wrong), encoding="utf-8"

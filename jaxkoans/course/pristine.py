@@ -1,60 +1,90 @@
-"""The course as shipped, from git: which koan files a learner has not touched yet.
+"""The course as shipped travels with the course: `koans/.shipped.json`, a manifest of every
+koan file's shipped text and the kind of each of its blanks.
 
-A koan file identical to its shipped version fails because of its blanks (the course's own
-checks make sure of it), so progress.py counts its koans as not started without running them:
-a fresh clone's summary costs one `git ls-tree`, not a run of every koan.
+Nothing here reads the learner's git history: a clone, a fork with pushed work, a Classroom
+repository and a ZIP download (no `.git`) know the same shipped course. The authoring tools
+write the manifest (`python -m jaxkoans.course.pristine`) and the course's own tests check that
+it matches `koans/` and `answers/`. A koan file identical to its shipped text fails because of
+its blanks, so progress.py counts its koans as not started without running them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import subprocess
+import json
+import os
+import sys
 from functools import cache
+from pathlib import Path
 
 from jaxkoans import course
 
-REFS = ("origin/HEAD", "origin/main", "HEAD")  # where the course as shipped is found
-GIT_TIMEOUT_S = 30
+MANIFEST_NAME = ".shipped.json"
+FORMAT = 1
+SOURCE = "koans/.shipped.json"  # how a tool names where the shipped text came from
 
 
-def _git(*args: str) -> subprocess.CompletedProcess | None:
+def manifest_path(koans_dir: Path | None = None) -> Path:
+    return (koans_dir or course.KOANS) / MANIFEST_NAME
+
+
+def read_manifest(koans_dir: Path | None = None) -> dict[str, dict]:
+    """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}};
+    {} when the manifest is missing or damaged (then nothing is known to be as shipped)."""
+    path = manifest_path(koans_dir)
     try:
-        return subprocess.run(
-            ["git", "-C", str(course.REPO), *args],
-            capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):  # no git, or a hung one: nothing is known
-        return None
-
-
-def shipped_text(relative: str, refs: tuple[str, ...] = REFS) -> tuple[str, str] | None:
-    """(ref, text) of `relative` (a path in the repository) in the first of `refs` that has it."""
-    for ref in refs:
-        shown = _git("show", f"{ref}:{relative}")
-        if shown is not None and shown.returncode == 0:
-            return ref, shown.stdout
-    return None
+        stat = path.stat()
+    except OSError:
+        return {}
+    return _read(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 @cache
+def _read(path: str, mtime_ns: int, size: int) -> dict[str, dict]:
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        return {}
+    files = document.get("files")
+    return files if isinstance(files, dict) else {}
+
+
+def shipped_text(relative: str) -> tuple[str, str] | None:
+    """(where it came from, text) of the koan file `relative` as shipped, or None."""
+    entry = read_manifest().get(relative)
+    if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
+        return None
+    return SOURCE, entry["text"]
+
+
 def shipped_blobs() -> dict[str, str]:
-    """{path under koans/: git blob id} of the first ref in REFS that exists; {} without git."""
-    for ref in REFS:
-        listing = _git("ls-tree", "-r", ref, "--", "koans")
-        if listing is None or listing.returncode != 0:
-            continue
-        blobs = {}
-        for line in listing.stdout.splitlines():
-            meta, _, path = line.partition("\t")
-            parts = meta.split()
-            if len(parts) == 3 and parts[1] == "blob":
-                blobs[path] = parts[2]
-        return blobs
-    return {}
+    """{path under koans/: blob id} of every koan file as shipped."""
+    return {
+        path: entry["blob"]
+        for path, entry in read_manifest().items()
+        if isinstance(entry, dict) and isinstance(entry.get("blob"), str)
+    }
+
+
+def predictions(relative: str) -> dict[tuple[int, int], str]:
+    """{(line, column) of a shipped `__`: the kind of answer it takes} (course/predictions.py)."""
+    return kinds_of(read_manifest().get(relative) or {})
+
+
+def kinds_of(entry: dict) -> dict[tuple[int, int], str]:
+    found = {}
+    kinds = entry.get("predictions", {}) if isinstance(entry, dict) else {}
+    for key, kind in (kinds if isinstance(kinds, dict) else {}).items():
+        line, _, column = key.partition(":")
+        if line.isdigit() and column.isdigit():
+            found[(int(line), int(column))] = kind
+    return found
 
 
 def blob_id(data: bytes) -> str:
-    """git's id of a file with content `data` (SHA-1 repositories)."""
+    """git's id of a file with content `data`: the same id `git hash-object` gives."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
@@ -74,3 +104,64 @@ def _blob_of(relative: str, mtime_ns: int, size: int) -> str | None:
         return blob_id((course.REPO / relative).read_bytes())
     except OSError:
         return None
+
+
+# ---- writing it (authors) ------------------------------------------------------------------
+
+
+def build(root: Path) -> dict:
+    """The manifest of the course at `root`: its koans/ as they are, each blank's kind read
+    from its answers/ twin where there is one."""
+    from jaxkoans.course import predictions as kinds
+
+    files = {}
+    for path in sorted((root / "koans").rglob("test_*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        relative = path.relative_to(root).as_posix()
+        data = path.read_bytes()
+        answer = root / "answers" / path.relative_to(root / "koans")
+        text = data.decode("utf-8")
+        files[relative] = {
+            "blob": blob_id(data),
+            "text": text,
+            "predictions": kinds.of_file(text, answer) if answer.is_file() else {},
+        }
+    return {"format": FORMAT, "files": files}
+
+
+def render(document: dict) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+
+
+def write(root: Path) -> Path:
+    path = root / "koans" / MANIFEST_NAME
+    path.write_text(render(build(root)), encoding="utf-8")
+    return path
+
+
+def stale(root: Path) -> bool:
+    path = root / "koans" / MANIFEST_NAME
+    try:
+        return path.read_text(encoding="utf-8") != render(build(root))
+    except OSError:
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m jaxkoans.course.pristine [--check]`: write (or check) koans/.shipped.json."""
+    argv = sys.argv[1:] if argv is None else argv
+    root = Path(os.environ.get("JAXKOANS_ROOT") or course.REPO)
+    if "--check" in argv:
+        if stale(root):
+            print("koans/.shipped.json is stale: run python -m jaxkoans.course.pristine")
+            return 1
+        print("koans/.shipped.json matches koans/ and answers/")
+        return 0
+    path = write(root)
+    print(f"wrote {path.relative_to(root)} ({len(build(root)['files'])} koan files)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

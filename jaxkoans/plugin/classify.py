@@ -21,7 +21,8 @@ from pathlib import Path
 
 from jaxkoans.api import cbuild
 from jaxkoans.api.blanks import BlankError, TodoError
-from jaxkoans.course import koan_model, pristine, twins
+from jaxkoans.course import fills as _fills
+from jaxkoans.course import koan_model, predictions, pristine
 from jaxkoans.course.koan_model import REGION_BEGIN
 
 
@@ -41,6 +42,7 @@ class Cause(enum.StrEnum):
     TIMEOUT = "timeout"
     WRONG = "wrong"  # an assertion or any other exception of the learner's code
     ENVIRONMENT = "environment"  # the C++ build failed or timed out (jaxkoans.api.cbuild)
+    COMPUTED = "computed"  # a prediction blank filled with a computation: refused, not run
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,11 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
 
     `shipped_regions`: the fingerprints of the file's fix regions as shipped (chapter.toml)."""
     koan_file = Path(koan_file).resolve()
+    if isinstance(excinfo.value, predictions.NotAPrediction):
+        fill, _ = excinfo.value.refused[0]
+        line = fill.statement[0]
+        source = _line_of(koan_file, line)
+        return Attribution(Cause.COMPUTED, koan_file, line, source)
     chain = list(_exception_chain(excinfo.value))
     built = [e for e in chain if isinstance(e, cbuild.BuildError | cbuild.CompilerNotFoundError)]
     if built or (_is_timeout(excinfo) and _in_build(excinfo)):
@@ -117,6 +124,13 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
     if region_line is not None:
         return Attribution(Cause.REGION, koan_file, region_line, REGION_BEGIN)
     return Attribution(Cause.WRONG, *where)
+
+
+def _line_of(path: Path, line: int) -> str:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()[line - 1].strip()
+    except (OSError, UnicodeDecodeError, IndexError):
+        return ""
 
 
 def _untouched_region(path: Path, shipped: tuple[str, ...]) -> int | None:
@@ -211,6 +225,45 @@ def _shipped(relative: str, repo: str, pristine_root: str) -> str | None:
     return found[1] if found else None
 
 
+def computed_fills(koan_file: Path, koan: str) -> list[tuple[_fills.BlankFill, str]]:
+    """(fill, kind) of each fill of `koan` (or of its module's lines) that computes where its
+    blank asks for a prediction (course/predictions.py); [] when the shipped file is unknown."""
+    koan_file = Path(koan_file)
+    shipped = pristine_text(koan_file)
+    kinds = _kinds(koan_file.resolve())
+    if shipped is None or not kinds:
+        return []
+    try:
+        current = koan_file.read_text(encoding="utf-8")
+        taken = _taken(shipped, current)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return []
+    owners = {koan, koan_model.MODULE}
+    return [(f, k) for f, k in predictions.refusals(taken, kinds) if f.owner in owners]
+
+
+def _kinds(koan_file: Path) -> dict[tuple[int, int], str]:
+    """The prediction kinds of the shipped file behind `koan_file` (a koan or answer file)."""
+    from jaxkoans import course
+
+    for tree in (course.KOANS, course.ANSWERS):
+        if koan_file.is_relative_to(tree):
+            relative = (Path("koans") / koan_file.relative_to(tree)).as_posix()
+            break
+    else:
+        return {}
+    root = os.environ.get(PRISTINE_ENV, "")
+    if root:
+        entry = pristine.read_manifest(Path(root) / "koans").get(relative) or {}
+        return pristine.kinds_of(entry)
+    return pristine.predictions(relative)
+
+
+@functools.lru_cache(maxsize=64)
+def _taken(shipped: str, current: str) -> _fills.Taken:
+    return _fills.take(shipped, current)
+
+
 def fills(koan_file: Path) -> dict[int, tuple[str, ...]]:
     """Learner's line (1-based) -> the source text of each fill, for each line that held `__`
     as shipped and is now filled in. Empty when the shipped file is unknown."""
@@ -235,14 +288,10 @@ def _against_shipped(koan_file: Path) -> tuple[dict[int, tuple[str, ...]], froze
 
 @functools.cache
 def _compare(shipped: str, current: str) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
-    report = twins.compare_text(shipped, current, Path("shipped.py"))
-    by_shipped_line: dict[int, list[str]] = {}
-    for line, text in report.blanks:
-        by_shipped_line.setdefault(line, []).append(text)
-    filled = {
-        current_line: tuple(by_shipped_line[shipped_line])
-        for shipped_line, current_line in report.blank_lines
-    }
-    # spans are 0-based [start, end) of the current file: 1-based lines start+1 … end
-    code = frozenset(line for _, _, (s, e) in report.spans for line in range(s + 1, e + 1))
-    return filled, code
+    """The one reading of what the learner wrote (course/fills.py, by syntax tree), so a fill
+    wrapped over lines or reformatted reads as the same fill on one line."""
+    try:
+        taken = _taken(shipped, current)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}, frozenset()
+    return taken.filled_lines(), taken.code_lines()

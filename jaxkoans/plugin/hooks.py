@@ -12,7 +12,8 @@ import pytest
 from jaxkoans import course
 from jaxkoans.api.expect import REVEAL_ENV, exact_raises_on_fills
 from jaxkoans.plugin import runtime
-from jaxkoans.plugin.classify import Attribution, Cause, KoanState, attribute
+from jaxkoans.course.predictions import NotAPrediction
+from jaxkoans.plugin.classify import Attribution, Cause, KoanState, attribute, computed_fills
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
 from jaxkoans.plugin.report import predict_then_see, render_failure
 from jaxkoans.plugin.results import Recorder
@@ -128,9 +129,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A `pytest.raises(X)` filling an exception blank asks for the exact class, as raises_exactly."""
+    """A `pytest.raises(X)` filling an exception blank asks for the exact class, as raises_exactly;
+    a prediction blank filled with a computation is refused before the koan runs."""
     if course.chapter_for(Path(item.path)) is None:
         return (yield)
+    refused = computed_fills(Path(item.path), getattr(item, "originalname", None) or item.name)
+    if refused:
+        raise NotAPrediction(refused)
     with exact_raises_on_fills(item.path):
         return (yield)
 

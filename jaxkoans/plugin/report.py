@@ -21,6 +21,7 @@ HEADLINES = {
     Cause.TIMEOUT: "⏱️ 超时 / timed out",
     Cause.WRONG: "❌ 还不对 / not yet",
     Cause.ENVIRONMENT: "🛠️ 环境 / environment",
+    Cause.COMPUTED: "❌ 要预测，不要计算 / a prediction, not a computation",
 }
 
 TIMEOUT_ADVICE = (
@@ -160,6 +161,8 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         # JAX used the blank after the function holding it had returned (a scan step, say):
         # point at the blanks still open instead.
         lines += [f"   > {number}: {text}" for number, text in open_blanks(item)]
+    if found.cause is Cause.COMPUTED:
+        lines += computed_advice(item)
     if found.cause is Cause.REGION:
         lines += ["", REGION_ADVICE]
     if found.cause is Cause.TIMEOUT:
@@ -176,6 +179,20 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         koan = getattr(item, "originalname", item.name)  # `hint` takes the koan, not a case
         lines += [f"   💡 python progress.py hint {koan}"]
     return "\n".join(lines)
+
+
+def computed_advice(item) -> list[str]:
+    """What a computed fill of a prediction blank reads: the fill, why, what the blank takes."""
+    from jaxkoans.course import predictions
+    from jaxkoans.plugin.classify import computed_fills
+
+    refused = computed_fills(Path(item.path), getattr(item, "originalname", None) or item.name)
+    lines = [
+        f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
+        f"{predictions.WHAT_IT_TAKES[kind]}"
+        for fill, kind in refused
+    ]
+    return [*lines, "", *("   " + line for line in predictions.MESSAGE.splitlines())]
 
 
 def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report, start) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,9 @@ from jaxkoans.learner.commands.diff import resolve
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="a koan (test name) or a koan file (also a deleted one)")
     parser.add_argument("--yes", action="store_true", help="do not ask first")
-    parser.add_argument("--from", dest="ref", help="the git ref of the pristine course")
+    parser.add_argument(
+        "--from", dest="ref", help="a git ref to take the file from instead of the course as shipped"
+    )
 
 
 def target_file(target: str) -> Path | None:
@@ -29,6 +32,17 @@ def target_file(target: str) -> Path | None:
         if course.KOANS in candidate.parents and candidate.name.startswith("test_"):
             return candidate
     return None
+
+
+def _from_git(ref: str, relative: str) -> tuple[str, str] | None:
+    try:
+        shown = subprocess.run(
+            ["git", "-C", str(course.REPO), "show", f"{ref}:{relative}"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (ref, shown.stdout) if shown.returncode == 0 else None
 
 
 def confirm(question: str) -> bool:
@@ -44,12 +58,10 @@ def run(args) -> int:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2
     relative = koan_file.relative_to(course.REPO).as_posix()
-    refs = (args.ref,) if args.ref else pristine.REFS
-    found = pristine.shipped_text(relative, refs)
+    found = _from_git(args.ref, relative) if args.ref else pristine.shipped_text(relative)
     if found is None:
-        print(
-            f"找不到原始文件 / no pristine copy of {koan_file.name} in git ({', '.join(refs)}); use --from REF"
-        )
+        where = f"git {args.ref}" if args.ref else pristine.SOURCE
+        print(f"找不到原始文件 / no pristine copy of {koan_file.name} in {where}")
         return 1
     ref, text = found
     if not koan_file.exists():  # deleted: nothing of the learner's to keep

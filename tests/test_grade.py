@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import fills, outside, pristine
+from jaxkoans.course import fills, outside
+from jaxkoans.course import pristine as shipped_course  # `pristine` is a fixture here
 from jaxkoans.grader import grading, report_formats, reveals, run_guard, sandbox, tamper
 from jaxkoans.learner import cli
 
@@ -143,7 +144,7 @@ def fake_course(tmp_path_factory) -> Path:
     write(root / B, KOAN_B.format(**BLANKS_B))
     write(root / "answers/01/test_a.py", answer_a())
     write(root / "answers/02/test_b.py", answer_b())
-    pristine.write(root)  # the course as shipped (koans/.shipped.json)
+    shipped_course.write(root)  # the course as shipped (koans/.shipped.json)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
@@ -1220,7 +1221,7 @@ def region_course(fake_course, tmp_path_factory) -> Path:
     write(root / "koans/03/chapter.toml", MANIFEST.format(zh="第三章", en="Regions", file="test_r.py"))  # fmt: skip
     write(root / "koans/03/test_r.py", KOAN_R)
     write(root / "answers/03/test_r.py", KOAN_R.replace("return 0", "return ctypes.sizeof(ctypes.c_int)"))  # fmt: skip
-    pristine.write(root)  # the course as shipped (koans/.shipped.json)
+    shipped_course.write(root)  # the course as shipped (koans/.shipped.json)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "a fix region"], check=True)

@@ -40,6 +40,9 @@ class Chapter:
     # "file::koan" -> ({"fill": …, "why": …}, …): wrong fills the koan cannot tell apart from
     # its answer, each with its reason (jaxkoans.course.mutate counts them as equivalent, not survived)
     equivalent: dict[str, tuple[dict, ...]] = field(default_factory=dict, compare=False, hash=False)
+    # "file::TODO function" -> {"library": [bodies that call the library the lesson replaces],
+    # "equivalent": [{"fake": label, "why": …}]}: the shortcut gate's chapter data
+    shortcuts: dict[str, dict] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def title(self) -> str:
@@ -68,6 +71,7 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "hints": dict,
     "regions": dict,
     "equivalent": dict,
+    "shortcuts": dict,
 }
 HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
 
@@ -120,6 +124,7 @@ def load_chapter(manifest: Path) -> Chapter:
         hints=hints,
         regions={name: tuple(v) for name, v in data.get("regions", {}).items()},
         equivalent={key: tuple(v) for key, v in data.get("equivalent", {}).items()},
+        shortcuts=dict(data.get("shortcuts", {})),
     )
 
 

@@ -73,7 +73,7 @@ def _literal(node: ast.AST) -> bool:
     return False
 
 
-def _plain(node: ast.AST) -> bool:
+def is_plain(node: ast.AST) -> bool:
     """What ast.literal_eval reads: constants and containers of them, a sign, a complex."""
     try:
         ast.literal_eval(node)
@@ -96,7 +96,7 @@ def dotted(node: ast.AST) -> str | None:
 def kind_of_answer(node: ast.expr, context) -> str:
     """The kind of a blank from its answer's node; `context` resolves the answer file's names
     (course/mutate.py's Context)."""
-    if _plain(node):
+    if is_plain(node):
         return LITERAL
     if _literal(node):
         return ARITHMETIC
@@ -169,7 +169,7 @@ def _bound_otherwise(tree: ast.Module) -> set[str]:
 def is_prediction(kind: str, node: ast.expr, tree: ast.Module) -> bool:
     """True when the learner's fill `node` (in their file's `tree`) is a prediction of `kind`."""
     if kind == LITERAL:
-        return _plain(node)
+        return is_plain(node)
     if kind == ARITHMETIC:
         return _literal(node)
     if kind == DTYPE and isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -1,0 +1,407 @@
+"""The shortcut gate: the lazy learner's fakes of every TODO, generated, never hand-written.
+
+Hand-written fakes (answers/NN/fakes/) test what their author imagined; a tired learner tries
+what is at hand. For every TODO function this gate writes, from the answer file alone:
+
+- **delegation**: the body returns a call, on the TODO's own arguments, of each callable the
+  module defines or imports (the reference, the slow or unrolled twin, `odeint`, …) whose
+  signature takes them;
+- **the library**: each body that the chapter data names as the library the lesson replaces
+  (`[shortcuts."file::function"] library = ["return lax.associative_scan(fn, elems)"]`), once as
+  written and once through the function's private module path (`jax._src…`), which a patch of
+  the public name does not reach;
+- **constants**: the body returns a literal that the asserts of the koans using the TODO
+  compare against;
+- **unwritten helpers**: the answer's body while a TODO function it calls is still `todo()`.
+
+Every fake runs with the TODO functions its answer calls left as shipped (`todo()`), so a fake
+that gets around a helper cannot lean on the helper's answer. Each must make a koan fail; a
+true equivalent is recorded in chapter.toml (`equivalent = [{ fake = "label", why = "…" }]`).
+The verdicts are recorded per chapter like the mutation gate (`--stamp`, tests/shortcuts_record.toml),
+with a digest of the chapter and of this gate's own code.
+
+    python -m jaxkoans.course.shortcuts [--chapter NN …] [--list] [--stamp] [-n 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import inspect
+import sys
+import textwrap
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.course import gate_record, koan_model, mutate, predictions, twins
+from jaxkoans.course.mutate import Context, Variant
+
+RECORD = "tests/shortcuts_record.toml"
+HEADER = (
+    "# The shortcut gate's record (jaxkoans/course/shortcuts.py): each chapter's content when all\n"
+    "# its generated fakes last failed. Written by `python -m jaxkoans.course.shortcuts --stamp`.\n"
+)
+CONSTANTS_PER_TODO = 3
+KINDS = ("delegate", "library", "constant", "unwritten")
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    answer: Path
+    function: str  # the TODO function it stands in for
+    label: str  # kind_detail: "delegate_simulate_unrolled", "library_0_private", …
+    body: str  # the fake's body, unindented
+    koans: tuple[str, ...]
+    unwritten: tuple[str, ...] = ()  # TODO functions left as shipped in this variant
+
+    @property
+    def name(self) -> str:
+        return f"{self.answer.name}::{self.function}__{self.label}"
+
+    @property
+    def kind(self) -> str:
+        return self.label.split("_", 1)[0]
+
+
+@dataclass(frozen=True)
+class Stamp:
+    digest: str
+    fakes: int
+    killed: int
+    equivalent: int
+
+
+# ---- generating --------------------------------------------------------------------------
+
+
+def _functions(tree: ast.AST) -> list[ast.FunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, koan_model.FUNCTIONS)]
+
+
+def _call_arguments(fn: ast.FunctionDef) -> tuple[str, int]:
+    """The text that passes `fn`'s own parameters on, and how many positional ones it has."""
+    a = fn.args
+    positional = [p.arg for p in (*a.posonlyargs, *a.args) if p.arg not in ("self", "cls")]
+    parts = list(positional)
+    parts += [f"*{a.vararg.arg}"] if a.vararg else []
+    parts += [f"{k.arg}={k.arg}" for k in a.kwonlyargs]
+    parts += [f"**{a.kwarg.arg}"] if a.kwarg else []
+    return ", ".join(parts), len(positional)
+
+
+def _takes(fn: ast.FunctionDef | ast.Lambda, count: int) -> bool:
+    a = fn.args
+    positional = len(a.posonlyargs) + len(a.args)
+    required = positional - len(a.defaults)
+    return required <= count and (count <= positional or a.vararg is not None)
+
+
+def _signature_takes(value, count: int) -> bool:
+    try:
+        inspect.signature(value).bind(*range(count))
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _enclosing(tree: ast.Module, target: ast.FunctionDef) -> list[ast.stmt]:
+    """The statements of the scope that defines `target` (the module, or a function)."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and any(stmt is target for stmt in body):
+            return body
+    return tree.body
+
+
+def delegations(tree: ast.Module, fn: ast.FunctionDef, context: Context) -> list[tuple[str, str]]:
+    """(label, body) of `return f(<fn's arguments>)` for each callable of `fn`'s scope and the
+    module's imports that takes them."""
+    arguments, count = _call_arguments(fn)
+    found: dict[str, None] = {}
+    scopes = [tree.body] + ([_enclosing(tree, fn)] if _enclosing(tree, fn) is not tree.body else [])
+    for body in scopes:
+        for stmt in body:
+            if isinstance(stmt, koan_model.FUNCTIONS):
+                if stmt.name != fn.name and not stmt.name.startswith("test") and _takes(stmt, count):
+                    found[stmt.name] = None
+            elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name) and _takes(stmt.value, count):
+                        found[target.id] = None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.module.startswith("jaxkoans"):
+            for alias in stmt.names:
+                name = alias.asname or alias.name
+                value = context.resolve(name)
+                if callable(value) and not isinstance(value, type) and _signature_takes(value, count):
+                    found[name] = None
+    return [(f"delegate_{name}", f"return {name}({arguments})") for name in found]
+
+
+def constants(model: koan_model.KoanFile, koans: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(label, body) of `return <literal>` for the literals the koans' asserts compare against."""
+    values: dict[str, None] = {}
+    tops = {n.name: n for n in model.tree.body if isinstance(n, koan_model.FUNCTIONS)}
+    for name in koans:
+        for node in ast.walk(tops[name]) if name in tops else ():
+            candidates = []
+            if isinstance(node, ast.Compare):
+                candidates = [node.left, *node.comparators]
+            elif isinstance(node, ast.Call) and "assert" in (ast.unparse(node.func) or ""):
+                candidates = list(node.args[1:2])
+            for candidate in candidates:
+                if predictions.is_plain(candidate) and not isinstance(
+                    getattr(candidate, "value", None), (bool, type(None))
+                ):
+                    values[ast.unparse(candidate)] = None
+    chosen = list(values)[:CONSTANTS_PER_TODO]
+    return [(f"constant_{i}", f"return {value}") for i, value in enumerate(chosen)]
+
+
+def library(chapter: course.Chapter, key: str, context: Context) -> list[tuple[str, str]]:
+    """(label, body) of each library body the chapter data names, and its private-path twin."""
+    found = []
+    for i, body in enumerate(chapter.shortcuts.get(key, {}).get("library", [])):
+        found.append((f"library_{i}", body))
+        private = _through_private_path(body, context)
+        if private:
+            found.append((f"library_{i}_private", private))
+    return found
+
+
+def _through_private_path(body: str, context: Context) -> str | None:
+    """`body` with each dotted library name replaced by its definition's own module path."""
+    tree = ast.parse(textwrap.dedent(body))
+    imports, replaced = [], {}
+    for node in ast.walk(tree):
+        name = predictions.dotted(node) if isinstance(node, ast.Attribute) else None
+        value = context.resolve(name) if name else None
+        module = getattr(value, "__module__", None) or ""
+        if value is not None and module.startswith("jax._src") and name not in replaced:
+            alias = f"_private_{len(replaced)}"
+            imports.append(f"from {module} import {value.__name__} as {alias}")
+            replaced[name] = alias
+    if not replaced:
+        return None
+    text = textwrap.dedent(body)
+    for name, alias in sorted(replaced.items(), key=lambda item: -len(item[0])):
+        text = text.replace(name, alias)
+    return "\n".join([*imports, text])
+
+
+def _calls(fn: ast.FunctionDef, names: set[str]) -> tuple[str, ...]:
+    called = {
+        n.func.id
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names
+    }
+    return tuple(sorted(called - {fn.name}))
+
+
+def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Shortcut]:
+    report = twins.compare(koan, answer)
+    if not report.todo_bodies:
+        return []
+    text = answer.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    model = koan_model.read(answer)
+    context = Context.of(text)
+    todo_names = set(report.todo_bodies)
+    spans = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
+    found = []
+    for fn in _functions(tree):
+        if fn.name not in todo_names:
+            continue
+        koans = model.koans_seeing(spans[fn.name][0] + 1)
+        helpers = _calls(fn, todo_names)
+        key = f"{answer.name}::{fn.name}"
+        bodies = delegations(tree, fn, context) + library(chapter, key, context)
+        bodies += constants(model, koans)
+        answer_body = "\n".join(model.lines[slice(*model.body_of(fn.name))])
+        bodies += [(f"unwritten_{'_'.join(helpers)}", textwrap.dedent(answer_body))] if helpers else []
+        for label, body in bodies:
+            found.append(Shortcut(answer, fn.name, label, body, koans, helpers))
+    return found
+
+
+def chapter_shortcuts(chapter: course.Chapter) -> list[Shortcut]:
+    return [s for koan, answer in mutate.twin_files(chapter) for s in file_shortcuts(chapter, koan, answer)]
+
+
+# ---- the variant files ---------------------------------------------------------------------
+
+
+def _replace_body(text: str, function: str, body: str) -> str:
+    """`text` with the body (after the docstring) of `function` (at any depth) replaced."""
+    model = koan_model.parse(text)
+    start, end = model.body_of(function)
+    lines = text.splitlines()
+    fn = next(n for n in _functions(model.tree) if n.name == function)
+    indent = " " * (fn.col_offset + 4)
+    if start >= len(lines) or not lines[start].strip():
+        first = next((line for line in lines[start:end] if line.strip()), "")
+        indent = first[: len(first) - len(first.lstrip())] or indent
+    else:
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    new = textwrap.indent(textwrap.dedent(body), indent).splitlines()
+    return "\n".join([*lines[:start], *new, *lines[end:]]) + "\n"
+
+
+def variant_source(shortcut: Shortcut) -> str:
+    koan = course.KOANS / shortcut.answer.parent.name / shortcut.answer.name
+    koan_model_ = koan_model.read(koan)
+    text = _replace_body(shortcut.answer.read_text(encoding="utf-8"), shortcut.function, shortcut.body)
+    for helper in shortcut.unwritten:
+        start, end = koan_model_.body_of(helper)
+        shipped = textwrap.dedent("\n".join(koan_model_.lines[start:end]))
+        text = _replace_body(text, helper, shipped)
+    return text
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<shortcut>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+# ---- running -------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    chapter: str
+    fakes: list[Shortcut]
+    killed: list[Shortcut]
+    equivalent: list[tuple[Shortcut, str]]
+    survived: list[Shortcut]
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.survived and not self.problem
+
+
+def equivalent_reason(chapter: course.Chapter, shortcut: Shortcut) -> str | None:
+    entries = chapter.shortcuts.get(f"{shortcut.answer.name}::{shortcut.function}", {})
+    for entry in entries.get("equivalent", []):
+        if entry.get("fake") == shortcut.label:
+            return entry.get("why") or None
+    return None
+
+
+def gate(chapters: list[course.Chapter], workers: int = 2) -> list[Outcome]:
+    """Every chapter's generated fakes in ONE pytest run, each beside its file's baseline."""
+    plan: dict[str, list[Variant]] = {}
+    names: dict[str, dict[str, Shortcut]] = {}
+    for chapter in chapters:
+        variants, named = [], {}
+        shortcuts = chapter_shortcuts(chapter)
+        for i, shortcut in enumerate(shortcuts):
+            source = variant_source(shortcut)
+            module = f"{shortcut.answer.stem}__s{i:03d}.py"
+            named[module] = shortcut
+            if _compiles(source):
+                variants.append(Variant(module, source, shortcut.koans))
+        for answer in sorted({s.answer for s in shortcuts}):
+            koans = tuple(sorted({k for s in shortcuts if s.answer == answer for k in s.koans}))
+            variants.append(Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans))
+        plan[chapter.number], names[chapter.number] = variants, named
+    runs = {number: variants for number, variants in plan.items() if variants}
+    passed, problem = mutate.run_chapters(runs, workers) if runs else ({}, "")
+    outcomes = []
+    for chapter in chapters:
+        outcome = Outcome(chapter.number, list(names[chapter.number].values()), [], [], [], problem)
+        compiled = {v.name for v in plan[chapter.number]}
+        for module, shortcut in names[chapter.number].items():
+            base = passed.get((chapter.number, f"{shortcut.answer.stem}__base.py"))
+            verdict = passed.get((chapter.number, module)) if module in compiled else False
+            if base is not True or verdict is None:
+                outcome.problem = outcome.problem or f"no verdict for {shortcut.name} (baseline {base})"
+                continue
+            if not verdict:
+                outcome.killed.append(shortcut)
+            elif (why := equivalent_reason(chapter, shortcut)) is not None:
+                outcome.equivalent.append((shortcut, why))
+            else:
+                outcome.survived.append(shortcut)
+        outcomes.append(outcome)
+    return outcomes
+
+
+# ---- the record ----------------------------------------------------------------------------
+
+
+def digest(chapter: course.Chapter) -> str:
+    """What this gate reads of `chapter` (its koans, answers, fakes and shortcut data) and the
+    gate's own code: a change to either re-checks the chapter."""
+    hashed = hashlib.sha256(gate_record.fakes_digest(chapter).encode())
+    hashed.update(repr(sorted(chapter.shortcuts.items())).encode())
+    for module in (Path(__file__), Path(predictions.__file__)):
+        hashed.update(module.read_bytes())
+    return hashed.hexdigest()
+
+
+def record_path() -> Path:
+    return gate_record.record_path(record=RECORD)
+
+
+def stale(chapters: list[course.Chapter]) -> list[course.Chapter]:
+    stamps = gate_record.read(record_path(), Stamp)
+    return [c for c in chapters if getattr(stamps.get(c.number), "digest", None) != digest(c)]
+
+
+def stamp(outcomes: list[Outcome]) -> None:
+    stamps = gate_record.read(record_path(), Stamp)
+    chapters = {c.number: c for c in course.all_chapters()}
+    for outcome in outcomes:
+        if outcome.ok:
+            stamps[outcome.chapter] = Stamp(
+                digest(chapters[outcome.chapter]),
+                len(outcome.fakes),
+                len(outcome.killed),
+                len(outcome.equivalent),
+            )
+    gate_record.write(stamps, record_path(), HEADER)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jaxkoans.course.shortcuts", description=__doc__.split("\n")[0])
+    parser.add_argument("--chapter", action="append", default=[], help="NN (repeatable; default: all)")
+    parser.add_argument("--list", action="store_true", help="print the generated fakes only")
+    parser.add_argument("--stamp", action="store_true", help="record the chapters whose fakes all fail")
+    parser.add_argument("--changed", action="store_true", help="only the chapters whose record is stale")
+    parser.add_argument("-n", dest="workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    chapters = [c for c in course.all_chapters() if not args.chapter or c.number in {n.zfill(2) for n in args.chapter}]
+    if args.changed:
+        chapters = stale(chapters)
+    if args.list:
+        for chapter in chapters:
+            for shortcut in chapter_shortcuts(chapter):
+                print(f"{chapter.number} {shortcut.name}  unwritten={list(shortcut.unwritten)}")
+                print(textwrap.indent(shortcut.body, "    "))
+        return 0
+    started = time.monotonic()
+    outcomes = gate(chapters, args.workers)
+    for outcome in outcomes:
+        print(
+            f"{outcome.chapter}: {len(outcome.fakes)} generated fakes, {len(outcome.killed)} killed, "
+            f"{len(outcome.equivalent)} equivalent, {len(outcome.survived)} survived"
+            + (f" ({outcome.problem})" if outcome.problem else "")
+        )
+        for shortcut in outcome.survived:
+            print(f"  passes: {shortcut.name}  unwritten={list(shortcut.unwritten)}")
+            print(textwrap.indent(shortcut.body, "      "))
+    print(f"shortcut gate: {time.monotonic() - started:.0f} s")
+    if args.stamp:
+        stamp(outcomes)
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

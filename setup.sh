@@ -36,7 +36,16 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 echo "→ pip install -e . (jax 0.12.0.1, flax, optax, orbax, pytest …)"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+# pip's "WARNING: Location … is ignored" lines (a registry mirror's missing pages) read as errors
+# to a newcomer: keep pip's other words, and all of them when the install fails.
+pip_log=$(mktemp)
+if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e . 2>"$pip_log"; then
+  cat "$pip_log" >&2
+  rm -f "$pip_log"
+  exit 1
+fi
+grep -v "^WARNING: Location '.*' is ignored" "$pip_log" >&2 || true
+rm -f "$pip_log"
 
 .venv/bin/python progress.py doctor
 .venv/bin/python progress.py

@@ -227,7 +227,6 @@ UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, nev
     "pytest.skip in a blank": (A, answer_a(sum="pytest.skip()"), "test_sum"),
     "setattr in a blank": (A, answer_a(cumsum='(setattr(np.testing, "assert_array_equal", print), [0])[1]'), "test_cumsum"),
     "vars() in a blank": (A, answer_a(cumsum="vars(np.testing).clear()"), "test_cumsum"),
-    "an always-equal object": (A, answer_a(sum='type("A", (), {"__eq__": lambda s, o: True})()'), "test_sum"),
     "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
     "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "<module>"),
 }  # fmt: skip
@@ -256,8 +255,28 @@ def test_a_fill_that_repeats_its_assert_is_a_finding(case, pristine):
     """`assert f(x) == f(x)` cannot fail: the graded check itself was made void."""
     text, koan = TAUTOLOGY[case]
     check = tamper.check_file(A, pristine.root / A, text, pristine.allowed[A])
-    assert [f.kind for f in check.findings] == ["tautology"]
+    assert "tautology" in [f.kind for f in check.findings]
     assert list(check.tampered) == [koan]
+
+
+COMPUTED = {
+    "an always-equal object": 'type("A", (), {"__eq__": lambda s, o: True})()',
+    "the result plus nothing": "int(jnp.ones(3).sum()) + 0",
+    "a call": "len([1, 2, 3])",
+    "wrapped over lines": "(\n        1\n        + 2\n    )",
+}
+
+
+@pytest.mark.parametrize("case", COMPUTED, ids=list(COMPUTED))
+def test_a_computation_in_a_prediction_blank_scores_zero_with_its_line(case, pristine):
+    """A blank whose answer is a literal takes a literal: grade refuses what pytest refuses."""
+    check = tamper.check_file(A, pristine.root / A, answer_a(sum=COMPUTED[case]), pristine.allowed[A])
+    found = [f for f in check.findings if f.kind == "not_a_prediction"]
+    assert len(found) == 1 and found[0].koans == ("test_sum",), check.findings
+    assert "a computation where a prediction is asked" in found[0].message and found[0].line
+    assert list(check.tampered) == ["test_sum"]
+    honest = tamper.check_file(A, pristine.root / A, answer_a(sum="4"), pristine.allowed[A])
+    assert not [f for f in honest.findings if f.kind == "not_a_prediction"]
 
 
 FINE = {  # the student's file, and the file that runs (the same program)

@@ -129,6 +129,16 @@ def test_a_prediction_blank_refuses_a_computation_and_does_not_run_it(course, co
     assert "the secret is 42" not in logged  # refused before it ran
 
 
+def test_progress_says_why_a_computed_prediction_is_refused(course):
+    alpha = course / "koans" / "01" / "test_alpha.py"
+    alpha.write_text(alpha.read_text().replace("== __", "== int(jnp.ones(3).sum())", 1))
+    shown = progress(course)
+    assert shown.returncode == 0, shown.stderr
+    assert "next koan:  01 · test_alpha.py::test_sum" in shown.stdout
+    assert "This blank asks for your prediction, not a computation" in shown.stdout
+    assert "这个空要的是你的预测" in shown.stdout
+
+
 def test_a_prediction_blank_still_takes_a_literal_and_an_exception_blank_a_name(course):
     fill(course, logged="42", cumsum="[1, 3, 6]")
     output = pytest_run(course)

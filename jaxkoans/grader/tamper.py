@@ -12,7 +12,8 @@ A student's koan file is read as a syntax tree against the pristine one (`fills.
    for a koan (`os`, `open`, `getattr`, …) unless the course's own answer uses it too.
 3. **Findings** cost the koans they name (status tampered) and need evidence: here, a fill
    that repeats what its assert checks (`assert f(x) == f(x)`), which turns the graded check
-   into one that cannot fail. The grading run adds the rest of the evidence (`grade_guard.py`:
+   into one that cannot fail, and a computation in a blank that asks for a prediction
+   (`carry + 0`, an always-equal object: course/predictions.py), which pytest refuses too. The grading run adds the rest of the evidence (`grade_guard.py`:
    replaced functions, actions against the run, forged reports).
 """
 
@@ -26,7 +27,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.course import fills, koan_model
+from jaxkoans.course import fills, koan_model, predictions
+from jaxkoans.course import pristine as shipped
 from jaxkoans.grader.fill_audit import MODULE, audit, parents_of, tautology
 
 MAX_FILE_BYTES = 256 << 10  # a koan file is ~10 KB
@@ -151,8 +153,26 @@ def check_file(
         )
         koans = tuple(names) if here == MODULE else (here,)
         check.notes.append(Finding("unusual_code", rel, min(flags.values()), koans, message))
+    for fill, kind in predictions.refusals(taken, _prediction_kinds(rel, pristine)):
+        if fill.owner in check.missing:
+            continue
+        message = (
+            f"预测空里写了计算 / a computation where a prediction is asked: `{fill.text}` "
+            f"({predictions.WHAT_IT_TAKES[kind]})"
+        )
+        koans = tuple(names) if fill.owner == MODULE else (fill.owner,)
+        check.touch(Finding("not_a_prediction", rel, fill.statement[0], koans, message))
     check.graded, check.line_map = taken.graded, taken.line_map
     return check
+
+
+def _prediction_kinds(rel: str, pristine: Path) -> dict[tuple[int, int], str]:
+    """The prediction blanks of `rel` in the pristine course's manifest (koans/.shipped.json)."""
+    root = pristine
+    for _ in Path(rel).parts:
+        root = root.parent
+    entry = shipped.read_manifest(root / "koans").get(rel) or {}
+    return shipped.kinds_of(entry)
 
 
 def _imported(tree: ast.Module) -> set[str]:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from jaxkoans import course
-from jaxkoans.course import outside
+from jaxkoans.course import outside, predictions
 from jaxkoans.learner.commands.reveal import revealed
 from jaxkoans.learner.koan_runs import (
     ENVIRONMENT,
@@ -17,7 +17,7 @@ from jaxkoans.learner.koan_runs import (
     measure,
     recommended_path,
 )
-from jaxkoans.plugin.classify import KoanState
+from jaxkoans.plugin.classify import Cause, KoanState
 
 MARKS = {
     KoanState.PASSED.value: "█",
@@ -148,6 +148,9 @@ def show(
     )
     note = f"  ({following.note})" if following.note else ""
     print(f"  {following.path.as_posix()}:{following.line}{note}")
+    if following.cause == Cause.COMPUTED.value:  # refused, not run: say why here too
+        for line in predictions.MESSAGE.splitlines():
+            print(f"  ❌ {line}")
     for line in following.doc.splitlines():
         print(f"  │ {line}")
     print(f"  运行 / run:   pytest {following.nodeid}")

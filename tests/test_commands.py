@@ -108,11 +108,52 @@ def test_reset_restores_the_file_and_keeps_the_learners(course):
     assert mine.read_text() == (course / "koans/01/test_alpha.py").read_text()
     backups = list(mine.parent.glob("test_alpha.py.*.bak"))
     assert [b.read_text() for b in backups] == [edited]
-    pristine = subprocess.run(
-        ["git", "-C", str(course), "show", "HEAD:koans/01/test_alpha.py"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    assert mine.read_text() == pristine
+    shipped = json.loads((course / "koans" / ".shipped.json").read_text(encoding="utf-8"))
+    assert mine.read_text() == shipped["files"]["koans/01/test_alpha.py"]["text"]
+
+
+def test_reset_of_one_koan_resets_only_its_blanks_and_todos(course):
+    """Three learners lost the other koans of a file to `reset KOAN`: now only that koan's
+    blanks and the TODO functions it reaches come back as shipped."""
+    solve(course, "01", "test_alpha.py")
+    mine = course / "koans" / "01" / "test_alpha.py"
+    mine.write_text(mine.read_text().replace("== 3", "== (\n        3  # mine\n    )"))
+    solved = mine.read_text()
+    done = progress(course, "reset", "test_sum", "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = mine.read_text()
+    assert "__  # mine" in text  # its blank is open again, the learner's comment kept
+    assert "== jnp.float32" in text and "    return 2 * x" in text  # the other koans kept
+    assert [b.read_text() for b in mine.parent.glob("test_alpha.py.*.bak")] == [solved]
+    progress(course, "reset", "test_double", "--yes")
+    assert 'todo("return 2 * x")' in mine.read_text() and "== jnp.float32" in mine.read_text()
+    again = progress(course, "reset", "test_double", "--yes")
+    assert again.returncode == 0 and "already as shipped" in again.stdout
+
+
+def test_reset_in_a_read_only_checkout_says_so_and_changes_nothing(course, monkeypatch, capsys):
+    """A read-only checkout (here: every write refused, as it is for a learner who is not
+    root) ends in a plain sentence, never a PermissionError traceback."""
+    import argparse
+    import shutil
+
+    from jaxkoans import course as course_data
+    from jaxkoans.learner.commands import reset
+
+    mine = course / "koans" / "01" / "test_alpha.py"
+    mine.write_text(mine.read_text().replace("== __", "== 3", 1), encoding="utf-8")
+    before = mine.read_text()
+    for name, path in (("REPO", course), ("KOANS", course / "koans"), ("ANSWERS", course / "answers")):
+        monkeypatch.setattr(course_data, name, path)
+
+    def refused(source, target, **_):
+        raise PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr(shutil, "copy2", refused)
+    code = reset.run(argparse.Namespace(target=str(mine), yes=True, ref=None))
+    said = capsys.readouterr().out
+    assert code == 1 and "cannot write" in said and "Permission denied" in said, said
+    assert mine.read_text() == before and not list(mine.parent.glob("*.bak"))
 
 
 def test_no_command_but_reset_writes_into_koans(course):

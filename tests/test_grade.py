@@ -71,7 +71,7 @@ def test_double():
 
 def test_loop():
     """循环。A while_loop runs until its condition is False."""
-    final = lax.while_loop(lambda c: c < {limit}, lambda c: c + 1, 0)
+    final = lax.while_loop({limit}, lambda c: c + 1, 0)
     assert int(final) == 5
 '''
 KOAN_B = '''"""假的第二章 / a fake chapter: the host."""
@@ -99,7 +99,8 @@ def test_pid():
     assert {pid} > 0
 '''
 BLANKS_A = dict(double='todo("return 2 * x")', sum="__", cumsum="__", limit="__")
-ANSWER_A = dict(double="return 2 * x", sum="3", cumsum="[0, 1, 3, 6]", limit="5")
+ANSWER_A = dict(double="return 2 * x", sum="3", cumsum="[0, 1, 3, 6]", limit="lambda c: c < 5")
+ENDLESS = "lambda c: c >= 0"  # a condition that never turns False, in compiled code
 BLANKS_B = dict(separator="__", size="__", pid="__")
 ANSWER_B = dict(separator="os.sep", size="ctypes.sizeof(ctypes.c_int32)", pid="os.getpid()")
 A, B = "koans/01/test_a.py", "koans/02/test_b.py"
@@ -298,7 +299,7 @@ FINE = {  # the student's file, and the file that runs (the same program)
     "CRLF line endings": (answer_a().replace("\n", "\r\n"), answer_a()),
     "a byte order mark": ("\ufeff" + answer_a(), answer_a()),
     "a local variable named input": (answer_a(double="input = 2 * x\n    return input"),) * 2,
-    "a lambda": (answer_a(limit="(lambda n: n)(5)"),) * 2,
+    "a lambda": (answer_a(limit="(lambda n: lambda c: c < n)(5)"),) * 2,
     "a fill over two lines": (answer_a(cumsum="[0, 1,\n        3, 6]"), answer_a()),
     "an import in a TODO body": (answer_a(double="from jax import numpy as np2\n\n    return np2.multiply(x, 2)"),) * 2,
 }  # fmt: skip
@@ -599,7 +600,7 @@ def broken(fake_course, pristine, tmp_path_factory) -> dict[str, grading.Grade]:
     crash_b = answer_b(size="ctypes.string_at(0)")  # a segfault: `ctypes` is what the answer uses
     copies = {  # the longest run first
         "hostile": {
-            A: answer_a(limit="c + 1", sum='__import__("os")._exit(0)'),  # endless; exit
+            A: answer_a(limit=ENDLESS, double='__import__("os")._exit(0)'),  # endless; exit
             B: crash_b,
         },
         "syntax": {A: answer_a().replace("def test_sum():", "def test_sum(:")},
@@ -661,18 +662,19 @@ def test_an_interpreter_crash_costs_only_its_koan(broken):
     assert "crashed" in crash.message
 
 
-def test_exiting_the_interpreter_from_a_blank_is_a_note_and_costs_only_its_koan(broken):
-    """`__import__("os")._exit(0)` is unusual (a note), not evidence: it runs, its worker
-    ends without a report, and the koan scores crashed, never passed."""
+def test_exiting_the_interpreter_from_a_todo_is_a_note_and_costs_only_its_koan(broken):
+    """`__import__("os")._exit(0)` in a TODO body is unusual (a note), not evidence: it runs,
+    its worker ends without a report, and the koan scores crashed, never passed."""
     grade = broken["hostile"]
-    assert statuses(grade)["test_sum"] == "crashed"
+    assert statuses(grade)["test_double"] == "crashed"
+    assert statuses(grade)["test_sum"] == "passed"
     assert grade.findings == []
-    note = next(n for n in grade.notes if n.kind == "unusual_code" and n.koans == ("test_sum",))
+    note = next(n for n in grade.notes if n.kind == "unusual_code" and "test_double" in n.koans)
     assert "__import__" in note.message
 
 
 def test_ctrl_c_removes_the_workdir_and_writes_no_report(fake_course, tmp_path):
-    copy = student(fake_course, tmp_path / "slow", {A: answer_a(limit="c + 1")})
+    copy = student(fake_course, tmp_path / "slow", {A: answer_a(limit=ENDLESS)})
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     report = tmp_path / "g.json"

@@ -1,4 +1,6 @@
-"""Start a koan file over: the pristine file comes back, yours is kept beside it."""
+"""Start over: `reset KOAN` puts that koan's blanks, TODO functions and fix regions back as
+shipped and keeps the rest of your file; `reset FILE` brings the whole file back. Either way
+your version is kept beside it as a .bak first."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import time
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import pristine
+from jaxkoans.course import pristine, unfill
 from jaxkoans.learner.commands.diff import resolve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", help="a koan (test name) or a koan file (also a deleted one)")
+    parser.add_argument(
+        "target", help="a koan (only its blanks and TODOs) or a koan file (all of it; also a deleted one)"
+    )
     parser.add_argument("--yes", action="store_true", help="do not ask first")
     parser.add_argument(
         "--from", dest="ref", help="a git ref to take the file from instead of the course as shipped"
@@ -53,6 +57,7 @@ def confirm(question: str) -> bool:
 
 
 def run(args) -> int:
+    _, koan = resolve(args.target)
     koan_file = target_file(args.target)
     if koan_file is None or course.KOANS not in koan_file.parents:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
@@ -70,15 +75,33 @@ def run(args) -> int:
         print(f"✅ {relative} ← {ref} (已恢复 / restored)")
         return 0
     current = koan_file.read_text(encoding="utf-8", errors="replace")
+    what = relative
+    if koan is not None:  # one koan: the rest of the file stays the learner's
+        try:
+            text, places = unfill.reset_koan(text, current, koan.name)
+        except (SyntaxError, ValueError, RecursionError):
+            print(
+                f"{relative} 无法解析，不能只重置一个 koan / does not parse, so one koan cannot be "
+                f"reset alone: fix it, or reset the whole file (python progress.py reset {relative})"
+            )
+            return 1
+        what = f"{relative}::{koan.name}"
     if current == text:
-        print(f"{relative} 已是原始版本 / is already as shipped ({ref})")
+        print(f"{what} 已是原始版本 / is already as shipped ({ref})")
         return 0
     backup = koan_file.with_name(f"{koan_file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-    question = f"重置 / reset {relative} to {ref}? 你的版本保存为 / yours is saved as {backup.name}"
+    question = f"重置 / reset {what} to {ref}? 你的版本将保存为 / yours would be saved as {backup.name}"
     if not args.yes and not confirm(question):
         print("没有改动 / nothing changed")
         return 1
-    shutil.copy2(koan_file, backup)
-    koan_file.write_text(text, encoding="utf-8")
-    print(f"✅ {relative} ← {ref};  你的版本 / yours: {backup.relative_to(course.REPO).as_posix()}")
+    try:
+        shutil.copy2(koan_file, backup)
+        koan_file.write_text(text, encoding="utf-8")
+    except OSError as error:
+        print(
+            f"无法写入 / cannot write {error.filename or relative}: {error.strerror}"
+            " — 文件没有改动 / your file is unchanged (a read-only checkout?)"
+        )
+        return 1
+    print(f"✅ {what} ← {ref};  你的版本 / yours: {backup.relative_to(course.REPO).as_posix()}")
     return 0

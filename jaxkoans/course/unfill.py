@@ -1,0 +1,60 @@
+"""One koan back to as shipped, in the learner's own file: its blanks, the TODO functions it
+reaches and the fix regions inside it. Every other line of the file stays the learner's."""
+
+from __future__ import annotations
+
+import ast
+
+from jaxkoans.course import fills, koan_model
+
+
+def _body_lines(model: koan_model.KoanFile, name: str) -> tuple[int, int] | None:
+    return model.body_of(name)
+
+
+def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, int]:
+    """(the learner's text with koan `koan` as shipped, how many places were reset). Raises
+    SyntaxError when the learner's file does not parse."""
+    taken = fills.take(shipped, current)
+    mine, theirs = koan_model.parse(current), koan_model.parse(shipped)
+    lines = [line.encode("utf-8") for line in current.split("\n")]
+    edits: list[tuple[tuple[int, int], tuple[int, int], bytes]] = []  # 0-based (line, byte col)
+    for fill in taken.blanks:
+        if fill.owner == koan:
+            node = fill.node
+            edits.append(
+                ((node.lineno - 1, node.col_offset), (node.end_lineno - 1, node.end_col_offset), b"__")
+            )
+    todo_names = {t.name for t in theirs.todos}
+    reached = set(theirs.reached(koan)) | _nested_functions(theirs, koan)
+    for name in sorted(todo_names & reached):
+        mine_body, shipped_body = _body_lines(mine, name), _body_lines(theirs, name)
+        if mine_body is None or shipped_body is None:
+            continue
+        text = "\n".join(theirs.lines[shipped_body[0] : shipped_body[1]]).encode("utf-8")
+        start, end = mine_body
+        if end - 1 >= len(lines) or start >= end:
+            continue
+        edits.append(((start, 0), (end - 1, len(lines[end - 1])), text))
+    span = mine.spans.get(koan)
+    shipped_regions = [(b, e) for b, e in theirs.regions if theirs.owner(b) == koan]
+    own_regions = [(b, e) for b, e in mine.regions if span and span[0] <= b <= span[1]]
+    for (sb, se), (mb, me) in zip(shipped_regions, own_regions, strict=False):
+        text = "\n".join(theirs.lines[sb : se - 1]).encode("utf-8")
+        if me - 1 > mb:
+            edits.append(((mb, 0), (me - 2, len(lines[me - 2])), text))
+    for (sl, sc), (el, ec), text in sorted(edits, reverse=True):
+        head, tail = lines[sl][:sc], lines[el][ec:]
+        lines[sl : el + 1] = (head + text + tail).split(b"\n")
+    return b"\n".join(lines).decode("utf-8"), len(edits)
+
+
+def _nested_functions(model: koan_model.KoanFile, koan: str) -> set[str]:
+    """Functions defined inside koan `koan` (a TODO can live there)."""
+    top = next(
+        (n for n in (model.tree.body if model.tree else []) if getattr(n, "name", None) == koan),
+        None,
+    )
+    if top is None:
+        return set()
+    return {n.name for n in ast.walk(top) if isinstance(n, koan_model.FUNCTIONS)} - {koan}

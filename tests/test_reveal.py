@@ -193,6 +193,17 @@ def test_every_copy_of_the_course_knows_it_as_shipped(course, tmp_path, make_cop
     assert "test_sum" in json.dumps(states)
 
 
+def test_diff_of_one_koan_runs_only_its_file(course):
+    """`diff KOAN` needs to know that koan passed: it runs the koan's file, not its chapter."""
+    solve(course, "01", "test_alpha.py")
+    fill(course, logged="41")  # another file of the chapter, changed: it would run with it
+    shown = progress(course, "diff", "test_sum")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "identical to the answer" in shown.stdout
+    remembered = (course / ".jaxkoans" / "results.json").read_text(encoding="utf-8")
+    assert "test_alpha.py" in remembered and "test_gamma.py" not in remembered
+
+
 def test_an_open_blank_does_not_print_captured_output(course):
     output = pytest_run(course)
     assert "fill in the blank" in section(output, "test_logged")

@@ -262,14 +262,21 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
 
 
 def measure(
-    chapter: str | None = None, workers: int | None = None, reuse: bool = True, run: bool = True
+    chapter: str | None = None,
+    workers: int | None = None,
+    reuse: bool = True,
+    run: bool = True,
+    only: str | None = None,
 ) -> Progress:
     """Every koan's state: remembered for files unchanged since their last run, not started
     for files as shipped, run otherwise (with `run=False` not run: left as not started, as
     `hint` and `diff` need only "not known to pass"). `reuse=False` runs every file again;
-    the other chapters' remembered results are kept."""
+    the other chapters' remembered results are kept. `only` (a koan file's path under the
+    course): that file's koans alone (`diff` of one koan needs no chapter run)."""
     chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
     koans = inventory(course.KOANS, chapters)
+    if only is not None:
+        koans = [k for k in koans if k.path.as_posix() == only]
     remembered = memory.load()
     present = [k for k in koans if k.note not in (DELETED, MISSING)]
     stale = [k for k in present if not (reuse and recalled(remembered, k))]

@@ -61,8 +61,8 @@ def syntax_error(path: Path) -> str | None:
 def unpassed(koan_file: Path, koan: Koan | None) -> list[str]:
     relative = koan_file.relative_to(course.REPO).as_posix()
     chapter = course.chapter_for(koan_file)
-    progress = measure(chapter.number if chapter else None)
-    own = [k for k in progress.koans if k.path.as_posix() == relative]
+    progress = measure(chapter.number if chapter else None, only=relative)  # this file only
+    own = list(progress.koans)
     if koan is not None:
         own = [k for k in own if k.name == koan.name]
     return [k.name for k in own if k.state != KoanState.PASSED.value]

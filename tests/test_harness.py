@@ -750,3 +750,43 @@ def test_the_koan_model_of_a_broken_file_still_counts_its_koans(tmp_path):
     assert [k.name for k in koan_model.read(path).koans] == ["test_three"]
     deep = koan_model.parse("def test_deep():\n    x = " + "+".join(["1"] * 50_000) + "\n")
     assert deep.tree is None and [k.name for k in deep.koans] == ["test_deep"]
+
+
+def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch):
+    """The hang guard ends a run stuck in a compiled program, but XLA compiling a big program
+    on a slow machine is no hang: the guard looks again later (pytest-timeout then fails that
+    koan as timed out, and the run goes on)."""
+    import threading
+    import types
+
+    from jaxkoans.plugin import hangs
+
+    release = threading.Event()
+    fake = "def backend_compile_and_load():\n    release.wait(30)\n"
+    namespace = {"release": release}
+    exec(compile(fake, "/x/site-packages/jax/_src/compiler.py", "exec"), namespace)
+    thread = threading.Thread(target=namespace["backend_compile_and_load"])
+    thread.start()
+    ended = []
+    monkeypatch.setattr(hangs, "_abort", lambda config, nodeid, limit: ended.append(nodeid))
+    guard = hangs.HangGuard(config=None)
+    item = types.SimpleNamespace(nodeid="k.py::test_slow", config=None)
+    try:
+        deadline = time.monotonic() + 10
+        while not hangs.compiling(thread.ident) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hangs.compiling(thread.ident)
+        assert not hangs.compiling(threading.get_ident())  # this thread runs no compiler
+        guard._timers[item.nodeid] = threading.Timer(1, lambda: None)
+        guard._expire(item, 60.0, False, thread.ident)
+        assert ended == [] and guard._timers[item.nodeid].is_alive()  # looked again later
+        release.set()
+        thread.join()
+        guard._timers.pop(item.nodeid).cancel()
+        guard._timers[item.nodeid] = threading.Timer(1, lambda: None)
+        guard._expire(item, 60.0, False, threading.get_ident())  # stuck elsewhere: ended
+        assert ended == ["k.py::test_slow"]
+    finally:
+        release.set()
+        for timer in guard._timers.values():
+            timer.cancel()

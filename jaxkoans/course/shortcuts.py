@@ -10,6 +10,10 @@ what is at hand. For every TODO function this gate writes, from the answer file 
   (`[shortcuts."file::function"] library = ["return lax.associative_scan(fn, elems)"]`), once as
   written and once through the function's private module path (`jax._src…`), which a patch of
   the public name does not reach;
+- **substitution**: the answer's body with one call replaced by a call of a function the koans
+  themselves call to compare against (the reference, the NumPy twin) that the answer does not
+  use: `leaky_sum_reference(x, …)` where the answer binds the primitive, `leaky_sum_jnp` where
+  it calls the kernel, a slow step where it calls the fast one;
 - **constants**: the body returns a literal that the asserts of the koans using the TODO
   compare against;
 - **unwritten helpers**: the answer's body while a TODO function it calls is still `todo()`.
@@ -45,7 +49,7 @@ HEADER = (
     "# its generated fakes last failed. Written by `python -m jaxkoans.course.shortcuts --stamp`.\n"
 )
 CONSTANTS_PER_TODO = 3
-KINDS = ("delegate", "library", "constant", "unwritten")
+KINDS = ("delegate", "substitute", "library", "constant", "unwritten")
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,66 @@ def delegations(tree: ast.Module, fn: ast.FunctionDef, context: Context) -> list
     return [(f"delegate_{name}", f"return {name}({arguments})") for name in found]
 
 
+def _names_called(node: ast.AST) -> set[str]:
+    return {
+        n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+
+
+TWIN_WORDS = {"reference", "ref", "slow", "unrolled", "naive", "numpy", "np", "jnp", "dense",
+              "plain", "eager", "python", "baseline", "expected", "exact", "direct", "loop"}
+COMMON_WORDS = {"of", "the", "a", "to", "make", "get", "run", "fn", "f", "x", "test"}
+
+
+def _words(name: str) -> set[str]:
+    return {w for w in name.lower().strip("_").split("_") if w} - COMMON_WORDS
+
+
+def _twins(reference: str, callee: str, todo: str) -> bool:
+    """A reference that stands in for the call: named as a twin (slow_, _reference, _jnp), or
+    sharing a word with the callee or the TODO (slow_step for fast_step)."""
+    words = _words(reference)
+    return bool(words & TWIN_WORDS) or bool(words & (_words(callee) | _words(todo)))
+
+
+def substitutions(
+    tree: ast.Module, fn: ast.FunctionDef, answer_body: str, koans: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    """(label, body) of the answer's body with one call replaced by a call of a reference the
+    koans call and the answer does not, where that reference takes the call's arguments."""
+    defined = {
+        n.name: n
+        for n in tree.body
+        if isinstance(n, koan_model.FUNCTIONS) and not n.name.startswith("test") and n.name != fn.name
+    }
+    tests = [n for n in tree.body if isinstance(n, koan_model.FUNCTIONS) and n.name in koans]
+    used_by_koans = set().union(*(_names_called(t) for t in tests)) if tests else set()
+    uses = _names_called(fn)
+    references = [defined[name] for name in sorted(used_by_koans - uses - {fn.name}) if name in defined]
+    if not references:
+        return []
+    body_tree = ast.parse(textwrap.dedent(answer_body))
+    calls = [
+        n
+        for n in ast.walk(body_tree)
+        if isinstance(n, ast.Call) and not any(isinstance(a, ast.Starred) for a in n.args)
+    ]
+    found = {}
+    for reference in references:
+        for i, call in enumerate(calls):
+            callee = (predictions.dotted(call.func) or "").rsplit(".", 1)[-1]
+            if not _takes(reference, len(call.args)) or not _twins(reference.name, callee, fn.name):
+                continue
+            original = call.func
+            call.func = ast.Name(reference.name, ast.Load())
+            try:
+                text = ast.unparse(body_tree)
+            finally:
+                call.func = original
+            found.setdefault(text, f"substitute_{reference.name}_{i}")
+    return [(label, text) for text, label in found.items()]
+
+
 def constants(model: koan_model.KoanFile, koans: tuple[str, ...]) -> list[tuple[str, str]]:
     """(label, body) of `return <literal>` for the literals the koans' asserts compare against."""
     values: dict[str, None] = {}
@@ -221,6 +285,7 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Sh
         bodies = delegations(tree, fn, context) + library(chapter, key, context)
         bodies += constants(model, koans)
         answer_body = "\n".join(model.lines[slice(*model.body_of(fn.name))])
+        bodies += substitutions(tree, fn, answer_body, koans)
         bodies += [(f"unwritten_{'_'.join(helpers)}", textwrap.dedent(answer_body))] if helpers else []
         for label, body in bodies:
             found.append(Shortcut(answer, fn.name, label, body, koans, helpers))

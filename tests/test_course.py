@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import mutate, pristine, twins
+from jaxkoans.course import giveaways, mutate, pristine, twins
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
 
@@ -174,6 +174,15 @@ def test_no_hint_gives_the_answer_away(koan_file: Path):
         body_lines = [ln.strip() for b in report.todo_bodies.values() for ln in b.splitlines()]
         copied = [ln for ln in body_lines if len(ln) > 24 and ln in texts]
         assert not copied, f"{koan_file}::{name}: the hint copies the solution's code {copied}"
+
+
+@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
+def test_no_answer_stands_next_to_its_blank(koan_file: Path):
+    """A blank whose answer is written in its docstring, its first hint, the lines around it
+    or another koan of the file (or whose docstring names its exception class) asks the
+    learner to copy, not to predict (course/giveaways.py)."""
+    found = giveaways.findings(koan_file, answer_of(koan_file))
+    assert not found, "\n".join(map(str, found))
 
 
 def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, dict]:

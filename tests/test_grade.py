@@ -71,7 +71,7 @@ def test_double():
 
 def test_loop():
     """循环。A while_loop runs until its condition is False."""
-    final = lax.while_loop({limit}, lambda c: c + 1, 0)
+    final = lax.while_loop(lambda c: {limit}, lambda c: c + 1, 0)
     assert int(final) == 5
 '''
 KOAN_B = '''"""假的第二章 / a fake chapter: the host."""
@@ -99,8 +99,8 @@ def test_pid():
     assert {pid} > 0
 '''
 BLANKS_A = dict(double='todo("return 2 * x")', sum="__", cumsum="__", limit="__")
-ANSWER_A = dict(double="return 2 * x", sum="3", cumsum="[0, 1, 3, 6]", limit="lambda c: c < 5")
-ENDLESS = "lambda c: c >= 0"  # a condition that never turns False, in compiled code
+ANSWER_A = dict(double="return 2 * x", sum="3", cumsum="[0, 1, 3, 6]", limit="jnp.less(c, 5)")
+ENDLESS = "jnp.less(c, c + 1)"  # a condition that never turns False in 2 s, in compiled code
 BLANKS_B = dict(separator="__", size="__", pid="__")
 ANSWER_B = dict(separator="os.sep", size="ctypes.sizeof(ctypes.c_int32)", pid="os.getpid()")
 A, B = "koans/01/test_a.py", "koans/02/test_b.py"
@@ -224,10 +224,10 @@ def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
 
 
 UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, never a zero
-    "os._exit in a blank": (A, answer_a(sum='__import__("os")._exit(0)'), "test_sum"),
-    "pytest.skip in a blank": (A, answer_a(sum="pytest.skip()"), "test_sum"),
-    "setattr in a blank": (A, answer_a(cumsum='(setattr(np.testing, "assert_array_equal", print), [0])[1]'), "test_cumsum"),
-    "vars() in a blank": (A, answer_a(cumsum="vars(np.testing).clear()"), "test_cumsum"),
+    "os._exit in a blank": (B, answer_b(pid='__import__("os")._exit(0)'), "test_pid"),
+    "pytest.skip in a blank": (A, answer_a(limit="pytest.skip()"), "test_loop"),
+    "setattr in a blank": (A, answer_a(limit='(setattr(np.testing, "assert_array_equal", print), c < 5)[1]'), "test_loop"),
+    "vars() in a blank": (A, answer_a(limit="(vars(np.testing).clear() or c < 5)"), "test_loop"),
     "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
     "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "<module>"),
 }  # fmt: skip
@@ -299,7 +299,7 @@ FINE = {  # the student's file, and the file that runs (the same program)
     "CRLF line endings": (answer_a().replace("\n", "\r\n"), answer_a()),
     "a byte order mark": ("\ufeff" + answer_a(), answer_a()),
     "a local variable named input": (answer_a(double="input = 2 * x\n    return input"),) * 2,
-    "a lambda": (answer_a(limit="(lambda n: lambda c: c < n)(5)"),) * 2,
+    "a lambda": (answer_a(limit="(lambda n: jnp.less(c, n))(5)"),) * 2,
     "a fill over two lines": (answer_a(cumsum="[0, 1,\n        3, 6]"), answer_a()),
     "an import in a TODO body": (answer_a(double="from jax import numpy as np2\n\n    return np2.multiply(x, 2)"),) * 2,
 }  # fmt: skip
@@ -336,7 +336,7 @@ def test_every_answer_of_the_course_is_taken_whole_with_nothing_ignored():
 
 def test_a_fill_nested_too_deeply_to_check_runs_as_shipped(pristine):
     assert "nested too deeply" in tamper.parse_problem(answer_a(sum="+".join(["1"] * 50_000)))
-    deep = answer_a(sum="+".join(["1"] * 900))  # parses, but deeper than a walk may go
+    deep = answer_a(limit="jnp.less(c, " + "+".join(["1"] * 900) + ")")  # parses; deeper than a walk may go
     check = tamper.check_file(A, pristine.root / A, deep, pristine.allowed[A])
     assert check.findings == []
     assert check.graded is not None

@@ -768,7 +768,7 @@ def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch
     thread = threading.Thread(target=namespace["backend_compile_and_load"])
     thread.start()
     ended = []
-    monkeypatch.setattr(hangs, "_abort", lambda config, nodeid, limit: ended.append(nodeid))
+    monkeypatch.setattr(hangs, "_abort", lambda config, nodeid, limit, compiling=False: ended.append((nodeid, compiling)))
     guard = hangs.HangGuard(config=None)
     item = types.SimpleNamespace(nodeid="k.py::test_slow", config=None)
     try:
@@ -778,14 +778,19 @@ def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch
         assert hangs.compiling(thread.ident)
         assert not hangs.compiling(threading.get_ident())  # this thread runs no compiler
         guard._timers[item.nodeid] = threading.Timer(1, lambda: None)
-        guard._expire(item, 60.0, False, thread.ident)
+        guard._expire(item, 60.0, False, thread.ident, 65.0)
         assert ended == [] and guard._timers[item.nodeid].is_alive()  # looked again later
+        guard._timers.pop(item.nodeid).cancel()
+        guard._timers[item.nodeid] = threading.Timer(1, lambda: None)
+        guard._expire(item, 60.0, False, thread.ident, 60.0 * hangs.COMPILE_PATIENCE)
+        assert ended == [("k.py::test_slow", True)]  # a compile that never ends is stuck too
+        ended.clear()
         release.set()
         thread.join()
         guard._timers.pop(item.nodeid).cancel()
         guard._timers[item.nodeid] = threading.Timer(1, lambda: None)
-        guard._expire(item, 60.0, False, threading.get_ident())  # stuck elsewhere: ended
-        assert ended == ["k.py::test_slow"]
+        guard._expire(item, 60.0, False, threading.get_ident(), 65.0)  # stuck running: ended
+        assert ended == [("k.py::test_slow", False)]
     finally:
         release.set()
         for timer in guard._timers.values():

@@ -27,23 +27,32 @@ GRACE_S = 5.0
 # for it, and pytest-timeout fails the koan as timed out once Python runs again; the run goes on.
 COMPILER_FILE = os.path.join("jax", "_src", "compiler.py")
 COMPILING = ("backend_compile_and_load", "compile_or_get_cached", "_compile_and_write_cache")
+COMPILE_PATIENCE = 10  # how many limits a compile may take before it counts as stuck too
 NO_TERMINAL = (
     "🐞 {what} 需要终端，这里跳过 / needs a terminal and was skipped here: "
     "run `pytest {nodeid}` in a terminal to use it."
 )
 
 
-def _abort(config: pytest.Config, nodeid: str, limit: float) -> None:
+def _abort(config: pytest.Config, nodeid: str, limit: float, compiling: bool = False) -> None:
     capture = config.pluginmanager.getplugin("capturemanager")
     if capture is not None:  # pytest captures fd 2 during a test: give the terminal back
         capture.suspend_global_capture(in_=False)
-    sys.__stderr__.write(
-        f"\n⏱️ 超时 / timed out: {nodeid} 在编译后的代码里运行超过 {limit:.0f} s，无法中断。\n"
-        "   可能是永不结束的 lax.while_loop（条件永远为真）。修好它再运行。\n"
-        f"   {nodeid} ran inside compiled code for more than {limit:.0f} s and could not be\n"
-        "   interrupted: probably a lax.while_loop whose condition never turns False. Fix it and\n"
-        "   run again (other koans: `pytest --deselect NODEID`, or `python progress.py`).\n"
-    )
+    if compiling:
+        sys.__stderr__.write(
+            f"\n⏱️ 超时 / timed out: {nodeid} 的程序编译了 {limit:.0f} s 还没有结束，无法中断。\n"
+            f"   XLA compiled {nodeid}'s program for {limit:.0f} s without finishing and could not\n"
+            "   be interrupted: a program that big (a Python loop unrolled into the trace?) is\n"
+            "   the koan's problem. Run again (other koans: `python progress.py`).\n"
+        )
+    else:
+        sys.__stderr__.write(
+            f"\n⏱️ 超时 / timed out: {nodeid} 在编译后的代码里运行超过 {limit:.0f} s，无法中断。\n"
+            "   可能是永不结束的 lax.while_loop（条件永远为真）。修好它再运行。\n"
+            f"   {nodeid} ran inside compiled code for more than {limit:.0f} s and could not be\n"
+            "   interrupted: probably a lax.while_loop whose condition never turns False. Fix it and\n"
+            "   run again (other koans: `pytest --deselect NODEID`, or `python progress.py`).\n"
+        )
     sys.__stderr__.flush()
     os._exit(3)
 
@@ -85,11 +94,11 @@ class HangGuard:
         if limit <= 0 or self.debugging:
             return None
         detect = not getattr(settings, "disable_debugger_detection", False)
-        self._arm(item, limit + GRACE_S, limit, detect, threading.get_ident())
+        self._arm(item, limit + GRACE_S, limit, detect, threading.get_ident(), limit + GRACE_S)
         return None  # pytest-timeout sets its own timer as well
 
-    def _arm(self, item, after: float, limit: float, detect: bool, thread_id: int) -> None:
-        timer = threading.Timer(after, self._expire, args=(item, limit, detect, thread_id))
+    def _arm(self, item, after: float, limit: float, detect: bool, thread_id: int, at: float) -> None:
+        timer = threading.Timer(after, self._expire, args=(item, limit, detect, thread_id, at))
         timer.daemon = True
         self._timers[item.nodeid] = timer
         timer.start()
@@ -115,15 +124,20 @@ class HangGuard:
             timer.cancel()
         self._timers.clear()
 
-    def _expire(self, item: pytest.Item, limit: float, detect: bool, thread_id: int) -> None:
+    def _expire(
+        self, item: pytest.Item, limit: float, detect: bool, thread_id: int, at: float = 0.0
+    ) -> None:
+        """`at`: seconds since the koan started. A koan still compiling is looked at again
+        later, up to COMPILE_PATIENCE limits: slow, not stuck; past that it is stuck too."""
         if self.debugging or (detect and _debugger_attached()):
             return
         if item.nodeid not in self._timers:
             return  # the koan ended meanwhile
-        if compiling(thread_id):  # slow, not stuck: look again later, never end the run
-            self._arm(item, GRACE_S, limit, detect, thread_id)
+        still = compiling(thread_id)
+        if still and at < limit * COMPILE_PATIENCE:
+            self._arm(item, GRACE_S, limit, detect, thread_id, at + GRACE_S)
             return
-        _abort(item.config, item.nodeid, limit)
+        _abort(item.config, item.nodeid, at if still else limit, compiling=still)
 
 
 def register_debugger(watchdog: HangGuard) -> None:

@@ -1262,3 +1262,16 @@ def test_a_fix_regions_module_code_cannot_change_another_files_koans(region_cour
     status = statuses(grade)
     assert status["test_width"] == "passed", status  # the region's own koan runs the region
     assert status["test_loop"] == "not_started" and status["test_sum"] == "passed", status
+
+
+def test_a_koan_file_with_long_notes_is_graded_not_refused(pristine):
+    """A student who keeps 300 KB of notes in comments of a solved file keeps every point."""
+    notes = "".join(f"# note {i}: what I learned about scan and carries\n" for i in range(6000))
+    text = answer_a() + notes
+    assert len(text.encode()) > 290_000
+    path = pristine.root.parent / "notes_test_a.py"
+    path.write_text(text, encoding="utf-8")
+    read, problem = tamper.read_text(path)
+    assert problem == "" and read == text
+    check = tamper.check_file(A, pristine.root / A, read, pristine.allowed[A])
+    assert check.findings == [] and check.graded == answer_a()

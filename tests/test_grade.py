@@ -1275,3 +1275,28 @@ def test_a_koan_file_with_long_notes_is_graded_not_refused(pristine):
     assert problem == "" and read == text
     check = tamper.check_file(A, pristine.root / A, read, pristine.allowed[A])
     assert check.findings == [] and check.graded == answer_a()
+
+
+def test_a_whole_course_payload_reaches_the_reporter_through_a_real_environment_variable():
+    """432 koans with long messages: base64 JSON over 128 KiB cannot be one environment string
+    on Linux ("Argument list too long"); the payload fits, every score kept."""
+    koans = [
+        {
+            "nodeid": f"koans/{1 + i % 11:02d}/test_topic_{i % 9}.py::test_a_long_koan_name_that_teaches_one_thing_{i}",
+            "chapter": f"{1 + i % 11:02d}", "name": f"test_{i}", "file": f"koans/{1 + i % 11:02d}/test_topic_{i % 9}.py",
+            "line": 10 + i, "duration": 1.25, "status": "passed" if i % 3 else "failing",
+            "message": "AssertionError: " + "the learner's answer and the lesson, in two languages " * 8,
+        }
+        for i in range(432)
+    ]  # fmt: skip
+    document = {"koans": koans, "chapters": [], "findings": [], "status": "graded", "total": {"total": 432}}
+    payload = report_formats.classroom(document)
+    text = report_formats.classroom_text(payload).strip()
+    assert len(text) <= report_formats.PAYLOAD_BUDGET
+    assert sum(t["score"] for t in payload["tests"]) == 288 and payload["max_score"] == 432
+    reporter = "import base64, json, os; d = json.loads(base64.b64decode(os.environ['JAXKOANS_RESULTS'])); print(sum(t['score'] for t in d['tests']))"  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", reporter], env={**os.environ, "JAXKOANS_RESULTS": text},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "288", done.stderr

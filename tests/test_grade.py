@@ -540,23 +540,30 @@ def test_classroom_payload_per_chapter_gives_points_per_koan_passed():
     document = {
         "status": "graded",
         "findings": [],
-        "total": {"total": 3},
+        "total": {"total": 6},
         "chapters": [
             {"number": "01", "title_en": "One", "passed": 2, "total": 2},
             {"number": "02", "title_en": "Two", "passed": 0, "total": 1},
+            {"number": "03", "title_en": "Three", "passed": 2, "total": 3},
         ],
         "koans": [
             {"chapter": "01", "name": "a", "status": "passed", "duration": 0.5},
             {"chapter": "01", "name": "b", "status": "passed", "duration": 0.5},
             {"chapter": "02", "name": "c", "status": "crashed", "duration": 0.0},
+            {"chapter": "03", "name": "d", "status": "passed", "duration": 0.5},
+            {"chapter": "03", "name": "e", "status": "passed", "duration": 0.5},
+            {"chapter": "03", "name": "f", "status": "failing", "duration": 0.5},
         ],
     }
     payload = report_formats.classroom(document, per="chapter", points=5)
-    assert payload["max_score"] == 15 and payload["status"] == "fail"
+    assert payload["max_score"] == 30 and payload["status"] == "fail"
     assert [(t["name"], t["status"], t["score"], t["max_score"]) for t in payload["tests"]] == [
         ("01 One", "pass", 10, 10),
         ("02 Two", "error", 0, 5),
+        ("03 Three · passed", "pass", 10, 10),  # a partial chapter's points reach the student
+        ("03 Three · open", "fail", 0, 5),
     ]
+    assert sum(t["max_score"] for t in payload["tests"]) == payload["max_score"]
     text = report_formats.classroom_text(payload)
     assert json.loads(base64.b64decode(text)) == payload and text.count("\n") == 1
 
@@ -1289,7 +1296,7 @@ def test_a_whole_course_payload_reaches_the_reporter_through_a_real_environment_
         }
         for i in range(432)
     ]  # fmt: skip
-    document = {"koans": koans, "chapters": [], "findings": [], "status": "graded", "total": {"total": 432}}
+    document = {"koans": koans, "chapters": [], "findings": [], "status": "graded", "total": {"total": 432}}  # fmt: skip
     payload = report_formats.classroom(document)
     text = report_formats.classroom_text(payload).strip()
     assert len(text) <= report_formats.PAYLOAD_BUDGET

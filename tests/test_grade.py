@@ -1307,3 +1307,14 @@ def test_a_whole_course_payload_reaches_the_reporter_through_a_real_environment_
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "288", done.stderr
+
+
+def test_reports_are_written_readable_by_others_as_any_file_is(tmp_path):
+    """Written through a temporary file (never half a report), yet 0644 under umask 022,
+    not mkstemp's 0600: a CI job's next step or a TA must read them."""
+    old = os.umask(0o022)
+    try:
+        report_formats.write_all({str(tmp_path / "g.json"): "{}\n", str(tmp_path / "g.md"): "# g\n"})
+    finally:
+        os.umask(old)
+    assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == {"g.json": 0o644, "g.md": 0o644}

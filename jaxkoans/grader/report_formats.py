@@ -487,6 +487,12 @@ def classroom_text(payload: dict) -> str:
     return base64.b64encode(raw).decode("ascii") + "\n"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 # ---- text and CSV ---------------------------------------------------------------------------------
 
 
@@ -601,6 +607,7 @@ def write_all(outputs: dict[str, str]) -> None:
             )
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(text)
+            os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 would hide a report
             staged.append((temporary, path))
         for temporary, path in staged:
             os.replace(temporary, path)

@@ -160,7 +160,8 @@ def test_write_a_padded_graph_readout():
 
     jaxpr = jax.make_jaxpr(graph_mean_pool, static_argnums=2)(node_features, graph_ids, 4)
     prims = primitives(jaxpr)
-    assert "scatter-add" in prims and "dot_general" not in prims  # a scatter, not a dense matmul
+    assert "dot_general" not in prims  # a scatter, not a dense matmul / 是 scatter，不是稠密矩阵乘
+    assert any(name.startswith("scatter") for name in prims)
 
 
 def test_num_segments_must_be_static_under_jit():

@@ -72,14 +72,14 @@ def test_cond_branches_must_return_same_types():
     """
 
     def clipped(x):
-        return lax.cond(x > 0, lambda x: x * 2, lambda x: 0, x)
+        return lax.cond(x > 0, lambda v: v * 2, lambda v: 0, x)
 
     with raises_exactly(__) as info:
         clipped(1.0)
     assert "so the dtypes do not match" in str(info.value)
 
     def fixed(x):
-        return lax.cond(x > 0, lambda x: x * 2, lambda x: __, x)
+        return lax.cond(x > 0, lambda v: v * 2, lambda v: __, x)
 
     assert jnp.result_type(fixed(1.0)) == jnp.float32
     assert float(fixed(-1.0)) == 0.0
@@ -90,7 +90,7 @@ def test_switch_clamps_out_of_range_index():
     lax.switch does not fail on an out-of-range index: the index is first clamped into
     [0, len(branches) - 1].
     """
-    branches = [lambda x: x + 0.0, lambda x: x + 10.0, lambda x: x + 20.0]
+    branches = [lambda v: v + 0.0, lambda v: v + 10.0, lambda v: v + 20.0]
     pick = jax.jit(lambda i: lax.switch(i, branches, 1.0))
 
     out = [float(pick(i)) for i in (-5, 1, 100)]

@@ -120,9 +120,9 @@ def prefix_scan(fn, elems):
     - elems：一个数组，或数组组成的 pytree（如 tuple），所有叶子第 0 轴长度相同，n ≥ 1 任意。
     - fn(x, y) 满足结合律，逐元素处理一批：x、y 与 elems 结构相同（第 0 轴长度相同），
       x 是更早的元素。
-    - 只用 jnp / jax.tree 运算，不许用 lax.associative_scan；fn 最多调用 2·⌈log2 n⌉ 次。
-      Hillis–Steele：偏移 d = 1, 2, 4, …，每轮对所有 i ≥ d 同时做 r[i] ← fn(r[i-d], r[i])
-      （只需 ⌈log2 n⌉ 次调用）；递归的 Blelloch 式（先两两合并，再递归）也可以。
+    - 只用 jnp / jax.tree 运算，不许用 lax.associative_scan（它是另一种分组方式）。
+      Hillis–Steele：偏移 d = 1, 2, 4, …（d < n），每轮调用 fn 一次，对所有 i ≥ d 同时做
+      r[i] ← fn(r[i-d], r[i])：第 d 轮的 fn 拿到 n - d 个元素，一共 ⌈log2 n⌉ 次调用。
     - 大约 8 行。
     Parallel prefix scan (Hillis–Steele): the same result as lax.associative_scan(fn, elems),
     along axis 0.
@@ -130,10 +130,10 @@ def prefix_scan(fn, elems):
       n ≥ 1 (any n).
     - fn(x, y) is associative and works on batches elementwise: x and y are pytrees like elems
       (same leading length), x holds the earlier elements.
-    - Use only jnp / jax.tree ops, not lax.associative_scan; call fn at most 2·⌈log2 n⌉ times.
-      Hillis–Steele: offsets d = 1, 2, 4, …, each round sets r[i] ← fn(r[i-d], r[i]) for all
-      i ≥ d at once (only ⌈log2 n⌉ calls); a recursive Blelloch style (combine pairs, then
-      recurse) is fine too.
+    - Use only jnp / jax.tree ops, not lax.associative_scan (it groups the work another way).
+      Hillis–Steele: offsets d = 1, 2, 4, … (d < n), one call of fn per round, setting
+      r[i] ← fn(r[i-d], r[i]) for all i ≥ d at once: round d hands fn n - d elements, ⌈log2 n⌉
+      calls in all.
     - About 8 lines.
     """
     n = jax.tree.leaves(elems)[0].shape[0]
@@ -149,10 +149,12 @@ def prefix_scan(fn, elems):
 
 def test_write_a_parallel_prefix_scan(monkeypatch):
     """✍️ 实现 prefix_scan：用 log2(n) 轮倍增的并行前缀扫描，对加法、max、仿射映射复合（矩阵乘）、
-    数字拼接（tuple 元素）都要与 lax.associative_scan 一致。
+    数字拼接（tuple 元素）都要与 lax.associative_scan 一致。检查记下 fn 每次拿到的元素个数：
+    倍增的每一轮是 n - d 个（d = 1, 2, 4, …），lax.associative_scan 的递归分组不是这样。
     Write prefix_scan: a parallel prefix scan in log2(n) doubling rounds that matches
     lax.associative_scan for add, max, affine composition (matrix products) and digit joining
-    (tuple elements).
+    (tuple elements). The check records how many elements fn gets at each call: n - d in the
+    round of offset d (d = 1, 2, 4, …), which lax.associative_scan's recursive grouping is not.
     """
     rng = np.random.default_rng(0)
     # h ↦ a·h + b as the matrix [[a, b], [0, 1]]; "earlier, then later" is later @ earlier.
@@ -186,11 +188,11 @@ def test_write_a_parallel_prefix_scan(monkeypatch):
         raise AssertionError("write the scan yourself / 请自己实现，不要调用 lax.associative_scan")
 
     monkeypatch.setattr(lax, "associative_scan", forbidden)
-    calls = [0] * len(fns)
+    calls = [[] for _ in fns]  # the leading length fn gets, call by call / fn 每次拿到的长度
 
     def counted(i):
         def fn(x, y):
-            calls[i] += 1
+            calls[i].append(jax.tree.leaves(x)[0].shape[0])
             return fns[i](x, y)
 
         return fn
@@ -203,4 +205,5 @@ def test_write_a_parallel_prefix_scan(monkeypatch):
     for i, e in enumerate(elems):
         jax.tree.map(close, got[i], expected[i])
         n = jax.tree.leaves(e)[0].shape[0]
-        assert calls[i] <= 2 * (n - 1).bit_length()  # O(log n) rounds, not n - 1 sequential calls
+        rounds = [n - 2**r for r in range((n - 1).bit_length())]  # offsets d = 1, 2, 4, … < n
+        assert calls[i] == rounds, f"n={n}: fn got {calls[i]} elements, doubling rounds: {rounds}"

@@ -84,12 +84,14 @@ def safe_norm(x):
     """向量 x（一维）的 L2 范数 sqrt(Σ x²)，零向量处的导数有定义：
     - 值：非零向量给出 sqrt(Σ x²)，零向量给出恰好 0.0；
     - 梯度：非零向量是 x / |x|，零向量是 0（而不是 NaN），二阶导数也处处有限；
-    - 不许加 eps（sqrt(Σ x² + eps) 在零点的值不是 0）；只用 jnp；大约 4 行。
+    - 不许加 eps（sqrt(Σ x² + eps) 在零点的值不是 0）；只用 jnp，程序里只有一个 sqrt（双重 where
+      护住的就是它）；大约 4 行。
     The L2 norm sqrt(sum x²) of a vector x (1-D), with a derivative defined at zero:
     - value: sqrt(sum x²) for a nonzero vector, exactly 0.0 for the zero vector;
     - gradient: x / |x| for a nonzero vector, 0 (not NaN) at the zero vector, and finite second
       derivatives everywhere;
-    - no eps (sqrt(sum x² + eps) is not 0 at zero); jnp only; about 4 lines.
+    - no eps (sqrt(sum x² + eps) is not 0 at zero); jnp only, with one sqrt in the program (the
+      one the double where guards); about 4 lines.
     """
     squared = jnp.sum(x * x)
     nonzero = squared > 0
@@ -124,6 +126,8 @@ def test_write_a_norm_with_a_safe_gradient_at_zero():
         return jnp.sum(jax.vmap(safe_norm)(xs))
 
     assert np.isfinite(jax.grad(loss)(xs)).all()
+    sqrts = [e for e in jax.make_jaxpr(safe_norm)(xs[0]).eqns if e.primitive.name == "sqrt"]
+    assert len(sqrts) == 1, f"{len(sqrts)} sqrt in safe_norm's jaxpr: guard one sqrt"
 
 
 def masked_mean(x, mask, axis=-1):
@@ -131,11 +135,14 @@ def masked_mean(x, mask, axis=-1):
     - x：浮点数组；mask：与 x 同形状的布尔数组。被掩盖的位置可能是 NaN 或 inf（填充的垃圾），
       它们既不能进入结果，也不能进入梯度。
     - 一行里没有有效元素时结果是 0.0，梯度处处有限（那一行的梯度是 0）。
+    - 掩码只挡住填充：有效位置上真的 NaN 照样让那一行的均值是 NaN（不要事后把 NaN 换掉）。
     - 只用 jnp；大约 4 行。
     The mean of the entries of x where mask is True, along axis.
     - x: a float array; mask: a boolean array shaped like x. Masked positions may hold NaN or
       inf (padding garbage), which must reach neither the result nor the gradient.
     - A row with no valid entry gives 0.0, and the gradient is finite everywhere (0 on that row).
+    - The mask hides the padding only: a real NaN at a valid position still makes its row's
+      mean NaN (do not replace NaNs afterwards).
     - jnp only; about 4 lines.
     """
     valid = jnp.where(mask, x, 0.0)  # select, never multiply: NaN * 0 is NaN
@@ -156,6 +163,7 @@ def test_write_a_masked_mean_that_survives_padding():
             [1.0, 2.0, 3.0, jnp.nan, jnp.inf],  # two padded entries holding garbage
             [4.0, -2.0, 7.0, 1.0, 0.5],  # all valid
             [jnp.nan, 5.0, jnp.nan, 6.0, 9.0],  # nothing valid
+            [jnp.nan, 1.0, 2.0, jnp.inf, 3.0],  # a real NaN in the data, garbage in the padding
         ]
     )
     mask = jnp.array(
@@ -163,11 +171,13 @@ def test_write_a_masked_mean_that_survives_padding():
             [True, True, True, False, False],
             [True, True, True, True, True],
             [False, False, False, False, False],
+            [True, True, True, False, False],
         ]
     )
     x_np, mask_np = np.asarray(x), np.asarray(mask)
     counts = mask_np.sum(axis=1)
-    expected = [x_np[i][mask_np[i]].mean() if counts[i] else 0.0 for i in range(3)]
+    expected = [x_np[i][mask_np[i]].mean() if counts[i] else 0.0 for i in range(4)]
+    assert np.isnan(expected[3])  # the data's own NaN stays / 数据自己的 NaN 留着
 
     np.testing.assert_allclose(jax.jit(masked_mean)(x, mask), expected, rtol=1e-6)
     np.testing.assert_allclose(jax.vmap(masked_mean)(x, mask), expected, rtol=1e-6)

@@ -110,8 +110,8 @@ def test_scan_slices_several_xs_in_lockstep():
         total = total + w * v
         return total, (w * v, total)
 
-    ws = jnp.arange(1.0, 5.0)  # (4,)
-    vs = jnp.arange(8.0).reshape(4, 2)  # (4, 2)
+    ws = jnp.arange(1.0, 5.0)
+    vs = jnp.arange(8.0).reshape(4, 2)
     total, (terms, running) = lax.scan(step, jnp.zeros(2), (ws, vs))
     assert terms.shape == (4, 2)
     expected = np.arange(1.0, 5.0)[:, None] * np.arange(8.0).reshape(4, 2)

@@ -24,6 +24,7 @@ from jax import lax
 from jax.experimental.ode import odeint
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import primitives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -176,8 +177,10 @@ def test_adjoint_gradient_matches_backprop():
 
 def test_adjoint_memory_does_not_grow_with_steps():
     """综合：编译后的 memory_analysis()：直接反向传播的临时内存随步数增长，你的伴随法不变。
+    梯度程序里没有 while_loop：反向是 rk4_solve 的定步长 scan，不是自适应求解器（odeint）。
     Capstone: by the compiled memory_analysis(), backprop's temporary memory grows with the
-    number of steps; your adjoint's stays the same.
+    number of steps; your adjoint's stays the same. The gradient program holds no while_loop:
+    the backward pass is rk4_solve's fixed-step scan, not an adaptive solver (odeint).
     """
 
     def temp_bytes(solve, n):
@@ -189,3 +192,6 @@ def test_adjoint_memory_does_not_grow_with_steps():
     assert adjoint[100] == adjoint[400], adjoint
     assert backprop[400] > backprop[100] + 300 * 8, backprop  # ≥ one state per extra step
     assert backprop[400] > 4 * adjoint[400], (backprop, adjoint)
+    program = jax.make_jaxpr(jax.grad(loss_of(adjoint_solve, 100), argnums=(0, 1)))(Y0, THETA)
+    assert "while" not in primitives(program.jaxpr), "an adaptive solver in the backward pass"
+    assert "scan" in primitives(program.jaxpr)

@@ -2,12 +2,15 @@
 
 一批长度不同的序列被补齐 (pad) 成同一形状 xs [B, T, D]，lengths [B] 记录各自的真实长度。
 用 lax.scan 沿时间走一遍 LSTM：t >= length 的补齐步必须原样保留 carry (h, c)，输出 0。
-这样一次编译就能处理任意长度组合，结果却与逐条、不补齐地运行完全一致。
+这样一次编译就能处理任意长度组合，结果却与逐条、不补齐地运行完全一致。补齐位置装的是垃圾
+（测试里是 NaN 和 inf），而 NaN·0 仍是 NaN：掩码要用 where 挑选，不能乘（见 test_masking.py）。
 
 A batch of sequences of different lengths is padded to one shape xs [B, T, D]; lengths [B]
 holds each true length. Run an LSTM over time with lax.scan: at padded steps (t >= length)
 the carry (h, c) must stay exactly as it was and the output is 0. One compiled program then
-handles every mix of lengths and still agrees with running each sequence alone, unpadded.
+handles every mix of lengths and still agrees with running each sequence alone, unpadded. The
+padding holds garbage (NaN and inf in the tests), and NaN·0 is still NaN: mask by selecting
+with where, never by multiplying (see test_masking.py).
 """
 
 import jax
@@ -99,16 +102,19 @@ def masked_lstm(params, xs, lengths):
     - 从 initial_carry((B,)) 出发；
     - 有效步 (t < length)：正常更新 (h, c)，输出 h；
     - 补齐步：(h, c) 原样保留（jnp.where 配合掩码），输出 0。
+    - 补齐位置的 xs 可能是 NaN 或 inf：结果和对 params、xs 的梯度都必须有限，补齐输入的梯度为 0。
     返回 ((h, c), ys)，ys 形状 [B, T, H]。提示：scan 沿第 0 轴切片，先把时间轴换到前面。
-    大约 8 行。
+    大约 9 行。
 
     Run lstm_cell over time on the padded xs [B, T, D] with lax.scan (the whole batch at
     once, carry of shape [B, H]):
     - start from initial_carry((B,));
     - at a valid step (t < length) update (h, c) as usual and output h;
-    - at a padded step keep (h, c) unchanged (jnp.where with the mask) and output 0.
+    - at a padded step keep (h, c) unchanged (jnp.where with the mask) and output 0;
+    - padded entries of xs may be NaN or inf: the result and the gradients with respect to
+      params and xs must stay finite, and padded inputs get a zero gradient.
     Return ((h, c), ys) with ys of shape [B, T, H]. Hint: scan slices axis 0, so move time
-    to the front first. About 8 lines.
+    to the front first. About 9 lines.
     """
     todo("masked_lstm: lax.scan + jnp.where 掩码 / lax.scan with a jnp.where mask")
 
@@ -151,7 +157,7 @@ def test_padded_outputs_are_zero_valid_outputs_match():
     step.
     """
     params = init_params()
-    xs, lengths = padded_batch(pad_value=3.0)  # padding that is not zero / 补齐值不是 0
+    xs, lengths = padded_batch(pad_value=np.nan)  # garbage in the padding / 补齐位置是垃圾
     _, ys = jax.device_get(jax.jit(masked_lstm)(params, xs, lengths))  # -> numpy
     assert ys.shape == (B, T, H)
     for b, n in enumerate(LENGTHS):
@@ -161,14 +167,14 @@ def test_padded_outputs_are_zero_valid_outputs_match():
 
 
 def test_extra_padding_under_jit_changes_nothing():
-    """在 jit 下把同一批补到 T+5、补齐值换成大数：最终状态不变，多出的输出全为 0。
-    Under jit, padding the same batch to T+5 with large values changes no final state, and
-    the extra outputs are all 0.
+    """在 jit 下把同一批补到 T+5、补齐值换成 inf：最终状态不变，多出的输出全为 0。
+    Under jit, padding the same batch to T+5 with inf changes no final state, and the extra
+    outputs are all 0.
     """
     params = init_params()
     run = jax.jit(masked_lstm)
     (h, c), ys = jax.device_get(run(params, *padded_batch()))
-    (h_long, c_long), ys_long = jax.device_get(run(params, *padded_batch(T + 5, pad_value=50.0)))
+    (h_long, c_long), ys_long = jax.device_get(run(params, *padded_batch(T + 5, pad_value=np.inf)))
     np.testing.assert_allclose(h_long, h, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(c_long, c, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(ys_long[:, :T], ys, rtol=1e-6, atol=1e-7)
@@ -176,9 +182,9 @@ def test_extra_padding_under_jit_changes_nothing():
 
 
 def test_gradients_flow_only_from_valid_steps():
-    """梯度只来自有效步：换掉补齐值，对参数的梯度不变；对补齐输入的梯度恰好为 0。
-    Gradients come only from valid steps: changing the padding leaves the parameter gradient
-    unchanged, and the gradient with respect to padded inputs is exactly 0.
+    """梯度只来自有效步：补齐值从 0 换成 NaN，对参数的梯度不变（仍然有限）；对补齐输入的梯度恰好为 0。
+    Gradients come only from valid steps: NaN padding instead of zeros leaves the parameter
+    gradient unchanged (and finite), and the gradient with respect to padded inputs is exactly 0.
     """
 
     def loss(params, xs, lengths):
@@ -188,7 +194,7 @@ def test_gradients_flow_only_from_valid_steps():
     grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
     params = init_params()
     g_params, g_xs = jax.device_get(grad(params, *padded_batch()))
-    g_params_big, g_xs_big = jax.device_get(grad(params, *padded_batch(pad_value=20.0)))
+    g_params_big, g_xs_big = jax.device_get(grad(params, *padded_batch(pad_value=np.nan)))
     for name in params:
         np.testing.assert_allclose(g_params_big[name], g_params[name], rtol=1e-5, atol=1e-6)
         assert np.abs(g_params[name]).sum() > 0  # something does flow / 确有梯度

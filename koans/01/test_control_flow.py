@@ -72,14 +72,14 @@ def test_cond_branches_must_return_same_types():
     """
 
     def clipped(x):
-        return lax.cond(x > 0, lambda x: x * 2, lambda x: 0, x)
+        return lax.cond(x > 0, lambda v: v * 2, lambda v: 0, x)
 
     with raises_exactly(__) as info:
         clipped(1.0)
     assert "so the dtypes do not match" in str(info.value)
 
     def fixed(x):
-        return lax.cond(x > 0, lambda x: x * 2, lambda x: __, x)
+        return lax.cond(x > 0, lambda v: v * 2, lambda v: __, x)
 
     assert jnp.result_type(fixed(1.0)) == jnp.float32
     assert float(fixed(-1.0)) == 0.0
@@ -90,7 +90,7 @@ def test_switch_clamps_out_of_range_index():
     lax.switch does not fail on an out-of-range index: the index is first clamped into
     [0, len(branches) - 1].
     """
-    branches = [lambda x: x + 0.0, lambda x: x + 10.0, lambda x: x + 20.0]
+    branches = [lambda v: v + 0.0, lambda v: v + 10.0, lambda v: v + 20.0]
     pick = jax.jit(lambda i: lax.switch(i, branches, 1.0))
 
     out = [float(pick(i)) for i in (-5, 1, 100)]
@@ -147,15 +147,19 @@ def chunked_apply(f, xs, chunk):
     所以同一时刻只有一块的中间值。
     - xs 可以是 pytree（所有叶子的第 0 轴长度都是 n）；f 接收一行、返回一个 pytree，
       结果与 jax.vmap(f)(xs) 相同。
-    - n 不一定能被 chunk 整除：最后不满一块的行也要算。
-    - 一个循环原语承担所有整块（jaxpr 里一个 scan，步数是整块的个数），不许用 Python 循环；1 到 6 行。
+    - n 不一定能被 chunk 整除：最后不满的一块先补齐成整块（比如补 0，补出来的行算完就丢掉）。
+    - 一个循环原语承担所有块（jaxpr 里一个 scan，步数是 ⌈n / chunk⌉），f 只在它的循环体里出现：
+      循环外没有第二份 f 去算余下的行（lax.map 的 batch_size 正是那样做的，这里不行）。
+      不许用 Python 循环；大约 6 行。
     Apply f to every row of xs (along axis 0), chunk rows at a time: vectorised within a chunk,
     sequential across chunks, so only one chunk's intermediates exist at a time.
     - xs may be a pytree (every leaf's axis 0 has length n); f takes one row and returns a
       pytree; the result equals jax.vmap(f)(xs).
-    - n need not divide by chunk: the rows of a last, partial chunk count too.
-    - One loop primitive runs all the full chunks (one scan in the jaxpr, its length the number
-      of full chunks); no Python loop. 1 to 6 lines.
+    - n need not divide by chunk: pad the last, partial chunk to a whole one (with zeros, say;
+      the padded rows' results are dropped).
+    - One loop primitive runs every chunk (one scan in the jaxpr, its length ⌈n / chunk⌉), and f
+      appears only in its body: no second copy of f outside the loop for the remaining rows
+      (what lax.map's batch_size does, which will not do here). No Python loop; about 6 lines.
     """
     todo("chunked_apply: a sequential loop over vectorised chunks / 块内向量化、块间顺序")
 
@@ -167,7 +171,8 @@ def test_write_a_chunked_map():
     the batch; lax.map (a scan) goes row by row, small in memory but one row per step. In
     between is a loop over chunks, vmap within a chunk and scan across chunks: what inference
     uses when the whole batch does not fit. Read the jaxpr: the scan's length, the shape each
-    step handles, and where the rows of a partial chunk go.
+    step handles, and where the rows of a partial chunk go (into the loop, padded: f's
+    primitives appear nowhere outside the scan).
     """
 
     def stats(row):  # one row in, a pytree out
@@ -186,9 +191,11 @@ def test_write_a_chunked_map():
 
         jaxpr = jax.make_jaxpr(chunked_apply, static_argnums=(0, 2))(stats, xs, chunk)
         (scan,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
-        assert scan.params["length"] == n // chunk, chunk
+        assert scan.params["length"] == -(-n // chunk), chunk  # ⌈n / chunk⌉ steps
         step_inputs = scan.params["jaxpr"].in_avals
         assert [a.shape for a in step_inputs] == [(chunk, d), (chunk, d)], chunk  # a whole chunk
+        outside = {e.primitive.name for e in jaxpr.eqns}
+        assert not outside & {"sqrt", "reduce_max"}, f"{chunk=}: f traced again outside the scan"
 
 
 def first_crossing(xs, threshold):

@@ -57,20 +57,23 @@ def jacfwd_of(fun, b, x):
     return jax.jacfwd(lambda x: fun(x, b))(x)
 
 
-class CountedJVP:
-    """v ↦ J·v（fun(·, b) 在 x 处），记下调用次数（每次一条切向量）。
-    v ↦ J·v (of fun(·, b) at x), counting its calls (one tangent vector each).
+def counted_jvp(fun, b, x):
+    """返回 jvp：v ↦ J·v（fun(·, b) 在 x 处）。jvp.calls 记下调用次数，jvp.seeds 记下每条切向量；
+    每次调用只收一条具体的切向量（不能在 vmap、jit、grad 里调用），fun 和 x 不对外公开。
+    Returns jvp: v ↦ J·v (of fun(·, b) at x). jvp.calls counts its calls and jvp.seeds keeps
+    every tangent; each call takes one concrete tangent (not under vmap, jit or grad), and fun
+    and x are not exposed.
     """
 
-    def __init__(self, fun, b, x):
-        self.fun, self.b, self.x, self.calls = fun, b, x, 0
+    def jvp(v):
+        assert not isinstance(v, jax.core.Tracer), "one concrete tangent per call: no vmap or jit"
+        assert v.shape == x.shape, f"one tangent of shape {x.shape} per call, got {v.shape}"
+        jvp.calls += 1
+        jvp.seeds.append(np.asarray(v))
+        return jvp_of(fun, b, x, v)
 
-    def __call__(self, v):
-        assert v.shape == self.x.shape, (
-            f"one tangent of shape {self.x.shape} per call, got {v.shape}"
-        )
-        self.calls += 1
-        return jvp_of(self.fun, self.b, self.x, v)
+    jvp.calls, jvp.seeds = 0, []
+    return jvp
 
 
 def greedy_column_colouring(pattern):
@@ -123,7 +126,7 @@ def test_columns_that_share_no_row_fit_in_one_jvp():
     n = 8
     x = np.random.default_rng(0).normal(size=n).astype(np.float32)
     jac = np.asarray(jacfwd_of(banded_map, 1, x))
-    jvp = CountedJVP(banded_map, 1, x)
+    jvp = counted_jvp(banded_map, 1, x)
 
     rows = {j: set(np.flatnonzero(jac[:, j]).tolist()) for j in (0, 3, 6)}
     assert rows == __
@@ -155,16 +158,20 @@ def test_banded_jacobian_needs_2b_plus_1_colours():
 
 def test_colored_jacobian_equals_jacfwd_with_few_jvps():
     """综合：你的 colored_jacobian 对两种带状映射、两种带宽、几个 n 都等于 jax.jacfwd，
-    且只调用 2b + 1 次 JVP。
+    且只调用 2b + 1 次 JVP；这些种子向量都是 0/1 向量，每一列恰好在其中一条里是 1。
     Capstone: your colored_jacobian equals jax.jacfwd for two banded maps, two bandwidths and
-    several n, and calls the JVP only 2b + 1 times.
+    several n, and calls the JVP only 2b + 1 times; the seeds are 0/1 vectors, and every column
+    is 1 in exactly one of them.
     """
     cases = [(banded_map, 1, 7), (banded_map, 2, 16), (burgers_like, 2, 11)]
     for fun, b, n in cases:
         x = np.random.default_rng(10 * n + b).normal(size=n).astype(np.float32)
-        jvp = CountedJVP(fun, b, x)
+        jvp = counted_jvp(fun, b, x)
         jac = colored_jacobian(jvp, n, b)
         np.testing.assert_allclose(jac, jacfwd_of(fun, b, x), rtol=1e-5, atol=1e-6)
         assert jvp.calls == 2 * b + 1, (
             f"{fun.__name__}, n={n}, b={b}: {jvp.calls} JVPs, expected 2b + 1 (jacfwd: {n})"
         )
+        seeds = np.stack(jvp.seeds)
+        assert set(np.unique(seeds)) <= {0.0, 1.0}, "0/1 seeds / 种子是 0/1 向量"
+        np.testing.assert_array_equal(seeds.sum(axis=0), np.ones(n))  # each column seeded once

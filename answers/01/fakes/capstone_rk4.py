@@ -17,3 +17,11 @@ def integrate__steps_start_one_step_late(f, y0, t0, t1, n_steps, step=rk4_step):
 
     y, _ = lax.scan(body, y0, jnp.arange(n_steps))
     return y
+
+
+def integrate__odeint(f, y0, t0, t1, n_steps, step=rk4_step):
+    """The library: jax.experimental.ode.odeint (adaptive Dormand-Prince) instead of a scan of steps."""
+    from jax.experimental.ode import odeint
+
+    ys = odeint(lambda y, t: f(y, t), y0, jnp.stack([jnp.asarray(t0, float), jnp.asarray(t1, float)]))
+    return jax.tree.map(lambda a: a[-1], ys)

@@ -31,3 +31,15 @@ def safe_norm__eps_inside_the_sqrt(x):
 def safe_norm__clamped_below(x):
     """sqrt(max(sum x², tiny)): a finite gradient, but the value at zero is not 0."""
     return jnp.sqrt(jnp.maximum(jnp.sum(x * x), jnp.finfo(x.dtype).tiny))
+
+
+def safe_norm__optax_safe_norm(x):
+    """The library: optax.safe_norm with min_norm 0, instead of the double where."""
+    import optax
+
+    return optax.safe_norm(x, 0.0)
+
+
+def masked_mean__mean_where_nan_to_num(x, mask, axis=-1):
+    """jnp.mean(where=) with the empty row's NaN replaced afterwards."""
+    return jnp.nan_to_num(jnp.mean(x, axis=axis, where=mask))

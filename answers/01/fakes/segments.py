@@ -40,3 +40,17 @@ def graph_mean_pool__segment_mean_of_everything(node_features, graph_ids, num_gr
     """Counts every node, padding included, in one global denominator."""
     sums = jax.ops.segment_sum(node_features, graph_ids, num_segments=num_graphs)
     return sums / graph_ids.shape[0]
+
+
+def segment_softmax__one_hot_softmax(logits, segment_ids, num_segments):
+    """A dense [segments, N] one-hot and jax.nn.softmax(where=): no segment ops at all."""
+    one_hot = segment_ids[None, :] == jnp.arange(num_segments)[:, None]
+    p = jax.nn.softmax(jnp.where(one_hot, logits[None, :], -jnp.inf), axis=1, where=one_hot)
+    return jnp.sum(jnp.where(one_hot, p, 0.0), axis=0)
+
+
+def graph_mean_pool__one_hot_where(node_features, graph_ids, num_graphs):
+    """A dense [N, G, F] selection by where (no matmul, no NaN·0), then sums: no segment ops."""
+    one_hot = graph_ids[:, None] == jnp.arange(num_graphs)[None, :]
+    sums = jnp.where(one_hot[:, :, None], node_features[:, None, :], 0.0).sum(axis=0)
+    return sums / jnp.maximum(one_hot.sum(axis=0), 1)[:, None]

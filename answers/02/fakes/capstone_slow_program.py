@@ -29,3 +29,13 @@ def fast_evaluate__python_loop(w, xs, ys):
     for i in range(xs.shape[0]):
         total = total + loss(w, xs[i], ys[i])
     return total / xs.shape[0]
+
+
+def fast_train__numpy_reference(w, batches, lrs):
+    """Delegates to the NumPy reference: right values, no fast_step, no compile at all."""
+    return numpy_sgd(w, batches, lrs)
+
+
+def fast_evaluate__calls_slow_evaluate(w, xs, ys):
+    """Delegates to slow_evaluate: the outer jaxpr is one call, the unrolled loop sits inside it."""
+    return slow_evaluate(w, xs, ys)

@@ -8,3 +8,10 @@ def trace_one_step__no_annotation(logdir, step, *args, label):
         out = step(*args)
         jax.block_until_ready(out)
     return out
+
+
+def trace_one_step__annotation_closes_before_the_work(logdir, step, *args, label):
+    """Annotates the call but waits only after the annotation (and the trace) closed."""
+    with jax.profiler.trace(logdir), jax.profiler.TraceAnnotation(label):
+        out = step(*args)
+    return jax.block_until_ready(out)

@@ -37,7 +37,10 @@ class Finding:
 
 
 def _appears(answer: str, text: str) -> bool:
-    return re.search(rf"(?<![\w.]){re.escape(answer)}(?![\w])", text) is not None
+    """`answer` written whole in `text`: not inside a longer name, and not the start of a
+    longer expression (`lambda x: x` is not written in `lambda x: x * 2`)."""
+    continues = r"(?![\w.(\[])(?!\s*(?:[-+*/%@&|^<>]|==|!=|\bif\b|\band\b|\bor\b))"
+    return re.search(rf"(?<![\w.]){re.escape(answer)}{continues}", text) is not None
 
 
 def _too_common(answer: str, kind: str) -> bool:
@@ -96,7 +99,7 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
         near = lines[max(0, line - 1 - AROUND) : line - 1] + lines[line : line + AROUND]
         if len(answer) >= MIN_NEAR and _appears(answer, "\n".join(near)):
             say(f"is written within {AROUND} lines of the blank")
-        if len(answer) >= MIN_OTHER_KOAN:
+        if len(answer) >= MIN_OTHER_KOAN and kind != predictions.DTYPE:  # a dtype recurs by nature
             for other in model.koans:
                 if other.name != fill.owner and _appears(answer, "\n".join(lines[other.span[0] - 1 : other.span[1]])):
                     say(f"is written in another koan of the file ({other.name})")

@@ -37,7 +37,7 @@ EXTRA_LABELS = {"revealed": REVEALED_LABEL}
 MARKS_EXTRA = {"revealed": REVEALED_MARK}
 TOP = 10  # rows of the "most failed" tables
 STYLE = """
-body { font: 14px/1.4 system-ui, "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif; margin: 1.5em; color: #212121; }
+body { font: 14px/1.4 system-ui, "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif, "Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji"; margin: 1.5em; color: #212121; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 table { border-collapse: collapse; }
 th, td { padding: 2px 6px; border: 1px solid #e0e0e0; text-align: left; }

@@ -24,3 +24,8 @@ def zero3_loss__no_checkpoint(params, x, y):
         for name, block in params.items()
     }
     return lax.pmean(loss(full, x, y), "fsdp")
+
+
+def zero3_loss__calls_fsdp_loss(params, x, y):
+    """Delegates to the fsdp_loss written before: right values, no jax.checkpoint around a layer."""
+    return fsdp_loss(params, x, y)

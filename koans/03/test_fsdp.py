@@ -142,6 +142,14 @@ def test_fsdp_spec_splits_the_first_divisible_axis():
     assert fsdp_spec((3, 5, 24)) == P(None, None, "fsdp")
     assert fsdp_spec((10,)) == P()
     assert fsdp_spec(()) == P()
+    rng = np.random.default_rng(5)  # and shapes no table holds / 以及任何表里都没有的形状
+    for shape in [tuple(int(d) for d in rng.integers(1, 40, rng.integers(1, 5))) for _ in range(40)]:
+        divisible = [axis for axis, length in enumerate(shape) if length % N == 0]
+        spec = fsdp_spec(shape)
+        if not divisible:
+            assert spec == P(), (shape, spec)
+        else:
+            assert tuple(spec) == (None,) * divisible[0] + ("fsdp",), (shape, spec)
 
     params, _, _ = make_model()
     specs = jax.tree.map(lambda a: fsdp_spec(a.shape), params)

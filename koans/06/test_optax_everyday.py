@@ -63,6 +63,9 @@ def test_warm_up_then_cosine_decay():
     np.testing.assert_allclose(
         [at[s] for s in sorted(at)], [0.0, PEAK / 2, PEAK, (PEAK + END) / 2, END, END], rtol=1e-5
     )
+    quarter = WARMUP + (TOTAL - WARMUP) // 4  # a cosine, not a straight line / 是余弦，不是直线
+    cosine = END + (PEAK - END) * (1 + np.cos(np.pi / 4)) / 2
+    np.testing.assert_allclose(float(lr(quarter)), cosine, rtol=1e-5)
     rising = [float(lr(s)) for s in range(0, 101, 10)]
     falling = [float(lr(s)) for s in range(100, 1001, 50)]
     assert rising == sorted(rising) and falling == sorted(falling, reverse=True)

@@ -245,9 +245,10 @@ def ring_all_reduce(v):
     算法：把块沿第 0 轴切成 N 段（v.shape[0] 是 N 的倍数），先做 reduce-scatter：N-1 步，每一步
     每个设备把一段的部分和发给环上的下一个设备，下一个设备把它加到自己的同一段上，做完后每个
     设备恰好有一段是全体之和；再做 all-gather：又 N-1 步，把加好的段沿环传下去，直到每个设备
-    都有全部 N 段。每一步只传 1/N 个块。N 是 Python 整数（lax.axis_size("i")），步数用 Python
-    循环写，这样每一步都是 HLO 里自己的一条 collective-permute；设备 k 在每一步发哪一段由它的
-    位置 lax.axis_index("i") 决定。大约 12 行。
+    都有全部 N 段。每一步只传 1/N 个块。N 是轴 "i" 的大小，在 shard_map 里是一个 Python 整数
+    （上面的 pmean koan 问过怎么向 lax 要它），步数用 Python 循环写，这样每一步都是 HLO 里自己的
+    一条 collective-permute；设备 k 在每一步发哪一段由它在轴上的位置 k 决定（axis_index 那个
+    koan）。大约 12 行。
 
     An all-reduce along axis "i" with lax.ppermute only (no psum nor any other collective), by
     the bandwidth-optimal ring algorithm: cut the block into N chunks along axis 0 (v.shape[0]
@@ -255,10 +256,11 @@ def ring_all_reduce(v):
     sends one chunk's partial sum to the next device on the ring, which adds it to its own copy
     of that chunk; afterwards every device holds one chunk summed over all devices. Then
     all-gather: N-1 more steps that pass the summed chunks along the ring until every device
-    has all N of them. Each step moves 1/N of a block. N is a Python int (lax.axis_size("i")):
-    write the steps as Python loops, so that each step is a collective-permute of its own in
-    the HLO; which chunk device k sends at each step follows from its position,
-    lax.axis_index("i"). About 12 lines.
+    has all N of them. Each step moves 1/N of a block. N is the size of axis "i", a Python int
+    inside shard_map (the pmean koan above asked how lax gives it): write the steps as Python
+    loops, so that each step is a collective-permute of its own in the HLO; which chunk device
+    k sends at each step follows from its position k along the axis (the axis_index koan).
+    About 12 lines.
     """
     n, k = lax.axis_size("i"), lax.axis_index("i")
     ring = [(j, (j + 1) % n) for j in range(n)]
@@ -314,7 +316,7 @@ def collective_matmul(x_block, w_block):
     整个 x 到齐。这里不许用 all_gather：把 x 的块沿环（和 ring_all_reduce 同一个环）传下去，
     每一步先用手里这一块乘 w_block，算出结果里属于这一块原主人的那几行，再把块传给下一个设备。
     N 步乘法，N-1 次 ppermute（最后一块乘完不必再传）。设备 k 在第 s 步手里是谁的块，由
-    lax.axis_index("i") 和 s 决定；写进结果的第几行用 lax.dynamic_update_slice_in_dim。
+    它的位置 k 和 s 决定；写进结果的第几行用 lax.dynamic_update_slice_in_dim。
     大约 9 行。
     x is split by rows (x_block is 1/N of x's rows on each device), w by columns (w_block is
     1/N of its columns); return this device's columns x @ w_block, all rows of them. The
@@ -323,7 +325,7 @@ def collective_matmul(x_block, w_block):
     ring_all_reduce), and at each step first multiply the block at hand by w_block, giving the
     rows of the result that belong to that block's owner, then pass the block on to the next
     device. N matmuls, N-1 ppermutes (the last block need not travel on). Whose block device
-    k holds at step s follows from lax.axis_index("i") and s; write the rows into the result
+    k holds at step s follows from its position k and s; write the rows into the result
     with lax.dynamic_update_slice_in_dim. About 9 lines.
     """
     n, k = lax.axis_size("i"), lax.axis_index("i")

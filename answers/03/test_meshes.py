@@ -174,7 +174,7 @@ def test_shard_map_on_an_explicit_mesh_checks_the_input_sharding():
         seen.append(v.shape)
         return v * 2
 
-    auto = mesh_4x2((AxisType.Auto, AxisType.Auto))
+    auto = mesh_4x2((AxisType.Auto,) * 2)
     out = jax.shard_map(double, mesh=auto, in_specs=P("X"), out_specs=P("X"))(matrix())
     np.testing.assert_array_equal(out, matrix() * 2)
 

@@ -17,18 +17,18 @@ def _loss(w32, x, compute_dtype):
     return jnp.mean(y**2).astype(jnp.float32)
 
 
-def test_bf16_compute_with_fp32_params_gives_fp32_grads():
-    """⚠️ 陷阱 / trap：前向在 bf16 里算，梯度的 dtype 却跟参数走：fp32 参数得到 fp32 梯度
-    （astype 的转置把余切转回 fp32）。优化器更新的是 fp32 主权重，但梯度的精度只有 bf16 那么多。
-    ⚠️ trap: the forward pass runs in bf16, yet the gradient's dtype follows the parameter:
-    fp32 parameters get fp32 gradients (the transpose of astype casts the cotangent back). The
-    optimizer updates fp32 master weights, but the gradient only carries bf16's precision.
+def test_the_gradient_dtype_under_bf16_compute():
+    """⚠️ 陷阱 / trap：前向在 bf16 里算，fp32 参数的梯度是什么 dtype？（astype 的转置决定余切
+    变回什么 dtype。）优化器更新的是 fp32 主权重，但梯度的精度只有 bf16 那么多。
+    ⚠️ trap: the forward pass runs in bf16: which dtype is the gradient of fp32 parameters? (The
+    transpose of astype decides what dtype the cotangent is cast back to.) The optimizer updates
+    fp32 master weights, but the gradient only carries bf16's precision.
     """
     w = 0.1 * jax.random.normal(jax.random.key(0), (16, 8))
     x = jax.random.normal(jax.random.key(1), (32, 16))
     grad = jax.jit(jax.grad(_loss), static_argnums=2)
     g_bf16 = grad(w, x, jnp.bfloat16)
-    g_fp32 = grad(w, x, jnp.float32)
+    g_fp32 = grad(w, x, w.dtype)  # computed in the parameters' own dtype
     assert g_bf16.dtype == jnp.float32
     # The jaxpr shows the forward dot in bf16.
     jaxpr = str(jax.make_jaxpr(_loss, static_argnums=2)(w, x, jnp.bfloat16))

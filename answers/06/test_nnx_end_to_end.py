@@ -69,10 +69,10 @@ def test_nnx_optimizer_and_jitted_train_step_lower_the_loss():
 
 
 def test_value_is_deprecated_use_brackets():
-    """❌ 旧写法 / ✅ 推荐写法：`.value` 读取变量已弃用，会发出 DeprecationWarning；用 `var[...]`
+    """❌ 旧写法 / ✅ 推荐写法：`.value` 读取变量已弃用，会发出一个警告（哪一类？）；用 `var[...]`
     读写数组变量。
-    ❌ old / ✅ new: reading a variable with `.value` is deprecated and emits a
-    DeprecationWarning; read and write array variables with `var[...]`.
+    ❌ old / ✅ new: reading a variable with `.value` is deprecated and emits a warning (of
+    which class?); read and write array variables with `var[...]`.
     """
     model = MLP(nnx.Rngs(0))
     kernel = model.hidden.kernel
@@ -154,7 +154,10 @@ def test_haiku_transforms_a_function_into_init_and_apply():
     and named "w" and "b"; calling the module outside transform raises. Move Haiku's
     parameters into an nnx.Linear (kernel and bias): it computes exactly what apply computes.
     """
-    import haiku as hk  # the removed-API contrast only: nothing else in the course uses Haiku
+    # Haiku is not removed: its README (dm-haiku 0.0.17) puts it in maintenance mode, bug fixes
+    # and new JAX releases only, and recommends Flax for new projects. The old-API contrast
+    # only: nothing else in the course uses Haiku.
+    import haiku as hk
 
     def forward(x):
         # a random bias, so a layer that keeps NNX's zero bias computes something else

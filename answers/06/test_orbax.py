@@ -19,9 +19,9 @@ def _model():
 
 def test_checkpoint_round_trip_is_bit_exact(tmp_path):
     """Orbax 保存 nnx.state(model)（一个 pytree），恢复时给出抽象目标（形状 + dtype）；
-    nnx.update 把恢复的状态写回一个新模型，结果逐位相同。
+    再用 NNX 的一个函数把恢复的状态写回一个新模型，结果逐位相同。
     Orbax saves nnx.state(model) (a pytree) and restores it against an abstract target (shapes
-    and dtypes); nnx.update writes the restored state into a fresh model, bit for bit.
+    and dtypes); one function of NNX writes the restored state into a fresh model, bit for bit.
     """
     model = _model()
     state = nnx.state(model)
@@ -42,9 +42,9 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path):
 
 
 def test_saving_over_an_existing_checkpoint_raises(tmp_path):
-    """⚠️ 陷阱 / trap：保存到已经存在的目录会抛出异常，不会悄悄覆盖；确实要覆盖时传 force=True。
+    """⚠️ 陷阱 / trap：保存到已经存在的目录会抛出异常，不会悄悄覆盖；确实要覆盖时用 force= 这个开关。
     ⚠️ trap: saving into a directory that already exists raises instead of silently
-    overwriting; pass force=True when you really mean to overwrite.
+    overwriting; the force= switch is for when you really mean to overwrite.
     """
     path = tmp_path / "ckpt"
     ckpt = ocp.StandardCheckpointer()

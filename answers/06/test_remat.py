@@ -45,10 +45,10 @@ def _temp_bytes(loss, *args):
 
 def test_checkpointing_the_whole_model_saves_nothing():
     """⚠️ 陷阱 / trap：把整个模型包进一个 jax.checkpoint 什么也省不下：反向传播开始时要把整个
-    前向重算一遍，所有中间结果又同时活着。临时内存与不做重计算时完全相同。
+    前向重算一遍，所有中间结果又同时活着。它的临时内存和不做重计算时相比如何？
     ⚠️ trap: wrapping the whole model in one jax.checkpoint saves nothing: the backward pass
     starts by recomputing the entire forward pass, and every intermediate is alive at once
-    again. Temporary memory is exactly what it was without remat.
+    again. How does its temporary memory compare with no remat at all?
     """
     ps, x = _params(), jnp.ones((BATCH, WIDTH))
     plain = _temp_bytes(_mlp(_layer), ps, x)
@@ -107,10 +107,10 @@ def _stacked_transformer_params(blocks, d):
         "up": (d, 4 * d),
         "down": (4 * d, d),
     }
-    keys = jax.random.split(jax.random.key(1), len(shapes))
+    rng = np.random.default_rng(1)  # NumPy: no small compiles for the random draws
     return {
-        name: 0.05 * jax.random.normal(key, (blocks, *shape))
-        for key, (name, shape) in zip(keys, shapes.items(), strict=True)
+        name: jnp.asarray(0.05 * rng.normal(size=(blocks, *shape)), jnp.float32)
+        for name, shape in shapes.items()
     }
 
 
@@ -125,19 +125,21 @@ def _transformer(block):
 def test_remat_per_transformer_block_cuts_temporary_memory():
     """在每个 Transformer 块上做 jax.checkpoint（在 lax.scan 的循环体里）：只保存每块的输入
     （残差流），注意力矩阵和 MLP 的宽激活在反向时重算。用 memory_analysis() 测出临时内存下降的
-    百分比（课程实测 −84 %）。
+    百分比（原课程实测 −84 %；这里 8 个块、128 个位置、宽 32，测得 −85 %，
+    测试要求降幅超过 80 %）。
     jax.checkpoint on every Transformer block (inside the lax.scan body) keeps only each block's
     input (the residual stream); the attention matrices and the wide MLP activations are
     recomputed on the way back. memory_analysis() measures the drop in temporary memory (the
-    course measured −84 %).
+    original course measured −84 %; here 8 blocks, 128 positions and width 32 give −85 %, and
+    the test asks for a drop of more than 80 %).
     """
-    stacked = _stacked_transformer_params(blocks=8, d=64)
-    x = jax.random.normal(jax.random.key(2), (2, 128, 64))
+    stacked = _stacked_transformer_params(blocks=8, d=32)
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(1, 128, 32)), jnp.float32)
     plain = _temp_bytes(_transformer(_attention_block), stacked, x)
     remat = _temp_bytes(_transformer(jax.checkpoint(_attention_block)), stacked, x)
     reduction = 100 * (remat - plain) / plain
     print(f"transformer temp bytes {plain} -> {remat}: {reduction:+.0f} %")
-    assert reduction < -75
+    assert reduction < -80
 
 
 class Block(nnx.Module):

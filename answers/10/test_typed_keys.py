@@ -62,12 +62,14 @@ def test_prngkey_is_the_old_way_key_is_the_new_one():
     np.testing.assert_array_equal(draws, expected)  # same seed, same numbers
 
 
-def test_key_data_and_wrap_key_data_convert_between_the_two():
-    """`jax.random.wrap_key_data` 把原始 key 数据包装成类型化 key（例如从旧检查点读出的 key）；
-    `jax.random.key_data` 反过来取出底下的 uint32 数据（例如要存盘或打印）。
-    `jax.random.wrap_key_data` wraps raw key data into a typed key (a key read from an old
-    checkpoint, say); `jax.random.key_data` goes back to the uint32 data underneath (to save or
-    print it).
+def test_raw_key_data_and_typed_keys_convert_both_ways():
+    """jax.random 里有一对互逆的函数：一个把原始 key 数据包装成类型化 key（例如从旧检查点读出
+    的 key），另一个反过来取出类型化 key 底下的 uint32 数据（例如要存盘或打印）。一批 key 的
+    原始数据比 key 本身多一根轴：多在哪里、多长？
+    jax.random has a pair of inverse functions: one wraps raw key data into a typed key (a key
+    read from an old checkpoint, say), the other goes back to the uint32 data underneath a typed
+    key (to save or print it). A batch of keys' raw data has one axis more than the keys: where,
+    and how long?
     """
     raw = jax.random.PRNGKey(7)  # e.g. loaded from an old checkpoint
     typed = jax.random.wrap_key_data(raw)
@@ -76,8 +78,9 @@ def test_key_data_and_wrap_key_data_convert_between_the_two():
     back = jax.random.key_data(typed)
     assert back.dtype == jnp.uint32
     np.testing.assert_array_equal(back, raw)
-    batch = jax.random.split(typed, 4)
-    assert jax.random.key_data(batch).shape == (4, 2)
+    assert jax.random.split(typed, 4).shape == (4,)  # typed: one key per element
+    raw_batch = jax.random.split(raw, 4)  # the old way: raw data in, raw data out
+    assert raw_batch.shape == (4, 2)
 
 
 def test_typed_keys_refuse_integer_arithmetic():

@@ -106,20 +106,29 @@ def test_pipeline_equals_the_sequential_model():
 
 def test_pipeline_passes_one_microbatch_of_activations_per_step():
     """（先写好 pipeline。）编译后的 HLO 里只有 collective-permute：每个时间步一条，传的是一个
-    微批次的激活值 (b, d)，从不传权重。最后一步算完的结果不再传出去，XLA 把那条 ppermute 删了：
+    微批次的激活值 (b, d)，从不传权重。最后一步算完的结果不再传出去：循环在最后一步若也调用了
+    ppermute，它的结果没人用，删掉它的是 JAX 而不是 XLA——jaxpr 里还有它，JAX 降级时做死代码
+    消除，交给 XLA 的 StableHLO 里已经没有了（测试检查 StableHLO 和编译后的 HLO 条数相同）。
     M 个微批次、N 个阶段一共几条？每个设备算几次 dot？其中只有 M 次是有用的，其余落在 bubble
     里。把微批次一个一个地整条链走完（不重叠）要 M·(N-1) 条。
     (Write pipeline first.) The compiled HLO holds collective-permutes only: one per time
     step, each carrying one microbatch of activations (b, d), never a weight. What the last
-    step computes is not sent on, and XLA deletes that ppermute: how many are there for M
-    microbatches and N stages? How many dots does each device compute? Only M of them are
+    step computes is not sent on: if the loop calls ppermute at the last step too, nothing
+    uses its result, and JAX, not XLA, deletes it: the jaxpr still holds it, JAX's dead-code
+    elimination drops it when lowering, and the StableHLO handed to XLA no longer has it (the
+    test checks that the StableHLO and the compiled HLO hold the same number). How many are
+    there for M microbatches and N stages? How many dots does each device compute? Only M of them are
     useful; the others fall in the bubble. Walking each microbatch down the whole chain on
     its own (no overlap) would take M·(N-1).
     """
     weights, xs = model(microbatches=4)
-    compiled, _ = compiled_pipeline(weights, xs)
+    compiled, args = compiled_pipeline(weights, xs)
     hlo = compiled.as_text()
     found = collectives(hlo)
     assert set(found) == {"collective-permute"}
+    mesh = jax.make_mesh((N,), ("stage",))
+    stablehlo = jax.jit(jax.shard_map(pipeline, mesh=mesh, **SPECS)).lower(*args).as_text()
+    # XLA deletes none of them: JAX already did / XLA 一条也没删：JAX 已经删过了
+    assert stablehlo.count("stablehlo.collective_permute") == len(found["collective-permute"])
     assert found["collective-permute"] == ["f32[2,16]"] * __  # 一个微批次 (b, d) / one microbatch
     assert len(re.findall(r" dot\(", hlo)) == __

@@ -14,6 +14,8 @@ Count them in the compiled HLO. Then FSDP by hand in shard_map, where the backwa
 transposes the all-gather into a reduce-scatter. Last, the two removed rows of the sharding API.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -115,14 +117,22 @@ def test_fsdp_and_tensor_parallel_train_step_on_a_2d_mesh():
     设备上只占 1/8，训练几步后分片保持不变。编译后的 HLO 里：FSDP 在使用前沿数据轴 all-gather
     权重；张量并行的部分和要 all-reduce；各个数据分片的梯度也要加起来。在这个 CPU 后端上，梯度的
     求和是一次 all-reduce（XLA 把两个权重的梯度和损失合成一条），每个设备再取自己的 FSDP 那一块，
-    没有单独的 reduce-scatter。预测每种集合通信有几条。
+    没有单独的 reduce-scatter。XLA 在每一个读被切分的权重的矩阵乘前面各插一条 all-gather，两条
+    一模一样的也不合并（测试检查 down 的每条 all-gather 读的是同一个操作数）：up 只在前向被乘
+    一次（x 是数据，反向不求 x 的梯度，不会再乘 up）；down 在前向被乘，反向求隐藏层的梯度时又被乘
+    一次。预测每种集合通信有几条。
     One full train step on a data × model mesh: the losses match training on one device, the
     parameters and Adam state take 1/8 per device, and the shardings survive a few steps. In the
     compiled HLO: FSDP all-gathers the weights along the data axis before using them; tensor
     parallelism all-reduces its partial sums; and the data shards' gradients must be added up.
     On this CPU backend that sum is one all-reduce (XLA combines both weights' gradients and the
     loss into one instruction), after which each device keeps its FSDP block; there is no
-    separate reduce-scatter. Predict how many of each collective there are.
+    separate reduce-scatter. XLA puts one all-gather before every matmul that reads a sharded
+    weight and does not merge two identical ones (the test checks that every all-gather of
+    `down` reads the same operand): `up` is multiplied once, in the forward pass (x is data, so
+    the backward pass takes no gradient for x and never multiplies by `up` again); `down` is
+    multiplied in the forward pass and again in the backward pass, for the hidden activations'
+    gradient. Predict how many of each collective there are.
     """
     x, y = batch()
     mesh = jax.make_mesh((DATA, MODEL), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
@@ -147,6 +157,9 @@ def test_fsdp_and_tensor_parallel_train_step_on_a_2d_mesh():
     found = collectives(hlo)
     assert {kind: len(types) for kind, types in found.items()} == __
     assert "reduce-scatter" not in found
+    # Each gather of down's (128, 16) block into (128, 64) reads one and the same operand.
+    down_gathers = re.findall(r"= f32\[128,64\]\S* all-gather\((%[\w.-]+)\)", hlo)
+    assert len(set(down_gathers)) == 1
     # The gradient sum: one tuple holding both kernels' model-parallel blocks and the loss.
     assert "(f32[64,128], f32[128,64], f32[])" in found["all-reduce"]
 

@@ -60,15 +60,13 @@ def auto_mesh(shape, names, devices=None):
 def test_which_implementations_generate_sharded():
     """同一个分片生成程序（jit + out_shardings，按行切到 8 个设备）换不同的 PRNG 实现编译：
     threefry（partitionable）每个设备只为自己的块生成比特；rbg / unsafe_rbg 能编译、值也对，但
-    每个设备都生成整个数组再取自己那一块；philox 在分片时失败（它在 jit 里不分片时没问题）。
-    读 HLO 里每个设备最大的随机比特缓冲，再说出 philox 在哪一步（lower / compile / execute）、
-    以哪个异常失败。
+    每个设备都生成整个数组再取自己那一块。读 HLO 里每个设备最大的随机比特缓冲。（philox 是下一个
+    koan。）
     Compile the same sharded generation (jit + out_shardings, rows split over 8 devices) with
     different PRNG implementations: threefry (partitionable) makes bits for each device's block
     only; rbg / unsafe_rbg compile and give the right values, but every device generates the
-    whole array and cuts out its block; philox fails when sharded (unsharded under jit it is
-    fine). Read each device's largest buffer of random words from the HLO, then name the stage
-    (lower / compile / execute) at which philox fails, and its exception.
+    whole array and cuts out its block. Read each device's largest buffer of random words from
+    the HLO. (philox is the next koan.)
     """
     sharding = NamedSharding(auto_mesh((N,), ("x",)), P("x"))
 
@@ -86,12 +84,68 @@ def test_which_implementations_generate_sharded():
         largest[impl] = largest_u32_buffer(hlo)
     assert largest == {"threefry2x32": __, "rbg": __, "unsafe_rbg": __}
 
+
+def test_philox_fails_on_several_devices_because_of_mulhi(capfd):
+    """⚠️ 陷阱 / trap：philox 的分片生成在编译时失败，但原因不在 philox，也不在分片本身：
+    philox 的每一轮用 lax.mulhi（32 位乘法的高 32 位），它降级成 StableHLO 里的 chlo.mulhi；
+    为多个设备编译的程序（任何分片标注，连“复制到 8 个设备”也算，或者 shard_map）要先转换
+    一遍，这一步不认识 chlo.mulhi，把它当成 mhlo.unknown 而失败。所以单独一个 mulhi 也一样失败；
+    下一个会想到的办法——在 shard_map 里每个设备用 fold_in(axis_index) 各自抽 philox——也一样。
+    只有一个设备的程序（普通 jit，或者只有 1 个设备的网格）没有这一步，能编译。能用的办法：
+    threefry（上一个 koan）；或者在单设备程序里抽 philox，再 device_put 到网格上（整个数组先在
+    一个设备上生成）。philox 在哪一步（lower / compile / execute）失败、以哪个异常失败？
+    ⚠️ trap: philox's sharded generation fails to compile, but the cause is neither philox nor
+    sharding as such: each philox round uses lax.mulhi (the high 32 bits of a 32-bit product),
+    which lowers to chlo.mulhi in the StableHLO; a program compiled for several devices (any
+    sharding annotation, even "replicated over 8 devices", or a shard_map) goes through one more
+    conversion, which does not know chlo.mulhi, turns it into mhlo.unknown and fails. So a lone
+    mulhi fails the same way, and so does the next idea one reaches for: per-device philox
+    draws in shard_map, each device folding in its axis_index. A one-device program (plain jit,
+    or a mesh of one device) has no such step and compiles. What works: threefry (the koan
+    before); or draw with philox in a one-device program and device_put the result onto the
+    mesh (the whole array is made on one device first). At which stage (lower / compile /
+    execute) does philox fail, and with which exception?
+    """
+    mesh = auto_mesh((N,), ("x",))
+    sharding = NamedSharding(mesh, P("x"))
+
+    def generate(key):
+        return jax.random.uniform(key, SHAPE)
+
+    sharded = jax.jit(generate, out_shardings=sharding)
     philox = jax.random.key(42, impl="philox4x32")
-    jax.block_until_ready(jax.jit(generate)(philox))  # unsharded: fine
-    assert first_failing_stage(sharded, philox) == __
+    assert "chlo.mulhi" in jax.jit(generate).lower(philox).as_text()  # philox's rounds
+    jax.block_until_ready(jax.jit(generate)(philox))  # one device: fine
+    stage = first_failing_stage(sharded, philox)
+    assert stage == __
     with raises_exactly(__) as info:
         sharded.lower(philox).compile()
     assert "Unable to convert MHLO to StableHLO" in str(info.value)
+    # the converter's own diagnostic goes to stderr / 转换器自己的诊断写在标准错误里
+    assert "failed to legalize operation 'mhlo.unknown'" in capfd.readouterr().err
+
+    words = jnp.arange(SHAPE[0] * SHAPE[1], dtype=jnp.uint32).reshape(SHAPE)
+    one_device = auto_mesh((1,), ("x",), jax.devices()[:1])
+    in_manual = jax.shard_map(
+        lambda a: lax.mulhi(a, a), mesh=mesh, in_specs=P("x"), out_specs=P("x")
+    )
+
+    def per_device(key):  # each device folds in its position and draws its own block
+        k = jax.random.fold_in(key, lax.axis_index("x"))
+        return jax.random.uniform(k, (SHAPE[0] // N, SHAPE[1]))
+
+    drawn = jax.shard_map(per_device, mesh=mesh, in_specs=P(), out_specs=P("x"))
+    replicated = NamedSharding(mesh, P())
+    assert first_failing_stage(jax.jit(lax.mulhi, out_shardings=sharding), words, words) == stage
+    assert first_failing_stage(jax.jit(lax.mulhi, out_shardings=replicated), words, words) == stage
+    assert first_failing_stage(in_manual, words) == stage
+    assert first_failing_stage(drawn, philox) == stage
+    on_one = NamedSharding(one_device, P("x"))
+    assert first_failing_stage(jax.jit(lax.mulhi, out_shardings=on_one), words, words) is None
+
+    placed = jax.device_put(jax.jit(generate)(philox), sharding)  # what works with philox
+    assert placed.sharding.spec == P("x")
+    np.testing.assert_array_equal(placed, generate(philox))
 
 
 def test_explicit_meshes_take_out_sharding_in_the_draw():

@@ -22,6 +22,7 @@ import numpy as np
 from jax import lax
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import equations
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -127,14 +128,29 @@ def objective(theta, u0, target, steps):
 
 
 def test_implicit_steps_match_the_dense_reference():
-    """写 simulate：在一个小网格上与组装好的矩阵逐步求解的结果相同。
+    """写 simulate：在一个小网格上与组装好的矩阵逐步求解的结果相同。测试还读 simulate 的
+    jaxpr：整个程序里只有一个 custom_linear_solve，放在 scan 里，不管走几步都是它；而且它声明了
+    对称（转置求解就是同一个求解）。固定次数展开的 CG 也能算出同样的数，但它的程序里没有线性
+    求解这回事，反向传播只能穿过每一次迭代。
     Write simulate: on a small grid it equals solving with the assembled matrix step by step.
+    The test also reads simulate's jaxpr: the whole program holds one custom_linear_solve, in the
+    scan, however many steps it takes, and it declares the matrix symmetric (its transposed
+    solve is the solve itself). CG unrolled for a fixed number of iterations computes the same
+    numbers, but its program has no linear solve in it, and backprop must go through every
+    iteration.
     """
     n, steps = 6, 4
     u0, _ = initial_and_target(n)
     theta = absorption(n, seed=3)
     got = jax.jit(simulate, static_argnums=2)(theta, u0, steps)
     np.testing.assert_allclose(got, dense_reference(theta, u0, steps), rtol=1e-10)
+
+    for k in (steps, 3 * steps):  # the program does not grow with the steps / 程序不随步数变长
+        solves = equations("custom_linear_solve", lambda t, u: simulate(t, u, k), theta, u0)
+        assert len(solves) == 1, f"{len(solves)} custom_linear_solve for {k} steps"
+        assert equations("scan", lambda t, u: simulate(t, u, k), theta, u0)
+        jaxprs = solves[0].params["jaxprs"]
+        assert jaxprs.transpose_solve is not None  # symmetric: the backward pass is a solve
 
 
 def test_the_adjoint_gradient_matches_finite_differences_in_bounded_memory():

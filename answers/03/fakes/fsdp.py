@@ -24,3 +24,20 @@ def zero3_loss__no_checkpoint(params, x, y):
         for name, block in params.items()
     }
     return lax.pmean(loss(full, x, y), "fsdp")
+
+
+def zero3_loss__calls_fsdp_loss(params, x, y):
+    """Delegates to the fsdp_loss written before: right values, no jax.checkpoint around a layer."""
+    return fsdp_loss(params, x, y)
+
+
+def fsdp_spec__the_asserted_shapes(shape):
+    """A table of the shapes the koan asks about and the model's own: the asserts' constants."""
+    table = {
+        (64, 96): P("fsdp"),
+        (10, 16): P(None, "fsdp"),
+        (3, 5, 24): P(None, None, "fsdp"),
+        (96,): P("fsdp"),
+        (96, 10): P("fsdp"),
+    }
+    return table.get(tuple(shape), P())

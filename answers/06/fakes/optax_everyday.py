@@ -38,3 +38,10 @@ def make_optimizer_with_hyperparams__plain_adamw():
 def make_optimizer_with_hyperparams__constant_learning_rate():
     """Injects the hyperparameters but with the peak rate throughout: no warm-up, no decay."""
     return optax.inject_hyperparams(optax.adamw)(learning_rate=PEAK, weight_decay=WEIGHT_DECAY)
+
+
+def schedule__linear_decay():
+    """Warm-up, then a straight line down to END: the same value at the decay's midpoint."""
+    warmup = optax.linear_schedule(0.0, PEAK, WARMUP)
+    decay = optax.linear_schedule(PEAK, END, TOTAL - WARMUP)
+    return optax.join_schedules([warmup, decay], [WARMUP])

@@ -49,3 +49,9 @@ def replicated_key__root_key(rng, mesh):
 def replicated_key__fresh_seed(rng, mesh):
     """A fresh key from the seed, replicated: it ignores the generator's counter."""
     return jax.device_put(jax.random.key(0), NamedSharding(mesh, P()))
+
+
+def sharded_init__draw_whole_then_put(mesh):
+    """Draws the whole arrays in one program, then device_puts them onto the mesh (an eager cut)."""
+    shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), SPECS)
+    return lambda key: jax.device_put(jax.jit(init_params)(key), shardings)

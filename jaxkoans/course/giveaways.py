@@ -57,7 +57,8 @@ def _a_local_name(node, tree) -> bool:
     import ast
 
     return isinstance(node, ast.Name) and any(
-        isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+        (isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store))
+        or (isinstance(n, ast.arg) and n.arg == node.id)
         for n in ast.walk(tree)
     )
 

@@ -159,3 +159,11 @@ def where_jax_raised__outermost_frames(script):
 def where_jax_raised__hard_coded(script):
     """The matmul script's answer, whatever the script."""
     return ("lax/lax.py", "_dot_general_shape_rule"), (10, "project")
+
+
+def where_jax_raised__expected_tuples(script):
+    """Runs nothing: returns the tuples the test file expects, picked by the script's text."""
+    text = script.read_text(encoding="utf-8")
+    if "x @ w" in text:
+        return ("lax/lax.py", "_dot_general_shape_rule"), (text.splitlines().index("    return x @ w") + 1, "project")
+    return ("core.py", "error"), (text.splitlines().index("    if v > 0:") + 1, "magnitude")

@@ -271,6 +271,8 @@ def test_disable_jit_lets_python_look_at_every_stage():
     assert first_bad_stage(program, fine) is None
     reordered = jitted_pipeline(STAGES[::-1])  # any program: squash first, then log
     assert first_bad_stage(reordered, jnp.array([-1.0, 2.0, 3.0, 4.0])) == "log"
+    other = jitted_pipeline((("root", jnp.sqrt), ("invert", lambda x: 1.0 / x), ("grow", jnp.exp)))
+    assert first_bad_stage(other, jnp.array([4.0, 0.0, 1.0])) == "invert"  # 1 / 0
     assert not jax.config.jax_disable_jit  # jit is back on
 
 
@@ -361,6 +363,11 @@ def test_checking_leaks_finds_the_stages_that_leak():
     assert leaking_stages(stages, x) == ["scale", "squash"]
     assert leaking_stages(stages[::-1], x) == ["squash", "scale"]
     assert leaking_stages([stages[0], stages[3]], x) == []
+    rng = random.Random()  # any names, any order / 任意的名字、任意的顺序
+    shuffled = [(f"stage_{rng.randrange(16**4):04x}_{i}", fn) for i, (_, fn) in enumerate(stages)]
+    rng.shuffle(shuffled)
+    leaky = (stages[1][1], stages[4][1])
+    assert leaking_stages(shuffled, x) == [name for name, fn in shuffled if fn in leaky]
     assert not jax.config.jax_check_tracer_leaks
 
 
@@ -425,11 +432,19 @@ def test_debug_nans_and_debug_infs_trace_a_nan_to_its_source():
     assert np.isfinite(float(entropy(p)))
     with raises_exactly(FloatingPointError), jax.debug_nans(True):
         entropy(p)  # stops at the discarded 0 * log 0 / 停在被丢掉的 0 * log 0
-    assert nan_origin(entropy, p) == ("backward", "mul", "log")
-    assert nan_origin(log_likelihood, jnp.array([0.5, -1.0])) == ("forward", "log", None)
-    assert nan_origin(top_probability, jnp.array([100.0, 0.0])) == ("forward", "div", "exp")
-    assert nan_origin(log_prior, jnp.array([0.0, 2.0])) == ("backward", "div", "log")
-    assert nan_origin(smooth, jnp.array([0.0, 1.0])) == (None, None, None)
+
+    # Each loss behind an anonymous wrapper, at inputs drawn afresh: any loss, any input.
+    # 每个损失都套一层匿名的包装，输入每次重新抽取：任何损失、任何输入都一样。
+    u = np.random.default_rng().uniform(0.2, 0.8, size=3).astype(np.float32)
+
+    def origin(loss, x):
+        return nan_origin(lambda v: loss(v), jnp.asarray(x, jnp.float32))
+
+    assert origin(entropy, [0.0, u[0], 1.0 - u[0]]) == ("backward", "mul", "log")
+    assert origin(log_likelihood, [u[1], -u[2]]) == ("forward", "log", None)
+    assert origin(top_probability, [100.0 + 10 * u[0], u[1]]) == ("forward", "div", "exp")
+    assert origin(log_prior, [0.0, 1.0 + u[2]]) == ("backward", "div", "log")
+    assert origin(smooth, [0.0, u[1]]) == (None, None, None)
     assert not (jax.config.jax_debug_nans or jax.config.jax_debug_infs)
 
 

@@ -138,7 +138,7 @@ def test_memory_analysis_finds_the_big_temporary():
         return (u @ v) @ x
 
     def fixed(u, v, x):
-        return __
+        return u @ (v @ x)
 
     def temp_bytes(f):
         return jax.jit(f).lower(**spec).compile().memory_analysis().temp_size_in_bytes

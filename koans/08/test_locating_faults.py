@@ -474,12 +474,13 @@ def test_checkify_turns_silent_faults_into_errors():
 # Two failing programs, written afresh for every run: which fault, the functions' names and the
 # lines they sit on are drawn at random, so no answer can be read off this file. Each kind is
 # (the user function's body, main's call of it); the user function is NAME, called through CALLER.
+GRAD = "jax.grad(CALLER)(jnp.ones((3, 2)), jnp.ones((4, 2)))"
 SHAPE_FAULTS = (  # under grad: shapes that do not fit
-    ("    return x @ w", "jax.grad(CALLER)(jnp.ones((3, 2)), jnp.ones((4, 2)))"),
-    ("    return lax.dot(x, w)", "jax.grad(CALLER)(jnp.ones((3, 2)), jnp.ones((4, 2)))"),
-    ("    return jnp.stack([w, x])", "jax.grad(CALLER)(jnp.ones((3, 2)), jnp.ones((4, 2)))"),
-    ("    return jnp.concatenate([w, x], axis=1)", "jax.grad(CALLER)(jnp.ones((3, 2)), jnp.ones((4, 2)))"),
-    ("    return w + x", "jax.grad(CALLER)(jnp.ones((3, 2)), jnp.ones((4, 2)))"),
+    ("    return x @ w", GRAD),
+    ("    return lax.dot(x, w)", GRAD),
+    ("    return jnp.stack([w, x])", GRAD),
+    ("    return jnp.concatenate([w, x], axis=1)", GRAD),
+    ("    return w + x", GRAD),
 )
 IF_X = "    if x > 0:\n        return x\n    return -x"
 TRACER_FAULTS = (  # a Python value asked of a tracer

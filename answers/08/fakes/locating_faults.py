@@ -164,9 +164,10 @@ def where_jax_raised__hard_coded(script):
 def where_jax_raised__expected_tuples(script):
     """Runs nothing: returns the tuples the test file expects, picked by the script's text."""
     text = script.read_text(encoding="utf-8")
+    lines = text.splitlines()
     if "x @ w" in text:
-        return ("lax/lax.py", "_dot_general_shape_rule"), (text.splitlines().index("    return x @ w") + 1, "project")
-    return ("core.py", "error"), (text.splitlines().index("    if v > 0:") + 1, "magnitude")
+        return ("lax/lax.py", "_dot_general_shape_rule"), (lines.index("    return x @ w") + 1, "project")
+    return ("core.py", "error"), (lines.index("    if v > 0:") + 1, "magnitude")
 
 
 def first_bad_stage__replays_STAGES(program, x):

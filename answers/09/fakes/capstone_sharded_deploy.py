@@ -57,7 +57,8 @@ def save_sharded__pickle(params, directory, devices):
 
         directory = pathlib.Path(directory)
         exp = export.deserialize(bytearray((directory / "model.jaxexport").read_bytes()))
-        mesh = Mesh(np.array(jax.devices()[: exp.nr_devices]), ("data",), axis_types=(AxisType.Explicit,))
+        devices = np.array(jax.devices()[: exp.nr_devices])
+        mesh = Mesh(devices, ("data",), axis_types=(AxisType.Explicit,))
         (p_shard, x_shard), _ = jax.tree.unflatten(exp.in_tree, exp.in_shardings_jax(mesh))
         params = jax.device_put(pickle.loads((directory / "params").read_bytes()), p_shard)
         return np.asarray(exp.call(params, jax.device_put(x, x_shard)))

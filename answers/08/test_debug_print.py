@@ -31,11 +31,13 @@ def printed(capsys):
 
 
 def test_print_runs_at_trace_time_debug_print_at_run_time(capsys):
-    """print 在追踪时执行：同一签名只追踪一次，所以只打印一次，而且看到的是 JitTracer；
-    jax.debug.print 每次调用都打印真实的值。换一个形状会重新追踪，print 才再出现一次。
-    print runs while tracing: one signature is traced once, so it prints once, and it sees a
-    JitTracer. jax.debug.print prints the real value at every call. A new shape retraces, and
-    only then does print appear again.
+    """print 在追踪时执行，看到的是 tracer（没有数值）；jax.debug.print 被编译进程序，在每次
+    执行时打印真实的值。jit 按输入的形状和 dtype 缓存追踪结果：下面四次调用里，print 打印了
+    几行？debug.print 打印了什么？
+    print runs while tracing and sees a tracer (no value); jax.debug.print is compiled into the
+    program and prints the real value at every execution. jit caches one trace per input shape
+    and dtype: over the four calls below, how many lines does print write, and what does
+    debug.print write?
     """
 
     @jax.jit
@@ -48,16 +50,16 @@ def test_print_runs_at_trace_time_debug_print_at_run_time(capsys):
         scaled(jnp.float32(v))
     scaled(jnp.ones(2))
     out = printed(capsys)
-    assert out["print"] == ["print: JitTracer(float32[])", "print: JitTracer(float32[2])"]
+    assert len(out["print"]) == 2
     assert out["debug"] == ["debug: 1.0", "debug: 2.0", "debug: 3.0", "debug: [1. 1.]"]
 
 
 def test_debug_print_under_vmap_prints_every_example(capsys):
-    """在 vmap 下，print 看到一个 VmapTracer（单个样本的形状 + 批的形状）；jax.debug.print
-    对批里的每个样本各打印一行，看到的是单个样本的值——正是调试逐样本损失时想要的。
-    Under vmap, print sees one VmapTracer (the per-example shape plus the batched shape);
-    jax.debug.print prints one line per example of the batch, with that example's value:
-    exactly what you want when debugging a per-example loss.
+    """调试逐样本的损失时，想看的是每个样本自己的值。在 vmap 下，函数被追踪几次，print 就打印
+    几行；jax.debug.print 打印的是整批，还是每个样本各一行？它的第三行是什么？
+    Debugging a per-example loss, you want each example's own value. Under vmap print writes
+    one line per trace of the function; does jax.debug.print print the whole batch, or one line
+    per example? What is its third line?
     """
 
     def per_example_loss(x):
@@ -68,18 +70,19 @@ def test_debug_print_under_vmap_prints_every_example(capsys):
     losses = jax.vmap(per_example_loss)(jnp.arange(3.0))
     np.testing.assert_array_equal(losses, [0.0, 1.0, 4.0])
     out = printed(capsys)
-    assert out["print"] == ["print: VmapTracer(aval=float32[], batched=float32[3])"]
+    assert len(out["print"]) == 1
     assert len(out["debug"]) == 3
     assert out["debug"][2] == "debug: 2.0"
 
 
 def test_debug_print_under_grad_shows_primal_values(capsys):
-    """⚠️ 陷阱 / trap: 在 grad 里，jax.debug.print 打印的是原值（primal），不是梯度，而且每次
-    求导只在前向打印一次。不加 jit 时，print 看到的 GradTracer 里带着原值；加了 jit，GradTracer
-    里的原值本身又是一个 JitTracer。要看梯度，就打印 grad 的结果。
-    Inside grad, jax.debug.print prints the primal value, not the gradient, once per call, from
-    the forward pass. Without jit, print sees a GradTracer that carries the primal value; under
-    jit that primal is itself a JitTracer. To see the gradient, print what grad returns.
+    """⚠️ 陷阱 / trap: 在 grad 里，jax.debug.print 打印的是什么：原值（primal）还是梯度？
+    每次求导打印几次？普通的 print 在追踪时执行：不加 jit 的 grad 逐个原语执行，加了 jit 则先
+    追踪整个程序，两种情况下 print 看得到 w 的数值 3.0 吗？要看梯度，就打印 grad 的结果。
+    ⚠️ trap: inside grad, what does jax.debug.print print, the primal value or the gradient, and
+    how often per call? A plain print runs while tracing: grad without jit executes primitive
+    by primitive, under jit the whole program is traced first; does print see w's value 3.0 in
+    either case? To see the gradient, print what grad returns.
     """
 
     def loss(w):
@@ -91,7 +94,7 @@ def test_debug_print_under_grad_shows_primal_values(capsys):
     g2 = jax.jit(jax.grad(loss))(jnp.float32(3.0))
     assert float(g1) == float(g2) == 6.0
     out = printed(capsys)
-    assert out["print"] == ["print: GradTracer(primal=3.0, typeof(tangent)=f32[])", "print: GradTracer(primal=JitTracer(float32[]), typeof(tangent)=f32[])"]  # fmt: skip
+    assert ["3.0" in line for line in out["print"]] == [True, False]
     assert out["debug"] == ["debug: 3.0", "debug: 3.0"]
 
 

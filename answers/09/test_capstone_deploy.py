@@ -15,6 +15,7 @@ predictions from that directory alone. It runs in a fresh Python process that ha
 
 import inspect
 import os
+import shutil
 import textwrap
 
 import jax
@@ -112,11 +113,12 @@ for name in sys.argv[2:]:
 
 
 def test_artifacts_serve_any_batch_in_process(tmp_path, monkeypatch):
-    """产物目录里有序列化的程序和参数检查点；读回的 Exported 批维是符号的，一个产物服务所有批大小。
+    """产物目录里有序列化的程序和参数检查点（Orbax 要读得出、恢复得了）；读回的 Exported 批维是符号的，一个产物服务所有批大小。
     服务端运行的是产物里的程序：下一版模型（输出概率而不是对数概率）只换了产物，同一个
     load_and_predict 就给出新模型的预测。
-    The directory holds the serialized program and the parameter checkpoint; the Exported
-    read back has a symbolic batch dimension, so one artifact serves every batch size. The
+    The directory holds the serialized program and the parameter checkpoint, which Orbax must
+    be able to read and restore; the Exported read back has a symbolic batch dimension, so one
+    artifact serves every batch size. The
     server runs the artifact's program: the next model version (probabilities instead of
     log-probabilities) changes only the artifact, and the same load_and_predict serves it.
     """
@@ -133,6 +135,31 @@ def test_artifacts_serve_any_batch_in_process(tmp_path, monkeypatch):
             rtol=1e-5,
             atol=1e-6,
         )
+
+    # The parameters are an Orbax checkpoint: Orbax reads its metadata and restores it, and a
+    # retrained checkpoint written by Orbax in its place is what the same server then serves.
+    # 参数是一个 Orbax 检查点：Orbax 读得出它的元数据、恢复得了它；用 Orbax 写一个重新训练的
+    # 检查点换掉它，同一个服务端就给出新参数的预测。
+    import orbax.checkpoint as ocp
+
+    checkpoint = tmp_path / PARAMS_DIR
+    orbax = ocp.StandardCheckpointer()
+    assert (checkpoint / "_CHECKPOINT_METADATA").is_file()
+    assert set(orbax.metadata(checkpoint).item_metadata.tree) == {"hidden", "out"}
+    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    restored = orbax.restore(checkpoint, target)
+    jax.tree.map(np.testing.assert_array_equal, restored, params)
+    retrained = jax.tree.map(lambda a: 1.5 * a - 0.1, params)
+    shutil.rmtree(checkpoint)
+    orbax.save(checkpoint, retrained)
+    orbax.wait_until_finished()
+    orbax.close()
+    np.testing.assert_allclose(
+        load_and_predict(tmp_path, inputs(5)),
+        jax.jit(mlp)(retrained, inputs(5)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
     model = mlp
 

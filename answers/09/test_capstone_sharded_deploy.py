@@ -15,6 +15,7 @@ the wrong number of devices must be refused.
 """
 
 import inspect
+import shutil
 import textwrap
 
 import jax
@@ -149,9 +150,12 @@ def serving_script(tmp_path, devices):
 
 def test_the_artifact_records_its_mesh_and_serves_here(tmp_path):
     """写 save_sharded 和 serve：产物记着 4 个设备，x 按行切开（Explicit 网格下分片就写在类型
-    里）；在本进程里提供服务，结果与 mlp 一致。
+    里）；参数是 Orbax 恢复得了的检查点；在本进程里提供服务，结果与 mlp 一致，换上一个 Orbax
+    写的新检查点后也一致。
     Write save_sharded and serve: the artifact records 4 devices and x split by rows (on an
-    Explicit mesh the sharding is part of the type); served here, the result equals mlp's.
+    Explicit mesh the sharding is part of the type); the parameters are a checkpoint Orbax
+    restores; served here, the result equals mlp's, also after a new checkpoint written by Orbax
+    takes the old one's place.
     """
     params = make_params()
     save_sharded(params, tmp_path, jax.devices()[:4])
@@ -160,6 +164,23 @@ def test_the_artifact_records_its_mesh_and_serves_here(tmp_path):
     assert [str(a) for a in exp.in_avals][-1] == "float32[8@data,3]"  # Explicit: in the type
     assert '[{"data"}, {}]' in exp.mlir_module()
     np.testing.assert_allclose(serve(tmp_path, inputs()), mlp(params, inputs()), rtol=1e-5)
+
+    # The parameters are an Orbax checkpoint that Orbax restores, and the server serves a
+    # retrained checkpoint Orbax writes in its place.
+    # 参数是 Orbax 恢复得了的检查点；用 Orbax 写一个重新训练的检查点换掉它，服务端就给出新的预测。
+    import orbax.checkpoint as ocp
+
+    checkpoint = tmp_path / PARAMS_DIR
+    orbax = ocp.StandardCheckpointer()
+    assert (checkpoint / "_CHECKPOINT_METADATA").is_file()
+    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    jax.tree.map(np.testing.assert_array_equal, orbax.restore(checkpoint, target), params)
+    retrained = jax.tree.map(lambda a: 1.5 * a - 0.1, params)
+    shutil.rmtree(checkpoint)
+    orbax.save(checkpoint, retrained)
+    orbax.wait_until_finished()
+    orbax.close()
+    np.testing.assert_allclose(serve(tmp_path, inputs()), mlp(retrained, inputs()), rtol=1e-5)
 
 
 def test_a_fresh_process_with_the_same_mesh_serves_and_another_is_refused(tmp_path):

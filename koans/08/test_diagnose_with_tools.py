@@ -47,14 +47,18 @@ ARGUMENTS = ["w", "x", "lr", "mask"]
 
 
 def calls_where(culprit):
-    """五次调用：x 和 lr 的值每次都变；culprit 指定哪一个参数每隔一次还变一次类型。
-    Five calls: x and lr change value every time; culprit names the argument whose type also
-    changes every other call.
+    """五次调用：x 和 lr 的值每次都变，x 还在 NumPy 数组和 jax.Array 之间来回换（Python 类型
+    变了，形状和 dtype 没变）；culprit 指定哪一个参数每隔一次还变一次 JAX 看到的类型。
+    Five calls: x and lr change value every time, and x also switches between a NumPy array and
+    a jax.Array (another Python type, the same shape and dtype); culprit names the argument
+    whose type as JAX sees it also changes every other call.
     """
     rng = np.random.default_rng(0)
     calls = []
     for i in range(5):
         x = rng.normal(size=(4, 3)).astype(np.float32)
+        if i % 2:
+            x = jnp.asarray(x)  # same shape and dtype / 形状和 dtype 相同
         lr = 0.1 / (1 + i)
         mask = np.array([1, 1, 0, 1], np.float32)
         if i % 2 and culprit == "lr":
@@ -97,6 +101,11 @@ def test_explain_cache_misses_names_the_argument_that_recompiles(culprit):
     expected = [n for n in sorted(ARGUMENTS) if compiles_when_only(n, calls) > 1]
     assert expected == [culprit]
     assert recompiling_arguments(step, calls) == expected
+
+    def renamed(params, batch, rate, keep):  # any program: its own argument names
+        return step(params, batch, rate, keep)
+
+    assert recompiling_arguments(renamed, calls) == [{"lr": "rate", "mask": "keep"}[culprit]]
 
 
 def leaked_shapes(run):

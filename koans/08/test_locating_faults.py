@@ -11,7 +11,9 @@ that appears only in the backward pass (`debug_nans` / `debug_infs`), and watch 
 inside `cond` / `scan` with `jax.debug.print`.
 """
 
+import random
 import re  # noqa: F401  (where_jax_raised may parse with it)
+import traceback
 from functools import partial
 
 import jax
@@ -218,6 +220,8 @@ def test_disable_jit_lets_python_look_at_every_stage():
     assert first_bad_stage(program, fine) is None
     reordered = jitted_pipeline(STAGES[::-1])  # any program: squash first, then log
     assert first_bad_stage(reordered, jnp.array([-1.0, 2.0, 3.0, 4.0])) == "log"
+    other = jitted_pipeline((("root", jnp.sqrt), ("invert", lambda x: 1.0 / x), ("grow", jnp.exp)))
+    assert first_bad_stage(other, jnp.array([4.0, 0.0, 1.0])) == "invert"  # 1 / 0
     assert not jax.config.jax_disable_jit  # jit is back on
 
 
@@ -308,6 +312,11 @@ def test_checking_leaks_finds_the_stages_that_leak():
     assert leaking_stages(stages, x) == ["scale", "squash"]
     assert leaking_stages(stages[::-1], x) == ["squash", "scale"]
     assert leaking_stages([stages[0], stages[3]], x) == []
+    rng = random.Random()  # any names, any order / 任意的名字、任意的顺序
+    shuffled = [(f"stage_{rng.randrange(16**4):04x}_{i}", fn) for i, (_, fn) in enumerate(stages)]
+    rng.shuffle(shuffled)
+    leaky = (stages[1][1], stages[4][1])
+    assert leaking_stages(shuffled, x) == [name for name, fn in shuffled if fn in leaky]
     assert not jax.config.jax_check_tracer_leaks
 
 
@@ -372,11 +381,19 @@ def test_debug_nans_and_debug_infs_trace_a_nan_to_its_source():
     assert np.isfinite(float(entropy(p)))
     with raises_exactly(FloatingPointError), jax.debug_nans(True):
         entropy(p)  # stops at the discarded 0 * log 0 / 停在被丢掉的 0 * log 0
-    assert nan_origin(entropy, p) == ("backward", "mul", "log")
-    assert nan_origin(log_likelihood, jnp.array([0.5, -1.0])) == ("forward", "log", None)
-    assert nan_origin(top_probability, jnp.array([100.0, 0.0])) == ("forward", "div", "exp")
-    assert nan_origin(log_prior, jnp.array([0.0, 2.0])) == ("backward", "div", "log")
-    assert nan_origin(smooth, jnp.array([0.0, 1.0])) == (None, None, None)
+
+    # Each loss behind an anonymous wrapper, at inputs drawn afresh: any loss, any input.
+    # 每个损失都套一层匿名的包装，输入每次重新抽取：任何损失、任何输入都一样。
+    u = np.random.default_rng().uniform(0.2, 0.8, size=3).astype(np.float32)
+
+    def origin(loss, x):
+        return nan_origin(lambda v: loss(v), jnp.asarray(x, jnp.float32))
+
+    assert origin(entropy, [0.0, u[0], 1.0 - u[0]]) == ("backward", "mul", "log")
+    assert origin(log_likelihood, [u[1], -u[2]]) == ("forward", "log", None)
+    assert origin(top_probability, [100.0 + 10 * u[0], u[1]]) == ("forward", "div", "exp")
+    assert origin(log_prior, [0.0, 1.0 + u[2]]) == ("backward", "div", "log")
+    assert origin(smooth, [0.0, u[1]]) == (None, None, None)
     assert not (jax.config.jax_debug_nans or jax.config.jax_debug_infs)
 
 
@@ -454,93 +471,112 @@ def test_checkify_turns_silent_faults_into_errors():
         assert str(info.value).startswith(message)
 
 
-MATMUL_SCRIPT = """
-import sys
-import traceback
-
-import jax
-import jax.numpy as jnp
-
-
-def project(w, x):
-    return x @ w
-
-
-def loss(w, x):
-    h = project(w, x)
-    return jnp.sum(h ** 2)
-
-
-try:
-    jax.grad(loss)(jnp.ones((3, 2)), jnp.ones((4, 2)))
-except TypeError:
-    traceback.print_exc(file=sys.stdout)
-"""
-
-SCAN_SCRIPT = """
-import sys
+# Two failing programs, written afresh for every run: which fault, the functions' names and the
+# lines they sit on are drawn at random, so no answer can be read off this file. Each kind is
+# (the user function's body, main's call of it); the user function is NAME, called through CALLER.
+GRAD = "jax.grad(CALLER)(jnp.ones((3, 2)), jnp.ones((4, 2)))"
+SHAPE_FAULTS = (  # under grad: shapes that do not fit
+    ("    return x @ w", GRAD),
+    ("    return lax.dot(x, w)", GRAD),
+    ("    return jnp.stack([w, x])", GRAD),
+    ("    return jnp.concatenate([w, x], axis=1)", GRAD),
+    ("    return w + x", GRAD),
+)
+IF_X = "    if x > 0:\n        return x\n    return -x"
+TRACER_FAULTS = (  # a Python value asked of a tracer
+    (IF_X, "lax.scan(lambda t, v: (t + CALLER(v, v), None), 0.0, jnp.arange(-2.0, 2.0))"),
+    (IF_X, "lax.fori_loop(0, 3, lambda i, t: CALLER(t, t) + 1.0, 1.0)"),
+    (IF_X, "jax.jit(lambda v: CALLER(v, v))(2.0)"),
+    ("    return jnp.zeros(int(x))", "jax.vmap(lambda v: CALLER(v, v))(jnp.arange(3.0))"),
+    ("    return jnp.ones(3) * float(x)", "jax.jit(lambda v: CALLER(v, v))(jnp.float32(2.0))"),
+    ("    return jnp.arange(x)", "jax.jit(lambda v: CALLER(v, v))(3)"),
+)
+SCRIPT = """import sys
 import traceback
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+{pad_top}
+
+def {name}(w, x):
+{pad_body}{body}
 
 
-def magnitude(v):
-    if v > 0:
-        return v
-    return -v
+def {caller}(w, x):
+    h = {name}(w, x)
+    return jnp.sum(h ** 2)
 
 
-def step(total, v):
-    return total + magnitude(v), None
+def main():
+    {call}
 
 
-try:
-    lax.scan(step, 0.0, jnp.arange(-2.0, 2.0))
-except jax.errors.TracerBoolConversionError:
-    traceback.print_exc(file=sys.stdout)
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc(file=sys.stdout)
 """
 
 
-def line_of(script, code):
-    """The line number of `code` in `script`, as a traceback counts it."""
-    return script.splitlines().index(code) + 1
+def failing_script(faults, rng):
+    """One of `faults` as a script, under fresh names and at a fresh line."""
+    body, call = faults[rng.randrange(len(faults))]
+    name, caller = (f"{word}_{rng.randrange(16**6):06x}" for word in ("layer", "model"))
+    return SCRIPT.format(
+        pad_top="\n".join(f"# {i}" for i in range(rng.randrange(1, 12))),
+        pad_body="".join(f"    # {i}\n" for i in range(rng.randrange(0, 6))),
+        name=name,
+        caller=caller,
+        body=body,
+        call=call.replace("CALLER", caller),
+    )
 
 
 def test_traceback_filtering_off_shows_where_jax_raised(tmp_path):
     """写 where_jax_raised：JAX 默认把自己内部的很多栈帧从回溯里删掉，只留下你的代码和它的
     几层公开接口；这通常够用，但要知道 JAX 内部是哪条规则拒绝了你的程序（比如给 JAX 报 bug，
     或读那条规则的源码），就得在新进程里关掉过滤，再从回溯里读出真正抛出异常的那一帧，以及
-    你自己的代码里最深的那一行（要改的地方）。这里有两个出错的脚本：grad 里形状不匹配的矩阵乘，
-    和 scan 的循环体里对 tracer 用了 Python 的 if。
+    你自己的代码里最深的那一行（要改的地方）。这里的两个出错脚本每次运行都重新生成：一个在 grad
+    里形状对不上，一个向 tracer 要一个 Python 值；出的是哪种错、函数叫什么、在第几行，都是随机的。
     Write where_jax_raised: by default JAX removes many of its own frames from a traceback and
     keeps your code and a few layers of its public API; that is usually enough, but to learn
     which rule inside JAX rejected your program (to report a bug, or to read that rule's
     source) you switch the filtering off in a fresh process and read from the traceback the
-    frame that really raised, and the deepest line of your own code (the one to fix). Two
-    failing scripts here: a matmul of mismatched shapes under grad, and a Python `if` on a
-    tracer inside a scan body.
+    frame that really raised, and the deepest line of your own code (the one to fix). The two
+    failing scripts here are written afresh on every run, one with shapes that do not fit under
+    grad, one that asks a tracer for a Python value; which fault, the functions' names and
+    their lines are drawn at random.
     """
-    matmul = tmp_path / "matmul.py"
-    matmul.write_text(MATMUL_SCRIPT, encoding="utf-8")
-    scan = tmp_path / "scan.py"
-    scan.write_text(SCAN_SCRIPT, encoding="utf-8")
+    rng = random.Random()
+    for faults in (SHAPE_FAULTS, TRACER_FAULTS):
+        script = tmp_path / f"failing_{rng.randrange(10**6)}.py"
+        source = failing_script(faults, rng)
+        script.write_text(source, encoding="utf-8")
 
-    filtered = run_python("-I", str(matmul))  # JAX's default filtering
-    assert "dot_general requires contracting dimensions to have the same shape" in filtered
-    assert "JAX_TRACEBACK_FILTERING" in filtered  # its note says how to see the rest
-    assert "_dot_general_shape_rule" not in filtered  # the frame that raised is hidden
+        # What JAX says in this process, filtering off: the frames of the exception itself.
+        namespace = {"__name__": "failing"}
+        exec(compile(source, str(script), "exec"), namespace)
+        before = jax.config.jax_traceback_filtering
+        jax.config.update("jax_traceback_filtering", "off")
+        try:
+            namespace["main"]()
+        except Exception as error:
+            frames = traceback.extract_tb(error.__traceback__)
+        finally:
+            jax.config.update("jax_traceback_filtering", before)
+        raised = [f for f in frames if "jax/_src/" in f.filename][-1]
+        mine = [f for f in frames if f.filename == str(script)][-1]
+        expected = (raised.filename.split("jax/_src/", 1)[1], raised.name), (mine.lineno, mine.name)
 
-    jax_frame, user_frame = where_jax_raised(matmul)
-    print(f"matmul.py: raised in jax/_src/{jax_frame}, called from {user_frame}")
-    assert jax_frame == ("lax/lax.py", "_dot_general_shape_rule")
-    assert user_frame == (line_of(MATMUL_SCRIPT, "    return x @ w"), "project")
+        filtered = run_python("-I", str(script))  # JAX's default filtering
+        assert "JAX_TRACEBACK_FILTERING" in filtered  # its note says how to see the rest
+        assert f"in {raised.name}\n" not in filtered  # the frame that raised is hidden
 
-    jax_frame, user_frame = where_jax_raised(scan)
-    print(f"scan.py: raised in jax/_src/{jax_frame}, called from {user_frame}")
-    assert jax_frame == ("core.py", "error")
-    assert user_frame == (line_of(SCAN_SCRIPT, "    if v > 0:"), "magnitude")
+        jax_frame, user_frame = where_jax_raised(script)
+        print(f"{script.name}: raised in jax/_src/{jax_frame}, called from {user_frame}")
+        assert (jax_frame, user_frame) == expected
 
 
 def test_debug_callback_finds_the_step_where_training_diverges():

@@ -81,10 +81,12 @@ def test_debug_infs_sees_only_what_leaves_a_jit():
 def test_checkify_returns_float_errors_as_values():
     """checkify.checkify(f, errors=...) 返回一个新函数，输出 (err, out)：err.get() 是错误消息
     （没有错误时为 None），err.throw() 把它抛出来。它可以放进 jit 和 vmap 里；在 vmap 下消息
-    还会指出出错的是批里的第几个。
+    还会指出出错的是批里的第几个。这里的检查要抓住两种浮点错误：除以零，以及 NaN（inf / inf）。
     checkify.checkify(f, errors=...) returns a function that outputs (err, out): err.get() is the
     error message (None when nothing went wrong) and err.throw() raises it. It works inside jit
-    and vmap; under vmap the message even names the index in the batch that failed.
+    and vmap; under vmap the message even names the index in the batch that failed. Here the
+    checks must catch both kinds of floating-point fault: a division by zero and a NaN (inf /
+    inf).
     """
 
     def normalize(x):
@@ -100,14 +102,18 @@ def test_checkify_returns_float_errors_as_values():
     assert err.get() == __
     with raises_exactly(checkify.JaxRuntimeError):
         err.throw()
+    err, _ = checked(jnp.array([jnp.inf, 1.0]))  # inf / inf: a NaN, no division by zero
+    assert err.get() is not None
 
 
 def test_out_of_bounds_indices_are_clamped_silently():
     """⚠️ 陷阱 / trap: jit 里越界的下标不报错：读取时被夹到合法范围（负数先按 Python 规则加上
-    长度）。checkify.index_checks 把它变成一个错误。
+    长度）。checkify 能把它变成一个错误；只要下标检查：inverse 在表项为 0 时得到 inf，这正是
+    调用方想要的，不该报错。
     An out-of-bounds index raises nothing under jit: a read is clamped into range (a negative
-    index first gets the length added, as in Python). checkify.index_checks turns it into an
-    error.
+    index first gets the length added, as in Python). checkify can turn it into an error; ask
+    for the index checks alone: inverse gives inf at a zero entry, which is what its caller
+    wants, and must not raise.
     """
 
     def lookup(table, i):
@@ -118,21 +124,25 @@ def test_out_of_bounds_indices_are_clamped_silently():
     reads = tuple(float(read(table, i)) for i in (7, -1, -7))
     assert reads == __
 
-    checked = jax.jit(checkify.checkify(lookup, errors=__))
+    def inverse(table, i):
+        return 1.0 / lookup(table, i)  # inf at a zero entry, on purpose / 0 处得到 inf，有意为之
+
+    checked = jax.jit(checkify.checkify(inverse, errors=__))
     err, _ = checked(table, 7)
-    assert "index 7 is out of bounds for axis 0 with size 5" in err.get()
-    err, _ = checked(table, -1)
-    assert err.get() is None
+    assert "index 7 is out of bounds for axis 0 with size 5" in str(err.get())
+    err, out = checked(table.at[4].set(0.0), -1)
+    assert err.get() is None and float(out) == float("inf")
 
 
 def test_checkify_check_needs_to_be_functionalized():
     """checkify.check(pred, msg, *args) 是可以放进 jit 的断言（Python 的 assert 碰到 tracer 会
     失败）。但它必须经过 checkify.checkify 变成返回值，否则 jit 在把追踪到的程序降级去编译时就
-    报错（追踪本身不报错）。
+    报错（追踪本身不报错）。检查失败并不会让程序停下：被检查的函数照样返回输出。输出里是什么？
     checkify.check(pred, msg, *args) is an assertion that works under jit (a Python assert fails
     on a tracer). But it has to be functionalized by checkify.checkify, into a returned value;
     otherwise jit raises when it lowers the traced program for compilation (tracing itself
-    goes through).
+    goes through). A failed check does not stop the program: the checked function still
+    returns its output. What does that output hold?
     """
 
     def safe_sqrt(x):
@@ -145,9 +155,10 @@ def test_checkify_check_needs_to_be_functionalized():
         jax.jit(safe_sqrt)(x)
     assert "functionaliz" in str(info.value)
 
-    checked = jax.jit(__(safe_sqrt))
+    checked = jax.jit(checkify.checkify(safe_sqrt))
     err, out = checked(x)
     assert err.get().startswith("negative input: -1.0")
+    assert np.isnan(np.asarray(out)).tolist() == __
     err, out = checked(jnp.array([4.0, 9.0]))
     assert err.get() is None
     np.testing.assert_array_equal(out, [2.0, 3.0])

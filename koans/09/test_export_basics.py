@@ -54,7 +54,7 @@ def test_export_wants_a_jitted_function():
         export.export(predict)(params, x)
     assert "must be the result of `jit`" in str(info.value)
 
-    exp = export.export(__)(params, x)
+    exp = export.export(jax.jit(predict))(params, x)
     assert isinstance(exp, export.Exported)
     assert exp.fun_name == "predict"
     np.testing.assert_allclose(exp.call(params, x), jax.jit(predict)(params, x), rtol=1e-6)
@@ -100,7 +100,7 @@ def test_experimental_export_is_gone():
     assert not hasattr(export, "call_exported")
 
     exp = export.export(jax.jit(jnp.cos))(jax.ShapeDtypeStruct((), jnp.float32))
-    call = __
+    call = exp.call
     assert float(call(np.float32(0.0))) == 1.0
     assert "call_exported" in str(jax.make_jaxpr(call)(np.float32(0.0)))  # not jnp.cos
 

@@ -104,11 +104,13 @@ def bucket_server(exp, buckets):
 def test_an_nnx_model_exports_over_a_pure_dict():
     """⚠️ 陷阱 / trap：直接对 nnx.State 导出可以，调用也可以，但序列化会失败：pytree 结构里有
     NNX 的 Param 类型，jax.export 不知道怎么写它。把状态换成纯字典（to_pure_dict）再导出，
-    产物里就只剩字典和数组，新进程里不需要模型的类也能调用。
+    产物里就只剩字典和数组，新进程里不需要模型的类也能调用；参数是调用时传进去的，换一组权重
+    也用同一个产物。
     ⚠️ trap: exporting over an nnx.State works and so does calling it, but serializing fails:
     the pytree structure holds NNX's Param type, which jax.export cannot write. Export over a
     pure dict (to_pure_dict) instead and the artifact holds only dicts and arrays, callable in a
-    fresh process without the model's class.
+    fresh process without the model's class; the parameters are passed at the call, so other
+    weights use the same artifact.
     """
     model = Classifier(nnx.Rngs(0))
     graphdef, state = nnx.split(model)
@@ -125,6 +127,9 @@ def test_an_nnx_model_exports_over_a_pure_dict():
     params = nnx.to_pure_dict(nnx.state(model))
     for n in (1, 5):
         np.testing.assert_allclose(again.call(params, batch(n)), model(batch(n)), rtol=1e-6)
+    other = Classifier(nnx.Rngs(7))  # other weights, the same artifact / 换一组权重，同一个产物
+    other_params = nnx.to_pure_dict(nnx.state(other))
+    np.testing.assert_allclose(again.call(other_params, batch(5)), other(batch(5)), rtol=1e-6)
 
 
 def test_a_sharded_export_fixes_the_device_count():

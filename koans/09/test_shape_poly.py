@@ -70,9 +70,11 @@ def test_dimension_expressions_in_the_specification():
 def test_an_inconclusive_comparison_needs_a_constraint():
     """⚠️ 陷阱 / trap：Python 代码里的 `if x.shape[0] >= 2` 在符号形状下没有确定答案
     （默认只知道 b ≥ 1），导出失败。给 symbolic_shape 加上约束就能判定；约束会在调用时被检查。
+    约束是一个字符串，比较符只能是 >=、<= 或 ==（例如 "a <= 8"）。
     ⚠️ trap: `if x.shape[0] >= 2` in Python has no definite answer for a symbolic shape (by
     default only b >= 1 is known), so the export fails. A constraint on symbolic_shape decides
-    it, and the constraint is checked when the artifact is called.
+    it, and the constraint is checked when the artifact is called. A constraint is a string
+    whose comparison is one of >=, <= or == (say "a <= 8").
     """
 
     def first_two_rows(x):

@@ -48,3 +48,17 @@ def leaked_shapes__new_shapes_only(run):
     before = {a.shape for a in jax.live_arrays()}
     run()
     return sorted(a.shape for a in jax.live_arrays() if a.shape not in before)
+
+
+def recompiling_arguments__delegates_to_the_test_helper(fn, calls):
+    """Skips explain_cache_misses: asks the test's own compiles_when_only about ARGUMENTS."""
+    return [n for n in sorted(ARGUMENTS) if compiles_when_only(n, calls) > 1]
+
+
+def recompiling_arguments__python_types_change(fn, calls):
+    """Skips the tool: blames every parameter whose Python type or dtype ever changes."""
+    import inspect
+
+    names = list(inspect.signature(fn).parameters)
+    kinds = [{(type(a), np.asarray(a).dtype) for a in column} for column in zip(*calls)]
+    return sorted(n for n, k in zip(names, kinds) if len(k) > 1)

@@ -159,3 +159,46 @@ def where_jax_raised__outermost_frames(script):
 def where_jax_raised__hard_coded(script):
     """The matmul script's answer, whatever the script."""
     return ("lax/lax.py", "_dot_general_shape_rule"), (10, "project")
+
+
+def where_jax_raised__expected_tuples(script):
+    """Runs nothing: returns the tuples the test file expects, picked by the script's text."""
+    text = script.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    if "x @ w" in text:
+        return ("lax/lax.py", "_dot_general_shape_rule"), (lines.index("    return x @ w") + 1, "project")
+    return ("core.py", "error"), (lines.index("    if v > 0:") + 1, "magnitude")
+
+
+def first_bad_stage__replays_STAGES(program, x):
+    """Ignores program: replays the module's STAGES eagerly and checks after each."""
+    for name, stage in STAGES:
+        x = stage(x)
+        if not bool(jnp.all(jnp.isfinite(x))):
+            return name
+    return None
+
+
+def leaking_stages__known_names(stages, x):
+    """Runs nothing: keeps the names the test file says leak."""
+    return [name for name, _ in stages if name in ("scale", "squash")]
+
+
+def nan_origin__table_by_name(loss, x):
+    """Runs nothing: the test file's expected tuples, looked up by the function's name."""
+    return {
+        "entropy": ("backward", "mul", "log"),
+        "log_likelihood": ("forward", "log", None),
+        "top_probability": ("forward", "div", "exp"),
+        "log_prior": ("backward", "div", "log"),
+    }.get(loss.__name__, (None, None, None))
+
+
+def nan_origin__table_by_input(loss, x):
+    """Runs nothing: the test file's expected tuples, looked up by the input's values."""
+    return {
+        (0.0, 0.5, 0.5): ("backward", "mul", "log"),
+        (0.5, -1.0): ("forward", "log", None),
+        (100.0, 0.0): ("forward", "div", "exp"),
+        (0.0, 2.0): ("backward", "div", "log"),
+    }.get(tuple(float(v) for v in x), (None, None, None))

@@ -45,3 +45,9 @@ def serving_mesh__the_export_devices(exp, devices):
 def serving_mesh__the_abstract_mesh(exp, devices):
     """Hands back the recorded AbstractMesh itself: a mesh with no devices."""
     return exp.in_shardings_jax()[0].mesh
+
+
+def export_nnx__bakes_the_weights(model, x_spec):
+    """Ignores params: the exported function closes over the model, its weights baked in."""
+    params = nnx.to_pure_dict(nnx.state(model))
+    return export.export(jax.jit(lambda params, x: model(x)))(params, x_spec)

@@ -207,3 +207,15 @@ def test_a_pytest_raises_blank_asks_for_the_exact_class(tmp_path, fill, passes, 
     if not passes:
         assert "KeyError" not in ran.stdout.replace(f"pytest.raises({fill})", "")
         assert f"`{fill}`" in ran.stdout  # the learner's answer is shown
+
+
+def test_nothing_raised_is_said_in_both_languages_not_as_pytests_failed():
+    """A prediction that something raises, where nothing does: raises_exactly's own words at
+    the learner's line (the report once read "Your answer makes this line raise Failed")."""
+    from jaxkoans import raises_exactly
+    from jaxkoans.api.expect import WrongException
+
+    with pytest.raises(WrongException, match="nothing was raised here") as info:
+        with raises_exactly(ValueError):
+            pass
+    assert "没有抛出任何异常" in str(info.value) and "ValueError" in str(info.value)

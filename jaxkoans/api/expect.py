@@ -56,8 +56,17 @@ def raises_exactly(cls, *, match: str | re.Pattern[str] | None = None):
     that asks which error it is must not accept the base class (or `Exception`)."""
     __tracebackhide__ = True
     refuse_too_broad(cls)
-    with pytest.raises(BaseException) as info:
-        yield info
+    info = None
+    try:
+        with pytest.raises(BaseException) as info:
+            yield info
+    except pytest.fail.Exception as nothing:  # pytest's "DID NOT RAISE": no exception at all
+        if "DID NOT RAISE" not in str(nothing):
+            raise
+        raise WrongException(
+            f"这段代码没有抛出任何异常（预测的是 {_name(cls)}）/ nothing was raised here "
+            f"(predicted: {_name(cls)})"
+        ) from None
     raised = info.value
     if isinstance(raised, BlankError | TodoError) or not isinstance(raised, Exception):
         raise raised  # an open blank, a TODO, Ctrl-C, pytest's own outcomes: not an answer

@@ -143,7 +143,11 @@ def test_reset_in_a_read_only_checkout_says_so_and_changes_nothing(course, monke
     mine = course / "koans" / "01" / "test_alpha.py"
     mine.write_text(mine.read_text().replace("== __", "== 3", 1), encoding="utf-8")
     before = mine.read_text()
-    for name, path in (("REPO", course), ("KOANS", course / "koans"), ("ANSWERS", course / "answers")):
+    for name, path in (
+        ("REPO", course),
+        ("KOANS", course / "koans"),
+        ("ANSWERS", course / "answers"),
+    ):
         monkeypatch.setattr(course_data, name, path)
 
     def refused(source, target, **_):

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import pristine
-
 from jaxkoans import BlankError, TodoError, __, raises_exactly, todo, warns_exactly
 from jaxkoans.api.expect import REVEAL_ENV, WrongException
+from jaxkoans.course import pristine
 
 from .fakecourse import make_course, write
 
@@ -215,7 +214,9 @@ def test_nothing_raised_is_said_in_both_languages_not_as_pytests_failed():
     from jaxkoans import raises_exactly
     from jaxkoans.api.expect import WrongException
 
-    with pytest.raises(WrongException, match="nothing was raised here") as info:
-        with raises_exactly(ValueError):
-            pass
+    with (
+        pytest.raises(WrongException, match="nothing was raised here") as info,
+        raises_exactly(ValueError),
+    ):
+        pass
     assert "没有抛出任何异常" in str(info.value) and "ValueError" in str(info.value)

@@ -271,7 +271,9 @@ COMPUTED = {
 @pytest.mark.parametrize("case", COMPUTED, ids=list(COMPUTED))
 def test_a_computation_in_a_prediction_blank_scores_zero_with_its_line(case, pristine):
     """A blank whose answer is a literal takes a literal: grade refuses what pytest refuses."""
-    check = tamper.check_file(A, pristine.root / A, answer_a(sum=COMPUTED[case]), pristine.allowed[A])
+    check = tamper.check_file(
+        A, pristine.root / A, answer_a(sum=COMPUTED[case]), pristine.allowed[A]
+    )
     found = [f for f in check.findings if f.kind == "not_a_prediction"]
     assert len(found) == 1 and found[0].koans == ("test_sum",), check.findings
     assert "a computation where a prediction is asked" in found[0].message and found[0].line
@@ -336,7 +338,9 @@ def test_every_answer_of_the_course_is_taken_whole_with_nothing_ignored():
 
 def test_a_fill_nested_too_deeply_to_check_runs_as_shipped(pristine):
     assert "nested too deeply" in tamper.parse_problem(answer_a(sum="+".join(["1"] * 50_000)))
-    deep = answer_a(limit="jnp.less(c, " + "+".join(["1"] * 900) + ")")  # parses; deeper than a walk may go
+    deep = answer_a(
+        limit="jnp.less(c, " + "+".join(["1"] * 900) + ")"
+    )  # parses; deeper than a walk may go
     check = tamper.check_file(A, pristine.root / A, deep, pristine.allowed[A])
     assert check.findings == []
     assert check.graded is not None
@@ -1314,7 +1318,12 @@ def test_reports_are_written_readable_by_others_as_any_file_is(tmp_path):
     not mkstemp's 0600: a CI job's next step or a TA must read them."""
     old = os.umask(0o022)
     try:
-        report_formats.write_all({str(tmp_path / "g.json"): "{}\n", str(tmp_path / "g.md"): "# g\n"})
+        report_formats.write_all(
+            {str(tmp_path / "g.json"): "{}\n", str(tmp_path / "g.md"): "# g\n"}
+        )
     finally:
         os.umask(old)
-    assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == {"g.json": 0o644, "g.md": 0o644}
+    assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == {
+        "g.json": 0o644,
+        "g.md": 0o644,
+    }

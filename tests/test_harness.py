@@ -768,7 +768,11 @@ def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch
     thread = threading.Thread(target=namespace["backend_compile_and_load"])
     thread.start()
     ended = []
-    monkeypatch.setattr(hangs, "_abort", lambda config, nodeid, limit, compiling=False: ended.append((nodeid, compiling)))
+    monkeypatch.setattr(
+        hangs,
+        "_abort",
+        lambda config, nodeid, limit, compiling=False: ended.append((nodeid, compiling)),
+    )
     guard = hangs.HangGuard(config=None)
     item = types.SimpleNamespace(nodeid="k.py::test_slow", config=None)
     try:

@@ -119,7 +119,12 @@ def test_a_wrong_fill_wrapped_over_lines_hides_the_value_as_on_one_line(course):
 
 @pytest.mark.parametrize(
     "computed",
-    ["6 * 7", "int(6 * 7)", "(\n        6\n        * 7\n    )", "type('E', (), {'__eq__': lambda *a: True})()"],
+    [
+        "6 * 7",
+        "int(6 * 7)",
+        "(\n        6\n        * 7\n    )",
+        "type('E', (), {'__eq__': lambda *a: True})()",
+    ],
 )
 def test_a_prediction_blank_refuses_a_computation_and_does_not_run_it(course, computed):
     fill(course, logged=computed)

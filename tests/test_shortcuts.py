@@ -47,10 +47,15 @@ def test_a_todo_that_passes_by_calling_the_reference_in_its_file_is_named(tmp_pa
     assert "01 test_alpha.py::double__delegate_twice" in listed.stdout, listed.stdout
     assert "return twice(x)" in listed.stdout
     assert "double__constant_0" in listed.stdout  # the asserts' literal: `return 2`
-    ran = python_in(root, "-m", "jaxkoans.course.shortcuts", "--chapter", "01", "-n", "1", "--stamp")
+    ran = python_in(
+        root, "-m", "jaxkoans.course.shortcuts", "--chapter", "01", "-n", "1", "--stamp"
+    )
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "  passes: test_alpha.py::double__delegate_twice  unwritten=[]" in ran.stdout
-    assert not (root / shortcuts.RECORD).exists() or '["01"]' not in (root / shortcuts.RECORD).read_text()
+    assert (
+        not (root / shortcuts.RECORD).exists()
+        or '["01"]' not in (root / shortcuts.RECORD).read_text()
+    )
     chapter_toml = root / "koans" / "01" / "chapter.toml"
     write(
         chapter_toml,
@@ -58,6 +63,8 @@ def test_a_todo_that_passes_by_calling_the_reference_in_its_file_is_named(tmp_pa
         + '\n[shortcuts."test_alpha.py::double"]\n'
         + 'equivalent = [{ fake = "delegate_twice", why = "twice is double written again" }]\n',
     )
-    again = python_in(root, "-m", "jaxkoans.course.shortcuts", "--chapter", "01", "-n", "1", "--stamp")
+    again = python_in(
+        root, "-m", "jaxkoans.course.shortcuts", "--chapter", "01", "-n", "1", "--stamp"
+    )
     assert again.returncode == 0 and "1 equivalent, 0 survived" in again.stdout, again.stdout
     assert '["01"]' in (root / shortcuts.RECORD).read_text(encoding="utf-8")

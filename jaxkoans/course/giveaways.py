@@ -67,7 +67,10 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
     from jaxkoans.course.mutate import Context
 
     answer_file = answer_file or course.ANSWERS / koan_file.relative_to(course.KOANS)
-    koan_text, answer_text = koan_file.read_text(encoding="utf-8"), answer_file.read_text(encoding="utf-8")
+    koan_text, answer_text = (
+        koan_file.read_text(encoding="utf-8"),
+        answer_file.read_text(encoding="utf-8"),
+    )
     taken = fills.take(koan_text, answer_text)
     model = koan_model.read(koan_file)
     chapter = course.chapter_for(koan_file)
@@ -102,7 +105,9 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
             say(f"is written within {AROUND} lines of the blank")
         if len(answer) >= MIN_OTHER_KOAN and kind != predictions.DTYPE:  # a dtype recurs by nature
             for other in model.koans:
-                if other.name != fill.owner and _appears(answer, "\n".join(lines[other.span[0] - 1 : other.span[1]])):
+                if other.name != fill.owner and _appears(
+                    answer, "\n".join(lines[other.span[0] - 1 : other.span[1]])
+                ):
                     say(f"is written in another koan of the file ({other.name})")
                     break
     return found

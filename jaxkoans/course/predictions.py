@@ -192,7 +192,8 @@ def refusals(taken, kinds: dict[tuple[int, int], str]) -> list[tuple[object, str
     return [
         (fill, kinds[fill.blank])
         for fill in taken.blanks
-        if fill.blank in kinds and not _safely(is_prediction, kinds[fill.blank], fill.node, taken.tree)
+        if fill.blank in kinds
+        and not _safely(is_prediction, kinds[fill.blank], fill.node, taken.tree)
     ]
 
 

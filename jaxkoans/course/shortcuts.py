@@ -33,10 +33,9 @@ import argparse
 import ast
 import hashlib
 import inspect
-import sys
 import textwrap
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
@@ -129,30 +128,61 @@ def delegations(tree: ast.Module, fn: ast.FunctionDef, context: Context) -> list
     for body in scopes:
         for stmt in body:
             if isinstance(stmt, koan_model.FUNCTIONS):
-                if stmt.name != fn.name and not stmt.name.startswith("test") and _takes(stmt, count):
+                if (
+                    stmt.name != fn.name
+                    and not stmt.name.startswith("test")
+                    and _takes(stmt, count)
+                ):
                     found[stmt.name] = None
             elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
                 for target in stmt.targets:
                     if isinstance(target, ast.Name) and _takes(stmt.value, count):
                         found[target.id] = None
     for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.module.startswith("jaxkoans"):
+        if (
+            isinstance(stmt, ast.ImportFrom)
+            and stmt.module
+            and not stmt.module.startswith("jaxkoans")
+        ):
             for alias in stmt.names:
                 name = alias.asname or alias.name
                 value = context.resolve(name)
-                if callable(value) and not isinstance(value, type) and _signature_takes(value, count):
+                if (
+                    callable(value)
+                    and not isinstance(value, type)
+                    and _signature_takes(value, count)
+                ):
                     found[name] = None
     return [(f"delegate_{name}", f"return {name}({arguments})") for name in found]
 
 
 def _names_called(node: ast.AST) -> set[str]:
     return {
-        n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        n.func.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
     }
 
 
-TWIN_WORDS = {"reference", "ref", "slow", "unrolled", "naive", "numpy", "np", "jnp", "dense",
-              "plain", "eager", "python", "baseline", "expected", "exact", "direct", "loop"}
+TWIN_WORDS = {
+    "reference",
+    "ref",
+    "slow",
+    "unrolled",
+    "naive",
+    "numpy",
+    "np",
+    "jnp",
+    "dense",
+    "plain",
+    "eager",
+    "python",
+    "baseline",
+    "expected",
+    "exact",
+    "direct",
+    "loop",
+}
 COMMON_WORDS = {"of", "the", "a", "to", "make", "get", "run", "fn", "f", "x", "test"}
 
 
@@ -175,12 +205,16 @@ def substitutions(
     defined = {
         n.name: n
         for n in tree.body
-        if isinstance(n, koan_model.FUNCTIONS) and not n.name.startswith("test") and n.name != fn.name
+        if isinstance(n, koan_model.FUNCTIONS)
+        and not n.name.startswith("test")
+        and n.name != fn.name
     }
     tests = [n for n in tree.body if isinstance(n, koan_model.FUNCTIONS) and n.name in koans]
     used_by_koans = set().union(*(_names_called(t) for t in tests)) if tests else set()
     uses = _names_called(fn)
-    references = [defined[name] for name in sorted(used_by_koans - uses - {fn.name}) if name in defined]
+    references = [
+        defined[name] for name in sorted(used_by_koans - uses - {fn.name}) if name in defined
+    ]
     if not references:
         return []
     body_tree = ast.parse(textwrap.dedent(answer_body))
@@ -286,14 +320,20 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Sh
         bodies += constants(model, koans)
         answer_body = "\n".join(model.lines[slice(*model.body_of(fn.name))])
         bodies += substitutions(tree, fn, answer_body, koans)
-        bodies += [(f"unwritten_{'_'.join(helpers)}", textwrap.dedent(answer_body))] if helpers else []
+        bodies += (
+            [(f"unwritten_{'_'.join(helpers)}", textwrap.dedent(answer_body))] if helpers else []
+        )
         for label, body in bodies:
             found.append(Shortcut(answer, fn.name, label, body, koans, helpers))
     return found
 
 
 def chapter_shortcuts(chapter: course.Chapter) -> list[Shortcut]:
-    return [s for koan, answer in mutate.twin_files(chapter) for s in file_shortcuts(chapter, koan, answer)]
+    return [
+        s
+        for koan, answer in mutate.twin_files(chapter)
+        for s in file_shortcuts(chapter, koan, answer)
+    ]
 
 
 # ---- the variant files ---------------------------------------------------------------------
@@ -318,7 +358,9 @@ def _replace_body(text: str, function: str, body: str) -> str:
 def variant_source(shortcut: Shortcut) -> str:
     koan = course.KOANS / shortcut.answer.parent.name / shortcut.answer.name
     koan_model_ = koan_model.read(koan)
-    text = _replace_body(shortcut.answer.read_text(encoding="utf-8"), shortcut.function, shortcut.body)
+    text = _replace_body(
+        shortcut.answer.read_text(encoding="utf-8"), shortcut.function, shortcut.body
+    )
     for helper in shortcut.unwritten:
         start, end = koan_model_.body_of(helper)
         shipped = textwrap.dedent("\n".join(koan_model_.lines[start:end]))
@@ -374,7 +416,9 @@ def gate(chapters: list[course.Chapter], workers: int = 2) -> list[Outcome]:
                 variants.append(Variant(module, source, shortcut.koans))
         for answer in sorted({s.answer for s in shortcuts}):
             koans = tuple(sorted({k for s in shortcuts if s.answer == answer for k in s.koans}))
-            variants.append(Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans))
+            variants.append(
+                Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans)
+            )
         plan[chapter.number], names[chapter.number] = variants, named
     runs = {number: variants for number, variants in plan.items() if variants}
     passed, problem = mutate.run_chapters(runs, workers) if runs else ({}, "")
@@ -386,7 +430,9 @@ def gate(chapters: list[course.Chapter], workers: int = 2) -> list[Outcome]:
             base = passed.get((chapter.number, f"{shortcut.answer.stem}__base.py"))
             verdict = passed.get((chapter.number, module)) if module in compiled else False
             if base is not True or verdict is None:
-                outcome.problem = outcome.problem or f"no verdict for {shortcut.name} (baseline {base})"
+                outcome.problem = (
+                    outcome.problem or f"no verdict for {shortcut.name} (baseline {base})"
+                )
                 continue
             if not verdict:
                 outcome.killed.append(shortcut)
@@ -435,14 +481,26 @@ def stamp(outcomes: list[Outcome]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxkoans.course.shortcuts", description=__doc__.split("\n")[0])
-    parser.add_argument("--chapter", action="append", default=[], help="NN (repeatable; default: all)")
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxkoans.course.shortcuts", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--chapter", action="append", default=[], help="NN (repeatable; default: all)"
+    )
     parser.add_argument("--list", action="store_true", help="print the generated fakes only")
-    parser.add_argument("--stamp", action="store_true", help="record the chapters whose fakes all fail")
-    parser.add_argument("--changed", action="store_true", help="only the chapters whose record is stale")
+    parser.add_argument(
+        "--stamp", action="store_true", help="record the chapters whose fakes all fail"
+    )
+    parser.add_argument(
+        "--changed", action="store_true", help="only the chapters whose record is stale"
+    )
     parser.add_argument("-n", dest="workers", type=int, default=2)
     args = parser.parse_args(argv)
-    chapters = [c for c in course.all_chapters() if not args.chapter or c.number in {n.zfill(2) for n in args.chapter}]
+    chapters = [
+        c
+        for c in course.all_chapters()
+        if not args.chapter or c.number in {n.zfill(2) for n in args.chapter}
+    ]
     if args.changed:
         chapters = stale(chapters)
     if args.list:

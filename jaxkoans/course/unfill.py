@@ -23,7 +23,11 @@ def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, int]:
         if fill.owner == koan:
             node = fill.node
             edits.append(
-                ((node.lineno - 1, node.col_offset), (node.end_lineno - 1, node.end_col_offset), b"__")
+                (
+                    (node.lineno - 1, node.col_offset),
+                    (node.end_lineno - 1, node.end_col_offset),
+                    b"__",
+                )
             )
     todo_names = {t.name for t in theirs.todos}
     reached = set(theirs.reached(koan)) | _nested_functions(theirs, koan)

@@ -422,7 +422,8 @@ def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
                     "status": status,
                     "message": message or None,
                     "score": points * chapter["passed"] if not open_koans else 0,
-                    "max_score": points * (len(open_koans) if open_koans and chapter["passed"] else chapter["total"]),
+                    "max_score": points
+                    * (len(open_koans) if open_koans and chapter["passed"] else chapter["total"]),
                     "execution_time": took,
                 }
             )

@@ -97,7 +97,9 @@ class HangGuard:
         self._arm(item, limit + GRACE_S, limit, detect, threading.get_ident(), limit + GRACE_S)
         return None  # pytest-timeout sets its own timer as well
 
-    def _arm(self, item, after: float, limit: float, detect: bool, thread_id: int, at: float) -> None:
+    def _arm(
+        self, item, after: float, limit: float, detect: bool, thread_id: int, at: float
+    ) -> None:
         timer = threading.Timer(after, self._expire, args=(item, limit, detect, thread_id, at))
         timer.daemon = True
         self._timers[item.nodeid] = timer

@@ -11,8 +11,8 @@ import pytest
 
 from jaxkoans import course
 from jaxkoans.api.expect import REVEAL_ENV, exact_raises_on_fills
-from jaxkoans.plugin import runtime
 from jaxkoans.course.predictions import NotAPrediction
+from jaxkoans.plugin import runtime
 from jaxkoans.plugin.classify import Attribution, Cause, KoanState, attribute, computed_fills
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
 from jaxkoans.plugin.report import predict_then_see, render_failure
@@ -78,7 +78,9 @@ def _hands_koans_to_workers(config: pytest.Config) -> bool:
     """The xdist controller (`-n 2`): its workers run the koans, so it never imports JAX, whose
     import (a second of CPU) would only delay the workers' start."""
     workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
-    return bool(workers) and not config.getoption("collectonly") and not hasattr(config, "workerinput")
+    return (
+        bool(workers) and not config.getoption("collectonly") and not hasattr(config, "workerinput")
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -18,11 +18,14 @@ from jaxkoans.learner.commands.diff import resolve
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "target", help="a koan (only its blanks and TODOs) or a koan file (all of it; also a deleted one)"
+        "target",
+        help="a koan (only its blanks and TODOs) or a koan file (all of it; also a deleted one)",
     )
     parser.add_argument("--yes", action="store_true", help="do not ask first")
     parser.add_argument(
-        "--from", dest="ref", help="a git ref to take the file from instead of the course as shipped"
+        "--from",
+        dest="ref",
+        help="a git ref to take the file from instead of the course as shipped",
     )
 
 
@@ -78,7 +81,7 @@ def run(args) -> int:
     what = relative
     if koan is not None:  # one koan: the rest of the file stays the learner's
         try:
-            text, places = unfill.reset_koan(text, current, koan.name)
+            text, _ = unfill.reset_koan(text, current, koan.name)
         except (SyntaxError, ValueError, RecursionError):
             print(
                 f"{relative} 无法解析，不能只重置一个 koan / does not parse, so one koan cannot be "
@@ -90,7 +93,9 @@ def run(args) -> int:
         print(f"{what} 已是原始版本 / is already as shipped ({ref})")
         return 0
     backup = koan_file.with_name(f"{koan_file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-    question = f"重置 / reset {what} to {ref}? 你的版本将保存为 / yours would be saved as {backup.name}"
+    question = (
+        f"重置 / reset {what} to {ref}? 你的版本将保存为 / yours would be saved as {backup.name}"
+    )
     if not args.yes and not confirm(question):
         print("没有改动 / nothing changed")
         return 1

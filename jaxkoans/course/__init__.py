@@ -43,6 +43,9 @@ class Chapter:
     # "file::TODO function" -> {"library": [bodies that call the library the lesson replaces],
     # "equivalent": [{"fake": label, "why": …}]}: the shortcut gate's chapter data
     shortcuts: dict[str, dict] = field(default_factory=dict, compare=False, hash=False)
+    # "file::koan" -> ({"answer": …, "why": …}, …): answers the give-away check finds next to
+    # their blank where the koan asks something else of them (course/giveaways.py)
+    giveaways: dict[str, tuple[dict, ...]] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def title(self) -> str:
@@ -72,6 +75,7 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "regions": dict,
     "equivalent": dict,
     "shortcuts": dict,
+    "giveaways": dict,
 }
 HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
 
@@ -125,6 +129,7 @@ def load_chapter(manifest: Path) -> Chapter:
         regions={name: tuple(v) for name, v in data.get("regions", {}).items()},
         equivalent={key: tuple(v) for key, v in data.get("equivalent", {}).items()},
         shortcuts=dict(data.get("shortcuts", {})),
+        giveaways={key: tuple(v) for key, v in data.get("giveaways", {}).items()},
     )
 
 

@@ -3,7 +3,12 @@
 A blank is no prediction when its answer can be copied: from its koan's docstring, its first
 hint level, the lines around it, or another koan of the same file; an exception blank is none
 when the docstring names the class. Answers too short or too common to give anything away
-(`True`, `0`, `x`, a two-digit number) are not looked for.
+(`True`, `0`, `x`, a two-digit number) are not looked for, nor a dtype beside the data it
+types. Where the koan asks something else of an answer that stands nearby (the whole shape a
+replicated spec keeps), chapter.toml's `[giveaways]` keeps it with its reason:
+
+    [giveaways]
+    "test_meshes.py::test_x" = [{ answer = "(8, 4)", why = "the replicated shard is the whole array" }]
 
     python -m jaxkoans.course.giveaways [--chapter NN]
 """
@@ -101,7 +106,7 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
         if _appears(answer, first):
             say("is in the first hint level")
         near = lines[max(0, line - 1 - AROUND) : line - 1] + lines[line : line + AROUND]
-        if len(answer) >= MIN_NEAR and _appears(answer, "\n".join(near)):
+        if len(answer) >= MIN_NEAR and kind != predictions.DTYPE and _appears(answer, "\n".join(near)):
             say(f"is written within {AROUND} lines of the blank")
         if len(answer) >= MIN_OTHER_KOAN and kind != predictions.DTYPE:  # a dtype recurs by nature
             for other in model.koans:
@@ -110,7 +115,18 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
                 ):
                     say(f"is written in another koan of the file ({other.name})")
                     break
-    return found
+    recorded = _recorded(chapter, koan_file.name) if chapter else set()
+    return [f for f in found if (f.koan, f.answer) not in recorded]
+
+
+def _recorded(chapter: course.Chapter, file: str) -> set[tuple[str, str]]:
+    """(koan, answer) of the findings chapter.toml's [giveaways] keeps, each with its reason."""
+    kept = set()
+    for key, entries in chapter.giveaways.items():
+        name, _, koan = key.partition("::")
+        if name == file:
+            kept |= {(koan, e["answer"]) for e in entries if e.get("why") and "answer" in e}
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:

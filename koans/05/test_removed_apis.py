@@ -54,6 +54,9 @@ def test_to_dlpack_is_gone():
     view = __(x)
     np.testing.assert_array_equal(view, [0.0, 1.0, 2.0, 3.0])
     assert view.ctypes.data == x.unsafe_buffer_pointer()  # the same memory, no copy
+    # What keeps JAX's buffer alive under the view: the DLPack capsule (a view made through
+    # NumPy's buffer protocol would hold a memoryview instead).
+    assert type(view.base).__name__ == "PyCapsule"
 
 
 def test_raw_capsules_are_refused():

@@ -4,7 +4,8 @@ csrc/leaky_sum.cc holds the kernel: a leaky running sum along the last axis of a
 array (every leading axis is a batch axis), y[i] = decay * y[i - 1] + x[i], or from the end
 backwards when reverse is true. jaxkoans.api.cbuild compiles it once with this machine's C++
 compiler against jax.ffi.include_dir() into build/ffi/; ctypes loads it. Without a C++
-compiler these koans are skipped, and only these.
+compiler these koans are skipped, like those of test_ffi_sharding_and_aliases.py (whose
+custom_partitioning koan checks its rule on a jnp twin before it skips).
 """
 
 from functools import partial

@@ -250,6 +250,8 @@ def test_custom_partitioning_keeps_the_kernel_sharded_under_jit():
     that both output axes follow the input; the local call and the shardings it needs are the
     partition rule's. A rule that accepts whatever sharding XLA offers recurs over half the
     columns on each device when the columns are split, and the result is silently wrong.
+    The koan first has XLA partition a jnp twin of the kernel by your rule (no compiler needed),
+    then the kernel itself. / koan 先让 XLA 按你的规则给内核的 jnp 替身分片（不需要编译器），再换成内核本身。
     """
     mesh, x = _sharded_rows()
     # The rule on its own first (XLA calls it while compiling): offered split columns, it asks

@@ -19,6 +19,7 @@ from jax import lax
 from jax.interpreters import ad, batching, mlir
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import equations, primitives
 
 
 def leaky_sum_reference(x, *, decay, reverse):
@@ -161,7 +162,9 @@ def test_jvp_rule_gives_forward_mode():
     leaky_sum_jvp；有了它 jax.jvp 就能用了，jit 下也一样（jacfwd 还要用到 vmap，也就是批处理规则）。
     ad.primitive_jvps[primitive] holds the JVP rule: (primals, tangents) → (output, output
     tangent). Write leaky_sum_jvp; with it jax.jvp works, under jit as well (jacfwd also needs
-    vmap, that is a batching rule).
+    vmap, that is a batching rule). The koan reads the program the rule builds: the jvp's jaxpr
+    must bind leaky_sum itself, for the output and for the tangent, not a scan that imitates it.
+    JVP 规则构造的程序也要检查：jvp 的 jaxpr 里输出和切向量都由 leaky_sum 原语计算，而不是模仿它的 scan。
     """
     prim = make_leaky_sum(jvp=False, transpose=False, batch=False)
     x = jnp.array([[1.0, -2.0, 0.5, 3.0], [0.0, 1.0, 2.0, -1.0]])
@@ -182,6 +185,9 @@ def test_jvp_rule_gives_forward_mode():
     for got in (jax.jvp(f, (x,), (t,)), jax.jit(lambda x, t: jax.jvp(f, (x,), (t,)))(x, t)):
         np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
         np.testing.assert_allclose(got[1], expected[1], rtol=1e-5, atol=1e-6)
+    bound = equations("leaky_sum", lambda x, t: jax.jvp(f, (x,), (t,)), x, t)
+    assert [e.params for e in bound] == [params, params], "输出和切向量都用 prim.bind / bind prim for both"
+    assert "scan" not in primitives(jax.make_jaxpr(lambda x, t: jax.jvp(f, (x,), (t,)))(x, t).jaxpr)
 
 
 def test_transpose_rule_gives_reverse_mode():

@@ -55,8 +55,8 @@ def test_an_aligned_numpy_buffer_is_shared_and_can_change_under_jax():
 
     total_before = float(jnp.sum(y))
     a[0] = 100.0  # NumPy writes into the buffer JAX is using
-    assert float(y[0]) == 100.0
-    assert float(jnp.sum(y)) - total_before == 99.0
+    seen = (float(y[0]), float(jnp.sum(y)) - total_before)  # y[0], and how much y's sum moved
+    assert seen == (100.0, 99.0)
 
 
 def test_an_unaligned_buffer_is_silently_copied():
@@ -84,11 +84,11 @@ def test_an_unaligned_buffer_is_silently_copied():
 def test_dlpack_describes_device_layout_and_strides():
     """__dlpack_device__ 返回 (设备类型, 设备号)，CPU 的类型码是 kDLCPU。转置（列优先）的数组
     也能零拷贝：JAX 给它一个列优先的 layout；但隔列取的带步长视图会被拒绝（不是复制），要先
-    np.ascontiguousarray。
+    用 NumPy 把它变成 C 连续的数组。
     __dlpack_device__ returns (device type, device id), and the CPU's type code is kDLCPU. A
     transposed (column-major) array is imported zero-copy too: JAX gives it a column-major
-    layout; but a strided view (every other column) is refused, not copied: call
-    np.ascontiguousarray first.
+    layout; but a strided view (every other column) is refused, not copied: make it
+    C-contiguous with NumPy first.
     """
     x = jnp.arange(4.0)
     assert tuple(int(v) for v in x.__dlpack_device__()) == (1, 0)

@@ -4,7 +4,8 @@ csrc/leaky_sum.cc holds the kernel: a leaky running sum along the last axis of a
 array (every leading axis is a batch axis), y[i] = decay * y[i - 1] + x[i], or from the end
 backwards when reverse is true. jaxkoans.api.cbuild compiles it once with this machine's C++
 compiler against jax.ffi.include_dir() into build/ffi/; ctypes loads it. Without a C++
-compiler these koans are skipped, and only these.
+compiler these koans are skipped, like those of test_ffi_sharding_and_aliases.py (whose
+custom_partitioning koan checks its rule on a jnp twin before it skips).
 """
 
 from functools import partial
@@ -50,13 +51,13 @@ def leaky_sum_jnp(x, decay, reverse=False):
 
 
 def test_register_a_cpp_handler_and_call_it():
-    """共享库导出的 LeakySum 是一个 XLA FFI 处理函数（C 符号）。jax.ffi.pycapsule 把它包成
-    胶囊，register_ffi_target 以一个名字注册到某个平台；ffi_call 按名字调用，输出的形状和
-    dtype 由调用方声明（内核无法告诉 JAX）。
-    The shared library exports LeakySum, an XLA FFI handler (a C symbol). jax.ffi.pycapsule
-    wraps it in a capsule, register_ffi_target registers it under a name for a platform;
-    ffi_call calls it by name, and the caller declares the output's shape and dtype (the kernel
-    cannot tell JAX).
+    """共享库导出一个 XLA FFI 处理函数（一个 C 符号，名字写在 csrc/leaky_sum.cc 里）。
+    jax.ffi.pycapsule 把它包成胶囊，register_ffi_target 以一个名字注册到某个平台；ffi_call
+    按名字调用，输出的形状和 dtype 由调用方声明（内核无法告诉 JAX）。
+    The shared library exports an XLA FFI handler, a C symbol whose name csrc/leaky_sum.cc
+    gives. jax.ffi.pycapsule wraps it in a capsule, register_ffi_target registers it under a
+    name for a platform; ffi_call calls it by name, and the caller declares the output's shape
+    and dtype (the kernel cannot tell JAX).
     """
     lib = cbuild.ffi_library("leaky_sum.cc")
     capsule = jax.ffi.pycapsule(lib.LeakySum)
@@ -70,10 +71,12 @@ def test_register_a_cpp_handler_and_call_it():
 
 def test_attributes_must_have_the_kernels_dtype():
     """⚠️ 陷阱 / trap: 关键字参数成为 FFI 属性，类型必须与 C++ 绑定完全一致。.Attr<float>
-    要 F32，而 Python float 被当成 F64：编译照常通过，运行时才报错。用 np.float32(...)。
+    要 F32，而 Python float 被当成 F64（HLO 里看得到）。预测：类型不符在 lower、compile、
+    execute 哪一步暴露、抛出哪种异常？然后给 decay 一个类型正确的值。
     Keyword arguments become FFI attributes, whose types must match the C++ binding exactly.
-    .Attr<float> wants F32, but a Python float arrives as F64: compiling succeeds and the error
-    comes only when the kernel runs. Use np.float32(...).
+    .Attr<float> wants F32, but a Python float arrives as F64 (the HLO shows it). Predict at
+    which stage (lower, compile, execute) the mismatch surfaces and what it raises; then give
+    decay a value of the right type.
     """
     target = cbuild.ffi_target("koans_leaky_sum_attrs", "leaky_sum.cc", "LeakySum")
     x = jnp.arange(4.0)
@@ -97,11 +100,12 @@ def test_attributes_must_have_the_kernels_dtype():
 
 
 def test_the_kernel_checks_its_operands_when_it_runs():
-    """XLA 不知道处理函数的签名：找不到处理函数在编译时就失败，操作数类型不对、内核自己返回
-    的错误（ffi::Error）都要等到执行时，以 jax.errors.JaxRuntimeError 抛出，并带着内核的消息。
-    XLA does not know the handler's signature: a missing handler fails when compiling, but a
-    wrong operand dtype and the kernel's own errors (ffi::Error) wait until execution, where
-    they are raised as jax.errors.JaxRuntimeError carrying the kernel's message.
+    """XLA 不知道处理函数的签名，只知道它的名字。预测三种输入各在哪一步出错：一个 f32 矩阵、
+    一个 int32 向量、一个没人注册的目标名；内核自己返回的错误（ffi::Error）又以哪种异常
+    抛出（它带着内核的消息）？
+    XLA does not know the handler's signature, only its name. Predict the stage at which each
+    goes wrong: an f32 matrix, an int32 vector, a target name nobody registered; and which
+    exception carries the kernel's own error (ffi::Error), with the kernel's message.
     """
     target = cbuild.ffi_target("koans_leaky_sum_errors", "leaky_sum.cc", "LeakySum")
 
@@ -122,11 +126,11 @@ def test_the_kernel_checks_its_operands_when_it_runs():
 
 
 def test_vmap_of_an_ffi_call_needs_a_vmap_method():
-    """和 pure_callback 一样，ffi_call 要有 vmap_method 才能 vmap。sequential 在 HLO 里包一个
-    while 循环、逐个调用内核；内核本来就把前面的轴当批次，所以 broadcast_all 一次调用处理整批。
-    Like pure_callback, ffi_call needs a vmap_method to be vmapped. sequential wraps the kernel
-    in a while loop in the HLO, one call per element; the kernel already treats leading axes as
-    batch axes, so broadcast_all hands it the whole batch in a single call.
+    """和 pure_callback 一样，ffi_call 要有 vmap_method 才能 vmap。内核本来就把前面的轴当
+    批次。预测：三种 vmap_method 各让 HLO 里有几个 while 循环、几次内核调用？
+    Like pure_callback, ffi_call needs a vmap_method to be vmapped. The kernel already treats
+    leading axes as batch axes. Predict, for each of three vmap_methods, how many while loops
+    and kernel calls the HLO holds.
     """
     target = cbuild.ffi_target("koans_leaky_sum_vmap", "leaky_sum.cc", "LeakySum")
 
@@ -142,11 +146,11 @@ def test_vmap_of_an_ffi_call_needs_a_vmap_method():
         hlo = jax.jit(jax.vmap(partial(leaky, method=method))).lower(xs).as_text()
         return hlo.count("stablehlo.while"), hlo.count("stablehlo.custom_call")
 
-    for method in ("sequential", "broadcast_all"):
+    methods = ("sequential", "expand_dims", "broadcast_all")
+    for method in methods:
         got = jax.vmap(partial(leaky, method=method))(xs)
         np.testing.assert_allclose(got, leaky_sum_numpy(xs, 0.5))
-    assert shape_of("sequential") == (1, 1)
-    assert shape_of("broadcast_all") == (0, 1)
+    assert {m: shape_of(m) for m in methods} == {"sequential": (1, 1), "expand_dims": (0, 1), "broadcast_all": (0, 1)}
 
 
 def _kernel(x, decay, reverse):
@@ -185,7 +189,9 @@ def test_custom_vjp_makes_the_kernel_differentiable():
     反向规则：写出 leaky_sum_fwd 和 leaky_sum_bwd（反向内核就是 reverse 取反的同一个内核）。
     JAX has no idea what the kernel computes, so differentiating an ffi_call raises. Give it a
     backward rule with custom_vjp: write leaky_sum_fwd and leaky_sum_bwd (the backward kernel is
-    the same kernel with reverse flipped).
+    the same kernel with reverse flipped). The gradient's compiled program is checked: the
+    kernel's custom call must be in it, forwards and backwards, with no jnp scan standing in.
+    梯度的程序也会被检查：内核的 custom_call 必须出现在其中，前向和反向各一次，不能用 jnp 的 scan 代替。
     """
     cbuild.ffi_target("koans_leaky_sum_vjp", "leaky_sum.cc", "LeakySum")
     x = jnp.array([0.5, -1.0, 2.0, 0.25, 1.0])
@@ -202,18 +208,28 @@ def test_custom_vjp_makes_the_kernel_differentiable():
     np.testing.assert_allclose(leaky_sum(x, 0.8), leaky_sum_numpy(x, 0.8), rtol=1e-6)
     np.testing.assert_allclose(jax.grad(loss)(x), jax.grad(reference_loss)(x), rtol=1e-5)
     ct = jnp.array([1.0, 0.0, 0.0, 0.0, -1.0])
-    (vjp,) = jax.vjp(lambda v: leaky_sum(v, 0.8), x)[1](ct)
+    forward, pullback = jax.vjp(lambda v: leaky_sum(v, 0.8), x)  # forward: what leaky_sum_fwd returned
+    (vjp,) = pullback(ct)
+    np.testing.assert_allclose(forward, leaky_sum_numpy(x, 0.8), rtol=1e-6)
     np.testing.assert_allclose(vjp, leaky_sum_numpy(ct, 0.8, reverse=True), rtol=1e-6)
     check_grads(lambda v: leaky_sum(v, 0.8), (x,), order=1, modes=["rev"])
+    # The gradient's program: the kernel runs forwards in leaky_sum_fwd and backwards in leaky_sum_bwd.
+    hlo = jax.jit(jax.grad(loss)).lower(x).as_text()
+    calls = [line for line in hlo.splitlines() if "stablehlo.custom_call @koans_leaky_sum_vjp" in line]
+    forwards = [line for line in calls if "reverse = false" in line]
+    backwards = [line for line in calls if "reverse = true" in line]
+    assert forwards and backwards, "两个规则都调用内核 / both rules call the kernel"
+    assert "stablehlo.while" not in hlo, "不要用 scan 模仿内核 / no scan standing in for the kernel"
 
 
 def test_a_primitive_can_lower_to_an_ffi_target():
-    """✅ 推荐写法 / recommended: 自定义原语的 lowering 可以直接是一次 FFI 调用：
-    mlir.register_lowering(原语, jax.ffi.ffi_lowering(目标名), platform="cpu")。原语的 params
-    变成 FFI 属性（同样要 np.float32）。只为 CPU 注册时，为 TPU lowering 就会失败。
-    A custom primitive's lowering can be an FFI call itself: mlir.register_lowering(primitive,
-    jax.ffi.ffi_lowering(target name), platform="cpu"). The primitive's params become FFI
-    attributes (np.float32 again). Registered for CPU only, lowering for TPU fails.
+    """✅ 推荐写法 / recommended: 自定义原语的 lowering 可以直接是一次 FFI 调用：jax.ffi 能从
+    目标名生成这样一条 lowering 规则，用 mlir.register_lowering 为 "cpu" 注册。原语的 params
+    变成 FFI 属性（类型同样要和绑定一致）。只为 CPU 注册时，为 TPU lowering 会怎样？
+    A custom primitive's lowering can be an FFI call itself: jax.ffi makes such a lowering rule
+    from a target's name, and mlir.register_lowering registers it for "cpu". The primitive's
+    params become FFI attributes (of the binding's types again). Registered for CPU only, what
+    happens when lowering for TPU?
     """
     target = cbuild.ffi_target("koans_leaky_sum_primitive", "leaky_sum.cc", "LeakySum")
     prim = jax.extend.core.Primitive("leaky_sum_ffi")

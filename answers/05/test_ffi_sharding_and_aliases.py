@@ -1,12 +1,13 @@
 """05 · FFI 调用走出一个 CPU 内核之外 / an FFI call beyond one CPU kernel.
 
-同一个 csrc/leaky_sum.cc 内核（由 jaxkoans.api.cbuild 编译，没有 C++ 编译器时这些 koan 跳过）：
+同一个 csrc/leaky_sum.cc 内核（由 jaxkoans.api.cbuild 编译，没有 C++ 编译器时这些 koan 跳过；
+custom_partitioning 的 koan 先在内核的 jnp 替身上检查 partition 规则，再跳过）：
 原地写输出（input_output_aliases 与参数捐赠），在分片的输入上调用（jit 会把输入收集起来，
 shard_map 让每个设备只处理自己的分片，custom_partitioning 让内核自己说怎样分片），以及为 GPU
 注册处理函数并为 CUDA 降级（这台机器只能降级，不能运行）。
 
 The same csrc/leaky_sum.cc kernel (built by jaxkoans.api.cbuild; without a C++ compiler these koans
-are skipped): writing the output in place (input_output_aliases and argument donation), calling
+are skipped, the custom_partitioning koan after checking its rule on a jnp twin of the kernel): writing the output in place (input_output_aliases and argument donation), calling
 it on sharded input (jit gathers the input, shard_map has each device work on its own shard,
 custom_partitioning lets the kernel say how it shards), and registering a handler for GPU and lowering for CUDA (this machine can lower, not run).
 """
@@ -256,6 +257,8 @@ def test_custom_partitioning_keeps_the_kernel_sharded_under_jit():
     that both output axes follow the input; the local call and the shardings it needs are the
     partition rule's. A rule that accepts whatever sharding XLA offers recurs over half the
     columns on each device when the columns are split, and the result is silently wrong.
+    The koan first has XLA partition a jnp twin of the kernel by your rule (no compiler needed),
+    then the kernel itself. / koan 先让 XLA 按你的规则给内核的 jnp 替身分片（不需要编译器），再换成内核本身。
     """
     mesh, x = _sharded_rows()
     # The rule on its own first (XLA calls it while compiling): offered split columns, it asks
@@ -266,9 +269,42 @@ def test_custom_partitioning_keeps_the_kernel_sharded_under_jit():
     assert in_sharding.is_equivalent_to(replicated, 2)
     assert out_sharding.is_equivalent_to(replicated, 2)
 
+    want = leaky_sum_numpy(np.arange(32.0).reshape(8, 4), 0.5)
+
+    # The whole rule, still without the kernel (so without a C++ compiler too): XLA partitions
+    # a jnp twin of the kernel by it; the rule must hand XLA leaky_sum_call as its lower_fn.
+    def twin_of_the_kernel(x):
+        def step(carry, xi):
+            carry = 0.5 * carry + xi
+            return carry, carry
+
+        _, ys = jax.lax.scan(step, jnp.zeros(x.shape[:-1], x.dtype), jnp.moveaxis(x, -1, 0))
+        return jnp.moveaxis(ys, 0, -1)
+
+    handed = []
+
+    def rule_around_the_twin(mesh, arg_shapes, result_shape):
+        mesh, lower_fn, out_sharding, in_shardings = leaky_sum_partition(
+            mesh, arg_shapes, result_shape
+        )
+        handed.append(lower_fn)
+        return mesh, twin_of_the_kernel, out_sharding, in_shardings
+
+    twin = custom_partitioning(twin_of_the_kernel)
+    twin.def_partition(partition=rule_around_the_twin, sharding_rule="b n -> b n")
+    auto = jax.make_mesh((2,), ("batch",), axis_types=(jax.sharding.AxisType.Auto,))
+    rows_x = jax.device_put(np.arange(32.0).reshape(8, 4), NamedSharding(auto, P("batch")))
+    twin_by_rows = jax.jit(twin).lower(rows_x).compile()
+    assert "all-gather" not in twin_by_rows.as_text()
+    assert jax.jit(twin)(rows_x).sharding.spec[0] == "batch"
+    np.testing.assert_allclose(jax.jit(twin)(rows_x), want, rtol=1e-6)
+    columns_x = jax.device_put(rows_x, NamedSharding(auto, P(None, "batch")))
+    np.testing.assert_allclose(jax.jit(twin)(columns_x), want, rtol=1e-6)
+    assert handed and all(fn is leaky_sum_call for fn in handed), "lower_fn: leaky_sum_call"
+
+    # Now the kernel itself (this part needs the compiled library).
     kernel = custom_partitioning(leaky_sum_call)
     kernel.def_partition(partition=leaky_sum_partition, sharding_rule="b n -> b n")
-    want = leaky_sum_numpy(np.arange(32.0).reshape(8, 4), 0.5)
 
     by_rows = jax.jit(kernel).lower(x).compile()
     assert "all-gather" not in by_rows.as_text()

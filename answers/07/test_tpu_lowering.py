@@ -86,7 +86,7 @@ def test_which_block_shapes_lower_for_tpu():
         try:
             _lower_for_tpu(shape, block)
             lowers.append(True)
-        except ValueError as err:
+        except Exception as err:  # whatever the lowering raises (the koan above names it)
             assert "divisible by 8 and 128" in str(err)
             lowers.append(False)
     assert lowers == [True, False, True, True, True, False]
@@ -124,7 +124,7 @@ def test_one_d_blocks_follow_their_own_rule():
     then predict which 1-D blocks lower: the whole array, a multiple of 1024, or a power of two
     of at least 128 (for float32).
     """
-    with pytest.raises(ValueError, match="use_abstract_mesh"):
+    with pytest.raises(Exception, match="use_abstract_mesh"):
         _lower_1d_for_tpu(4096, 1024)
 
     cases = [(4096, 1024), (4096, 384), (4096, 256), (1000, 1000), (4096, 64), (6144, 3072)]
@@ -134,7 +134,7 @@ def test_one_d_blocks_follow_their_own_rule():
             try:
                 _lower_1d_for_tpu(n, block)
                 lowers.append(True)
-            except ValueError as err:
+            except Exception as err:  # the lowering's error, as above
                 assert "rank 1 block shapes" in str(err)
                 lowers.append(False)
     assert lowers == [True, False, True, True, False, True]

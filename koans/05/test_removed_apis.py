@@ -21,9 +21,10 @@ def like(x):
 
 def test_host_callback_is_gone():
     """❌ 旧写法 / ✅ 推荐写法: jax.experimental.host_callback（id_tap、id_print、call）已被
-    删除；观察值用 jax.debug.callback，有副作用的调用用 io_callback，纯函数用 pure_callback。
-    jax.experimental.host_callback (id_tap, id_print, call) is gone: observe values with
-    jax.debug.callback, call effectful code with io_callback, pure code with pure_callback.
+    删除；观察值改用 jax.debug 模块里的回调，有副作用的调用用 io_callback，纯函数用 pure_callback。
+    jax.experimental.host_callback (id_tap, id_print, call) is gone: observe values with the
+    callback of the jax.debug module, call effectful code with io_callback, pure code with
+    pure_callback.
     """
     with raises_exactly(__):
         importlib.import_module("jax.experimental.host_callback")
@@ -43,9 +44,9 @@ def test_host_callback_is_gone():
 
 def test_to_dlpack_is_gone():
     """❌ 旧写法 / ✅ 推荐写法: jax.dlpack.to_dlpack(x) 已删除。jax.Array 自己实现了
-    __dlpack__，直接把数组交给对方框架的 from_dlpack（例如 np.from_dlpack），不用先转胶囊。
+    __dlpack__，直接把数组交给对方框架的 DLPack 导入函数（NumPy 就有一个），不用先转胶囊。
     jax.dlpack.to_dlpack(x) is gone. A jax.Array implements __dlpack__ itself: hand the array
-    straight to the other framework's from_dlpack (np.from_dlpack, say), no capsule first.
+    straight to the other framework's DLPack importer (NumPy has one), no capsule first.
     """
     x = jnp.arange(4.0)
     with raises_exactly(__):
@@ -54,6 +55,9 @@ def test_to_dlpack_is_gone():
     view = __(x)
     np.testing.assert_array_equal(view, [0.0, 1.0, 2.0, 3.0])
     assert view.ctypes.data == x.unsafe_buffer_pointer()  # the same memory, no copy
+    # What keeps JAX's buffer alive under the view: the DLPack capsule (a view made through
+    # NumPy's buffer protocol would hold a memoryview instead).
+    assert type(view.base).__name__ == "PyCapsule"
 
 
 def test_raw_capsules_are_refused():
@@ -75,10 +79,10 @@ def test_raw_capsules_are_refused():
 
 
 def test_primitive_moved_to_jax_extend():
-    """❌ 旧写法 / ✅ 推荐写法: jax.core.Primitive 已从 jax.core 移除；自定义原语要用
-    jax.extend.core.Primitive（jax.extend 需要单独 import）。
-    jax.core.Primitive was removed from jax.core; custom primitives use
-    jax.extend.core.Primitive (jax.extend needs its own import).
+    """❌ 旧写法 / ✅ 推荐写法: jax.core.Primitive 已从 jax.core 移除；自定义原语的类搬进了
+    jax.extend（它需要单独 import）。
+    jax.core.Primitive was removed from jax.core; the class of custom primitives moved into
+    jax.extend (which needs its own import).
     """
     with raises_exactly(__):
         jax.core.Primitive  # noqa: B018  (the attribute lookup is the test)
@@ -115,13 +119,13 @@ def test_translation_rules_became_mlir_lowerings():
 def test_custom_call_targets_became_xla_ffi():
     """❌ 旧写法 / ✅ 推荐写法: 公开路径 jax.lib.xla_client 和 jax.extend.ffi 都没有了。
     register_custom_call_target 本身还在 jaxlib 自己的模块 jaxlib.xla_client 里：
-    jax.ffi.register_ffi_target 只是转调它，默认用类型化的 FFI（api_version=1），而旧的无类型
-    CustomCall 是 api_version=0。现在用 jax.ffi：register_ffi_target 注册处理函数，ffi_call
+    jax.ffi.register_ffi_target 只是转调它，默认用类型化的 FFI，它的 api_version 比旧的无类型
+    CustomCall（api_version=0）高。现在用 jax.ffi：register_ffi_target 注册处理函数，ffi_call
     调用；ffi_call 降级成 stablehlo.custom_call，处理函数在编译时按名字查找。
     The public paths jax.lib.xla_client and jax.extend.ffi are both gone.
     register_custom_call_target itself lives on in jaxlib's own module jaxlib.xla_client:
-    jax.ffi.register_ffi_target merely forwards to it, with the typed FFI by default
-    (api_version=1), where the old untyped CustomCall is api_version=0. Use jax.ffi now:
+    jax.ffi.register_ffi_target merely forwards to it, with the typed FFI by default, whose
+    api_version is above the old untyped CustomCall's (api_version=0). Use jax.ffi now:
     register_ffi_target registers a handler, ffi_call calls it; ffi_call lowers to a
     stablehlo.custom_call, and the handler is looked up by name when compiling.
     """

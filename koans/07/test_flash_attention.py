@@ -145,9 +145,12 @@ def test_flash_attention_is_blocked_with_scratch_accumulators(lq, lk, d, bq, bk)
 @pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), SHAPES[:2])
 def test_flash_attention_gradient_through_custom_vjp(lq, lk, d, bq, bk):
     """custom_vjp 的梯度：对 q、k、v 的梯度都等于参考实现的梯度；前向仍然是那个内核（grad 的
-    jaxpr 里有一个 pallas_call）。
+    jaxpr 里有一个 pallas_call），而且 flash_attention_fwd 交出的前向输出也等于参考实现（损失对
+    输出是线性的，只比梯度就看不出前向错了）。
     The custom_vjp gradient: the gradients with respect to q, k and v all equal the reference's;
-    the forward pass is still the kernel (grad's jaxpr holds one pallas_call).
+    the forward pass is still the kernel (grad's jaxpr holds one pallas_call), and the output
+    flash_attention_fwd hands over equals the reference's too (the loss is linear in it, so
+    gradients alone would not notice a wrong forward).
     """
     q, k, v = _data((lq, d), 3), _data((lk, d), 4), _data((lk, d), 5)
     w = _data((lq, d), 6)
@@ -161,6 +164,9 @@ def test_flash_attention_gradient_through_custom_vjp(lq, lk, d, bq, bk):
     expected = jax.grad(loss(reference_attention), argnums=(0, 1, 2))(q, k, v)
     for got, want in zip(ours(q, k, v), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # The forward value that jax.vjp returns is the one flash_attention_fwd computed.
+    out, _ = jax.vjp(lambda q, k, v: flash_attention(q, k, v, bq, bk), q, k, v)
+    np.testing.assert_allclose(out, reference_attention(q, k, v), rtol=2e-5, atol=2e-5)
     jaxpr = jax.make_jaxpr(jax.grad(loss(lambda q, k, v: flash_attention(q, k, v, bq, bk))))(
         q, k, v
     )

@@ -25,10 +25,11 @@ from jaxkoans.api.probes import pallas_call_structure
 BLOCK = 4
 
 
-def _block_sums(kernel, x, interpret=True):
-    """每块一个和：grid = cdiv(n, BLOCK)，输出 [num_blocks]。/ One sum per block."""
-    n = x.shape[0]
-    num_blocks = pl.cdiv(n, BLOCK)
+def _block_sums(kernel, x, interpret=True, n=None):
+    """每块一个和：grid = cdiv(len(x), BLOCK)，输出 [num_blocks]；n（默认 len(x)）是真实元素的个数。
+    One sum per block; n (len(x) by default) is the number of real elements."""
+    n = x.shape[0] if n is None else n
+    num_blocks = pl.cdiv(x.shape[0], BLOCK)
     return pl.pallas_call(
         functools.partial(kernel, n=n),
         out_shape=jax.ShapeDtypeStruct((num_blocks,), x.dtype),
@@ -44,12 +45,13 @@ def _unmasked_sum(x_ref, o_ref, *, n):
 
 
 def test_ragged_last_block_reads_padding():
-    """⚠️ 陷阱 / trap：10 个元素、块大小 4 → 3 块，最后一块只有 2 个真实元素。
-    逐元素加 1 的结果完全正确（越界写入被丢弃），但不加掩码的块求和在最后一块读到了填充值
-    （解释模式下是 NaN）。
+    """⚠️ 陷阱 / trap：10 个元素、块大小 4 → 3 块，最后一块只有 2 个真实元素。逐元素加 1 的
+    结果完全正确（越界写入被丢弃）。预测：不加掩码的块求和，哪几块的和是 NaN（解释模式默认
+    把未初始化的内存填成 NaN）？
     10 elements in blocks of 4 -> 3 blocks, the last holding only 2 real elements. Adding 1
-    elementwise is exactly right (out-of-bounds writes are dropped), but an unmasked block sum
-    reads padding in the last block (NaN in interpret mode).
+    elementwise is exactly right (out-of-bounds writes are dropped). Predict which sums of an
+    unmasked block sum come out NaN (interpret mode fills uninitialized memory with NaN by
+    default).
     """
 
     def plus_one(x_ref, o_ref):
@@ -86,7 +88,7 @@ def test_zeroed_padding_hides_a_missing_mask():
     looks_right = run(pltpu.InterpretParams(uninitialized_memory="zero"))
     np.testing.assert_array_equal(looks_right, __)
     exposed = run(pltpu.InterpretParams(uninitialized_memory=__))
-    assert np.isnan(exposed).tolist() == [False, False, True]
+    assert np.isnan(exposed).any()  # the out-of-bounds read now shows
 
 
 def masked_sum_kernel(x_ref, o_ref, *, n):
@@ -108,17 +110,25 @@ def masked_sum_kernel(x_ref, o_ref, *, n):
 
 @pytest.mark.parametrize("n", [8, 10, 13, 3])
 def test_masked_block_sum_ignores_the_padding(n):
-    """掩码块求和：每块的和等于 numpy 对同一段真实元素的求和，n 整除或不整除 BLOCK 都对，而且内核
-    用 select 选出真实元素（内核里有 select_n）。
+    """掩码块求和：每块的和等于 numpy 对同一段真实元素的求和，n 整除或不整除 BLOCK 都对；内核
+    用 iota 和 program_id 算出全局下标、用 select 选出真实元素（都从内核的 jaxpr 里读出）；填充
+    不是 NaN 而是别的值时（这里是一段被当作填充的真实内存）也照样对。
     A masked block sum: each block's sum equals numpy's sum over the same real elements,
-    whether or not BLOCK divides n, and the kernel selects the real elements (a select_n inside).
+    whether or not BLOCK divides n; the kernel builds the global index from iota and program_id
+    and selects the real elements (all read from the kernel's jaxpr); and it is still right when
+    the padding is not NaN but something else (here real memory past n, passed as padding).
     """
     x = jnp.arange(1.0, n + 1.0)
     sums = jax.jit(functools.partial(_block_sums, masked_sum_kernel))(x)
     expected = [np.sum(np.asarray(x)[i : i + BLOCK]) for i in range(0, n, BLOCK)]
     np.testing.assert_allclose(sums, expected)
     kernel_ops = pallas_call_structure(functools.partial(_block_sums, masked_sum_kernel), x)
-    assert "select_n" in kernel_ops["kernel_ops"]
+    assert {"iota", "program_id", "select_n"} <= kernel_ops["kernel_ops"]
+    # Padding that is not NaN: whole blocks of memory, of which only the first n are real.
+    whole = -(-n // BLOCK) * BLOCK
+    garbage = jnp.concatenate([x, jnp.full((whole - n,), 1e6, x.dtype)])
+    padded = jax.jit(functools.partial(_block_sums, masked_sum_kernel, n=n))(garbage)
+    np.testing.assert_allclose(padded, expected)
 
 
 def test_pad_to_whole_blocks_with_the_neutral_value():

@@ -41,7 +41,7 @@ def test_cpu_runs_pallas_only_in_interpret_mode():
         pl.pallas_call(add_kernel, out_shape=out_shape)(x, x)
     assert "interpret" in str(info.value)
 
-    add = jax.jit(pl.pallas_call(add_kernel, out_shape=out_shape, interpret=__))
+    add = jax.jit(pl.pallas_call(add_kernel, out_shape=out_shape, interpret=True))
     np.testing.assert_array_equal(add(x, x), 2 * x)
 
 

@@ -17,6 +17,15 @@ def leaky_sum_jvp__reference_tangent(prim, primals, tangents, *, decay, reverse)
     )
 
 
+def leaky_sum_jvp__reference_both(prim, primals, tangents, *, decay, reverse):
+    """Builds the whole rule on the plain-JAX reference: neither output binds the primitive."""
+    (x,), (t,) = primals, tangents
+    return (
+        leaky_sum_reference(x, decay=decay, reverse=reverse),
+        leaky_sum_reference(t, decay=decay, reverse=reverse),
+    )
+
+
 def leaky_sum_transpose__jax_transposes_the_reference(prim, ct, x, *, decay, reverse):
     """Lets JAX transpose the reference instead of writing the transpose with the primitive."""
     return jax.linear_transpose(partial(leaky_sum_reference, decay=decay, reverse=reverse), ct)(ct)

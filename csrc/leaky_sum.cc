@@ -41,7 +41,7 @@ ffi::Error LeakySumImpl(float decay, bool reverse, ffi::Buffer<ffi::F32> x,
                         ffi::ResultBuffer<ffi::F32> y) {
   auto dims = x.dimensions();
   if (dims.size() == 0) {
-    // Becomes a Python exception (jax.errors.JaxRuntimeError) carrying this message.
+    // Becomes a Python exception, raised when the program runs, carrying this message.
     return ffi::Error::InvalidArgument("leaky_sum: the input must have at least one axis");
   }
   const int64_t n = dims.back();            // length of one sequence (the last axis)
@@ -59,10 +59,10 @@ ffi::Error LeakySumImpl(float decay, bool reverse, ffi::Buffer<ffi::F32> x,
 
 // The binding: what XLA must pass, in order, and the C++ type each one decodes to.
 // Attributes are matched by name and by exact type: `float` accepts only an F32 attribute
-// (np.float32 on the Python side; a Python float arrives as F64 and is rejected).
+// (a Python float arrives as F64 and is rejected).
 XLA_FFI_DEFINE_HANDLER_SYMBOL(LeakySum, LeakySumImpl,
                               ffi::Ffi::Bind()
-                                  .Attr<float>("decay")         // np.float32 scalar
+                                  .Attr<float>("decay")         // an F32 scalar
                                   .Attr<bool>("reverse")        // np.bool_ / Python bool
                                   .Arg<ffi::Buffer<ffi::F32>>()  // x: float32[..., n]
                                   .Ret<ffi::Buffer<ffi::F32>>()  // y: float32[..., n]

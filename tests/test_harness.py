@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -540,7 +541,7 @@ def test_the_watchdog_takes_pytest_timeouts_limit_and_stands_down_for_a_debugger
     watchdog.pytest_enter_pdb()
     watchdog.pytest_timeout_set_timer(item, SimpleNamespace(timeout=1.0))
     assert watchdog._timers == {}
-    watchdog._expire(item, 1.0, detect=True)  # would end this process if it fired
+    watchdog._expire(item, 1.0, True, threading.get_ident())  # would end this process if it fired
 
 
 def test_an_xla_hang_is_stopped_at_the_limit_pytest_timeout_uses(pytester, monkeypatch):
@@ -756,7 +757,6 @@ def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch
     """The hang guard ends a run stuck in a compiled program, but XLA compiling a big program
     on a slow machine is no hang: the guard looks again later (pytest-timeout then fails that
     koan as timed out, and the run goes on)."""
-    import threading
     import types
 
     from jaxkoans.plugin import hangs

@@ -212,4 +212,3 @@ def test_a_pytest_raises_blank_asks_for_the_exact_class(tmp_path, fill, passes, 
     if not passes:
         assert "KeyError" not in ran.stdout.replace(f"pytest.raises({fill})", "")
         assert f"`{fill}`" in ran.stdout  # the learner's answer is shown
-

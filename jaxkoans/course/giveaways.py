@@ -106,7 +106,11 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
         if _appears(answer, first):
             say("is in the first hint level")
         near = lines[max(0, line - 1 - AROUND) : line - 1] + lines[line : line + AROUND]
-        if len(answer) >= MIN_NEAR and kind != predictions.DTYPE and _appears(answer, "\n".join(near)):
+        if (
+            len(answer) >= MIN_NEAR
+            and kind != predictions.DTYPE
+            and _appears(answer, "\n".join(near))
+        ):
             say(f"is written within {AROUND} lines of the blank")
         if len(answer) >= MIN_OTHER_KOAN and kind != predictions.DTYPE:  # a dtype recurs by nature
             for other in model.koans:

@@ -41,7 +41,7 @@ class Finding:
         return f"{self.file.relative_to(course.REPO)}:{self.line} ({self.koan}): `{self.answer}` {self.where}"
 
 
-def _appears(answer: str, text: str) -> bool:
+def appears(answer: str, text: str) -> bool:
     """`answer` written whole in `text`: not inside a longer name, and not the start of a
     longer expression (`lambda x: x` is not written in `lambda x: x * 2`)."""
     continues = r"(?![\w.(\[])(?!\s*(?:[-+*/%@&|^<>]|==|!=|\bif\b|\band\b|\bor\b))"
@@ -94,27 +94,27 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
             found.append(Finding(koan_file, line, fill.owner, answer, where))
 
         if kind == predictions.EXCEPTION:
-            if _appears(answer.split(".")[-1], koan.docstring):
+            if appears(answer.split(".")[-1], koan.docstring):
                 say("is named by the koan's docstring")
             continue
         if _too_common(answer, kind) or _a_local_name(fill.node, taken.tree):
             continue
-        if len(answer) >= MIN_NEAR and _appears(answer, koan.docstring):
+        if len(answer) >= MIN_NEAR and appears(answer, koan.docstring):
             say("is in the koan's docstring")
         hint = chapter.hint(koan_file.name, fill.owner) if chapter else None
         first = " ".join(level[0] for level in (hint.zh, hint.en) if level) if hint else ""
-        if _appears(answer, first):
+        if appears(answer, first):
             say("is in the first hint level")
         near = lines[max(0, line - 1 - AROUND) : line - 1] + lines[line : line + AROUND]
         if (
             len(answer) >= MIN_NEAR
             and kind != predictions.DTYPE
-            and _appears(answer, "\n".join(near))
+            and appears(answer, "\n".join(near))
         ):
             say(f"is written within {AROUND} lines of the blank")
         if len(answer) >= MIN_OTHER_KOAN and kind != predictions.DTYPE:  # a dtype recurs by nature
             for other in model.koans:
-                if other.name != fill.owner and _appears(
+                if other.name != fill.owner and appears(
                     answer, "\n".join(lines[other.span[0] - 1 : other.span[1]])
                 ):
                     say(f"is written in another koan of the file ({other.name})")

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import gate_record, koan_model, pristine, twins
+from jaxkoans.course import gate_record, koan_model, predictions, pristine, twins
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
@@ -139,15 +139,6 @@ class Context:
             return None
 
 
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else None
-    return None
-
-
 def _number_mutants(value: int | float) -> list[int | float]:
     if isinstance(value, bool):
         return []
@@ -201,7 +192,7 @@ def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]
     original = ast.unparse(tree)
     rounds: list[list[str]] = []  # one list per rule; taken round-robin
 
-    dotted = _dotted(tree.body)
+    dotted = predictions.dotted(tree.body)
     if dotted:
         value = context.resolve(dotted)
         if isinstance(value, type) and issubclass(value, BaseException):

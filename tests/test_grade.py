@@ -100,7 +100,7 @@ def test_pid():
 '''
 BLANKS_A = dict(double='todo("return 2 * x")', sum="__", cumsum="__", limit="__")
 ANSWER_A = dict(double="return 2 * x", sum="3", cumsum="[0, 1, 3, 6]", limit="jnp.less(c, 5)")
-ENDLESS = "jnp.less(c, c + 1)"  # a condition that never turns False in 2 s, in compiled code
+ENDLESS = "jnp.equal(c, c)"  # a condition that never turns False, in compiled code
 BLANKS_B = dict(separator="__", size="__", pid="__")
 ANSWER_B = dict(separator="os.sep", size="ctypes.sizeof(ctypes.c_int32)", pid="os.getpid()")
 A, B = "koans/01/test_a.py", "koans/02/test_b.py"

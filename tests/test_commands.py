@@ -325,6 +325,26 @@ def test_all_for_one_chapter_keeps_the_other_chapters_remembered(course):
     assert again["problems"] == [] and again["koans"] == first["koans"]
 
 
+def test_status_after_an_edit_runs_only_the_koans_it_touched_and_shows_each(course):
+    edit(course)  # test_sum filled: the file's three koans run once
+    first = progress(course, "--json")
+    assert "running 3 koan(s) of 1 file(s)" in first.stderr, first.stderr
+    mine = course / "koans" / "01" / "test_alpha.py"
+    mine.write_text(mine.read_text().replace("dtype == __", "dtype == jnp.float32"), "utf-8")
+    second = progress(course, "--json")
+    assert "running 1 koan(s) of 1 file(s)" in second.stderr, second.stderr
+    shown = [line.split()[-1] for line in second.stderr.splitlines() if "::" in line]
+    assert shown == ["koans/01/test_alpha.py::test_dtype"], second.stderr
+    states = {k["name"]: k["state"] for k in json.loads(second.stdout)["koans"]}
+    del states["test_x64"]  # chapter 02, as shipped
+    assert states == {"test_sum": "passed", "test_dtype": "passed", "test_double": "not_started"}
+    # A helper outside the koans (the TODO function) is part of every koan of its file.
+    mine.write_text(mine.read_text().replace('todo("return 2 * x")', "return 2 * x"), "utf-8")
+    third = progress(course, "--json")
+    assert "running 3 koan(s) of 1 file(s)" in third.stderr, third.stderr
+    assert json.loads(third.stdout)["total"]["passed"] == 3
+
+
 def test_hint_without_a_target_runs_no_koan(course):
     edit(course)
     shown = progress(course, "hint", env_extra=NO_RUN)

@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,13 @@ CRASHED = "did not report (crash or hang)"
 SKIPPED = "skipped"  # a koan that cannot run on this machine (no C++ compiler, …)
 ENVIRONMENT = KoanState.ENVIRONMENT.value  # the machine failed it (a C++ build): not an attempt
 RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
+TICK_S = 0.25  # how often a run's record is read for the koans it finished
+RESULT_MARKS = {
+    KoanState.PASSED.value: "✅",
+    KoanState.NOT_STARTED.value: "✍️",
+    SKIPPED: "⏭️",
+    ENVIRONMENT: "🛠️",
+}
 
 
 @dataclass
@@ -158,20 +166,33 @@ def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
     ]  # fmt: skip
 
 
-def run_in_group(command: list[str], timeout_s: float) -> tuple[int | None, str]:
+def run_in_group(
+    command: list[str], timeout_s: float, tick: Callable[[], None] | None = None
+) -> tuple[int | None, str]:
     """Run `command` in a process group of its own and end the whole group (pytest and its
     xdist workers) however this process stops: a timeout, Ctrl-C, SIGTERM or a closed
-    terminal (SIGHUP). Returns (exit code, or None on a timeout; stderr)."""
-    with stop_signals_leave():
+    terminal (SIGHUP). `tick` is called every TICK_S while it runs. Returns (exit code, or
+    None on a timeout; the end of its stderr)."""
+    with stop_signals_leave(), tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
         child = subprocess.Popen(
-            command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, start_new_session=True,
+            command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=errors, text=True,
+            start_new_session=True,
         )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
         try:
-            _, stderr = child.communicate(timeout=timeout_s)
-            return child.returncode, stderr
-        except subprocess.TimeoutExpired:
-            return None, ""
+            while True:
+                try:
+                    child.wait(timeout=max(0.0, min(TICK_S, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if tick is not None:
+                        tick()
+                    if time.monotonic() >= deadline:
+                        return None, ""
+            if tick is not None:
+                tick()
+            errors.seek(0)
+            return child.returncode, errors.read()[-20_000:]
         finally:
             if child.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -179,8 +200,6 @@ def run_in_group(command: list[str], timeout_s: float) -> tuple[int | None, str]
             child.wait()
             with contextlib.suppress(ProcessLookupError, PermissionError):  # its workers
                 os.killpg(child.pid, signal.SIGKILL)
-            if child.stderr is not None:
-                child.stderr.close()
 
 
 @contextlib.contextmanager
@@ -203,13 +222,28 @@ def stop_signals_leave() -> Iterator[None]:
 
 
 def run_koans(
-    targets: list[str], workers: int, timeout_s: int = RUN_TIMEOUT_S
+    targets: list[str],
+    workers: int,
+    timeout_s: int = RUN_TIMEOUT_S,
+    on_result: Callable[[dict], None] | None = None,
 ) -> tuple[list[dict], str, bool]:
     """Run pytest on `targets` in a child process; return its record's events, any problem,
-    and whether the run finished (a hang of the whole run leaves koans unmeasured)."""
+    and whether the run finished (a hang of the whole run leaves koans unmeasured).
+    `on_result` sees each koan event as the run writes it."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
         record = Path(scratch) / "record.jsonl"
-        code, stderr = run_in_group(pytest_command(targets, record, workers), timeout_s)
+        seen = [0]
+
+        def tick() -> None:
+            if on_result is None or not record.exists():
+                return
+            events = results.read(record)
+            for event in events[seen[0] :]:
+                if event.get("event") == "koan":
+                    on_result(event)
+            seen[0] = len(events)
+
+        code, stderr = run_in_group(pytest_command(targets, record, workers), timeout_s, tick)
         problem = ""
         if code is None:
             problem = f"the koans did not finish within {timeout_s} s"
@@ -218,6 +252,12 @@ def run_koans(
             problem = f"pytest stopped with exit code {code}: {tail}"
         events = results.read(record) if record.exists() else []
         return events, problem, code is not None
+
+
+def show_result(event: dict) -> None:
+    """One line on stderr per koan as the run reports it (stdout keeps the summary)."""
+    mark = RESULT_MARKS.get(event.get("state", ""), "❌")
+    print(f"   {mark} {event['nodeid']}", file=sys.stderr, flush=True)
 
 
 def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
@@ -292,15 +332,33 @@ def measure(
     files = sorted({k.path.as_posix() for k in stale})
     if files and run:
         workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
-        events, problem, complete = run_koans(files, workers)
+        targets = run_targets(stale, present)
+        print(
+            f"⏳ 运行 / running {len(stale)} koan(s) of {len(files)} file(s); "
+            "其余的结果记得 / the rest are remembered",
+            file=sys.stderr,
+            flush=True,
+        )
+        events, problem, complete = run_koans(targets, workers, on_result=show_result)
         fresh = merge(stale, events, problem)
         problems += fresh.problems
         passed = remembered.newly_passed(stale)
         if passed:
             memory.note_passed(passed[-1].nodeid)
-        remembered.remember(stale, fresh.file_problems, complete)
+        ran = [k for k in present if k.path.as_posix() in files]  # recalled ones keep theirs
+        remembered.remember(ran, fresh.file_problems, complete)
         memory.save(remembered)
     return Progress(koans, problems)
+
+
+def run_targets(stale: list[Koan], present: list[Koan]) -> list[str]:
+    """What pytest runs: a file whose every koan is stale by its path, else its stale koans."""
+    targets = []
+    for path in dict.fromkeys(k.path.as_posix() for k in stale):
+        own = [k for k in stale if k.path.as_posix() == path]
+        everything = [k for k in present if k.path.as_posix() == path]
+        targets += [path] if len(own) == len(everything) else [k.nodeid for k in own]
+    return targets
 
 
 def recalled(remembered: memory.Memory, koan: Koan) -> bool:

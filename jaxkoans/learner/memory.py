@@ -1,8 +1,11 @@
-"""Remembered results: a file's koans are not run again until something they depend on changes.
+"""Remembered results: a koan is not run again until something it depends on changes.
 
-A file's results are keyed by what they depend on: the file itself, its chapter's data, the
-harness (jaxkoans/, conftest.py, pyproject.toml), csrc/ and the installed versions. Only files
-whose every koan reported are remembered; a crash or hang is measured again next time.
+A file's results are keyed by what they depend on: its chapter's data, the harness (jaxkoans/,
+conftest.py, pyproject.toml), csrc/, the installed versions, and the file itself. Each koan also
+has a key of its own, the file without the other koans' lines (imports, helpers, TODO functions
+and fixtures included): an edit inside one koan leaves the others of its file remembered. A
+file that does not parse keys nothing. Only files whose every koan reported are remembered; a
+crash or hang is measured again next time.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from functools import cache
 from pathlib import Path
 
 from jaxkoans import course
+from jaxkoans.course import koan_model
 from jaxkoans.learner import state
 
 STORE = "results.json"
 LAST = "last.json"  # the koan that passed last: `diff` with no argument shows it
-SCHEMA = 1
+SCHEMA = 2  # 2: a key per koan
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "pytest")
 
 
@@ -59,25 +63,68 @@ def file_key(test_file: Path) -> str:
     return digest.hexdigest()
 
 
+def koan_keys(test_file: Path) -> dict[str, str]:
+    """Each koan of `test_file` -> a key of what it depends on: everything `file_key` covers
+    except the other koans' lines. Empty when the file does not parse."""
+    model = koan_model.read(test_file)
+    if model.tree is None:
+        return {}
+    base = hashlib.sha256(environment().encode())
+    manifest = test_file.parent / course.MANIFEST
+    _digest_files([manifest] if manifest.is_file() else [], base)
+    lines = model.lines
+    keys = {}
+    for koan in model.koans:
+        others = [k.span for k in model.koans if k.name != koan.name]
+        kept = [
+            line
+            for number, line in enumerate(lines, 1)
+            if not any(start <= number <= end for start, end in others)
+        ]
+        digest = base.copy()
+        digest.update("\n".join(kept).encode())
+        keys[koan.name] = digest.hexdigest()
+    return keys
+
+
 @dataclass
 class Memory:
-    files: dict[str, dict] = field(default_factory=dict)  # path -> {key, koans, problem}
+    files: dict[str, dict] = field(default_factory=dict)  # path -> {key, koans, keys, problem}
     _keys: dict[str, str] = field(default_factory=dict, repr=False)
+    _koan_keys: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
     def _key(self, path: str) -> str:
         if path not in self._keys:
             self._keys[path] = file_key(course.REPO / path)
         return self._keys[path]
 
+    def _koan_key(self, path: str, name: str) -> str | None:
+        if path not in self._koan_keys:
+            self._koan_keys[path] = koan_keys(course.REPO / path)
+        return self._koan_keys[path].get(name)
+
+    def _current(self, stored: dict, path: str, name: str) -> bool:
+        """Whether `stored`'s result for koan `name` still holds for the file as it is."""
+        if name not in stored["koans"]:
+            return False
+        if stored.get("key") == self._key(path):
+            return True
+        key = stored.get("keys", {}).get(name)
+        return key is not None and not stored.get("problem") and key == self._koan_key(path, name)
+
     def recall(self, koan) -> bool:
-        """Fill in `koan`'s state from memory when its file is unchanged; True if it was."""
+        """Fill in `koan`'s state from memory when what it depends on is unchanged."""
         path = koan.path.as_posix()
         stored = self.files.get(path)
-        if not stored or stored.get("key") != self._key(path) or koan.name not in stored["koans"]:
+        if not stored or not self._current(stored, path, koan.name):
             return False
         koan.state, koan.cause, koan.line, koan.note = stored["koans"][koan.name]
         koan.recalled = True
         return True
+
+    def passed_before(self, path: str, name: str) -> bool:
+        """Remembered as passing, whatever the file holds now (watch: broken again?)."""
+        return self.files.get(path, {}).get("koans", {}).get(name, [""])[0] == "passed"
 
     def problems_of(self, koans) -> list[str]:
         paths = dict.fromkeys(k.path.as_posix() for k in koans)
@@ -107,16 +154,25 @@ class Memory:
             self.files[path] = {
                 "key": self._key(path),
                 "koans": {k.name: [k.state, k.cause, k.line, k.note] for k in own},
+                "keys": {k.name: self._koan_key(path, k.name) for k in own},
                 "problem": file_problems.get(path, ""),
             }
+            self.files[path]["keys"] = {n: v for n, v in self.files[path]["keys"].items() if v}
 
     def learn(self, path: str, verdicts: dict[str, tuple[str, str, int | None]]) -> None:
-        """Add single koans' verdicts (from watch) to what is known of `path` as it is now."""
+        """Add single koans' verdicts (from watch) to what is known of `path` as it is now;
+        the other koans' results stay where their own key still matches."""
         stored = self.files.get(path)
         if not stored or stored.get("key") != self._key(path):
-            stored = self.files[path] = {"key": self._key(path), "koans": {}, "problem": ""}
+            kept = {n: v for n, v in (stored or {}).get("koans", {}).items()}
+            kept = {n: v for n, v in kept.items() if stored and self._current(stored, path, n)}
+            stored = self.files[path] = {"key": self._key(path), "koans": kept, "problem": ""}
+            stored["keys"] = {n: self._koan_key(path, n) for n in kept}
         for name, (verdict, cause, line) in verdicts.items():
             stored["koans"][name] = [verdict, cause, line, ""]
+            key = self._koan_key(path, name)
+            if key:
+                stored.setdefault("keys", {})[name] = key
 
 
 def _well_formed(entry: object) -> bool:
@@ -125,6 +181,9 @@ def _well_formed(entry: object) -> bool:
         return False
     koans = entry.get("koans")
     if not isinstance(koans, dict) or not isinstance(entry.get("problem", ""), str):
+        return False
+    keys = entry.get("keys", {})
+    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
         return False
     return all(
         isinstance(v, list)

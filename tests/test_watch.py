@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -168,6 +170,107 @@ def test_n_skips_to_the_next_koan(tmp_path, watch):
     session.expect("👀 01 · test_a.py::test_two")
     session.send("q")
     assert session.close() == 0
+
+
+def test_a_koan_that_passed_and_is_broken_again_is_reported(tmp_path, watch):
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    koan_file = koans / "test_a.py"
+    shipped = koan_file.read_text(encoding="utf-8")
+    session = watch(tmp_path)
+    session.expect("✍️ 填空 / fill in the blank")
+    one = shipped.replace("+ 1) == __", "+ 1) == 2")
+    koan_file.write_text(one, encoding="utf-8")
+    session.expect("👀 01 · test_a.py::test_two")
+    # One save: test_two solved, test_one (passed before) broken again.
+    koan_file.write_text(
+        one.replace("+ 1) == 2", "+ 1) == 5").replace("+ 2) == __", "+ 2) == 4"), "utf-8"
+    )
+    session.expect("✅ 通过 / passed  ·  01 · test_a.py::test_two")
+    session.expect("⚠️ 又坏了 / broken again: 01 · test_a.py::test_one")
+    session.expect("👀 01 · test_a.py::test_one")
+    session.expect("❌ 还不对 / not yet", unless="🎉")
+    session.send("q")
+    assert session.close() == 0
+
+
+def test_the_watch_says_why_it_moves_to_another_chapter(tmp_path, watch):
+    chapter(tmp_path, "09", ONE_AND_TWO)
+    tenth = chapter(tmp_path, "10", {"test_a.py": ONE_AND_TWO["test_a.py"].split("\n\n\n")[0]})
+    (tmp_path / "koans" / "course.toml").write_text('path = ["10", "09"]\n', encoding="utf-8")
+    koan_file = tenth / "test_a.py"
+    session = watch(tmp_path)
+    session.expect("👀 10 · test_a.py::test_one")
+    koan_file.write_text(koan_file.read_text().replace("== __", "== 2"), encoding="utf-8")
+    session.expect("✅ 通过 / passed  ·  10 · test_a.py::test_one")
+    session.expect("➡️ 第 09 章 / on to chapter 09")
+    session.expect("the course's path: 10 → 09")
+    session.expect("👀 09 · test_a.py::test_one")
+    session.send("q")
+    assert session.close() == 0
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a container's init may never reap tmux's server)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="needs tmux (Debian: apt-get install tmux)"
+)
+def test_in_a_real_terminal_each_note_reads_once(tmp_path):
+    """tmux keeps a cleared screen in its scrollback: the watch clears that too, so a pass and a
+    skip read once in the whole pane, not once per screen."""
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    like_the_course(tmp_path)
+    koan_file = koans / "test_a.py"
+    pane = f"jaxkoans-{os.getpid()}"
+    tmux = ["tmux", "-L", pane]
+    command = f"JAXKOANS_ROOT={tmp_path} {sys.executable} {REPO / 'progress.py'} watch"
+    subprocess.run([*tmux, "new-session", "-d", "-x", "120", "-y", "40", command], check=True)
+
+    def screen() -> str:
+        shown = subprocess.run(
+            [*tmux, "capture-pane", "-p", "-S", "-"], capture_output=True, text=True, timeout=30
+        )
+        return shown.stdout
+
+    def wait_for(text: str) -> str:
+        deadline = time.monotonic() + TIMEOUT_S
+        while text not in (shown := screen()):
+            assert time.monotonic() < deadline, f"no {text!r} in the pane:\n{shown}"
+            time.sleep(0.2)
+        return shown
+
+    server = subprocess.run(
+        [*tmux, "display-message", "-p", "#{pid}"], capture_output=True, text=True, timeout=30
+    )
+    try:
+        wait_for("✍️ 填空 / fill in the blank")
+        koan_file.write_text(koan_file.read_text().replace("+ 1) == __", "+ 1) == 2"), "utf-8")
+        shown = wait_for("👀 01 · test_a.py::test_two")
+        assert shown.count("✅ 通过 / passed  ·  01 · test_a.py::test_one") == 1, shown
+        subprocess.run([*tmux, "send-keys", "n"], check=True)
+        shown = wait_for("↩️ 只剩这一个")
+        assert shown.count("⏭️ 跳过 / skipped  ·  01 · test_a.py::test_two") == 1, shown
+    finally:  # q ends the watch, which ends its pane, its session and the server
+        subprocess.run([*tmux, "send-keys", "q"], check=False)
+        deadline = time.monotonic() + TIMEOUT_S
+        while (
+            time.monotonic() < deadline
+            and not subprocess.run(
+                [*tmux, "has-session"], capture_output=True, timeout=30
+            ).returncode
+        ):
+            time.sleep(0.1)
+        subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
+        with contextlib.suppress(ValueError, ProcessLookupError, ChildProcessError):
+            pid, deadline = int(server.stdout), time.monotonic() + TIMEOUT_S
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.05)
 
 
 def test_each_chapter_gets_its_devices_and_float64(tmp_path, watch):

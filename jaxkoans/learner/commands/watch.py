@@ -135,8 +135,14 @@ def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[str, s
     ).rstrip()
 
 
+# Home, clear the screen, then clear the scrollback too: terminals (tmux's scroll-on-clear,
+# VTE) push a cleared screen into the scrollback, where each note would then read twice.
+CLEAR = "\x1b[H\x1b[2J\x1b[3J"
+
+
 class Console:
-    """Output that reaches a pipe at once; on a terminal each verdict gets a fresh screen."""
+    """Output that reaches a pipe at once; on a terminal each verdict gets a fresh screen, which
+    repeats the notes said since the last one (and only there: the scrollback is cleared)."""
 
     def __init__(self) -> None:
         self.tty = sys.stdout.isatty()
@@ -153,7 +159,7 @@ class Console:
 
     def screen(self, *lines: str) -> None:
         if self.tty:
-            sys.stdout.write("\x1b[2J\x1b[H")
+            sys.stdout.write(CLEAR)
             self.say(*self.notes)
         self.notes = []
         self.say(*lines)
@@ -278,17 +284,55 @@ class Session:
         return remembered.recall(copy) and copy.state == PASSED
 
     def check(self, koan: Koan) -> Job:
-        """Run `koan`; show its verdict; when it passes, go on to the next koan."""
+        """Run `koan`; show its verdict; when it passes, go on to the next koan. The koans of
+        its file that passed before and whose code changed since run too (broken again?)."""
         self.ran_digest = digest(course.REPO / koan.path)
         outcome = yield [koan], ()
         self._learn(outcome)
         state, text = verdict(koan, outcome, self.args.timeout)
         if state != PASSED:
             self.show(koan, text, outcome)
+            yield from self.recheck(koan)
             return
         self.announced.add(koan.nodeid)
         self.console.note(f"✅ 通过 / passed  ·  {label(koan)}  ({outcome.seconds:.1f} s)")
+        broken = yield from self.recheck(koan)
+        if broken:
+            self.show(*broken)
+            return
         yield from self.search(self.after(koan))
+
+    def recheck(self, koan: Koan) -> Generator[Request, warm.Outcome, tuple | None]:
+        """Run the other koans of `koan`'s file that passed before and are not known to pass
+        as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
+        remembered = memory.load()
+        others = [
+            k
+            for k in self.koans
+            if k.path == koan.path
+            and k.nodeid != koan.nodeid
+            and self._passed_before(k, remembered)
+            and not self._passes(k, remembered)
+        ]
+        if not others:
+            return None
+        outcome = yield others, ()
+        self._learn(outcome)
+        first = None
+        for each in others:
+            state, text = verdict(each, outcome, self.args.timeout)
+            if state not in (PASSED, "skipped"):
+                self.console.note(
+                    f"⚠️ 又坏了 / broken again: {label(each)} 以前通过 / passed before"
+                )
+                first = first or (each, text, outcome)
+        return first
+
+    def _passed_before(self, koan: Koan, remembered: memory.Memory) -> bool:
+        known = self.known.get(koan.nodeid)
+        if known is not None:
+            return known[0] == PASSED
+        return remembered.passed_before(koan.path.as_posix(), koan.name)
 
     def uncover(self, koan: Koan) -> Job:
         """Run `koan` showing what a wrong prediction hides; it then counts as revealed."""
@@ -341,6 +385,10 @@ class Session:
                 if state != PASSED:
                     if self.focus is not None and each.nodeid == self.focus.nodeid:
                         self.console.note("↩️ 只剩这一个 / this is the only koan left to do")
+                    elif (
+                        self.focus is not None and each.chapter.number != self.focus.chapter.number
+                    ):
+                        self.console.note(self.next_chapter(each.chapter))
                     self.show(each, text, outcome)
                     return
                 if each.nodeid not in self.announced:  # said once, not again after a re-check
@@ -349,6 +397,14 @@ class Session:
             i = j
         self.console.screen(self.finished())
         self.exit_code = 0
+
+    def next_chapter(self, chapter: course.Chapter) -> str:
+        """Where the watch goes next, and why there: the course's recommended path."""
+        path = " → ".join(recommended_path())
+        return (
+            f"➡️ 第 {chapter.number} 章 / on to chapter {chapter.number}: "
+            f"{chapter.title_zh} / {chapter.title_en}  (课程顺序 / the course's path: {path})"
+        )
 
     def finished(self) -> str:
         """The last word: what passes is all this watch looked at (a chapter, or the course)."""

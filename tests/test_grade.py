@@ -224,9 +224,8 @@ def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
 
 
 UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, never a zero
-    "os._exit in a blank": (B, answer_b(pid='__import__("os")._exit(0)'), "test_pid"),
     "pytest.skip in a blank": (A, answer_a(limit="pytest.skip()"), "test_loop"),
-    "setattr in a blank": (A, answer_a(limit='(setattr(np.testing, "assert_array_equal", print), c < 5)[1]'), "test_loop"),
+    "setattr on an object of its own": (A, answer_a(double="class Box:\n        pass\n\n    box = Box()\n    setattr(box, 'value', 2 * x)\n    return box.value"), "<module>"),
     "vars() in a blank": (A, answer_a(limit="(vars(np.testing).clear() or c < 5)"), "test_loop"),
     "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
     "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "<module>"),
@@ -243,6 +242,51 @@ def test_unusual_code_is_a_note_for_a_human_never_a_zero(case, pristine):
     expected = pristine.koans[rel] if owner == "<module>" else [owner]
     assert list(notes[0].koans) == expected
     assert check.graded == text  # it runs: the sandbox and the guard judge what it does
+
+
+FORBIDDEN = {  # ways to change the graded run from inside it: the koan scores zero
+    "os._exit in a blank": (B, answer_b(pid='__import__("os")._exit(0)'), ["test_pid"]),
+    "pytest.exit in a TODO": (A, answer_a(double="pytest.exit('done', 0)"), "module"),
+    "setattr on a module": (A, answer_a(limit='(setattr(np.testing, "assert_array_equal", print), c < 5)[1]'), ["test_loop"]),
+    "a patched __code__": (A, answer_a(double="np.testing.assert_array_equal.__code__ = (lambda *a, **k: None).__code__\n    return x"), "module"),
+    "widened __defaults__": (A, answer_a(double="np.testing.assert_allclose.__defaults__ = (1e9, 1e9, True, '', True)\n    return 2 * x"), "module"),
+    "a patch put back before teardown": (A, answer_a(double="original = np.testing.assert_array_equal\n    np.testing.assert_array_equal = lambda *a, **k: None\n    return x"), "module"),
+    "the guard through sys.modules": (A, answer_a(limit='__import__("sys").modules.pop("_jaxkoans_grade_guard", None) or c < 5'), ["test_loop"]),
+    "globals().update": (A, answer_a(limit="globals().update(np=None) or c < 5"), ["test_loop"]),
+    "builtins": (A, answer_a(double="import builtins\n    builtins.all = lambda *a, **k: True\n    return x"), "module"),
+    "an always-equal class": (A, answer_a(double="class Same:\n        def __eq__(self, other):\n            return True\n\n    return Same()"), "module"),
+    "gc": (A, answer_a(double="import gc\n    gc.collect()\n    return 2 * x"), "module"),
+    "inspect": (A, answer_a(double="import inspect\n    inspect.stack()\n    return 2 * x"), "module"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", FORBIDDEN, ids=list(FORBIDDEN))
+def test_a_construct_no_koan_needs_scores_that_koan_zero_with_its_line(case, pristine):
+    rel, text, koans = FORBIDDEN[case]
+    check = tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
+    found = [f for f in check.findings if f.kind == "forbidden_code"]
+    assert found, (check.findings, check.notes)
+    expected = pristine.koans[rel] if koans == "module" else koans
+    assert sorted(check.tampered) == sorted(expected)
+    line = found[0].line
+    assert line and f"line {line}" in found[0].message and "scores zero" in found[0].message
+    assert " / " in found[0].message  # Chinese, then English
+    assert "Compare" not in found[0].message and "FunctionDef" not in found[0].message
+
+
+def test_the_course_answers_use_no_forbidden_construct_the_answer_key_does_not_allow():
+    """The exemption is per koan: every answer of the course, checked as a student's file,
+    has no forbidden_code finding."""
+    from jaxkoans.grader.fill_audit import forbidden
+
+    for koan in sorted((REPO / "koans").glob("*/test_*.py")):
+        answer = REPO / "answers" / koan.relative_to(REPO / "koans")
+        rel = koan.relative_to(REPO).as_posix()
+        allowed = tamper.answer_flags(koan, answer)
+        check = tamper.check_file(rel, koan, answer.read_text(encoding="utf-8"), allowed)
+        assert not [f for f in check.findings if f.kind == "forbidden_code"], rel
+        used = {flag for flags in allowed.values() for flag in flags if forbidden(flag)}
+        assert len(used) <= 12, (rel, used)  # the course itself needs few of them
 
 
 TAUTOLOGY = {

@@ -258,3 +258,27 @@ def test_watch_v_shows_the_hidden_value_and_remembers_it(course):
         watching.release()
     log = (course / ".jaxkoans" / "reveals.jsonl").read_text()
     assert "koans/01/test_gamma.py::test_cumsum" in log
+
+
+DELTA = '''
+
+def test_counts():
+    """计数。Every collective of a long program, counted by name."""
+    counts = {{f"collective-number-{{i}}": i for i in range(12)}}
+    assert counts == {counts}
+'''
+
+
+def test_reveal_shows_the_whole_difference(course):
+    """pytest shortens a long comparison ("...", "Use -v to get more diff"); what the learner
+    asked to see comes whole."""
+    solved = "{" + ", ".join(f'"collective-number-{i}": {i}' for i in range(12)) + "}"
+    write(course / "answers" / "01" / "test_delta.py", HEADER + DELTA.format(counts=solved))
+    write(course / "koans" / "01" / "test_delta.py", HEADER + DELTA.format(counts="__"))
+    commit(course)
+    wrong = solved.replace('"collective-number-11": 11', '"collective-number-11": 12')
+    write(course / "koans" / "01" / "test_delta.py", HEADER + DELTA.format(counts=wrong))
+    shown = progress(course, "reveal", "test_counts")
+    assert shown.returncode == 0, shown.stderr
+    assert "Use -v to get more diff" not in shown.stdout, shown.stdout
+    assert "'collective-number-11': 11" in shown.stdout and "...'" not in shown.stdout

@@ -566,3 +566,22 @@ def test_the_run_prepared_ahead_never_outlives_the_watch(tmp_path, watch, stop):
         session.process.send_signal(getattr(signal, stop))
     session.process.wait(timeout=TIMEOUT_S)
     _until(lambda: not _processes_of(tmp_path), "end of every child")
+
+
+def test_q_interrupts_a_long_import_at_once():
+    """On a loaded machine importing a koan file's libraries takes seconds: q read by the keys'
+    thread meanwhile interrupts it, and other keys are kept for the watch loop."""
+    from jaxkoans.learner.keys import Keys
+
+    reading, writing = os.pipe()
+    keys = Keys()
+    keys.fd, keys.tty = reading, False
+    os.write(writing, b"h\nq\n")
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), keys.listening():
+        while time.monotonic() - started < TIMEOUT_S:  # an import that does not end by itself
+            sum(range(1000))
+    assert time.monotonic() - started < TIMEOUT_S / 2
+    assert keys.waiting() and keys.read() == ["h", "q"] and not keys.waiting()
+    os.close(writing)
+    os.close(reading)

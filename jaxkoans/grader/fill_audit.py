@@ -1,9 +1,12 @@
-"""What is unusual in a student's fill, read as a syntax tree (for notes, never a zero).
+"""What is unusual in a student's fill, read as a syntax tree.
 
 `audit` names the constructs a koan does not need unless the course's own answer uses them for
 the same koan: process control, introspection, the test machinery, files, `global`,
-assignments to imported modules, `:=` in a blank. Grade turns them into notes for a human
-reader; the sandbox and the runtime guard judge what code actually does. Names are resolved
+assignments to imported modules, `:=` in a blank. Most are notes for a human reader (the
+sandbox and the runtime guard judge what code actually does); those in `FORBIDDEN` are ways to
+change the graded run from inside it (a function's code or defaults replaced, a module swapped,
+the koan's globals or builtins reached, the process ended before its verdict, an object that
+equals anything) and score the koan zero, with a plain sentence (`forbidden`). Names are resolved
 through the enclosing functions and lambdas, so a local variable called `input` or `types` is
 not noted, and `(lambda g: g(np, "x"))(getattr)` is. `tautology` finds a fill that repeats what its
 assert checks (`assert f(x) == f(x)`).
@@ -12,6 +15,7 @@ assert checks (`assert f(x) == f(x)`).
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 
 from jaxkoans.course.koan_model import MODULE  # noqa: F401  (tamper imports it from here)
@@ -37,7 +41,7 @@ BANNED_ATTRIBUTES = (RISKY_MODULES - {"types", "io", "signal", "inspect"}) | {
     "ctypeslib", "_exit", "system", "popen", "modules", "f_globals", "f_locals", "f_back",
     "f_builtins", "gi_frame", "cr_frame", "tb_frame", "fromfile", "tofile", "loadtxt",
     "savetxt", "genfromtxt", "fromregex", "memmap", "DataSource", "save", "savez",
-    "savez_compressed", "load", "dump", "open", "write_text", "write_bytes",
+    "savez_compressed", "load", "dump", "open", "write_text", "write_bytes", "exit",
 }  # fmt: skip
 # What a TODO body may import (more only where the course's answer does).
 ALLOWED_IMPORTS = frozenset(
@@ -50,6 +54,56 @@ ALLOWED_IMPORTS = frozenset(
     }
 )  # fmt: skip
 DUNDER = re.compile(r"__\w+__")
+# What an object that "equals" anything, or an array subclass that answers its own
+# comparisons, defines.
+COMPARISON_DUNDERS = frozenset(
+    {
+        "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__hash__",
+        "__array_ufunc__", "__array_function__", "__array_wrap__", "__array_finalize__",
+        "__array_priority__", "__jax_array__",
+    }
+)  # fmt: skip
+_SENTENCES = {
+    "globals": "`globals()` 改写 koan 模块的名字 / reaches the koan module's own names",
+    "locals": "`locals()` 读写调用者的名字 / reaches the caller's names",
+    "builtins": "builtins 改变每段代码看到的内置函数 / changes the builtins every koan sees",
+    "modules": "`sys.modules` 替换运行用到的模块 / swaps a module the run uses",
+    "exit": "在判定之前结束进程或运行 / ends the process or the run before its verdict",
+    "setattr": "setattr/delattr 替换模块或函数的属性 / replaces an attribute of a module or function",
+    "gc": "gc 按引用找到任何对象（包括评分器的）/ reaches any object by reference, the grader's too",
+    "inspect": "inspect 读取调用栈和评分器的代码 / reads the call stack and the grader's code",
+    "ctypes": "ctypes 直接写内存 / writes memory directly",
+    "dunder write": "改写双下划线属性（函数的代码、默认值）/ rewrites a dunder attribute (a function's code, its defaults)",
+    "module write": "给导入的模块赋值（换掉库函数）/ assigns into an imported module (a library function replaced)",
+    "equals anything": "定义比较的对象（什么都“相等”）/ an object that answers its own comparisons (equal to anything)",
+    "shadowing": "在模块层重新绑定内置名字或导入的模块 / rebinds a builtin or an imported module at module level",
+}
+
+
+def forbidden(flag: str) -> str | None:
+    """The plain sentence for a construct that scores its koan zero, else None (a note)."""
+    kind, _, what = flag.partition(" ")
+    if flag.startswith(("assignment to a dunder", "setattr of a dunder")):
+        return _SENTENCES["dunder write"]
+    if flag.startswith("assignment to "):
+        return _SENTENCES["module write"]
+    if flag.startswith(("setattr on ", "delattr on ")):
+        return _SENTENCES["setattr"]
+    if flag.startswith(("def __", "class with ", "type() with")) or flag == "a comparison dunder":
+        return _SENTENCES["equals anything"]
+    if flag.startswith("rebinds "):
+        return _SENTENCES["shadowing"]
+    name = what.lstrip(".")
+    if kind in ("name", "import", "attribute"):
+        if name in ("globals", "locals", "gc", "inspect", "ctypes", "modules"):
+            return _SENTENCES[name]
+        if name in ("builtins", "__builtins__"):
+            return _SENTENCES["builtins"]
+        if name in ("_exit", "exit", "quit", "abort", "kill", "killpg"):
+            return _SENTENCES["exit"]
+    return None
+
+
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 ASSERT_LIKE = {"allclose", "array_equal", "array_equiv", "isclose", "equal"}
 
@@ -136,16 +190,80 @@ def audit(
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
             if sub.func.id == "type" and len(sub.args) == 3:
                 flags.append("type() with 3 arguments")
+            if sub.func.id in ("setattr", "delattr") and sub.args:
+                flags += _setattr_flags(sub, modules)
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if DUNDER.fullmatch(sub.name):
+            if sub.name in COMPARISON_DUNDERS:
+                flags.append("a comparison dunder")
+            elif DUNDER.fullmatch(sub.name):
                 flags.append(f"def {sub.name}")
-        elif isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = sub.targets if isinstance(sub, (ast.Assign, ast.Delete)) else [sub.target]
             for target in targets:
                 root = _root_name(target)
-                if root in modules and not isinstance(target, ast.Name):
+                if isinstance(target, ast.Attribute) and DUNDER.fullmatch(target.attr):
+                    flags.append(f"assignment to a dunder (.{target.attr})")
+                elif isinstance(target, ast.Name) and target.id in COMPARISON_DUNDERS:
+                    flags.append("a comparison dunder")
+                elif root in modules and not isinstance(target, ast.Name):
                     flags.append(f"assignment to {root}.…")
+        flags += _shadowing(sub, parents, modules)
     return list(dict.fromkeys(flags))
+
+
+def _setattr_flags(call: ast.Call, modules: set[str]) -> list[str]:
+    """setattr/delattr on an imported module (or what it holds), or of a dunder attribute."""
+    found = []
+    name = call.args[1] if len(call.args) > 1 else None
+    if (
+        isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and DUNDER.fullmatch(name.value)
+    ):
+        found.append(f"setattr of a dunder ({name.value})")
+    if _root_name(call.args[0]) in modules:
+        found.append(f"{call.func.id} on {_root_name(call.args[0])}.…")
+    return found
+
+
+BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+
+
+def _shadowing(node: ast.AST, parents: dict[int, ast.AST], modules: set[str]) -> list[str]:
+    """A module-level binding of a builtin's name (`all = lambda *a: True`) or of an imported
+    module (`np = proxy`): every koan of the file then calls the student's object."""
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [n for t in targets for n in _bound_names(t)]
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        names = [node.name]
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        names = [n for n in names if n in BUILTIN_NAMES]  # re-importing a module is fine
+    else:
+        return []
+    hit = [n for n in names if n in BUILTIN_NAMES or n in modules]
+    return [f"rebinds {n}" for n in hit] if hit and _at_module_level(node, parents) else []
+
+
+def _bound_names(target: ast.AST) -> list[str]:
+    """The names an assignment target binds (`a`, `a, b`, `*a`), not `a.x` or `a[i]`."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _bound_names(e)]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return []
+
+
+def _at_module_level(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, *COMPREHENSIONS)
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, scopes):
+            return False
+    return True
 
 
 def _root_name(node: ast.AST) -> str | None:

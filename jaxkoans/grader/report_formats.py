@@ -27,8 +27,8 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
                  cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
                  line: in the student's file (null when unknown);  message: ≤ 1000 characters
     findings     [{"kind", "file", "line", "koans", "message"}]  evidence that the graded run
-                 was changed; the koans named score zero. kind: tautology runtime_patch
-                 run_violation forged_report
+                 was changed; the koans named score zero. kind: tautology not_a_prediction
+                 forbidden_code runtime_patch run_violation forged_report
     notes        [{"kind", "file", "line", "koans", "message"}]  for a human reader, never a
                  zero. kind: ignored_edit (grade ran the course's code there) missing_file
                  missing_test added_test added_file harness_file unusual_code

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from jaxkoans.course import fills, koan_model, predictions
 from jaxkoans.course import pristine as shipped
-from jaxkoans.grader.fill_audit import MODULE, audit, parents_of, tautology
+from jaxkoans.grader.fill_audit import MODULE, audit, forbidden, parents_of, tautology
 
 MAX_FILE_BYTES = 4 << 20  # a koan file is ~10 KB; long notes in it (290 KB seen) are no attack
 
@@ -147,12 +147,22 @@ def check_file(
             if flag not in allowed.get(here, set()):
                 unusual.setdefault(here, {}).setdefault(flag, node.lineno)
     for here, flags in unusual.items():
+        koans = tuple(names) if here == MODULE else (here,)
+        costly = {flag: line for flag, line in flags.items() if forbidden(flag)}
+        for flag, line in costly.items():
+            message = (
+                f"第 {line} 行 / line {line}: {forbidden(flag)} ({flag}); 没有 koan 需要它，"
+                "这个 koan 记零分 / no koan needs it: the koan scores zero"
+            )
+            check.touch(Finding("forbidden_code", rel, line, koans, message))
+        rest = {flag: line for flag, line in flags.items() if flag not in costly}
+        if not rest:
+            continue
         message = (
             "不常见的代码，仅供阅读（不扣分） / unusual for a koan, for a human to read (costs "
-            "nothing): " + ", ".join(list(flags)[:8])
+            "nothing): " + ", ".join(list(rest)[:8])
         )
-        koans = tuple(names) if here == MODULE else (here,)
-        check.notes.append(Finding("unusual_code", rel, min(flags.values()), koans, message))
+        check.notes.append(Finding("unusual_code", rel, min(rest.values()), koans, message))
     for fill, kind in predictions.refusals(taken, _prediction_kinds(rel, pristine)):
         if fill.owner in check.missing:
             continue

@@ -2,15 +2,20 @@
 
 On a terminal each key acts at once: the terminal is put in cbreak mode (no echo, no Enter
 needed, Ctrl-C still interrupts), given back as it was on exit and while Ctrl-Z suspends the
-watch. When stdin is a pipe (tests, scripts), commands come one per line.
+watch. When stdin is a pipe (tests, scripts), commands come one per line. While the watch is
+busy in a long import (`listening`), a thread reads the keys, so that q quits at once.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
+import select
 import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 
 class Keys:
@@ -26,6 +31,7 @@ class Keys:
         self._saved: list | None = None
         self._stop_handler = None
         self._buffer = b""
+        self._heard: list[str] = []  # keys the listening thread read for the main thread
 
     def _cbreak(self) -> None:
         import termios  # POSIX only, like the watch itself
@@ -64,7 +70,50 @@ class Keys:
     def fileno(self) -> int | None:
         return self.fd
 
+    @contextlib.contextmanager
+    def listening(self) -> Iterator[None]:
+        """While the main thread is busy (importing a library can take seconds on a loaded
+        machine), read the keys in a thread: q or Ctrl-D interrupts the main thread with
+        KeyboardInterrupt, which ends the watch as Ctrl-C does; other keys wait for `read`."""
+        if self.fd is None:
+            yield
+            return
+        stop = threading.Event()
+
+        def listen() -> None:
+            while not stop.is_set() and self.fd is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    if not select.select([self.fd], [], [], 0.05)[0]:
+                        continue
+                keys = self._read_now()
+                self._heard += keys
+                if "q" in keys:
+                    _thread.interrupt_main()
+                    return
+
+        thread = threading.Thread(target=listen, name="jaxkoans-keys", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def waiting(self) -> bool:
+        """Keys the listening thread read that `read` has not returned yet."""
+        return bool(self._heard)
+
     def read(self) -> list[str]:
+        """The keys heard by the listening thread, else those waiting on stdin (the caller's
+        select said so: a read here would block otherwise)."""
+        if self._heard:
+            heard, self._heard = self._heard, []
+            return heard
+        return self._read_now()
+
+    def _read_now(self) -> list[str]:
+        if self.fd is None:
+            return []
         try:
             data = os.read(self.fd, 1024)
         except (BlockingIOError, InterruptedError):

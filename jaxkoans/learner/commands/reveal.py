@@ -63,11 +63,16 @@ def revealed(root: Path | None = None) -> set[str]:
     return found
 
 
+# What the learner asked to see comes whole: at -vv pytest neither shortens a comparison's
+# values ("{'all-reduce'...}") nor cuts its explanation ("Use -v to get more diff").
+WHOLE = ("-vv",)
+
+
 def reveal_command(nodeid: str) -> list[str]:
     return [
-        sys.executable, "-m", "pytest", nodeid, "--koans-reveal",
+        sys.executable, "-m", "pytest", nodeid, "--koans-reveal", *WHOLE,
         "-p", "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-p", "no:xdist",
-        "--import-mode=importlib", "-q", "--no-header",
+        "--import-mode=importlib", "--no-header",
     ]  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from jaxkoans import course
 from jaxkoans.learner import memory, warm
 from jaxkoans.learner.commands.hint import default_language, reveal
+from jaxkoans.learner.commands.reveal import WHOLE
 from jaxkoans.learner.keys import Keys
 from jaxkoans.learner.koan_runs import (
     Koan,
@@ -224,7 +225,8 @@ class Session:
         if ready is not None:
             ready.stop()
         for file in files:
-            warm.preload(course.REPO / file)
+            with self.keys.listening():
+                warm.preload(course.REPO / file)
         self.run = warm.Run(nodeids, self.plugins, self.scratch, self.args.timeout, extra)
 
     def prepare(self) -> None:
@@ -234,7 +236,8 @@ class Session:
             self.discard()
         if wanted is None or self.run is not None or self.job is not None or self.prepared:
             return
-        warm.preload(course.REPO / self.focus.path)
+        with self.keys.listening():
+            warm.preload(course.REPO / self.focus.path)
         self.prepared = warm.Run(
             wanted, self.plugins, self.scratch, self.args.timeout, prepared=True
         )
@@ -336,7 +339,7 @@ class Session:
 
     def uncover(self, koan: Koan) -> Job:
         """Run `koan` showing what a wrong prediction hides; it then counts as revealed."""
-        outcome = yield [koan], ("--koans-reveal",)
+        outcome = yield [koan], ("--koans-reveal", *WHOLE)
         self._learn(outcome)
         _, text = verdict(koan, outcome, self.args.timeout)
         self.show(koan, text or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
@@ -499,7 +502,7 @@ class Session:
                     self.run = None
                     self._advance(outcome)
             self.changed(watcher.changes())
-            if keys.fileno() is not None and keys.fileno() in ready:
+            if keys.waiting() or (keys.fileno() is not None and keys.fileno() in ready):
                 for key in keys.read():
                     self.command(key)
                     if self.exit_code is not None:

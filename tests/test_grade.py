@@ -517,6 +517,7 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
     assert done.returncode == 0, done.stdout + done.stderr  # graded; notes cost nothing
     assert digest(copy) == before, "grade changed the student's copy"
     document = json.loads((out / "g.json").read_text(encoding="utf-8"))
+    assert document["exit_code"] == done.returncode == 0  # grade's own, not pytest's (1 here)
     assert (out / "g.md").read_text(encoding="utf-8") == report_formats.markdown(document)
     assert (out / "g.xml").read_text(encoding="utf-8") == report_formats.junit(document)
     assert document["run"]["harness"] == "jaxkoans/__init__.py"  # the pristine copy ran
@@ -1019,7 +1020,8 @@ def test_every_tampered_copy_is_caught(corpus, name):
         assert document["run"]["stopped"] and any("ended early" in p["message"] for p in document["problems"])  # fmt: skip
         assert all(k["status"] != "passed" for k in document["koans"] if k["name"] == "test_loop")
     else:
-        assert {f["kind"] for f in document["findings"]} <= {"run_violation", "runtime_patch", "forged_report"}  # fmt: skip
+        assert {f["kind"] for f in document["findings"]} <= {"run_violation", "runtime_patch", "forged_report", "forbidden_code", "not_a_prediction", "tautology"}  # fmt: skip
+    assert document["exit_code"] == (3 if document["status"] == "incomplete" else 1)
 
 
 @pytest.mark.parametrize("name", CROSS_KOAN)
@@ -1059,6 +1061,25 @@ def test_the_class_page_is_self_contained_and_shows_the_class(corpus):
     text = corpus["html"].read_text(encoding="utf-8")
     assert "http://" not in text and "https://" not in text and "<script" not in text
     assert text.count('<tr data-student="') == len(TAMPERED) + len(HONEST) + len(CROSS_KOAN)
+
+
+def test_failed_most_counts_attempts_not_koans_nobody_started():
+    from jaxkoans.grader import class_page
+
+    def document(**states):
+        return {"koans": [{"nodeid": f"{A}::{n}", "status": s} for n, s in states.items()]}
+
+    documents = {
+        "ann": document(test_sum="failing", test_loop="not_started"),
+        "bob": document(test_sum="tampered", test_loop="missing"),
+        "cid": document(test_sum="passed", test_loop="not_started"),
+    }
+    koans = [(A, "test_sum"), (A, "test_loop")]
+    status = {s: {k["nodeid"]: k for k in d["koans"]} for s, d in documents.items()}
+    html = class_page._most(documents, koans, {f"{A}::{n}": "01" for _, n in koans}, status)
+    most = html.split('id="most-failed"')[1].split("</table>")[0]
+    assert f"{A}::test_sum" in most and "2/3" in most
+    assert "test_loop" not in most  # nobody attempted it
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -1371,3 +1392,18 @@ def test_reports_are_written_readable_by_others_as_any_file_is(tmp_path):
         "g.json": 0o644,
         "g.md": 0o644,
     }
+
+
+@pytest.mark.parametrize(
+    ("report", "head"),
+    [
+        ("    while True:\nE   Failed: Timeout (>30.0s) from pytest-timeout.", "⏱️ 超时 / timed out: still running after 30.0 s"),
+        ("the koan's own process exited with code 0 before it reported its end", "exited by itself (code 0: os._exit, sys.exit or pytest.exit)"),
+        ("the koan's own process ended by signal SIGSEGV before it reported its end", "💥 崩溃 / crashed: the koan's process was killed by SIGSEGV"),
+    ],
+)  # fmt: skip
+def test_a_timeout_an_exit_and_a_crash_are_named_as_what_they_are(report, head):
+    shown = grading.headline(report)
+    assert head in shown.splitlines()[0]
+    assert shown.endswith(report)  # the report itself follows
+    assert grading.headline("assert 1 == 2") == "assert 1 == 2"

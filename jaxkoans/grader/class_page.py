@@ -214,12 +214,12 @@ def _most(documents: dict, koans: list, chapter_of: dict, status: dict) -> str:
         )
         return f'<h2>{title}</h2><table id="{element_id}">{rows}</table>'
 
-    failing = {"failing", "not_started", "tampered", "missing", "crashed"}
+    attempted = {"failing", "tampered", "crashed"}  # not started and missing: no attempt
     return (
         table(
             "most-failed",
-            "最常未通过 / failed most",
-            lambda k: k.get("status", "missing") in failing,
+            "最常尝试而未通过 / attempted and failed most",
+            lambda k: k.get("status", "missing") in attempted,
         )
         + table("most-revealed", "最常揭晓 / revealed most", lambda k: bool(k.get("revealed")))
         + f'<p class="muted" id="self-report">{_e(SELF_REPORT)}</p>'

@@ -235,9 +235,7 @@ def _single(args, pristine: grading.Course, options: grading.Options) -> int:
 
 
 def _code(document: dict) -> int:
-    if document["status"] == "incomplete":
-        return COULD_NOT_GRADE
-    return FINDINGS if document["findings"] else OK
+    return report_formats.EXIT_CODES[document["status"]]
 
 
 def _batch(args, pristine: grading.Course, options: grading.Options) -> int:

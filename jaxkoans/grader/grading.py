@@ -312,8 +312,9 @@ def _merge(
                 koan.status, koan.cause = "failing", "timeout"
                 koan.message = "⏱️ 超时 / timed out: the watchdog stopped it inside compiled code"
             elif koan.nodeid in running:
-                koan.message = messages.get(koan.nodeid) or "💥 the interpreter crashed"
-                koan.message = "💥 解释器崩溃 / the interpreter crashed: " + koan.message
+                koan.message = messages.get(koan.nodeid) or (
+                    "💥 解释器崩溃 / the interpreter crashed: no report came back"
+                )
             else:  # never reported: never a pass
                 koan.message = "没有结果 / no result" + (
                     f" ({outcome.stopped})"
@@ -353,7 +354,30 @@ def _messages(guard: list[dict], work: Path) -> dict[str, str]:
         nodeid = results.koan_id(event.get("nodeid", ""))
         if nodeid not in best or order < best[nodeid][0]:
             best[nodeid] = (order, _clean(event.get("text", ""), work))
-    return {nodeid: text for nodeid, (_, text) in best.items()}
+    return {nodeid: headline(text) for nodeid, (_, text) in best.items()}
+
+
+# pytest-timeout's failure: "Failed: Timeout (>30.0s) from pytest-timeout."
+TIMEOUT_LINE = re.compile(r"Timeout \(>(?P<limit>[\d.]+)s\) from pytest-timeout")
+OWN_EXIT = re.compile(r"the koan's own process exited with code (?P<code>-?\d+)")
+OWN_SIGNAL = re.compile(r"the koan's own process ended by signal (?P<signal>\w+)")
+
+
+def headline(text: str) -> str:
+    """A message that starts with what happened: a timeout, an exit the koan's code made, a
+    signal (a crash), rather than the first line of source in the report."""
+    if found := TIMEOUT_LINE.search(text):
+        head = f"⏱️ 超时 / timed out: still running after {found['limit']} s (an endless loop?)"
+    elif found := OWN_EXIT.search(text):
+        head = (
+            f"🚪 进程自己退出 / the koan's process exited by itself (code {found['code']}: "
+            "os._exit, sys.exit or pytest.exit) before its verdict"
+        )
+    elif found := OWN_SIGNAL.search(text):
+        head = f"💥 崩溃 / crashed: the koan's process was killed by {found['signal']}"
+    else:
+        return text
+    return f"{head}\n{text}"
 
 
 def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> dict[str, str]:

@@ -14,6 +14,8 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     status       "graded" (no findings), "findings" (evidence of tampering: see `findings`) or
                  "incomplete" (the run ended early: its unreported koans are crashed; or its
                  koans could not each run in a process of their own: `run.isolated`)
+    exit_code    what `grade` exits with for this copy: 0 graded, 1 findings, 3 incomplete
+                 (`run.exit_code` is the graded pytest run's own)
     total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n},
                   "passed_revealed": how many of the passed koans were revealed}
     chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts",
@@ -105,6 +107,10 @@ def status_of(grade: Grade) -> str:
     return "findings" if grade.findings else "graded"
 
 
+# grade's exit code for one copy, by its status (2 is a usage error, 130 an interrupt).
+EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}
+
+
 def as_json(grade: Grade) -> dict:
     koans = [
         {
@@ -143,6 +149,7 @@ def as_json(grade: Grade) -> dict:
         "graded_at": grade.graded_at,
         "duration_s": grade.duration_s,
         "status": status_of(grade),
+        "exit_code": EXIT_CODES[status_of(grade)],
         "total": _tally(koans),
         "chapters": chapters,
         "koans": koans,

@@ -5,10 +5,8 @@ Like rustlings' `dev check`, each failure says what to fix and where.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import giveaways, mutate, pristine, twins
+from jaxkoans.authoring import check
+from jaxkoans.course import mutate, pristine
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
 
@@ -27,20 +26,10 @@ from .fakecourse import is_alive
 
 KOAN_FILES = koan_files(course.KOANS)
 CHAPTERS = course.all_chapters()
-CJK = re.compile(r"[\u4e00-\u9fff]")
-WORD = re.compile(r"[A-Za-z]{2,}")
-
-
-def is_english(text: str, words: int = 3) -> bool:
-    return len(WORD.findall(CJK.sub(" ", text))) >= words
 
 
 def ids(paths: list[Path]) -> list[str]:
     return [p.relative_to(course.KOANS).as_posix() for p in paths]
-
-
-def answer_of(koan_file: Path) -> Path:
-    return course.ANSWERS / koan_file.relative_to(course.KOANS)
 
 
 def test_course_has_chapters_with_koans():
@@ -58,47 +47,22 @@ def test_the_course_as_shipped_travels_with_it():
     assert len(kinds) > 400 and set(kinds) <= {"literal", "arithmetic", "dtype", "exception"}
 
 
-def test_koans_and_answers_hold_the_same_files():
-    koans = {p.relative_to(course.KOANS) for p in koan_files(course.KOANS)}
-    answers = {p.relative_to(course.ANSWERS) for p in koan_files(course.ANSWERS)}
-    assert koans - answers == set(), "koans without an answer file in answers/"
-    assert answers - koans == set(), "answer files without a koan file in koans/"
+def test_the_course_as_a_whole():
+    """koans/ and answers/ hold the same files; koans/course.toml lists every chapter once."""
+    problems = [p for p in check.course_problems() if ".shipped.json" not in p]
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
 def test_chapter_manifest_lists_its_files_and_hints(chapter: course.Chapter):
-    directory = course.KOANS / chapter.number
-    present = sorted(p.name for p in directory.glob("test_*.py"))
-    assert chapter.title_zh and chapter.title_en, f"{directory}/chapter.toml: titles missing"
-    assert sorted(chapter.files) == present, (
-        f"{directory}/chapter.toml: `files` must list exactly the chapter's test files in course order"
-    )
-    koans = {f"{f}::{name}" for f in present for name, _, _ in listed_koans(directory / f)}
-    assert set(chapter.hints) - koans == set(), "hints for koans that do not exist"
-    assert koans - set(chapter.hints) == set(), "koans without a hint in chapter.toml"
+    problems = check.manifest_problems(chapter) + check.readme_problems(chapter)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
 def test_koan_and_answer_are_twins(koan_file: Path):
-    report = twins.compare(koan_file, answer_of(koan_file))
-    assert report.ok, "\n".join(report.problems)
-    assert report.blanks or report.todo_bodies or report.regions, f"{koan_file}: nothing to fill in"
-    koan_names = [n for n, _, _ in listed_koans(koan_file)]
-    assert koan_names == [n for n, _, _ in listed_koans(answer_of(koan_file))]
-
-
-def evaluated_at_import(node: ast.AST):
-    """The nodes Python evaluates while it imports a module: all but the bodies of functions
-    and lambdas (their decorators and defaults, class bodies and module statements are)."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-        arguments = node.args
-        outside = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
-        outside += getattr(node, "decorator_list", [])
-    else:
-        outside = list(ast.iter_child_nodes(node))
-    yield node
-    for child in outside:
-        yield from evaluated_at_import(child)
+    problems = check.twin_problems(koan_file)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
@@ -106,74 +70,26 @@ def test_blanks_and_todos_wait_inside_functions(koan_file: Path):
     """A learner's fill runs only where its koan runs: grade's workers import every koan file
     before forking a process per koan, so nothing the learner writes may run at import (a fix
     region's module code is the one exception, and grade runs it only in each koan's process)."""
-    tree = ast.parse(koan_file.read_text(encoding="utf-8"))
-    early = [
-        node.lineno
-        for node in evaluated_at_import(tree)
-        if (isinstance(node, ast.Name) and node.id == "__")
-        or (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo")
-    ]
-    assert early == [], (
-        f"{koan_file}: blanks run at import on lines {early}; move them into a function"
-    )
+    problems = check.import_time_problems(koan_file)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
 def test_fix_regions_are_fingerprinted_as_shipped(chapter: course.Chapter):
-    """A failing koan counts as not started while its fix region is as shipped: the harness
-    knows that from the fingerprints in chapter.toml, so they must match the koan files."""
-    directory = course.KOANS / chapter.number
-    actual = {
-        p.name: tuple(twins.region_hashes(p.read_text(encoding="utf-8")))
-        for p in sorted(directory.glob("test_*.py"))
-    }
-    actual = {name: digests for name, digests in actual.items() if digests}
-    assert chapter.regions == actual, (
-        f"{directory}/chapter.toml: [regions] must fingerprint the fix regions as shipped; "
-        f"print the table with `python -m jaxkoans.course.twins regions {directory}/test_*.py`"
-    )
+    problems = check.region_problems(chapter)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
 def test_every_koan_teaches_in_chinese_and_english(koan_file: Path):
-    chapter = course.chapter_for(koan_file)
-    for name, line, doc in listed_koans(koan_file):
-        where = f"{koan_file}:{line} {name}"
-        assert CJK.search(doc) and is_english(doc, 6), (
-            f"{where}: docstring needs Chinese and English"
-        )
-        hint = chapter.hint(koan_file.name, name)
-        assert hint and hint.zh and hint.en, f"{where}: needs a hint with zh and en levels"
-        assert all(CJK.search(t) for t in hint.zh), f"{where}: a zh hint level has no Chinese"
-        assert all(is_english(t) and not CJK.search(t) for t in hint.en), (
-            f"{where}: an en hint level is not English"
-        )
-
-
-def _gives_away(answer: str, hint: str) -> bool:
-    """A blank's answer (an expression of 4+ characters) copied into a hint verbatim."""
-    answer = answer.strip()
-    if len(answer) < 4 or answer.replace(".", "").isdigit():
-        return False
-    return giveaways.appears(answer, hint)
+    problems = check.language_problems(koan_file)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
 def test_no_hint_gives_the_answer_away(koan_file: Path):
-    report = twins.compare(koan_file, answer_of(koan_file))
-    chapter = course.chapter_for(koan_file)
-    tree = ast.parse(koan_file.read_text(encoding="utf-8"))
-    spans = [(n.name, n.lineno, n.end_lineno) for n in tree.body if isinstance(n, ast.FunctionDef)]
-    for name, _, _ in listed_koans(koan_file):
-        hint = chapter.hint(koan_file.name, name)
-        texts = " ".join((hint.zh + hint.en) if hint else ())
-        start, end = next((s, e) for n, s, e in spans if n == name)
-        own = [answer for line, answer in report.blanks if start <= line <= end]
-        given = [a for a in own if _gives_away(a, texts)]
-        assert not given, f"{koan_file}::{name}: the hint contains the answer {given}"
-        body_lines = [ln.strip() for b in report.todo_bodies.values() for ln in b.splitlines()]
-        copied = [ln for ln in body_lines if len(ln) > 24 and ln in texts]
-        assert not copied, f"{koan_file}::{name}: the hint copies the solution's code {copied}"
+    problems = check.hint_problems(koan_file)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
@@ -181,8 +97,24 @@ def test_no_answer_stands_next_to_its_blank(koan_file: Path):
     """A blank whose answer is written in its docstring, its first hint, the lines around it
     or another koan of the file (or whose docstring names its exception class) asks the
     learner to copy, not to predict (course/giveaways.py)."""
-    found = giveaways.findings(koan_file, answer_of(koan_file))
-    assert not found, "\n".join(map(str, found))
+    problems = check.giveaway_problems(koan_file)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_static_gate_runs_without_jax_in_one_command():
+    """`python -m jaxkoans.authoring check --chapter NN`: the same checks, and JAX's backend is
+    never started (a blank's kind may import a JAX module to resolve a name)."""
+    number = CHAPTERS[0].number
+    code = (
+        "import sys; from jaxkoans.authoring.check import main; code = main(['check', "
+        f"'--chapter', '{number}']); bridge = sys.modules.get('jax._src.xla_bridge'); "
+        "assert bridge is None or not bridge.backends_are_initialized(); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=course.REPO, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no problem" in done.stdout
 
 
 def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, dict]:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import fills, outside
+from jaxkoans.course import fills
 from jaxkoans.course import pristine as shipped_course  # `pristine` is a fixture here
 from jaxkoans.grader import grading, report_formats, reveals, run_guard, sandbox, tamper
-from jaxkoans.learner import cli
+from jaxkoans.learner import cli, outside
 
 pytestmark = pytest.mark.timeout(600)  # whole grading runs, beyond a koan's 60 s
 REPO = Path(__file__).resolve().parent.parent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pty
@@ -20,6 +21,7 @@ from jaxkoans.plugin import results
 
 # A guard against a hung child, far above what the work takes on a loaded machine.
 PROCESS_TIMEOUT_S = 600
+REPO = Path(__file__).resolve().parent.parent
 
 HEADER = "from jaxkoans import __, todo\nimport jax, jax.numpy as jnp\nfrom jax import lax\n"
 
@@ -799,3 +801,65 @@ def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch
         release.set()
         for timer in guard._timers.values():
             timer.cancel()
+
+
+# ---- the layers of the harness -------------------------------------------------------------------
+
+# Each layer may import itself and the layers before it, never one after it. The authoring tools
+# (the gates) sit on top: they run the learner's runner and read the plugin's records, and no
+# layer below imports them.
+LAYERS = ("course", "api", "plugin", "learner", "grader", "authoring")
+AUTHORING = {"jaxkoans.course.mutate", "jaxkoans.course.shortcuts", "jaxkoans.course.giveaways",
+             "jaxkoans.course.gate_record"}  # fmt: skip
+# The one upward import left, with its reason: moving it changes predictions.py, which the
+# shortcut gate's digest covers, and so re-stamps every chapter (about 30 minutes of CPU).
+KNOWN_UPWARD = {
+    ("jaxkoans/course/predictions.py", "jaxkoans.course.mutate"): "of_file reads the answer's "
+    "names through mutate.Context (a lazy import, only when the manifest is written)",
+}
+
+
+def _layer(module: str) -> str:
+    if module in AUTHORING or module.startswith("jaxkoans.authoring"):
+        return "authoring"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "course"  # `jaxkoans`: data
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) of every jaxkoans import in a file, at any depth (lazy ones too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("jaxkoans")]
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jaxkoans")
+        ):
+            for alias in node.names:  # `from jaxkoans.course import mutate` names a module
+                child = f"{node.module}.{alias.name}"
+                named = (
+                    child
+                    if (REPO / Path(*child.split("."))).with_suffix(".py").exists()
+                    else node.module
+                )
+                found.append((node.lineno, named))
+    return found
+
+
+def test_the_harness_imports_downward_only():
+    """course (the course as data) < api (what a koan imports) < plugin < learner < grader <
+    authoring: a module imports from its own layer or those before it."""
+    wrong, known = [], set()
+    for path in sorted((REPO / "jaxkoans").rglob("*.py")):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        own = LAYERS.index(_layer(module))
+        for line, target in _imports(path, module):
+            if module == "jaxkoans" and target.startswith("jaxkoans.api"):
+                continue  # the package re-exports the koans' API lazily
+            if (path.relative_to(REPO).as_posix(), target) in KNOWN_UPWARD:
+                known.add((path.relative_to(REPO).as_posix(), target))
+                continue
+            if LAYERS.index(_layer(target)) > own:
+                wrong.append(f"{path.relative_to(REPO)}:{line}: {_layer(module)} imports {target}")
+    assert not wrong, "\n".join(wrong)
+    assert known == set(KNOWN_UPWARD), "an exception that no longer exists: remove it"

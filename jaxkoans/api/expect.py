@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -152,33 +150,3 @@ def _name(cls) -> str:
         module = cls.__module__
         return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
     return repr(cls)
-
-
-@contextlib.contextmanager
-def exact_raises_on_fills(koan_file):
-    """While a koan runs: a `pytest.raises(X)` on a line that held `__` as shipped is
-    `raises_exactly(X)`, so a copy whose exception blanks still use pytest.raises asks for the
-    exact class too. Every other pytest.raises is left as it is."""
-    from jaxkoans.plugin.classify import fills
-
-    original = pytest.raises
-    koan_file = os.path.realpath(koan_file)
-
-    def raises(expected_exception, *args, **kwargs):
-        __tracebackhide__ = True
-        caller = sys._getframe(1)
-        on_fill = (
-            not args
-            and set(kwargs) <= {"match"}
-            and os.path.realpath(caller.f_code.co_filename) == koan_file
-            and caller.f_lineno in fills(Path(koan_file))
-        )
-        if on_fill:
-            return raises_exactly(expected_exception, **kwargs)
-        return original(expected_exception, *args, **kwargs)
-
-    pytest.raises = raises
-    try:
-        yield
-    finally:
-        pytest.raises = original

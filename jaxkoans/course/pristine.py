@@ -109,11 +109,22 @@ def _blob_of(relative: str, mtime_ns: int, size: int) -> str | None:
 # ---- writing it (authors) ------------------------------------------------------------------
 
 
-def build(root: Path) -> dict:
+def kinds_code() -> str:
+    """A digest of the code that decides a blank's kind: a change there reads every answer again."""
+    hashed = hashlib.sha256()
+    for name in ("predictions.py", "mutate.py"):  # mutate.Context resolves an answer's names
+        hashed.update((Path(__file__).parent / name).read_bytes())
+    return hashed.hexdigest()
+
+
+def build(root: Path, previous: dict | None = None) -> dict:
     """The manifest of the course at `root`: its koans/ as they are, each blank's kind read
-    from its answers/ twin where there is one."""
+    from its answers/ twin where there is one. From `previous` (the manifest as written), a
+    file whose koan, answer and the kinds' code are unchanged keeps its kinds unread."""
     from jaxkoans.course import predictions as kinds
 
+    code = kinds_code()
+    known = previous.get("files", {}) if previous and previous.get("kinds_code") == code else {}
     files = {}
     for path in sorted((root / "koans").rglob("test_*.py")):
         if "__pycache__" in path.parts:
@@ -121,31 +132,43 @@ def build(root: Path) -> dict:
         relative = path.relative_to(root).as_posix()
         data = path.read_bytes()
         answer = root / "answers" / path.relative_to(root / "koans")
+        answer_blob = blob_id(answer.read_bytes()) if answer.is_file() else None
+        before = known.get(relative, {})
         text = data.decode("utf-8")
+        if before.get("blob") == blob_id(data) and before.get("answer") == answer_blob:
+            found = before.get("predictions", {})
+        else:
+            found = kinds.of_file(text, answer) if answer.is_file() else {}
         files[relative] = {
             "blob": blob_id(data),
+            "answer": answer_blob,
             "text": text,
-            "predictions": kinds.of_file(text, answer) if answer.is_file() else {},
+            "predictions": found,
         }
-    return {"format": FORMAT, "files": files}
+    return {"format": FORMAT, "kinds_code": code, "files": files}
 
 
 def render(document: dict) -> str:
     return json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
+def _written(path: Path) -> tuple[str, dict | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return text, json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return "", None
+
+
 def write(root: Path) -> Path:
     path = root / "koans" / MANIFEST_NAME
-    path.write_text(render(build(root)), encoding="utf-8")
+    path.write_text(render(build(root, _written(path)[1])), encoding="utf-8")
     return path
 
 
 def stale(root: Path) -> bool:
-    path = root / "koans" / MANIFEST_NAME
-    try:
-        return path.read_text(encoding="utf-8") != render(build(root))
-    except OSError:
-        return True
+    text, previous = _written(root / "koans" / MANIFEST_NAME)
+    return not text or text != render(build(root, previous))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         print("koans/.shipped.json matches koans/ and answers/")
         return 0
     path = write(root)
-    print(f"wrote {path.relative_to(root)} ({len(build(root)['files'])} koan files)")
+    print(f"wrote {path.relative_to(root)} ({len(read_manifest(path.parent))} koan files)")
     return 0
 
 

@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.learner.commands.reveal import LOG
+from jaxkoans.plugin.reveal_log import LOG
 
 SOURCE = f".jaxkoans/{LOG}"  # relative to the student's copy
 MAX_BYTES = 1 << 20  # a learner reveals a few hundred koans at most

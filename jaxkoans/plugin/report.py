@@ -200,7 +200,7 @@ def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report
     blank or a hidden value; the hidden report for a wrong prediction (True: longrepr is set).
     Under --koans-reveal nothing is hidden, and the reveal is remembered."""
     from jaxkoans.api.expect import WrongException, revealing
-    from jaxkoans.learner.commands import reveal
+    from jaxkoans.plugin import reveal_log as reveal
 
     answers = predicted_fills(item, found, excinfo)
     if answers is not None and revealing():

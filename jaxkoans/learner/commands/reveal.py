@@ -1,66 +1,21 @@
 """Predict, then see: show what a wrong prediction hides (the value JAX computed, the exception
 raised), on the learner's request; a koan passed after that counts as passed (revealed).
 
-The reveals are remembered in `.jaxkoans/reveals.jsonl`, one JSON line per reveal
-(`{"nodeid": "koans/01/test_scan.py::test_x", "at": "…"}`), written by the plugin whenever a
-run under `--koans-reveal` shows a koan's hidden value — by this command, by watch's `v` key or
-by the learner's own `pytest --koans-reveal`. Appending one short line is atomic, so pytest-xdist
-workers never lose each other's reveals.
+The reveals are remembered in `.jaxkoans/reveals.jsonl` (jaxkoans/plugin/reveal_log.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
-from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.api import REVEAL_ENV
-from jaxkoans.learner import state
+from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
 
-LOG = "reveals.jsonl"
 RUN_TIMEOUT_S = 300
-
-
-def koan_nodeid(path: Path, name: str) -> str:
-    """The koan's id as progress.py names it: its file relative to the course, its test name."""
-    try:
-        relative = Path(path).resolve().relative_to(course.REPO).as_posix()
-    except ValueError:
-        relative = Path(path).as_posix()
-    return f"{relative}::{name.split('[', 1)[0]}"
-
-
-def record(nodeid: str) -> None:
-    """Remember that the learner saw what koan `nodeid` hid."""
-    line = json.dumps({"nodeid": nodeid, "at": datetime.now(UTC).isoformat(timespec="seconds")})
-    directory = state.directory()
-    try:
-        directory.mkdir(exist_ok=True)
-        with (directory / LOG).open("a", encoding="utf-8") as out:
-            out.write(line + "\n")
-    except OSError:  # a read-only checkout: the reveal still shows, it is just not remembered
-        pass
-
-
-def revealed(root: Path | None = None) -> set[str]:
-    """The nodeids of every koan whose hidden value the learner has asked to see."""
-    path = (root / ".jaxkoans" if root else state.directory()) / LOG
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return set()
-    found = set()
-    for line in lines:
-        try:
-            found.add(json.loads(line)["nodeid"])
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a torn line of an interrupted write
-    return found
 
 
 # What the learner asked to see comes whole: at -vv pytest neither shortens a comparison's

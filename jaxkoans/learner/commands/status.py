@@ -7,8 +7,8 @@ import json
 import sys
 
 from jaxkoans import course
-from jaxkoans.course import outside, predictions
-from jaxkoans.learner.commands.reveal import revealed
+from jaxkoans.course import predictions
+from jaxkoans.learner import outside
 from jaxkoans.learner.koan_runs import (
     ENVIRONMENT,
     SKIPPED,
@@ -18,6 +18,7 @@ from jaxkoans.learner.koan_runs import (
     recommended_path,
 )
 from jaxkoans.plugin.classify import Cause, KoanState
+from jaxkoans.plugin.reveal_log import revealed
 
 MARKS = {
     KoanState.PASSED.value: "█",
@@ -123,7 +124,7 @@ def show(
             print(f"   … {len(flagged) - outside.MAX_SHOWN} more")
     warned = outside.warnings(
         chapters, found
-    )  # edits grade will not use (jaxkoans/course/outside.py)
+    )  # edits grade will not use (jaxkoans/learner/outside.py)
     if warned:
         print("\n⚠️  " + "\n".join(warned))
     if total[SKIPPED]:

@@ -1,0 +1,5 @@
+import sys
+
+from jaxkoans.authoring.check import main
+
+sys.exit(main())

@@ -1,0 +1,301 @@
+"""The static authoring gate, like rustlings' `dev check`: each problem says what to fix and where.
+
+Nothing here runs a koan or starts JAX's backend (a blank's kind may import a JAX module to
+resolve a name), so the whole course is checked in seconds:
+`python -m jaxkoans.authoring check [--chapter NN]`. tests/test_course.py runs the same checks
+one file or chapter at a time, beside the checks that run the koans and their answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.course import gate_record, giveaways, koan_model, pristine, shortcuts, twins
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def is_english(text: str, words: int = 3) -> bool:
+    return len(WORD.findall(CJK.sub(" ", text))) >= words
+
+
+def koan_files(root: Path) -> list[Path]:
+    return sorted(root.glob("*/test_*.py"))
+
+
+def answer_of(koan_file: Path) -> Path:
+    return course.ANSWERS / koan_file.relative_to(course.KOANS)
+
+
+def listed(test_file: Path) -> list[tuple[str, int, str]]:
+    return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
+
+
+# ---- the course ---------------------------------------------------------------------------------
+
+
+def course_problems() -> list[str]:
+    """koans/ and answers/ hold the same files; koans/course.toml lists every chapter once;
+    koans/.shipped.json is fresh."""
+    problems = []
+    koans = {p.relative_to(course.KOANS) for p in koan_files(course.KOANS)}
+    answers = {p.relative_to(course.ANSWERS) for p in koan_files(course.ANSWERS)}
+    problems += [f"koans/{p}: no answer file in answers/" for p in sorted(koans - answers)]
+    problems += [f"answers/{p}: no koan file in koans/" for p in sorted(answers - koans)]
+    numbers = [c.number for c in course.all_chapters()]
+    try:
+        path = tomllib.loads((course.KOANS / "course.toml").read_text(encoding="utf-8"))["path"]
+    except (OSError, tomllib.TOMLDecodeError, KeyError) as error:
+        return [*problems, f"koans/course.toml: no `path` list ({error})"]
+    problems += [
+        f'koans/course.toml: add "{n}" to `path` (a chapter left out goes last)'
+        for n in numbers
+        if n not in path
+    ]
+    problems += [
+        f"koans/course.toml: `path` names {n}, which has no chapter.toml"
+        for n in path
+        if n not in numbers
+    ]
+    problems += [
+        f"koans/course.toml: `path` names {n} twice" for n in set(path) if path.count(n) > 1
+    ]
+    if pristine.stale(course.REPO):
+        problems.append(
+            "koans/.shipped.json does not match koans/ and answers/: run python -m jaxkoans.course.pristine"
+        )
+    return problems
+
+
+def record_problems(chapters: list[course.Chapter]) -> list[str]:
+    """The gates' records that no longer match a chapter (its koans, answers, fakes or the
+    gate's own code changed): stamp them again."""
+    problems = []
+    for chapter in gate_record.stale(chapters):
+        problems.append(
+            f"{chapter.number}: the mutation gate's record is stale: "
+            f"python -m jaxkoans.course.mutate --chapter {chapter.number} --stamp"
+        )
+    for chapter in gate_record.stale_fakes(chapters):
+        problems.append(
+            f"{chapter.number}: the fakes' record is stale: "
+            f"python -m jaxkoans.course.mutate --fakes --chapter {chapter.number} --stamp"
+        )
+    for chapter in shortcuts.stale(chapters):
+        problems.append(
+            f"{chapter.number}: the shortcut gate's record is stale: "
+            f"python -m jaxkoans.course.shortcuts --chapter {chapter.number} --stamp"
+        )
+    return problems
+
+
+# ---- one chapter --------------------------------------------------------------------------------
+
+
+def manifest_problems(chapter: course.Chapter) -> list[str]:
+    """chapter.toml: titles, `files` exactly the chapter's test files, a hint for every koan."""
+    directory = course.KOANS / chapter.number
+    where = f"koans/{chapter.number}/chapter.toml"
+    present = sorted(p.name for p in directory.glob("test_*.py"))
+    problems = [] if chapter.title_zh and chapter.title_en else [f"{where}: titles missing"]
+    if sorted(chapter.files) != present:
+        problems.append(
+            f"{where}: `files` must list exactly the chapter's test files in course order"
+        )
+    koans = {f"{f}::{name}" for f in present for name, _, _ in listed(directory / f)}
+    problems += [
+        f"{where}: a hint for a koan that does not exist: {k}"
+        for k in sorted(set(chapter.hints) - koans)
+    ]
+    problems += [
+        f'{where}: no hint for {k} ([hints."{k}"] zh/en)'
+        for k in sorted(koans - set(chapter.hints))
+    ]
+    return problems
+
+
+def region_problems(chapter: course.Chapter) -> list[str]:
+    """A failing koan counts as not started while its fix region is as shipped: the harness
+    knows that from the fingerprints in chapter.toml, so they must match the koan files."""
+    directory = course.KOANS / chapter.number
+    actual = {
+        p.name: tuple(twins.region_hashes(p.read_text(encoding="utf-8")))
+        for p in sorted(directory.glob("test_*.py"))
+    }
+    actual = {name: digests for name, digests in actual.items() if digests}
+    if chapter.regions == actual:
+        return []
+    return [
+        f"koans/{chapter.number}/chapter.toml: [regions] must fingerprint the fix regions as "
+        f"shipped; print the table with `python -m jaxkoans.course.twins regions "
+        f"koans/{chapter.number}/test_*.py`"
+    ]
+
+
+def readme_problems(chapter: course.Chapter) -> list[str]:
+    readme = course.KOANS / chapter.number / "README.md"
+    if not readme.is_file():
+        return [
+            f"koans/{chapter.number}/README.md: missing (what the chapter teaches, both languages)"
+        ]
+    text = readme.read_text(encoding="utf-8")
+    if not (CJK.search(text) and is_english(text, 20)):
+        return [f"koans/{chapter.number}/README.md: needs Chinese and English"]
+    return []
+
+
+# ---- one koan file ------------------------------------------------------------------------------
+
+
+def twin_problems(koan_file: Path) -> list[str]:
+    """The koan file and its answer differ only at blanks, TODO bodies and fix regions."""
+    answer = answer_of(koan_file)
+    report = twins.compare(koan_file, answer)
+    problems = list(report.problems)
+    if report.ok and not (report.blanks or report.todo_bodies or report.regions):
+        problems.append(f"{koan_file}: nothing to fill in")
+    if [n for n, _, _ in listed(koan_file)] != [n for n, _, _ in listed(answer)]:
+        problems.append(f"{koan_file}: its koans are not those of {answer}, in the same order")
+    return problems
+
+
+def evaluated_at_import(node: ast.AST):
+    """The nodes Python evaluates while it imports a module: all but the bodies of functions
+    and lambdas (their decorators and defaults, class bodies and module statements are)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        arguments = node.args
+        outside = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+        outside += getattr(node, "decorator_list", [])
+    else:
+        outside = list(ast.iter_child_nodes(node))
+    yield node
+    for child in outside:
+        yield from evaluated_at_import(child)
+
+
+def import_time_problems(koan_file: Path) -> list[str]:
+    """A learner's fill runs only where its koan runs: grade's workers import every koan file
+    before forking a process per koan, so nothing the learner writes may run at import."""
+    tree = ast.parse(koan_file.read_text(encoding="utf-8"))
+    early = [
+        node.lineno
+        for node in evaluated_at_import(tree)
+        if (isinstance(node, ast.Name) and node.id == "__")
+        or (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo")
+    ]
+    return (
+        [f"{koan_file}: blanks run at import on lines {early}; move them into a function"]
+        if early
+        else []
+    )
+
+
+def language_problems(koan_file: Path) -> list[str]:
+    """A docstring in Chinese and English, and a hint with zh and en levels, for every koan."""
+    chapter = course.chapter_for(koan_file)
+    problems = []
+    for name, line, doc in listed(koan_file):
+        where = f"{koan_file}:{line} {name}"
+        if not (CJK.search(doc) and is_english(doc, 6)):
+            problems.append(f"{where}: docstring needs Chinese and English")
+        hint = chapter.hint(koan_file.name, name) if chapter else None
+        if not (hint and hint.zh and hint.en):
+            problems.append(f"{where}: needs a hint with zh and en levels")
+            continue
+        if not all(CJK.search(t) for t in hint.zh):
+            problems.append(f"{where}: a zh hint level has no Chinese")
+        if not all(is_english(t) and not CJK.search(t) for t in hint.en):
+            problems.append(f"{where}: an en hint level is not English")
+    return problems
+
+
+def _gives_away(answer: str, hint: str) -> bool:
+    """A blank's answer (an expression of 4+ characters) copied into a hint verbatim."""
+    answer = answer.strip()
+    if len(answer) < 4 or answer.replace(".", "").isdigit():
+        return False
+    return giveaways.appears(answer, hint)
+
+
+def hint_problems(koan_file: Path) -> list[str]:
+    """No hint holds its koan's answer or copies a TODO's solution."""
+    report = twins.compare(koan_file, answer_of(koan_file))
+    chapter = course.chapter_for(koan_file)
+    spans = koan_model.read(koan_file).spans
+    problems = []
+    body_lines = [ln.strip() for b in report.todo_bodies.values() for ln in b.splitlines()]
+    for name, _, _ in listed(koan_file):
+        hint = chapter.hint(koan_file.name, name) if chapter else None
+        texts = " ".join((hint.zh + hint.en) if hint else ())
+        start, end = spans[name]
+        own = [answer for line, answer in report.blanks if start <= line <= end]
+        given = [a for a in own if _gives_away(a, texts)]
+        if given:
+            problems.append(f"{koan_file}::{name}: the hint contains the answer {given}")
+        copied = [ln for ln in body_lines if len(ln) > 24 and ln in texts]
+        if copied:
+            problems.append(f"{koan_file}::{name}: the hint copies the solution's code {copied}")
+    return problems
+
+
+def giveaway_problems(koan_file: Path) -> list[str]:
+    """course/giveaways.py: an answer written next to its blank."""
+    return [str(f) for f in giveaways.findings(koan_file, answer_of(koan_file))]
+
+
+FILE_CHECKS = (
+    twin_problems,
+    import_time_problems,
+    language_problems,
+    hint_problems,
+    giveaway_problems,
+)
+CHAPTER_CHECKS = (manifest_problems, region_problems, readme_problems)
+
+
+def check(chapters: list[course.Chapter], whole: bool) -> list[str]:
+    problems = course_problems() if whole else []
+    for chapter in chapters:
+        for each in CHAPTER_CHECKS:
+            problems += each(chapter)
+        for koan_file in sorted((course.KOANS / chapter.number).glob("test_*.py")):
+            if not answer_of(koan_file).is_file():
+                continue  # course_problems names it
+            for each in FILE_CHECKS:
+                problems += each(koan_file)
+    return problems + record_problems(chapters)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring")
+    commands = parser.add_subparsers(dest="command", required=True)
+    one = commands.add_parser("check", help="the static authoring gate (no JAX, seconds)")
+    one.add_argument("--chapter", action="append", default=[], metavar="NN")
+    args = parser.parse_args(argv)
+    wanted = {c.zfill(2) for c in args.chapter}
+    chapters = [c for c in course.all_chapters() if not wanted or c.number in wanted]
+    unknown = wanted - {c.number for c in chapters}
+    if unknown:
+        print(f"no such chapter: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    problems = check(chapters, whole=not wanted)
+    files = sum(len(list((course.KOANS / c.number).glob("test_*.py"))) for c in chapters)
+    for problem in problems:
+        print(f"❌ {problem}")
+    seconds = time.monotonic() - started
+    if problems:
+        print(
+            f"\n{len(problems)} problem(s) in {len(chapters)} chapter(s), {files} files ({seconds:.1f} s)"
+        )
+        return 1
+    print(f"✅ {len(chapters)} chapter(s), {files} koan files: no problem ({seconds:.1f} s)")
+    return 0

@@ -1,0 +1,60 @@
+"""The learner's reveal log, `.jaxkoans/reveals.jsonl`: one JSON line per koan whose hidden
+value the learner asked to see (`{"nodeid": "koans/01/test_scan.py::test_x", "at": "…"}`).
+
+The plugin writes it whenever a run under `--koans-reveal` shows a koan's hidden value (by
+`progress.py reveal`, watch's `v` or the learner's own `pytest --koans-reveal`); progress and
+grade read it. Appending one short line is atomic, so pytest-xdist workers never lose each
+other's reveals.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jaxkoans import course
+
+LOG = "reveals.jsonl"
+
+
+def directory() -> Path:
+    """Where the learner's tools keep their files (jaxkoans/learner/state.py writes there too)."""
+    return course.REPO / ".jaxkoans"
+
+
+def koan_nodeid(path: Path, name: str) -> str:
+    """The koan's id as progress.py names it: its file relative to the course, its test name."""
+    try:
+        relative = Path(path).resolve().relative_to(course.REPO).as_posix()
+    except ValueError:
+        relative = Path(path).as_posix()
+    return f"{relative}::{name.split('[', 1)[0]}"
+
+
+def record(nodeid: str) -> None:
+    """Remember that the learner saw what koan `nodeid` hid."""
+    line = json.dumps({"nodeid": nodeid, "at": datetime.now(UTC).isoformat(timespec="seconds")})
+    folder = directory()
+    try:
+        folder.mkdir(exist_ok=True)
+        with (folder / LOG).open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+    except OSError:  # a read-only checkout: the reveal still shows, it is just not remembered
+        pass
+
+
+def revealed(root: Path | None = None) -> set[str]:
+    """The nodeids of every koan whose hidden value the learner has asked to see."""
+    path = (root / ".jaxkoans" if root else directory()) / LOG
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    found = set()
+    for line in lines:
+        try:
+            found.add(json.loads(line)["nodeid"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a torn line of an interrupted write
+    return found

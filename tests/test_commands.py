@@ -530,3 +530,23 @@ def test_doctor_names_a_compiler_that_cannot_build(course, tmp_path):
     shown = progress(course, "doctor", env_extra={"PATH": f"{fake}:{os.environ['PATH']}"})
     assert shown.returncode == 1
     assert "无法编译 / cannot build kernel.cc: internal compiler error" in shown.stdout
+
+
+def test_a_student_release_has_no_answers_and_keeps_the_course_as_shipped(course, tmp_path):
+    """`progress.py release DIR`: no answers/ (a template made from the course would hand every
+    student the answers); status, predict-then-see and deleted koans still work from
+    koans/.shipped.json; diff says where the answers are."""
+    target = tmp_path / "student"
+    made = progress(course, "release", str(target), "--answers", "ask Ada for the answers")
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert not (target / "answers").exists() and not (target / "tests").exists()
+    assert (target / "koans" / ".shipped.json").is_file() and (target / "pyproject.toml").is_file()
+    assert progress(course, "release", str(target)).returncode == 2  # never over a directory
+    mine = target / "koans" / "01" / "test_alpha.py"
+    text = mine.read_text(encoding="utf-8").replace("sum()) == __", "sum()) == 4")
+    mine.write_text(text.split("def test_double")[0], encoding="utf-8")  # test_double deleted
+    data = json.loads(progress(target, "--json", "--chapter", "01").stdout)
+    states = {k["name"]: (k["state"], k["note"]) for k in data["koans"]}
+    assert states["test_sum"][0] == "failing" and "deleted" in states["test_double"][1], states
+    shown = progress(target, "diff", "test_sum", "--force")
+    assert shown.returncode == 1 and "ask Ada for the answers" in shown.stdout, shown.stdout

@@ -348,6 +348,8 @@ FINE = {  # the student's file, and the file that runs (the same program)
     "a lambda": (answer_a(limit="(lambda n: jnp.less(c, n))(5)"),) * 2,
     "a fill over two lines": (answer_a(cumsum="[0, 1,\n        3, 6]"), answer_a()),
     "an import in a TODO body": (answer_a(double="from jax import numpy as np2\n\n    return np2.multiply(x, 2)"),) * 2,
+    "a helper beside its TODO": (answer_a(double="return twice(x)").replace("def double(x):", "def twice(x):\n    return 2 * x\n\n\ndef double(x):"),) * 2,
+    "a helper class and its helper": (answer_a(double="return Doubler().apply(x)").replace("def double(x):", "def factor():\n    return 2\n\n\nclass Doubler:\n    def apply(self, x):\n        return factor() * x\n\n\ndef double(x):"),) * 2,
 }  # fmt: skip
 
 
@@ -1181,8 +1183,8 @@ def test_the_learner_is_told_which_edits_grade_will_not_use(tmp_path, monkeypatc
     )
     monkeypatch.setattr(outside.classify, "pristine_text", lambda path: shipped)
     edits = outside.edits_outside(mine)
-    assert [(e.line, e.koan, e.what) for e in edits] == [(6, "<module>", "added Import")]
-    assert str(edits[0]).startswith(f"{mine.as_posix()}:6 (<module>): added Import")
+    assert [(e.line, e.koan, e.what) for e in edits] == [(6, "<module>", "added an import")]
+    assert str(edits[0]).startswith(f"{mine.as_posix()}:6 (<module>): added an import")
     mine.write_text(answer_a(sum="3  # a comment is not an edit"), encoding="utf-8")
     assert outside.edits_outside(mine) == []
 
@@ -1407,3 +1409,30 @@ def test_a_timeout_an_exit_and_a_crash_are_named_as_what_they_are(report, head):
     assert head in shown.splitlines()[0]
     assert shown.endswith(report)  # the report itself follows
     assert grading.headline("assert 1 == 2") == "assert 1 == 2"
+
+
+def test_a_file_as_shipped_costs_no_run(fake_course, pristine, tmp_path):
+    """Like progress.py, grade knows an untouched file is not started without running it; a
+    file with one fill runs whole."""
+    untouched = student(fake_course, tmp_path / "u", {})
+    grade = grading.grade(untouched, pristine, grading.Options(workers=1))
+    assert set(statuses(grade).values()) == {"not_started"}, statuses(grade)
+    assert grade.run["ran"] is False and grade.findings == []
+    one = student(fake_course, tmp_path / "o", {A: KOAN_A.format(**{**BLANKS_A, "sum": "3"})})
+    grade = grading.grade(one, pristine, grading.Options(workers=1))
+    status = statuses(grade)
+    assert status["test_sum"] == "passed" and status["test_loop"] == "not_started", status
+    assert status["test_separator"] == "not_started" and grade.run["ran"] is True
+
+
+def test_a_helper_beside_a_todo_is_graded_as_part_of_it(fake_course, pristine, tmp_path):
+    """A TODO solved with a small function of the learner's own next to it passes in pytest
+    and in grade alike; a helper that no TODO uses is an ignored edit, named."""
+    helped = answer_a(double="return twice(x)").replace("def double(x):", "def twice(x):\n    return 2 * x\n\n\ndef double(x):")  # fmt: skip
+    copy = student(fake_course, tmp_path / "h", {A: helped})
+    grade = grading.grade(copy, grading.select(pristine, ["01"], None), grading.Options(workers=1))
+    assert statuses(grade)["test_double"] == "passed", grade.notes
+    assert not [n for n in grade.notes if "added a function" in n.message]
+    unused = answer_a().replace("def double(x):", "def spare(x):\n    return x\n\n\ndef double(x):")
+    check = tamper.check_file(A, pristine.root / A, unused, pristine.allowed[A])
+    assert [n for n in check.notes if "added a function" in n.message], check.notes

@@ -7,7 +7,9 @@ course lets the learner write:
 
 - a **blank** `__`: any one expression;
 - a **TODO body** (a function whose body calls `todo(...)`): any statements after its docstring;
-- a **fix region** (the lines between `# ✍️ BEGIN` and `# ✍️ END`): any statements.
+- a **fix region** (the lines between `# ✍️ BEGIN` and `# ✍️ END`): any statements;
+- a **helper** the learner adds at module level (a new function or class, not a test) that a
+  TODO body uses: graded as part of that TODO, placed before its function.
 
 Every other difference is an *edit outside the fills*: grade ignores it (the pristine code runs
 there) and `Taken.ignored` names it with its line in each file. A statement list that differs
@@ -40,7 +42,7 @@ class Ignored:
     owner: str  # the koan whose lines hold it, or MODULE
     pristine_line: int | None
     student_line: int | None
-    what: str  # short English: "added Import", "changed Compare", …
+    what: str  # plain English: "added an import", "a comparison became a constant", …
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,13 @@ class _Walk:
         self.nodes: list[tuple[str, ast.AST, bool]] = []
         self.blanks: list[BlankFill] = []
         self.statement: tuple[int, int] | None = None  # the learner's statement being walked
+        self.s_top = {id(n) for n in self.s_tree.body}
+        self.p_names = {getattr(n, "name", None) for n in self.p_tree.body} - {None}
+        self.p_names |= {
+            t.id for n in self.p_tree.body if isinstance(n, ast.Assign) for t in n.targets
+            if isinstance(t, ast.Name)
+        }  # fmt: skip
+        self.added_helpers: list[ast.AST] = []
 
     def owner(self, line: int) -> str:
         return owner(self.spans, line)
@@ -172,7 +181,7 @@ class _Walk:
             self.take(here)
             return
         if type(p) is not type(s):
-            self.ignore(p, s, f"{type(p).__name__} became {type(s).__name__}", line, s_line)
+            self.ignore(p, s, f"{plain(p)} became {plain(s)}", line, s_line)
             return
         if isinstance(p, ast.Call) and self.keyword_fills(p, s, line, s_line):
             return
@@ -189,7 +198,7 @@ class _Walk:
             elif isinstance(a, ast.AST) and isinstance(b, ast.AST):
                 self.walk(a, b, line, s_line)
             elif a != b or type(a) is not type(b):
-                self.ignore(p, s, f"{name} of {type(p).__name__} changed", line, s_line)
+                self.ignore(p, s, f"the {name} of {plain(p)} changed", line, s_line)
 
     def keyword_fills(self, p: ast.Call, s: ast.Call, line: int, s_line: int | None) -> bool:
         """`f(x, __)` filled as `f(x, name=value)`: a blank that stands for a keyword
@@ -239,12 +248,62 @@ class _Walk:
                     self.walk(x, y, line, s_line)
                 continue
             for x in a[i1:i2]:
-                self.ignore(x, None, f"removed {type(x).__name__}", line, None)
+                self.ignore(x, None, f"removed {plain(x)}", line, None)
             for y in b[j1:j2]:
                 where = getattr(y, "lineno", line)
-                self.ignored.append(
-                    Ignored(self.s_owner(where), None, where, f"added {type(y).__name__}")
-                )
+                if self.helper_candidate(y):
+                    self.added_helpers.append(y)  # taken if a TODO uses it (`helpers`)
+                    continue
+                self.ignored.append(Ignored(self.s_owner(where), None, where, f"added {plain(y)}"))
+
+    def helper_candidate(self, node: ast.AST) -> bool:
+        """A function or class the learner added at module level, under a new name that is not
+        a test: a helper for a TODO, graded with it when the TODO uses it."""
+        definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        return (
+            isinstance(node, definitions)
+            and id(node) in self.s_top
+            and not node.name.startswith("test")
+            and node.name not in self.p_names
+        )
+
+    def helpers(self) -> None:
+        """Take each added helper that the taken code uses (directly or through another taken
+        helper): it goes into the graded file before the first TODO function that needs it,
+        as part of that TODO. The others stay edits grade ignores."""
+        if not self.added_helpers:
+            return
+        by_name = {h.name: h for h in self.added_helpers}
+        todos = {t.name: t for t in koan_model.parse(self.p_text).todos}
+        p_defs = {
+            n.name: n
+            for n in self.p_tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        s_todo_bodies = {}
+        for node in self.s_tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in todos:
+                s_todo_bodies[node.name] = node
+        taken: dict[str, str] = {}  # helper -> the TODO it is graded with
+        frontier = [(todo, node) for todo, node in s_todo_bodies.items()]
+        while frontier:
+            todo, node = frontier.pop()
+            for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+                if name in by_name and name not in taken:
+                    taken[name] = todo
+                    frontier.append((todo, by_name[name]))
+        for helper in self.added_helpers:
+            if helper.name not in taken:
+                self.ignored.append(Ignored(MODULE, None, helper.lineno, f"added {plain(helper)}"))
+                continue
+            target = p_defs[taken[helper.name]]
+            at = min([target.lineno] + [d.lineno for d in target.decorator_list])
+            first = min([helper.lineno] + [d.lineno for d in helper.decorator_list])
+            text = textwrap.dedent(_stripped(self.s_lines[first - 1 : helper.end_lineno]))
+            self.edits.append(((at, 0, at, 0), text + "\n\n\n", first))
+            here = self.owner(at)
+            self.nodes.append((here, helper, False))
+            self.take(here)
 
     def s_owner(self, line: int) -> str:
         return owner(self.s_spans, line)
@@ -293,6 +352,28 @@ class _Walk:
             self.take(here)
 
 
+# What a person calls each kind of node (the notes grade and progress.py print).
+PLAIN = {
+    "FunctionDef": "a function", "AsyncFunctionDef": "a function", "ClassDef": "a class",
+    "Import": "an import", "ImportFrom": "an import", "Assign": "an assignment",
+    "AugAssign": "an assignment", "AnnAssign": "an assignment", "Assert": "an assert",
+    "Expr": "a statement (a call such as print)", "Return": "a return", "If": "an if",
+    "For": "a for loop", "While": "a while loop", "With": "a with block", "Try": "a try block",
+    "Raise": "a raise", "Delete": "a del", "Pass": "a pass", "Global": "a global statement",
+    "Compare": "a comparison", "Call": "a call", "Constant": "a constant", "Name": "a name",
+    "Attribute": "an attribute", "Subscript": "an index", "BinOp": "arithmetic",
+    "UnaryOp": "arithmetic", "BoolOp": "and/or", "Lambda": "a lambda", "List": "a list",
+    "Tuple": "a tuple", "Dict": "a dict", "Set": "a set", "ListComp": "a comprehension",
+    "IfExp": "a conditional expression", "keyword": "a keyword argument", "arg": "an argument",
+    "arguments": "the arguments", "Starred": "a starred expression", "decorator": "a decorator",
+}  # fmt: skip
+
+
+def plain(node: ast.AST | None) -> str:
+    name = type(node).__name__
+    return PLAIN.get(name, f"a {name} node")
+
+
 def _blank(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id == "__"
 
@@ -321,6 +402,7 @@ def take(p_text: str, s_text: str) -> Taken:
     walk = _Walk(p_text, s_text)
     walk.walk(walk.p_tree, walk.s_tree, 1)
     walk.regions()
+    walk.helpers()
     graded, line_map = _apply(walk.p_lines, walk.edits, _same_lines(walk.p_lines, walk.s_lines))
     blanks = sorted(walk.blanks, key=lambda fill: fill.blank)
     return Taken(graded, line_map, walk.fills, walk.ignored, walk.nodes, walk.s_tree, blanks)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import os
 import signal
 import sys
 import tempfile
@@ -113,7 +114,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", metavar="DIR", help="grade every subdirectory of DIR")
     parser.add_argument("--csv", metavar="OUT.csv", help="with --batch: one row per student")
     parser.add_argument(
-        "--jobs", type=int, default=1, metavar="N", help="with --batch: copies graded at once"
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --batch: copies graded at once (default: as many as the cores hold, "
+        "cores / --workers)",
     )
     parser.add_argument(
         "--reports", metavar="DIR", help="with --batch: each copy's JSON report as DIR/NAME.json"
@@ -167,6 +173,8 @@ def run(args) -> int:
         return _usage(f"不是目录 / not a directory: {args.student}")
     if args.reports and not Path(args.reports).is_dir():
         return _usage(f"不是目录 / not a directory: {args.reports}")
+    if args.jobs is None:
+        args.jobs = max(1, (os.cpu_count() or 1) // max(1, args.workers))
     if args.workers < 1 or args.jobs < 1 or args.points < 1:
         return _usage("--workers, --jobs and --points must be at least 1")
     if args.html and not args.batch:

@@ -136,10 +136,19 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
         notes = _selected([n for c in checks.values() for n in c.notes], pristine)
         student_harness = tamper.harness_entries(student_dir, set(pristine.shipped))
         notes += tamper.harness_notes(pristine.harness, student_harness)
+        # A file whose graded text is the course's own (nothing filled in) is not started:
+        # like progress.py, grade knows that without running it.
+        as_shipped = {
+            rel
+            for rel in pristine.files
+            if checks[rel].graded is not None
+            and checks[rel].graded == (pristine.root / rel).read_text(encoding="utf-8")
+            and not checks[rel].tampered
+        }
         targets = [
             target
             for rel in pristine.files
-            if checks[rel].graded is not None
+            if checks[rel].graded is not None and rel not in as_shipped
             for target in (
                 [f"{rel}::{name}" for name in pristine.koans[rel]]
                 if rel in pristine.partial
@@ -148,7 +157,7 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
         ]
         count = sum(len(pristine.koans[rel]) for rel in pristine.files)
         outcome = run(work, scratch, targets, count, options) if targets else Outcome()
-    koans = _merge(pristine, checks, outcome, findings, problems, work)
+    koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
     revealed = reveals.read(student_dir, {k.nodeid for k in koans})
     for koan in koans:
         koan.revealed = koan.nodeid in revealed.koans
@@ -232,6 +241,7 @@ def _merge(
     findings: list[Finding],
     problems: list[dict],
     work: Path,
+    as_shipped: set[str] = frozenset(),
 ) -> list[KoanGrade]:
     results_by_id = results.by_koan(_vouched(outcome))  # a parametrized koan is one koan
     running = {results.koan_id(e["nodeid"]) for e in outcome.events if e.get("event") == "running"}
@@ -297,6 +307,9 @@ def _merge(
             elif koan.nodeid in patched or rel in patched:
                 koan.status = "tampered"
                 koan.message = patched.get(koan.nodeid) or patched[rel]
+            elif rel in as_shipped:
+                koan.status = "not_started"
+                koan.message = "与发布时相同，未运行 / as shipped: not started (not run)"
             elif event is not None:
                 koan.status = _status(event["state"])
                 koan.cause = event.get("cause", "")

@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "doctor": ("jaxkoans.learner.commands.doctor", "check Python, the pinned packages, JAX's devices and float64, a compiler"),
     "watch": ("jaxkoans.learner.commands.watch", "run the koan you work on at every save (h hint, n next, q quit)"),
     "grade": ("jaxkoans.grader.command", "grade a student's copy against the pristine course (instructors)"),
+    "release": ("jaxkoans.grader.release", "write the course a student gets, without answers/ (instructors)"),
 }  # fmt: skip
 
 

@@ -128,28 +128,35 @@ def _mentions(test_file: Path, word: str) -> bool:
     return False
 
 
-def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -> list[Koan]:
-    """Koans the answer file has and the learner's file lost: they count, as failing."""
+def shipped_koans(test_file: Path) -> list[tuple[str, int, str]]:
+    """The koans a koan file has as shipped: from its answer, else (a student release has no
+    answers/) from the course as shipped in koans/.shipped.json."""
     answer = course.ANSWERS / test_file.relative_to(course.KOANS)
-    if not answer.is_file():
+    if answer.is_file():
+        return listed_koans(answer)
+    shipped = pristine.shipped_text(test_file.relative_to(course.REPO).as_posix())
+    if shipped is None:
         return []
+    return [(k.name, k.line, k.docstring) for k in koan_model.parse(shipped[1]).koans]
+
+
+def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -> list[Koan]:
+    """Koans the shipped file has and the learner's file lost: they count, as failing."""
     relative = test_file.relative_to(course.REPO)
     return [
         Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=DELETED)
-        for name, _, doc in listed_koans(answer)
+        for name, _, doc in shipped_koans(test_file)
         if name not in present
     ]
 
 
 def missing_koans(chapter: course.Chapter, test_file: Path) -> list[Koan]:
-    """The koans of a koan file the learner deleted, read from its answer: they count, as
-    failing, until `progress.py reset` brings the file back."""
-    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+    """The koans of a koan file the learner deleted, as shipped: they count, as failing,
+    until `progress.py reset` brings the file back."""
     relative = test_file.relative_to(course.REPO)
-    listed = listed_koans(answer) if answer.is_file() else []
     return [
         Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=MISSING)
-        for name, _, doc in listed
+        for name, _, doc in shipped_koans(test_file)
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+import tomllib
 from pathlib import Path
 
 from jaxkoans import course
@@ -68,6 +69,18 @@ def unpassed(koan_file: Path, koan: Koan | None) -> list[str]:
     return [k.name for k in own if k.state != KoanState.PASSED.value]
 
 
+def answers_note() -> str:
+    """Where the answers are: what the student release says (koans/course.toml `answers`)."""
+    try:
+        manifest = tomllib.loads((course.KOANS / "course.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        manifest = {}
+    note = manifest.get("answers")
+    if isinstance(note, str) and note:
+        return note
+    return "这份副本里没有 answers/ / this copy has no answers/ (a student release, or deleted)"
+
+
 def run(args) -> int:
     koan_file, koan = resolve(args.target)
     if koan_file is None or course.KOANS not in koan_file.parents:
@@ -75,7 +88,8 @@ def run(args) -> int:
         return 2
     answer = course.ANSWERS / koan_file.relative_to(course.KOANS)
     if not answer.is_file():
-        print(f"没有答案文件 / no answer file: {answer} (answers/ may be absent from this copy)")
+        print(f"没有答案文件 / no answer file: {answer.relative_to(course.REPO)}")
+        print(f"  {answers_note()}")
         return 1
     if not args.force:
         waiting = unpassed(koan_file, koan)

@@ -226,7 +226,6 @@ def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
 UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, never a zero
     "pytest.skip in a blank": (A, answer_a(limit="pytest.skip()"), "test_loop"),
     "setattr on an object of its own": (A, answer_a(double="class Box:\n        pass\n\n    box = Box()\n    setattr(box, 'value', 2 * x)\n    return box.value"), "<module>"),
-    "vars() in a blank": (A, answer_a(limit="(vars(np.testing).clear() or c < 5)"), "test_loop"),
     "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
     "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "<module>"),
 }  # fmt: skip
@@ -257,6 +256,9 @@ FORBIDDEN = {  # ways to change the graded run from inside it: the koan scores z
     "an always-equal class": (A, answer_a(double="class Same:\n        def __eq__(self, other):\n            return True\n\n    return Same()"), "module"),
     "gc": (A, answer_a(double="import gc\n    gc.collect()\n    return 2 * x"), "module"),
     "inspect": (A, answer_a(double="import inspect\n    inspect.stack()\n    return 2 * x"), "module"),
+    "vars() of a module": (A, answer_a(limit="(vars(np.testing).clear() or c < 5)"), ["test_loop"]),
+    "the guard imported by name": (A, answer_a(double="import _jaxkoans_grade_guard\n    return 2 * x"), "module"),
+    "__import__ of the harness": (A, answer_a(limit='__import__("jaxkoans") and c < 5'), ["test_loop"]),
 }  # fmt: skip
 
 

@@ -76,8 +76,16 @@ _SENTENCES = {
     "dunder write": "改写双下划线属性（函数的代码、默认值）/ rewrites a dunder attribute (a function's code, its defaults)",
     "module write": "给导入的模块赋值（换掉库函数）/ assigns into an imported module (a library function replaced)",
     "equals anything": "定义比较的对象（什么都“相等”）/ an object that answers its own comparisons (equal to anything)",
+    "harness": "导入测试机制或评分器，或动态导入 / imports the test machinery or the grader, or imports by a string",
     "shadowing": "在模块层重新绑定内置名字或导入的模块 / rebinds a builtin or an imported module at module level",
 }
+
+
+# The test machinery and the grader's own modules: no koan imports them in a fill.
+HARNESS_MODULES = frozenset(
+    {"jaxkoans", "_jaxkoans_grade_guard", "conftest", "pytest", "_pytest", "xdist", "pluggy",
+     "execnet", "importlib"}
+)  # fmt: skip
 
 
 def forbidden(flag: str) -> str | None:
@@ -87,13 +95,17 @@ def forbidden(flag: str) -> str | None:
         return _SENTENCES["dunder write"]
     if flag.startswith("assignment to "):
         return _SENTENCES["module write"]
-    if flag.startswith(("setattr on ", "delattr on ")):
+    if flag.startswith(("setattr on ", "delattr on ", "vars on ")):
         return _SENTENCES["setattr"]
     if flag.startswith(("def __", "class with ", "type() with")) or flag == "a comparison dunder":
         return _SENTENCES["equals anything"]
     if flag.startswith("rebinds "):
         return _SENTENCES["shadowing"]
     name = what.lstrip(".")
+    if kind == "import" and name.split(".")[0] in HARNESS_MODULES:
+        return _SENTENCES["harness"]
+    if kind == "name" and name in ("__import__", "importlib"):
+        return _SENTENCES["harness"]
     if kind in ("name", "import", "attribute"):
         if name in ("globals", "locals", "gc", "inspect", "ctypes", "modules"):
             return _SENTENCES[name]
@@ -192,6 +204,8 @@ def audit(
                 flags.append("type() with 3 arguments")
             if sub.func.id in ("setattr", "delattr") and sub.args:
                 flags += _setattr_flags(sub, modules)
+            if sub.func.id == "vars" and sub.args and _root_name(sub.args[0]) in modules:
+                flags.append(f"vars on {_root_name(sub.args[0])}.…")
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if sub.name in COMPARISON_DUNDERS:
                 flags.append("a comparison dunder")

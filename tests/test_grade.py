@@ -225,9 +225,9 @@ def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
 
 UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, never a zero
     "pytest.skip in a blank": (A, answer_a(limit="pytest.skip()"), "test_loop"),
-    "setattr on an object of its own": (A, answer_a(double="class Box:\n        pass\n\n    box = Box()\n    setattr(box, 'value', 2 * x)\n    return box.value"), "<module>"),
+    "setattr on an object of its own": (A, answer_a(double="class Box:\n        pass\n\n    box = Box()\n    setattr(box, 'value', 2 * x)\n    return box.value"), "test_double"),
     "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
-    "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "<module>"),
+    "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "test_double"),
 }  # fmt: skip
 
 
@@ -245,19 +245,19 @@ def test_unusual_code_is_a_note_for_a_human_never_a_zero(case, pristine):
 
 FORBIDDEN = {  # ways to change the graded run from inside it: the koan scores zero
     "os._exit in a blank": (B, answer_b(pid='__import__("os")._exit(0)'), ["test_pid"]),
-    "pytest.exit in a TODO": (A, answer_a(double="pytest.exit('done', 0)"), "module"),
+    "pytest.exit in a TODO": (A, answer_a(double="pytest.exit('done', 0)"), ["test_double"]),
     "setattr on a module": (A, answer_a(limit='(setattr(np.testing, "assert_array_equal", print), c < 5)[1]'), ["test_loop"]),
-    "a patched __code__": (A, answer_a(double="np.testing.assert_array_equal.__code__ = (lambda *a, **k: None).__code__\n    return x"), "module"),
-    "widened __defaults__": (A, answer_a(double="np.testing.assert_allclose.__defaults__ = (1e9, 1e9, True, '', True)\n    return 2 * x"), "module"),
-    "a patch put back before teardown": (A, answer_a(double="original = np.testing.assert_array_equal\n    np.testing.assert_array_equal = lambda *a, **k: None\n    return x"), "module"),
+    "a patched __code__": (A, answer_a(double="np.testing.assert_array_equal.__code__ = (lambda *a, **k: None).__code__\n    return x"), ["test_double"]),
+    "widened __defaults__": (A, answer_a(double="np.testing.assert_allclose.__defaults__ = (1e9, 1e9, True, '', True)\n    return 2 * x"), ["test_double"]),
+    "a patch put back before teardown": (A, answer_a(double="original = np.testing.assert_array_equal\n    np.testing.assert_array_equal = lambda *a, **k: None\n    return x"), ["test_double"]),
     "the guard through sys.modules": (A, answer_a(limit='__import__("sys").modules.pop("_jaxkoans_grade_guard", None) or c < 5'), ["test_loop"]),
     "globals().update": (A, answer_a(limit="globals().update(np=None) or c < 5"), ["test_loop"]),
-    "builtins": (A, answer_a(double="import builtins\n    builtins.all = lambda *a, **k: True\n    return x"), "module"),
-    "an always-equal class": (A, answer_a(double="class Same:\n        def __eq__(self, other):\n            return True\n\n    return Same()"), "module"),
-    "gc": (A, answer_a(double="import gc\n    gc.collect()\n    return 2 * x"), "module"),
-    "inspect": (A, answer_a(double="import inspect\n    inspect.stack()\n    return 2 * x"), "module"),
+    "builtins": (A, answer_a(double="import builtins\n    builtins.all = lambda *a, **k: True\n    return x"), ["test_double"]),
+    "an always-equal class": (A, answer_a(double="class Same:\n        def __eq__(self, other):\n            return True\n\n    return Same()"), ["test_double"]),
+    "gc": (A, answer_a(double="import gc\n    gc.collect()\n    return 2 * x"), ["test_double"]),
+    "inspect": (A, answer_a(double="import inspect\n    inspect.stack()\n    return 2 * x"), ["test_double"]),
     "vars() of a module": (A, answer_a(limit="(vars(np.testing).clear() or c < 5)"), ["test_loop"]),
-    "the guard imported by name": (A, answer_a(double="import _jaxkoans_grade_guard\n    return 2 * x"), "module"),
+    "the guard imported by name": (A, answer_a(double="import _jaxkoans_grade_guard\n    return 2 * x"), ["test_double"]),
     "__import__ of the harness": (A, answer_a(limit='__import__("jaxkoans") and c < 5'), ["test_loop"]),
 }  # fmt: skip
 
@@ -268,7 +268,7 @@ def test_a_construct_no_koan_needs_scores_that_koan_zero_with_its_line(case, pri
     check = tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
     found = [f for f in check.findings if f.kind == "forbidden_code"]
     assert found, (check.findings, check.notes)
-    expected = pristine.koans[rel] if koans == "module" else koans
+    expected = koans
     assert sorted(check.tampered) == sorted(expected)
     line = found[0].line
     assert line and f"line {line}" in found[0].message and "scores zero" in found[0].message
@@ -643,11 +643,13 @@ def test_the_run_refuses_a_harness_that_is_not_the_pristine_course(fake_course, 
     bare = tmp_path / "bare"
     shutil.copytree(fake_course, bare, ignore=shutil.ignore_patterns(".git", "jaxkoans"))
     course = grading.prepare_course(str(bare), tmp_path / "p")
-    with pytest.raises(grading.CouldNotGrade, match=str(REPO / "jaxkoans")):
-        grading.grade(bare, course, grading.Options(workers=1, sandbox=False))
+    copy = student(bare, tmp_path / "s", {A: KOAN_A.format(**{**BLANKS_A, "sum": "3"})})  # it runs
+    outside = r"imported jaxkoans from \S+/jaxkoans/__init__\.py, not from the pristine course"
+    with pytest.raises(grading.CouldNotGrade, match=outside):
+        grading.grade(copy, course, grading.Options(workers=1, sandbox=False))
     if sandbox.probe().ok:  # in the sandbox this checkout does not even exist
         with pytest.raises(grading.CouldNotGrade, match="No module named 'jaxkoans'"):
-            grading.grade(bare, course, grading.Options(workers=1))
+            grading.grade(copy, course, grading.Options(workers=1))
 
 
 # ---- robustness: one broken file, koan or copy costs only itself ----------------------------------
@@ -722,15 +724,15 @@ def test_an_interpreter_crash_costs_only_its_koan(broken):
     assert "crashed" in crash.message
 
 
-def test_exiting_the_interpreter_from_a_todo_is_a_note_and_costs_only_its_koan(broken):
-    """`__import__("os")._exit(0)` in a TODO body is unusual (a note), not evidence: it runs,
-    its worker ends without a report, and the koan scores crashed, never passed."""
+def test_exiting_the_interpreter_from_a_todo_scores_only_its_koan_zero(broken):
+    """`__import__("os")._exit(0)` in a TODO body ends the process before its verdict: a
+    finding with its line (forbidden_code), for the koans that use that TODO only."""
     grade = broken["hostile"]
-    assert statuses(grade)["test_double"] == "crashed"
+    assert statuses(grade)["test_double"] == "tampered"
     assert statuses(grade)["test_sum"] == "passed"
-    assert grade.findings == []
-    note = next(n for n in grade.notes if n.kind == "unusual_code" and "test_double" in n.koans)
-    assert "__import__" in note.message
+    found = [f for f in grade.findings if f.kind == "forbidden_code"]
+    assert found and all(f.koans == ("test_double",) for f in found), grade.findings
+    assert "before its verdict" in found[0].message
 
 
 def test_ctrl_c_removes_the_workdir_and_writes_no_report(fake_course, tmp_path):

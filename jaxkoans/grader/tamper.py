@@ -146,10 +146,11 @@ def check_file(
         for flag in audit(node, parents, in_fill=is_blank, modules=modules):
             if flag not in allowed.get(here, set()):
                 unusual.setdefault(here, {}).setdefault(flag, node.lineno)
+    reaching = _reaching(p_text, student_text, names)
     for here, flags in unusual.items():
-        koans = tuple(names) if here == MODULE else (here,)
         costly = {flag: line for flag, line in flags.items() if forbidden(flag)}
         for flag, line in costly.items():
+            koans = (here,) if here != MODULE else reaching(line)
             message = (
                 f"第 {line} 行 / line {line}: {forbidden(flag)} ({flag}); 没有 koan 需要它，"
                 "这个 koan 记零分 / no koan needs it: the koan scores zero"
@@ -162,7 +163,9 @@ def check_file(
             "不常见的代码，仅供阅读（不扣分） / unusual for a koan, for a human to read (costs "
             "nothing): " + ", ".join(list(rest)[:8])
         )
-        check.notes.append(Finding("unusual_code", rel, min(rest.values()), koans, message))
+        line = min(rest.values())
+        koans = (here,) if here != MODULE else reaching(line)
+        check.notes.append(Finding("unusual_code", rel, line, koans, message))
     for fill, kind in predictions.refusals(taken, _prediction_kinds(rel, pristine)):
         if fill.owner in check.missing:
             continue
@@ -174,6 +177,23 @@ def check_file(
         check.touch(Finding("not_a_prediction", rel, fill.statement[0], koans, message))
     check.graded, check.line_map = taken.graded, taken.line_map
     return check
+
+
+def _reaching(p_text: str, student_text: str, names: list[str]):
+    """line -> the koans that code at that line of the student's file concerns: a TODO
+    function or helper is the koans that reach it (koan_model.reached), other module code
+    every koan of the file."""
+    student, pristine = koan_model.parse(student_text), koan_model.parse(p_text)
+    reached = {name: set(pristine.reached(name)) | set(student.reached(name)) for name in names}
+
+    def koans(line: int) -> tuple[str, ...]:
+        holder = next((n for n, (a, b) in student.definitions.items() if a <= line <= b), None)
+        if holder is None:
+            return tuple(names)
+        found = tuple(k for k in names if holder in reached[k])
+        return found or tuple(names)
+
+    return koans
 
 
 def _prediction_kinds(rel: str, pristine: Path) -> dict[tuple[int, int], str]:

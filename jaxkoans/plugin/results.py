@@ -73,7 +73,7 @@ class Recorder:
 
 
 # A parametrized koan runs as several items (`test_x[case]`); it is one koan all the same.
-STATE_RANK = {"failing": 0, "skipped": 1, "not_started": 2, "passed": 3}
+STATE_RANK = {"failing": 0, "environment": 1, "skipped": 1, "not_started": 2, "passed": 3}
 
 
 def koan_id(nodeid: str) -> str:

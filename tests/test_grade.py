@@ -225,6 +225,7 @@ def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
 
 UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, never a zero
     "pytest.skip in a blank": (A, answer_a(limit="pytest.skip()"), "test_loop"),
+    "a class with __init__ and __call__ in a TODO": (A, answer_a(double="class Scale:\n        def __init__(self, k):\n            self.k = k\n\n        def __call__(self, v):\n            return self.k * v\n\n    return Scale(2)(x)"), "test_double"),
     "setattr on an object of its own": (A, answer_a(double="class Box:\n        pass\n\n    box = Box()\n    setattr(box, 'value', 2 * x)\n    return box.value"), "test_double"),
     "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
     "open() in a TODO body": (A, answer_a(double='import tempfile\n    with open(tempfile.mktemp(), "wb") as out:\n        out.write(b"1")\n    return 2 * x'), "test_double"),
@@ -254,6 +255,7 @@ FORBIDDEN = {  # ways to change the graded run from inside it: the koan scores z
     "globals().update": (A, answer_a(limit="globals().update(np=None) or c < 5"), ["test_loop"]),
     "builtins": (A, answer_a(double="import builtins\n    builtins.all = lambda *a, **k: True\n    return x"), ["test_double"]),
     "an always-equal class": (A, answer_a(double="class Same:\n        def __eq__(self, other):\n            return True\n\n    return Same()"), ["test_double"]),
+    "an always-equal object from type()": (A, answer_a(double='return type("A", (), {"__eq__": lambda s, o: True})()'), ["test_double"]),
     "gc": (A, answer_a(double="import gc\n    gc.collect()\n    return 2 * x"), ["test_double"]),
     "inspect": (A, answer_a(double="import inspect\n    inspect.stack()\n    return 2 * x"), ["test_double"]),
     "vars() of a module": (A, answer_a(limit="(vars(np.testing).clear() or c < 5)"), ["test_loop"]),
@@ -1440,3 +1442,25 @@ def test_a_helper_beside_a_todo_is_graded_as_part_of_it(fake_course, pristine, t
     unused = answer_a().replace("def double(x):", "def spare(x):\n    return x\n\n\ndef double(x):")
     check = tamper.check_file(A, pristine.root / A, unused, pristine.allowed[A])
     assert [n for n in check.notes if "added a function" in n.message], check.notes
+
+
+@pytest.mark.parametrize(
+    "trick",
+    [
+        "all = lambda *a, **k: True",  # the capstone's asserts call all()
+        "class _Proxy:\n    def __getattr__(self, name):\n        return lambda *a, **k: True\n\n\nctypes = _Proxy()",
+    ],
+    ids=["a builtin rebound", "an imported module rebound"],
+)
+def test_a_fix_region_that_rebinds_what_the_asserts_use_scores_zero(region_course, trick):
+    """In a debugging capstone the region is module code: `all = lambda *a: True` or a proxy
+    for an imported module leaves the bugs in and every assert passing; both are findings."""
+    region = KOAN_R.split("# ✍️ BEGIN\n")[1].split("# ✍️ END\n")[0]
+    text = KOAN_R.replace(region, region + trick + "\n\n\n")
+    rel = "koans/03/test_r.py"
+    pristine = region_course / rel
+    check = tamper.check_file(
+        rel, pristine, text, tamper.answer_flags(pristine, region_course / "answers/03/test_r.py")
+    )
+    found = [f for f in check.findings if f.kind == "forbidden_code"]
+    assert any("rebinds" in f.message for f in found) and list(check.tampered) == ["test_width"]

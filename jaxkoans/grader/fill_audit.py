@@ -97,7 +97,7 @@ def forbidden(flag: str) -> str | None:
         return _SENTENCES["module write"]
     if flag.startswith(("setattr on ", "delattr on ", "vars on ")):
         return _SENTENCES["setattr"]
-    if flag.startswith(("def __", "class with ", "type() with")) or flag == "a comparison dunder":
+    if flag.startswith("type() with") or flag == "a comparison dunder":
         return _SENTENCES["equals anything"]
     if flag.startswith("rebinds "):
         return _SENTENCES["shadowing"]

@@ -290,3 +290,45 @@ def test_write_a_top2_mixture_of_experts_with_ragged_dot():
     assert {"top_k", "ragged_dot_general"} <= primitives(program)
     largest = max(v.aval.size for eqn in program.eqns for v in eqn.outvars)
     assert largest < t * e * h, largest
+
+
+def sort_by_segment_then_score(segment_ids, scores, payload):
+    """把三列一起排序：先按 segment_ids 升序，同一段里按 scores 降序，payload 跟着各自的行走。
+    只用一次 lax.sort：它接受一个操作数元组，num_keys 说前几个是排序键，其余的跟着移动（不用
+    argsort 再逐列 gather）。降序？把取负的分数当键，返回前再取负回来。大约 2 行。
+
+    Sort three columns together: by segment_ids ascending, by scores descending within a
+    segment, each payload moving with its row. One lax.sort only: it takes a tuple of operands,
+    num_keys says how many leading ones are the sort keys, and the rest move along (no argsort
+    followed by a gather per column). Descending? Sort by the negated scores and negate them
+    back before returning. About 2 lines.
+    """
+    segment_ids, negated, payload = jax.lax.sort((segment_ids, -scores, payload), num_keys=2)
+    return segment_ids, -negated, payload
+
+
+def test_one_multi_operand_sort_groups_ragged_rows():
+    """✍️ 实现 sort_by_segment_then_score。参差的数据（每段长度不同）常先排成“段内连续”的顺序，
+    上面 ragged_dot 的分组就是这样来的。lax.sort 一次按多个键排序并带上其余的列：jaxpr 里只有一个
+    sort 方程（num_keys=2，三个操作数），没有 gather；argsort 或 jnp.lexsort 加索引的写法都要 gather。
+    Write sort_by_segment_then_score. Ragged data (segments of different lengths) is often put
+    in "each segment contiguous" order first: that is how the groups of ragged_dot above come
+    about. lax.sort sorts by several keys at once and carries the other columns along: the jaxpr
+    has one sort equation (num_keys=2, three operands) and no gather, where argsort or
+    jnp.lexsort followed by indexing needs gathers.
+    """
+    rng = np.random.default_rng(5)
+    n = 12
+    segment_ids = jnp.asarray(rng.integers(0, 4, size=n), jnp.int32)
+    scores = jnp.asarray(rng.permutation(n) / n, jnp.float32)  # distinct: no ties
+    payload = jnp.arange(n, dtype=jnp.int32) * 10
+
+    order = np.lexsort((-np.asarray(scores), np.asarray(segment_ids)))
+    got = jax.jit(sort_by_segment_then_score)(segment_ids, scores, payload)
+    for column, want in zip(got, (segment_ids, scores, payload), strict=True):
+        np.testing.assert_array_equal(column, np.asarray(want)[order])
+
+    jaxpr = jax.make_jaxpr(sort_by_segment_then_score)(segment_ids, scores, payload).jaxpr
+    sorts = [e for e in jaxpr.eqns if e.primitive.name == "sort"]
+    assert [(e.params["num_keys"], len(e.invars)) for e in sorts] == [(2, 3)]
+    assert "gather" not in primitives(jaxpr)

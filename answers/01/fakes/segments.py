@@ -109,3 +109,32 @@ def top2_moe__top1_only(x, router, experts):
     sizes = jnp.bincount(flat, length=e).astype(jnp.int32)
     out = jax.lax.ragged_dot(x[order], experts, sizes)
     return jnp.zeros_like(out).at[order].set(out)
+
+
+def sort_by_segment_then_score__lexsort_and_gather(segment_ids, scores, payload):
+    """jnp.lexsort for the order, then one gather per column."""
+    order = jnp.lexsort((-scores, segment_ids))
+    return segment_ids[order], scores[order], payload[order]
+
+
+def sort_by_segment_then_score__two_stable_sorts(segment_ids, scores, payload):
+    """Two stable sorts, by score first, then by segment: right order, two sort equations."""
+    negated, ids, payload = jax.lax.sort((-scores, segment_ids, payload), num_keys=1)
+    ids, negated, payload = jax.lax.sort((ids, negated, payload), num_keys=1)
+    return ids, -negated, payload
+
+
+def sort_by_segment_then_score__ascending_scores(segment_ids, scores, payload):
+    """Two keys, but the scores ascending within a segment."""
+    return jax.lax.sort((segment_ids, scores, payload), num_keys=2)
+
+
+def sort_by_segment_then_score__one_key(segment_ids, scores, payload):
+    """Only the segment id as key: within a segment the rows keep their input order."""
+    return jax.lax.sort((segment_ids, scores, payload), num_keys=1)
+
+
+def sort_by_segment_then_score__composite_key(segment_ids, scores, payload):
+    """One float key id·10 − score, the columns gathered by its argsort."""
+    order = jnp.argsort(segment_ids * 10.0 - scores)
+    return segment_ids[order], scores[order], payload[order]

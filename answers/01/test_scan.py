@@ -1,5 +1,6 @@
 """01 · lax.scan 详解 / lax.scan in detail."""
 
+import dataclasses
 from functools import partial
 
 import jax
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
 
 def test_scan_returns_final_carry_and_stacked_outputs():
@@ -227,3 +228,59 @@ def test_checkpointed_scan_body_keeps_only_the_carry_for_backward():
         return jax.grad(lambda h: lax.scan(body, h, ws)[0].sum())(h0)
 
     np.testing.assert_allclose(grad_of(remat_step), grad_of(step), rtol=1e-5)
+
+
+def test_a_registered_dataclass_is_a_scan_carry():
+    """一个普通的 dataclass 不是 pytree：拿它当 scan 的 carry，JAX 不认识这个参数类型。
+    jax.tree_util.register_dataclass 把它注册成 pytree：数组字段是叶子，标了
+    field(metadata=dict(static=True)) 的字段是树结构里的静态元数据。所以 body 不许改静态字段（carry
+    的结构要前后一致），而 jit 对每个新的静态值重新追踪一次。数一数叶子和追踪次数。
+    A plain dataclass is no pytree: as a scan carry, JAX does not recognise the argument's type.
+    jax.tree_util.register_dataclass registers it as a pytree: the array fields are leaves, and a
+    field marked field(metadata=dict(static=True)) is static metadata in the tree structure. So
+    the body may not change a static field (the carry keeps one structure), and jit traces once
+    for every new static value. Count the leaves and the traces.
+    """
+
+    @dataclasses.dataclass
+    class Plain:
+        mean: jax.Array
+        count: jax.Array
+
+    def step(s, x):  # a running mean / 滑动平均
+        count = s.count + 1
+        return dataclasses.replace(s, mean=s.mean + (x - s.mean) / count, count=count), None
+
+    xs = jnp.array([1.0, 2.0, 6.0])
+    with raises_exactly(TypeError):
+        lax.scan(step, Plain(jnp.float32(0), jnp.float32(0)), xs)
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Stats:
+        mean: jax.Array
+        count: jax.Array
+        label: str = dataclasses.field(metadata=dict(static=True))
+
+    start = Stats(jnp.float32(0), jnp.float32(0), "loss")
+    assert len(jax.tree.leaves(start)) == 2
+    final, _ = lax.scan(step, start, xs)
+    assert (float(final.mean), float(final.count), final.label) == (3.0, 3.0, "loss")
+
+    def renaming(s, x):
+        s, _ = step(s, x)
+        return dataclasses.replace(s, label=s.label + "!"), None
+
+    with pytest.raises(TypeError, match="same pytree structure"):
+        lax.scan(renaming, start, xs)
+
+    traces = []
+
+    @jax.jit
+    def doubled(s):
+        traces.append(s.label)
+        return s.mean * 2
+
+    for mean, label in ((0.0, "loss"), (5.0, "loss"), (5.0, "accuracy"), (1.0, "loss")):
+        doubled(Stats(jnp.float32(mean), jnp.float32(1), label))
+    assert len(traces) == 2

@@ -212,3 +212,123 @@ def test_indices_are_sorted_is_a_promise_recorded_on_the_scatter():
 
     hlo = jax.jit(promised).lower(data, ids).as_text()
     assert "indices_are_sorted = true" in hlo
+
+
+def top2_moe(x, router, experts):
+    """top-2 混合专家层：每个 token 送到得分最高的两个专家，输出是两个专家结果按门控加权的和。
+    - x [T, D]，router [D, E]，experts [E, D, H]；logits = x @ router。
+    - 用 lax.top_k(logits, 2) 选专家，门控是这两个 logit 的 softmax。
+    - 把 T·2 个（token, 专家）对按专家排好序（jnp.argsort，stable=True），jnp.bincount 数出每个
+      专家的行数，一次 lax.ragged_dot(行, experts, 各组大小) 算完，再按原顺序放回、乘门控、两两相加。
+    - 不许先对每个专家算完整的 [T, E, H] 再挑；大约 10 行。
+
+    A top-2 mixture-of-experts layer: every token goes to its two best-scoring experts, and the
+    output is the gate-weighted sum of the two experts' results.
+    - x [T, D], router [D, E], experts [E, D, H]; logits = x @ router.
+    - Choose the experts with lax.top_k(logits, 2); the gates are the softmax of those two logits.
+    - Sort the T·2 (token, expert) pairs by expert (jnp.argsort, stable=True), count each
+      expert's rows with jnp.bincount, do one lax.ragged_dot(rows, experts, group sizes), then
+      put the rows back in their order, weight them by the gates and add each token's pair.
+    - Computing every expert's full [T, E, H] first and picking from it is not allowed; about
+      10 lines.
+    """
+    t, e = x.shape[0], experts.shape[0]
+    top, expert = jax.lax.top_k(x @ router, 2)  # [T, 2] each
+    gates = jax.nn.softmax(top, axis=-1)
+    flat = expert.reshape(-1)  # pair t·2 + k goes to expert[t, k]
+    order = jnp.argsort(flat, stable=True)
+    sizes = jnp.bincount(flat, length=e).astype(jnp.int32)
+    rows = jnp.repeat(x, 2, axis=0)[order]
+    out = jax.lax.ragged_dot(rows, experts, sizes)  # [T·2, H], grouped by expert
+    pairs = jnp.zeros_like(out).at[order].set(out).reshape(t, 2, -1)
+    return jnp.sum(pairs * gates[..., None], axis=1)
+
+
+def test_write_a_top2_mixture_of_experts_with_ragged_dot():
+    """✍️ 实现 top2_moe。每个专家分到的 token 数各不相同（参差的数据）：把行按专家排好，
+    lax.ragged_dot 一次做完所有“每组一个矩阵”的乘法，不必把每个 token 送进每个专家。检验：数值和对
+    x、router、experts 的梯度与稠密参照一致（jit 下），jaxpr 里有 top_k 和 ragged_dot_general，
+    没有一个中间值达到 T·E·H 个元素。
+    Write top2_moe. Every expert receives a different number of tokens (ragged data): with the
+    rows sorted by expert, lax.ragged_dot does every "one matrix per group" product in one call,
+    with no token sent through every expert. Checked: the values and the gradients by x, router
+    and experts equal the dense reference's (under jit), and the jaxpr has top_k and
+    ragged_dot_general and no intermediate of T·E·H elements.
+    """
+    t, d, h, e = 12, 8, 16, 8
+    rng = np.random.default_rng(4)
+    x = jnp.asarray(rng.normal(size=(t, d)), jnp.float32)
+    router = jnp.asarray(rng.normal(size=(d, e)), jnp.float32)
+    experts = jnp.asarray(rng.normal(size=(e, d, h)) / 3, jnp.float32)
+
+    def dense(x, router, experts):  # every token through every expert, then pick
+        top, expert = jax.lax.top_k(x @ router, 2)
+        every = jnp.einsum("td,edh->teh", x, experts)
+        picked = jnp.take_along_axis(every, expert[..., None], axis=1)
+        return jnp.sum(picked * jax.nn.softmax(top, axis=-1)[..., None], axis=1)
+
+    # ragged_dot: consecutive rows form the groups, row i of group g meets experts[g]
+    sizes = jnp.array([1, 3], jnp.int32)
+    grouped = jax.lax.ragged_dot(jnp.ones((4, 2)), jnp.stack([jnp.eye(2), 2 * jnp.eye(2)]), sizes)
+    np.testing.assert_array_equal(grouped, [[1, 1], [2, 2], [2, 2], [2, 2]])
+
+    got = jax.jit(top2_moe)(x, router, experts)
+    assert got.shape == (t, h)
+    np.testing.assert_allclose(got, jax.jit(dense)(x, router, experts), rtol=1e-5, atol=1e-5)
+
+    def loss(fn):
+        return lambda *args: jnp.sum(jnp.sin(fn(*args)))
+
+    for got, want in zip(
+        jax.jit(jax.grad(loss(top2_moe), (0, 1, 2)))(x, router, experts),
+        jax.jit(jax.grad(loss(dense), (0, 1, 2)))(x, router, experts),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+    program = jax.make_jaxpr(top2_moe)(x, router, experts).jaxpr
+    assert {"top_k", "ragged_dot_general"} <= primitives(program)
+    largest = max(v.aval.size for eqn in program.eqns for v in eqn.outvars)
+    assert largest < t * e * h, largest
+
+
+def sort_by_segment_then_score(segment_ids, scores, payload):
+    """把三列一起排序：先按 segment_ids 升序，同一段里按 scores 降序，payload 跟着各自的行走。
+    只用一次 lax.sort：它接受一个操作数元组，num_keys 说前几个是排序键，其余的跟着移动（不用
+    argsort 再逐列 gather）。降序？把取负的分数当键，返回前再取负回来。大约 2 行。
+
+    Sort three columns together: by segment_ids ascending, by scores descending within a
+    segment, each payload moving with its row. One lax.sort only: it takes a tuple of operands,
+    num_keys says how many leading ones are the sort keys, and the rest move along (no argsort
+    followed by a gather per column). Descending? Sort by the negated scores and negate them
+    back before returning. About 2 lines.
+    """
+    segment_ids, negated, payload = jax.lax.sort((segment_ids, -scores, payload), num_keys=2)
+    return segment_ids, -negated, payload
+
+
+def test_one_multi_operand_sort_groups_ragged_rows():
+    """✍️ 实现 sort_by_segment_then_score。参差的数据（每段长度不同）常先排成“段内连续”的顺序，
+    上面 ragged_dot 的分组就是这样来的。lax.sort 一次按多个键排序并带上其余的列：jaxpr 里只有一个
+    sort 方程（num_keys=2，三个操作数），没有 gather；argsort 或 jnp.lexsort 加索引的写法都要 gather。
+    Write sort_by_segment_then_score. Ragged data (segments of different lengths) is often put
+    in "each segment contiguous" order first: that is how the groups of ragged_dot above come
+    about. lax.sort sorts by several keys at once and carries the other columns along: the jaxpr
+    has one sort equation (num_keys=2, three operands) and no gather, where argsort or
+    jnp.lexsort followed by indexing needs gathers.
+    """
+    rng = np.random.default_rng(5)
+    n = 12
+    segment_ids = jnp.asarray(rng.integers(0, 4, size=n), jnp.int32)
+    scores = jnp.asarray(rng.permutation(n) / n, jnp.float32)  # distinct: no ties
+    payload = jnp.arange(n, dtype=jnp.int32) * 10
+
+    order = np.lexsort((-np.asarray(scores), np.asarray(segment_ids)))
+    got = jax.jit(sort_by_segment_then_score)(segment_ids, scores, payload)
+    for column, want in zip(got, (segment_ids, scores, payload), strict=True):
+        np.testing.assert_array_equal(column, np.asarray(want)[order])
+
+    jaxpr = jax.make_jaxpr(sort_by_segment_then_score)(segment_ids, scores, payload).jaxpr
+    sorts = [e for e in jaxpr.eqns if e.primitive.name == "sort"]
+    assert [(e.params["num_keys"], len(e.invars)) for e in sorts] == [(2, 3)]
+    assert "gather" not in primitives(jaxpr)

@@ -15,9 +15,11 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax import lax
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import primitives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -151,3 +153,74 @@ def test_implicit_gradient_memory_does_not_grow_with_iterations():
     per_step = (temps["unrolled"][200] - temps["unrolled"][20]) / 180
     assert per_step >= n * 4, temps  # at least one float32 vector kept per step / 每步至少一个向量
     assert temps["unrolled"][200] > 20 * temps["implicit"][200], temps
+
+
+def newton_solve(f, x0):
+    """f(x) = 0 的牛顿法，收敛即停（while_loop），形如 lax.custom_root 要的 solve（给定）。
+    Newton on f(x) = 0 until converged (while_loop), shaped as lax.custom_root's solve (given)."""
+
+    def keep_going(carry):
+        i, x = carry
+        return (i < 50) & (jnp.linalg.norm(f(x)) > 1e-6)
+
+    def step(carry):
+        i, x = carry
+        return i + 1, x - jnp.linalg.solve(jax.jacobian(f)(x), f(x))
+
+    return lax.while_loop(keep_going, step, (0, x0))[1]
+
+
+def newton_root(theta):
+    """residual(x, θ) = 0 的解 x*(θ)，用 lax.custom_root(f, 初值, solve, tangent_solve)：f 是固定 θ
+    的 residual，初值全 0，solve 用 newton_solve。tangent_solve(g, y) 要解线性方程 g(v) = y，
+    g 是 f 在根处的雅可比作用在向量上（一个线性函数，不是矩阵）：x 是向量，g 的矩阵要先建出来
+    （g 是线性的：它在任何一点的雅可比都是那个矩阵），再 jnp.linalg.solve。大约 4 行。
+
+    The solution x*(θ) of residual(x, θ) = 0 by lax.custom_root(f, initial guess, solve,
+    tangent_solve): f is residual with θ fixed, the guess all zeros, solve newton_solve.
+    tangent_solve(g, y) solves the linear system g(v) = y, where g is f's Jacobian at the root
+    applied to a vector (a linear function, not a matrix): x is a vector, so build g's matrix
+    first (g is linear: its Jacobian at any point is that matrix), then jnp.linalg.solve.
+    About 4 lines.
+    """
+
+    def tangent_solve(g, y):
+        return jnp.linalg.solve(jax.jacfwd(g)(y), y)
+
+    f = lambda x: residual(x, theta)  # noqa: E731
+    return lax.custom_root(f, jnp.zeros_like(theta), newton_solve, tangent_solve)
+
+
+def test_custom_root_differentiates_a_solver_by_its_tangent_solve():
+    """✍️ 实现 newton_root。lax.custom_root 就是上面手写的隐函数规则的库版本：前向只跑 solve（这里是
+    while_loop，本身不能反向求导），导数来自隐函数定理，只要你告诉它怎样解一个以 g 为系数的线性方程。
+    检验：值等于 newton_while 的，jit 下的梯度等于展开牛顿法的梯度（A 不对称），程序里是一个 CustomRoot
+    方程（里面是 while_loop 的 solve），梯度程序里没有展开的 scan。
+    Write newton_root. lax.custom_root is the library's version of the hand-written implicit rule
+    above: forward it runs only the solve (a while_loop here, itself not reverse-differentiable),
+    and the derivative comes from the implicit function theorem once you say how to solve a
+    linear system whose coefficients are g. Checked: the value equals newton_while's, the
+    gradient under jit equals unrolled Newton's (A is not symmetric), the program is one
+    CustomRoot equation (with the while_loop solve inside), and the gradient program has no
+    unrolled scan.
+    """
+
+    def loss(solve, theta):
+        x = solve(theta)
+        return jnp.sum(jnp.sin(x) * jnp.arange(1.0, x.shape[0] + 1))
+
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        jax.grad(partial(loss, newton_while))(jnp.ones(5))
+
+    implicit_grad = jax.jit(jax.grad(partial(loss, newton_root)))
+    unrolled_grad = jax.jit(jax.grad(partial(loss, newton_unrolled)))
+    root, reference = jax.jit(newton_root), jax.jit(newton_while)
+    for seed in range(3):
+        theta = np.random.default_rng(seed).normal(size=5).astype(np.float32)
+        np.testing.assert_allclose(root(theta), reference(theta), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(implicit_grad(theta), unrolled_grad(theta), rtol=1e-4, atol=1e-6)
+
+    forward = str(jax.make_jaxpr(newton_root)(jnp.ones(5)))
+    assert "CustomRoot[" in forward and "while[" in forward  # the solve runs inside custom_root
+    program = jax.make_jaxpr(jax.grad(partial(loss, newton_root)))(jnp.ones(5)).jaxpr
+    assert "scan" not in primitives(program)

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import Partial
 
-from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import primitives
 
 
 def test_captured_array_becomes_a_constant_of_the_jaxpr():
@@ -123,3 +124,65 @@ def test_tree_util_partial_is_a_pytree_functools_partial_is_not():
     np.testing.assert_array_equal(apply(bound, jnp.ones(2)), [2.0, 2.0])
     np.testing.assert_array_equal(apply(Partial(scale, k=10.0), jnp.ones(2)), [10.0, 10.0])
     assert len(traces) == __
+
+
+def random_features(x, seed=0, features=16):
+    """随机傅里叶特征 sqrt(2 / features) · cos(x @ w + b)，x 是 [N, D]。投影在追踪时就抽好，成为程序
+    的常量：w = jax.random.normal(k1, (D, features))，b = jax.random.uniform(k2, (features,)) · 2π，
+    其中 k1, k2 = jax.random.split(jax.random.key(seed))。把抽样放进
+    `with jax.ensure_compile_time_eval():`，jit 之后的程序里就不再有随机数生成。大约 5 行。
+
+    Random Fourier features sqrt(2 / features) · cos(x @ w + b) for x of shape [N, D]. The
+    projection is drawn at trace time and becomes a constant of the program:
+    w = jax.random.normal(k1, (D, features)), b = jax.random.uniform(k2, (features,)) · 2π,
+    with k1, k2 = jax.random.split(jax.random.key(seed)). Draw them inside
+    `with jax.ensure_compile_time_eval():` and the jitted program generates no random numbers.
+    About 5 lines.
+    """
+    todo("random_features: draw w and b at trace time / 在追踪时抽好 w 和 b")
+
+
+def test_ensure_compile_time_eval_turns_trace_time_work_into_constants():
+    """✍️ 实现 random_features。jit 追踪时，连只依赖常量的 jax.random 调用也被暂存进程序，每次调用都要
+    重新生成；NumPy 又看不到 tracer 里的值。jax.ensure_compile_time_eval() 里的运算在追踪时立即执行，
+    只要输入都是具体值，结果就是具体的数组（依赖参数的运算仍是 tracer）。检验：数值与不用 jit 的参照
+    一致，jaxpr 里没有任何随机数原语，投影是程序的常量。
+    Write random_features. Under jit tracing, even a jax.random call that depends on constants
+    only is staged into the program and generates its numbers again on every call; and NumPy
+    cannot see inside a tracer. Inside jax.ensure_compile_time_eval() operations run at once
+    while tracing: when all their inputs are concrete the result is a concrete array (an
+    operation on an argument is still a tracer). Checked: the values equal a reference run
+    without jit, the jaxpr holds no random-number primitive, and the projection is a constant of
+    the program.
+    """
+    seen = {}
+
+    def probe(x):
+        with jax.ensure_compile_time_eval():
+            seen["constant"] = jnp.arange(3.0) * 2
+            seen["argument"] = x * 2
+        return x
+
+    jax.jit(probe)(jnp.ones(3))
+    assert not isinstance(seen["constant"], jax.core.Tracer)
+    assert isinstance(seen["argument"], jax.core.Tracer)
+
+    def staged(x):  # the same draws without ensure_compile_time_eval
+        w = jax.random.normal(jax.random.key(0), (x.shape[-1], 16))
+        return jnp.cos(x @ w)
+
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(5, 3)), jnp.float32)
+    randomness = {"random_bits", "random_seed", "random_wrap", "threefry2x32"}
+    assert primitives(jax.make_jaxpr(staged)(x).jaxpr) & randomness
+
+    k1, k2 = jax.random.split(jax.random.key(3))
+    w = jax.random.normal(k1, (3, 8))
+    b = jax.random.uniform(k2, (8,)) * 2 * np.pi
+    want = np.sqrt(2.0 / 8) * np.cos(np.asarray(x) @ np.asarray(w) + np.asarray(b))
+    np.testing.assert_allclose(
+        jax.jit(lambda x: random_features(x, 3, 8))(x), want, rtol=1e-5, atol=1e-5
+    )
+    closed = jax.make_jaxpr(lambda x: random_features(x, 3, 8))(x)
+    assert not primitives(closed.jaxpr) & randomness, primitives(closed.jaxpr)
+    assert "cos" in primitives(closed.jaxpr)
+    assert sorted(c.shape for c in closed.consts if hasattr(c, "shape")) == [(3, 8), (8,)]

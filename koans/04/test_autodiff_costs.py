@@ -1,0 +1,160 @@
+"""04 · 反向传播存什么、雅可比用哪种模式 / what the backward pass keeps, and which mode builds a Jacobian.
+
+反向模式要用前向的中间值（残差）。jax.ad_checkpoint.print_saved_residuals 把它们一行一行列出来：
+形状、是参数还是哪个原语的输出、checkpoint_name 给的名字。jax.checkpoint 的 policy 决定哪些
+中间值存下、哪些在反向时重算；policy 就是一个函数，你也可以自己写。雅可比矩阵 [m, n] 可以用
+n 次 JVP（jacfwd）或 m 次 VJP（jacrev）建出来：哪种便宜取决于形状，cost_analysis() 的 flops
+把差别量出来。
+
+Reverse mode needs intermediates of the forward pass (residuals).
+jax.ad_checkpoint.print_saved_residuals lists them line by line: the shape, whether it is an
+argument or which primitive's output, and the name checkpoint_name gave it. A jax.checkpoint
+policy decides which intermediates are kept and which are recomputed on the way back; a policy
+is just a function, and you can write your own. An [m, n] Jacobian is built from n JVPs
+(jacfwd) or m VJPs (jacrev): which is cheaper depends on the shape, and cost_analysis()'s flops
+measure the difference.
+"""
+
+import io
+import re
+from contextlib import redirect_stdout
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.ad_checkpoint import checkpoint_name, print_saved_residuals
+
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+
+B, D = 4, 8
+
+
+def block(w1, w2, x):
+    """一个两层的小块，三个中间值带名字：h [B, 4D]、g [B, D]、s [B]。
+    A small two-layer block with three named intermediates: h [B, 4D], g [B, D], s [B]."""
+    h = checkpoint_name(jnp.sin(x @ w1), "h")
+    g = checkpoint_name(jnp.cos(h @ w2), "g")
+    s = checkpoint_name(jnp.sum(g * g, axis=-1), "s")
+    return jnp.sum(jnp.tanh(g) * s[:, None])
+
+
+def _block_args():
+    rng = np.random.default_rng(0)
+    w1 = jnp.asarray(rng.normal(size=(D, 4 * D)) / 3, jnp.float32)
+    w2 = jnp.asarray(rng.normal(size=(4 * D, D)) / 6, jnp.float32)
+    x = jnp.asarray(rng.normal(size=(B, D)), jnp.float32)
+    return w1, w2, x
+
+
+def saved(fun, *args):
+    """print_saved_residuals 打印的每一行 / each line print_saved_residuals prints."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        print_saved_residuals(fun, *args)
+    return out.getvalue().splitlines()
+
+
+def test_print_saved_residuals_lists_what_the_backward_pass_reads():
+    """print_saved_residuals(f, *args) 列出 grad(f) 的反向传播要读的值：先是 f 的参数，再是前向
+    存下的中间值（“output of 某原语”或“named 'h'”）。不加 checkpoint 时 block 存下十个值；
+    nothing_saveable 和 dots_saveable 各存几个？
+    print_saved_residuals(f, *args) lists the values grad(f)'s backward pass reads: f's arguments
+    first, then the intermediates the forward pass kept ("output of some primitive" or
+    "named 'h'"). Without a checkpoint block keeps ten values; how many do nothing_saveable and
+    dots_saveable keep?
+    """
+    args = _block_args()
+    policies = jax.checkpoint_policies
+    plain = saved(block, *args)
+    assert len(plain) == 10 and plain[0].endswith("from the argument w1")
+    nothing = saved(jax.checkpoint(block, policy=policies.nothing_saveable), *args)
+    dots = saved(jax.checkpoint(block, policy=policies.dots_saveable), *args)
+    assert len(nothing) == __
+    assert len(dots) == __
+    assert sum("output of dot_general" in line for line in dots) == 2
+    named = saved(jax.checkpoint(block, policy=policies.save_only_these_names("g", "s")), *args)
+    assert re.findall(r"named '(\w+)'", "\n".join(named)) == ["g", "s"]
+
+
+def budget_policy(max_size):
+    """返回一个 jax.checkpoint 的 policy：只存 checkpoint_name 标了名字、而且不超过 max_size 个元素的
+    值，其余一概重算。policy 的签名是 policy(prim, *avals, **params) -> bool，对前向的每个方程
+    调用一次：prim 是原语（checkpoint_name 的原语叫 "name"，名字在 params["name"]），avals 是它的
+    输入的抽象值（.size 是元素个数）。大约 4 行。
+
+    Return a jax.checkpoint policy that keeps only values tagged by checkpoint_name with at most
+    max_size elements, and recomputes everything else. A policy's signature is
+    policy(prim, *avals, **params) -> bool, called once per equation of the forward pass: prim is
+    the primitive (checkpoint_name's is called "name", with the name in params["name"]), avals
+    are the abstract values of its inputs (.size is the element count). About 4 lines.
+    """
+
+    todo("budget_policy: a policy(prim, *avals, **params) / 写一个 policy 函数")
+
+
+@pytest.mark.parametrize(
+    ("max_size", "kept"), [(4, ["s"]), (32, ["g", "s"]), (127, ["g", "s"]), (128, ["h", "g", "s"])]
+)
+def test_write_a_memory_budget_policy(max_size, kept):
+    """✍️ 实现 budget_policy：库里的 policy 按名字或按原语挑（save_only_these_names、
+    dots_saveable），没有按大小挑的。你的 policy 在 print_saved_residuals 里留下的只有三个参数和
+    装得下的带名字的值；梯度和不加 checkpoint 时一样。
+    Write budget_policy: the library's policies choose by name or by primitive
+    (save_only_these_names, dots_saveable), none by size. Your policy leaves only the three
+    arguments and the named values that fit in print_saved_residuals' listing; the gradient is
+    the one without a checkpoint.
+    """
+    args = _block_args()
+    remat = jax.checkpoint(block, policy=budget_policy(max_size))
+    lines = saved(remat, *args)
+    assert re.findall(r"named '(\w+)'", "\n".join(lines)) == kept
+    assert len(lines) == 3 + len(kept), lines  # nothing else: no unnamed output is kept
+    for got, want in zip(
+        jax.jit(jax.grad(remat, (0, 1, 2)))(*args), jax.grad(block, (0, 1, 2))(*args), strict=True
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def mlp(n, m, hidden=64, seed=0):
+    """一个 R^n → R^m 的两层网络（给定）/ a two-layer network from R^n to R^m (given)."""
+    rng = np.random.default_rng(seed)
+    w1 = jnp.asarray(rng.normal(size=(hidden, n)) / np.sqrt(n), jnp.float32)
+    w2 = jnp.asarray(rng.normal(size=(m, hidden)) / np.sqrt(hidden), jnp.float32)
+    return lambda x: w2 @ jnp.tanh(w1 @ x)
+
+
+def jacobian(f, x):
+    """f 在 x 处的雅可比矩阵 [m, n]（x 是 [n]，f(x) 是 [m]），用两种模式中便宜的那种：n 次 JVP
+    的 jax.jacfwd 或 m 次 VJP 的 jax.jacrev。不调用 f 就能知道 m：jax.eval_shape。n == m 时随意。
+    大约 3 行。
+
+    f's Jacobian [m, n] at x (x is [n], f(x) is [m]), by whichever mode is cheaper: jax.jacfwd
+    (n JVPs) or jax.jacrev (m VJPs). jax.eval_shape tells m without running f. Either when
+    n == m. About 3 lines.
+    """
+    todo("jacobian: jacfwd or jacrev by the shapes / 按形状选 jacfwd 或 jacrev")
+
+
+def _flops(fn, x):
+    return jax.jit(fn).lower(x).compile().cost_analysis()["flops"]
+
+
+def test_pick_the_jacobian_mode_by_shape():
+    """✍️ 实现 jacobian。窄而高的雅可比（n = 4 个输入，m = 256 个输出）用 jacrev 要做 256 次
+    VJP，宽而矮的（n = 256，m = 4）用 jacfwd 要做 256 次 JVP：编译后的 flops 相差几十倍。你的
+    jacobian 两种形状下都和 jacfwd 的结果一致，flops 等于两种模式里少的那个。
+    Write jacobian. A tall Jacobian (n = 4 inputs, m = 256 outputs) costs jacrev 256 VJPs, a
+    wide one (n = 256, m = 4) costs jacfwd 256 JVPs: the compiled flops differ by dozens of
+    times. Your jacobian equals jacfwd's result for both shapes, and its flops are the smaller of
+    the two modes'.
+    """
+    for n, m in ((4, 256), (256, 4)):
+        f = mlp(n, m)
+        x = jnp.linspace(-1.0, 1.0, n, dtype=jnp.float32)
+        forward, reverse = _flops(jax.jacfwd(f), x), _flops(jax.jacrev(f), x)
+        assert max(forward, reverse) > 20 * min(forward, reverse)
+        got = jax.jit(lambda x, f=f: jacobian(f, x))
+        assert got(x).shape == (m, n)
+        np.testing.assert_allclose(got(x), jax.jacfwd(f)(x), rtol=1e-5, atol=1e-6)
+        assert _flops(lambda x, f=f: jacobian(f, x), x) == min(forward, reverse), (n, m)

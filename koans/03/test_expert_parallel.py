@@ -87,7 +87,7 @@ def compiled_moe(layer, x, w_gate, w_experts):
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
-def test_ragged_all_to_all_traces_and_lowers_but_the_cpu_cannot_compile_it():
+def test_ragged_all_to_all_runs_only_where_the_backend_implements_it():
     """lax.ragged_all_to_all 不用容量：每个设备告诉它每段从哪里开始、有多长，它只送真实的 token。
     它在 JAX 里追踪、lower 都没问题，但 XLA 的 CPU 后端没有实现这条指令：在哪一步失败、抛出
     什么？所以本文件在 CPU 上用定长的 all_to_all 加容量（GPU、TPU 上两种都能用）。

@@ -357,3 +357,60 @@ def test_collective_matmul_multiplies_each_block_as_it_arrives():
     sent = sum(hlo_bytes(t) for t in found["collective-permute"])
     assert sent == (N - 1) * x.nbytes // N  # 7 × 256 B = 1792 B，all_gather 也是 / as all_gather
     assert len(re.findall(r" dot\(", hlo)) == N
+
+
+def matmul_reduce_scatter(x_block, w_block):
+    """另一半：x 按列切开（x_block 是 x 的 1/N 列），w 按行切开（w_block 是 w 的 1/N 行）；每个设备
+    的 x_block @ w_block 是整个 x @ w 的一个部分和。返回结果的第 k 段行（N 段中的一段）在所有设备上
+    的和——这是 psum_scatter 的活，但这里不许用它：让一个部分和沿环（同一个环）走一圈，每到一个
+    设备就加上这个设备对那段行的贡献（x_block 那几行 @ w_block），再传给下一个设备；最后一站正好
+    是那段行的主人，它加上自己的一份就留下。N 次乘法，每次只乘一段行；N-1 次 ppermute，传的是
+    部分和，不是 x 的块。设备 k 在第 s 步做哪一段，由“第 N-1 步做的是自己那段”倒推；取 x_block 的
+    几行用 lax.dynamic_slice_in_dim。大约 8 行。
+    The other half: x split by columns (x_block is 1/N of x's columns), w by rows (w_block is
+    1/N of its rows); each device's x_block @ w_block is a partial sum of the whole x @ w.
+    Return row segment k of the result (one of N segments) summed over all devices: psum_scatter's
+    job, which is not allowed here. Send a partial sum once around the ring (the same ring):
+    at each device it adds that device's share of those rows (those rows of x_block @ w_block)
+    and travels on; its last stop is the owner of the rows, which adds its own share and keeps
+    it. N matmuls, each of one segment of rows; N-1 ppermutes, carrying partial sums, not blocks
+    of x. Which segment device k works on at step s follows backwards from "at step N-1 it is
+    its own"; take rows of x_block with lax.dynamic_slice_in_dim. About 8 lines.
+    """
+    todo("matmul_reduce_scatter: 部分和沿环走一圈，每站加上自己的一段 / a partial sum around the ring, each stop adds its share")
+
+
+def test_matmul_then_reduce_scatter_adds_each_piece_as_it_passes():
+    """（先写好 matmul_reduce_scatter。）它和 x @ w 的值相同（两种形状），结果按行切开。编译后的
+    HLO 里没有 reduce-scatter、all-reduce，只有 N-1 条 collective-permute，每条是结果的一段行
+    (m/N, f)：传的是部分和。HLO 里有 N 个 dot，每个只算一段行：每一步的乘法只等上一站的部分和。
+    这就是集合矩阵乘的另一半：前一个 koan 把 all-gather 拆进乘法（Megatron 的第一层），这一个把
+    reduce-scatter 拆进乘法（第二层、序列并行的输出）。
+    (Write matmul_reduce_scatter first.) It equals x @ w (two shapes), the result split by rows.
+    The compiled HLO has no reduce-scatter nor all-reduce, only N-1 collective-permutes, each one
+    row segment (m/N, f) of the result: they carry partial sums. The HLO has N dots, each for one
+    segment of rows: each step's matmul waits only for the previous stop's partial sum. This is
+    the other half of collective matmul: the previous koan folded an all-gather into the
+    matmuls (Megatron's first layer), this one folds a reduce-scatter into them (the second
+    layer, the output of sequence parallelism).
+    """
+    rng = np.random.default_rng(2)
+    mesh = jax.make_mesh((N,), ("i",))
+    specs = {"in_specs": (P(None, "i"), P("i", None)), "out_specs": P("i", None)}
+    matmul = jax.jit(jax.shard_map(matmul_reduce_scatter, mesh=mesh, **specs))
+    for m, d, f in [(16, 8, 8), (32, 16, 24)]:
+        x = rng.integers(-4, 4, size=(m, d)).astype(np.float32)  # 整数：乘加顺序不影响结果
+        w = rng.integers(-4, 4, size=(d, f)).astype(np.float32)
+        x_split = jax.device_put(x, NamedSharding(mesh, P(None, "i")))
+        w_split = jax.device_put(w, NamedSharding(mesh, P("i", None)))
+        compiled = matmul.lower(x_split, w_split).compile()
+        out = compiled(x_split, w_split)
+        np.testing.assert_array_equal(out, x @ w)
+        assert out.sharding.shard_shape(out.shape) == (m // N, f)
+
+    hlo = compiled.as_text()  # 最后那个 (32, 16) @ (16, 24) 的程序 / the last program
+    found = collectives(hlo)
+    assert set(found) == {"collective-permute"}
+    assert found["collective-permute"] == [f"f32[{m // N},{f}]"] * (N - 1)  # 部分和 / partial sums
+    dots = re.findall(r"= (f32\[[\d,]+\])\S* dot\(", hlo)
+    assert dots == [f"f32[{m // N},{f}]"] * N

@@ -132,3 +132,39 @@ def test_pipeline_passes_one_microbatch_of_activations_per_step():
     assert stablehlo.count("stablehlo.collective_permute") == len(found["collective-permute"])
     assert found["collective-permute"] == ["f32[2,16]"] * __  # 一个微批次 (b, d) / one microbatch
     assert len(re.findall(r" dot\(", hlo)) == __
+
+
+def bubble_fraction(stages, microbatches):
+    """GPipe 前向里每个设备空等（落在 bubble 里）的时间步占它全部时间步的比例：M 个微批次流过
+    N 个阶段一共要几个时间步，其中每个设备有几步在算有用的微批次？返回一个 Python 浮点数。
+    大约 1 行。
+    The share of each device's time steps that GPipe's forward spends idle (in the bubble): how
+    many time steps do M microbatches take through N stages, and in how many of them does each
+    device work on a real microbatch? Return a Python float. About 1 line.
+    """
+    todo("bubble_fraction: 空等的时间步 / 全部时间步 / idle time steps over all time steps")
+
+
+def test_the_bubble_shrinks_as_the_microbatches_grow():
+    """（先写好 pipeline 和 bubble_fraction。）从编译后的程序里量出 bubble：每个设备每个时间步算
+    一次 dot，有用的只有 M 次，其余的 dot 落在 bubble 里。在 8 个和 4 个阶段上、几种微批次个数下，
+    你的公式都等于量出来的比例。微批次越多 bubble 越小，但每个微批次越小、矩阵乘越碎：真实的流水线
+    在两者之间取舍（1F1B、交错的调度缩短的是同一个 bubble）。
+    (Write pipeline and bubble_fraction first.) Measure the bubble from the compiled program:
+    each device computes one dot per time step, only M of them useful, the others in the
+    bubble. On 8 and on 4 stages, for several numbers of microbatches, your formula equals the
+    measured share. More microbatches shrink the bubble, but each microbatch gets smaller and
+    the matmuls finer: real pipelines trade the two (1F1B and interleaved schedules shorten
+    the same bubble).
+    """
+    for stages in (N, 4):
+        mesh = jax.make_mesh((stages,), ("stage",), devices=jax.devices()[:stages])
+        step = jax.jit(jax.shard_map(pipeline, mesh=mesh, **SPECS))
+        for microbatches in (1, 3, 8):
+            weights, xs = model(microbatches)
+            w = jax.device_put(weights[:stages], NamedSharding(mesh, P("stage")))
+            hlo = step.lower(w, jax.device_put(xs, NamedSharding(mesh, P()))).compile().as_text()
+            dots = len(re.findall(r" dot\(", hlo))
+            measured = 1 - microbatches / dots
+            assert isinstance(bubble_fraction(stages, microbatches), float)
+            assert abs(bubble_fraction(stages, microbatches) - measured) < 1e-12

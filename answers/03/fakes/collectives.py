@@ -43,3 +43,49 @@ def collective_matmul__psum_of_placed_rows(x_block, w_block):
     placed = jnp.zeros((n * rows, x_block.shape[1]), x_block.dtype)
     placed = lax.dynamic_update_slice_in_dim(placed, x_block, k * rows, 0)
     return lax.psum(placed, "i") @ w_block
+
+
+def matmul_reduce_scatter__psum_scatter(x_block, w_block):
+    """The direct way: one local matmul, then psum_scatter: a reduce-scatter, no ring."""
+    return lax.psum_scatter(x_block @ w_block, "i", scatter_dimension=0, tiled=True)
+
+
+def matmul_reduce_scatter__psum_then_slice(x_block, w_block):
+    """An all-reduce of the whole partial product, then each device keeps its rows."""
+    n, k = lax.axis_size("i"), lax.axis_index("i")
+    rows = x_block.shape[0] // n
+    return lax.dynamic_slice_in_dim(lax.psum(x_block @ w_block, "i"), k * rows, rows, 0)
+
+
+def matmul_reduce_scatter__one_matmul_then_ring(x_block, w_block):
+    """The whole partial product first (one big dot), then its segments sent around the ring."""
+    n, k = lax.axis_size("i"), lax.axis_index("i")
+    ring = [(j, (j + 1) % n) for j in range(n)]
+    rows = x_block.shape[0] // n
+    partial = x_block @ w_block
+    acc = None
+    for step in range(n):
+        share = lax.dynamic_slice_in_dim(partial, ((k - step - 1) % n) * rows, rows, 0)
+        acc = share if acc is None else lax.ppermute(acc, "i", ring) + share
+    return acc
+
+
+def matmul_reduce_scatter__segments_the_wrong_way_round(x_block, w_block):
+    """The ring, but device k starts on segment k + 1 going up: the sums land on the wrong devices."""
+    n, k = lax.axis_size("i"), lax.axis_index("i")
+    ring = [(j, (j + 1) % n) for j in range(n)]
+    rows = x_block.shape[0] // n
+    acc = None
+    for step in range(n):
+        share = lax.dynamic_slice_in_dim(x_block, ((k + step + 1) % n) * rows, rows, 0) @ w_block
+        acc = share if acc is None else lax.ppermute(acc, "i", ring) + share
+    return acc
+
+
+def matmul_reduce_scatter__gather_the_inputs(x_block, w_block):
+    """Gathers x's columns and w's rows, then every device multiplies its rows in full."""
+    n, k = lax.axis_size("i"), lax.axis_index("i")
+    rows = x_block.shape[0] // n
+    x = lax.all_gather(x_block, "i", axis=1, tiled=True)
+    w = lax.all_gather(w_block, "i", axis=0, tiled=True)
+    return lax.dynamic_slice_in_dim(x, k * rows, rows, 0) @ w

@@ -33,3 +33,23 @@ def pipeline__whole_batch_at_once(w_block, xs):
         if stage < n - 1:
             h = lax.ppermute(h, "stage", chain)
     return h.reshape(xs.shape)[None]
+
+
+def bubble_fraction__idle_over_useful(stages, microbatches):
+    """The common shorthand (N-1)/M: idle steps over useful ones, not over all steps."""
+    return (stages - 1) / microbatches
+
+
+def bubble_fraction__stages_fixed_at_eight(stages, microbatches):
+    """The formula with this chapter's 8 stages written in."""
+    return 7 / (microbatches + 7)
+
+
+def bubble_fraction__one_step_too_many(stages, microbatches):
+    """Counts M + N time steps instead of M + N - 1."""
+    return stages / (microbatches + stages)
+
+
+def bubble_fraction__integer_division(stages, microbatches):
+    """Floor division: 0 for every pipeline with more microbatches than stages."""
+    return float((stages - 1) // (microbatches + stages - 1))

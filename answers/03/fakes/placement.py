@@ -69,3 +69,50 @@ def mean_loss_on_mesh__gathers_every_row_first(w, x, y, mesh):
     return jax.shard_map(local, mesh=mesh, in_specs=(P(), spec, spec, spec), out_specs=P())(
         w, x, y, valid
     )
+
+
+def stitch__concatenate_then_device_put(pieces, mesh, spec):
+    """Fetches every block to the host, assembles the whole array and puts it back: all copied."""
+    block = next(iter(pieces.values())).shape
+    entries = tuple(spec) + (None,) * (len(block) - len(spec))
+    shape = []
+    for length, names in zip(block, entries, strict=True):
+        names = () if names is None else (names,) if isinstance(names, str) else names
+        shape.append(length * int(np.prod([mesh.shape[n] for n in names])))
+    sharding = NamedSharding(mesh, spec)
+    whole = np.zeros(shape, np.float32)
+    for device, index in sharding.devices_indices_map(tuple(shape)).items():
+        whole[index] = np.asarray(pieces[device])
+    return jax.device_put(whole, sharding)
+
+
+def stitch__callback_from_the_pieces(pieces, mesh, spec):
+    """make_array_from_callback reading each device's block back from its piece: new buffers."""
+    sharding = NamedSharding(mesh, spec)
+    block = next(iter(pieces.values())).shape
+    entries = tuple(spec) + (None,) * (len(block) - len(spec))
+    shape = []
+    for length, names in zip(block, entries, strict=True):
+        names = () if names is None else (names,) if isinstance(names, str) else names
+        shape.append(length * int(np.prod([mesh.shape[n] for n in names])))
+    by_index = {}
+    for device, index in sharding.devices_indices_map(tuple(shape)).items():
+        by_index[str(index)] = np.asarray(pieces[device])
+    return jax.make_array_from_callback(tuple(shape), sharding, lambda index: by_index[str(index)])
+
+
+def stitch__block_times_the_device_count(pieces, mesh, spec):
+    """Multiplies every split axis by the number of devices (8), not by the named axes' sizes."""
+    block = next(iter(pieces.values())).shape
+    entries = tuple(spec) + (None,) * (len(block) - len(spec))
+    shape = tuple(n if e is None else n * len(pieces) for n, e in zip(block, entries, strict=True))
+    sharding = NamedSharding(mesh, spec)
+    return jax.make_array_from_single_device_arrays(shape, sharding, list(pieces.values()))
+
+
+def stitch__first_axis_only(pieces, mesh, spec):
+    """Assumes the split is along axis 0 over the first mesh axis, whatever spec says."""
+    block = next(iter(pieces.values())).shape
+    shape = (block[0] * mesh.shape["X"], *block[1:])
+    sharding = NamedSharding(mesh, spec)
+    return jax.make_array_from_single_device_arrays(shape, sharding, list(pieces.values()))

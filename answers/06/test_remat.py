@@ -1,5 +1,8 @@
 """06 · 重计算策略 / remat strategies, measured with memory_analysis()."""
 
+import collections
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +10,7 @@ from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import equations
 
 LAYERS, BATCH, WIDTH = 6, 256, 64
 
@@ -223,3 +227,68 @@ def test_nnx_scan_and_remat_over_layers():
     loop = _temp_bytes(loss_of(unrolled), state, x)
     print(f"grad temp bytes: unrolled {loop}, nnx.scan + nnx.remat {scanned}")
     assert scanned < loop / 2
+
+
+def _squashed_layer(p, x):
+    """_layer with a tanh on its output: the backward pass needs its second matmul's result too."""
+    return jnp.tanh(_layer(p, x))
+
+
+def offload_policy():
+    """返回一个 jax.checkpoint 的策略：checkpoint_name 标记为 "up" 的激活从设备内存搬到主机的
+    pinned_host 内存里保存，反向时再搬回来；别的什么都不保存（重算）。约 1 行（一个调用）。
+    Return a jax.checkpoint policy that keeps the activation tagged "up" by checkpoint_name in
+    the host's pinned_host memory (moved off the device, moved back for the backward pass) and
+    saves nothing else (recomputes it). About 1 line (one call).
+    """
+    return jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[],
+        names_which_can_be_offloaded=["up"],
+        offload_src="device",
+        offload_dst="pinned_host",
+    )
+
+
+def test_offload_the_tagged_activation_to_pinned_host():
+    """主机卸载（host offload）：设备内存不够时，与其重算，不如把残差搬到主机内存，反向时再搬回。
+    策略给残差标上内存种类，jaxpr 里就多出一对 device_put（f32<host>[...] 表示主机内存里的值）；
+    为 GPU/TPU 降级时，它们变成带 _xla_buffer_placement 的 annotate_device_placement 自定义调用，
+    XLA 据此安排拷贝。在 CPU 上，“设备”和 pinned_host 是同一块内存：预测为这块 CPU 降级的文本里还有
+    没有那个自定义调用，以及它的临时内存和只在设备上保存 "up" 的策略相比是否相等。
+    Host offload: when device memory runs short, rather than recompute, move residuals to host
+    memory and bring them back for the backward pass. The policy gives the residual a memory
+    kind, so the jaxpr gains a pair of device_puts (f32<host>[...] is a value in host memory);
+    lowered for GPU or TPU they become annotate_device_placement custom calls carrying
+    _xla_buffer_placement, from which XLA schedules the copies. On a CPU the "device" and
+    pinned_host are the same RAM: predict whether the text lowered for this CPU still holds that
+    custom call, and whether its temporary memory equals that of a policy that saves "up" on
+    the device.
+    """
+    ps, x = _params(), jnp.ones((BATCH, WIDTH))
+    policies = jax.checkpoint_policies
+    loss = _mlp(jax.checkpoint(_squashed_layer, policy=offload_policy()))
+    for got, want in zip(
+        jax.tree.leaves(jax.jit(jax.grad(loss))(ps, x)),
+        jax.tree.leaves(jax.jit(jax.grad(_mlp(_squashed_layer)))(ps, x)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # The jaxpr: per layer, "up" goes to the host and comes back; nothing else moves.
+    moves = collections.Counter(
+        str(e.outvars[0].aval) for e in equations("device_put", jax.grad(loss), ps, x)
+    )
+    assert moves == {
+        f"float32<host>[{BATCH},{4 * WIDTH}]": LAYERS,
+        f"float32[{BATCH},{4 * WIDTH}]": LAYERS,
+    }
+    # Lowered for a GPU (no GPU needed to lower): the placements XLA is asked for.
+    gpu_text = jax.jit(jax.grad(loss)).trace(ps, x).lower(lowering_platforms=("cuda",)).as_text()
+    placements = collections.Counter(re.findall(r'_xla_buffer_placement = "(\w+)"', gpu_text))
+    assert placements == {"pinned_host": LAYERS, "device": LAYERS}
+    saved = _mlp(jax.checkpoint(_squashed_layer, policy=policies.save_only_these_names("up")))
+    cpu_text = jax.jit(jax.grad(loss)).lower(ps, x).as_text()
+    on_cpu = (
+        "annotate_device_placement" in cpu_text,
+        _temp_bytes(loss, ps, x) == _temp_bytes(saved, ps, x),
+    )
+    assert on_cpu == (False, True)

@@ -78,3 +78,12 @@ def loss_scaled_step__params_only(w, opt_state, loss_scale, x, y):
     updates, opt_state = OPT.update(grads, opt_state, w)
     w = jnp.where(finite, optax.apply_updates(w, updates), w)
     return w, opt_state, loss_scale.adjust(finite), finite
+
+
+def loss_scaled_step__fp32_update(w, opt_state, loss_scale, x, y):
+    """Checks the fp16 gradients for overflow but updates from fp32 gradients."""
+    grads16 = loss_scale.unscale(jax.grad(lambda w: loss_scale.scale(_fp16_loss(w, x, y)))(w))
+    finite = jmp.all_finite(grads16)
+    new_w, new_opt_state = _fp32_step(w, opt_state, x, y)
+    w, opt_state = jmp.select_tree(finite, (new_w, new_opt_state), (w, opt_state))
+    return w, opt_state, loss_scale.adjust(finite), finite

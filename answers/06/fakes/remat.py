@@ -16,26 +16,28 @@ def scan_blocks__scan_without_remat(blocks, x):
     return nnx.scan(body, in_axes=(0, nnx.Carry), out_axes=nnx.Carry)(blocks, x)
 
 
-def offload_policy__save_on_device():
-    """Saves "up" in device memory: nothing is offloaded."""
-    return jax.checkpoint_policies.save_only_these_names("up")
+def keep_up_offload_dots__offload_every_dot(prim, *args, **params):
+    """OFFLOAD_DOTS alone: "up" is offloaded too."""
+    return OFFLOAD_DOTS(prim, *args, **params)
 
 
-def offload_policy__offload_every_dot():
-    """Offloads every matmul result, not only the tagged activation."""
-    return jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host")
+def keep_up_offload_dots__save_up_only(prim, *args, **params):
+    """SAVE_UP alone: nothing is offloaded."""
+    return SAVE_UP(prim, *args, **params)
 
 
-def offload_policy__recompute_everything():
-    """Saves nothing at all: every activation is recomputed."""
-    return jax.checkpoint_policies.nothing_saveable
-
-
-def offload_policy__unpinned_host():
-    """Names the other host memory kind."""
+def keep_up_offload_dots__offload_up_by_name(prim, *args, **params):
+    """Chapter 03's policy: "up" offloaded by name, the other dots recomputed."""
     return jax.checkpoint_policies.save_and_offload_only_these_names(
         names_which_can_be_saved=[],
         names_which_can_be_offloaded=["up"],
         offload_src="device",
-        offload_dst="unpinned_host",
+        offload_dst="pinned_host",
+    )(prim, *args, **params)
+
+
+def keep_up_offload_dots__save_every_dot(prim, *args, **params):
+    """Keeps "up" and every other dot on the device: nothing moves."""
+    return SAVE_UP(prim, *args, **params) or jax.checkpoint_policies.dots_saveable(
+        prim, *args, **params
     )

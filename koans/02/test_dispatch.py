@@ -159,14 +159,13 @@ def make_train_steps():
 
 
 def test_many_training_steps_in_one_call():
-    """训练循环里每一步一次 jit 调用，就是每一步一次派发（外加 Python 的开销）；步子小的时候，
-    派发比计算还贵。把很多步放进一个 lax.scan、编译成一个程序，一次调用就走完；捐出参数的
-    缓冲区，新参数直接写进旧参数的内存里。jaxpr 数出两者各派发几个程序，数值必须一样。
-    A training loop that makes one jit call per step dispatches once per step (plus Python's
-    overhead); for small steps the dispatch costs more than the work. Put many steps in one
-    lax.scan, compiled as one program, and one call runs them all; donate the parameters'
-    buffer and the new parameters are written into the old ones' memory. The jaxprs count how
-    many programs each dispatches, and the values must agree.
+    """训练循环里每一步一次 jit 调用，就是每一步派发一个程序。把很多步放进一个 lax.scan、编译成
+    一个程序，一次调用就走完；捐出参数的缓冲区，输出复用它的内存（memory_analysis 的 alias）。
+    jaxpr 数出两者各派发几个程序，数值必须一样。
+    A training loop that makes one jit call per step dispatches one program per step. Put many
+    steps in one lax.scan, compiled as one program, and one call runs them all; donate the
+    parameters' buffer and the output reuses its memory (memory_analysis's alias). The jaxprs
+    count how many programs each dispatches, and the values must agree.
     """
     rng = np.random.default_rng(0)
     xs = jnp.asarray(rng.normal(size=(STEPS, 32, 16)), jnp.float32)

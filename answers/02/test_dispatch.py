@@ -126,3 +126,76 @@ def test_honest_time_waits_for_the_work_and_excludes_compilation():
     assert compiles_at_start == compiles_at_stop == 1, "compile before the clock starts"
     assert ready_at_stop[-1], "wait for the result before reading the clock again"
     np.testing.assert_allclose(out, three_steps(x), rtol=1e-5)
+
+
+# ---- 一次调用走很多步 / many training steps per call ----------------------------------
+
+STEPS, LR = 12, 0.1
+
+
+def sgd_step(w, x, y):
+    """One least-squares SGD step (given)."""
+    g = jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+    return w - LR * g
+
+
+jitted_step = jax.jit(sgd_step)
+
+
+def python_loop(w, xs, ys):
+    """STEPS 次 jitted_step 调用，每步派发一次（给定）。/ STEPS calls of jitted_step, one dispatch each (given)."""
+    for x, y in zip(xs, ys, strict=True):
+        w = jitted_step(w, x, y)
+    return w
+
+
+def make_train_steps():
+    """返回一个 jit 编译的函数 train(w, xs, ys)：用 lax.scan 沿 xs、ys 的第 0 轴把 sgd_step 走完
+    所有步，一次调用、一次派发；w 的缓冲区捐给输出（调用之后旧的 w 不能再用）。返回最后的 w。
+    约 4 行。
+    Return a jitted function train(w, xs, ys) that runs sgd_step over every step with lax.scan
+    along axis 0 of xs and ys, in one call and one dispatch, with w's buffer donated to the
+    output (the old w is unusable after the call). It returns the final w. About 4 lines.
+    """
+
+    def scanned(w, xs, ys):
+        w, _ = jax.lax.scan(lambda w, xy: (sgd_step(w, *xy), None), w, (xs, ys))
+        return w
+
+    return jax.jit(scanned, donate_argnums=0)
+
+
+def test_many_training_steps_in_one_call():
+    """训练循环里每一步一次 jit 调用，就是每一步派发一个程序。把很多步放进一个 lax.scan、编译成
+    一个程序，一次调用就走完；捐出参数的缓冲区，输出复用它的内存（memory_analysis 的 alias）。
+    jaxpr 数出两者各派发几个程序，数值必须一样。
+    A training loop that makes one jit call per step dispatches one program per step. Put many
+    steps in one lax.scan, compiled as one program, and one call runs them all; donate the
+    parameters' buffer and the output reuses its memory (memory_analysis's alias). The jaxprs
+    count how many programs each dispatches, and the values must agree.
+    """
+    rng = np.random.default_rng(0)
+    xs = jnp.asarray(rng.normal(size=(STEPS, 32, 16)), jnp.float32)
+    ys = jnp.asarray(rng.normal(size=(STEPS, 32, 4)), jnp.float32)
+    w0 = jnp.asarray(0.1 * rng.normal(size=(16, 4)), jnp.float32)
+    expected = python_loop(w0, xs, ys)
+    loop = jax.make_jaxpr(python_loop)(w0, xs, ys).jaxpr
+    assert [e.primitive.name for e in loop.eqns].count("jit") == STEPS
+    train = make_train_steps()
+    w = w0 + 0.0  # a buffer of our own to donate
+    (call,) = jax.make_jaxpr(train)(w, xs, ys).jaxpr.eqns  # one program per call
+    assert call.primitive.name == "jit"
+    (scan,) = [e for e in call.params["jaxpr"].jaxpr.eqns if e.primitive.name == "scan"]
+    assert scan.params["length"] == STEPS
+    assert str(scan.params["jaxpr"]).count("dot_general") == str(
+        jax.make_jaxpr(sgd_step)(w0, xs[0], ys[0])
+    ).count("dot_general")  # the body is one step, not the unrolled loop
+    with counting_compiles() as compiles:
+        out = train(w, xs, ys)
+        again = train(out + 0.0, xs, ys)
+    assert len(compiles) == 1
+    assert w.is_deleted()  # donated: its buffer now holds the output
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(again, python_loop(expected, xs, ys), rtol=1e-5, atol=1e-6)
+    memory = train.lower(w0, xs, ys).compile().memory_analysis()
+    assert memory.alias_size_in_bytes == w0.nbytes

@@ -1,12 +1,16 @@
 """06 · 重计算策略 / remat strategies, measured with memory_analysis()."""
 
+import collections
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import equations
 
 LAYERS, BATCH, WIDTH = 6, 256, 64
 
@@ -223,3 +227,80 @@ def test_nnx_scan_and_remat_over_layers():
     loop = _temp_bytes(loss_of(unrolled), state, x)
     print(f"grad temp bytes: unrolled {loop}, nnx.scan + nnx.remat {scanned}")
     assert scanned < loop / 2
+
+
+def _squashed_layer(p, x):
+    """_layer with a tanh on its output: the backward pass needs its second matmul's result too."""
+    return jnp.tanh(_layer(p, x))
+
+
+SAVE_UP = jax.checkpoint_policies.save_only_these_names("up")
+OFFLOAD_DOTS = jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host")
+
+
+def keep_up_offload_dots(prim, *args, **params):
+    """一个自己写的 jax.checkpoint 策略（策略就是这样一个函数：每个方程问它一次）：SAVE_UP 说
+    可以保存的，留在设备内存里保存；其余的交给 OFFLOAD_DOTS 决定（没有批次维的矩阵乘结果卸载到
+    pinned_host，别的重算）。约 3 行。
+    A hand-written jax.checkpoint policy (a policy is such a function, asked once per
+    equation): what SAVE_UP says may be saved is saved in device memory; the rest is left to
+    OFFLOAD_DOTS (matmul results without batch dimensions offloaded to pinned_host, the rest
+    recomputed). About 3 lines.
+    """
+    if SAVE_UP(prim, *args, **params):
+        return True
+    return OFFLOAD_DOTS(prim, *args, **params)
+
+
+def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
+    """主机卸载（host offload）：设备内存不够时，与其重算，不如把残差搬到主机内存，反向时再搬回。
+    第 03 章按名字卸载；训练大模型时常见的是按运算卸载：每个没有批次维的矩阵乘的结果
+    （offload_dot_with_no_batch_dims），同时把最常用的那个激活留在设备上。两个现成的策略怎么
+    合起来？save_from_both_policies 只会对两个布尔值做“或”，碰到“卸载”这种第三种回答就报错：
+    是哪种异常？所以自己写一个策略。jaxpr 里卸载是一对 device_put（f32<host>[...] 是主机内存里的值）；
+    为 GPU 降级时它们变成带 _xla_buffer_placement 的 annotate_device_placement 自定义调用。
+    为这块 CPU 降级的文本里还有没有这个自定义调用？
+    Host offload: when device memory runs short, rather than recompute, move residuals to host
+    memory and bring them back for the backward pass. Chapter 03 offloads by name; training
+    large models commonly offloads by operation, every matmul result without batch dimensions
+    (offload_dot_with_no_batch_dims), while keeping the most used activation on the device. How
+    do two ready-made policies combine? save_from_both_policies only ORs two booleans and fails
+    on the third kind of answer, "offload": with which exception? So write a policy yourself.
+    In the jaxpr an offload is a pair of device_puts (f32<host>[...] is a value in host
+    memory); lowered for a GPU they become annotate_device_placement custom calls carrying
+    _xla_buffer_placement. Does the text lowered for this CPU still hold that custom call?
+    """
+    ps, x = _params(), jnp.ones((BATCH, WIDTH))
+    policies = jax.checkpoint_policies
+    both = policies.save_from_both_policies(SAVE_UP, OFFLOAD_DOTS)
+    with raises_exactly(ValueError):
+        jax.grad(_mlp(jax.checkpoint(_squashed_layer, policy=both)))(ps, x)
+
+    loss = _mlp(jax.checkpoint(_squashed_layer, policy=keep_up_offload_dots))
+    for got, want in zip(
+        jax.tree.leaves(jax.jit(jax.grad(loss))(ps, x)),
+        jax.tree.leaves(jax.jit(jax.grad(_mlp(_squashed_layer)))(ps, x)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # The jaxpr: per layer, the second matmul's result goes to the host and comes back.
+    moves = collections.Counter(
+        str(e.outvars[0].aval) for e in equations("device_put", jax.grad(loss), ps, x)
+    )
+    assert moves == {f"float32<host>[{BATCH},{WIDTH}]": LAYERS, f"float32[{BATCH},{WIDTH}]": LAYERS}
+    # What a jitted vjp keeps for the backward pass, and in which memory.
+    _, backward = jax.jit(lambda ps, x: jax.vjp(loss, ps, x))(ps, x)
+    kept = collections.Counter(
+        (a.shape, a.sharding.memory_kind)
+        for a in jax.tree.leaves(backward)
+        if isinstance(a, jax.Array)
+    )
+    assert kept[((BATCH, 4 * WIDTH), "device")] == LAYERS  # "up", on the device
+    assert kept[((BATCH, WIDTH), "pinned_host")] == LAYERS
+    assert kept[((BATCH, 4 * WIDTH), "pinned_host")] == 0
+    # Lowered for a GPU (no GPU needed to lower): the placements XLA is asked for.
+    gpu_text = jax.jit(jax.grad(loss)).trace(ps, x).lower(lowering_platforms=("cuda",)).as_text()
+    placements = collections.Counter(re.findall(r'_xla_buffer_placement = "(\w+)"', gpu_text))
+    assert placements == {"pinned_host": LAYERS, "device": LAYERS}
+    cpu_text = jax.jit(jax.grad(loss)).lower(ps, x).as_text()
+    assert ("annotate_device_placement" in cpu_text) is False

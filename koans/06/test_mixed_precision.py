@@ -4,10 +4,13 @@ import math
 
 import jax
 import jax.numpy as jnp
+import jmp
 import numpy as np
+import optax
 from flax import nnx
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import counting_compiles, primitives
 
 
 def _loss(w32, x, compute_dtype):
@@ -113,6 +116,80 @@ def test_dynamic_loss_scaling_backs_off_on_overflow():
     assert skipped == __
     assert scale > float(jnp.finfo(jnp.float16).max)  # S lives in fp32
     np.testing.assert_allclose(g / scale, g32, rtol=1e-3)
+
+
+OPT = optax.adam(1e-2)
+
+
+def _fp16_loss(w, x, y):
+    """A least-squares loss whose forward pass runs in fp16, reduced in fp32."""
+    pred = x.astype(jnp.float16) @ w.astype(jnp.float16)
+    return jnp.mean((pred.astype(jnp.float32) - y) ** 2)
+
+
+def _fp32_step(w, opt_state, x, y):
+    """The reference: the same Adam step with the loss in fp32 and no scaling."""
+    grads = jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+    updates, opt_state = OPT.update(grads, opt_state, w)
+    return optax.apply_updates(w, updates), opt_state
+
+
+def loss_scaled_step(w, opt_state, loss_scale, x, y):
+    """一步动态损失缩放的训练（会被 jax.jit 编译一次，之后每步一次调用）：用 loss_scale
+    （jmp.DynamicLossScale）放大 _fp16_loss 再求梯度，除回去；梯度全部有限时用 OPT 更新 w 和
+    opt_state，否则两者原样保留；再让 loss_scale 按这一步是否有限调整自己。不许有 Python 的
+    if、回调或把值取回主机。返回 (w, opt_state, loss_scale, finite)，finite 是一个布尔标量。
+    约 8 行。
+    One training step with dynamic loss scaling (compiled once by jax.jit, one call per step):
+    scale _fp16_loss with loss_scale (a jmp.DynamicLossScale) before taking the gradient, unscale
+    it; if every gradient is finite, update w and opt_state with OPT, otherwise keep both as they
+    were; then let loss_scale adjust itself by whether this step was finite. No Python if, no
+    callback, nothing fetched to the host. Return (w, opt_state, loss_scale, finite), finite a
+    boolean scalar. About 8 lines.
+    """
+    todo("loss_scaled_step: jit 里的动态损失缩放 / dynamic loss scaling inside jit")
+
+
+def test_dynamic_loss_scaling_inside_jit():
+    """上一个 koan 的动态损失缩放是一个 Python 循环：每一步都把梯度是否有限取回主机再决定，
+    训练循环因此每步同步一次。真实训练把它放进编译好的一步里：跳过这一步、调整缩放因子都是
+    程序里的 select，缩放因子是状态的一部分。第 2 步的输入被放大 300 倍，使它的 fp16 梯度溢出；
+    period=2 表示连续两步有限之后缩放因子翻倍。对照 fp32 的参考：只走有限的那几步。
+    The previous koan's dynamic loss scaling is a Python loop: every step fetches whether the
+    gradients are finite to the host before deciding, so the training loop syncs once per step.
+    Real training puts it in the compiled step: skipping the step and adjusting the scale are
+    selects in the program, and the scale is part of the state. Step 2's input is scaled up 300
+    times so that its fp16 gradients overflow; period=2 doubles the scale after two finite steps
+    in a row. The reference is fp32 training that takes only the finite steps.
+    """
+    w = 0.1 * jax.random.normal(jax.random.key(0), (8, 4))
+    x = jax.random.normal(jax.random.key(1), (5, 16, 8)).at[2].multiply(300.0)
+    y = jax.random.normal(jax.random.key(2), (5, 16, 4))
+    loss_scale = jmp.DynamicLossScale(jnp.float32(2.0**10), period=2)
+    opt_state = OPT.init(w)
+    ref_w, ref_state = w, OPT.init(w)
+    step = jax.jit(loss_scaled_step)
+    scales, flags = [], []
+    with counting_compiles() as compiled:
+        for i in range(5):
+            w, opt_state, loss_scale, finite = step(w, opt_state, loss_scale, x[i], y[i])
+            scales.append(float(loss_scale.loss_scale))
+            flags.append(bool(finite))
+            if i != 2:
+                ref_w, ref_state = _fp32_step(ref_w, ref_state, x[i], y[i])
+    assert compiled.count("jit(loss_scaled_step)") == 1
+    assert flags == [True, True, False, True, True]
+    assert scales == [2.0**10, 2.0**11, 2.0**10, 2.0**10, 2.0**11]
+    assert int(opt_state[0].count) == 4  # the skipped step left Adam's state alone
+    assert bool(jnp.all(jnp.isfinite(w)))
+    np.testing.assert_allclose(opt_state[0].mu, ref_state[0].mu, rtol=2e-2, atol=1e-3)
+    # Close, not equal: the updates were made from the fp16 gradients, not from fp32 ones.
+    assert float(jnp.max(jnp.abs(opt_state[0].mu - ref_state[0].mu))) > 1e-6
+    np.testing.assert_allclose(w, ref_w, rtol=2e-3, atol=2e-4)
+    # One program: the skip and the scale update are selects, nothing leaves the device.
+    used = primitives(jax.make_jaxpr(loss_scaled_step)(w, opt_state, loss_scale, x[0], y[0]).jaxpr)
+    assert "select_n" in used or "cond" in used
+    assert not used & {"pure_callback", "io_callback", "debug_callback"}
 
 
 def mixed_precision_layer(rngs):

@@ -57,3 +57,30 @@ def fsdp_loss_and_grads__gradients_all_reduced(mesh, params, x, y):
     return jax.shard_map(local, mesh=mesh, in_specs=(P("data"),) * 3, out_specs=(P(), P("data")))(
         params, x, y
     )
+
+
+def explicit_tp_loss__gather_the_weights(params, x, y):
+    """Reshards both weights to full copies: the right numbers, but every step gathers them."""
+    w1, w2 = (jax.sharding.reshard(w, P()) for w in params)
+    return jnp.mean((jnp.tanh(x @ w1) @ w2 - y) ** 2)
+
+
+def explicit_tp_loss__replicated_output(params, x, y):
+    """Asks for the output replicated on every device instead of split over "data"."""
+    w1, w2 = params
+    h = jnp.tanh(x @ w1)
+    return jnp.mean((jnp.matmul(h, w2, out_sharding=P()) - y) ** 2)
+
+
+def explicit_tp_loss__gather_the_hidden_layer(params, x, y):
+    """Gathers the hidden activation's columns before the second matmul."""
+    w1, w2 = params
+    h = jax.sharding.reshard(jnp.tanh(x @ w1), P("data", None))
+    return jnp.mean((h @ jax.sharding.reshard(w2, P()) - y) ** 2)
+
+
+def explicit_tp_loss__output_split_over_model(params, x, y):
+    """Splits the output's columns over "model" too: a reduce-scatter instead of the all-reduce."""
+    w1, w2 = params
+    h = jnp.tanh(x @ w1)
+    return jnp.mean((jnp.matmul(h, w2, out_sharding=P("data", "model")) - y) ** 2)

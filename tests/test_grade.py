@@ -844,7 +844,7 @@ def test_the_real_course_solved_passes_and_an_edited_assert_is_only_a_note(tmp_p
     assert {k["chapter"] for k in everything["koans"]} == {"01", "09"}
     assert everything["total"]["passed"] == everything["total"]["total"] > 40
     ignored = [n for n in everything["notes"] if n["kind"] == "ignored_edit"]
-    assert [(n["file"], "Import" in n["message"]) for n in ignored] == [("koans/09/test_capstone_deploy.py", True)]  # fmt: skip
+    assert [(n["file"], "added an import" in n["message"]) for n in ignored] == [("koans/09/test_capstone_deploy.py", True)]  # fmt: skip
     document = json.loads((reports / "edited.json").read_text(encoding="utf-8"))
     scan_koans = {k["name"]: k["status"] for k in document["koans"] if k["file"] == "koans/01/test_scan.py"}  # fmt: skip
     first = "test_scan_returns_final_carry_and_stacked_outputs"
@@ -1040,7 +1040,9 @@ def test_a_koans_code_cannot_change_a_later_koans_result(corpus, name):
     document = corpus["documents"][name]
     status = {k["name"]: k["status"] for k in document["koans"]}
     assert status["test_loop"] == "not_started", (status, document["findings"])
-    assert status["test_double"] == "passed" and status["test_sum"] == "passed"  # 2 * x is right
+    # 2 * x is right, but importing pytest's machinery in a TODO is a finding: no point for it
+    assert status["test_double"] == "tampered" and status["test_sum"] == "passed"
+    assert "forbidden_code" in {f["kind"] for f in document["findings"]}
     assert document["problems"] == []
 
 
@@ -1253,7 +1255,8 @@ def test_jax_initialised_at_import_leaves_the_koans_unisolated_and_the_grade_inc
     copy = student(fake_course, tmp_path / "s", {A: answer_a(), B: early})
     grade = grading.grade(copy, grading.select(pristine, ["02"], None), grading.Options(workers=1))
     document = report_formats.as_json(grade)
-    assert statuses(grade) == dict.fromkeys(["test_separator", "test_int_size", "test_pid"], "passed")  # fmt: skip
+    # __import__ in a module-level fill is a finding for every koan of the file; the run goes on
+    assert statuses(grade) == dict.fromkeys(["test_separator", "test_int_size", "test_pid"], "tampered")  # fmt: skip
     assert document["run"]["isolated"] is False and document["status"] == "incomplete"
     assert any("without a process of their own" in p["message"] for p in document["problems"])
     fine = grading.grade(copy, grading.select(pristine, ["01"], None), grading.Options(workers=1))
@@ -1344,7 +1347,7 @@ def test_a_fix_regions_module_code_cannot_change_another_files_koans(region_cour
     pristine = grading.prepare_course(str(region_course), tmp_path / "pristine")
     grade = grading.grade(copy, grading.select(pristine, ["01", "03"], None), grading.Options(workers=1))  # fmt: skip
     status = statuses(grade)
-    assert status["test_width"] == "passed", status  # the region's own koan runs the region
+    assert status["test_width"] == "tampered", status  # the region imports pytest: a finding
     assert status["test_loop"] == "not_started" and status["test_sum"] == "passed", status
 
 

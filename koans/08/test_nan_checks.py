@@ -81,15 +81,20 @@ def test_debug_infs_sees_only_what_leaves_a_jit():
 def test_checkify_returns_float_errors_as_values():
     """checkify.checkify(f, errors=...) 返回一个新函数，输出 (err, out)：err.get() 是错误消息
     （没有错误时为 None），err.throw() 把它抛出来。它可以放进 jit 和 vmap 里；在 vmap 下消息
-    还会指出出错的是批里的第几个。这里的检查要抓住两种浮点错误：除以零，以及 NaN（inf / inf）。
+    还会指出出错的是批里的第几个。这里的检查要抓住两种浮点错误：除以零，以及 NaN（inf / inf）；
+    只要这两种：normalize 里还有一个训练时用的 checkify.check（输入不能有负数），这里的数据有正有负，
+    它不该报错。错误集合只打开它列出的检查，集合之外的 check 被丢掉。
     checkify.checkify(f, errors=...) returns a function that outputs (err, out): err.get() is the
     error message (None when nothing went wrong) and err.throw() raises it. It works inside jit
     and vmap; under vmap the message even names the index in the batch that failed. Here the
     checks must catch both kinds of floating-point fault: a division by zero and a NaN (inf /
-    inf).
+    inf), and those only: normalize also holds a checkify.check its training relies on (no
+    negative inputs), and the signed data here must not trip it. An error set turns on the
+    checks it names; a check outside it is dropped.
     """
 
     def normalize(x):
+        checkify.check(jnp.all(x >= 0), "negative input")  # for training / 训练时用
         return x / jnp.linalg.norm(x)
 
     checked = jax.jit(checkify.checkify(normalize, errors=__))
@@ -104,6 +109,9 @@ def test_checkify_returns_float_errors_as_values():
         err.throw()
     err, _ = checked(jnp.array([jnp.inf, 1.0]))  # inf / inf: a NaN, no division by zero
     assert err.get() is not None
+    err, out = checked(jnp.array([-3.0, 4.0]))  # signed data / 有正有负的数据
+    assert err.get() is None
+    np.testing.assert_allclose(out, [-0.6, 0.8])
 
 
 def test_out_of_bounds_indices_are_clamped_silently():

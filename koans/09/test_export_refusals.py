@@ -1,0 +1,166 @@
+"""09 · 导出拒绝什么，怎样明确地放行 / what export refuses, and how to let it through on purpose.
+
+`jax.export` 只保证它能保证的东西：StableHLO 本身、JAX 自己维护的 custom call（如 LAPACK 的
+`lapack_spotrf_ffi`）。你自己的 FFI 内核没有兼容性保证，导出默认拒绝；主机回调根本不能序列化。
+放行要写明：`export.DisabledSafetyCheck.custom_call(目标名)` 对一个目标关掉检查，
+`DisabledSafetyCheck.platform()` 关掉调用时的平台检查；关掉的检查记在产物里，责任也随之转给
+使用产物的一方。
+
+`jax.export` guarantees only what it can: StableHLO itself and the custom calls JAX maintains
+(such as LAPACK's `lapack_spotrf_ffi`). Your own FFI kernels carry no compatibility guarantee,
+and export refuses them by default; host callbacks cannot be serialized at all. Letting
+something through is written out: `export.DisabledSafetyCheck.custom_call(target)` switches
+the check off for one target, `DisabledSafetyCheck.platform()` switches off the platform check
+at call time; the switched-off checks are recorded in the artifact, and the responsibility
+passes to whoever uses it.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export, lax
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+
+def with_two_kernels(x):
+    """两个自己的 FFI 内核（本进程没有登记它们的实现），再加一次 JAX 自带的 Cholesky 分解。
+    Two FFI kernels of our own (no implementation registered in this process), then one
+    Cholesky factorisation of JAX's own.
+    """
+    a = jax.ffi.ffi_call("fused_scale", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    b = jax.ffi.ffi_call("fused_shift", jax.ShapeDtypeStruct(x.shape, x.dtype))(a)
+    return jnp.linalg.cholesky(b @ b.T + jnp.eye(x.shape[0]))
+
+
+def with_one_kernel(x):
+    return jnp.linalg.cholesky(
+        jax.ffi.ffi_call("row_norm", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    )
+
+
+def without_kernels(x):
+    return jnp.linalg.cholesky(x @ x.T + jnp.eye(x.shape[0]))
+
+
+def export_trusting_own_kernels(fn, *specs):
+    """把 jax.jit(fn) 在 specs 上导出，为导出拒绝的那些 custom call 目标（只为它们）各关掉一次
+    检查，返回 jax.export.Exported。
+    - 先照常导出；被拒绝时 ValueError 的消息里列出了被拒绝的调用，每个写作
+      "stablehlo.custom_call @目标名("；用 export.DisabledSafetyCheck.custom_call(目标名)
+      为它们关掉检查再导出一次。JAX 自己保证的目标（如 LAPACK 的）不要关。没有被拒绝就原样返回。
+    - 大约 8 行。
+    Export jax.jit(fn) at specs, switching the check off once for each custom call target
+    export refuses (and for those only); return a jax.export.Exported.
+    - Export as usual first; when refused, the ValueError's message lists the refused calls,
+      each written "stablehlo.custom_call @TARGET("; switch their checks off with
+      export.DisabledSafetyCheck.custom_call(TARGET) and export again. Leave the targets JAX
+      guarantees (LAPACK's, say) alone. If nothing is refused, return the export as it is.
+    - About 8 lines.
+    """
+    todo("export_trusting_own_kernels: export, read the refusal, DisabledSafetyCheck.custom_call")
+
+
+def custom_call_targets(module_text):
+    return sorted(set(re.findall(r"stablehlo\.custom_call @(\w+)\(", module_text)))
+
+
+@pytest.mark.parametrize(
+    ("fn", "own"),
+    [
+        (with_two_kernels, ["fused_scale", "fused_shift"]),
+        (with_one_kernel, ["row_norm"]),
+        (without_kernels, []),
+    ],
+)
+def test_export_refuses_kernels_without_a_guarantee(fn, own):
+    """✍️ 写 export_trusting_own_kernels。你的推理模型里有自己写的 FFI 内核：导出默认拒绝它们，
+    因为 JAX 不知道明年的服务端上同名的内核还算不算同一个东西。为每一个这样的目标明确地关掉
+    检查；产物记下关掉了哪些，序列化后也还在；JAX 自己保证的 LAPACK 调用不需要放行。产物在这个
+    进程里跑不起来：这里没有登记这些内核的实现，这正是现在由使用方负责的事。
+    Write export_trusting_own_kernels. Your inference model holds FFI kernels of your own:
+    export refuses them by default, since JAX cannot know whether a kernel of the same name on
+    next year's server is still the same thing. Switch the check off for each such target
+    explicitly; the artifact records which, also after serialization; the LAPACK call JAX
+    guarantees needs no pass. The artifact does not run in this process: nothing here
+    registers those kernels, which is now the user's business.
+    """
+    spec = jax.ShapeDtypeStruct((4, 4), jnp.float32)
+    module = jax.jit(fn).lower(spec).as_text()
+    assert custom_call_targets(module) == sorted([*own, "lapack_spotrf_ffi"])
+    if own:
+        with raises_exactly(ValueError):
+            export.export(jax.jit(fn))(spec)
+
+    exported = export_trusting_own_kernels(fn, spec)
+    assert custom_call_targets(exported.mlir_module()) == sorted([*own, "lapack_spotrf_ffi"])
+    recorded = sorted(str(c) for c in exported.disabled_safety_checks)
+    assert recorded == [f"custom_call:{t}" for t in own]
+    shipped = export.deserialize(exported.serialize())
+    assert sorted(str(c) for c in shipped.disabled_safety_checks) == recorded
+
+    m = np.eye(4, dtype=np.float32) * 2
+    if own:
+        with raises_exactly(jax.errors.JaxRuntimeError) as info:
+            shipped.call(m)
+        assert f"No FFI handler registered for {own[0]}" in str(info.value)
+    else:
+        np.testing.assert_allclose(shipped.call(m), np.linalg.cholesky(m @ m.T + np.eye(4)))
+
+
+@pytest.mark.parametrize(
+    "debugging",
+    [
+        lambda x: (jax.debug.print("x = {}", x), x + 1)[1],
+        lambda x: jax.pure_callback(np.negative, jax.ShapeDtypeStruct((4,), jnp.float32), x),
+        lambda x: jax.experimental.io_callback(
+            np.negative, jax.ShapeDtypeStruct((4,), jnp.float32), x
+        ),
+    ],
+    ids=["debug.print", "pure_callback", "io_callback"],
+)
+def test_export_refuses_host_callbacks(debugging):
+    """⚠️ 陷阱 / trap：回调在运行时调用这个进程里的一个 Python 函数；产物要交给别的进程，那个
+    函数却带不过去。所以导出拒绝每一种主机回调，连只用来调试的 jax.debug.print 也不例外，
+    而且在 export(...) 本身就拒绝，不等到 serialize()。在 jit 里它们都照常运行。
+    A callback calls a Python function of this process at run time; an artifact goes to
+    another process, and the function cannot travel with it. So export refuses every kind of
+    host callback, even jax.debug.print used only to debug, and does so in export(...)
+    itself, before any serialize(). Under jit they all run as usual.
+    """
+    x = jnp.arange(4.0)
+    assert jax.jit(debugging)(x).shape == (4,)
+    with raises_exactly(__) as info:
+        export.export(jax.jit(debugging))(jax.ShapeDtypeStruct((4,), jnp.float32))
+    assert "host_callbacks" in str(info.value)
+
+
+def act(x):
+    return lax.platform_dependent(x, cpu=jnp.sin, cuda=jnp.cos, default=jnp.tanh)
+
+
+def test_switching_off_the_platform_check_runs_another_platforms_branch():
+    """⚠️ 陷阱 / trap：只为 CUDA 导出的产物在 CPU 上调用会被平台检查拒绝。
+    DisabledSafetyCheck.platform() 让它照样编译、运行，不报错。lax.platform_dependent 是在什么
+    时候、按什么选定分支的？比较三个分支，看这里实际算的是哪一个（列出相符的分支名）。
+    ⚠️ trap: an artifact exported for CUDA alone is refused by the platform check when called
+    on a CPU. DisabledSafetyCheck.platform() lets it compile and run anyway, without an
+    error. When, and by what, does lax.platform_dependent choose its branch? Compare the
+    three branches and see which one runs here (list the branch names that match).
+    """
+    x = jnp.linspace(0.1, 1.5, 4)
+    spec = jax.ShapeDtypeStruct((4,), jnp.float32)
+    for_gpu = export.export(jax.jit(act), platforms=("cuda",))(spec)
+    with raises_exactly(ValueError):
+        for_gpu.call(x)
+
+    unchecked = export.export(
+        jax.jit(act), platforms=("cuda",), disabled_checks=[export.DisabledSafetyCheck.platform()]
+    )(spec)
+    out = unchecked.call(x)
+    branches = {"cpu": jnp.sin, "cuda": jnp.cos, "default": jnp.tanh}
+    assert [name for name, f in branches.items() if np.allclose(out, f(x))] == __
+    assert "stablehlo.sine" not in unchecked.mlir_module()  # sin, the CPU branch, is not in it

@@ -1,12 +1,12 @@
 """Grade a student's copy of the course against the pristine course, in isolation.
 
-The pristine course (`grade_course.py`: a git ref of this repository or a directory, maybe
+The pristine course (`pristine_course.py`: a git ref of this repository or a directory, maybe
 narrowed to an assignment by `select`) is built once. For each copy a temporary workdir holds
 the pristine course (without `answers/`) with, in place of its koan files, the *graded files*
 that `tamper.py` builds from the copy's koan files: the pristine file plus the student's
 blanks, TODO bodies and fix regions (`fills.py`). Nothing else of the copy is used (not its
 conftest.py, jaxkoans/, pyproject.toml, csrc/ or added files; those are notes), and the copy is
-only read. `grade_run.py` runs pytest there in the sandbox; its record, the guard's evidence and
+only read. `graded_run.py` runs pytest there in the sandbox; its record, the guard's evidence and
 the static findings make the grade: each koan passed, failing, not_started, tampered (evidence
 names it), missing or crashed (including every koan a run that ended early never reported).
 """

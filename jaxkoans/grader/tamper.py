@@ -12,9 +12,12 @@ A student's koan file is read as a syntax tree against the pristine one (`fills.
    for a koan (`os`, `open`, `getattr`, …) unless the course's own answer uses it too.
 3. **Findings** cost the koans they name (status tampered) and need evidence: here, a fill
    that repeats what its assert checks (`assert f(x) == f(x)`), which turns the graded check
-   into one that cannot fail, and a computation in a blank that asks for a prediction
-   (`carry + 0`, an always-equal object: course/predictions.py), which pytest refuses too. The grading run adds the rest of the evidence (`grade_guard.py`:
-   replaced functions, actions against the run, forged reports).
+   into one that cannot fail; a computation in a blank that asks for a prediction
+   (`carry + 0`, an always-equal object: course/predictions.py), which pytest refuses too;
+   and a construct no koan needs that changes the run from inside (`fill_audit.forbidden`:
+   a function's code replaced, a module patched, the process ended before its verdict). The
+   grading run adds the rest of the evidence (`run_guard.py`: replaced functions, actions
+   against the run, forged reports).
 """
 
 from __future__ import annotations

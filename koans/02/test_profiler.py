@@ -177,3 +177,160 @@ def test_the_profile_shows_which_steps_compile(tmp_path):
         int(s["args"]["step_num"]) for s in steps if any(inside(c, s) for c in compiling)
     ]
     assert steps_that_compile == __
+
+
+# ---- 设备内存的 profile / the device memory profile ------------------------------------
+# jax.profiler.device_memory_profile() 返回此刻设备内存的快照：gzip 压缩的 pprof 格式
+# （`go tool pprof` / https://pprof.me 能打开），每个活着的缓冲区一个样本，带着创建它时的
+# Python 调用栈。找“谁占着内存”时看它，比看 trace 更直接。
+# jax.profiler.device_memory_profile() returns a snapshot of device memory now: a gzipped
+# pprof profile (`go tool pprof` / https://pprof.me open it), one sample per live buffer, with
+# the Python call stack that created it. To find "who holds the memory", read it rather than a
+# trace.
+
+
+def _varint(buf, i):
+    value = shift = 0
+    while True:
+        byte = buf[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i
+
+
+def _fields(buf):
+    """protobuf 线格式的 (字段号, 值) 列表。/ A protobuf message's (field number, value) list."""
+    i, out = 0, []
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        if key & 7 == 0:
+            value, i = _varint(buf, i)
+        else:  # 长度前缀：pprof 用到的另一种线类型 / length-delimited, pprof's other wire type
+            n, i = _varint(buf, i)
+            value, i = buf[i : i + n], i + n
+        out.append((key >> 3, value))
+    return out
+
+
+def _ints(value):
+    if isinstance(value, int):
+        return [value]
+    i, out = 0, []
+    while i < len(value):
+        n, i = _varint(value, i)
+        out.append(n)
+    return out
+
+
+def read_pprof(profile):
+    """解开 gzip 压缩的 pprof：返回 (样本类型, 样本)。样本类型是 [(类型, 单位), …]；每个样本是
+    {"values": {类型: 值}, "labels": {键: 值}, "stack": [(函数名, 文件名), …]}，stack 从最里层的
+    调用开始。
+    Decode a gzipped pprof profile: return (sample types, samples). The sample types are
+    [(type, unit), …]; each sample is {"values": {type: value}, "labels": {key: value},
+    "stack": [(function name, file name), …]}, the stack starting at the innermost call.
+    """
+    message = _fields(gzip.decompress(profile))
+    strings = [v.decode() for f, v in message if f == 6]
+    sub = lambda f: [dict(_fields(v)) for g, v in message if g == f]  # noqa: E731
+    types = [(strings[t.get(1, 0)], strings[t.get(2, 0)]) for t in sub(1)]
+    function_name = {fn.get(1): (strings[fn.get(2, 0)], strings[fn.get(4, 0)]) for fn in sub(5)}
+    location = {}
+    for f, v in message:
+        if f == 4:
+            loc = _fields(v)
+            lines = [dict(_fields(line)).get(1) for g, line in loc if g == 4]
+            location[dict(loc).get(1)] = [function_name[fn] for fn in lines]
+    samples = []
+    for f, v in message:
+        if f == 2:
+            fields = _fields(v)
+            ids = [n for g, x in fields if g == 1 for n in _ints(x)]
+            values = [n for g, x in fields if g == 2 for n in _ints(x)]
+            labels = [dict(_fields(x)) for g, x in fields if g == 3]
+            samples.append({
+                "values": dict(zip([t for t, _ in types], values)),
+                "labels": {strings[d.get(1, 0)]: strings[d.get(2, 0)] for d in labels},
+                "stack": [name for ident in ids for name in location[ident]],
+            })
+    return types, samples
+
+
+def make_activations():
+    return jnp.ones((256, 1000))
+
+
+def make_scratch():
+    return jnp.ones((64, 1000))
+
+
+def fill_cache(cache, n):
+    """往 cache 里放 n 个数组，第 i 个是 (i + 1, 100) 的 float32。/ Put n arrays in cache."""
+    for i in range(n):
+        cache.append(jnp.zeros((i + 1, 100)))
+
+
+def test_the_memory_profile_names_who_allocated_each_buffer():
+    """device_memory_profile 返回 gzip 压缩的字节串。解开之后：每个样本有两种值（各是什么、单位
+    是什么？）；make_activations 创建的那个数组是一个样本，它的标签说明它是什么、在哪个设备上。
+    profile 里还有另一种样本：编译好的程序（executable），它们在 CPU 上占几字节？数组一删，它的
+    样本就不在了。
+    device_memory_profile returns gzipped bytes. Decoded: every sample carries two values (which,
+    in which units?); the array make_activations created is one sample, whose labels say what
+    it is and on which device. The profile holds another kind of sample too: the compiled
+    programs (executables); how many bytes do they take on CPU? Delete the array and its
+    sample is gone.
+    """
+    activations = make_activations()
+    raw = jax.profiler.device_memory_profile()
+    assert raw[:2] == b"\x1f\x8b"  # gzip 的魔数 / gzip's magic number
+    types, samples = read_pprof(raw)
+    assert types == __
+    [mine] = [s for s in samples if (make_activations.__name__, __file__) in s["stack"] and s["labels"]["kind"] == "buffer"]
+    assert mine["values"]["space"] == __
+    assert mine["labels"] == __
+    executables = [s for s in samples if s["labels"]["kind"] == "executable"]
+    assert executables and {s["values"]["space"] for s in executables} == __
+    del activations
+    _, samples = read_pprof(jax.profiler.device_memory_profile())
+    assert not [s for s in samples if (make_activations.__name__, __file__) in s["stack"] and s["labels"]["kind"] == "buffer"]
+
+
+def bytes_held_by(function):
+    """此刻活着的设备缓冲区里，在 Python 函数 function 里创建的那些一共占多少字节：取一份
+    device_memory_profile，用 read_pprof 解开，只数缓冲区（kind 为 buffer）的样本里 stack 含有
+    这个函数的（函数名和它所在的文件都要对上），加起它们的字节数。返回 int。大约 4 行。
+    How many bytes the live device buffers created inside the Python function `function` take
+    right now: take a device_memory_profile, decode it with read_pprof, and of the buffer
+    samples (kind buffer) count those whose stack holds this function (both its name and the
+    file it lives in must match), adding up their bytes. Return an int. About 4 lines.
+    """
+    todo("bytes_held_by: 取 profile、解开、只数 function 名下的缓冲区 / profile, decode, count the buffers under function")
+
+
+def test_find_who_holds_the_memory():
+    """（先写好 bytes_held_by。）fill_cache 往缓存里放的数组还活着，profile 就把它们记在
+    fill_cache 名下；别处创建、同样活着的数组不算在内——也包括另一个文件里同名的 fill_cache 创建的。
+    缓存清空之后，fill_cache 名下一字节也不剩。
+    (Write bytes_held_by first.) While the arrays fill_cache put in the cache live, the profile
+    books them under fill_cache; arrays created elsewhere and just as alive do not count, those
+    of another file's fill_cache of the same name included. Once the cache is emptied, not a
+    byte is left under fill_cache.
+    """
+    twin = {"jnp": jnp}
+    source = "def fill_cache(cache, n):\n    cache.append(jnp.zeros((n, 10)))\n"
+    exec(compile(source, f"elsewhere_{__name__}.py", "exec"), twin)  # another file, the same name
+    elsewhere, other_cache = make_scratch(), []
+    twin["fill_cache"](other_cache, 7)
+    for n in (3, 5):
+        cache = []
+        fill_cache(cache, n)
+        assert bytes_held_by(fill_cache) == sum(400 * (i + 1) for i in range(n))
+        assert bytes_held_by(make_scratch) == 256000
+        assert bytes_held_by(twin["fill_cache"]) == 280
+        cache.clear()
+        assert bytes_held_by(fill_cache) == 0
+    del elsewhere
+    assert bytes_held_by(make_scratch) == 0

@@ -168,3 +168,107 @@ def test_the_bubble_shrinks_as_the_microbatches_grow():
             measured = 1 - microbatches / dots
             assert isinstance(bubble_fraction(stages, microbatches), float)
             assert abs(bubble_fraction(stages, microbatches) - measured) < 1e-12
+
+
+# ---- 反向传播 / the backward pass ------------------------------------------------------
+# 训练要的是梯度。前向把激活值从阶段 k 送到 k+1；反向把损失对激活值的梯度（余切，cotangent）
+# 从阶段 k+1 送回 k，时间步倒着走，每个阶段用前向时存下的输入算出本层权重的梯度。
+# Training needs gradients. The forward sends activations from stage k to k+1; the backward
+# sends the loss's gradient with respect to them (the cotangent) from stage k+1 back to k,
+# walking the time steps in reverse, and each stage forms its layer's weight gradient from the
+# inputs it saved in the forward.
+
+
+def stage_inputs(weights, xs):
+    """前向时每个阶段在每个时间步存下的输入 (N, M+N-1, b, d)：阶段 k 在第 t 步拿着微批次 t-k
+    进入第 k 层之前的激活值；bubble 里的时间步存 0。/ The input each stage saved at each time
+    step of the forward, (N, M+N-1, b, d): at step t stage k held microbatch t-k's activations
+    before layer k; the steps in the bubble save zeros."""
+    m = xs.shape[0]
+    saved = np.zeros((N, m + N - 1) + xs.shape[1:], np.float32)
+    h = np.asarray(xs)
+    for k in range(N):
+        saved[k, k : k + m] = h
+        h = np.tanh(h @ weights[k])
+    return saved
+
+
+def reference_grad(weights, xs, ct):
+    """不切分的模型的梯度：损失是 sum(输出 * ct)，所以 ct 就是输出的余切。/ The unsharded model's
+    gradient: the loss is sum(output * ct), so ct is the output's cotangent."""
+    return jax.grad(lambda w: jnp.vdot(sequential(w, xs), ct))(jnp.asarray(weights))
+
+
+def compiled_backward(weights, saved, ct):
+    """编译好的 shard_map(pipeline_backward)：权重和存下的输入按 P("stage") 切，余切复制。
+    The compiled shard_map(pipeline_backward): weights and saved inputs split by P("stage"),
+    the cotangent replicated."""
+    mesh = jax.make_mesh((N,), ("stage",))
+    args = (
+        jax.device_put(weights, NamedSharding(mesh, P("stage"))),
+        jax.device_put(saved, NamedSharding(mesh, P("stage"))),
+        jax.device_put(ct, NamedSharding(mesh, P())),
+    )
+    specs = {"in_specs": (P("stage"), P("stage"), P()), "out_specs": P("stage")}
+    step = jax.jit(jax.shard_map(pipeline_backward, mesh=mesh, **specs))
+    return step.lower(*args).compile(), args
+
+
+def pipeline_backward(w_block, saved, ct):
+    """GPipe 的反向：w_block (1, d, d) 是本阶段的层，saved (1, T, b, d) 是本阶段前向时第 0 … T-1
+    步存下的输入（T = M+N-1），ct (M, b, d) 是整个模型输出的余切（每个设备都有，只有最后一个阶段
+    读它）。时间步倒着走，t = T-1 … 0，用 Python 循环写：每一步每个阶段先得到本层输出的余切 g——
+    最后一个阶段在第 t 步的输出是微批次 t-(N-1)（t ≥ N-1 时），它的余切是 ct 的那一项；别的阶段
+    用上一步（也就是第 t+1 步）从阶段 k+1 收到的。然后用存下的输入 h 重算本层的输出
+    y = tanh(h @ W)，本层权重的梯度加上 hᵀ @ (g·(1-y²))，把输入的余切 (g·(1-y²)) @ Wᵀ 用
+    ppermute 送回阶段 k-1（不闭合的链）。返回本层权重的梯度 (1, d, d)。不重算前向的传递：
+    只用 saved。大约 12 行。
+    GPipe's backward pass: w_block (1, d, d) is this stage's layer, saved (1, T, b, d) the
+    inputs this stage saved at steps 0 … T-1 of the forward (T = M+N-1), ct (M, b, d) the
+    cotangent of the whole model's output (on every device; only the last stage reads it).
+    Walk the time steps in reverse, t = T-1 … 0, as a Python loop: at each step every stage
+    first gets the cotangent g of its layer's output: at step t the last stage's output is
+    microbatch t-(N-1) (when t ≥ N-1), whose cotangent is that entry of ct; the other stages
+    use what arrived from stage k+1 at the step before (step t+1). Then recompute the layer's
+    output y = tanh(h @ W) from the saved input h, add hᵀ @ (g·(1-y²)) to the layer's weight
+    gradient, and ppermute the input's cotangent (g·(1-y²)) @ Wᵀ back to stage k-1 (a chain
+    that does not wrap). Return the layer's weight gradient (1, d, d). Do not redo the
+    forward's transfers: use saved only. About 12 lines.
+    """
+    todo("pipeline_backward: 余切沿链倒着走 / cotangents walk the chain backwards")
+
+
+def test_the_backward_pass_gives_the_unpipelined_gradient():
+    """（先写好 pipeline_backward。）每个阶段算出的权重梯度拼起来等于不切分的模型的梯度
+    （两种微批次个数）；每个设备只存、只返回一层的梯度：(1, d, d)。
+    (Write pipeline_backward first.) The stages' weight gradients, put together, equal the
+    unsharded model's gradient (two numbers of microbatches); each device stores and returns
+    one layer's gradient only: (1, d, d).
+    """
+    for microbatches in (4, 1):
+        weights, xs = model(microbatches)
+        ct = np.random.default_rng(1).standard_normal(xs.shape, dtype=np.float32)
+        compiled, args = compiled_backward(weights, stage_inputs(weights, xs), ct)
+        grads = compiled(*args)
+        assert grads.sharding.shard_shape(grads.shape) == (1, 16, 16)
+        np.testing.assert_allclose(grads, reference_grad(weights, xs, ct), rtol=1e-4, atol=1e-5)
+
+
+def test_the_backward_sends_cotangents_the_other_way():
+    """（先写好 pipeline_backward。）编译后的 HLO 里只有 collective-permute，每个时间步一条、传一个
+    微批次的余切 (b, d)：第 0 步送回的余切没人用，和前向最后一步一样被删掉。每条的
+    source_target_pairs 写着谁发给谁：和前向的链比一比。
+    (Write pipeline_backward first.) The compiled HLO holds collective-permutes only, one per
+    time step, each carrying one microbatch of cotangents (b, d): what step 0 would send back
+    nobody uses, and it is deleted like the forward's last transfer. Each one's
+    source_target_pairs say who sends to whom: compare them with the forward's chain.
+    """
+    weights, xs = model(microbatches=4)
+    ct = np.ones(xs.shape, np.float32)
+    compiled, _ = compiled_backward(weights, stage_inputs(weights, xs), ct)
+    hlo = compiled.as_text()
+    found = collectives(hlo)
+    assert set(found) == {"collective-permute"}
+    assert found["collective-permute"] == ["f32[2,16]"] * 10
+    pairs = set(re.findall(r"collective-permute\(.*source_target_pairs=(\{[^ ]*\})", hlo))
+    assert pairs == __

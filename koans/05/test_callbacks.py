@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental import io_callback
+from jax.experimental.buffer_callback import buffer_callback
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
@@ -304,3 +305,54 @@ def test_effectful_callbacks_run_once_per_element_under_vmap():
     with raises_exactly(__) as info:
         jax.vmap(g)(xs)
     assert "ordered" in str(info.value)
+
+
+def cumsum_in_place(x):
+    """✍️ 用 buffer_callback 在主机上算 x 沿最后一根轴的累加和（np.cumsum），直接写进输出缓冲区：
+    回调的参数是 (ctx, out, x)，out 和 x 是 Buffer（np.asarray 能看成 NumPy 数组），回调不返回
+    任何值；让输出与输入 0 共用缓冲区（input_output_aliases），并选一个让 vmap 只调用一次、把
+    整批交给回调的 vmap_method。大约 5 行。
+    Compute x's running sum along its last axis on the host (np.cumsum) with buffer_callback,
+    writing straight into the output buffer: the callback takes (ctx, out, x), out and x being
+    Buffers (np.asarray views them as NumPy arrays), and returns nothing; have the output share
+    input 0's buffer (input_output_aliases), and pick a vmap_method under which vmap calls once
+    and hands the callback the whole batch. About 5 lines.
+    """
+
+    todo("cumsum_in_place: 用 buffer_callback 原地写输出 / write the output in place with buffer_callback")
+
+
+def test_buffer_callback_writes_the_output_buffer_in_place():
+    """✍️ 实现 cumsum_in_place。pure_callback 的回调返回一个新的 NumPy 数组，JAX 再把它复制进
+    输出；jax.experimental.buffer_callback 把 XLA 的输出缓冲区本身交给回调，让它原地写（HLO 里
+    是另一个 custom_call 目标）。加上 input_output_aliases 和参数捐赠，输出就复用输入的缓冲区，
+    整个程序没有一次 copy；不捐赠时 XLA 先复制输入，调用方的数组不变。
+    Write cumsum_in_place. pure_callback's callback returns a new NumPy array, which JAX then
+    copies into the output; jax.experimental.buffer_callback hands the callback XLA's output
+    buffer itself to write in place (another custom_call target in the HLO). With
+    input_output_aliases and a donated argument the output reuses the input's buffer, and the
+    program holds no copy at all; without donation XLA copies the input first and the caller's
+    array is left as it was.
+    """
+    want = np.cumsum(np.arange(15.0).reshape(3, 5), axis=-1)
+
+    donated = jax.jit(cumsum_in_place, donate_argnums=0)
+    x = jnp.arange(5.0)
+    text = donated.lower(x).compile().as_text()
+    (call,) = [line for line in text.splitlines() if "custom-call(" in line]
+    assert 'custom_call_target="xla_buffer_python_cpu_callback"' in call
+    assert "input_output_alias={ {}: (0, {}, may-alias) }" in text.splitlines()[0]
+    assert text.count(" copy(") == 0
+    np.testing.assert_array_equal(donated(jnp.arange(5.0)), want[0])
+
+    kept = jax.jit(cumsum_in_place)
+    assert kept.lower(x).compile().as_text().count(" copy(") == 1
+    np.testing.assert_array_equal(kept(x), want[0])
+    np.testing.assert_array_equal(x, np.arange(5.0))  # the caller's array is untouched
+
+    batched = jax.jit(jax.vmap(cumsum_in_place), donate_argnums=0)
+    xs = jnp.arange(15.0).reshape(3, 5)
+    text = batched.lower(xs).compile().as_text()
+    assert "while" not in text and text.count("custom-call(") == 1
+    assert text.count(" copy(") == 0
+    np.testing.assert_array_equal(batched(xs), want)

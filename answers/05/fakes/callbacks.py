@@ -12,3 +12,44 @@ def host_sin_jvp__no_vmap_method(primals, tangents):
     """cos on the host, but a pure_callback without a vmap_method: vmap of the gradient breaks."""
     (x,), (t,) = primals, tangents
     return host_sin(x), jax.pure_callback(np.cos, like(x), x) * t
+
+
+def cumsum_in_place__jnp_cumsum(x):
+    """The running sum in jnp on the device: no callback at all."""
+    return jnp.cumsum(x, axis=-1)
+
+
+def cumsum_in_place__pure_callback(x):
+    """A pure_callback that returns a new array: another custom-call target, no alias."""
+    return jax.pure_callback(
+        lambda v: np.cumsum(v, axis=-1), like(x), x, vmap_method="broadcast_all"
+    )
+
+
+def cumsum_in_place__no_alias(x):
+    """buffer_callback without input_output_aliases: the output gets a buffer of its own."""
+
+    def fill(ctx, out, x):
+        np.cumsum(np.asarray(x), axis=-1, out=np.asarray(out))
+
+    return buffer_callback(fill, like(x), vmap_method="broadcast_all")(x)
+
+
+def cumsum_in_place__sequential(x):
+    """vmap_method='sequential': vmap loops over the rows, one callback per row."""
+
+    def fill(ctx, out, x):
+        np.cumsum(np.asarray(x), axis=-1, out=np.asarray(out))
+
+    return buffer_callback(fill, like(x), input_output_aliases={0: 0}, vmap_method="sequential")(x)
+
+
+def cumsum_in_place__flat_cumsum(x):
+    """np.cumsum without an axis: the whole batch is summed as one flat sequence."""
+
+    def fill(ctx, out, x):
+        np.asarray(out)[...] = np.cumsum(np.asarray(x)).reshape(out.shape)
+
+    return buffer_callback(
+        fill, like(x), input_output_aliases={0: 0}, vmap_method="broadcast_all"
+    )(x)

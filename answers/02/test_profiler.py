@@ -254,7 +254,7 @@ def read_pprof(profile):
             values = [n for g, x in fields if g == 2 for n in _ints(x)]
             labels = [dict(_fields(x)) for g, x in fields if g == 3]
             samples.append({
-                "values": dict(zip([t for t, _ in types], values)),
+                "values": dict(zip([t for t, _ in types], values, strict=True)),
                 "labels": {strings[d.get(1, 0)]: strings[d.get(2, 0)] for d in labels},
                 "stack": [name for ident in ids for name in location[ident]],
             })

@@ -37,7 +37,7 @@ def placed(seed=0):
     rng = np.random.default_rng(seed)
     host = [rng.standard_normal(s, dtype=np.float32) for s in [(4, 16), (16, 4)] * 2]
     specs = [P(None, "x"), P("x", None)] * 2
-    return mesh, host, [jax.device_put(h, NamedSharding(mesh, s)) for h, s in zip(host, specs)]
+    return mesh, host, [jax.device_put(h, NamedSharding(mesh, s)) for h, s in zip(host, specs, strict=True)]
 
 
 def partial_matmul(a, b):

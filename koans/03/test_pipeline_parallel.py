@@ -185,7 +185,7 @@ def stage_inputs(weights, xs):
     step of the forward, (N, M+N-1, b, d): at step t stage k held microbatch t-k's activations
     before layer k; the steps in the bubble save zeros."""
     m = xs.shape[0]
-    saved = np.zeros((N, m + N - 1) + xs.shape[1:], np.float32)
+    saved = np.zeros((N, m + N - 1, *xs.shape[1:]), np.float32)
     h = np.asarray(xs)
     for k in range(N):
         saved[k, k : k + m] = h

@@ -205,3 +205,19 @@ def test_a_koan_reads_a_failed_build_as_the_environment_and_no_compiler_as_a_ski
     result.stdout.fnmatch_lines(["*🛠️ 环境 / environment*", "*│ *broken.cc*"])
     result.stdout.fnmatch_lines(["SKIPPED*未找到 C++ 编译器*", "No C++ compiler*"])
     result.stdout.no_fnmatch_line("*❌*")
+
+
+def test_a_read_only_course_builds_in_the_temporary_directory(source, tmp_path, monkeypatch):
+    """grade's sandbox (and a read-only classroom copy) cannot write the course's build/ffi/:
+    the library is built in the temporary directory instead, once."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    monkeypatch.setattr(cbuild, "BUILD_DIR", blocker / "build" / "ffi")  # cannot be made
+    monkeypatch.setattr(cbuild.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    library = cbuild.build(source)
+    assert library.parent == cbuild.fallback_dir() and library.parent.is_relative_to(
+        tmp_path / "tmp"
+    )
+    assert ctypes.CDLL(str(library)).answer() == 42
+    assert cbuild.build(source) == library  # built once

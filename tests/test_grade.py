@@ -1467,3 +1467,13 @@ def test_a_fix_region_that_rebinds_what_the_asserts_use_scores_zero(region_cours
     )
     found = [f for f in check.findings if f.kind == "forbidden_code"]
     assert any("rebinds" in f.message for f in found) and list(check.tampered) == ["test_width"]
+
+
+@pytest.mark.skipif(not sandbox.probe().ok, reason=f"no sandbox here: {sandbox.probe().reason}")
+def test_the_sandbox_resolves_its_own_host_name(tmp_path):
+    """gloo (JAX's CPU collectives across processes, chapter 03's multi-process koans) looks up
+    the machine's host name; with no DNS in the sandbox its hosts file must name it."""
+    code = "import socket; print(socket.gethostbyname(socket.gethostname()))"
+    command = sandbox.wrap(sandbox.probe(), [sys.executable, "-c", code], read_only=[], chdir=Path("/tmp"), env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "127.0.0.1", done.stderr[-2000:]

@@ -52,6 +52,9 @@ class Availability:
         return self.bwrap is not None
 
 
+HOSTNAME = "jaxkoans-sandbox"  # in sandbox_hosts too
+
+
 def candidates() -> list[str]:
     found = []
     if os.environ.get("JAXKOANS_BWRAP"):
@@ -115,7 +118,9 @@ def base_arguments() -> list[str]:
             arguments += ["--ro-bind", link, link]
     for name in (*SYSTEM_FILES, CPU_INFO):
         arguments += ["--ro-bind-try", name, name]
-    arguments += ["--ro-bind", str(HOSTS), "/etc/hosts"]
+    # A name of its own that its hosts file resolves: gloo (JAX's CPU collectives across
+    # processes) looks up the machine's host name, which no DNS answers in the sandbox.
+    arguments += ["--hostname", HOSTNAME, "--ro-bind", str(HOSTS), "/etc/hosts"]
     arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     return arguments
 

@@ -164,10 +164,11 @@ class Memory:
         the other koans' results stay where their own key still matches."""
         stored = self.files.get(path)
         if not stored or stored.get("key") != self._key(path):
-            kept = {n: v for n, v in (stored or {}).get("koans", {}).items()}
-            kept = {n: v for n, v in kept.items() if stored and self._current(stored, path, n)}
+            old = stored or {"koans": {}}
+            kept = {n: v for n, v in old["koans"].items() if self._current(old, path, n)}
+            keys = {n: self._koan_key(path, n) for n in kept}  # each matched: a str, never None
             stored = self.files[path] = {"key": self._key(path), "koans": kept, "problem": ""}
-            stored["keys"] = {n: self._koan_key(path, n) for n in kept}
+            stored["keys"] = keys
         for name, (verdict, cause, line) in verdicts.items():
             stored["koans"][name] = [verdict, cause, line, ""]
             key = self._koan_key(path, name)

@@ -18,7 +18,7 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from jaxkoans import course
-from jaxkoans.course import mutate
+from jaxkoans.authoring import mutate
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 

@@ -303,3 +303,37 @@ def test_the_gate_passes_for_every_chapter_a_change_touched(chapter):
         killed, counted = stamp.killed, stamp.mutants
         assert stamp.killed + stamp.equivalent == stamp.mutants
     assert killed >= 0.95 * counted, f"{chapter.number}: {killed}/{counted} mutants killed"
+
+
+def test_a_change_to_the_harness_code_makes_every_gate_record_stale(tmp_path, monkeypatch):
+    """The digests cover the harness code a verdict depends on (issue 34): an edit to the
+    plugin, the runner, pytest's configuration or the gate itself re-checks every chapter;
+    an edit to the learner's commands or the grader does not."""
+    shortcuts = "jaxkoans/authoring/shortcuts.py"
+    for rel in (*gate_record.HARNESS, gate_record.MUTATE, shortcuts, "jaxkoans/learner/status.py", "jaxkoans/grader/x.py"):
+        path = tmp_path / rel
+        path = path / "module.py" if not path.suffix else path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# {rel}\n", encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\ntimeout = 60\n[tool.ruff]\nline-length = 100\n")
+    monkeypatch.setattr(course, "REPO", tmp_path)
+    before = gate_record.harness_digest(gate_record.MUTATE)
+    for rel, counts in (
+        ("jaxkoans/learner/status.py", False),
+        ("jaxkoans/grader/x.py", False),
+        ("jaxkoans/plugin/module.py", True),
+        ("jaxkoans/learner/runner.py", True),
+        (gate_record.MUTATE, True),
+        ("conftest.py", True),
+    ):
+        path = tmp_path / rel
+        original = path.read_text(encoding="utf-8")
+        path.write_text(original + "# an edit\n", encoding="utf-8")
+        assert (gate_record.harness_digest(gate_record.MUTATE) != before) is counts, rel
+        path.write_text(original, encoding="utf-8")
+    config = tmp_path / "pyproject.toml"
+    config.write_text(config.read_text().replace("line-length = 100", "line-length = 99"))
+    assert gate_record.harness_digest(gate_record.MUTATE) == before  # not pytest's configuration
+    config.write_text(config.read_text().replace("timeout = 60", "timeout = 61"))
+    assert gate_record.harness_digest(gate_record.MUTATE) != before
+    assert gate_record.harness_digest(gate_record.MUTATE, shortcuts) != gate_record.harness_digest(gate_record.MUTATE)

@@ -354,7 +354,7 @@ def test_each_custom_call_instruction_gets_its_own_state():
     A state belongs to one custom_call instruction of an executable, not to the registered name:
     instantiate runs once per instruction that calls the target. ffi_call is taken to be pure by
     default, and XLA may merge identical pure instructions; calls with has_side_effect=True are
-    never merged. vmap_method="sequential" puts the call inside a loop: the loop body holds one
+    not merged. vmap_method="sequential" puts the call inside a loop: the loop body holds one
     instruction, and each row is one call of it. Predict how many states exist after each step,
     and what the third row of the vmap gets added.
     """

@@ -235,7 +235,7 @@ if stage is None:
 """
 
 STAGES = ["load_my_shard", "global_batch", "replicate", "train_step", "losses_of_every_process"]
-WORKER_TIMEOUT_S = 60  # 每个子进程最多跑这么久 / the most each child may run
+WORKER_TIMEOUT_S = 120  # 每个子进程最多跑这么久（负载高的机器上也够）/ the most each child may run (enough on a loaded machine)
 
 
 def free_port():
@@ -259,7 +259,7 @@ def launch(tmp_path):
     procs = []
     try:
         for pid in (0, 1):
-            command = [sys.executable, str(script), __file__, str(port), str(pid), "30"]
+            command = [sys.executable, str(script), __file__, str(port), str(pid), "60"]
             procs.append(
                 subprocess.Popen(
                     command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

@@ -456,11 +456,11 @@ def test_1f1b_sends_one_activation_and_one_cotangent_per_step():
 def test_1f1b_memory_does_not_grow_with_the_microbatches():
     """（先写好 pipeline 和 one_f_one_b。）1F1B 的意义在内存：memory_analysis() 的
     temp_size_in_bytes（每个设备的临时缓冲区）在 2 个和 8 个微批次下一样大；GPipe（对 pipeline
-    求导）的从 2 个微批次到 4 个就增长了，也比 1F1B 的大。bubble 没有变：两者的时间步一样多。
+    求导）的从 2 个微批次到 4 个就增长了，也比 1F1B 的大。
     (Write pipeline and one_f_one_b first.) 1F1B is about memory: memory_analysis()'s
     temp_size_in_bytes (each device's temporary buffers) is the same for 2 and for 8
     microbatches; GPipe's (the derivative of pipeline) already grows from 2 microbatches to 4,
-    and is larger than 1F1B's. The bubble is unchanged: both take as many time steps.
+    and is larger than 1F1B's.
     """
     temp = {}
     for name, schedule, microbatches in (

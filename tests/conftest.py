@@ -18,7 +18,7 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from jaxkoans import course
-from jaxkoans.course import mutate
+from jaxkoans.authoring import mutate
 from jaxkoans.learner import koan_runs
 from jaxkoans.plugin import results
 
@@ -33,6 +33,9 @@ WHOLE_COURSE_ONLY = (  # checks that compare the whole of koans/ with the whole 
 )
 
 CHOSEN: set[str] = set()  # --koans-chapter: the chapters checked (empty: all)
+# Checks only `--answer-key` runs: they repeat the whole answer key under grade (CI runs them,
+# `pytest tests -n 2` alone stays within its few minutes).
+ANSWER_KEY_ONLY = ("test_grade.py::test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point",)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +45,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="NN",
         help="check only this chapter's koans and answers (repeatable)",
+    )
+    parser.getgroup("jax-koans").addoption(
+        "--answer-key",
+        action="store_true",
+        help="also grade the whole answer key in grade's sandbox (CI does; about 4 minutes)",
     )
 
 
@@ -120,7 +128,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _check_recorded_runs(item)
         chapter = _chapter_of(item)
         whole = any(item.nodeid.endswith(name) for name in WHOLE_COURSE_ONLY)
-        (drop if CHOSEN and (whole or (chapter and not chosen(chapter))) else keep).append(item)
+        answer_key = any(item.nodeid.endswith(name) for name in ANSWER_KEY_ONLY)
+        dropped = CHOSEN and (whole or answer_key or (chapter and not chosen(chapter)))
+        if answer_key and not config.getoption("answer_key"):
+            dropped = True
+        (drop if dropped else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -116,7 +116,7 @@ def progress(
 
 def python_in(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `python ARGS` with this checkout's harness on the course at `root` (e.g. the
-    mutation gate: `-m jaxkoans.course.mutate …`)."""
+    mutation gate: `-m jaxkoans.authoring.mutate …`)."""
     env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, *args],

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.authoring import check
-from jaxkoans.course import mutate, pristine
+from jaxkoans.authoring import check, mutate
+from jaxkoans.course import pristine
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
+from jaxkoans.plugin.results import KoanState
 
 from .conftest import koan_files
 from .fakecourse import is_alive
@@ -96,7 +97,7 @@ def test_no_hint_gives_the_answer_away(koan_file: Path):
 def test_no_answer_stands_next_to_its_blank(koan_file: Path):
     """A blank whose answer is written in its docstring, its first hint, the lines around it
     or another koan of the file (or whose docstring names its exception class) asks the
-    learner to copy, not to predict (course/giveaways.py)."""
+    learner to copy, not to predict (authoring/giveaways.py)."""
     problems = check.giveaway_problems(koan_file)
     assert not problems, "\n".join(problems)
 
@@ -117,7 +118,7 @@ def test_the_static_gate_runs_without_jax_in_one_command():
     assert "no problem" in done.stdout
 
 
-def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, dict]:
+def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, results.KoanResult]:
     """The run's result for each koan of `tree`; every file imported and every koan ran."""
     errors = [e for e in events if e["event"] == "collect-error"]
     assert not errors, f"files of {tree.name}/ that do not import: {errors}"
@@ -137,10 +138,10 @@ def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, dict]:
 
 def test_every_answer_passes_under_xdist(answers_run):
     seen = results_of_every_koan(answers_run, course.ANSWERS)
-    skipped = [n for n, e in seen.items() if e["state"] == "skipped"]
+    skipped = [n for n, e in seen.items() if e.state == KoanState.SKIPPED]
     assert not skipped, f"answers skipped on this machine: {skipped}"
     failing = [
-        f"{n} ({e['cause']}, line {e['line']})" for n, e in seen.items() if e["state"] != "passed"
+        f"{n} ({e.cause}, line {e.line})" for n, e in seen.items() if e.state != KoanState.PASSED
     ]
     assert not failing, "answers that fail (run `pytest <nodeid>` to see why):\n  " + "\n  ".join(
         failing
@@ -149,12 +150,12 @@ def test_every_answer_passes_under_xdist(answers_run):
 
 def test_every_koan_fails_because_of_its_blank(koans_run):
     seen = results_of_every_koan(koans_run, course.KOANS)
-    passing = [n for n, e in seen.items() if e["state"] == "passed"]
+    passing = [n for n, e in seen.items() if e.state == KoanState.PASSED]
     assert not passing, f"koans that pass as shipped (nothing left to learn): {passing}"
     wrong = [
-        f"{n} ({e['cause']} at line {e['line']})"
+        f"{n} ({e.cause} at line {e.line})"
         for n, e in seen.items()
-        if e["state"] != "not_started"
+        if e.state != KoanState.NOT_STARTED
     ]
     assert not wrong, (
         "koans that fail for another reason than their blank or TODO (a typo, an import, an "

@@ -2,7 +2,7 @@
 that skips its technique) put in place of a TODO body must make its koan fail.
 
 Fakes live in answers/NN/fakes/<file without test_>.py as functions <TODO function>__<label>
-(see jaxkoans/course/mutate.py). Once a chapter has a fakes/ directory, every TODO function of it
+(see jaxkoans/authoring/mutate.py). Once a chapter has a fakes/ directory, every TODO function of it
 needs at least one fake."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import gate_record, mutate
+from jaxkoans.authoring import gate_record, mutate
 from jaxkoans.plugin import results
 
 from .conftest import chosen
@@ -35,7 +35,7 @@ def test_every_fake_makes_its_koan_fail(answers_run):
     assert all(record[number].fakes > 0 for number in current)
     if not chapters:
         return  # every chapter's fakes are recorded on its current content
-    passing = {k for k, e in results.by_koan(answers_run).items() if e["state"] == "passed"}
+    passing = {k for k, e in results.by_koan(answers_run).items() if e.state == "passed"}
     checked = mutate.check_all_fakes(chapters, passing_answers=passing)
     for chapter in chapters:
         # A koan of the batch that gave no verdict (its worker ended) is never a pass: its
@@ -73,7 +73,7 @@ def double__added_to_itself(x):
 def test_a_fake_that_passes_is_named_and_a_missing_fake_is_listed(tmp_path):
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
-    ran = python_in(root, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1")
+    ran = python_in(root, "-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     lines = ran.stdout.splitlines()
     assert "01: 1/2 fakes fail their koan, 0 TODO functions without a fake" in lines
@@ -89,7 +89,7 @@ def test_fakes_that_all_fail_are_recorded_and_a_changed_fake_is_checked_again(tm
     root = make_course(tmp_path / "course")
     fakes = root / "answers" / "01" / "fakes" / "alpha.py"
     write(fakes, KILLING_FAKE)
-    fakes_run = ["-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"]
+    fakes_run = ["-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1"]
     stamped = python_in(root, *fakes_run, "--stamp")
     assert stamped.returncode == 0, stamped.stdout + stamped.stderr
     record = (root / gate_record.FAKES_RECORD).read_text(encoding="utf-8")
@@ -105,7 +105,7 @@ def test_fakes_that_all_fail_are_recorded_and_a_changed_fake_is_checked_again(tm
 STAND_IN = """
 import json, sys
 from jaxkoans import course
-from jaxkoans.course import gate_record, mutate
+from jaxkoans.authoring import gate_record, mutate
 chapters = [c for c in course.all_chapters() if c.number == "01"]
 for passing in ([], ["answers/01/test_alpha.py::test_double"]):
     verdicts = mutate.check_all_fakes(chapters, 1, passing_answers=set(passing))["01"][0]
@@ -156,6 +156,6 @@ def test_a_fake_stuck_in_compiled_code_is_killed_and_its_worker_replaced(tmp_pat
     another runs the baseline: the fake is killed, and its file still has a verdict."""
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", ENDLESS)
-    ran = python_in(root, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1")
+    ran = python_in(root, "-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "01: 1/1 fakes fail their koan, 0 TODO functions without a fake" in ran.stdout

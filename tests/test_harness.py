@@ -809,19 +809,9 @@ def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch
 # (the gates) sit on top: they run the learner's runner and read the plugin's records, and no
 # layer below imports them.
 LAYERS = ("course", "api", "plugin", "learner", "grader", "authoring")
-AUTHORING = {"jaxkoans.course.mutate", "jaxkoans.course.shortcuts", "jaxkoans.course.giveaways",
-             "jaxkoans.course.gate_record"}  # fmt: skip
-# The one upward import left, with its reason: moving it changes predictions.py, which the
-# shortcut gate's digest covers, and so re-stamps every chapter (about 30 minutes of CPU).
-KNOWN_UPWARD = {
-    ("jaxkoans/course/predictions.py", "jaxkoans.course.mutate"): "of_file reads the answer's "
-    "names through mutate.Context (a lazy import, only when the manifest is written)",
-}
 
 
 def _layer(module: str) -> str:
-    if module in AUTHORING or module.startswith("jaxkoans.authoring"):
-        return "authoring"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "course"  # `jaxkoans`: data
 
@@ -849,17 +839,13 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
 def test_the_harness_imports_downward_only():
     """course (the course as data) < api (what a koan imports) < plugin < learner < grader <
     authoring: a module imports from its own layer or those before it."""
-    wrong, known = [], set()
+    wrong = []
     for path in sorted((REPO / "jaxkoans").rglob("*.py")):
         module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
         own = LAYERS.index(_layer(module))
         for line, target in _imports(path, module):
             if module == "jaxkoans" and target.startswith("jaxkoans.api"):
                 continue  # the package re-exports the koans' API lazily
-            if (path.relative_to(REPO).as_posix(), target) in KNOWN_UPWARD:
-                known.add((path.relative_to(REPO).as_posix(), target))
-                continue
             if LAYERS.index(_layer(target)) > own:
                 wrong.append(f"{path.relative_to(REPO)}:{line}: {_layer(module)} imports {target}")
     assert not wrong, "\n".join(wrong)
-    assert known == set(KNOWN_UPWARD), "an exception that no longer exists: remove it"

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import gate_record, koan_model, mutate
-from jaxkoans.course.mutate import Context, sites, wrong_fills
+from jaxkoans.authoring import gate_record, mutate
+from jaxkoans.authoring.mutate import sites, wrong_fills
+from jaxkoans.course import koan_model
+from jaxkoans.course.file_context import Context
 
 from .conftest import chosen
 from .fakecourse import PYPROJECT, REPO, is_alive, make_course, python_in, write
@@ -145,7 +147,7 @@ def run_gate(root: Path, *options: str) -> subprocess.CompletedProcess:
     return python_in(
         root,
         "-m",
-        "jaxkoans.course.mutate",
+        "jaxkoans.authoring.mutate",
         "--chapter",
         "01",
         "-n",
@@ -158,7 +160,7 @@ def run_gate(root: Path, *options: str) -> subprocess.CompletedProcess:
 
 def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
     root = make_course(tmp_path / "course")
-    ran = python_in(root, "-m", "jaxkoans.course.mutate", "--leaks", "--chapter", "01", "-n", "1")
+    ran = python_in(root, "-m", "jaxkoans.authoring.mutate", "--leaks", "--chapter", "01", "-n", "1")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines()[0] == (
         "01: 2 koans, one wrong answer each: hidden 2, shows-value 0, names-answer 0, "
@@ -233,7 +235,7 @@ def test_stopping_the_gate_ends_its_child_pytest_and_workers(tmp_path, stop):
     told = tmp_path / "pids"
     env = {**os.environ, "JAXKOANS_ROOT": str(root), "PYTHONPATH": str(REPO)}
     gate = subprocess.Popen(
-        [sys.executable, "-m", "jaxkoans.course.mutate", "--fakes", "--chapter", "01", "-n", "1"],
+        [sys.executable, "-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1"],
         cwd=root, env={**env, "JAXKOANS_TEST_PIDS": str(told)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -291,7 +293,7 @@ def test_the_gate_passes_for_every_chapter_a_change_touched(chapter):
     if chapter in gate_record.stale([chapter]):
         outcome = mutate.gate(chapter)
         assert not (outcome.survived or outcome.unknown or outcome.problem), (
-            f"{chapter.number}: run `python -m jaxkoans.course.mutate --chapter "
+            f"{chapter.number}: run `python -m jaxkoans.authoring.mutate --chapter "
             f"{chapter.number}` to see the survivors; once it passes, add --stamp\n"
             + "\n".join(mutate.table([outcome]))
         )

@@ -1,4 +1,4 @@
-"""The shortcut gate (jaxkoans/course/shortcuts.py): the lazy learner's generated fakes of every
+"""The shortcut gate (jaxkoans/authoring/shortcuts.py): the lazy learner's generated fakes of every
 TODO — delegation, the library, the asserts' constants, an unwritten helper — must each make a
 koan fail. Chapters whose record (tests/shortcuts_record.toml) no longer matches are run again."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from jaxkoans import course
-from jaxkoans.course import shortcuts
+from jaxkoans.authoring import shortcuts
 
 from .conftest import chosen
 from .fakecourse import make_course, python_in, write
@@ -43,12 +43,12 @@ def test_a_todo_that_passes_by_calling_the_reference_in_its_file_is_named(tmp_pa
     for tree in ("koans", "answers"):
         path = root / tree / "01" / "test_alpha.py"
         write(path, path.read_text(encoding="utf-8") + TWIN)
-    listed = python_in(root, "-m", "jaxkoans.course.shortcuts", "--chapter", "01", "--list")
+    listed = python_in(root, "-m", "jaxkoans.authoring.shortcuts", "--chapter", "01", "--list")
     assert "01 test_alpha.py::double__delegate_twice" in listed.stdout, listed.stdout
     assert "return twice(x)" in listed.stdout
     assert "double__constant_0" in listed.stdout  # the asserts' literal: `return 2`
     ran = python_in(
-        root, "-m", "jaxkoans.course.shortcuts", "--chapter", "01", "-n", "1", "--stamp"
+        root, "-m", "jaxkoans.authoring.shortcuts", "--chapter", "01", "-n", "1", "--stamp"
     )
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "  passes: test_alpha.py::double__delegate_twice  unwritten=[]" in ran.stdout
@@ -64,7 +64,7 @@ def test_a_todo_that_passes_by_calling_the_reference_in_its_file_is_named(tmp_pa
         + 'equivalent = [{ fake = "delegate_twice", why = "twice is double written again" }]\n',
     )
     again = python_in(
-        root, "-m", "jaxkoans.course.shortcuts", "--chapter", "01", "-n", "1", "--stamp"
+        root, "-m", "jaxkoans.authoring.shortcuts", "--chapter", "01", "-n", "1", "--stamp"
     )
     assert again.returncode == 0 and "1 equivalent, 0 survived" in again.stdout, again.stdout
     assert '["01"]' in (root / shortcuts.RECORD).read_text(encoding="utf-8")

@@ -17,7 +17,8 @@ import tomllib
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import gate_record, giveaways, koan_model, pristine, shortcuts, twins
+from jaxkoans.authoring import gate_record, giveaways, shortcuts
+from jaxkoans.course import koan_model, pristine, twins
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 WORD = re.compile(r"[A-Za-z]{2,}")
@@ -82,17 +83,17 @@ def record_problems(chapters: list[course.Chapter]) -> list[str]:
     for chapter in gate_record.stale(chapters):
         problems.append(
             f"{chapter.number}: the mutation gate's record is stale: "
-            f"python -m jaxkoans.course.mutate --chapter {chapter.number} --stamp"
+            f"python -m jaxkoans.authoring.mutate --chapter {chapter.number} --stamp"
         )
     for chapter in gate_record.stale_fakes(chapters):
         problems.append(
             f"{chapter.number}: the fakes' record is stale: "
-            f"python -m jaxkoans.course.mutate --fakes --chapter {chapter.number} --stamp"
+            f"python -m jaxkoans.authoring.mutate --fakes --chapter {chapter.number} --stamp"
         )
     for chapter in shortcuts.stale(chapters):
         problems.append(
             f"{chapter.number}: the shortcut gate's record is stale: "
-            f"python -m jaxkoans.course.shortcuts --chapter {chapter.number} --stamp"
+            f"python -m jaxkoans.authoring.shortcuts --chapter {chapter.number} --stamp"
         )
     return problems
 
@@ -247,7 +248,7 @@ def hint_problems(koan_file: Path) -> list[str]:
 
 
 def giveaway_problems(koan_file: Path) -> list[str]:
-    """course/giveaways.py: an answer written next to its blank."""
+    """authoring/giveaways.py: an answer written next to its blank."""
     return [str(f) for f in giveaways.findings(koan_file, answer_of(koan_file))]
 
 

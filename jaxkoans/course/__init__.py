@@ -38,13 +38,13 @@ class Chapter:
     # file -> fingerprints of its `# ✍️ BEGIN/END` fix regions as shipped (twins.region_hashes)
     regions: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
     # "file::koan" -> ({"fill": …, "why": …}, …): wrong fills the koan cannot tell apart from
-    # its answer, each with its reason (jaxkoans.course.mutate counts them as equivalent, not survived)
+    # its answer, each with its reason (jaxkoans.authoring.mutate counts them as equivalent, not survived)
     equivalent: dict[str, tuple[dict, ...]] = field(default_factory=dict, compare=False, hash=False)
     # "file::TODO function" -> {"library": [bodies that call the library the lesson replaces],
     # "equivalent": [{"fake": label, "why": …}]}: the shortcut gate's chapter data
     shortcuts: dict[str, dict] = field(default_factory=dict, compare=False, hash=False)
     # "file::koan" -> ({"answer": …, "why": …}, …): answers the give-away check finds next to
-    # their blank where the koan asks something else of them (course/giveaways.py)
+    # their blank where the koan asks something else of them (authoring/giveaways.py)
     giveaways: dict[str, tuple[dict, ...]] = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -95,7 +95,7 @@ def dotted(node: ast.AST) -> str | None:
 
 def kind_of_answer(node: ast.expr, context) -> str:
     """The kind of a blank from its answer's node; `context` resolves the answer file's names
-    (course/mutate.py's Context)."""
+    (course/file_context.py's Context)."""
     if is_plain(node):
         return LITERAL
     if _literal(node):
@@ -127,7 +127,7 @@ def _is_dtype(value) -> bool:
 def of_file(koan_text: str, answer: Path) -> dict[str, str]:
     """{"line:column" of each shipped `__`: its kind} for the blanks that ask a prediction."""
     from jaxkoans.course import fills
-    from jaxkoans.course.mutate import Context
+    from jaxkoans.course.file_context import Context
 
     answer_text = answer.read_text(encoding="utf-8")
     context = Context.of(answer_text)

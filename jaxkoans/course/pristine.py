@@ -112,7 +112,7 @@ def _blob_of(relative: str, mtime_ns: int, size: int) -> str | None:
 def kinds_code() -> str:
     """A digest of the code that decides a blank's kind: a change there reads every answer again."""
     hashed = hashlib.sha256()
-    for name in ("predictions.py", "mutate.py"):  # mutate.Context resolves an answer's names
+    for name in ("predictions.py", "file_context.py"):  # Context resolves an answer's names
         hashed.update((Path(__file__).parent / name).read_bytes())
     return hashed.hexdigest()
 

@@ -21,18 +21,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans.grader import run_guard, sandbox
 from jaxkoans.grader.pristine_course import CouldNotGrade
+from jaxkoans.learner import runner
+from jaxkoans.plugin import results
 
 POLL_S = 0.5
-DEFAULT_KOAN_TIMEOUT_S = 60.0
 STARTUP_ALLOWANCE_S = 120.0  # JAX's import and the first compilations
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 RUN_TIMEOUT_S = 1800  # the whole pytest run of one copy; each koan has pytest-timeout's
@@ -120,28 +119,16 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
     record_read, record_write = os.pipe()
     guard_read, guard_write = os.pipe()
     inside_tmp = Path("/tmp") if availability.ok else tmp
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *targets,
-        "-q",
-        "--no-header",
-        f"--rootdir={work}",
-        "-p",
-        "jaxkoans.plugin.hooks",
-        "-p",
-        GUARD_MODULE,
-        "--import-mode=importlib",
-        "--continue-on-collection-errors",
-        "-p",
-        "no:cacheprovider",
-        "-n",
-        str(max(1, options.workers)),
-        f"--max-worker-restart={koans + 1}",  # every koan may crash its worker
-        f"--koans-record=/dev/fd/{record_write}",  # a pipe: no file of the run holds the record
-        f"--basetemp={inside_tmp / 'basetemp'}",
-    ]
+    command = runner.pytest_command(
+        targets,
+        record=f"/dev/fd/{record_write}",  # a pipe: no file of the run holds the record
+        workers=options.workers,
+        options=(
+            "-q", f"--rootdir={work}", "-p", GUARD_MODULE, "--continue-on-collection-errors",
+            f"--max-worker-restart={koans + 1}",  # every koan may crash its worker
+            f"--basetemp={inside_tmp / 'basetemp'}",
+        ),
+    )  # fmt: skip
     if options.koan_timeout is not None:
         command.append(f"--timeout={options.koan_timeout:g}")
     env = {
@@ -222,7 +209,7 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
     if _CANCELLED.is_set():
         raise Cancelled()
     outcome.stderr = (scratch / "stderr").read_text(encoding="utf-8", errors="replace")
-    outcome.events = _events(progress.text(scratch / "record.jsonl"))
+    outcome.events = results.parse(progress.text(scratch / "record.jsonl"))
     outcome.guard = _guard_events(
         progress.text(scratch / "guard.jsonl"), evidence.text(scratch / "workers.jsonl")
     )
@@ -291,12 +278,7 @@ def _stall_limit(work: Path, options: Options) -> float:
     """Longer than any koan may take: twice its time limit, and a start-up allowance."""
     limit = options.koan_timeout
     if limit is None:
-        try:
-            with open(work / "pyproject.toml", "rb") as file:
-                ini = tomllib.load(file).get("tool", {}).get("pytest", {}).get("ini_options", {})
-            limit = float(ini.get("timeout", DEFAULT_KOAN_TIMEOUT_S))
-        except (OSError, ValueError, tomllib.TOMLDecodeError):
-            limit = DEFAULT_KOAN_TIMEOUT_S
+        limit = runner.koan_timeout(work)
     return 2 * limit + STARTUP_ALLOWANCE_S
 
 
@@ -306,17 +288,6 @@ def _sandbox_summary(availability: sandbox.Availability) -> dict:
         "bwrap": availability.version,
         "reason": availability.reason,
     }
-
-
-def _events(text: str) -> list[dict]:
-    """The record's events; a torn last line (a killed run) is dropped."""
-    events = []
-    for line in text.splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return events
 
 
 def _guard_events(controller: str, workers: str) -> list[dict]:

@@ -43,6 +43,7 @@ from jaxkoans.grader.pristine_course import (
 )
 from jaxkoans.grader.tamper import Finding
 from jaxkoans.plugin import results
+from jaxkoans.plugin.results import KoanState
 
 __all__ = [
     "RUN_TIMEOUT_S",
@@ -73,7 +74,7 @@ class KoanGrade:
     chapter: str
     file: str
     name: str
-    status: str  # passed failing not_started tampered missing crashed
+    status: KoanState  # one of report_formats.STATUSES
     cause: str = ""
     line: int | None = None
     duration: float = 0.0
@@ -292,37 +293,37 @@ def _merge(
     for rel in pristine.files:
         check = checks[rel]
         for name in pristine.koans[rel]:
-            koan = KoanGrade(pristine.chapter_of(rel), rel, name, "crashed")
+            koan = KoanGrade(pristine.chapter_of(rel), rel, name, KoanState.CRASHED)
             koan.line = check.def_lines.get(name)
-            event = results_by_id.get(koan.nodeid)
+            result = results_by_id.get(koan.nodeid)
             if name in check.missing:
-                koan.status, koan.line = "missing", None
+                koan.status, koan.line = KoanState.MISSING, None
                 koan.message = "学生的副本里没有这个 koan / not in the student's copy"
             elif check.problem:
-                koan.status, koan.message = "failing", check.problem
+                koan.status, koan.message = KoanState.FAILING, check.problem
             elif name in check.tampered:
-                koan.status = "tampered"
+                koan.status = KoanState.TAMPERED
                 koan.message = check.tampered[name].message
                 koan.line = check.tampered[name].line or koan.line
             elif koan.nodeid in patched or rel in patched:
-                koan.status = "tampered"
+                koan.status = KoanState.TAMPERED
                 koan.message = patched.get(koan.nodeid) or patched[rel]
             elif rel in as_shipped:
-                koan.status = "not_started"
+                koan.status = KoanState.NOT_STARTED
                 koan.message = "与发布时相同，未运行 / as shipped: not started (not run)"
-            elif event is not None:
-                koan.status = _status(event["state"])
-                koan.cause = event.get("cause", "")
-                koan.line = _student_line(check, event.get("line")) or koan.line
-                koan.duration = float(event.get("duration") or 0.0)
+            elif result is not None:
+                koan.status = _status(result.state)
+                koan.cause = result.cause
+                koan.line = _student_line(check, result.line) or koan.line
+                koan.duration = result.duration
                 koan.message = messages.get(koan.nodeid, "")
-                if event["state"] == "skipped":
+                if result.state == KoanState.SKIPPED:
                     koan.message = "跳过不算通过 / a skip is not a pass. " + koan.message
             elif rel in collect_errors:
-                koan.status, koan.cause = "failing", "import"
+                koan.status, koan.cause = KoanState.FAILING, "import"
                 koan.message = _clean(collect_errors[rel], work)
             elif koan.nodeid in timed_out:
-                koan.status, koan.cause = "failing", "timeout"
+                koan.status, koan.cause = KoanState.FAILING, "timeout"
                 koan.message = "⏱️ 超时 / timed out: the watchdog stopped it inside compiled code"
             elif koan.nodeid in running:
                 koan.message = messages.get(koan.nodeid) or (
@@ -346,8 +347,9 @@ def _not_isolated(guard: list[dict]) -> set[str]:
     return {e.get("nodeid", "") for e in guard if e.get("event") == "not_isolated"}
 
 
-def _status(state: str) -> str:
-    return {"passed": "passed", "not_started": "not_started"}.get(state, "failing")
+def _status(state: KoanState) -> KoanState:
+    """A run's state as grade counts it: a skip or a failed build is no pass, so it is open."""
+    return state if state in (KoanState.PASSED, KoanState.NOT_STARTED) else KoanState.FAILING
 
 
 def _student_line(check: tamper.FileCheck, line: int | None) -> int | None:

@@ -60,9 +60,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from jaxkoans.grader.grading import Grade
+from jaxkoans.plugin.results import KoanState
 
 SCHEMA = 1
-STATUSES = ("passed", "failing", "not_started", "tampered", "missing", "crashed")
+STATUSES = tuple(
+    KoanState(s) for s in ("passed", "failing", "not_started", "tampered", "missing", "crashed")
+)  # what a graded koan can be (grading._status: a skip or a failed build is open)
 MARKS = {
     "passed": "✅",
     "failing": "❌",

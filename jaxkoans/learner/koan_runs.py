@@ -9,35 +9,31 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import koan_model, pristine
-from jaxkoans.learner import memory
+from jaxkoans.learner import memory, runner
+from jaxkoans.learner.runner import run_in_group, stop_signals_leave  # noqa: F401 (their users)
 from jaxkoans.plugin import results
-from jaxkoans.plugin.classify import KoanState
+from jaxkoans.plugin.results import KoanResult, KoanState
 
+# The notes that say why a koan is MISSING or CRASHED.
 DELETED = "deleted from your file / 已从你的文件中删除"
-MISSING = "file deleted / 文件已删除"
-CRASHED = "did not report (crash or hang)"
-SKIPPED = "skipped"  # a koan that cannot run on this machine (no C++ compiler, …)
-ENVIRONMENT = KoanState.ENVIRONMENT.value  # the machine failed it (a C++ build): not an attempt
+FILE_DELETED = "file deleted / 文件已删除"
+NO_REPORT = "did not report (crash or hang)"
 RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
-TICK_S = 0.25  # how often a run's record is read for the koans it finished
 RESULT_MARKS = {
-    KoanState.PASSED.value: "✅",
-    KoanState.NOT_STARTED.value: "✍️",
-    SKIPPED: "⏭️",
-    ENVIRONMENT: "🛠️",
+    KoanState.PASSED: "✅",
+    KoanState.NOT_STARTED: "✍️",
+    KoanState.SKIPPED: "⏭️",
+    KoanState.ENVIRONMENT: "🛠️",
+    KoanState.CRASHED: "💥",
 }
 
 
@@ -47,7 +43,7 @@ class Koan:
     path: Path  # the koan's file, relative to the repository
     name: str
     line: int  # where to look: the blank, the TODO, the failure, else the def
-    state: str = KoanState.NOT_STARTED.value
+    state: KoanState = KoanState.NOT_STARTED
     cause: str = ""
     doc: str = ""
     note: str = ""  # why the state is what it is, when the run could not say
@@ -57,6 +53,15 @@ class Koan:
     @property
     def nodeid(self) -> str:
         return f"{self.path.as_posix()}::{self.name}"
+
+    @property
+    def result(self) -> KoanResult:
+        return KoanResult(self.nodeid, self.state, self.cause, self.line, note=self.note)
+
+    def take(self, result: KoanResult) -> None:
+        """Hold `result`'s state; keep this koan's line where the result names none."""
+        self.state, self.cause, self.note = result.state, result.cause, result.note
+        self.line = result.line or self.line
 
 
 @dataclass
@@ -70,8 +75,7 @@ class Progress:
 
     def next_koan(self, path: list[str], chapter: str | None = None) -> Koan | None:
         order = {number: i for i, number in enumerate(path)}
-        done_or_blocked = (KoanState.PASSED.value, SKIPPED, ENVIRONMENT)
-        candidates = [k for k in self.koans if k.state not in done_or_blocked]
+        candidates = [k for k in self.koans if k.state not in results.SETTLED_STATES]
         if chapter:
             candidates = [k for k in candidates if k.chapter.number == chapter]
         candidates.sort(key=lambda k: order.get(k.chapter.number, len(order)))
@@ -144,7 +148,7 @@ def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -
     """Koans the shipped file has and the learner's file lost: they count, as failing."""
     relative = test_file.relative_to(course.REPO)
     return [
-        Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=DELETED)
+        Koan(chapter, relative, name, 1, state=KoanState.MISSING, doc=doc, note=DELETED)
         for name, _, doc in shipped_koans(test_file)
         if name not in present
     ]
@@ -155,88 +159,30 @@ def missing_koans(chapter: course.Chapter, test_file: Path) -> list[Koan]:
     until `progress.py reset` brings the file back."""
     relative = test_file.relative_to(course.REPO)
     return [
-        Koan(chapter, relative, name, 1, state=KoanState.FAILING.value, doc=doc, note=MISSING)
+        Koan(chapter, relative, name, 1, state=KoanState.MISSING, doc=doc, note=FILE_DELETED)
         for name, _, doc in shipped_koans(test_file)
     ]
 
 
 def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
-    """The child pytest run: the harness named explicitly (any course root), results to `record`."""
-    return [
-        sys.executable, "-m", "pytest", *targets,
-        "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider", "-p", "jaxkoans.plugin.hooks",
-        "--import-mode=importlib", "--continue-on-collection-errors",
-        f"--koans-record={record}",
-        # Always through pytest-xdist, even with one worker: a worker that crashes or is
-        # stopped by the watchdog is replaced, and the remaining koans still run.
-        "-n", str(max(1, workers)),
-    ]  # fmt: skip
-
-
-def run_in_group(
-    command: list[str], timeout_s: float, tick: Callable[[], None] | None = None
-) -> tuple[int | None, str]:
-    """Run `command` in a process group of its own and end the whole group (pytest and its
-    xdist workers) however this process stops: a timeout, Ctrl-C, SIGTERM or a closed
-    terminal (SIGHUP). `tick` is called every TICK_S while it runs. Returns (exit code, or
-    None on a timeout; the end of its stderr)."""
-    with stop_signals_leave(), tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
-        child = subprocess.Popen(
-            command, cwd=course.REPO, stdout=subprocess.DEVNULL, stderr=errors, text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                try:
-                    child.wait(timeout=max(0.0, min(TICK_S, deadline - time.monotonic())))
-                    break
-                except subprocess.TimeoutExpired:
-                    if tick is not None:
-                        tick()
-                    if time.monotonic() >= deadline:
-                        return None, ""
-            if tick is not None:
-                tick()
-            errors.seek(0)
-            return child.returncode, errors.read()[-20_000:]
-        finally:
-            if child.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            with contextlib.suppress(ProcessLookupError, PermissionError):  # its workers
-                os.killpg(child.pid, signal.SIGKILL)
-
-
-@contextlib.contextmanager
-def stop_signals_leave() -> Iterator[None]:
-    """SIGTERM (an outer `timeout`) and SIGHUP (a closed terminal) leave like Ctrl-C does,
-    through `finally`, so whatever the caller started (a child run, the watch) is ended."""
-
-    def leave(signum, frame):
-        raise SystemExit(128 + signum)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for number, handler in saved.items():
-            signal.signal(number, handler)
+    """status's child run: quiet, every file collected even when one does not import, and
+    always through pytest-xdist, even with one worker: a worker that crashes or is stopped by
+    the watchdog is replaced, and the remaining koans still run."""
+    return runner.pytest_command(
+        targets, record=record, workers=workers,
+        options=("-q", "--tb=no", "--continue-on-collection-errors"),
+    )  # fmt: skip
 
 
 def run_koans(
     targets: list[str],
     workers: int,
     timeout_s: int = RUN_TIMEOUT_S,
-    on_result: Callable[[dict], None] | None = None,
+    on_result: Callable[[KoanResult], None] | None = None,
 ) -> tuple[list[dict], str, bool]:
     """Run pytest on `targets` in a child process; return its record's events, any problem,
     and whether the run finished (a hang of the whole run leaves koans unmeasured).
-    `on_result` sees each koan event as the run writes it."""
+    `on_result` sees each koan result as the run writes it."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
         record = Path(scratch) / "record.jsonl"
         seen = [0]
@@ -247,7 +193,7 @@ def run_koans(
             events = results.read(record)
             for event in events[seen[0] :]:
                 if event.get("event") == "koan":
-                    on_result(event)
+                    on_result(KoanResult.from_event(event))
             seen[0] = len(events)
 
         code, stderr = run_in_group(pytest_command(targets, record, workers), timeout_s, tick)
@@ -261,10 +207,10 @@ def run_koans(
         return events, problem, code is not None
 
 
-def show_result(event: dict) -> None:
+def show_result(result: KoanResult) -> None:
     """One line on stderr per koan as the run reports it (stdout keeps the summary)."""
-    mark = RESULT_MARKS.get(event.get("state", ""), "❌")
-    print(f"   {mark} {event['nodeid']}", file=sys.stderr, flush=True)
+    mark = RESULT_MARKS.get(result.state, "❌")
+    print(f"   {mark} {result.nodeid}", file=sys.stderr, flush=True)
 
 
 def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
@@ -274,8 +220,7 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
     for nodeid, result in results.by_koan(events).items():
         if nodeid in by_id:
             koan = by_id[nodeid]
-            koan.state, koan.cause = result["state"], result.get("cause", "")
-            koan.line = result.get("line") or koan.line
+            koan.take(result)
             finished.add(nodeid)
     for event in events:
         if event["event"] == "collect-error":
@@ -284,7 +229,7 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
             progress.file_problems[event["path"]] = message
             for koan in koans:
                 if koan.path.as_posix() == event["path"]:
-                    koan.state, koan.note = KoanState.FAILING.value, "file does not import"
+                    koan.state, koan.note = KoanState.FAILING, "file does not import"
                     finished.add(koan.nodeid)
     if problem:
         running = [
@@ -296,7 +241,7 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
         progress.problems.append(problem + where)
     for koan in koans:
         if koan.nodeid not in finished and not koan.note:
-            koan.state, koan.note = KoanState.FAILING.value, CRASHED
+            koan.state, koan.note = KoanState.CRASHED, NO_REPORT
             path = koan.path.as_posix()
             message = (
                 f"{koan.nodeid}: 💥 崩溃或超时，没有结果 / crashed or hung, no result: "
@@ -325,7 +270,7 @@ def measure(
     if only is not None:
         koans = [k for k in koans if k.path.as_posix() == only]
     remembered = memory.load()
-    present = [k for k in koans if k.note not in (DELETED, MISSING)]
+    present = [k for k in koans if k.state != KoanState.MISSING]
     stale = [k for k in present if not (reuse and recalled(remembered, k))]
     if reuse:
         stale = [k for k in stale if not as_shipped(k)]
@@ -373,7 +318,7 @@ def recalled(remembered: memory.Memory, koan: Koan) -> bool:
     machine since (a compiler installed), which no file of the course records."""
     if not remembered.recall(koan):
         return False
-    if koan.state == ENVIRONMENT:
+    if koan.state == KoanState.ENVIRONMENT:
         koan.recalled = False
         return False
     return True
@@ -383,7 +328,7 @@ def as_shipped(koan: Koan) -> bool:
     """A koan of a file identical to the shipped one is not started: no need to run it."""
     if not pristine.is_shipped(koan.path.as_posix()):
         return False
-    koan.state, koan.cause, koan.note = KoanState.NOT_STARTED.value, "", ""
+    koan.state, koan.cause, koan.note = KoanState.NOT_STARTED, "", ""
     return True
 
 

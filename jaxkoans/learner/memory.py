@@ -20,6 +20,7 @@ from pathlib import Path
 from jaxkoans import course
 from jaxkoans.course import koan_model
 from jaxkoans.learner import state
+from jaxkoans.plugin.results import KoanResult, KoanState
 
 STORE = "results.json"
 LAST = "last.json"  # the koan that passed last: `diff` with no argument shows it
@@ -118,13 +119,13 @@ class Memory:
         stored = self.files.get(path)
         if not stored or not self._current(stored, path, koan.name):
             return False
-        koan.state, koan.cause, koan.line, koan.note = stored["koans"][koan.name]
+        koan.take(KoanResult.recalled(koan.nodeid, stored["koans"][koan.name]))
         koan.recalled = True
         return True
 
     def passed_before(self, path: str, name: str) -> bool:
         """Remembered as passing, whatever the file holds now (watch: broken again?)."""
-        return self.files.get(path, {}).get("koans", {}).get(name, [""])[0] == "passed"
+        return self.files.get(path, {}).get("koans", {}).get(name, [""])[0] == KoanState.PASSED
 
     def problems_of(self, koans) -> list[str]:
         paths = dict.fromkeys(k.path.as_posix() for k in koans)
@@ -135,9 +136,9 @@ class Memory:
         return [
             k
             for k in koans
-            if k.state == "passed"
+            if k.state == KoanState.PASSED
             and self.files.get(k.path.as_posix(), {}).get("koans", {}).get(k.name, [""])[0]
-            != "passed"
+            != KoanState.PASSED
         ]
 
     def remember(self, koans, file_problems: dict[str, str], complete: bool = True) -> None:
@@ -149,17 +150,17 @@ class Memory:
             by_file.setdefault(koan.path.as_posix(), []).append(koan)
         for path, own in by_file.items():
             self.files.pop(path, None)
-            if not complete and any(k.note.startswith("did not report") for k in own):
+            if not complete and any(k.state == KoanState.CRASHED for k in own):
                 continue
             self.files[path] = {
                 "key": self._key(path),
-                "koans": {k.name: [k.state, k.cause, k.line, k.note] for k in own},
+                "koans": {k.name: k.result.remembered() for k in own},
                 "keys": {k.name: self._koan_key(path, k.name) for k in own},
                 "problem": file_problems.get(path, ""),
             }
             self.files[path]["keys"] = {n: v for n, v in self.files[path]["keys"].items() if v}
 
-    def learn(self, path: str, verdicts: dict[str, tuple[str, str, int | None]]) -> None:
+    def learn(self, path: str, verdicts: dict[str, KoanResult]) -> None:
         """Add single koans' verdicts (from watch) to what is known of `path` as it is now;
         the other koans' results stay where their own key still matches."""
         stored = self.files.get(path)
@@ -169,8 +170,8 @@ class Memory:
             keys = {n: self._koan_key(path, n) for n in kept}  # each matched: a str, never None
             stored = self.files[path] = {"key": self._key(path), "koans": kept, "problem": ""}
             stored["keys"] = keys
-        for name, (verdict, cause, line) in verdicts.items():
-            stored["koans"][name] = [verdict, cause, line, ""]
+        for name, verdict in verdicts.items():
+            stored["koans"][name] = verdict.remembered()
             key = self._koan_key(path, name)
             if key:
                 stored.setdefault("keys", {})[name] = key
@@ -189,7 +190,8 @@ def _well_formed(entry: object) -> bool:
     return all(
         isinstance(v, list)
         and len(v) == 4
-        and all(isinstance(x, str) for x in (v[0], v[1], v[3]))
+        and v[0] in KoanState.__members__.values()
+        and all(isinstance(x, str) for x in (v[1], v[3]))
         and (v[2] is None or (isinstance(v[2], int) and not isinstance(v[2], bool)))
         for v in koans.values()
     )

@@ -38,6 +38,7 @@ import pytest
 
 from jaxkoans import course
 from jaxkoans.course import koan_model
+from jaxkoans.learner import runner
 from jaxkoans.plugin import results
 
 # Libraries a koan file may import that are safe to import early: none computes with JAX at
@@ -190,11 +191,10 @@ class Gate:
 
 def pytest_args(nodeids: list[str], record: Path, extra: list[str]) -> list[str]:
     """The child's pytest command line: the koans, quiet, results to `record`."""
-    return [
-        *nodeids, "--rootdir", str(course.REPO), "--disable-plugin-autoload",
-        "--import-mode=importlib", "-p", "no:cacheprovider", "-qq", "--no-summary",
-        f"--koans-record={record}", *extra,
-    ]  # fmt: skip
+    return runner.pytest_args(
+        nodeids, record=record,
+        options=("--rootdir", str(course.REPO), "--disable-plugin-autoload", "-qq", "--no-summary", *extra),
+    )  # fmt: skip
 
 
 CAPTURED_LINES, CAPTURED_CHARS = 40, 4000  # of a koan's own output, shown under its verdict
@@ -245,7 +245,7 @@ class Outcome:
     timed_out: bool = False
     seconds: float = 0.0
 
-    def koan_event(self, nodeid: str) -> dict | None:
+    def koan_result(self, nodeid: str) -> results.KoanResult | None:
         """The koan's result (a parametrized koan: passed only when every case passed)."""
         return results.by_koan(self.events).get(nodeid)
 

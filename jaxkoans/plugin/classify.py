@@ -24,15 +24,7 @@ from jaxkoans.api.blanks import BlankError, TodoError
 from jaxkoans.course import fills as _fills
 from jaxkoans.course import koan_model, predictions, pristine
 from jaxkoans.course.koan_model import REGION_BEGIN
-
-
-class KoanState(enum.StrEnum):
-    NOT_STARTED = "not_started"  # fails because of its blank or TODO
-    FAILING = "failing"  # attempted, still wrong
-    PASSED = "passed"
-    ENVIRONMENT = (
-        "environment"  # cannot run here as it stands (a C++ build failed): not the learner's
-    )
+from jaxkoans.plugin.results import KoanState
 
 
 class Cause(enum.StrEnum):

@@ -18,14 +18,13 @@ from jaxkoans.plugin import runtime
 from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
-    KoanState,
     attribute,
     computed_fills,
     fills,
 )
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
 from jaxkoans.plugin.report import predict_then_see, render_failure
-from jaxkoans.plugin.results import Recorder
+from jaxkoans.plugin.results import KoanState, Recorder
 
 ATTRIBUTION = pytest.StashKey[Attribution]()
 OVERRIDES = pytest.StashKey[list[str]]()

@@ -1,4 +1,8 @@
-"""A record of a pytest run, one JSON line per event, for progress.py and grading.
+"""A koan's result, and the record of a pytest run, one JSON line per event.
+
+This module is the one place a result is read and written: the plugin records `KoanResult`s,
+and progress.py (status, memory, watch, hint, diff), grade and the gates read them back as
+`KoanResult`s, whose `state` is a `KoanState`.
 
 The recorder is a plain plugin object (like exercism's test runner). It writes as the run goes,
 so a run that hangs or crashes still leaves what it finished and what it was running.
@@ -6,8 +10,9 @@ so a run that hangs or crashes still leaves what it finished and what it was run
 
 from __future__ import annotations
 
+import enum
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,15 +22,91 @@ if TYPE_CHECKING:
 SCHEMA = 1
 
 
-@dataclass
+class KoanState(enum.StrEnum):
+    NOT_STARTED = "not_started"  # fails because of its blank, TODO or unedited fix region
+    FAILING = "failing"  # attempted, still wrong
+    PASSED = "passed"
+    ENVIRONMENT = "environment"  # this machine failed it (a C++ build): not the learner's
+    SKIPPED = "skipped"  # did not run here (no compiler, a skip mark): not a pass
+    CRASHED = "crashed"  # no report came back: the interpreter died or the koan hung
+    MISSING = "missing"  # the koan, or its whole file, is gone from the learner's copy
+    TAMPERED = "tampered"  # grade only: the koan's own checks were changed
+
+
+# Attempted and still open, as a learner's summary counts them (❌).
+FAILED_STATES = frozenset({KoanState.FAILING, KoanState.CRASHED, KoanState.MISSING})
+# Nothing for the learner to do here: solved, or this machine cannot run it.
+SETTLED_STATES = frozenset({KoanState.PASSED, KoanState.SKIPPED, KoanState.ENVIRONMENT})
+# A parametrized koan runs as several items (`test_x[case]`); it is one koan all the same,
+# and takes the state of its worst case.
+RANK = {
+    KoanState.FAILING: 0,
+    KoanState.CRASHED: 0,
+    KoanState.TAMPERED: 0,
+    KoanState.MISSING: 0,
+    KoanState.ENVIRONMENT: 1,
+    KoanState.SKIPPED: 1,
+    KoanState.NOT_STARTED: 2,
+    KoanState.PASSED: 3,
+}
+
+
+@dataclass(frozen=True)
 class KoanResult:
-    nodeid: str
-    path: str  # relative to the repository root
-    name: str
-    state: str  # KoanState value
-    cause: str = ""  # Cause value when failing
+    nodeid: str  # path::name, the path relative to the repository root
+    state: KoanState
+    cause: str = ""  # a classify.Cause value when failing
     line: int | None = None  # where the blank, TODO or failure is (1-based)
     duration: float = 0.0
+    note: str = ""  # why, when the state alone does not say (a crash, a deleted file)
+
+    @property
+    def path(self) -> str:
+        return self.nodeid.partition("::")[0]
+
+    @property
+    def name(self) -> str:
+        return self.nodeid.partition("::")[2]
+
+    @classmethod
+    def from_event(cls, event: dict) -> KoanResult:
+        line = event.get("line")
+        return cls(
+            nodeid=event["nodeid"],
+            state=KoanState(event["state"]),
+            cause=event.get("cause") or "",
+            line=line if isinstance(line, int) else None,
+            duration=float(event.get("duration") or 0.0),
+            note=event.get("note") or "",
+        )
+
+    def as_event(self) -> dict:
+        return {
+            "event": "koan",
+            "nodeid": self.nodeid,
+            "path": self.path,
+            "name": self.name,
+            "state": self.state.value,
+            "cause": self.cause,
+            "line": self.line,
+            "duration": self.duration,
+            "note": self.note,
+        }
+
+    def remembered(self) -> list:
+        """The form progress.py's memory keeps: [state, cause, line, note]."""
+        return [self.state.value, self.cause, self.line, self.note]
+
+    @classmethod
+    def recalled(cls, nodeid: str, entry: list) -> KoanResult:
+        state, cause, line, note = entry
+        return cls(nodeid, KoanState(state), cause, line, note=note)
+
+    def worse(self, other: KoanResult) -> KoanResult:
+        """One result for two cases of a parametrized koan: the worse state, both durations."""
+        worst = other if RANK[other.state] < RANK[self.state] else self
+        duration = round(self.duration + other.duration, 3)
+        return replace(worst, nodeid=koan_id(self.nodeid), duration=duration)
 
 
 class Recorder:
@@ -56,24 +137,17 @@ class Recorder:
         done = report.when == "call" or (report.when == "setup" and not report.passed)
         if not done or "koan_state" not in properties:
             return
-        path, _, name = report.nodeid.partition("::")
         result = KoanResult(
             nodeid=report.nodeid,
-            path=path,
-            name=name,
-            state=properties["koan_state"],
+            state=KoanState(properties["koan_state"]),
             cause=properties.get("koan_cause", ""),
             line=properties.get("koan_line"),
             duration=round(report.duration, 3),
         )
-        self._write({"event": "koan", **asdict(result)})
+        self._write(result.as_event())
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
         self._write({"event": "finish", "exitstatus": int(exitstatus)})
-
-
-# A parametrized koan runs as several items (`test_x[case]`); it is one koan all the same.
-STATE_RANK = {"failing": 0, "environment": 1, "skipped": 1, "not_started": 2, "passed": 3}
 
 
 def koan_id(nodeid: str) -> str:
@@ -81,22 +155,17 @@ def koan_id(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def by_koan(events: list[dict]) -> dict[str, dict]:
+def by_koan(events: list[dict]) -> dict[str, KoanResult]:
     """One result per koan: a parametrized koan passes when every case passes, and otherwise
     takes the state, cause and line of its worst case."""
-    koans: dict[str, dict] = {}
+    koans: dict[str, KoanResult] = {}
     for event in events:
         if event.get("event") != "koan":
             continue
-        key = koan_id(event["nodeid"])
-        merged = koans.get(key)
-        if merged is None:
-            koans[key] = {**event, "nodeid": key, "name": key.partition("::")[2]}
-            continue
-        duration = merged.get("duration", 0.0) + event.get("duration", 0.0)
-        if STATE_RANK.get(event["state"], 0) < STATE_RANK.get(merged["state"], 0):
-            merged.update({k: event[k] for k in ("state", "cause", "line") if k in event})
-        merged["duration"] = round(duration, 3)
+        result = KoanResult.from_event(event)
+        key = koan_id(result.nodeid)
+        known = koans.get(key)
+        koans[key] = replace(result, nodeid=key) if known is None else known.worse(result)
     return koans
 
 
@@ -106,9 +175,14 @@ def _last_lines(report, count: int = 6) -> str:
 
 
 def read(path: Path) -> list[dict]:
-    """The events of a record; a torn last line (a killed run) is dropped."""
+    """The events of the record at `path`; a torn last line (a killed run) is dropped."""
+    return parse(Path(path).read_text(encoding="utf-8"))
+
+
+def parse(text: str) -> list[dict]:
+    """The events of a record's text; a torn last line (a killed run) is dropped."""
     events = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
             events.append(json.loads(line))
         except json.JSONDecodeError:

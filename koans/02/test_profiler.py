@@ -91,7 +91,8 @@ def test_your_annotation_is_in_the_written_trace(tmp_path):
     encloses the dispatch of the jitted function (PjitFunction(loss)) and the kernels XLA ran
     on another thread.
     """
-    x = jnp.linspace(-1.0, 1.0, 64 * 32).reshape(64, 32)
+    # Tens of milliseconds of work: an asynchronous dispatch returns long before it ends.
+    x = jnp.linspace(0.0, 1.0, 1024 * 1024).reshape(1024, 1024) / 32
     step = jax.jit(loss)
     step(x).block_until_ready()  # compile first: the trace shows one steady-state step
 

@@ -1,4 +1,4 @@
-"""Cheap fakes of chapter 04's test_deq.py TODOs (parsed by jaxkoans.course.mutate, never imported)."""
+"""Cheap fakes of chapter 04's test_deq.py TODOs (parsed by jaxkoans.authoring.mutate, never imported)."""
 # ruff: noqa: F821  (the names come from the answer file the fake is spliced into)
 
 

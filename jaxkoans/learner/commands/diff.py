@@ -12,7 +12,7 @@ from jaxkoans import course
 from jaxkoans.course import koan_model
 from jaxkoans.learner import memory
 from jaxkoans.learner.koan_runs import Koan, find_koan, measure
-from jaxkoans.plugin.classify import KoanState
+from jaxkoans.plugin.results import KoanState
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def unpassed(koan_file: Path, koan: Koan | None) -> list[str]:
     own = list(progress.koans)
     if koan is not None:
         own = [k for k in own if k.name == koan.name]
-    return [k.name for k in own if k.state != KoanState.PASSED.value]
+    return [k.name for k in own if k.state != KoanState.PASSED]
 
 
 def answers_note() -> str:

@@ -7,7 +7,7 @@ import locale
 import os
 
 from jaxkoans.learner import state
-from jaxkoans.learner.commands.status import chosen_chapters
+from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.koan_runs import Koan, find_koan
 
 SEEN = "hints.json"  # {nodeid: levels revealed so far}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 
-from jaxkoans import course
 from jaxkoans.api import REVEAL_ENV
+from jaxkoans.learner import runner
+from jaxkoans.learner.commands.chapters import chosen_chapters
+from jaxkoans.learner.koan_runs import find_koan
 from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
 
 RUN_TIMEOUT_S = 300
@@ -24,24 +24,16 @@ WHOLE = ("-vv",)
 
 
 def reveal_command(nodeid: str) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", nodeid, "--koans-reveal", *WHOLE,
-        "-p", "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-p", "no:xdist",
-        "--import-mode=importlib", "--no-header",
-    ]  # fmt: skip
+    return runner.pytest_command([nodeid], options=("--koans-reveal", *WHOLE, "-p", "no:xdist"))
 
 
 def run_revealed(nodeid: str, timeout_s: float = RUN_TIMEOUT_S) -> tuple[int | None, str]:
     """Run one koan with its values shown; (pytest's exit code or None on a timeout, output)."""
     env = {**os.environ, REVEAL_ENV: "1"}
-    try:
-        done = subprocess.run(
-            reveal_command(nodeid), cwd=course.REPO, env=env, capture_output=True,
-            text=True, timeout=timeout_s,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
+    code, output = runner.run_in_group(reveal_command(nodeid), timeout_s, env=env, keep_stdout=True)
+    if code is None:
         return None, f"⏱️ 超时 / timed out after {timeout_s:.0f} s"
-    return done.returncode, done.stdout + done.stderr
+    return code, output
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,9 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from jaxkoans.learner.commands.status import chosen_chapters
-    from jaxkoans.learner.koan_runs import find_koan
-
     _, wanted = chosen_chapters(args)
     koan = find_koan(args.koan, wanted)
     if koan is None:

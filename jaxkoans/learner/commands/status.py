@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from jaxkoans import course
 from jaxkoans.course import predictions
 from jaxkoans.learner import outside
-from jaxkoans.learner.koan_runs import (
-    ENVIRONMENT,
-    SKIPPED,
-    Koan,
-    Progress,
-    measure,
-    recommended_path,
-)
-from jaxkoans.plugin.classify import Cause, KoanState
+from jaxkoans.learner.commands.chapters import chosen_chapters
+from jaxkoans.learner.koan_runs import Koan, Progress, measure, recommended_path
+from jaxkoans.plugin import results
+from jaxkoans.plugin.classify import Cause
+from jaxkoans.plugin.results import KoanState
 from jaxkoans.plugin.reveal_log import revealed
 
-MARKS = {
-    KoanState.PASSED.value: "█",
-    KoanState.FAILING.value: "▒",
-    KoanState.NOT_STARTED.value: "░",
-}
+MARKS = {KoanState.PASSED: "█", KoanState.FAILING: "▒", KoanState.NOT_STARTED: "░"}
+SKIPPED, ENVIRONMENT = KoanState.SKIPPED, KoanState.ENVIRONMENT
 BAR_WIDTH = 24
 IGNORED = "passed_with_ignored_edits"  # passes here only with an edit grade will not use
 
@@ -37,35 +29,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def chosen_chapters(args) -> tuple[list[course.Chapter], str | None]:
-    """The chapters `--chapter` selects (all without it); exits 2 on an unknown chapter."""
-    wanted = args.chapter.zfill(2) if getattr(args, "chapter", None) else None
-    chapters = [c for c in course.all_chapters() if wanted in (None, c.number)]
-    if not chapters:
-        print(f"没有这一章 / no such chapter: {args.chapter}", file=sys.stderr)
-        raise SystemExit(2)
-    return chapters, wanted
-
-
 def mark_ignored_edits(progress: Progress, found: list[outside.Outside]) -> None:
     """Note on each passed koan the edits grade ignores in its lines: it passes here with them,
     grade runs it without them, so progress does not call it a plain pass."""
     for koan in progress.koans:
-        if koan.state == KoanState.PASSED.value:
+        if koan.state == KoanState.PASSED:
             touched = outside.touching(found, koan.path, koan.name)
             koan.ignored_edits = [f"{outside.where(e)}: {e.what}" for e in touched]
 
 
 def clean_pass(koan: Koan) -> bool:
     """Passed, and would pass as grade runs it (no edit grade ignores in its lines)."""
-    return koan.state == KoanState.PASSED.value and not koan.ignored_edits
+    return koan.state == KoanState.PASSED and not koan.ignored_edits
 
 
-def column(koan: Koan) -> str:
-    """The state a koan is counted under: a pass with ignored edits counts as attempted."""
-    if koan.state == KoanState.PASSED.value and koan.ignored_edits:
-        return KoanState.FAILING.value
-    return koan.state
+def counted_as(koan: Koan) -> KoanState:
+    """The state a koan is counted under: a crash or a deleted koan is an open attempt (❌)."""
+    return KoanState.FAILING if koan.state in results.FAILED_STATES else koan.state
+
+
+def column(koan: Koan) -> KoanState:
+    """The bar's column: a pass with ignored edits is drawn as attempted."""
+    if koan.state == KoanState.PASSED and koan.ignored_edits:
+        return KoanState.FAILING
+    return counted_as(koan)
 
 
 def bar(koans: list[Koan]) -> str:
@@ -79,9 +66,9 @@ def bar(koans: list[Koan]) -> str:
 def counts(koans: list[Koan]) -> dict[str, int]:
     """Koans per state; "passed" counts only clean passes, those with an edit grade ignores
     are counted apart ("passed_with_ignored_edits")."""
-    found = {state: sum(k.state == state for k in koans) for state in MARKS}
-    flagged = sum(k.state == KoanState.PASSED.value and bool(k.ignored_edits) for k in koans)
-    found[KoanState.PASSED.value] -= flagged
+    found = {state: sum(counted_as(k) == state for k in koans) for state in MARKS}
+    flagged = sum(k.state == KoanState.PASSED and bool(k.ignored_edits) for k in koans)
+    found[KoanState.PASSED] -= flagged
     apart = {state: sum(k.state == state for k in koans) for state in (SKIPPED, ENVIRONMENT)}
     return {**found, **apart, IGNORED: flagged}
 
@@ -175,7 +162,7 @@ def koan_dict(k: Koan) -> dict:
         "cause": k.cause,
         "note": k.note,
         # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
-        "revealed": k.state == KoanState.PASSED.value and k.nodeid in revealed(),
+        "revealed": k.state == KoanState.PASSED and k.nodeid in revealed(),
         # edits in its lines that grade ignores ("file:line: what"): a pass grade may not give
         "ignored_edits": k.ignored_edits,
     }

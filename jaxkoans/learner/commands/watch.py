@@ -38,9 +38,9 @@ from jaxkoans.learner.koan_runs import (
 )
 from jaxkoans.learner.watcher import Watcher, digest
 from jaxkoans.plugin import results
-from jaxkoans.plugin.classify import KoanState
+from jaxkoans.plugin.results import KoanState
 
-PASSED = KoanState.PASSED.value
+PASSED, SKIPPED = KoanState.PASSED, KoanState.SKIPPED
 AGAIN_KEY = "  再按 h 看下一层 / press h for the next level"
 KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit"
 KEYS_PIPE = (
@@ -102,19 +102,19 @@ def crash_site(output: str, koan: Koan) -> str:
     return ""
 
 
-def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[str, str]:
+def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[KoanState, str]:
     """(state, the text to show) for `koan` after `outcome`."""
-    event = outcome.koan_event(koan.nodeid)
-    if event is not None:
-        if event["state"] == PASSED:
+    result = outcome.koan_result(koan.nodeid)
+    if result is not None:
+        if result.state == PASSED:
             return PASSED, ""
-        if event["state"] == "skipped":
+        if result.state == SKIPPED:
             return (
-                "skipped",
+                SKIPPED,
                 f"⏭️ 被跳过 / skipped: {koan.name} 没有运行 / did not run (a skip mark?)",
             )
-        return event["state"], outcome.report(koan.nodeid) or f"❌ {event['state']}"
-    failing, path = KoanState.FAILING.value, koan.path.as_posix()
+        return result.state, outcome.report(koan.nodeid) or f"❌ {result.state}"
+    failing, path = KoanState.FAILING, koan.path.as_posix()
     error = outcome.collect_error(path)
     if error is not None:
         text = (
@@ -129,8 +129,9 @@ def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[str, s
     if outcome.signal:
         name = signal.Signals(outcome.signal).name
         site = crash_site(outcome.output, koan)
-        return failing, f"💥 崩溃 / crashed: {name}\n{site or _tail(outcome.output)}".rstrip()
-    return failing, (
+        crash = f"💥 崩溃 / crashed: {name}\n{site or _tail(outcome.output)}".rstrip()
+        return KoanState.CRASHED, crash
+    return KoanState.CRASHED, (
         f"❓ 没有结果 / no result for {koan.nodeid} (pytest exit code {outcome.exit_code})\n"
         f"{_tail(outcome.output)}"
     ).rstrip()
@@ -255,21 +256,16 @@ class Session:
         """Keep each verdict for this session and in progress.py's memory (so that `hint`,
         `diff` and the summary after a watch run nothing), for files unchanged since."""
         remembered, verdicts = memory.load(), {}
-        for nodeid, event in results.by_koan(outcome.events).items():
-            path = nodeid.partition("::")[0]
-            self.known[nodeid] = (event["state"], self.digests.get(path))
-            if self.digests.get(path) == digest(course.REPO / path) and event["state"] in (
+        for nodeid, result in results.by_koan(outcome.events).items():
+            path = result.path
+            self.known[nodeid] = (result.state, self.digests.get(path))
+            if self.digests.get(path) == digest(course.REPO / path) and result.state in (
                 PASSED,
-                KoanState.FAILING.value,
-                KoanState.NOT_STARTED.value,
+                KoanState.FAILING,
+                KoanState.NOT_STARTED,
             ):
-                line = event.get("line") if isinstance(event.get("line"), int) else None
-                verdicts.setdefault(path, {})[event["name"]] = (
-                    event["state"],
-                    event.get("cause", ""),
-                    line,
-                )
-            if event["state"] == PASSED:
+                verdicts.setdefault(path, {})[result.name] = result
+            if result.state == PASSED:
                 memory.note_passed(nodeid)
         for path, found in verdicts.items():
             remembered.learn(path, found)
@@ -324,7 +320,7 @@ class Session:
         first = None
         for each in others:
             state, text = verdict(each, outcome, self.args.timeout)
-            if state not in (PASSED, "skipped"):
+            if state not in (PASSED, SKIPPED):
                 self.console.note(
                     f"⚠️ 又坏了 / broken again: {label(each)} 以前通过 / passed before"
                 )
@@ -381,7 +377,7 @@ class Session:
             self._learn(outcome)
             for each in batch:
                 state, text = verdict(each, outcome, self.args.timeout)
-                if state == "skipped":  # cannot run here (no compiler, …): not the learner's
+                if state == SKIPPED:  # cannot run here (no compiler, …): not the learner's
                     self.skipped.add(each.nodeid)
                     self.console.note(f"⏭️ 无法在这里运行 / cannot run here  ·  {label(each)}")
                     continue

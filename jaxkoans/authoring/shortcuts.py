@@ -24,7 +24,7 @@ true equivalent is recorded in chapter.toml (`equivalent = [{ fake = "label", wh
 The verdicts are recorded per chapter like the mutation gate (`--stamp`, tests/shortcuts_record.toml),
 with a digest of the chapter and of this gate's own code.
 
-    python -m jaxkoans.course.shortcuts [--chapter NN …] [--list] [--stamp] [-n 2]
+    python -m jaxkoans.authoring.shortcuts [--chapter NN …] [--list] [--stamp] [-n 2]
 """
 
 from __future__ import annotations
@@ -39,13 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import gate_record, koan_model, mutate, predictions, twins
-from jaxkoans.course.mutate import Context, Variant
+from jaxkoans.authoring import gate_record, mutate
+from jaxkoans.authoring.mutate import Variant
+from jaxkoans.course import koan_model, predictions, twins
+from jaxkoans.course.file_context import Context
 
 RECORD = "tests/shortcuts_record.toml"
 HEADER = (
-    "# The shortcut gate's record (jaxkoans/course/shortcuts.py): each chapter's content when all\n"
-    "# its generated fakes last failed. Written by `python -m jaxkoans.course.shortcuts --stamp`.\n"
+    "# The shortcut gate's record (jaxkoans/authoring/shortcuts.py): each chapter's content when all\n"
+    "# its generated fakes last failed. Written by `python -m jaxkoans.authoring.shortcuts --stamp`.\n"
 )
 CONSTANTS_PER_TODO = 3
 KINDS = ("delegate", "substitute", "library", "constant", "unwritten")
@@ -452,9 +454,11 @@ def digest(chapter: course.Chapter) -> str:
     gate's own code: a change to either re-checks the chapter."""
     hashed = hashlib.sha256(gate_record.fakes_digest(chapter).encode())
     hashed.update(repr(sorted(chapter.shortcuts.items())).encode())
-    for module in (Path(__file__), Path(predictions.__file__)):
-        hashed.update(module.read_bytes())
+    hashed.update(gate_record.harness_digest(SELF).encode())
     return hashed.hexdigest()
+
+
+SELF = "jaxkoans/authoring/shortcuts.py"  # this gate's own code, in its digest
 
 
 def record_path() -> Path:
@@ -482,7 +486,7 @@ def stamp(outcomes: list[Outcome]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m jaxkoans.course.shortcuts", description=__doc__.split("\n")[0]
+        prog="python -m jaxkoans.authoring.shortcuts", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--chapter", action="append", default=[], help="NN (repeatable; default: all)"

@@ -10,7 +10,7 @@ replicated spec keeps), chapter.toml's `[giveaways]` keeps it with its reason:
     [giveaways]
     "test_meshes.py::test_x" = [{ answer = "(8, 4)", why = "the replicated shard is the whole array" }]
 
-    python -m jaxkoans.course.giveaways [--chapter NN]
+    python -m jaxkoans.authoring.giveaways [--chapter NN]
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _a_local_name(node, tree) -> bool:
 
 
 def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
-    from jaxkoans.course.mutate import Context
+    from jaxkoans.course.file_context import Context
 
     answer_file = answer_file or course.ANSWERS / koan_file.relative_to(course.KOANS)
     koan_text, answer_text = (
@@ -134,7 +134,7 @@ def _recorded(chapter: course.Chapter, file: str) -> set[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxkoans.course.giveaways")
+    parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring.giveaways")
     parser.add_argument("--chapter", action="append", default=[])
     args = parser.parse_args(argv)
     wanted = {n.zfill(2) for n in args.chapter}

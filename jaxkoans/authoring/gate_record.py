@@ -1,11 +1,12 @@
 """The mutation gate's record: for each chapter, the content its gate last passed on.
 
 The gate costs about a minute per chapter, too much to run on every chapter in each CI run. So
-`python -m jaxkoans.course.mutate --stamp` writes, for a chapter whose every mutant was killed or
+`python -m jaxkoans.authoring.mutate --stamp` writes, for a chapter whose every mutant was killed or
 recorded equivalent, a digest of what the gate reads (its koan and answer files and its
-`[equivalent]` table) into `tests/mutation_gate.toml`, with its kill table. The suite runs the
-gate again for each chapter whose digest no longer matches: the chapters a change touched.
-A change to the gate's own generator of wrong fills is not in the digest: re-stamp every chapter.
+`[equivalent]` table) and of the harness code its verdict depends on (`harness_digest`: what
+runs a koan and decides how it fails, and the gate itself) into `tests/mutation_gate.toml`,
+with its kill table. The suite runs the gate again for each chapter whose digest no longer
+matches: the chapters a change touched, and every chapter after a change to that code.
 
 The TODO fakes are recorded the same way, in `tests/fakes_record.toml` (`mutate --fakes
 --stamp`): a digest of the chapter's koan, answer and fakes files, for a chapter whose every
@@ -24,13 +25,13 @@ from jaxkoans import course
 
 RECORD = "tests/mutation_gate.toml"
 HEADER = (
-    "# The mutation gate's record (jaxkoans/course/gate_record.py): each chapter's content when\n"
-    "# its gate last passed. Written by `python -m jaxkoans.course.mutate --chapter NN --stamp`.\n"
+    "# The mutation gate's record (jaxkoans/authoring/gate_record.py): each chapter's content when\n"
+    "# its gate last passed. Written by `python -m jaxkoans.authoring.mutate --chapter NN --stamp`.\n"
 )
 FAKES_RECORD = "tests/fakes_record.toml"
 FAKES_HEADER = (
-    "# The TODO fakes' record (jaxkoans/course/gate_record.py): each chapter's content when all\n"
-    "# its fakes last failed their koans. Written by `python -m jaxkoans.course.mutate --fakes --stamp`.\n"
+    "# The TODO fakes' record (jaxkoans/authoring/gate_record.py): each chapter's content when all\n"
+    "# its fakes last failed their koans. Written by `python -m jaxkoans.authoring.mutate --fakes --stamp`.\n"
 )
 
 
@@ -53,9 +54,39 @@ def record_path(root: Path | None = None, record: str = RECORD) -> Path:
     return (root or course.REPO) / record
 
 
-def digest(chapter: course.Chapter) -> str:
-    """What the gate of `chapter` reads: its koan and answer files and its equivalents."""
+# The harness code every gate's verdict depends on: what a koan imports (api), what decides how
+# it fails (plugin, and the course's readers of what the learner wrote), the runner that starts
+# pytest, pytest's configuration, and this record. A gate adds its own module.
+HARNESS = (
+    "conftest.py", "jaxkoans/__init__.py", "jaxkoans/api", "jaxkoans/plugin", "jaxkoans/course",
+    "jaxkoans/learner/runner.py", "jaxkoans/authoring/gate_record.py",
+)  # fmt: skip
+
+
+def harness_digest(*gate_modules: str) -> str:
+    """A digest of the harness code (HARNESS) and of `gate_modules` (paths under the root)."""
+    root = course.REPO
+    files: set[Path] = set()
+    for entry in (*HARNESS, *gate_modules):
+        path = root / entry
+        files |= set(path.rglob("*.py")) if path.is_dir() else {path} if path.is_file() else set()
     hashed = hashlib.sha256()
+    for path in sorted(files):
+        hashed.update(f"{path.relative_to(root).as_posix()}\0".encode())
+        hashed.update(path.read_bytes() + b"\0")
+    with (root / "pyproject.toml").open("rb") as config:
+        pytest_options = tomllib.load(config).get("tool", {}).get("pytest", {})
+    hashed.update(json.dumps(pytest_options, sort_keys=True).encode())
+    return hashed.hexdigest()
+
+
+MUTATE = "jaxkoans/authoring/mutate.py"  # the mutation gate and the fakes check
+
+
+def digest(chapter: course.Chapter) -> str:
+    """What the gate of `chapter` reads: its koan and answer files and its equivalents, and
+    the harness code its verdict depends on."""
+    hashed = hashlib.sha256(harness_digest(MUTATE).encode())
     for tree in (course.KOANS, course.ANSWERS):
         for path in sorted((tree / chapter.number).glob("test_*.py")):
             hashed.update(f"{tree.name}/{path.name}\0".encode())

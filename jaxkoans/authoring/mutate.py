@@ -1,10 +1,10 @@
 """The mutation gate: every blank is load-bearing, so a plausible wrong fill must fail its koan.
 
-    python -m jaxkoans.course.mutate --chapter 03                  one chapter (repeat --chapter for more)
-    python -m jaxkoans.course.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
-    python -m jaxkoans.course.mutate --changed --stamp             the chapters changed since their
+    python -m jaxkoans.authoring.mutate --chapter 03                  one chapter (repeat --chapter for more)
+    python -m jaxkoans.authoring.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
+    python -m jaxkoans.authoring.mutate --changed --stamp             the chapters changed since their
                                                                    gate passed; record those that pass
-    python -m jaxkoans.course.mutate --fakes --changed --stamp     the same for the TODO fakes
+    python -m jaxkoans.authoring.mutate --fakes --changed --stamp     the same for the TODO fakes
 
 For each blank of each answer file (the positions come from `twins.compare(koan, answer)`) it
 writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
@@ -27,24 +27,20 @@ from __future__ import annotations
 
 import argparse
 import ast
-import builtins
-import contextlib
 import difflib
-import importlib
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import gate_record, koan_model, predictions, pristine, twins
-from jaxkoans.learner import koan_runs
+from jaxkoans.authoring import gate_record
+from jaxkoans.course import koan_model, predictions, pristine, twins
+from jaxkoans.course.file_context import Context
+from jaxkoans.learner import runner
 from jaxkoans.plugin import results
 
 # A variant that times out inside a compiled loop (a fake whose lax.while_loop never converges)
@@ -53,9 +49,7 @@ from jaxkoans.plugin import results
 # the worker instead (xdist starts another); its koan never reports, which is never a pass.
 WORKER_ENDS_ON_TIMEOUT = ("-o", "timeout_method=thread")
 STARTUP_S = 300  # a pytest process and its workers importing JAX, flax and optax, loaded machine
-DEFAULT_KOAN_LIMIT_S = 60  # pytest-timeout's limit of a koan when pyproject.toml sets none
 PER_FILL = 6  # wrong fills tried per blank
-WORDLIKE = re.compile(r"^[A-Za-z_][\w.\-]{0,40}$")
 
 # Values that are interchangeable in form and differ in meaning: a fill from one family is
 # mutated into its neighbours (attribute names, string values of JAX APIs).
@@ -83,60 +77,6 @@ COMMON_ERRORS = (
 
 
 # ---- wrong fills --------------------------------------------------------------------------
-
-
-@dataclass
-class Context:
-    """What a fill's alternatives may be drawn from: its file's strings and imports."""
-
-    strings: tuple[str, ...] = ()
-    imports: dict[str, str] = field(default_factory=dict)  # name in the file -> module
-
-    @classmethod
-    def of(cls, source: str) -> Context:
-        tree = ast.parse(source)
-        strings = sorted(
-            {
-                n.value
-                for n in ast.walk(tree)
-                if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                if WORDLIKE.match(n.value)
-            }
-        )
-        imports: dict[str, str] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    imports[(alias.asname or alias.name).split(".")[0]] = (
-                        alias.name if alias.asname else alias.name.split(".")[0]
-                    )
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    imports[alias.asname or alias.name] = f"{node.module}:{alias.name}"
-        return cls(tuple(strings), imports)
-
-    def resolve(self, expression: str):
-        """The object `expression` (a dotted name) denotes in the file, or None."""
-        parts = expression.split(".")
-        try:
-            if parts[0] in self.imports:
-                target = self.imports[parts[0]]
-                module, _, name = target.partition(":")
-                value = importlib.import_module(module)
-                if name:
-                    try:
-                        value = getattr(value, name)
-                    except AttributeError:
-                        value = importlib.import_module(f"{module}.{name}")
-            elif hasattr(builtins, parts[0]):
-                value = getattr(builtins, parts[0])
-            else:
-                return None
-            for part in parts[1:]:
-                value = getattr(value, part)
-            return value
-        except (ImportError, AttributeError, ValueError):
-            return None
 
 
 def _number_mutants(value: int | float) -> list[int | float]:
@@ -382,9 +322,7 @@ def koan_limit() -> float:
     `timeout`), stretched by the machine's load. A koan's work does not grow on a loaded machine,
     its wall time does: a slow compile there must not read as a fake killed or an answer that
     fails. A fake that hangs is still stopped, later."""
-    with (course.REPO / "pyproject.toml").open("rb") as config:
-        options = tomllib.load(config).get("tool", {}).get("pytest", {}).get("ini_options", {})
-    return float(options.get("timeout", DEFAULT_KOAN_LIMIT_S)) * load_factor()
+    return runner.koan_timeout() * load_factor()
 
 
 def load_factor() -> float:
@@ -425,12 +363,11 @@ def run_chapters(
         record = Path(scratch) / "record.jsonl"
         arguments = Path(scratch) / "nodeids.txt"
         arguments.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
-        command = [
-            sys.executable, "-m", "pytest", f"@{arguments}", "-q", "--tb=no", "--no-header",
-            "-p", "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-c", str(course.REPO / "pyproject.toml"),
-            "--rootdir", scratch, f"--koans-record={record}", "-n", str(max(1, workers)),
-            "-o", f"timeout={koan_limit():.0f}", *WORKER_ENDS_ON_TIMEOUT,
-        ]  # fmt: skip
+        command = runner.pytest_command(
+            [f"@{arguments}"], record=record, workers=workers,
+            options=("-q", "--tb=no", "-c", str(course.REPO / "pyproject.toml"), "--rootdir", scratch,
+                     "-o", f"timeout={koan_limit():.0f}", *WORKER_ENDS_ON_TIMEOUT),
+        )  # fmt: skip
         _, problem = _run(command, timeout_s)
         events = results.read(record) if record.exists() else []
         passed: dict[tuple[str, str], list[bool]] = {}
@@ -468,7 +405,7 @@ def _module_of(path: str) -> tuple[str, str]:
 def _run(command: list[str], timeout_s: float) -> tuple[int | None, str]:
     """The child pytest in a process group of its own, ended with its xdist workers however this
     run stops (a timeout, Ctrl-C, SIGTERM, SIGHUP): progress.py's runner."""
-    code, stderr = koan_runs.run_in_group(command, timeout_s)
+    code, stderr = runner.run_in_group(command, timeout_s)
     if code is None:
         return None, f"the run did not finish within {timeout_s:.0f} s"
     if code not in (0, 1):
@@ -667,16 +604,14 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | Non
             )
         junit = Path(scratch) / "junit.xml"
         nodeids = [f"koans/{chapter.number}/{m}::{k}" for m, (k, _, _) in modules.items()]
-        command = [
-            sys.executable, "-m", "pytest", *nodeids, "-q", "--no-header", "-p", "jaxkoans.plugin.hooks",
-            "-p", "no:cacheprovider", f"--junitxml={junit}", "-n", str(max(1, workers)),
-            "-o", f"timeout={koan_limit():.0f}",
-        ]  # fmt: skip
+        command = runner.pytest_command(
+            nodeids, workers=workers,
+            options=("-q", f"--junitxml={junit}", "-o", f"timeout={koan_limit():.0f}"),
+        )  # fmt: skip
         env = {**os.environ, "JAXKOANS_ROOT": str(root)}
         env.pop("JAXKOANS_REVEAL", None)
-        with contextlib.suppress(subprocess.TimeoutExpired):  # what finished is still read
-            limit = timeout_s or run_limit(len(nodeids), workers)
-            subprocess.run(command, cwd=root, env=env, capture_output=True, timeout=limit)
+        limit = timeout_s or run_limit(len(nodeids), workers)
+        runner.run_in_group(command, limit, cwd=root, env=env)  # what finished is still read
         reports: dict[tuple[str, str], str | None] = {}
         if junit.exists():
             for case in ElementTree.parse(junit).iter("testcase"):
@@ -799,7 +734,7 @@ def table(outcomes: list[Outcome]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxkoans.course.mutate", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring.mutate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument(
         "koans",
@@ -953,5 +888,5 @@ def leaks_main(chapters: list[course.Chapter], args) -> int:
 
 
 if __name__ == "__main__":
-    with koan_runs.stop_signals_leave():  # an outer `timeout` ends the gate and its child run
+    with runner.stop_signals_leave():  # an outer `timeout` ends the gate and its child run
         raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""The one way the course starts pytest: its command line, and the child in a process group.
+
+status, diff, reveal, the warm watch worker (`pytest_args`), grade and the gates build their
+runs here, so each names the harness the same way (its plugin explicitly, so that any course
+root works; importlib imports; no cache beside the learner's files), and a child run never
+outlives the command that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+
+from jaxkoans import course
+
+PLUGIN = ("-p", "jaxkoans.plugin.hooks")
+COMMON = ("--import-mode=importlib", "-p", "no:cacheprovider", "--no-header")
+TICK_S = 0.25  # how often a running child's `tick` is called (its record read, keys polled)
+OUTPUT_CHARS = 200_000  # of a child's output kept for the caller
+DEFAULT_KOAN_TIMEOUT_S = 60.0  # pytest-timeout's limit when pyproject.toml names none
+
+
+def koan_timeout(root: Path | None = None) -> float:
+    """pytest-timeout's limit of one koan: the course's own (pyproject.toml's `timeout`)."""
+    try:
+        with open((root or course.REPO) / "pyproject.toml", "rb") as config:
+            options = tomllib.load(config).get("tool", {}).get("pytest", {}).get("ini_options", {})
+        return float(options.get("timeout", DEFAULT_KOAN_TIMEOUT_S))
+    except (OSError, ValueError, tomllib.TOMLDecodeError):
+        return DEFAULT_KOAN_TIMEOUT_S
+
+
+def pytest_args(
+    targets: Iterable[str],
+    *,
+    record: Path | str | None = None,
+    workers: int | None = None,
+    options: Iterable[str] = (),
+) -> list[str]:
+    """pytest's arguments for a koan run: `targets`, the common options, the record (the
+    plugin's `--koans-record`), `workers` xdist workers (None: xdist's default for the
+    command line), then `options`."""
+    args = [*targets, *COMMON]
+    if record is not None:
+        args.append(f"--koans-record={record}")
+    if workers is not None:
+        args += ["-n", str(max(1, workers))]
+    return args + list(options)
+
+
+def pytest_command(targets: Iterable[str], **kwargs) -> list[str]:
+    """The child's command line: this interpreter's pytest with the harness's plugin named
+    explicitly, and `pytest_args(targets, **kwargs)`."""
+    return [sys.executable, "-m", "pytest", *PLUGIN, *pytest_args(targets, **kwargs)]
+
+
+def run_in_group(
+    command: list[str],
+    timeout_s: float,
+    tick: Callable[[], None] | None = None,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    keep_stdout: bool = False,
+) -> tuple[int | None, str]:
+    """Run `command` in a process group of its own and end the whole group (pytest and its
+    xdist workers) however this process stops: a timeout, Ctrl-C, SIGTERM or a closed
+    terminal (SIGHUP). `tick` is called every TICK_S while it runs. Returns (exit code, or
+    None on a timeout; the end of its stderr, after its stdout when `keep_stdout`)."""
+    with stop_signals_leave(), tempfile.TemporaryFile("w+", encoding="utf-8") as output:
+        child = subprocess.Popen(
+            command, cwd=cwd or course.REPO, env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL, stdout=output if keep_stdout else subprocess.DEVNULL,
+            stderr=output, text=True, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    child.wait(timeout=max(0.0, min(TICK_S, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if tick is not None:
+                        tick()
+                    if time.monotonic() >= deadline:
+                        return None, ""
+            if tick is not None:
+                tick()
+            output.seek(0)
+            return child.returncode, output.read()[-OUTPUT_CHARS:]
+        finally:
+            if child.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # its workers
+                os.killpg(child.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def stop_signals_leave() -> Iterator[None]:
+    """SIGTERM (an outer `timeout`) and SIGHUP (a closed terminal) leave like Ctrl-C does,
+    through `finally`, so whatever the caller started (a child run, the watch) is ended."""
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)

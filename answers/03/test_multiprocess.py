@@ -81,6 +81,14 @@ def load(index):
 loaded = jax.make_array_from_callback((jax.device_count(),), sharding, load)
 gathered = multihost_utils.process_allgather(loaded, tiled=True)
 everything = run(lambda v: lax.all_gather(v, "i", tiled=True))
+
+# 每个进程手里的一块主机数据（host-local）拼成一个全局数组；pspec 说这一块在全局数组里怎么放
+# each process's block of host data (host-local) becomes one global array; the pspec says how
+# the blocks sit in the global array
+rows = np.arange(4, dtype=np.float32).reshape(2, 2) + 100 * jax.process_index()
+split = multihost_utils.host_local_array_to_global_array(rows, mesh, P("i"))
+copied = multihost_utils.host_local_array_to_global_array(rows, mesh, P())
+back = multihost_utils.global_array_to_host_local_array(split, mesh, P("i"))
 print(json.dumps({
     "process_index": jax.process_index(),
     "process_count": jax.process_count(),
@@ -94,6 +102,11 @@ print(json.dumps({
     "loaded_local": mine(loaded),
     "gathered_type": type(gathered).__name__,
     "gathered": gathered.tolist(),
+    "split_shape": list(split.shape),
+    "split_local": mine(split),
+    "copied_shape": list(copied.shape),
+    "copied_local": mine(copied),
+    "back": np.asarray(back).tolist(),
 }))
 jax.distributed.shutdown()
 """
@@ -200,6 +213,35 @@ def test_each_process_loads_its_own_shards_and_process_allgather_collects_them(r
         assert report["gathered_type"] == "ndarray"
         assert report["gathered"] == [0.0, 1.0, 10.0, 11.0]
     assert [r["loaded_local"] for r in reports] == [r["x_local"] for r in reports]
+
+
+def test_host_local_arrays_become_one_global_array(reports):
+    """multihost_utils.host_local_array_to_global_array(本地数组, mesh, pspec)：每个进程交出自己
+    主机上的一块 (2, 2)（进程 1 的每个数加 100），pspec 说这一块在全局数组里占哪儿。P("i")：各进程
+    的块沿第 0 轴排起来，全局形状是什么？每个本地设备拿到几行？P()：每个进程的块就是整个数组
+    （复制）——全局形状是什么？⚠️ 陷阱 / trap：没有人检查各进程交的是不是同一份数据；
+    global_array_to_host_local_array 把全局数组还原成本进程的那一块。
+    multihost_utils.host_local_array_to_global_array(local array, mesh, pspec): each process
+    hands in its block (2, 2) of host data (process 1 adds 100 to every number), and the pspec
+    says where that block sits in the global array. P("i"): the processes' blocks are stacked
+    along axis 0: what is the global shape? How many rows does each local device get? P():
+    each process's block is the whole array (replicated): what is the global shape? Nothing
+    checks that the processes handed in the same data; global_array_to_host_local_array turns
+    the global array back into this process's block.
+    """
+    for report in reports:
+        assert report["split_shape"] == [4, 2]
+        assert report["copied_shape"] == [2, 2]
+    assert [r["split_local"] for r in reports] == [
+        [[[0.0, 1.0]], [[2.0, 3.0]]],
+        [[[100.0, 101.0]], [[102.0, 103.0]]],
+    ]
+    # 一个“复制”的数组，两个进程里的副本不一样 / one "replicated" array, different copies
+    assert [r["copied_local"][0] for r in reports] == [
+        [[0.0, 1.0], [2.0, 3.0]],
+        [[100.0, 101.0], [102.0, 103.0]],
+    ]
+    assert [r["back"] for r in reports] == [r["copied_local"][0] for r in reports]
 
 
 def test_a_missing_peer_makes_the_survivor_abort(tmp_path):

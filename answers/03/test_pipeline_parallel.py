@@ -297,3 +297,179 @@ def test_the_backward_sends_cotangents_the_other_way():
     assert found["collective-permute"] == ["f32[2,16]"] * 10
     pairs = set(re.findall(r"collective-permute\(.*source_target_pairs=(\{[^ ]*\})", hlo))
     assert pairs == {"{{1,0},{2,1},{3,2},{4,3},{5,4},{6,5},{7,6}}"}
+
+
+# ---- 1F1B：前向和反向交替 / 1F1B: forwards and backwards interleaved -------------------
+# GPipe 先把 M 个微批次的前向全部做完，才开始反向：每个阶段要把 M 个微批次的输入都存到反向用完。
+# 1F1B（one forward, one backward）让最后一个阶段一算完某个微批次的前向就开始它的反向，之后每个
+# 时间步每个阶段都做一次前向和一次反向：一个微批次的输入在阶段 k 只需要存到它的余切回来为止，
+# 存下的激活值个数不随 M 增长。
+# GPipe runs all M microbatches' forwards before any backward: every stage keeps the inputs of
+# all M microbatches until the backward has used them. 1F1B (one forward, one backward) starts
+# a microbatch's backward as soon as the last stage has finished its forward, and from then on
+# every stage does one forward and one backward per time step: stage k keeps a microbatch's
+# input only until its cotangent comes back, so the number of saved activations does not grow
+# with M.
+
+
+def train_loss(weights, xs, targets):
+    """不切分的模型的训练损失：0.5·Σ(输出 - 目标)²。/ The unsharded model's training loss."""
+    return 0.5 * jnp.sum((sequential(weights, xs) - targets) ** 2)
+
+
+def training_data(microbatches, seed=0):
+    """权重、微批次和目标 (M, b, d)。/ Weights, microbatches and targets (M, b, d)."""
+    weights, xs = model(microbatches, seed=seed)
+    targets = np.random.default_rng(seed + 1).standard_normal(xs.shape, dtype=np.float32)
+    return weights, xs, targets
+
+
+def gpipe_grads(w_block, xs, targets):
+    """GPipe 的训练步：对你的 pipeline 求导（反向是 JAX 转置出来的，在全部前向之后）。
+    GPipe's training step: the derivative of your pipeline (JAX transposes it into a backward
+    that runs after every forward)."""
+    k, n = lax.axis_index("stage"), lax.axis_size("stage")
+
+    def local_loss(w):
+        out = pipeline(w, xs)[0]
+        return jnp.where(k == n - 1, 0.5 * jnp.sum((out - targets) ** 2), 0.0)
+
+    return jax.grad(local_loss)(w_block)
+
+
+def compiled_step(schedule, weights, xs, targets):
+    """编译好的 shard_map(schedule)：权重按 P("stage") 切，微批次和目标复制。
+    The compiled shard_map(schedule): weights split by P("stage"), microbatches and targets
+    replicated."""
+    mesh = jax.make_mesh((N,), ("stage",))
+    args = (
+        jax.device_put(weights, NamedSharding(mesh, P("stage"))),
+        jax.device_put(xs, NamedSharding(mesh, P())),
+        jax.device_put(targets, NamedSharding(mesh, P())),
+    )
+    specs = {"in_specs": (P("stage"), P(), P()), "out_specs": P("stage")}
+    step = jax.jit(jax.shard_map(schedule, mesh=mesh, **specs))
+    return step.lower(*args).compile(), args
+
+
+def one_f_one_b(w_block, xs, targets):
+    """1F1B 的训练步，返回本阶段那一层的权重梯度 (1, d, d)（损失是 0.5·Σ(输出 - 目标)²）。
+    时间步 t = 0 … M+2N-3，写成 lax.fori_loop（不是 Python 循环）。第 t 步阶段 k：
+    - 前向：输入 h 是 xs 的第 t 个微批次（阶段 0，t 超出 M 后取什么都行）或上一步收到的激活值；
+      y = tanh(h @ W)；把 h 存进一个环形缓冲区的第 t % R 格；y 用 ppermute 交给阶段 k+1。
+    - 反向：这一步反向的是微批次 t-(2N-2)+k，它在本阶段的前向是第 t-2N+2+2k 步，从那一格取出
+      它的输入 h_b，重算 y_b = tanh(h_b @ W)。本层输出的余切 g：最后一个阶段用刚算完的
+      y - 目标（微批次 t-(N-1) 不存在时用 0），别的阶段用上一步从阶段 k+1 收到的。
+      梯度加上 h_bᵀ @ (g·(1-y_b²))，把 (g·(1-y_b²)) @ Wᵀ 用 ppermute 送回阶段 k-1。
+    R 取多大，缓冲区里的内容才不会在用到之前被覆盖？循环的 carry 里的零要先用
+    lax.pcast(…, "stage", to="varying") 变成随设备不同的值。大约 25 行。
+    1F1B's training step: return the weight gradient of this stage's layer (1, d, d) (the loss
+    is 0.5·Σ(output - target)²). Time steps t = 0 … M+2N-3, written as a lax.fori_loop (not a
+    Python loop). At step t stage k does:
+    - forward: its input h is microbatch t of xs (stage 0; past M anything will do) or the
+      activations received at the step before; y = tanh(h @ W); store h in slot t % R of a
+      ring buffer; ppermute y to stage k+1.
+    - backward: this step's backward is microbatch t-(2N-2)+k, whose forward on this stage was
+      step t-2N+2+2k: take its input h_b from that slot and recompute y_b = tanh(h_b @ W). The
+      cotangent g of the layer's output: the last stage uses the y it just computed minus the
+      target (0 when microbatch t-(N-1) does not exist), the others what arrived from stage k+1
+      at the step before. Add h_bᵀ @ (g·(1-y_b²)) to the gradient and ppermute
+      (g·(1-y_b²)) @ Wᵀ back to stage k-1.
+    How large must R be so that nothing in the ring is overwritten before it is used? The
+    zeros in the loop's carry must first be made device-varying with
+    lax.pcast(…, "stage", to="varying"). About 25 lines.
+    """
+    n, k = lax.axis_size("stage"), lax.axis_index("stage")
+    forward = [(j, j + 1) for j in range(n - 1)]
+    back = [(j + 1, j) for j in range(n - 1)]
+    m, w = xs.shape[0], w_block[0]
+    ring = 2 * n - 1  # 阶段 0 的输入要等 2N-2 步才用到 / stage 0 waits 2N-2 steps for its cotangent
+
+    def tick(t, carry):
+        saved, got_forward, got_back, grad = carry
+        h = jnp.where(k == 0, xs[jnp.minimum(t, m - 1)], got_forward)
+        y = jnp.tanh(h @ w)
+        saved = lax.dynamic_update_index_in_dim(saved, h, t % ring, 0)
+        done = t - (n - 1)  # 最后一个阶段刚算完的微批次 / the microbatch the last stage finished
+        exists = (done >= 0) & (done < m)
+        g_last = jnp.where(exists, y - targets[jnp.clip(done, 0, m - 1)], 0.0)
+        g = jnp.where(k == n - 1, g_last, got_back)
+        h_b = lax.dynamic_index_in_dim(saved, (t - 2 * n + 2 + 2 * k) % ring, 0, keepdims=False)
+        g_pre = g * (1 - jnp.tanh(h_b @ w) ** 2)
+        grad = grad + h_b.T @ g_pre
+        sent_forward = lax.ppermute(y, "stage", forward)
+        sent_back = lax.ppermute(g_pre @ w.T, "stage", back)
+        return saved, sent_forward, sent_back, grad
+
+    zero = jnp.zeros(xs.shape[1:], xs.dtype)
+    start = lax.pcast(
+        (jnp.zeros((ring, *xs.shape[1:]), xs.dtype), zero, zero), "stage", to="varying"
+    )
+    *_, grad = lax.fori_loop(0, m + 2 * n - 2, tick, (*start, jnp.zeros_like(w)))
+    return grad[None]
+
+
+def test_1f1b_gives_the_unpipelined_gradient():
+    """（先写好 one_f_one_b。）每个阶段的权重梯度拼起来等于 jax.grad 对不切分的模型算出的梯度
+    （损失是各微批次之和，梯度也是）：微批次比阶段多、比阶段少、只有一个，三种情况都对；每个设备
+    只返回一层的梯度 (1, d, d)。
+    (Write one_f_one_b first.) The stages' weight gradients put together equal jax.grad of the
+    unsharded model (the loss is a sum over the microbatches, and so is the gradient): with
+    more microbatches than stages, fewer, and only one; each device returns one layer's
+    gradient (1, d, d).
+    """
+    grad_of_one = jax.jit(jax.grad(train_loss))  # one microbatch's gradient / 一个微批次的梯度
+    for microbatches in (12, 3, 1):
+        weights, xs, targets = training_data(microbatches)
+        compiled, args = compiled_step(one_f_one_b, weights, xs, targets)
+        grads = compiled(*args)
+        assert grads.sharding.shard_shape(grads.shape) == (1, 16, 16)
+        expected = sum(
+            grad_of_one(weights, x[None], y[None]) for x, y in zip(xs, targets, strict=True)
+        )
+        np.testing.assert_allclose(grads, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_1f1b_sends_one_activation_and_one_cotangent_per_step():
+    """（先写好 one_f_one_b。）编译后的 HLO 里是一个 while 循环，XLA 在 backend_config 里记下了它的
+    known_trip_count：M+2N-2 步。循环体里恰好两条 collective-permute，各传一个微批次 (b, d)：
+    一条沿前向的链，一条沿反向的链。没有 all-gather：权重从不离开自己的阶段。
+    (Write one_f_one_b first.) The compiled HLO holds one while loop whose backend_config
+    records its known_trip_count: M+2N-2 steps. Its body holds exactly two collective-permutes,
+    each carrying one microbatch (b, d): one along the forward chain, one along the backward
+    chain. No all-gather: the weights never leave their stage.
+    """
+    weights, xs, targets = training_data(microbatches=4)
+    compiled, _ = compiled_step(one_f_one_b, weights, xs, targets)
+    hlo = compiled.as_text()
+    found = collectives(hlo)
+    assert set(found) == {"collective-permute"}
+    assert found["collective-permute"] == ["f32[2,16]"] * 2
+    assert re.findall(r'"known_trip_count":\{"n":"(\d+)"\}', hlo) == ["18"]
+    pairs = set(re.findall(r"collective-permute\(.*source_target_pairs=(\{[^ ]*\})", hlo))
+    assert pairs == {
+        "{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7}}",
+        "{{1,0},{2,1},{3,2},{4,3},{5,4},{6,5},{7,6}}",
+    }
+
+
+def test_1f1b_memory_does_not_grow_with_the_microbatches():
+    """（先写好 pipeline 和 one_f_one_b。）1F1B 的意义在内存：memory_analysis() 的
+    temp_size_in_bytes（每个设备的临时缓冲区）在 2 个和 8 个微批次下一样大；GPipe（对 pipeline
+    求导）的从 2 个微批次到 4 个就增长了，也比 1F1B 的大。
+    (Write pipeline and one_f_one_b first.) 1F1B is about memory: memory_analysis()'s
+    temp_size_in_bytes (each device's temporary buffers) is the same for 2 and for 8
+    microbatches; GPipe's (the derivative of pipeline) already grows from 2 microbatches to 4,
+    and is larger than 1F1B's.
+    """
+    temp = {}
+    for name, schedule, microbatches in (
+        ("1f1b", one_f_one_b, 2),
+        ("1f1b", one_f_one_b, 8),
+        ("gpipe", gpipe_grads, 2),
+        ("gpipe", gpipe_grads, 4),
+    ):
+        compiled, _ = compiled_step(schedule, *training_data(microbatches))
+        temp[name, microbatches] = compiled.memory_analysis().temp_size_in_bytes
+    assert temp["1f1b", 8] == temp["1f1b", 2]
+    assert temp["gpipe", 4] > temp["gpipe", 2] > temp["1f1b", 2]

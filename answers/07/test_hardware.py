@@ -4,7 +4,8 @@ interpret=True 是最宽松的解释器：grid 严格按顺序运行，未初始
 TPU 把 "parallel" 的 grid 轴分给多个核（顺序不定），GPU 上的程序实例同时运行。TPU 解释器
 （interpret=pltpu.InterpretParams(...)）在 CPU 上模拟这些：它打乱 "parallel" 轴的顺序。
 累加器放在 scratch_shapes 里（TPU 上是 VMEM），bf16 输入用 float32 累加；为 GPU 降级
-（Triton）在这台机器上也能检查，只要用 AbstractMesh 说明目标 GPU。
+（Triton）在这台机器上也能检查，只要用 AbstractMesh 说明目标 GPU；Mosaic GPU 的内核还能由 GPU
+解释器（plgpu.InterpretGPUParams）在 CPU 上运行。
 
 interpret=True is the most forgiving interpreter: the grid runs strictly in order, and
 uninitialized memory is NaN. Real hardware does not work like that: a TPU spreads "parallel"
@@ -12,7 +13,8 @@ grid axes over its cores (in no fixed order), and on a GPU the program instances
 same time. The TPU interpreter (interpret=pltpu.InterpretParams(...)) simulates this on CPU: it
 shuffles the "parallel" axes. Accumulators live in scratch_shapes (VMEM on TPU), bf16 inputs
 accumulate in float32; the lowering for GPU (Triton) can be checked on this machine too, with
-an AbstractMesh naming the target GPU.
+an AbstractMesh naming the target GPU, and a Mosaic GPU kernel can even run on this CPU in the
+GPU interpreter (plgpu.InterpretGPUParams).
 """
 
 import functools
@@ -25,6 +27,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.experimental.pallas import tpu as pltpu
+from jax.extend.mlir import ir
 from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
@@ -344,3 +347,108 @@ def test_mosaic_gpu_lowers_without_triton():
     odd = jax.ShapeDtypeStruct((20, 300), jnp.float32)
     with pytest.raises(ValueError, match="infer a possible set of layouts"):
         jax.jit(mosaic_gpu_double((20, 300))).trace(odd).lower(lowering_platforms=("cuda",))
+
+
+# ---- Mosaic GPU：经过 SMEM，用屏障等待 / Mosaic GPU: staged through SMEM, waited on with a barrier
+
+
+def double_through_smem(x_gmem, o_gmem, x_smem, barrier):
+    """Mosaic GPU 内核体：x_gmem、o_gmem 是 GMEM 里的整个数组，x_smem 是同样形状的 SMEM 缓冲区，
+    barrier 是一个屏障（都由下面测试里的 plgpu.kernel 分配）。按顺序：
+    - plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier) 发起异步拷贝（TMA），完成时通知屏障；
+    - plgpu.barrier_wait(barrier) 等它到达；
+    - 在 SMEM 里把数据乘 2（x_smem[...] = ...）；
+    - plgpu.commit_smem() 让这些写入对异步拷贝可见；
+    - plgpu.copy_smem_to_gmem(x_smem, o_gmem) 把结果拷回 GMEM，plgpu.wait_smem_to_gmem(0)
+      等它完成后内核才能结束。
+    大约 6 行。
+
+    The Mosaic GPU kernel body: x_gmem and o_gmem are the whole arrays in GMEM, x_smem an SMEM
+    buffer of the same shape, barrier a barrier (all allocated by the test's plgpu.kernel below).
+    In order:
+    - plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier) starts an asynchronous copy (TMA) that
+      signals the barrier when it completes;
+    - plgpu.barrier_wait(barrier) waits for it;
+    - double the data in SMEM (x_smem[...] = ...);
+    - plgpu.commit_smem() makes those writes visible to asynchronous copies;
+    - plgpu.copy_smem_to_gmem(x_smem, o_gmem) copies the result back to GMEM, and
+      plgpu.wait_smem_to_gmem(0) waits for it before the kernel may end.
+    About 6 lines.
+    """
+    plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier)
+    plgpu.barrier_wait(barrier)
+    x_smem[...] = x_smem[...] * 2.0
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(x_smem, o_gmem)
+    plgpu.wait_smem_to_gmem(0)
+
+
+def _mosaic_gpu_module(lowered):
+    """降级结果里 mosaic_gpu_v2 custom_call 带的 Mosaic GPU 模块（MLIR 字节码）的文本。
+    The text of the Mosaic GPU module (MLIR bytecode) carried by the lowered module's
+    mosaic_gpu_v2 custom_call."""
+    module = lowered.compiler_ir("stablehlo")
+    found = []
+
+    def walk(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name == "stablehlo.custom_call":
+                        config = ir.DictAttr(inner.attributes["mhlo.backend_config"])
+                        found.append(ir.StringAttr(config["module"]).value_bytes)
+                    walk(inner.operation)
+
+    walk(module.operation)
+    assert len(found) == 1, f"expected one Mosaic GPU kernel, found {len(found)}"
+    with module.context as context:
+        context.allow_unregistered_dialects = True  # stable_mosaic_gpu.* ops
+        return str(ir.Module.parse(found[0]))
+
+
+# What each step becomes in the lowered kernel (PTX in inline asm, or NVVM ops).
+GPU_STEPS = {
+    "TMA copy GMEM -> SMEM, completing on an mbarrier": "cp.async.bulk.tensor.2d.shared::cta.global.mbarrier",
+    "wait on the mbarrier": "mbarrier.try_wait.parity",
+    "fence for the async proxy": "nvvm.fence.proxy",
+    "bulk copy SMEM -> GMEM": "cp.async.bulk.global.shared::cta",
+    "wait for the bulk copies": "nvvm.cp.async.bulk.wait_group",
+}
+
+
+def test_mosaic_gpu_stages_through_smem_with_a_barrier():
+    """Mosaic GPU 的内核自己搬运数据：GMEM → SMEM 是一次异步的 TMA 拷贝，完成时通知一个
+    mbarrier；读 SMEM 之前要等这个屏障，把写过的 SMEM 交给异步拷贝之前要一道 fence，拷回 GMEM
+    之后要等拷贝结束。GPU 解释器（plgpu.InterpretGPUParams(detect_races=True)）在这台 CPU 上
+    真的运行这个内核，漏掉任何一次等待都会被它报成竞争或没完成的拷贝；为 CUDA 降级后，
+    mosaic_gpu_v2 custom_call 里的模块按顺序含有这五步。
+    A Mosaic GPU kernel moves its own data: GMEM → SMEM is an asynchronous TMA copy that signals
+    an mbarrier when done; reading SMEM must wait on that barrier, handing written SMEM to an
+    asynchronous copy needs a fence, and the copy back to GMEM must be waited for. The GPU
+    interpreter (plgpu.InterpretGPUParams(detect_races=True)) really runs this kernel on this
+    CPU and reports any missing wait as a race or an unfinished copy; lowered for CUDA, the
+    module inside the mosaic_gpu_v2 custom_call holds these five steps, in order.
+    """
+    x = jax.random.normal(jax.random.key(0), (128, 128), jnp.float32)
+
+    def smem_double(interpret=None):
+        return plgpu.kernel(
+            double_through_smem,
+            out_type=jax.ShapeDtypeStruct(x.shape, jnp.float32),
+            scratch_types=[plgpu.SMEM(x.shape, jnp.float32), plgpu.Barrier(num_arrivals=1)],
+            interpret=interpret,
+        )
+
+    interpreted = smem_double(interpret=plgpu.InterpretGPUParams(detect_races=True))
+    np.testing.assert_array_equal(jax.jit(interpreted)(x), 2.0 * x)
+
+    lowered = (
+        jax.jit(smem_double())
+        .trace(jax.ShapeDtypeStruct(x.shape, x.dtype))
+        .lower(lowering_platforms=("cuda",))
+    )
+    assert "custom_call @mosaic_gpu_v2" in lowered.as_text()
+    text = _mosaic_gpu_module(lowered)
+    positions = [text.find(marker) for marker in GPU_STEPS.values()]
+    assert -1 not in positions, dict(zip(GPU_STEPS, positions, strict=True))
+    assert positions == sorted(positions)

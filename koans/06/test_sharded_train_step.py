@@ -21,11 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from jax.sharding import AxisType, NamedSharding
+from jax.sharding import AxisType, NamedSharding, reshard
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import collectives, primitives
+from jaxkoans.api.probes import collectives, counting_compiles, primitives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -328,3 +328,71 @@ def test_a_tensor_parallel_train_step_on_explicit_axes():
     assert "all-gather" not in found  # no weight moved
     assert len(found["all-reduce"]) == 2
     assert f"f32[{64 // 2},4]" in found["all-reduce"]  # the partial sums of one data shard
+
+
+# ---- ZeRO：切开优化器状态、复制参数 / ZeRO: the optimizer state split, the weights replicated --
+
+ZERO_SPEC = P("data", None)  # Adam's mu and nu: rows split over "data"
+
+
+def zero_step(params, state, x, y):
+    """ZeRO（优化器状态分片）写在 Explicit 网格（只有 "data" 轴，8 个设备）上：参数 (w1, w2) 在
+    每个设备上复制（P()），Adam 的状态 state 的每个数组按行切在 "data" 上（ZERO_SPEC），x、y 的
+    行切在 "data" 上。写一步 Adam（ADAM、_plain_loss），每个设备只更新自己那几行：把梯度和参数
+    reshard 成状态的布局，更新，再把新参数 reshard 回每个设备一份。类型必须不变：新参数仍是复制的，
+    新状态仍按 ZERO_SPEC 切开。返回 (新参数, 新状态, 损失)。约 4 行。
+    ZeRO (the optimizer state sharded) on an Explicit mesh (the "data" axis only, 8 devices): the
+    parameters (w1, w2) are replicated on every device (P()), every array of Adam's state is
+    split by rows over "data" (ZERO_SPEC), and so are the rows of x and y. Write one Adam step
+    (ADAM, _plain_loss) in which each device updates only its own rows: reshard the gradients
+    and the parameters to the state's layout, update, and reshard the new parameters back to a
+    copy on every device. The types must not change: the new parameters replicated again, the
+    new state split by ZERO_SPEC. Return (new parameters, new state, loss). About 4 lines.
+    """
+    todo("zero_step: reshard the gradients and weights, update, gather back / 切开、更新、收回")
+
+
+def test_zero_splits_the_optimizer_state_and_keeps_the_weights_replicated():
+    """✍️ 写 zero_step。在 Explicit 轴上分片是类型的一部分，所以“每一步都保持同样的布局”可以检查：
+    三步只编译一次（第二步的输入和第一步的类型相同），参数仍是复制的，Adam 的两个矩（mu、nu）
+    每个设备只存八分之一的字节；结果和一个设备上的 Adam 一致。编译好的程序在更新之后把每个权重 all-gather
+    一次，把它们收回每个设备。
+    Write zero_step. On Explicit axes the sharding is part of the type, so "every step keeps the
+    same layout" can be checked: three steps compile once (the second step's inputs have the
+    first's types), the parameters stay replicated, and each device stores an eighth of the bytes
+    of Adam's moments (mu, nu); the result equals Adam on one device. The compiled program all-gathers each
+    weight once, after the update, to bring it back to every device.
+    """
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Explicit,))
+    rng = np.random.default_rng(1)
+    w1 = (0.3 * rng.normal(size=(16, 32))).astype(np.float32)
+    w2 = (0.3 * rng.normal(size=(32, 4))).astype(np.float32)
+    x = rng.normal(size=(64, 16)).astype(np.float32)
+    y = rng.normal(size=(64, 4)).astype(np.float32)
+    want, want_state = (w1, w2), ADAM.init((w1, w2))
+    for _ in range(3):  # the reference: Adam on one device
+        want_loss, grads = jax.value_and_grad(_plain_loss)(want, x, y)
+        updates, want_state = ADAM.update(grads, want_state)
+        want = optax.apply_updates(want, updates)
+
+    with jax.set_mesh(mesh):
+        params = jax.device_put((w1, w2), P())
+        state = ADAM.init(reshard(params, ZERO_SPEC))
+        xs, ys = jax.device_put(x, P("data")), jax.device_put(y, P("data"))
+        step = jax.jit(zero_step)
+        with counting_compiles() as compiled:
+            for _ in range(3):
+                params, state, loss = step(params, state, xs, ys)
+        hlo = step.lower(params, state, xs, ys).compile().as_text()
+    assert compiled == ["jit(zero_step)"]
+    assert [str(jax.typeof(p)) for p in params] == ["float32[16,32]", "float32[32,4]"]
+    moments = (*state[0].mu, *state[0].nu)
+    assert [str(jax.typeof(m)) for m in moments] == [
+        "float32[16@data,32]",
+        "float32[32@data,4]",
+    ] * 2
+    assert per_device_bytes(moments) * 8 == total_bytes(moments)
+    for got, expected in zip(params, want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
+    assert sorted(collectives(hlo)["all-gather"]) == ["f32[16,32]", "f32[32,4]"]

@@ -13,13 +13,17 @@ naming the TPU generation. Lowering is not compiling: whether a block fits in VM
 when lowering.
 """
 
+import base64
+import json
 import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.extend.mlir import ir
 from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
@@ -204,3 +208,86 @@ def test_cost_estimate_travels_with_the_tpu_kernel():
         "transcendentals": cost.transcendentals,
         "bytes_accessed": cost.bytes_accessed,
     }
+
+
+def _scale_rows_kernel(x_ref, w_ref, o_ref):
+    o_ref[...] = x_ref[...] * w_ref[...]
+
+
+def _scale_rows(x_mode, w_mode, interpret=False):
+    """x 的 (8, 128) 块随 grid 移动，w 只有一块（index map 总是 (0, 0)）；pipeline_mode 为 None
+    时不给这个参数。/ x's (8, 128) blocks move with the grid, w has a single block (its index
+    map always answers (0, 0)); a pipeline_mode of None leaves the argument out."""
+
+    def spec(index_map, mode):
+        extra = {} if mode is None else {"pipeline_mode": mode}
+        return pl.BlockSpec((8, 128), index_map, **extra)
+
+    return pl.pallas_call(
+        _scale_rows_kernel,
+        out_shape=jax.ShapeDtypeStruct((64, 128), jnp.float32),
+        grid=(8,),
+        in_specs=[spec(lambda i: (i, 0), x_mode), spec(lambda i: (0, 0), w_mode)],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        interpret=interpret,
+    )
+
+
+def _synchronous_windows(kernel):
+    """为 TPU 降级，读出序列化的 Mosaic 内核里每个窗口（先输入后输出）是否标成
+    pipeline_mode<synchronous>（只有一个缓冲区：不预取下一块）。
+    Lowers for TPU and reads, from the serialized Mosaic kernel, whether each window (inputs,
+    then the output) is marked pipeline_mode<synchronous> (a single buffer: no prefetch of the
+    next block)."""
+    args = (
+        jax.ShapeDtypeStruct((64, 128), jnp.float32),
+        jax.ShapeDtypeStruct((8, 128), jnp.float32),
+    )
+    module = (
+        jax.jit(kernel).trace(*args).lower(lowering_platforms=("tpu",)).compiler_ir("stablehlo")
+    )
+    calls = []
+    for func in module.body.operations:
+        for block in func.regions[0].blocks:
+            calls += [op for op in block.operations if op.operation.name == "stablehlo.custom_call"]
+    [call] = calls
+    config = json.loads(ir.StringAttr(call.attributes["backend_config"]).value_bytes)
+    body = base64.b64decode(config["custom_call_config"]["body"])
+    with module.context as context:
+        context.allow_unregistered_dialects = True
+        text = str(ir.Module.parse(body))
+    windows = re.search(r"window_params = \[\{(.*?)\}\]", text).group(1).split("}, {")
+    return ["pipeline_mode<synchronous>" in window for window in windows]
+
+
+def test_buffered_chooses_how_many_buffers_a_block_gets():
+    """⚠️ 陷阱 / trap：BlockSpec 默认给每块两个 VMEM 缓冲区（算这一块时预取下一块）；
+    pipeline_mode=pl.Buffered(1) 要一个（不预取），Buffered(2) 要两个。
+    为 TPU 降级后，只有一个缓冲区的窗口在 Mosaic 内核里标成 pipeline_mode<synchronous>。
+    x 的块随 grid 移动，w 的块从不移动。预测三种写法下，x、w、输出三个窗口各自是否只有一个
+    缓冲区。这条降级路径不接受 Buffered(3)（更深的流水线要用 pltpu.emit_pipeline）；TPU 解释器
+    在这台 CPU 上照样运行它。
+    A BlockSpec gives each block two VMEM buffers by default (the next block is prefetched
+    while this one is computed); pipeline_mode=pl.Buffered(1) asks for one (no prefetch),
+    Buffered(2) for two. Lowered for TPU, a window with a single
+    buffer is marked pipeline_mode<synchronous> in the Mosaic kernel. x's block moves with the
+    grid, w's block never moves. Predict, for three ways of writing it, whether each of the
+    three windows (x, w, the output) has a single buffer. This lowering path refuses Buffered(3)
+    (deeper pipelines take pltpu.emit_pipeline); the TPU interpreter runs it on this CPU anyway.
+    """
+    cases = {
+        "default": (None, None),
+        "x single": (pl.Buffered(1), None),
+        "w double": (None, pl.Buffered(2)),
+    }
+    single = {name: _synchronous_windows(_scale_rows(*modes)) for name, modes in cases.items()}
+    assert single["default"] == __
+    assert single["x single"] == __
+    assert single["w double"] == __
+
+    with pytest.raises(Exception, match=re.escape("Only single (1) and double (2) buffering")):
+        _synchronous_windows(_scale_rows(pl.Buffered(3), None))
+    x = jax.random.normal(jax.random.key(0), (64, 128))
+    w = jax.random.normal(jax.random.key(1), (8, 128))
+    interpreted = _scale_rows(pl.Buffered(3), pl.Buffered(1), interpret=pltpu.InterpretParams())
+    np.testing.assert_allclose(jax.jit(interpreted)(x, w), x * jnp.tile(w, (8, 1)), rtol=1e-6)

@@ -1,17 +1,21 @@
 """08 · 读代码看不出来的 bug：让工具指出它 / bugs that reading does not show: let the tool point.
 
-下面三个程序读起来都没毛病：一个把 NaN 悄悄换成 0，损失一直有限；一个在很深的辅助函数里每一步
-都重新编译；一个在循环里悄悄地在主机和设备之间搬数据。症状（损失偏了、越跑越慢、设备在等主机）
-指向一个工具：`checkify` 的浮点检查、`jax.explain_cache_misses`、`jax.transfer_guard`。每个
-koan 里你写的是工具的用法：把它装到一个任意的程序上，让它说出出错的那一行数据、那个辅助函数、
-那一次传输。测试用几个藏着不同 bug 的程序（还有一个没有 bug 的）核对你的诊断。
+下面四组程序读起来都没毛病：一个把 NaN 悄悄换成 0，损失一直有限；一个在很深的辅助函数里每一步
+都重新编译；一个在循环里悄悄地在主机和设备之间搬数据；一个让 XLA 悄悄把切开的数组收齐、复制到
+每个设备。症状（损失偏了、越跑越慢、设备在等主机、每个设备的内存是整份的）指向一个工具：
+`checkify` 的浮点检查、`jax.explain_cache_misses`、`jax.transfer_guard`、编译后的程序（HLO 里的
+all-gather 和输出的分片）。每个 koan 里你写的是工具的用法：把它装到一个任意的程序上，让它说出
+出错的那一行数据、那个辅助函数、那一次传输、被收齐和被复制的那些数组。测试用几个藏着不同 bug 的程序（还有一个没有 bug 的）核对你的诊断。
 
-The three programs below read fine: one quietly turns a NaN into 0, so its loss stays finite;
-one recompiles at every step deep inside a helper; one moves data between host and devices
-inside its loop. The symptom (a loss that is off, steps that get slower, devices waiting for
-the host) points to a tool: `checkify`'s float checks, `jax.explain_cache_misses`,
-`jax.transfer_guard`. In each koan you write the tool's set-up: attach it to any program and
-let it name the row of data, the helper, the transfer at fault. The tests check your
+The four sets of programs below read fine: one quietly turns a NaN into 0, so its loss stays
+finite; one recompiles at every step deep inside a helper; one moves data between host and
+devices inside its loop; one makes XLA quietly gather a split array and replicate it on every
+device. The symptom (a loss that is off, steps that get slower, devices waiting for the host,
+whole-size memory on every device) points to a tool: `checkify`'s float checks,
+`jax.explain_cache_misses`, `jax.transfer_guard`, the compiled program (its HLO's all-gathers
+and its outputs' shardings). In each koan you write the tool's set-up: attach it to any
+program and let it name the row of data, the helper, the transfer, the arrays gathered and
+replicated. The tests check your
 diagnosis on several programs with different bugs (and one without).
 """
 
@@ -28,7 +32,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import recording_jax_logs
+from jaxkoans.api.probes import collectives, recording_jax_logs
 
 # -- 1. a NaN the data makes and the program hides / 数据造出、程序藏起来的 NaN --------------
 
@@ -271,3 +275,73 @@ def test_transfer_guard_finds_the_hidden_transfer(bug, expected):
     w_clean, _ = make_loop(None)()
     np.testing.assert_allclose(w, w_clean, rtol=1e-6)  # every variant computes the same
     assert first_refused_transfer(make_loop(bug)) == expected
+
+
+# -- 4. a sharding that silently replicates / 悄悄复制的分片 ----------------------------------
+
+
+def make_program(bug):
+    """8 个设备上的一个小程序：x (64, 32) 的行沿 "data" 切开，返回 (f, x)；f(x) 返回
+    (中心化的行, 每行的范数)。bug 指定哪一处让 XLA 悄悄复制（None：没有）。
+    A small program on 8 devices: the rows of x (64, 32) split along "data"; returns (f, x),
+    and f(x) returns (the centred rows, each row's norm). bug names where XLA is made to
+    replicate quietly (None: nowhere).
+    """
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    rng = np.random.default_rng(4)
+    x = jax.device_put(rng.normal(size=(64, 32)).astype(np.float32), NamedSharding(mesh, P("data")))
+
+    def f(x):
+        centred = x - x.mean(0)
+        if bug == "interleave":  # rows regrouped in blocks of 8 / 行按 8 个一组重排
+            centred = centred.reshape(8, 8, 32).transpose(1, 0, 2).reshape(64, 32)
+        if bug == "running":  # a running mean down the rows / 沿行的累积平均
+            centred = jnp.cumsum(centred, axis=0) / jnp.arange(1, 65)[:, None]
+        norms = jnp.sqrt((centred**2).sum(1))
+        if bug == "fresh":  # one overall norm for every row / 每行都用总的范数
+            norms = jnp.full((64,), 1.0) * jnp.sqrt((centred**2).sum())
+        return centred, norms
+
+    return f, x
+
+
+def silent_replication(fn, *args):
+    """编译 jax.jit(fn)(*args)，返回 (gathers, replicated)：gathers 是编译后 HLO 里每条
+    all-gather 的结果形状（jaxkoans.api.probes.collectives 的写法，如 "f32[64,32]"），按出现的
+    顺序；replicated 是输出（jax.tree.leaves 的顺序）里每个设备都拿着一整份的那些的下标
+    （分片的 is_fully_replicated），从小到大。大约 5 行。
+    Compile jax.jit(fn)(*args) and return (gathers, replicated): gathers holds the result
+    shape of each all-gather in the compiled HLO (written as jaxkoans.api.probes.collectives
+    writes it, e.g. "f32[64,32]"), in order; replicated the indices of the outputs (in
+    jax.tree.leaves order) that every device holds whole (their sharding's
+    is_fully_replicated), in increasing order. About 5 lines.
+    """
+    todo("silent_replication: 编译后 HLO 的 all-gather、输出的分片 / all-gathers, out shardings")
+
+
+@pytest.mark.parametrize(
+    ("bug", "expected"),
+    [
+        ("interleave", (["f32[8,8,32]"], [0, 1])),
+        ("running", (["f32[64,32]"], [])),
+        ("fresh", ([], [1])),
+        (None, ([], [])),
+    ],
+)
+def test_the_compiled_program_shows_what_replicates(bug, expected):
+    """✍️ 写 silent_replication。⚠️ 陷阱 / trap: 四个程序算出的值都对，读代码也看不出谁让 XLA
+    把整个数组收齐到每个设备：一次把行重新分组的 reshape、一次沿切开的轴的 cumsum、一个在 jit
+    里新建、不从输入继承分片的数组。工具是编译后的程序：HLO 里的 all-gather 说出收齐了什么，
+    输出的分片说出什么留成了复制的（也可以运行程序，看结果的 .sharding）。
+    Write silent_replication. All four programs compute the right values, and reading them
+    does not tell which makes XLA gather a whole array onto every device: a reshape that
+    regroups the rows, a cumsum along the split axis, an array made inside jit that inherits
+    no sharding from the inputs. The tool is the compiled program: its HLO's all-gathers say
+    what was gathered, its outputs' shardings what was left replicated (running the program
+    and reading the results' .sharding tells the same).
+    """
+    f, x = make_program(bug)
+    # The known answer, from running the program / 运行程序得到的已知答案
+    outputs = jax.tree.leaves(jax.jit(f)(x))
+    assert [i for i, out in enumerate(outputs) if out.sharding.is_fully_replicated] == expected[1]
+    assert silent_replication(f, x) == expected

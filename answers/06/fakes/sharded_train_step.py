@@ -84,3 +84,46 @@ def explicit_tp_loss__output_split_over_model(params, x, y):
     w1, w2 = params
     h = jnp.tanh(x @ w1)
     return jnp.mean((jnp.matmul(h, w2, out_sharding=P("data", "model")) - y) ** 2)
+
+
+def zero_step__no_reshard(params, state, x, y):
+    """The plain Adam step: the replicated weights meet the split state and come out split."""
+    loss, grads = jax.value_and_grad(_plain_loss)(params, x, y)
+    updates, state = ADAM.update(grads, state)
+    return optax.apply_updates(params, updates), state, loss
+
+
+def zero_step__gradients_only(params, state, x, y):
+    """Reshards the gradients but adds the split updates to the replicated weights."""
+    loss, grads = jax.value_and_grad(_plain_loss)(params, x, y)
+    updates, state = ADAM.update(reshard(grads, ZERO_SPEC), state)
+    return optax.apply_updates(params, updates), state, loss
+
+
+def zero_step__state_gathered(params, state, x, y):
+    """Gathers the whole state onto every device and updates there: no memory saved."""
+    loss, grads = jax.value_and_grad(_plain_loss)(params, x, y)
+    updates, state = ADAM.update(grads, reshard(state, P()))
+    return optax.apply_updates(params, updates), state, loss
+
+
+def zero_step__gathered_back_then_resplit(params, state, x, y):
+    """Right values, but the new weights are left split: the next step sees another type."""
+    loss, grads = jax.value_and_grad(_plain_loss)(params, x, y)
+    updates, state = ADAM.update(reshard(grads, ZERO_SPEC), state)
+    return optax.apply_updates(reshard(params, ZERO_SPEC), updates), state, loss
+
+
+def zero_step__no_update(params, state, x, y):
+    """The weights and state handed back unchanged."""
+    return params, state, _plain_loss(params, x, y)
+
+
+def zero_step__state_gathered_and_split_again(params, state, x, y):
+    """Gathers the state, updates replicated, splits the state again: types kept, memory not."""
+    loss, grads = jax.value_and_grad(_plain_loss)(params, x, y)
+    adam, rest = state
+    whole = adam._replace(mu=reshard(adam.mu, P()), nu=reshard(adam.nu, P()))
+    updates, (whole, rest) = ADAM.update(grads, (whole, rest))
+    adam = whole._replace(mu=reshard(whole.mu, ZERO_SPEC), nu=reshard(whole.nu, ZERO_SPEC))
+    return optax.apply_updates(params, updates), (adam, rest), loss

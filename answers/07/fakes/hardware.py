@@ -76,3 +76,50 @@ def mosaic_gpu_double__pallas_call_with_mosaic_params(shape):
     """A pallas_call with plgpu.CompilerParams: in JAX 0.12.0.1 it has no CUDA lowering rule."""
     x = jax.ShapeDtypeStruct(shape, jnp.float32)
     return pl.pallas_call(_double_kernel, out_shape=x, compiler_params=plgpu.CompilerParams())
+
+
+def double_through_smem__directly_in_gmem(x_gmem, o_gmem, x_smem, barrier):
+    """Doubles straight from GMEM into GMEM: no SMEM, no copies, no barrier."""
+    o_gmem[...] = x_gmem[...] * 2.0
+
+
+def double_through_smem__no_barrier_wait(x_gmem, o_gmem, x_smem, barrier):
+    """Reads SMEM without waiting for the TMA copy to arrive."""
+    plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier)
+    x_smem[...] = x_smem[...] * 2.0
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(x_smem, o_gmem)
+    plgpu.wait_smem_to_gmem(0)
+
+
+def double_through_smem__no_commit(x_gmem, o_gmem, x_smem, barrier):
+    """Hands the written SMEM to the copy back without commit_smem's fence."""
+    plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier)
+    plgpu.barrier_wait(barrier)
+    x_smem[...] = x_smem[...] * 2.0
+    plgpu.copy_smem_to_gmem(x_smem, o_gmem)
+    plgpu.wait_smem_to_gmem(0)
+
+
+def double_through_smem__no_final_wait(x_gmem, o_gmem, x_smem, barrier):
+    """Ends the kernel without waiting for the copy back to GMEM."""
+    plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier)
+    plgpu.barrier_wait(barrier)
+    x_smem[...] = x_smem[...] * 2.0
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(x_smem, o_gmem)
+
+
+def double_through_smem__writes_gmem_from_registers(x_gmem, o_gmem, x_smem, barrier):
+    """Copies in through SMEM, but stores the result straight into GMEM."""
+    plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier)
+    plgpu.barrier_wait(barrier)
+    o_gmem[...] = x_smem[...] * 2.0
+
+
+def double_through_smem__loads_smem_through_registers(x_gmem, o_gmem, x_smem, barrier):
+    """Fills SMEM with an ordinary load and store instead of the TMA copy and its barrier."""
+    x_smem[...] = x_gmem[...] * 2.0
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(x_smem, o_gmem)
+    plgpu.wait_smem_to_gmem(0)

@@ -112,3 +112,41 @@ def first_refused_transfer__no_guard(run):
     """Runs without the guard: nothing is refused."""
     run()
     return None
+
+
+def silent_replication__stablehlo_before_partitioning(fn, *args):
+    """Reads the lowered StableHLO: the partitioner has not inserted any all-gather yet."""
+    lowered = jax.jit(fn).lower(*args)
+    gathers = collectives(lowered.as_text()).get("all-gather", [])
+    shardings = jax.tree.leaves(lowered.compile().output_shardings)
+    return gathers, [i for i, s in enumerate(shardings) if s.is_fully_replicated]
+
+
+def silent_replication__jaxpr_primitives(fn, *args):
+    """Looks for all_gather in the jaxpr: jit's program names no collective."""
+    jaxpr = jax.make_jaxpr(fn)(*args)
+    gathers = [str(e.outvars[0].aval) for e in jaxpr.eqns if e.primitive.name == "all_gather"]
+    outputs = jax.tree.leaves(jax.jit(fn)(*args))
+    return gathers, [i for i, o in enumerate(outputs) if o.sharding.is_fully_replicated]
+
+
+def silent_replication__input_shardings(fn, *args):
+    """Checks the inputs' shardings, which are split, instead of the outputs'."""
+    compiled = jax.jit(fn).lower(*args).compile()
+    gathers = collectives(compiled.as_text()).get("all-gather", [])
+    shardings = jax.tree.leaves(compiled.input_shardings)
+    return gathers, [i for i, s in enumerate(shardings) if s.is_fully_replicated]
+
+
+def silent_replication__every_collective(fn, *args):
+    """Lists every collective's shapes, the mean's all-reduce included."""
+    compiled = jax.jit(fn).lower(*args).compile()
+    gathers = [shape for shapes in collectives(compiled.as_text()).values() for shape in shapes]
+    shardings = jax.tree.leaves(compiled.output_shardings)
+    return gathers, [i for i, s in enumerate(shardings) if s.is_fully_replicated]
+
+
+def silent_replication__gathers_only(fn, *args):
+    """Reads the all-gathers and leaves the outputs unchecked."""
+    compiled = jax.jit(fn).lower(*args).compile()
+    return collectives(compiled.as_text()).get("all-gather", []), []

@@ -229,9 +229,10 @@ try:
     report[stage] = {"type": type(gathered).__name__, "value": listed(gathered)}
     stage = None
 except Exception as error:
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if f.filename == koan_file]
     report["failed"] = {
         "stage": stage, "type": type(error).__name__, "message": str(error),
-        "traceback": traceback.format_exc()[-3000:],
+        "traceback": traceback.format_exc()[-3000:], "line": lines[-1] if lines else None,
     }
 report["reads"] = dataset.reads if "dataset" in dir() else []
 print(json.dumps(report), flush=True)
@@ -293,6 +294,16 @@ def reports(tmp_path_factory):
     return launch(tmp_path_factory.mktemp("multihost_training"))
 
 
+def raise_todo_at(line, message):
+    """在本文件的第 line 行（子进程里那个 todo() 所在的行）抛出 TodoError，这样报告指向你的 TODO。
+    Raise TodoError from line `line` of this file (where the child process met the todo()), so
+    that the report points at your TODO."""
+    if not line:
+        raise TodoError(message)
+    code = compile("\n" * (line - 1) + "raise TodoError(message)", __file__, "exec")
+    exec(code, {"TodoError": TodoError, "message": message})
+
+
 def reported(reports, function):
     """每个进程运行到 function 为止（含）报告的内容；某个进程在这之前（或在它里面）出错时，在这里
     重新抛出：没写的 TODO 仍然是 TodoError。
@@ -303,7 +314,7 @@ def reported(reports, function):
         failed = (report or {}).get("failed")
         if failed and failed["stage"] in needed:
             if failed["type"] == "TodoError":
-                raise TodoError(failed["message"])
+                raise_todo_at(failed["line"], failed["message"])
             where = f"process {index}, {failed['stage']}"
             raise AssertionError(
                 f"{where}: {failed['type']}: {failed['message']}\n{failed['traceback']}"

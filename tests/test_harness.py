@@ -825,7 +825,7 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
         elif (
             isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jaxkoans")
         ):
-            for alias in node.names:  # `from jaxkoans.course import mutate` names a module
+            for alias in node.names:  # `from jaxkoans.authoring import mutate` names a module
                 child = f"{node.module}.{alias.name}"
                 named = (
                     child

@@ -171,7 +171,7 @@ def test_one_wrong_answer_per_koan_is_reported_without_the_value(tmp_path):
 def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
     """A worker killed mid-koan leaves no result for it: that koan did not pass. Only when the
     whole run failed is a variant with missing results left without a verdict."""
-    from jaxkoans.course import mutate
+    from jaxkoans.authoring import mutate
 
     def fake_run(command, timeout_s):
         record = Path(next(a for a in command if a.startswith("--koans-record=")).partition("=")[2])

@@ -19,7 +19,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 from jaxkoans import course
 from jaxkoans.authoring import mutate
-from jaxkoans.learner import koan_runs
+from jaxkoans.learner import koan_runs, runner
 from jaxkoans.plugin import results
 
 WORKERS = 2
@@ -166,7 +166,7 @@ def record_run(tmp_path_factory, tree: str) -> list[dict]:
         ),
         *("-o", f"timeout={mutate.koan_limit():.0f}"),  # a koan's limit, stretched by the load
     ]
-    koan_runs.run_in_group(command, run_timeout(koan_files(root)))
+    runner.run_in_group(command, run_timeout(koan_files(root)))
     events = results.read(record) if record.exists() else []
     return [e for e in events if e["event"] in ("koan", "collect-error")]
 

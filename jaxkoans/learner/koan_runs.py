@@ -19,7 +19,6 @@ from pathlib import Path
 from jaxkoans import course
 from jaxkoans.course import koan_model, pristine
 from jaxkoans.learner import memory, runner
-from jaxkoans.learner.runner import run_in_group, stop_signals_leave  # noqa: F401 (their users)
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanResult, KoanState
 
@@ -196,7 +195,7 @@ def run_koans(
                     on_result(KoanResult.from_event(event))
             seen[0] = len(events)
 
-        code, stderr = run_in_group(pytest_command(targets, record, workers), timeout_s, tick)
+        code, stderr = runner.run_in_group(pytest_command(targets, record, workers), timeout_s, tick)
         problem = ""
         if code is None:
             problem = f"the koans did not finish within {timeout_s} s"

@@ -34,8 +34,8 @@ from jaxkoans.learner.koan_runs import (
     inventory,
     listed_koans,
     recommended_path,
-    stop_signals_leave,
 )
+from jaxkoans.learner.runner import stop_signals_leave
 from jaxkoans.learner.watcher import Watcher, digest
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanState

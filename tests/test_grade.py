@@ -1497,3 +1497,118 @@ def test_the_sandbox_resolves_its_own_host_name(tmp_path):
     command = sandbox.wrap(sandbox.probe(), [sys.executable, "-c", code], read_only=[], chdir=Path("/tmp"), env={"PATH": "/usr/bin:/bin"})  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "127.0.0.1", done.stderr[-2000:]
+
+
+# ---- koans of the course's own code: one shared process per worker ----------------------------
+
+SHARED_PRISTINE = '''import pytest
+
+from jaxkoans import __, todo  # noqa: F401
+
+
+def helper(x):
+    """A TODO."""
+    todo("helper")
+
+
+@pytest.fixture
+def made():
+    return helper(1)
+
+
+@pytest.fixture(autouse={autouse})
+def every():
+    return {every}
+
+
+def test_plain():
+    assert 1 + 1 == __
+
+
+def test_helper():
+    assert helper(2) == __
+
+
+def test_fixture(made):
+    assert made == __
+
+
+def test_by_name():
+    assert "helper" == __
+'''
+
+
+@pytest.mark.parametrize(
+    "edit, course_code",
+    [
+        ({}, {"test_plain", "test_helper", "test_fixture", "test_by_name"}),
+        ({"helper": "return 2 * x"}, {"test_plain"}),  # reached by name, fixture, string
+        (
+            {"plain": "int('2')"},
+            {"test_helper", "test_fixture", "test_by_name"},
+        ),  # a call runs code
+        ({"plain": "len"}, {"test_helper", "test_fixture", "test_by_name"}),  # a name of the file
+        ({"plain": "(1 + 1)", "helper": "return 2 * x"}, {"test_plain"}),
+        ({"every": "open('x')", "autouse": "True"}, set()),  # runs for every koan
+    ],
+    ids=["literals", "a solved TODO", "a call", "a name", "arithmetic", "an autouse fixture"],
+)
+def test_only_koans_whose_run_reaches_literal_predictions_share_a_process(edit, course_code):
+    """The grade's shared process runs a koan only where nothing the student wrote runs in it:
+    its fills are literals, and no TODO, helper or fixture it reaches (by name, argument or
+    string) holds the student's code; a TODO body or an autouse fixture keeps its koans apart."""
+    from jaxkoans.grader.course_code import running_course_code
+
+    shipped = SHARED_PRISTINE.format(autouse="False", every="0")
+    fills_in = {"plain": "2", "helper_fill": "4", "fixture": "2", "name": "'helper'"}
+    graded = SHARED_PRISTINE.format(
+        autouse=edit.get("autouse", "False"), every=edit.get("every", "0")
+    )
+    graded = graded.replace('todo("helper")', edit.get("helper", 'todo("helper")'))
+    for koan, fill in (("test_plain", edit.get("plain", fills_in["plain"])), ("test_helper", fills_in["helper_fill"]), ("test_fixture", fills_in["fixture"]), ("test_by_name", fills_in["name"])):  # fmt: skip
+        head, tail = graded.split(f"def {koan}", 1)
+        graded = head + f"def {koan}" + tail.replace("__", fill, 1)
+    koans = ["test_plain", "test_helper", "test_fixture", "test_by_name"]
+    assert running_course_code(shipped, graded, koans, {}) == course_code
+
+
+KILLS_ITS_SIBLINGS = _body("""
+    import os, signal
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            if pid.isdigit() and parent == os.getppid() and int(pid) != os.getpid():
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+    return 2 * x
+""")
+
+
+def test_a_koan_that_kills_the_shared_process_costs_only_itself(fake_course, pristine, tmp_path):
+    """The koans of literal predictions share one process per worker; a TODO's own process
+    that kills it (its worker's other children) is a finding against that TODO only: the koan
+    that finds the shared process gone starts another, and keeps its point."""
+    literal_b = answer_b(separator='"/"', size="4")  # test_b.py's module code stays the course's
+    copy = student(fake_course, tmp_path / "k", {A: answer_a(double=KILLS_ITS_SIBLINGS), B: literal_b})  # fmt: skip
+    grade = grading.grade(copy, pristine, grading.Options(workers=1))
+    status = statuses(grade)
+    assert status["test_double"] == "tampered", (status, grade.findings)
+    assert "signalled another process" in " ".join(f.message for f in grade.findings)
+    shared = ("test_sum", "test_cumsum", "test_separator", "test_int_size")  # 2 before, 2 after
+    assert [status[k] for k in shared] == ["passed"] * 4, status
+    assert grade.run["shared"] == 4 and grade.problems == [], (grade.run, grade.problems)
+
+
+def test_a_prediction_that_fails_in_the_shared_process_is_judged_alone(fake_course, pristine, tmp_path):  # fmt: skip
+    """Only a clean pass in the shared process counts there: a wrong prediction retires it
+    and runs again in a process of its own, and the koans after it still share one."""
+    literal_b = answer_b(separator='"/"', size="4")
+    copy = student(fake_course, tmp_path / "w", {A: answer_a(sum="4"), B: literal_b})
+    grade = grading.grade(copy, pristine, grading.Options(workers=1))
+    status = statuses(grade)
+    assert status["test_sum"] == "failing" and status["test_cumsum"] == "passed", status
+    assert status["test_int_size"] == "passed" and grade.run["shared"] == 3, grade.run
+    failing = next(k for k in grade.koans if k.name == "test_sum")
+    assert "4" in failing.message and grade.problems == [], (failing.message, grade.problems)

@@ -99,13 +99,24 @@ class Outcome:
     sandbox: dict = field(default_factory=dict)  # {"used", "bwrap", "reason"}
 
 
-def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Options) -> Outcome:
+def run(
+    work: Path,
+    scratch: Path,
+    targets: list[str],
+    koans: int,
+    options: Options,
+    course_code: frozenset[str] = frozenset(),
+) -> Outcome:
     """Run the koan files `targets` (holding `koans` koans) of the workdir `work`, in the
-    sandbox where there is one; `scratch` takes what the grader keeps of the run."""
+    sandbox where there is one; `scratch` takes what the grader keeps of the run.
+    `course_code`: the koans ("file::name") that run no code of the student's (the guard runs
+    them in one shared process per worker)."""
     guard_dir, tmp = scratch / "guard", scratch / "tmp"
     for directory in (guard_dir, tmp):
         directory.mkdir()
     shutil.copyfile(run_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
+    listed = guard_dir / "course_code.json"
+    listed.write_text(json.dumps(sorted(course_code)), encoding="utf-8")
     fifo = guard_dir / "events"  # the workers' evidence: see grade_guard
     os.mkfifo(fifo, 0o600)
     fifo_read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -136,6 +147,7 @@ def run(work: Path, scratch: Path, targets: list[str], koans: int, options: Opti
         "PYTHONPATH": os.pathsep.join([str(work), str(guard_dir)]),
         "JAXKOANS_GRADE_GUARD": str(fifo),
         "JAXKOANS_GRADE_GUARD_FD": str(guard_write),
+        "JAXKOANS_GRADE_COURSE_CODE": str(listed),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
         "TMPDIR": str(inside_tmp),

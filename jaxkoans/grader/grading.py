@@ -19,6 +19,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -157,7 +158,10 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             )
         ]
         count = sum(len(pristine.koans[rel]) for rel in pristine.files)
-        outcome = run(work, scratch, targets, count, options) if targets else Outcome()
+        course_code = frozenset(
+            f"{rel}::{name}" for rel, check in checks.items() for name in check.course_code
+        )
+        outcome = run(work, scratch, targets, count, options, course_code) if targets else Outcome()
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
     revealed = reveals.read(student_dir, {k.nodeid for k in koans})
     for koan in koans:
@@ -181,6 +185,8 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             "stopped": outcome.stopped,
             "sandbox": outcome.sandbox,
             "isolated": not _not_isolated(outcome.guard),
+            # koans of the course's code only, judged in the workers' shared process
+            "shared": len({e.get("nodeid") for e in outcome.guard if e.get("event") == "shared"}),
         },
         reveals=revealed.summary(),
     )
@@ -229,7 +235,29 @@ def _check(rel: str, student_dir: Path, pristine: Course, problems: list[dict]) 
     if problem:
         problems.append({"file": rel, "message": problem})
         return tamper.FileCheck(rel, names, {}, problem=problem)
-    return tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
+    return tamper.check_file(rel, pristine.root / rel, text, _OnFirstUse(pristine.allowed, rel))
+
+
+class _OnFirstUse(Mapping):
+    """`flags[rel]` read when first asked: only a file whose code holds an unusual construct
+    needs its answer's (a second reading of the answer, a third of a file's check)."""
+
+    def __init__(self, flags: Mapping, rel: str) -> None:
+        self.flags, self.rel, self.value = flags, rel, None
+
+    def _read(self) -> Mapping:
+        if self.value is None:
+            self.value = self.flags[self.rel]
+        return self.value
+
+    def __getitem__(self, owner: str) -> set[str]:
+        return self._read()[owner]
+
+    def __iter__(self):
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 # ---- the grade --------------------------------------------------------------------------------

@@ -40,7 +40,9 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
                  run imported jaxkoans from, relative to the workdir (the pristine copy),
                  "stopped": why the run ended early ("" when it did not), "sandbox": {"used":
                  bool, "bwrap": its version, "reason": why there was none}, "isolated": every
-                 koan ran in a process of its own (false: JAX was initialised at import)}
+                 koan that runs the student's code ran in a process of its own (false: JAX
+                 was initialised at import), "shared": how many koans that run only the
+                 course's code (literal predictions) passed in the workers' shared process}
     reveals      {"source": ".jaxkoans/reveals.jsonl", "self_report": true, "found": the copy
                  has that log, "koans": how many graded koans it names, "problem": why it
                  was not read ("" when it was or there is none)}

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from jaxkoans.course import fills, koan_model, predictions
 from jaxkoans.course import pristine as shipped
+from jaxkoans.grader import course_code
 from jaxkoans.grader.fill_audit import MODULE, audit, forbidden, parents_of, tautology
 
 MAX_FILE_BYTES = 4 << 20  # a koan file is ~10 KB; long notes in it (290 KB seen) are no attack
@@ -58,6 +59,7 @@ class FileCheck:
     tampered: dict[str, Finding] = field(default_factory=dict)  # koan -> its first finding
     missing: set[str] = field(default_factory=set)  # koans the student's file lacks
     problem: str = ""  # the student's file could not be read or parsed
+    course_code: set[str] = field(default_factory=set)  # koans that run no code of the student's
     graded: str | None = None  # the file that runs; None: nothing of it runs
     line_map: list[int | None] = field(default_factory=list)  # graded line -> student line
 
@@ -169,7 +171,8 @@ def check_file(
         line = min(rest.values())
         koans = (here,) if here != MODULE else reaching(line)
         check.notes.append(Finding("unusual_code", rel, line, koans, message))
-    for fill, kind in predictions.refusals(taken, _prediction_kinds(rel, pristine)):
+    kinds = _prediction_kinds(rel, pristine)
+    for fill, kind in predictions.refusals(taken, kinds):
         if fill.owner in check.missing:
             continue
         message = (
@@ -179,6 +182,8 @@ def check_file(
         koans = tuple(names) if fill.owner == MODULE else (fill.owner,)
         check.touch(Finding("not_a_prediction", rel, fill.statement[0], koans, message))
     check.graded, check.line_map = taken.graded, taken.line_map
+    check.course_code = course_code.running_course_code(p_text, taken.graded, names, kinds)
+    check.course_code -= set(check.tampered) | check.missing
     return check
 
 

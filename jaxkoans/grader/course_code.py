@@ -1,0 +1,144 @@
+"""Which koans of a graded file run only the course's own code.
+
+The graded file is the pristine file with the student's fills put in (`fills.take`). A koan
+whose run reaches no fill but literal predictions (`3`, `(8, 4)`, `"all-reduce"`, `jnp.int8`,
+`ValueError`) runs nothing the student wrote: its code is the course's, as every answer run has
+it, so it needs no process of its own to keep its neighbours honest. The grade runs such koans
+in one long-lived process per worker (`run_guard._ForkEachKoan`), which keeps JAX's compiled
+programs from one koan to the next as `pytest answers` does. Everything else (a TODO body, a
+fix region, a helper, a fill that computes, any edit the tamper check flagged) keeps its own
+forked process.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from jaxkoans.course import predictions
+
+PREDICTION_NAMES = (predictions.DTYPE, predictions.EXCEPTION)
+
+
+def running_course_code(
+    pristine_text: str, graded_text: str, koans: list[str], kinds: dict[tuple[int, int], str]
+) -> set[str]:
+    """The koans of `koans` whose run reaches only course code and literal predictions.
+
+    `kinds`: the pristine file's prediction blanks, (line, column) -> kind (predictions.py)."""
+    try:
+        pristine, graded = ast.parse(pristine_text), ast.parse(graded_text)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return set()
+    p_defs, g_defs = _definitions(pristine), _definitions(graded)
+    trusted = _Trusted(kinds, graded)
+    if not trusted.same(_module_code(pristine), _module_code(graded)):
+        return set()  # module-level code (a region at the top level) reaches every koan
+    changed = {name for name, node in g_defs.items() if not trusted.same(p_defs.get(name), node)}
+    if not changed:
+        return {koan for koan in koans if koan in g_defs}
+    autouse = {name for name, node in g_defs.items() if _autouse(node)}
+    names_in = {name: _names(node) & g_defs.keys() for name, node in g_defs.items()}
+    return {
+        koan
+        for koan in koans
+        if koan in g_defs and not (_reach(koan, names_in) | autouse) & changed
+    }
+
+
+def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {node.name: node for node in tree.body if isinstance(node, kinds)}
+
+
+def _module_code(tree: ast.Module) -> ast.Module:
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return ast.Module([n for n in tree.body if not isinstance(n, kinds)], [])
+
+
+def _reach(name: str, names_in: dict[str, set[str]]) -> set[str]:
+    """`name` and every top-level definition it reaches through `names_in` (`_names`)."""
+    found, frontier = set(), [name]
+    while frontier:
+        current = frontier.pop()
+        if current not in found and current in names_in:
+            found.add(current)
+            frontier += names_in[current]
+    return found
+
+
+def _names(node: ast.AST) -> set[str]:
+    """What a definition can reach a top-level one by: a name it uses, a fixture it takes as
+    an argument, a string that names one (`usefixtures("…")`, `getfixturevalue`)."""
+    found = set()
+    for each in ast.walk(node):
+        if isinstance(each, ast.Name):
+            found.add(each.id)
+        elif isinstance(each, ast.arg):
+            found.add(each.arg)
+        elif isinstance(each, ast.Constant) and isinstance(each.value, str):
+            found.add(each.value)
+    return found
+
+
+def _autouse(node: ast.AST) -> bool:
+    """A fixture that runs for every koan of the file."""
+    return any(
+        isinstance(keyword.value, ast.Constant) and keyword.value.value is not False
+        for decorator in getattr(node, "decorator_list", ())
+        if isinstance(decorator, ast.Call)
+        for keyword in decorator.keywords
+        if keyword.arg == "autouse"
+    )
+
+
+class _Trusted:
+    """Compares a pristine node with its graded twin: the same, but for blanks holding
+    literal predictions."""
+
+    def __init__(self, kinds: dict[tuple[int, int], str], graded: ast.Module) -> None:
+        self.kinds = kinds
+        self.modules = predictions.imported_names(graded)
+
+    def same(self, p: ast.AST | None, g: ast.AST | None) -> bool:
+        if p is None or g is None:
+            return p is g
+        if isinstance(p, ast.Name) and p.id == "__":
+            return self.literal(g, self.kinds.get((p.lineno, p.col_offset)))
+        if type(p) is not type(g):
+            return False
+        for field in p._fields:
+            if field == "ctx":
+                continue
+            a, b = getattr(p, field, None), getattr(g, field, None)
+            if isinstance(a, list) and isinstance(b, list):
+                if len(a) != len(b) or not all(
+                    self.same_value(x, y) for x, y in zip(a, b, strict=True)
+                ):
+                    return False
+            elif not self.same_value(a, b):
+                return False
+        return True
+
+    def same_value(self, a: object, b: object) -> bool:
+        if isinstance(a, ast.AST) or isinstance(b, ast.AST):
+            return isinstance(a, ast.AST) and isinstance(b, ast.AST) and self.same(a, b)
+        return a == b and type(a) is type(b)
+
+    def literal(self, node: ast.AST, kind: str | None) -> bool:
+        """A value written down, or (where the blank asks for one) a dtype or exception named
+        through the file's imports; never a call or a name of the koan's own."""
+        if isinstance(node, ast.Call):
+            return False  # float("nan") is a literal for a prediction, but no call runs here
+        if predictions.is_prediction(predictions.ARITHMETIC, node, None):
+            return True  # literals and arithmetic on them
+        if kind not in PREDICTION_NAMES:
+            return False
+        if isinstance(node, ast.Name):  # a builtin class: ValueError, float
+            return isinstance(getattr(builtins, node.id, None), type)
+        name = predictions.dotted(node)  # jnp.int8, jax.errors.…: through the file's imports
+        return (
+            isinstance(node, ast.Attribute)
+            and name is not None
+            and name.split(".")[0] in self.modules
+        )

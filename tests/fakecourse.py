@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -9,6 +11,8 @@ import textwrap
 from pathlib import Path
 
 from jaxkoans.course import pristine
+from jaxkoans.learner import cli
+from jaxkoans.learner.checkout import Checkout
 
 REPO = Path(__file__).resolve().parent.parent
 HEADER = "import jax.numpy as jnp\n\nfrom jaxkoans import __, todo  # noqa: F401\n"
@@ -104,9 +108,38 @@ def solve(root: Path, chapter: str, name: str) -> None:
 
 
 def progress(
+    root: Path, *args: str, env_extra: dict | None = None, **ignored
+) -> subprocess.CompletedProcess:
+    """progress.py's command line on the course at `root`, run in this process: `cli.main` with
+    that course's Checkout, its output captured. `env_extra` is the environment the command
+    (and the pytest children it starts) sees; stdin is not a terminal."""
+    del ignored  # stdin=DEVNULL, timeout=: what a child process needed
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
+    os.environ.update({"LANG": "C.UTF-8", **(env_extra or {})})
+    os.environ.pop("JAXKOANS_ROOT", None)  # the Checkout names the course, not the process
+    try:
+        os.chdir(root)
+        with open(os.devnull, encoding="utf-8") as nothing:
+            sys.stdin = nothing
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = cli.main(list(args), checkout=Checkout(root))
+                except SystemExit as stop:  # argparse's usage errors
+                    code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    finally:
+        sys.stdin = saved_stdin
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["progress.py", *args], code, out.getvalue(), err.getvalue())
+
+
+def progress_process(
     root: Path, *args: str, timeout: float = 300, env_extra: dict | None = None, **kwargs
 ) -> subprocess.CompletedProcess:
-    """Run this checkout's progress.py on the course at `root`."""
+    """This checkout's progress.py as a process of its own on the course at `root` (what a
+    process-level check needs: signals, the interpreter's exit, progress.py itself)."""
     env = {**os.environ, "JAXKOANS_ROOT": str(root), "LANG": "C.UTF-8", **(env_extra or {})}
     return subprocess.run(
         [sys.executable, str(REPO / "progress.py"), *args],

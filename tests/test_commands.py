@@ -137,24 +137,20 @@ def test_reset_in_a_read_only_checkout_says_so_and_changes_nothing(course, monke
     import argparse
     import shutil
 
-    from jaxkoans import course as course_data
+    from jaxkoans.learner.checkout import Checkout
     from jaxkoans.learner.commands import reset
 
     mine = course / "koans" / "01" / "test_alpha.py"
     mine.write_text(mine.read_text().replace("== __", "== 3", 1), encoding="utf-8")
     before = mine.read_text()
-    for name, path in (
-        ("REPO", course),
-        ("KOANS", course / "koans"),
-        ("ANSWERS", course / "answers"),
-    ):
-        monkeypatch.setattr(course_data, name, path)
 
     def refused(source, target, **_):
         raise PermissionError(13, "Permission denied", str(target))
 
     monkeypatch.setattr(shutil, "copy2", refused)
-    code = reset.run(argparse.Namespace(target=str(mine), yes=True, ref=None))
+    code = reset.run(
+        argparse.Namespace(target=str(mine), yes=True, ref=None, checkout=Checkout(course))
+    )
     said = capsys.readouterr().out
     assert code == 1 and "cannot write" in said and "Permission denied" in said, said
     assert mine.read_text() == before and not list(mine.parent.glob("*.bak"))

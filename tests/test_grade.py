@@ -1209,12 +1209,18 @@ def test_the_learner_is_told_which_edits_grade_will_not_use(tmp_path, monkeypatc
         answer_a(sum="3  # three").replace("import pytest\n", "import pytest\nimport os\n"),
         encoding="utf-8",
     )
-    monkeypatch.setattr(outside.classify, "pristine_text", lambda path: shipped)
-    edits = outside.edits_outside(mine)
+    class Course:  # a checkout whose koan file was shipped as `shipped`
+        def relative(self, path):
+            return Path(path.name)
+
+        def shipped_text(self, relative):
+            return "shipped", shipped
+
+    edits = outside.edits_outside(Course(), mine)
     assert [(e.line, e.koan, e.what) for e in edits] == [(6, "<module>", "added an import")]
     assert str(edits[0]).startswith(f"{mine.as_posix()}:6 (<module>): added an import")
     mine.write_text(answer_a(sum="3  # a comment is not an edit"), encoding="utf-8")
-    assert outside.edits_outside(mine) == []
+    assert outside.edits_outside(Course(), mine) == []
 
 
 # ---- grading per assignment, and without the sandbox -------------------------------------------

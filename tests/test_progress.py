@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxkoans import course
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.koan_runs import Koan, inventory, listed_koans, merge
+
+HERE = Checkout.here()
 
 CHAPTER = course.Chapter(number="01", title_zh="章", title_en="Chapter", files=("test_a.py",))
 
@@ -36,7 +39,7 @@ def test_a_collect_error_marks_only_that_files_koans():
         },
         {"event": "finish", "exitstatus": 1},
     ]
-    progress = merge(koans, events, "")
+    progress = merge(HERE, koans, events, "")
     assert [k.state for k in progress.koans] == ["failing", "failing", "passed"]
     assert "cannot be imported" in progress.problems[0]
 
@@ -53,7 +56,7 @@ def test_a_hang_names_the_koan_that_was_running():
         },
         {"event": "running", "nodeid": "koans/01/test_a.py::test_two"},
     ]
-    progress = merge(_koans(), events, "the koans did not finish within 900 s")
+    progress = merge(HERE, _koans(), events, "the koans did not finish within 900 s")
     assert progress.koans[0].state == "passed"
     assert progress.koans[1].note == "did not report (crash or hang)"
     assert progress.problems[0] == (
@@ -70,12 +73,12 @@ def test_next_koan_follows_the_recommended_path():
         Koan(late, Path("koans/07/test_x.py"), "test_x", 1),
         Koan(mid, Path("koans/08/test_y.py"), "test_y", 1),
     ]
-    progress = merge(koans, [], "")
+    progress = merge(HERE, koans, [], "")
     assert progress.next_koan(["01", "08", "07"]).name == "test_y"
 
 
 def test_the_inventory_is_in_course_order():
-    koans = inventory(course.KOANS, course.all_chapters())
+    koans = inventory(HERE, HERE.chapters())
     chapter = course.all_chapters()[0]
     files = [k.path.name for k in koans if k.chapter.number == chapter.number]
     assert files == sorted(files, key=chapter.file_rank)
@@ -89,7 +92,7 @@ def test_a_parametrized_koan_passes_only_when_every_case_passes():
         {**item, "nodeid": "koans/01/test_a.py::test_two[a]", "name": "test_two[a]", "state": "passed"},
         {**item, "nodeid": "koans/01/test_a.py::test_two[b]", "name": "test_two[b]", "state": "passed"},
     ]  # fmt: skip
-    progress = merge(_koans(), events, "")
+    progress = merge(HERE, _koans(), events, "")
     one, two = progress.koans
     assert (one.state, one.cause, one.line) == ("failing", "wrong", 9)
     assert two.state == "passed"
@@ -99,16 +102,16 @@ def test_an_unwritable_store_costs_only_the_memory(tmp_path, monkeypatch, capsys
     """A read-only checkout (a classroom's copy): nothing is remembered, one message, no crash."""
     from jaxkoans.learner import state
 
-    monkeypatch.setattr(state, "directory", lambda: tmp_path / ".jaxkoans")
     monkeypatch.setattr(state, "_warned", set())
+    store = tmp_path / ".jaxkoans"
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(state.tempfile, "mkstemp", refuse)
-    assert state.save("results.json", {"schema": 1}) is False
-    assert state.save("hints.json", {}) is False
-    assert state.load("results.json") == {}
+    assert state.save(store, "results.json", {"schema": 1}) is False
+    assert state.save(store, "hints.json", {}) is False
+    assert state.load(store, "results.json") == {}
     assert capsys.readouterr().err.count("cannot be written") == 1
 
 
@@ -118,7 +121,7 @@ def test_remembered_results_depend_on_the_whole_harness():
     from jaxkoans.learner import memory
 
     package = Path(course.__file__).resolve().parents[1]
-    digested = set(memory.harness_files())
+    digested = set(memory.harness_files(course.REPO))
     for module in (
         "plugin/hooks.py",
         "plugin/classify.py",

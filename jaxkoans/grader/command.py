@@ -202,7 +202,11 @@ def run(args) -> int:
     with _sigterm_as_interrupt():
         try:
             with tempfile.TemporaryDirectory(prefix="jaxkoans-course-") as scratch:
-                pristine = grading.prepare_course(args.course, Path(scratch))
+                pristine = grading.prepare_course(
+                    args.course,
+                    Path(scratch),
+                    getattr(args, "checkout", None) and args.checkout.root,
+                )
                 pristine = grading.select(pristine, _names(args.chapter), _names(args.koans))
                 if args.batch:
                     return _batch(args, pristine, options)

@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jaxkoans import course
 from jaxkoans.course import pristine
 
 LEFT_OUT = ("answers", "tests", ".ci")  # the answers, and what only authors run
@@ -74,13 +73,14 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
-    if pristine.stale(course.REPO):
+    root = args.checkout.root
+    if pristine.stale(root):
         print(
             "koans/.shipped.json 过期 / is stale: run python -m jaxkoans.course.pristine first",
             file=sys.stderr,
         )
         return 1
-    written = release(course.REPO, target, args.answers)
+    written = release(root, target, args.answers)
     print(
         f"✅ 学生版 / student release: {target} ({len(written)} files, without {', '.join(LEFT_OUT)})"
     )

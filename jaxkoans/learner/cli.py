@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands import status
 
 # Each command module has add_arguments(parser) and run(args) -> exit code. Only the
@@ -29,7 +30,10 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((word for word in argv if word in SUBCOMMANDS), None)
 
 
-def main(argv: list[str] | None = None, description: str = "") -> int:
+def main(
+    argv: list[str] | None = None, description: str = "", checkout: Checkout | None = None
+) -> int:
+    """Run the command `argv` names on `checkout` (default: $JAXKOANS_ROOT, else this one)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
         prog="progress.py",
@@ -46,6 +50,7 @@ def main(argv: list[str] | None = None, description: str = "") -> int:
             module = importlib.import_module(path)
             module.add_arguments(subparser)
     args = parser.parse_args(argv)
+    args.checkout = checkout or Checkout.here()
     try:
         return module.run(args)
     except KeyboardInterrupt:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
 
-from jaxkoans import course
 from jaxkoans.api import cbuild
+from jaxkoans.learner.checkout import Checkout
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(.+)$")
 DEVICE_PROBE = """
@@ -31,10 +32,10 @@ class Check:
     fix: str = ""  # what to do when it failed
 
 
-def pinned_versions() -> dict[str, str]:
+def pinned_versions(checkout: Checkout) -> dict[str, str]:
     """name -> pinned version of each dependency that applies to this machine (a pin with an
     environment marker, `; sys_platform == 'linux'`, only where the marker holds)."""
-    project = tomllib.loads((course.REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    project = tomllib.loads((checkout.root / "pyproject.toml").read_text(encoding="utf-8"))
     pins = {}
     for dependency in project.get("project", {}).get("dependencies", []):
         requirement, _, marker = dependency.partition(";")
@@ -73,13 +74,13 @@ def _package(name: str, wanted: str) -> Check:
     return Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
 
 
-def _devices() -> Check:
-    devices = max((c.devices for c in course.all_chapters()), default=1)
+def _devices(checkout: Checkout) -> Check:
+    devices = max((c.devices for c in checkout.chapters()), default=1)
     line = f"JAX: {devices} CPU 设备 / CPU devices, float64 per chapter"
     try:
         probe = subprocess.run(
             [sys.executable, "-c", DEVICE_PROBE.format(devices=devices)],
-            cwd=course.REPO,
+            cwd=checkout.root,
             capture_output=True,
             text=True,
             timeout=120,
@@ -93,7 +94,7 @@ def _devices() -> Check:
     return Check(False, f"{line}: {why}", "unset JAX_PLATFORMS and XLA_FLAGS, then " + REINSTALL)
 
 
-def _compiler() -> Check:
+def _compiler(checkout: Checkout) -> Check:
     """A compiler on PATH that really builds chapter 05's kernels (a broken one would read as
     the learner's wrong answer); the library it builds is kept for the koans."""
     install = (
@@ -104,10 +105,12 @@ def _compiler() -> Check:
         compiler = cbuild.find_compiler()  # the one chapter 05's kernels are built with
     except cbuild.CompilerNotFoundError:
         return Check(False, f"{line}: missing", install)
-    sources = sorted(cbuild.CSRC.glob("*.cc"))
+    sources = sorted((checkout.root / "csrc").glob("*.cc"))
+    built = checkout.root / "build" / "ffi"  # where the koans look first; a read-only course: /tmp
+    built = built if os.access(checkout.root, os.W_OK) else cbuild.fallback_dir()
     try:
         for source in sources[:1]:
-            cbuild.build(source)
+            cbuild.build(source, build_dir=built)
     except (cbuild.BuildError, OSError, subprocess.TimeoutExpired) as error:
         why = str(error).strip().splitlines()[-1:] or [""]
         return Check(
@@ -118,8 +121,8 @@ def _compiler() -> Check:
     return Check(True, f"{line}: {compiler}" + (" (test build ✓)" if sources else ""))
 
 
-def checks() -> list[Check]:
-    """Every requirement of the course, in the order a fix should happen."""
+def checks(checkout: Checkout) -> list[Check]:
+    """Every requirement of the course at `checkout`, in the order a fix should happen."""
     found = [_python()]
-    found += [_package(name, wanted) for name, wanted in pinned_versions().items()]
-    return [*found, _devices(), _compiler()]
+    found += [_package(name, wanted) for name, wanted in pinned_versions(checkout).items()]
+    return [*found, _devices(checkout), _compiler(checkout)]

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model, pristine
+from jaxkoans.course import koan_model
 from jaxkoans.learner import memory, runner
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanResult, KoanState
 
@@ -65,6 +66,7 @@ class Koan:
 
 @dataclass
 class Progress:
+    checkout: Checkout
     koans: list[Koan]
     problems: list[str] = field(default_factory=list)  # files that did not run, hangs
     file_problems: dict[str, str] = field(default_factory=dict)  # file -> why it did not run
@@ -81,17 +83,18 @@ class Progress:
         if not candidates:
             return None
         following = candidates[0]
-        if not following.recalled and pristine.is_shipped(following.path.as_posix()):
-            blank = koan_model.read(course.REPO / following.path).first_blank_line(following.name)
+        if not following.recalled and self.checkout.is_shipped(following.path.as_posix()):
+            model = koan_model.read(self.checkout.root / following.path)
+            blank = model.first_blank_line(following.name)
             following.line = blank or following.line  # where it waits, found without a run
         return following
 
 
-def recommended_path(root: Path = course.KOANS) -> list[str]:
-    manifest = root / "course.toml"
+def recommended_path(checkout: Checkout) -> list[str]:
+    manifest = checkout.koans / "course.toml"
     if manifest.is_file():
         return list(tomllib.loads(manifest.read_text(encoding="utf-8"))["path"])
-    return [c.number for c in course.all_chapters(root)]
+    return [c.number for c in checkout.chapters()]
 
 
 def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
@@ -99,31 +102,32 @@ def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
     return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
 
 
-def inventory(root: Path, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
+def inventory(checkout: Checkout, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
     """Every koan of the chosen chapters, in course order, before anything runs; with `naming`,
     only the files whose text (or their answer's) has that word, which is all a search needs
     and spares parsing the rest."""
     koans = []
     for chapter in chapters:
-        directory = root / chapter.number
+        directory = checkout.koans / chapter.number
         names = {p.name for p in directory.glob("test_*.py")} | set(chapter.files)
         files = [directory / n for n in sorted(names, key=lambda n: (chapter.file_rank(n), n))]
         for test_file in files:
-            if naming and not _mentions(test_file, naming):
+            if naming and not _mentions(checkout, test_file, naming):
                 continue
-            relative = test_file.relative_to(course.REPO)
+            relative = test_file.relative_to(checkout.root)
             if not test_file.is_file():
-                koans += missing_koans(chapter, test_file)
+                koans += missing_koans(checkout, chapter, test_file)
                 continue
             present = listed_koans(test_file)
             koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
-            if not pristine.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
-                koans += deleted_koans(chapter, test_file, {name for name, _, _ in present})
+            if not checkout.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
+                present_names = {name for name, _, _ in present}
+                koans += deleted_koans(checkout, chapter, test_file, present_names)
     return koans
 
 
-def _mentions(test_file: Path, word: str) -> bool:
-    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+def _mentions(checkout: Checkout, test_file: Path, word: str) -> bool:
+    answer = checkout.answer_of(test_file)
     for path in (test_file, answer):
         with contextlib.suppress(OSError, UnicodeDecodeError):
             if word in path.read_text(encoding="utf-8"):
@@ -131,35 +135,37 @@ def _mentions(test_file: Path, word: str) -> bool:
     return False
 
 
-def shipped_koans(test_file: Path) -> list[tuple[str, int, str]]:
+def shipped_koans(checkout: Checkout, test_file: Path) -> list[tuple[str, int, str]]:
     """The koans a koan file has as shipped: from its answer, else (a student release has no
     answers/) from the course as shipped in koans/.shipped.json."""
-    answer = course.ANSWERS / test_file.relative_to(course.KOANS)
+    answer = checkout.answer_of(test_file)
     if answer.is_file():
         return listed_koans(answer)
-    shipped = pristine.shipped_text(test_file.relative_to(course.REPO).as_posix())
+    shipped = checkout.shipped_text(checkout.relative(test_file).as_posix())
     if shipped is None:
         return []
     return [(k.name, k.line, k.docstring) for k in koan_model.parse(shipped[1]).koans]
 
 
-def deleted_koans(chapter: course.Chapter, test_file: Path, present: set[str]) -> list[Koan]:
+def deleted_koans(
+    checkout: Checkout, chapter: course.Chapter, test_file: Path, present: set[str]
+) -> list[Koan]:
     """Koans the shipped file has and the learner's file lost: they count, as failing."""
-    relative = test_file.relative_to(course.REPO)
+    relative = checkout.relative(test_file)
     return [
         Koan(chapter, relative, name, 1, state=KoanState.MISSING, doc=doc, note=DELETED)
-        for name, _, doc in shipped_koans(test_file)
+        for name, _, doc in shipped_koans(checkout, test_file)
         if name not in present
     ]
 
 
-def missing_koans(chapter: course.Chapter, test_file: Path) -> list[Koan]:
+def missing_koans(checkout: Checkout, chapter: course.Chapter, test_file: Path) -> list[Koan]:
     """The koans of a koan file the learner deleted, as shipped: they count, as failing,
     until `progress.py reset` brings the file back."""
-    relative = test_file.relative_to(course.REPO)
+    relative = test_file.relative_to(checkout.root)
     return [
         Koan(chapter, relative, name, 1, state=KoanState.MISSING, doc=doc, note=FILE_DELETED)
-        for name, _, doc in shipped_koans(test_file)
+        for name, _, doc in shipped_koans(checkout, test_file)
     ]
 
 
@@ -174,6 +180,7 @@ def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
 
 
 def run_koans(
+    checkout: Checkout,
     targets: list[str],
     workers: int,
     timeout_s: int = RUN_TIMEOUT_S,
@@ -195,7 +202,10 @@ def run_koans(
                     on_result(KoanResult.from_event(event))
             seen[0] = len(events)
 
-        code, stderr = runner.run_in_group(pytest_command(targets, record, workers), timeout_s, tick)
+        command = pytest_command(targets, record, workers)
+        code, stderr = runner.run_in_group(
+            command, timeout_s, tick, cwd=checkout.root, env=checkout.env()
+        )
         problem = ""
         if code is None:
             problem = f"the koans did not finish within {timeout_s} s"
@@ -212,8 +222,8 @@ def show_result(result: KoanResult) -> None:
     print(f"   {mark} {result.nodeid}", file=sys.stderr, flush=True)
 
 
-def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
-    progress = Progress(koans)
+def merge(checkout: Checkout, koans: list[Koan], events: list[dict], problem: str) -> Progress:
+    progress = Progress(checkout, koans)
     by_id = {k.nodeid: k for k in koans}
     finished = set()
     for nodeid, result in results.by_koan(events).items():
@@ -253,6 +263,7 @@ def merge(koans: list[Koan], events: list[dict], problem: str) -> Progress:
 
 
 def measure(
+    checkout: Checkout,
     chapter: str | None = None,
     workers: int | None = None,
     reuse: bool = True,
@@ -264,22 +275,22 @@ def measure(
     `hint` and `diff` need only "not known to pass"). `reuse=False` runs every file again;
     the other chapters' remembered results are kept. `only` (a koan file's path under the
     course): that file's koans alone (`diff` of one koan needs no chapter run)."""
-    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
-    koans = inventory(course.KOANS, chapters)
+    chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
+    koans = inventory(checkout, chapters)
     if only is not None:
         koans = [k for k in koans if k.path.as_posix() == only]
-    remembered = memory.load()
+    remembered = memory.load(checkout)
     present = [k for k in koans if k.state != KoanState.MISSING]
     stale = [k for k in present if not (reuse and recalled(remembered, k))]
     if reuse:
-        stale = [k for k in stale if not as_shipped(k)]
+        stale = [k for k in stale if not as_shipped(checkout, k)]
     problems = remembered.problems_of([k for k in koans if k.recalled])
     problems += [
         f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}"
         for k in koans
         if k.note == DELETED
     ]
-    problems += missing_files(chapters)
+    problems += missing_files(checkout, chapters)
     files = sorted({k.path.as_posix() for k in stale})
     if files and run:
         workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
@@ -290,16 +301,16 @@ def measure(
             file=sys.stderr,
             flush=True,
         )
-        events, problem, complete = run_koans(targets, workers, on_result=show_result)
-        fresh = merge(stale, events, problem)
+        events, problem, complete = run_koans(checkout, targets, workers, on_result=show_result)
+        fresh = merge(checkout, stale, events, problem)
         problems += fresh.problems
         passed = remembered.newly_passed(stale)
         if passed:
-            memory.note_passed(passed[-1].nodeid)
+            memory.note_passed(checkout, passed[-1].nodeid)
         ran = [k for k in present if k.path.as_posix() in files]  # recalled ones keep theirs
         remembered.remember(ran, fresh.file_problems, complete)
-        memory.save(remembered)
-    return Progress(koans, problems)
+        memory.save(checkout, remembered)
+    return Progress(checkout, koans, problems)
 
 
 def run_targets(stale: list[Koan], present: list[Koan]) -> list[str]:
@@ -323,36 +334,37 @@ def recalled(remembered: memory.Memory, koan: Koan) -> bool:
     return True
 
 
-def as_shipped(koan: Koan) -> bool:
+def as_shipped(checkout: Checkout, koan: Koan) -> bool:
     """A koan of a file identical to the shipped one is not started: no need to run it."""
-    if not pristine.is_shipped(koan.path.as_posix()):
+    if not checkout.is_shipped(koan.path.as_posix()):
         return False
     koan.state, koan.cause, koan.note = KoanState.NOT_STARTED, "", ""
     return True
 
 
-def missing_files(chapters: list[course.Chapter]) -> list[str]:
+def missing_files(checkout: Checkout, chapters: list[course.Chapter]) -> list[str]:
     """A line for each koan file that chapter.toml lists and the learner's copy lacks."""
     lines = []
     for chapter in chapters:
         for name in chapter.files:
-            path = course.KOANS / chapter.number / name
+            path = checkout.koans / chapter.number / name
             if not path.exists():
-                relative = path.relative_to(course.REPO).as_posix()
+                relative = path.relative_to(checkout.root).as_posix()
                 lines.append(
                     f"{relative} 文件不见了 / the file is missing: python progress.py reset {relative}"
                 )
     return lines
 
 
-def find_koan(wanted: str | None, chapter: str | None = None) -> Koan | None:
+def find_koan(checkout: Checkout, wanted: str | None, chapter: str | None = None) -> Koan | None:
     """A koan by name (test name, file.py::name or nodeid; a parametrized case's `[...]` is
     ignored), or the next one on the path, from what is known without running anything."""
     if not wanted:
-        return measure(chapter, run=False).next_koan(recommended_path(), chapter)
+        progress = measure(checkout, chapter, run=False)
+        return progress.next_koan(recommended_path(checkout), chapter)
     wanted = results.koan_id(wanted)
-    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
-    for koan in inventory(course.KOANS, chapters, naming=wanted.rpartition("::")[2]):
+    chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
+    for koan in inventory(checkout, chapters, naming=wanted.rpartition("::")[2]):
         if wanted in (koan.name, koan.nodeid, f"{koan.path.name}::{koan.name}"):
             return koan
     return None

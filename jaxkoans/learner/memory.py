@@ -14,12 +14,12 @@ import hashlib
 import importlib.metadata
 import sys
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import koan_model
 from jaxkoans.learner import state
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.plugin.results import KoanResult, KoanState
 
 STORE = "results.json"
@@ -34,43 +34,41 @@ def _digest_files(paths: list[Path], digest) -> None:
         digest.update(path.read_bytes())
 
 
-@cache
-def environment() -> str:
-    """What every koan's result depends on besides its own file."""
+def environment(root: Path) -> str:
+    """What every koan's result depends on besides its own file (`root`: the course's); read
+    once per Memory, so an edit of the harness between two commands counts."""
     digest = hashlib.sha256(sys.version.encode())
     for name in PACKAGES:
         try:
             digest.update(f"{name}={importlib.metadata.version(name)}".encode())
         except importlib.metadata.PackageNotFoundError:
             digest.update(f"{name}=-".encode())
-    _digest_files(harness_files(), digest)
+    _digest_files(harness_files(root), digest)
     return digest.hexdigest()
 
 
-def harness_files() -> list[Path]:
-    """The harness in use (every module of jaxkoans/, not only the learner's), csrc/, the
-    course's conftest.py and pyproject.toml."""
+def harness_files(root: Path) -> list[Path]:
+    """The harness in use (every module of jaxkoans/, not only the learner's), and the course
+    at `root`'s csrc/, conftest.py and pyproject.toml."""
     harness = list(Path(__file__).resolve().parents[1].rglob("*.py"))
-    harness += [p for p in (course.REPO / "csrc").rglob("*") if p.is_file()]
-    return harness + [
-        p for p in (course.REPO / "conftest.py", course.REPO / "pyproject.toml") if p.is_file()
-    ]
+    harness += [p for p in (root / "csrc").rglob("*") if p.is_file()]
+    return harness + [p for p in (root / "conftest.py", root / "pyproject.toml") if p.is_file()]
 
 
-def file_key(test_file: Path) -> str:
-    digest = hashlib.sha256(environment().encode())
+def file_key(environment: str, test_file: Path) -> str:
+    digest = hashlib.sha256(environment.encode())
     manifest = test_file.parent / course.MANIFEST
     _digest_files([p for p in (test_file, manifest) if p.is_file()], digest)
     return digest.hexdigest()
 
 
-def koan_keys(test_file: Path) -> dict[str, str]:
+def koan_keys(environment: str, test_file: Path) -> dict[str, str]:
     """Each koan of `test_file` -> a key of what it depends on: everything `file_key` covers
     except the other koans' lines. Empty when the file does not parse."""
     model = koan_model.read(test_file)
     if model.tree is None:
         return {}
-    base = hashlib.sha256(environment().encode())
+    base = hashlib.sha256(environment.encode())
     manifest = test_file.parent / course.MANIFEST
     _digest_files([manifest] if manifest.is_file() else [], base)
     lines = model.lines
@@ -90,18 +88,26 @@ def koan_keys(test_file: Path) -> dict[str, str]:
 
 @dataclass
 class Memory:
+    root: Path  # the course's
     files: dict[str, dict] = field(default_factory=dict)  # path -> {key, koans, keys, problem}
     _keys: dict[str, str] = field(default_factory=dict, repr=False)
     _koan_keys: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    _environment: str = field(default="", repr=False)
+
+    @property
+    def environment(self) -> str:
+        if not self._environment:
+            self._environment = environment(self.root)
+        return self._environment
 
     def _key(self, path: str) -> str:
         if path not in self._keys:
-            self._keys[path] = file_key(course.REPO / path)
+            self._keys[path] = file_key(self.environment, self.root / path)
         return self._keys[path]
 
     def _koan_key(self, path: str, name: str) -> str | None:
         if path not in self._koan_keys:
-            self._koan_keys[path] = koan_keys(course.REPO / path)
+            self._koan_keys[path] = koan_keys(self.environment, self.root / path)
         return self._koan_keys[path].get(name)
 
     def _current(self, stored: dict, path: str, name: str) -> bool:
@@ -197,22 +203,22 @@ def _well_formed(entry: object) -> bool:
     )
 
 
-def load() -> Memory:
+def load(checkout: Checkout) -> Memory:
     """What is remembered; entries of the wrong shape are dropped (they are measured again)."""
-    data = state.load(STORE)
+    data = state.load(checkout.state, STORE)
     if data.get("schema") != SCHEMA or not isinstance(data.get("files"), dict):
-        return Memory()
-    return Memory(files={p: e for p, e in data["files"].items() if _well_formed(e)})
+        return Memory(checkout.root)
+    return Memory(checkout.root, {p: e for p, e in data["files"].items() if _well_formed(e)})
 
 
-def save(memory: Memory) -> None:
-    state.save(STORE, {"schema": SCHEMA, "files": memory.files})
+def save(checkout: Checkout, memory: Memory) -> None:
+    state.save(checkout.state, STORE, {"schema": SCHEMA, "files": memory.files})
 
 
-def note_passed(nodeid: str) -> None:
-    state.save(LAST, {"passed": nodeid})
+def note_passed(checkout: Checkout, nodeid: str) -> None:
+    state.save(checkout.state, LAST, {"passed": nodeid})
 
 
-def last_passed() -> str | None:
-    value = state.load(LAST).get("passed")
+def last_passed(checkout: Checkout) -> str | None:
+    value = state.load(checkout.state, LAST).get("passed")
     return value if isinstance(value, str) else None

@@ -8,14 +8,13 @@ is ignored by grade. Comments, blank lines and reformatting are not edits.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import fills, pristine
+from jaxkoans.course import fills
 from jaxkoans.course.koan_model import MODULE
-from jaxkoans.plugin import classify
+from jaxkoans.learner.checkout import Checkout
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted
 
@@ -32,9 +31,10 @@ class Outside:
         return f"{where} ({self.koan}): {self.what}"
 
 
-def edits_outside(koan_file: Path) -> list[Outside]:
+def edits_outside(checkout: Checkout, koan_file: Path) -> list[Outside]:
     """The edits of `koan_file` that grade ignores (none when the shipped file is unknown)."""
-    shipped = classify.pristine_text(koan_file)
+    found = checkout.shipped_text(checkout.relative(koan_file).as_posix())
+    shipped = found[1] if found else None
     try:
         current = Path(koan_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -48,48 +48,42 @@ def edits_outside(koan_file: Path) -> list[Outside]:
     return [Outside(Path(koan_file), e.student_line, e.owner, e.what) for e in taken.ignored]
 
 
-def course_files(chapters: list[course.Chapter]) -> list[Path]:
-    return [course.KOANS / c.number / name for c in chapters for name in c.files]
+def course_files(checkout: Checkout, chapters: list[course.Chapter]) -> list[Path]:
+    return [checkout.koans / c.number / name for c in chapters for name in c.files]
 
 
-def edits(chapters: list[course.Chapter]) -> list[Outside]:
-    """Every edit of the chosen chapters' koan files that grade ignores (read once per summary)."""
+def edits(checkout: Checkout, chapters: list[course.Chapter]) -> list[Outside]:
+    """Every edit of the chosen chapters' koan files that grade ignores (read once per summary;
+    a file identical to the shipped one has none, known from its blob id alone)."""
     return [
         edit
-        for path in course_files(chapters)
-        if path.is_file() and not _as_shipped(path)
-        for edit in edits_outside(path)
+        for path in course_files(checkout, chapters)
+        if path.is_file() and not checkout.is_shipped(checkout.relative(path).as_posix())
+        for edit in edits_outside(checkout, path)
     ]
 
 
-def _as_shipped(path: Path) -> bool:
-    """A file identical to the shipped one has no edit: known from one `git ls-tree` for the
-    course (jaxkoans/course/pristine.py), not a `git show` per file. Not under $JAXKOANS_PRISTINE,
-    whose tree, not git's, is then the shipped one."""
-    if os.environ.get(classify.PRISTINE_ENV) or not path.is_relative_to(course.REPO):
-        return False
-    return pristine.is_shipped(path.relative_to(course.REPO).as_posix())
-
-
-def touching(found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
+def touching(checkout: Checkout, found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
     """The edits of `found` in the lines of `koan` (a module-level edit touches every koan)."""
-    koan_file = course.REPO / koan_file
+    koan_file = checkout.root / koan_file
     return [e for e in found if e.file == koan_file and e.koan in (koan, MODULE)]
 
 
-def where(edit: Outside) -> str:
+def where(checkout: Checkout, edit: Outside) -> str:
     """file:line of an edit, relative to the course."""
-    root = course.REPO
+    root = checkout.root
     path = edit.file.relative_to(root) if edit.file.is_relative_to(root) else edit.file
     return f"{path.as_posix()}:{edit.line}" if edit.line else path.as_posix()
 
 
-def warnings(chapters: list[course.Chapter], found: list[Outside] | None = None) -> list[str]:
+def warnings(
+    checkout: Checkout, chapters: list[course.Chapter], found: list[Outside] | None = None
+) -> list[str]:
     """One bilingual line per edit that grade will not use, for the summary."""
-    found = edits(chapters) if found is None else found
+    found = edits(checkout, chapters) if found is None else found
     if not found:
         return []
-    root = course.REPO
+    root = checkout.root
     lines = [
         f"grade 不会使用这些改动（空、TODO 和修复区以外）/ grade will not use these edits "
         f"(outside the blanks, TODO bodies and fix regions): {len(found)}"

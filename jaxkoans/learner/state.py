@@ -14,13 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jaxkoans import course
-
 _warned: set[str] = set()
-
-
-def directory() -> Path:
-    return course.REPO / ".jaxkoans"
 
 
 def _warn_once(key: str, message: str) -> None:
@@ -29,9 +23,10 @@ def _warn_once(key: str, message: str) -> None:
         print(message, file=sys.stderr)
 
 
-def load(name: str) -> dict:
-    """The JSON object stored as `name`, or {} when there is none or it is damaged."""
-    path = directory() / name
+def load(directory: Path, name: str) -> dict:
+    """The JSON object stored as `name` in `directory` (a checkout's .jaxkoans/), or {} when
+    there is none or it is damaged."""
+    path = directory / name
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -56,9 +51,10 @@ def load(name: str) -> dict:
     return {}
 
 
-def save(name: str, data: dict) -> bool:
-    """Store `data` as `name`; False (with one message) when .jaxkoans/ cannot be written."""
-    target = directory() / name
+def save(directory: Path, name: str, data: dict) -> bool:
+    """Store `data` as `name` in `directory`; False (with one message) when it cannot be
+    written."""
+    target = directory / name
     try:
         target.parent.mkdir(exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.")

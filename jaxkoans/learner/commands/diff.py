@@ -8,9 +8,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-from jaxkoans import course
 from jaxkoans.course import koan_model
 from jaxkoans.learner import memory
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.koan_runs import Koan, find_koan, measure
 from jaxkoans.plugin.results import KoanState
 
@@ -24,17 +24,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve(target: str | None) -> tuple[Path | None, Koan | None]:
+def resolve(checkout: Checkout, target: str | None) -> tuple[Path | None, Koan | None]:
     """(koan file, koan) named by `target`; the koan is None when a whole file was named.
     Without a target: the koan that passed last, else the next koan."""
     if target and Path(target).is_file():
         return Path(target).resolve(), None
     if target:
-        koan = find_koan(target)
+        koan = find_koan(checkout, target)
     else:
-        just_passed = memory.last_passed()
-        koan = (find_koan(just_passed) if just_passed else None) or find_koan(None)
-    return (course.REPO / koan.path, koan) if koan else (None, None)
+        just_passed = memory.last_passed(checkout)
+        koan = (find_koan(checkout, just_passed) if just_passed else None) or find_koan(
+            checkout, None
+        )
+    return (checkout.root / koan.path, koan) if koan else (None, None)
 
 
 def koan_lines(path: Path, names: list[str]) -> list[str]:
@@ -59,20 +61,20 @@ def syntax_error(path: Path) -> str | None:
     )
 
 
-def unpassed(koan_file: Path, koan: Koan | None) -> list[str]:
-    relative = koan_file.relative_to(course.REPO).as_posix()
-    chapter = course.chapter_for(koan_file)
-    progress = measure(chapter.number if chapter else None, only=relative)  # this file only
+def unpassed(checkout: Checkout, koan_file: Path, koan: Koan | None) -> list[str]:
+    relative = koan_file.relative_to(checkout.root).as_posix()
+    chapter = checkout.chapter_for(koan_file)
+    progress = measure(checkout, chapter.number if chapter else None, only=relative)
     own = list(progress.koans)
     if koan is not None:
         own = [k for k in own if k.name == koan.name]
     return [k.name for k in own if k.state != KoanState.PASSED]
 
 
-def answers_note() -> str:
+def answers_note(checkout: Checkout) -> str:
     """Where the answers are: what the student release says (koans/course.toml `answers`)."""
     try:
-        manifest = tomllib.loads((course.KOANS / "course.toml").read_text(encoding="utf-8"))
+        manifest = tomllib.loads((checkout.koans / "course.toml").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
         manifest = {}
     note = manifest.get("answers")
@@ -82,17 +84,18 @@ def answers_note() -> str:
 
 
 def run(args) -> int:
-    koan_file, koan = resolve(args.target)
-    if koan_file is None or course.KOANS not in koan_file.parents:
+    checkout = args.checkout
+    koan_file, koan = resolve(checkout, args.target)
+    if koan_file is None or checkout.koans not in koan_file.parents:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2
-    answer = course.ANSWERS / koan_file.relative_to(course.KOANS)
+    answer = checkout.answer_of(koan_file)
     if not answer.is_file():
-        print(f"没有答案文件 / no answer file: {answer.relative_to(course.REPO)}")
-        print(f"  {answers_note()}")
+        print(f"没有答案文件 / no answer file: {answer.relative_to(checkout.root)}")
+        print(f"  {answers_note(checkout)}")
         return 1
     if not args.force:
-        waiting = unpassed(koan_file, koan)
+        waiting = unpassed(checkout, koan_file, koan)
         if waiting:
             print(
                 "还没通过，先不看答案 / not passed yet, so no answer for now: " + ", ".join(waiting)
@@ -115,13 +118,13 @@ def run(args) -> int:
     else:
         mine = koan_file.read_text(encoding="utf-8").splitlines(keepends=True)
         theirs = answer.read_text(encoding="utf-8").splitlines(keepends=True)
-    label = koan_file.relative_to(course.REPO).as_posix()
+    label = koan_file.relative_to(checkout.root).as_posix()
     lines = list(
         difflib.unified_diff(
             mine,
             theirs,
             f"{label} (yours / 你的)",
-            f"{answer.relative_to(course.REPO).as_posix()} (answer / 答案)",
+            f"{answer.relative_to(checkout.root).as_posix()} (answer / 答案)",
         )
     )
     sys.stdout.writelines(lines or ["与答案一致 / identical to the answer\n"])

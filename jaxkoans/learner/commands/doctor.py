@@ -12,7 +12,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    results = doctor.checks()
+    results = doctor.checks(args.checkout)
     for check in results:
         print(("✅ " if check.ok else "❌ ") + check.line)
         if not check.ok and check.fix:

@@ -7,6 +7,7 @@ import locale
 import os
 
 from jaxkoans.learner import state
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.koan_runs import Koan, find_koan
 
@@ -36,18 +37,20 @@ def _seen_level(seen: dict, nodeid: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def reveal(koan: Koan, lang: str, level: int | None = None, again: str = AGAIN) -> list[str]:
+def reveal(
+    checkout: Checkout, koan: Koan, lang: str, level: int | None = None, again: str = AGAIN
+) -> list[str]:
     """The lines to show: one more level than last time (or `level` levels), remembered;
     `again` says how to see the next level."""
     hint = koan.chapter.hint(koan.path.name, koan.name)
     if hint is None:
         return [f"没有提示 / no hint for {koan.name}"]
     levels = hint.zh if lang == "zh" else hint.en
-    seen = state.load(SEEN)
+    seen = state.load(checkout.state, SEEN)
     shown = level if level is not None else _seen_level(seen, koan.nodeid) + 1
     shown = max(1, min(shown, len(levels)))
     seen[koan.nodeid] = max(shown, _seen_level(seen, koan.nodeid))
-    state.save(SEEN, seen)
+    state.save(checkout.state, SEEN, seen)
     lines = [f"💡 {koan.chapter.number} · {koan.path.name}::{koan.name}  ({shown}/{len(levels)})"]
     lines += [f"  {i}. {text}" for i, text in enumerate(levels[:shown], start=1)]
     if shown < len(levels):
@@ -57,11 +60,11 @@ def reveal(koan: Koan, lang: str, level: int | None = None, again: str = AGAIN) 
 
 def run(args) -> int:
     _, wanted = chosen_chapters(args)
-    koan = find_koan(args.koan, wanted)
+    koan = find_koan(args.checkout, args.koan, wanted)
     if koan is None:
         print(
             f"找不到 koan / no such koan: {args.koan}" if args.koan else "🎉 全部通过 / all passed"
         )
         return 1
-    print("\n".join(reveal(koan, args.lang, args.level)))
+    print("\n".join(reveal(args.checkout, koan, args.lang, args.level)))
     return 0

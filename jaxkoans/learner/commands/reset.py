@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from jaxkoans import course
 from jaxkoans.course import pristine, unfill
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.diff import resolve
 
 
@@ -29,22 +29,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def target_file(target: str) -> Path | None:
+def target_file(checkout: Checkout, target: str) -> Path | None:
     """The koan file `target` names: a koan, an existing file, or a deleted koan file's path."""
-    koan_file, _ = resolve(target)
+    koan_file, _ = resolve(checkout, target)
     if koan_file is not None:
         return koan_file
-    for base in (Path.cwd(), course.REPO):
+    for base in (Path.cwd(), checkout.root):
         candidate = (base / target).resolve()
-        if course.KOANS in candidate.parents and candidate.name.startswith("test_"):
+        if checkout.koans in candidate.parents and candidate.name.startswith("test_"):
             return candidate
     return None
 
 
-def _from_git(ref: str, relative: str) -> tuple[str, str] | None:
+def _from_git(checkout: Checkout, ref: str, relative: str) -> tuple[str, str] | None:
     try:
         shown = subprocess.run(
-            ["git", "-C", str(course.REPO), "show", f"{ref}:{relative}"],
+            ["git", "-C", str(checkout.root), "show", f"{ref}:{relative}"],
             capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
@@ -60,13 +60,14 @@ def confirm(question: str) -> bool:
 
 
 def run(args) -> int:
-    _, koan = resolve(args.target)
-    koan_file = target_file(args.target)
-    if koan_file is None or course.KOANS not in koan_file.parents:
+    checkout = args.checkout
+    _, koan = resolve(checkout, args.target)
+    koan_file = target_file(checkout, args.target)
+    if koan_file is None or checkout.koans not in koan_file.parents:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2
-    relative = koan_file.relative_to(course.REPO).as_posix()
-    found = _from_git(args.ref, relative) if args.ref else pristine.shipped_text(relative)
+    relative = koan_file.relative_to(checkout.root).as_posix()
+    found = _from_git(checkout, args.ref, relative) if args.ref else checkout.shipped_text(relative)
     if found is None:
         where = f"git {args.ref}" if args.ref else pristine.SOURCE
         print(f"找不到原始文件 / no pristine copy of {koan_file.name} in {where}")
@@ -108,5 +109,5 @@ def run(args) -> int:
             " — 文件没有改动 / your file is unchanged (a read-only checkout?)"
         )
         return 1
-    print(f"✅ {what} ← {ref};  你的版本 / yours: {backup.relative_to(course.REPO).as_posix()}")
+    print(f"✅ {what} ← {ref};  你的版本 / yours: {backup.relative_to(checkout.root).as_posix()}")
     return 0

@@ -7,10 +7,10 @@ The reveals are remembered in `.jaxkoans/reveals.jsonl` (jaxkoans/plugin/reveal_
 from __future__ import annotations
 
 import argparse
-import os
 
 from jaxkoans.api import REVEAL_ENV
 from jaxkoans.learner import runner
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.koan_runs import find_koan
 from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
@@ -27,10 +27,14 @@ def reveal_command(nodeid: str) -> list[str]:
     return runner.pytest_command([nodeid], options=("--koans-reveal", *WHOLE, "-p", "no:xdist"))
 
 
-def run_revealed(nodeid: str, timeout_s: float = RUN_TIMEOUT_S) -> tuple[int | None, str]:
+def run_revealed(
+    checkout: Checkout, nodeid: str, timeout_s: float = RUN_TIMEOUT_S
+) -> tuple[int | None, str]:
     """Run one koan with its values shown; (pytest's exit code or None on a timeout, output)."""
-    env = {**os.environ, REVEAL_ENV: "1"}
-    code, output = runner.run_in_group(reveal_command(nodeid), timeout_s, env=env, keep_stdout=True)
+    code, output = runner.run_in_group(
+        reveal_command(nodeid), timeout_s, cwd=checkout.root,
+        env=checkout.env({REVEAL_ENV: "1"}), keep_stdout=True,
+    )  # fmt: skip
     if code is None:
         return None, f"⏱️ 超时 / timed out after {timeout_s:.0f} s"
     return code, output
@@ -43,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     _, wanted = chosen_chapters(args)
-    koan = find_koan(args.koan, wanted)
+    koan = find_koan(args.checkout, args.koan, wanted)
     if koan is None:
         print(f"找不到 koan / no such koan: {args.koan}")
         return 1
@@ -52,7 +56,7 @@ def run(args) -> int:
         "  揭晓：显示 JAX 算出的值。之后通过记为“揭晓后通过”。\n"
         "  Revealed: what JAX computed is shown; passing it now counts as passed (revealed).\n"
     )
-    code, output = run_revealed(koan.nodeid)
+    code, output = run_revealed(args.checkout, koan.nodeid)
     print(output.rstrip())
     if code == 0:
         print("\n✅ 这个 koan 已经通过，没有隐藏的值 / this koan passes: nothing was hidden")

@@ -34,8 +34,9 @@ def mark_ignored_edits(progress: Progress, found: list[outside.Outside]) -> None
     grade runs it without them, so progress does not call it a plain pass."""
     for koan in progress.koans:
         if koan.state == KoanState.PASSED:
-            touched = outside.touching(found, koan.path, koan.name)
-            koan.ignored_edits = [f"{outside.where(e)}: {e.what}" for e in touched]
+            touched = outside.touching(progress.checkout, found, koan.path, koan.name)
+            where = [outside.where(progress.checkout, e) for e in touched]
+            koan.ignored_edits = [f"{at}: {e.what}" for at, e in zip(where, touched, strict=True)]
 
 
 def clean_pass(koan: Koan) -> bool:
@@ -84,7 +85,7 @@ def show(
         own = progress.of(chapter)
         c = counts(own)
         print(f"  {chapter.number} {chapter.title_zh} / {chapter.title_en}")
-        seen = passed_revealed(own)  # passed after a reveal: learned, but not predicted
+        seen = passed_revealed(progress, own)  # passed after a reveal: learned, not predicted
         print(
             f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
             f"  ✅ {c['passed']}  ❌ {c['failing']}  ✍️ {c['not_started']}"
@@ -109,9 +110,7 @@ def show(
             print(f"   {koan.nodeid}  ←  {koan.ignored_edits[0]}")
         if len(flagged) > outside.MAX_SHOWN:
             print(f"   … {len(flagged) - outside.MAX_SHOWN} more")
-    warned = outside.warnings(
-        chapters, found
-    )  # edits grade will not use (jaxkoans/learner/outside.py)
+    warned = outside.warnings(progress.checkout, chapters, found)  # edits grade will not use
     if warned:
         print("\n⚠️  " + "\n".join(warned))
     if total[SKIPPED]:
@@ -145,13 +144,13 @@ def show(
     print(f"  提示 / hint:  python progress.py hint {following.name}")
 
 
-def passed_revealed(koans: list[Koan]) -> int:
+def passed_revealed(progress: Progress, koans: list[Koan]) -> int:
     """How many of `koans` passed after the learner asked to see a hidden value."""
-    seen = revealed()
+    seen = revealed(progress.checkout.root)
     return sum(clean_pass(k) and k.nodeid in seen for k in koans)
 
 
-def koan_dict(k: Koan) -> dict:
+def koan_dict(k: Koan, seen: set[str]) -> dict:
     return {
         "chapter": k.chapter.number,
         "nodeid": k.nodeid,
@@ -162,13 +161,14 @@ def koan_dict(k: Koan) -> dict:
         "cause": k.cause,
         "note": k.note,
         # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
-        "revealed": k.state == KoanState.PASSED and k.nodeid in revealed(),
+        "revealed": k.state == KoanState.PASSED and k.nodeid in seen,
         # edits in its lines that grade ignores ("file:line: what"): a pass grade may not give
         "ignored_edits": k.ignored_edits,
     }
 
 
 def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan | None) -> dict:
+    seen = revealed(progress.checkout.root)
     return {
         "schema": 1,
         "chapters": [
@@ -178,24 +178,24 @@ def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan 
                 "title_en": c.title_en,
                 "total": len(progress.of(c)),
                 **counts(progress.of(c)),
-                "passed_revealed": passed_revealed(progress.of(c)),
+                "passed_revealed": passed_revealed(progress, progress.of(c)),
             }
             for c in chapters
         ],
         "total": {"total": len(progress.koans), **counts(progress.koans)},
-        "passed_revealed": passed_revealed(progress.koans),
-        "next": koan_dict(following) if following else None,
-        "koans": [koan_dict(k) for k in progress.koans],
+        "passed_revealed": passed_revealed(progress, progress.koans),
+        "next": koan_dict(following, seen) if following else None,
+        "koans": [koan_dict(k, seen) for k in progress.koans],
         "problems": progress.problems,
     }
 
 
 def run(args) -> int:
     chapters, wanted = chosen_chapters(args)
-    progress = measure(wanted, reuse=not args.all)
-    found = outside.edits(chapters)  # read once: the marks and the warnings
+    progress = measure(args.checkout, wanted, reuse=not args.all)
+    found = outside.edits(args.checkout, chapters)  # read once: the marks and the warnings
     mark_ignored_edits(progress, found)
-    following = progress.next_koan(recommended_path(), wanted)
+    following = progress.next_koan(recommended_path(args.checkout), wanted)
     if args.json:
         print(json.dumps(as_json(progress, chapters, following), ensure_ascii=False, indent=2))
     else:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.learner import memory, warm
+from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.hint import default_language, reveal
 from jaxkoans.learner.commands.reveal import WHOLE
 from jaxkoans.learner.keys import Keys
@@ -64,12 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def course_koans(chapter: str | None) -> list[Koan]:
+def course_koans(checkout: Checkout, chapter: str | None) -> list[Koan]:
     """Every koan in the order of the course's recommended path."""
-    rank = {number: i for i, number in enumerate(recommended_path())}
-    chapters = [c for c in course.all_chapters() if chapter in (None, c.number)]
+    rank = {number: i for i, number in enumerate(recommended_path(checkout))}
+    chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
     chapters.sort(key=lambda c: (rank.get(c.number, len(rank)), c.number))
-    return inventory(course.KOANS, chapters)
+    return inventory(checkout, chapters)
 
 
 def label(koan: Koan) -> str:
@@ -174,6 +175,7 @@ class Session:
         self, args, koans: list[Koan], plugins: list[object], scratch: Path, watcher: Watcher
     ) -> None:
         self.args = args
+        self.checkout: Checkout = getattr(args, "checkout", None) or Checkout.here()
         self.koans = koans
         self.plugins = plugins
         self.scratch = scratch
@@ -216,7 +218,7 @@ class Session:
             self.job = None
             return
         files = {k.path.as_posix() for k in koans}
-        self.digests = {f: digest(course.REPO / f) for f in files}
+        self.digests = {f: digest(self.checkout.root / f) for f in files}
         nodeids, ready = [k.nodeid for k in koans], self.prepared
         self.prepared = None
         if ready is not None and ready.serves(nodeids, extra):
@@ -227,7 +229,7 @@ class Session:
             ready.stop()
         for file in files:
             with self.keys.listening():
-                warm.preload(course.REPO / file)
+                warm.preload(self.checkout.root / file)
         self.run = warm.Run(nodeids, self.plugins, self.scratch, self.args.timeout, extra)
 
     def prepare(self) -> None:
@@ -238,7 +240,7 @@ class Session:
         if wanted is None or self.run is not None or self.job is not None or self.prepared:
             return
         with self.keys.listening():
-            warm.preload(course.REPO / self.focus.path)
+            warm.preload(self.checkout.root / self.focus.path)
         self.prepared = warm.Run(
             wanted, self.plugins, self.scratch, self.args.timeout, prepared=True
         )
@@ -255,29 +257,29 @@ class Session:
     def _learn(self, outcome: warm.Outcome) -> None:
         """Keep each verdict for this session and in progress.py's memory (so that `hint`,
         `diff` and the summary after a watch run nothing), for files unchanged since."""
-        remembered, verdicts = memory.load(), {}
+        remembered, verdicts = memory.load(self.checkout), {}
         for nodeid, result in results.by_koan(outcome.events).items():
             path = result.path
             self.known[nodeid] = (result.state, self.digests.get(path))
-            if self.digests.get(path) == digest(course.REPO / path) and result.state in (
+            if self.digests.get(path) == digest(self.checkout.root / path) and result.state in (
                 PASSED,
                 KoanState.FAILING,
                 KoanState.NOT_STARTED,
             ):
                 verdicts.setdefault(path, {})[result.name] = result
             if result.state == PASSED:
-                memory.note_passed(nodeid)
+                memory.note_passed(self.checkout, nodeid)
         for path, found in verdicts.items():
             remembered.learn(path, found)
         if verdicts:
-            memory.save(remembered)
+            memory.save(self.checkout, remembered)
 
     def _passes(self, koan: Koan, remembered: memory.Memory) -> bool:
         """Known to pass in its file's present content (from this session or progress.py)."""
         file = koan.path.as_posix()
         if koan.nodeid in self.known:
             state, seen = self.known[koan.nodeid]
-            if seen == digest(course.REPO / file):
+            if seen == digest(self.checkout.root / file):
                 return state == PASSED
         copy = dataclasses.replace(koan)
         return remembered.recall(copy) and copy.state == PASSED
@@ -285,7 +287,7 @@ class Session:
     def check(self, koan: Koan) -> Job:
         """Run `koan`; show its verdict; when it passes, go on to the next koan. The koans of
         its file that passed before and whose code changed since run too (broken again?)."""
-        self.ran_digest = digest(course.REPO / koan.path)
+        self.ran_digest = digest(self.checkout.root / koan.path)
         outcome = yield [koan], ()
         self._learn(outcome)
         state, text = verdict(koan, outcome, self.args.timeout)
@@ -304,7 +306,7 @@ class Session:
     def recheck(self, koan: Koan) -> Generator[Request, warm.Outcome, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
         as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
-        remembered = memory.load()
+        remembered = memory.load(self.checkout)
         others = [
             k
             for k in self.koans
@@ -345,7 +347,7 @@ class Session:
         added, renamed or moved koans since the watch began."""
         own = [i for i, k in enumerate(self.koans) if k.path == koan.path]
         if own:
-            listed = listed_koans(course.REPO / koan.path)
+            listed = listed_koans(self.checkout.root / koan.path)
             fresh = [Koan(koan.chapter, koan.path, n, line, doc=d) for n, line, d in listed]
             self.koans[own[0] : own[-1] + 1] = fresh
         for i, each in enumerate(self.koans):
@@ -357,7 +359,7 @@ class Session:
         """Focus on the first koan from `start` on (wrapping around) that does not pass. What
         this session or progress.py knows is trusted; the rest runs, a file's koans together
         and stopping at the first that does not pass (-x)."""
-        remembered, count, i = memory.load(), len(self.koans), 0
+        remembered, count, i = memory.load(self.checkout), len(self.koans), 0
         while i < count:
             koan = self.koans[(start + i) % count]
             if self._passes(koan, remembered):
@@ -399,7 +401,7 @@ class Session:
 
     def next_chapter(self, chapter: course.Chapter) -> str:
         """Where the watch goes next, and why there: the course's recommended path."""
-        path = " → ".join(recommended_path())
+        path = " → ".join(recommended_path(self.checkout))
         return (
             f"➡️ 第 {chapter.number} 章 / on to chapter {chapter.number}: "
             f"{chapter.title_zh} / {chapter.title_en}  (课程顺序 / the course's path: {path})"
@@ -415,7 +417,7 @@ class Session:
         chapter = self.args.chapter.zfill(2) if self.args.chapter else None
         if chapter is None:
             return f"🎉 全部通过！/ every koan passes!{skipped}"
-        path = recommended_path()
+        path = recommended_path(self.checkout)
         later = path[path.index(chapter) + 1 :] if chapter in path else []
         following = (
             f"  下一章 / next: python progress.py watch --chapter {later[0]}" if later else ""
@@ -432,7 +434,7 @@ class Session:
         if self.focus is None or koan.nodeid != self.focus.nodeid:
             self.focus = koan
             self.ran_digest = self.digests.get(koan.path.as_posix())
-            self.watcher.watch_closely(course.REPO / koan.path)
+            self.watcher.watch_closely(self.checkout.root / koan.path)
         keys = KEYS_TTY if self.keys.tty else KEYS_PIPE
         stamp = f"⌚ {outcome.seconds:.1f} s · {time.strftime('%H:%M:%S')}"
         self.console.screen(*header, text, f"{stamp}    {keys}")
@@ -446,9 +448,12 @@ class Session:
             return
         elif key == "h":
             course.load_chapter.cache_clear()  # hints edited since: read them again
-            chapter = course.chapter_for(course.REPO / self.focus.path) or self.focus.chapter
+            chapter = (
+                self.checkout.chapter_for(self.checkout.root / self.focus.path)
+                or self.focus.chapter
+            )
             koan = dataclasses.replace(self.focus, chapter=chapter)
-            self.console.say(*reveal(koan, self.args.lang, again=AGAIN_KEY))
+            self.console.say(*reveal(self.checkout, koan, self.args.lang, again=AGAIN_KEY))
         elif key == "n":
             self.console.note(f"⏭️ 跳过 / skipped  ·  {label(self.focus)}")
             self.start(self.search(self.after(self.focus)))
@@ -462,7 +467,7 @@ class Session:
             course.load_chapter.cache_clear()
         if self.focus is None or path.suffix not in (".py", ".toml"):
             return False
-        if path == course.REPO / self.focus.path:
+        if path == self.checkout.root / self.focus.path:
             return True
         if path.name == course.MANIFEST:
             return path.parent.name == self.focus.chapter.number
@@ -477,7 +482,7 @@ class Session:
         paths = {p for p in changes if self._relevant(p)}
         if not paths or self.focus is None:
             return
-        own = course.REPO / self.focus.path
+        own = self.checkout.root / self.focus.path
         content = digest(own)
         if content is None or (paths == {own} and content == self.ran_digest):
             return  # in the middle of a save by rename, or saved unchanged
@@ -513,13 +518,16 @@ def run(args) -> int:
         print("watch 需要 Linux、macOS 或 WSL / watch needs Linux, macOS or WSL", file=sys.stderr)
         return 1
     chapter = args.chapter.zfill(2) if args.chapter else None
-    koans = course_koans(chapter)
+    if args.checkout.root != course.REPO:  # its runs fork this process, whose harness is there
+        print(f"watch 只监视 / watches only the course at {course.REPO}", file=sys.stderr)
+        return 2
+    koans = course_koans(args.checkout, chapter)
     if not koans:
         print(f"没有 koan / no koans{f' in chapter {chapter}' if chapter else ''}", file=sys.stderr)
         return 2
     focus = None
     if args.koan:
-        found = find_koan(args.koan, chapter)
+        found = find_koan(args.checkout, args.koan, chapter)
         focus = next((k for k in koans if found and k.nodeid == found.nodeid), None)
         if focus is None:
             print(f"找不到 koan / no such koan: {args.koan}", file=sys.stderr)
@@ -532,7 +540,7 @@ def run(args) -> int:
         print(error, file=sys.stderr)
         return 1
     with contextlib.ExitStack() as stack:
-        watcher = stack.enter_context(Watcher(course.KOANS, poll=args.poll))
+        watcher = stack.enter_context(Watcher(args.checkout.koans, poll=args.poll))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jaxkoans-watch-")))
         session = Session(args, koans, plugins, scratch, watcher)
         stack.enter_context(session.keys)
@@ -540,7 +548,7 @@ def run(args) -> int:
         stack.callback(session.close)
         console = session.console
         say = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
-        say(f"👀 监视 / watching {course.KOANS.name}/ ({watcher.why}); Ctrl-C 退出 / quits")
+        say(f"👀 监视 / watching {args.checkout.koans.name}/ ({watcher.why}); Ctrl-C 退出 / quits")
         try:
             session.start(session.check(focus) if focus else session.search(0))
             return session.loop()

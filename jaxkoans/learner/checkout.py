@@ -76,9 +76,6 @@ class Checkout:
             return None
         return pristine.SOURCE, entry["text"]
 
-    def predictions(self, relative: str) -> dict[tuple[int, int], str]:
-        return pristine.kinds_of(pristine.read_manifest(self.koans).get(relative) or {})
-
     def is_shipped(self, relative: str) -> bool:
         """True when the file at `relative` (under the root) is exactly as shipped."""
         entry = pristine.read_manifest(self.koans).get(relative)

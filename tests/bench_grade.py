@@ -7,9 +7,9 @@ Issue 33's measure: grading a solved copy costs at most 1.3x the answer key's ru
 machine in the same run. Not collected by pytest (the name does not start with test_).
 
 Each round runs both, answers first in odd rounds and grade first in even ones, so that a drift
-in the machine's speed falls on both. The answers run in a copy of the course's tracked files
-(JAXKOANS_ROOT), with a build/ffi/ of its own: both then compile chapter 05's C++, as grade's
-copy of the course does. The solved copy is each koan file replaced by its answer. A grade that
+in the machine's speed falls on both. Both use the course as committed (HEAD): the answers run in
+grade's own export of it (JAXKOANS_ROOT; the checkout is never touched), with a build/ of its
+own, so both compile chapter 05's C++. The solved copy is each koan file replaced by its answer. A grade that
 does not pass every koan stops the benchmark: its time would measure something else.
 """
 
@@ -26,27 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from jaxkoans.grader import grading
+
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 3600  # one run of either; the whole course takes minutes
 
 
-def tracked_course(into: Path) -> None:
-    """The checkout's tracked files (what a clone has), copied to `into`."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True, timeout=60
-    ).stdout.decode("utf-8")
-    for rel in filter(None, listed.split("\0")):
-        if (REPO / rel).is_file():
-            (into / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, into / rel)
-
-
-def solved_copy(course: Path, into: Path) -> None:
+def solved_copy(pristine, into: Path) -> None:
     """A student's copy in which every koan file is its answer."""
-    for answer in sorted((course / "answers").glob("*/*.py")):
-        koan = into / "koans" / answer.relative_to(course / "answers")
-        koan.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(answer, koan)
+    for rel in pristine.files:
+        answer = pristine.root / "answers" / Path(rel).relative_to("koans")
+        (into / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(answer, into / rel)
 
 
 def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -85,9 +76,9 @@ def main() -> int:
     parser.add_argument("--chapter", help="one chapter, e.g. 10 (default: the whole course)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="jaxkoans-bench-grade-") as scratch:
-        course, solved = Path(scratch) / "course", Path(scratch) / "solved"
-        tracked_course(course)
-        solved_copy(course, solved)
+        pristine = grading.prepare_course("HEAD", Path(scratch))  # what grade grades against
+        course, solved = pristine.root, Path(scratch) / "solved"
+        solved_copy(pristine, solved)
         report = Path(scratch) / "grade.json"
         answers, grades = [], []
         for run in range(1, options.runs + 1):

@@ -1578,6 +1578,99 @@ def test_only_koans_whose_run_reaches_literal_predictions_share_a_process(edit, 
     assert running_course_code(shipped, graded, koans, {}) == course_code
 
 
+def test_each_koan_is_told_which_of_the_students_definitions_it_reaches():
+    """The grade's chains share a process between koans of a file by what each reaches: a
+    solved TODO by name, through a fixture or a string; nothing for literal predictions."""
+    from jaxkoans.grader.course_code import student_code_reached
+
+    shipped = SHARED_PRISTINE.format(autouse="False", every="0")
+    graded = shipped.replace('todo("helper")', "return 2 * x").replace("== __", "== 2")
+    koans = ["test_plain", "test_helper", "test_fixture", "test_by_name"]
+    reached = student_code_reached(shipped, graded, koans, {})
+    helper = frozenset({"helper"})
+    assert reached == {"test_plain": frozenset(), "test_helper": helper, "test_fixture": helper, "test_by_name": helper}  # fmt: skip
+    assert student_code_reached(shipped, "def broken(:", koans, {}) == {}  # no one can say
+
+
+KOAN_C = '''"""假的第三章 / a fake chapter: a capstone, built on its first TODO."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxkoans import todo  # noqa: F401
+
+BUILT = []
+
+
+def first(x):
+    """Adds one."""
+    todo("return x + 1")
+
+
+def second(x):
+    """Doubles first(x)."""
+    todo("return first(x) * 2")
+
+
+@pytest.fixture(scope="module")
+def table():
+    BUILT.append("table")
+    return jnp.arange(3)
+
+
+def test_first(table):
+    """第一步。first() adds one."""
+    np.testing.assert_array_equal(first(table), [1, 2, 3])
+
+
+def test_second(table):
+    """第二步。second() doubles first(); the module's fixture is built once in a process."""
+    np.testing.assert_array_equal(second(table), [2, 4, 6])
+    assert BUILT.count("table") == 1
+
+
+def test_first_again(table):
+    """再用 first。Only first() runs here, and nothing second() did."""
+    np.testing.assert_array_equal(first(table) - 1, [0, 1, 2])
+    assert "doubled" not in BUILT  # (a string naming a definition would reach it)
+'''
+SOLVED_C = KOAN_C.replace('todo("return x + 1")', "return x + 1").replace(
+    'todo("return first(x) * 2")', "return first(x) * 2"
+)
+
+
+@pytest.fixture(scope="module")
+def chain_course(fake_course, tmp_path_factory) -> Path:
+    """The fake course with a third chapter: three koans on two TODOs, the second built on
+    the first."""
+    root = tmp_path_factory.mktemp("chains") / "course"
+    shutil.copytree(fake_course, root)
+    write(root / "koans" / "course.toml", 'path = ["01", "02", "03"]\n')
+    write(root / "koans/03/chapter.toml", MANIFEST.format(zh="第三章", en="Chains", file="test_c.py"))  # fmt: skip
+    write(root / "koans/03/test_c.py", KOAN_C)
+    write(root / "answers/03/test_c.py", SOLVED_C)
+    shipped_course.write(root)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a chain"], check=True)
+    return root
+
+
+def test_a_koan_shares_a_process_only_with_koans_whose_code_it_reaches(chain_course, tmp_path):
+    """test_second reaches all that test_first reached (first) and more: it runs in
+    test_first's process, with the module's fixture still built. test_first_again reaches
+    less than test_second did (not second): it gets a process of its own, where nothing
+    second() did is left."""
+    marked = SOLVED_C.replace("return first(x) * 2", 'BUILT.append("doubled")\n    return first(x) * 2')  # fmt: skip
+    copy = student(chain_course, tmp_path / "s", {"koans/03/test_c.py": marked})
+    pristine = grading.prepare_course(str(chain_course), tmp_path / "pristine")
+    grade = grading.grade(copy, grading.select(pristine, ["03"], None), grading.Options(workers=1))  # fmt: skip
+    status = statuses(grade)
+    assert status == dict.fromkeys(["test_first", "test_second", "test_first_again"], "passed"), status  # fmt: skip
+    assert grade.run["chained"] == 1 and grade.run["shared"] == 0, grade.run
+
+
 KILLS_ITS_SIBLINGS = _body("""
     import os, signal
     for pid in os.listdir("/proc"):

@@ -7,7 +7,8 @@ it, so it needs no process of its own to keep its neighbours honest. The grade r
 in one long-lived process per worker (`run_guard._ForkEachKoan`), which keeps JAX's compiled
 programs from one koan to the next as `pytest answers` does. Everything else (a TODO body, a
 fix region, a helper, a fill that computes, any edit the tamper check flagged) keeps its own
-forked process.
+forked process, except where the koans before it in that process reached nothing it does not
+reach itself (`student_code_reached`): the chain of a capstone's koans keeps its programs too.
 """
 
 from __future__ import annotations
@@ -20,29 +21,40 @@ from jaxkoans.course import predictions
 PREDICTION_NAMES = (predictions.DTYPE, predictions.EXCEPTION)
 
 
+MODULE = "<module>"  # the file's module-level code, where the student changed it
+
+
 def running_course_code(
     pristine_text: str, graded_text: str, koans: list[str], kinds: dict[tuple[int, int], str]
 ) -> set[str]:
     """The koans of `koans` whose run reaches only course code and literal predictions.
 
     `kinds`: the pristine file's prediction blanks, (line, column) -> kind (predictions.py)."""
+    reached = student_code_reached(pristine_text, graded_text, koans, kinds)
+    return {koan for koan, names in reached.items() if not names}
+
+
+def student_code_reached(
+    pristine_text: str, graded_text: str, koans: list[str], kinds: dict[tuple[int, int], str]
+) -> dict[str, frozenset[str]]:
+    """koan -> the student's code its run can reach: the top-level definitions of the graded
+    file that differ from the pristine ones (but for literal predictions), and `MODULE` where
+    the module-level code differs (it runs before every koan). Empty: course code only. A koan
+    left out (a file that does not parse) reaches what no one can say."""
     try:
         pristine, graded = ast.parse(pristine_text), ast.parse(graded_text)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
-        return set()
+        return {}
     p_defs, g_defs = _definitions(pristine), _definitions(graded)
     trusted = _Trusted(kinds, graded)
-    if not trusted.same(_module_code(pristine), _module_code(graded)):
-        return set()  # module-level code (a region at the top level) reaches every koan
+    module = set() if trusted.same(_module_code(pristine), _module_code(graded)) else {MODULE}
     changed = {name for name, node in g_defs.items() if not trusted.same(p_defs.get(name), node)}
-    if not changed:
-        return {koan for koan in koans if koan in g_defs}
     autouse = {name for name, node in g_defs.items() if _autouse(node)}
     names_in = {name: _names(node) & g_defs.keys() for name, node in g_defs.items()}
     return {
-        koan
+        koan: frozenset(((_reach(koan, names_in) | autouse) & changed) | module)
         for koan in koans
-        if koan in g_defs and not (_reach(koan, names_in) | autouse) & changed
+        if koan in g_defs
     }
 
 

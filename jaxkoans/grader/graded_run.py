@@ -23,6 +23,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,18 +106,20 @@ def run(
     targets: list[str],
     koans: int,
     options: Options,
-    course_code: frozenset[str] = frozenset(),
+    reached: Mapping[str, frozenset[str]] | None = None,
 ) -> Outcome:
     """Run the koan files `targets` (holding `koans` koans) of the workdir `work`, in the
     sandbox where there is one; `scratch` takes what the grader keeps of the run.
-    `course_code`: the koans ("file::name") that run no code of the student's (the guard runs
-    them in one shared process per worker)."""
+    `reached`: koan ("file::name") -> the student's definitions its run reaches
+    (`course_code.py`); the guard runs the koans that reach none in one shared process per
+    worker, and a koan after one of its file that reached nothing else in that process."""
     guard_dir, tmp = scratch / "guard", scratch / "tmp"
     for directory in (guard_dir, tmp):
         directory.mkdir()
     shutil.copyfile(run_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
-    listed = guard_dir / "course_code.json"
-    listed.write_text(json.dumps(sorted(course_code)), encoding="utf-8")
+    listed = guard_dir / "reached.json"
+    reached = {koan: sorted(names) for koan, names in sorted((reached or {}).items())}
+    listed.write_text(json.dumps(reached), encoding="utf-8")
     fifo = guard_dir / "events"  # the workers' evidence: see grade_guard
     os.mkfifo(fifo, 0o600)
     fifo_read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -147,7 +150,7 @@ def run(
         "PYTHONPATH": os.pathsep.join([str(work), str(guard_dir)]),
         "JAXKOANS_GRADE_GUARD": str(fifo),
         "JAXKOANS_GRADE_GUARD_FD": str(guard_write),
-        "JAXKOANS_GRADE_COURSE_CODE": str(listed),
+        "JAXKOANS_GRADE_REACHED": str(listed),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
         "TMPDIR": str(inside_tmp),

@@ -158,10 +158,12 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             )
         ]
         count = sum(len(pristine.koans[rel]) for rel in pristine.files)
-        course_code = frozenset(
-            f"{rel}::{name}" for rel, check in checks.items() for name in check.course_code
-        )
-        outcome = run(work, scratch, targets, count, options, course_code) if targets else Outcome()
+        reached = {
+            f"{rel}::{name}": names
+            for rel, check in checks.items()
+            for name, names in check.reached.items()
+        }
+        outcome = run(work, scratch, targets, count, options, reached) if targets else Outcome()
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
     revealed = reveals.read(student_dir, {k.nodeid for k in koans})
     for koan in koans:
@@ -187,6 +189,8 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             "isolated": not _not_isolated(outcome.guard),
             # koans of the course's code only, judged in the workers' shared process
             "shared": len({e.get("nodeid") for e in outcome.guard if e.get("event") == "shared"}),
+            # koans run after another koan of their file, in its process: they reach all its code
+            "chained": len({e.get("nodeid") for e in outcome.guard if e.get("event") == "chained"}),
         },
         reveals=revealed.summary(),
     )

@@ -304,14 +304,16 @@ def _scheduled(nodeid: str, node) -> bool:
 
 class _KoanProcess:
     """A process forked from the worker that runs the koans it is sent, one at a time: an item's
-    index a line on its command pipe, what it would send the controller as JSON lines on its
-    output pipe, then DONE. It runs until the worker ends it."""
+    index and the index of the item it will run next (-1: none, so every fixture is torn down)
+    a line on its command pipe, what it would send the controller as JSON lines on its output
+    pipe, then DONE. It runs until the worker ends it. `koan` and `reached`: the last koan it
+    ran and the student's code that koan reaches (None: unknown)."""
 
     DONE = b'["koan_done", {}]\n'
     live: ClassVar[dict[str, _KoanProcess]] = {}  # role -> the worker's process for it
 
-    def __init__(self, worker, role: str, key: str) -> None:
-        self.role, self.key, self.status = role, key, None
+    def __init__(self, worker, role: str, koan: str, reached: frozenset[str] | None) -> None:
+        self.role, self.koan, self.reached, self.status = role, koan, reached, None
         commands_read, self.commands = os.pipe()
         self.output, output_write = os.pipe()
         gc.freeze()  # the worker's objects stay out of the child's collections: fewer copies
@@ -323,9 +325,11 @@ class _KoanProcess:
                 _ForkEachKoan.isolate(worker, output_write)
                 with os.fdopen(commands_read, "rb") as source:
                     for line in source:  # until the worker closes the pipe
-                        worker.item_index = int(line)
-                        item = worker.session.items[worker.item_index]
-                        worker.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+                        index, following = (int(number) for number in line.split())
+                        worker.item_index = index
+                        item = worker.session.items[index]
+                        nextitem = worker.session.items[following] if following >= 0 else None
+                        worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                         _ForkEachKoan.write(output_write, self.DONE)
             finally:
                 os._exit(0)
@@ -333,13 +337,14 @@ class _KoanProcess:
         os.close(output_write)
         _KoanProcess.live[role] = self
 
-    def run(self, index: int) -> tuple[bytes, bool]:
-        """What it sent for the koan of `index`, and whether it ended (or said too much)
-        before its DONE; `status` then holds its wait status where it was reaped."""
+    def run(self, index: int, following: int) -> tuple[bytes, bool]:
+        """What it sent for the koan of `index` (it keeps the fixtures that the item of
+        `following`, its next, shares), and whether it ended (or said too much) before its
+        DONE; `status` then holds its wait status where it was reaped."""
         import select
 
         try:
-            os.write(self.commands, f"{index}\n".encode())
+            os.write(self.commands, f"{index} {following}\n".encode())
         except OSError:
             return b"", True
         data = bytearray()
@@ -389,13 +394,17 @@ class _ForkEachKoan:
     report (killed, crashed, exited) leaves a crash report, as a crashed xdist worker does.
     What stays possible: a koan's own code can still make up its own koan's reports.
 
-    Two kinds of koan share a process (`_KoanProcess`), to keep JAX's compiled programs as
-    `pytest answers` does:
-    - the cases of one parametrized koan, one after the other: they run the same code;
+    Koans share a process (`_KoanProcess`) only where no code a student wrote reaches a koan
+    it would not reach in a process of its own, to keep JAX's compiled programs (and module
+    fixtures) as `pytest answers` does:
     - the koans that run only the course's code (no fill but literal predictions reaches
-      them: the grader lists them, `course_code.py`), in one process for the worker. Their
+      them: the grader says which, `course_code.py`), in one process for the worker. Their
       verdict counts there only where every phase passed cleanly; any other outcome ends
-      that process and the koan runs again, alone, and that verdict counts.
+      that process and the koan runs again, alone, and that verdict counts;
+    - a chain of koans of one file, each reaching all the student's code that the koans
+      before it reached (a capstone's koans, built on its first TODO), or the next case of
+      the same parametrized koan. The process ends where a koan's code would reach further,
+      and after a koan whose process sent what it should not or left evidence.
     """
 
     RELAYED = frozenset({"logwarning", "warning_recorded"})
@@ -403,7 +412,8 @@ class _ForkEachKoan:
     LIMIT = 64 << 20  # bytes one koan may send
     # What JAX imports on its first compilation, and numpy's asserts: no thread, no backend.
     WARM = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin", "numpy.testing")
-    course_code: ClassVar[frozenset[str]] = frozenset()  # koan ids the grader lists
+    reached: ClassVar[dict[str, frozenset[str]]] = {}  # koan id -> student code it reaches
+    course_code: ClassVar[frozenset[str]] = frozenset()  # koan ids that reach none
 
     @classmethod
     def install(cls, config: pytest.Config) -> None:
@@ -419,15 +429,17 @@ class _ForkEachKoan:
         for name in cls.WARM:  # imported once here, not again by every koan's process
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
-        listed = os.environ.get("JAXKOANS_GRADE_COURSE_CODE", "")
+        listed = os.environ.get("JAXKOANS_GRADE_REACHED", "")
         _Audit.quiet = True  # the guard reading its own file
         try:
             with open(listed, encoding="utf-8") as source:
-                cls.course_code = frozenset(str(k) for k in json.load(source))
-        except (OSError, ValueError, TypeError):
-            pass
+                found = json.load(source)
+            cls.reached = {str(k): frozenset(map(str, v)) for k, v in found.items()}
+        except (OSError, ValueError, TypeError, AttributeError):
+            cls.reached = {}
         finally:
             _Audit.quiet = False
+        cls.course_code = frozenset(k for k, names in cls.reached.items() if not names)
 
     @staticmethod
     def backend_started() -> bool:
@@ -439,6 +451,17 @@ class _ForkEachKoan:
         return item.nodeid.split("[")[0] if item is not None else None
 
     @classmethod
+    def follows(cls, koan: str, reached: frozenset[str] | None, item) -> bool:
+        """May `item` run after `koan` (which reaches the student's code `reached`) in one
+        process? Its next case may; a koan of the same file may where it reaches all of it."""
+        after = cls.koan_of(item)
+        if after is None or after == koan:
+            return after is not None
+        mine = cls.reached.get(after)
+        same_file = after.split("::")[0] == koan.split("::")[0]
+        return same_file and reached is not None and mine is not None and reached <= mine
+
+    @classmethod
     def run_one(cls, worker) -> None:
         import time
 
@@ -446,7 +469,8 @@ class _ForkEachKoan:
         worker.nextitem_index = worker.torun.get()
         item = worker.session.items[worker.item_index]
         following = worker.nextitem_index  # an index, or xdist's end marker
-        nextitem = worker.session.items[following] if isinstance(following, int) else None
+        following = following if isinstance(following, int) else -1
+        nextitem = worker.session.items[following] if following >= 0 else None
         start = time.perf_counter()
         if cls.backend_started():  # something initialised JAX in the worker: no safe fork
             _emit({"event": "not_isolated", "nodeid": item.nodeid})
@@ -454,12 +478,12 @@ class _ForkEachKoan:
         else:
             worker.sendevent("logstart", nodeid=item.nodeid, location=item.location)
             koan = cls.koan_of(item)
-            if not (koan in cls.course_code and cls.passed_shared(worker, item)):
-                cls.alone_or_with_its_cases(worker, item, koan == cls.koan_of(nextitem))
+            if not (koan in cls.course_code and cls.passed_shared(worker, item, following)):
+                cls.alone_or_in_a_chain(worker, item, following)
             worker.sendevent("logfinish", nodeid=item.nodeid, location=item.location)
         for process in list(_KoanProcess.live.values()):
             if nextitem is None or (
-                process.role == "cases" and process.key != cls.koan_of(nextitem)
+                process.role == "chain" and not cls.follows(process.koan, process.reached, nextitem)
             ):
                 process.end()
         worker.sendevent(
@@ -469,12 +493,17 @@ class _ForkEachKoan:
         )
 
     @classmethod
-    def passed_shared(cls, worker, item: pytest.Item) -> bool:
+    def passed_shared(cls, worker, item: pytest.Item, following: int) -> bool:
         """Run a koan of the course's own code in the shared process; True (and its reports
-        sent) only where every phase passed there."""
+        sent) only where every phase passed there. Where the next item runs there too, its
+        module's fixtures stay up for it."""
+        nextitem = worker.session.items[following] if following >= 0 else None
+        following = following if cls.koan_of(nextitem) in cls.course_code else -1
         for _ in range(2):  # a shared process found dead is started once more
-            process = _KoanProcess.live.get("course") or _KoanProcess(worker, "course", "")
-            data, ended = process.run(worker.item_index)
+            process = _KoanProcess.live.get("course") or _KoanProcess(
+                worker, "course", "", frozenset()
+            )
+            data, ended = process.run(worker.item_index, following)
             if not (ended and not data):
                 break
             process.end()
@@ -486,22 +515,39 @@ class _ForkEachKoan:
         return True
 
     @classmethod
-    def alone_or_with_its_cases(cls, worker, item: pytest.Item, more_cases: bool) -> None:
-        """A koan in a process of its own; the cases of one parametrized koan in one."""
-        process = _KoanProcess.live.get("cases")
-        if process is not None and process.key != cls.koan_of(item):
+    def alone_or_in_a_chain(cls, worker, item: pytest.Item, following: int) -> None:
+        """A koan in a process of its own, or in the chain's process (`follows`)."""
+        koan, process = cls.koan_of(item), _KoanProcess.live.get("chain")
+        mine = cls.reached.get(koan)
+        if process is not None and not cls.follows(process.koan, process.reached, item):
             process.end()
             process = None
-        if process is None and not more_cases:
+        nextitem = worker.session.items[following] if following >= 0 else None
+        goes_on = nextitem is not None and cls.follows(koan, mine, nextitem)
+        if process is None and not goes_on:
             return cls.forked(worker, item)
-        process = process or _KoanProcess(worker, "cases", cls.koan_of(item))
-        data, ended = process.run(worker.item_index)
+        if process is None:
+            process = _KoanProcess(worker, "chain", koan, mine)
+        elif process.koan != koan:  # a later koan of the file: it reaches all the code before
+            _emit({"event": "chained", "nodeid": item.nodeid})
+            process.koan, process.reached = koan, mine
+        data, ended = process.run(worker.item_index, following if goes_on else -1)
         status = process.end() if ended else 0
-        if cls.relay(worker, item, data, status) is False:
-            process.end()  # it said what it should not have: the next case starts afresh
+        if cls.relay(worker, item, data, status) is False or cls.evidence(data, worker.item_index):
+            process.end()  # what it did may not reach the next koan: that starts afresh
 
     @classmethod
     def passed(cls, data: bytes, index: int) -> bool:
+        return cls.phases(data, index) == dict.fromkeys(cls.PHASES, "passed")
+
+    @classmethod
+    def evidence(cls, data: bytes, index: int) -> bool:
+        return "found" in cls.phases(data, index)
+
+    @classmethod
+    def phases(cls, data: bytes, index: int) -> dict[str, str]:
+        """phase -> outcome of the reports in `data` for the item of `index`; "found" where
+        they carry the guard's evidence (patched, violation)."""
         outcomes = {}
         for line in data.decode("utf-8", errors="replace").splitlines():
             with contextlib.suppress(ValueError, TypeError, AttributeError):
@@ -512,7 +558,7 @@ class _ForkEachKoan:
                     found = [key for key, _ in report.get("user_properties") or ()]
                     if any(str(key).startswith("grade_") for key in found):
                         outcomes["found"] = "evidence"  # the guard's: patched, violation
-        return outcomes == dict.fromkeys(cls.PHASES, "passed")
+        return outcomes
 
     @classmethod
     def forked(cls, worker, item: pytest.Item) -> None:

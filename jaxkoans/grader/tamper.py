@@ -59,7 +59,8 @@ class FileCheck:
     tampered: dict[str, Finding] = field(default_factory=dict)  # koan -> its first finding
     missing: set[str] = field(default_factory=set)  # koans the student's file lacks
     problem: str = ""  # the student's file could not be read or parsed
-    course_code: set[str] = field(default_factory=set)  # koans that run no code of the student's
+    # koan -> the student's definitions its run reaches (course_code.py); empty: course code only
+    reached: dict[str, frozenset[str]] = field(default_factory=dict)
     graded: str | None = None  # the file that runs; None: nothing of it runs
     line_map: list[int | None] = field(default_factory=list)  # graded line -> student line
 
@@ -182,8 +183,12 @@ def check_file(
         koans = tuple(names) if fill.owner == MODULE else (fill.owner,)
         check.touch(Finding("not_a_prediction", rel, fill.statement[0], koans, message))
     check.graded, check.line_map = taken.graded, taken.line_map
-    check.course_code = course_code.running_course_code(p_text, taken.graded, names, kinds)
-    check.course_code -= set(check.tampered) | check.missing
+    reached = course_code.student_code_reached(p_text, taken.graded, names, kinds)
+    check.reached = {
+        koan: names
+        for koan, names in reached.items()
+        if koan not in check.tampered and koan not in check.missing
+    }  # a flagged koan, or one the student's file lacks, runs alone
     return check
 
 

@@ -1590,6 +1590,9 @@ def test_each_koan_is_told_which_of_the_students_definitions_it_reaches():
     helper = frozenset({"helper"})
     assert reached == {"test_plain": frozenset(), "test_helper": helper, "test_fixture": helper, "test_by_name": helper}  # fmt: skip
     assert student_code_reached(shipped, "def broken(:", koans, {}) == {}  # no one can say
+    staged = "STAGES = ['helper']\n\n\ndef test_staged():\n    assert STAGES\n"  # by a constant
+    reached = student_code_reached(shipped + staged, graded + staged, ["test_staged"], {})
+    assert reached == {"test_staged": helper}
 
 
 KOAN_C = '''"""假的第三章 / a fake chapter: a capstone, built on its first TODO."""
@@ -1622,6 +1625,11 @@ def table():
 def test_first(table):
     """第一步。first() adds one."""
     np.testing.assert_array_equal(first(table), [1, 2, 3])
+
+
+def test_between():
+    """中间一个只跑课程代码的 koan。A koan of the course's own code, in between."""
+    assert int(jnp.arange(3).sum()) == 3
 
 
 def test_second(table):
@@ -1659,7 +1667,8 @@ def chain_course(fake_course, tmp_path_factory) -> Path:
 
 def test_a_koan_shares_a_process_only_with_koans_whose_code_it_reaches(chain_course, tmp_path):
     """test_second reaches all that test_first reached (first) and more: it runs in
-    test_first's process, with the module's fixture still built. test_first_again reaches
+    test_first's process (test_between, of the course's code, runs in the shared process in
+    between), with the module's fixture still built. test_first_again reaches
     less than test_second did (not second): it gets a process of its own, where nothing
     second() did is left."""
     marked = SOLVED_C.replace("return first(x) * 2", 'BUILT.append("doubled")\n    return first(x) * 2')  # fmt: skip
@@ -1667,8 +1676,8 @@ def test_a_koan_shares_a_process_only_with_koans_whose_code_it_reaches(chain_cou
     pristine = grading.prepare_course(str(chain_course), tmp_path / "pristine")
     grade = grading.grade(copy, grading.select(pristine, ["03"], None), grading.Options(workers=1))  # fmt: skip
     status = statuses(grade)
-    assert status == dict.fromkeys(["test_first", "test_second", "test_first_again"], "passed"), status  # fmt: skip
-    assert grade.run["chained"] == 1 and grade.run["shared"] == 0, grade.run
+    assert status == dict.fromkeys(["test_first", "test_between", "test_second", "test_first_again"], "passed"), status  # fmt: skip
+    assert grade.run["chained"] == 1 and grade.run["shared"] == 1, grade.run
 
 
 KILLS_ITS_SIBLINGS = _body("""

@@ -50,7 +50,8 @@ def student_code_reached(
     module = set() if trusted.same(_module_code(pristine), _module_code(graded)) else {MODULE}
     changed = {name for name, node in g_defs.items() if not trusted.same(p_defs.get(name), node)}
     autouse = {name for name, node in g_defs.items() if _autouse(node)}
-    names_in = {name: _names(node) & g_defs.keys() for name, node in g_defs.items()}
+    nodes = {**_assigned(graded), **g_defs}  # a module constant may name a definition
+    names_in = {name: _names(node) & nodes.keys() for name, node in nodes.items()}
     return {
         koan: frozenset(((_reach(koan, names_in) | autouse) & changed) | module)
         for koan in koans
@@ -61,6 +62,19 @@ def student_code_reached(
 def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     return {node.name: node for node in tree.body if isinstance(node, kinds)}
+
+
+def _assigned(tree: ast.Module) -> dict[str, ast.AST]:
+    """Module-level names bound by an assignment -> its value (`STAGES = ["load", …]`)."""
+    found: dict[str, ast.AST] = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found[name.id] = ast.Module([node], [])
+    return found
 
 
 def _module_code(tree: ast.Module) -> ast.Module:

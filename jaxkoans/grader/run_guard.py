@@ -462,6 +462,15 @@ class _ForkEachKoan:
         return same_file and reached is not None and mine is not None and reached <= mine
 
     @classmethod
+    def keeps(cls, koan: str, reached: frozenset[str] | None, item) -> bool:
+        """Does the chain's process (its last koan `koan`) stay up for `item`, the worker's
+        next? Where `item` may follow it, or runs in the shared process (the course's code of
+        the same file) and a koan after it may yet follow."""
+        after = cls.koan_of(item)
+        same_file = after is not None and after.split("::")[0] == koan.split("::")[0]
+        return cls.follows(koan, reached, item) or (same_file and after in cls.course_code)
+
+    @classmethod
     def run_one(cls, worker) -> None:
         import time
 
@@ -477,13 +486,14 @@ class _ForkEachKoan:
             worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         else:
             worker.sendevent("logstart", nodeid=item.nodeid, location=item.location)
-            koan = cls.koan_of(item)
-            if not (koan in cls.course_code and cls.passed_shared(worker, item, following)):
+            if cls.koan_of(item) not in cls.course_code:
                 cls.alone_or_in_a_chain(worker, item, following)
+            elif not cls.passed_shared(worker, item, following):
+                cls.forked(worker, item)  # judged alone
             worker.sendevent("logfinish", nodeid=item.nodeid, location=item.location)
         for process in list(_KoanProcess.live.values()):
             if nextitem is None or (
-                process.role == "chain" and not cls.follows(process.koan, process.reached, nextitem)
+                process.role == "chain" and not cls.keeps(process.koan, process.reached, nextitem)
             ):
                 process.end()
         worker.sendevent(
@@ -523,15 +533,16 @@ class _ForkEachKoan:
             process.end()
             process = None
         nextitem = worker.session.items[following] if following >= 0 else None
-        goes_on = nextitem is not None and cls.follows(koan, mine, nextitem)
-        if process is None and not goes_on:
+        stays = nextitem is not None and cls.keeps(koan, mine, nextitem)
+        if process is None and not stays:
             return cls.forked(worker, item)
         if process is None:
             process = _KoanProcess(worker, "chain", koan, mine)
         elif process.koan != koan:  # a later koan of the file: it reaches all the code before
             _emit({"event": "chained", "nodeid": item.nodeid})
             process.koan, process.reached = koan, mine
-        data, ended = process.run(worker.item_index, following if goes_on else -1)
+        # the module's fixtures stay up where the process does (a koan of its file is next)
+        data, ended = process.run(worker.item_index, following if stays else -1)
         status = process.end() if ended else 0
         if cls.relay(worker, item, data, status) is False or cls.evidence(data, worker.item_index):
             process.end()  # what it did may not reach the next koan: that starts afresh

@@ -1563,7 +1563,7 @@ def test_only_koans_whose_run_reaches_literal_predictions_share_a_process(edit, 
     """The grade's shared process runs a koan only where nothing the student wrote runs in it:
     its fills are literals, and no TODO, helper or fixture it reaches (by name, argument or
     string) holds the student's code; a TODO body or an autouse fixture keeps its koans apart."""
-    from jaxkoans.grader.course_code import running_course_code
+    from jaxkoans.grader.course_code import student_code_reached
 
     shipped = SHARED_PRISTINE.format(autouse="False", every="0")
     fills_in = {"plain": "2", "helper_fill": "4", "fixture": "2", "name": "'helper'"}
@@ -1575,7 +1575,8 @@ def test_only_koans_whose_run_reaches_literal_predictions_share_a_process(edit, 
         head, tail = graded.split(f"def {koan}", 1)
         graded = head + f"def {koan}" + tail.replace("__", fill, 1)
     koans = ["test_plain", "test_helper", "test_fixture", "test_by_name"]
-    assert running_course_code(shipped, graded, koans, {}) == course_code
+    reached = student_code_reached(shipped, graded, koans, {})
+    assert {koan for koan, names in reached.items() if not names} == course_code
 
 
 def test_each_koan_is_told_which_of_the_students_definitions_it_reaches():

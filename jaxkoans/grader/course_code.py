@@ -19,19 +19,7 @@ import builtins
 from jaxkoans.course import predictions
 
 PREDICTION_NAMES = (predictions.DTYPE, predictions.EXCEPTION)
-
-
 MODULE = "<module>"  # the file's module-level code, where the student changed it
-
-
-def running_course_code(
-    pristine_text: str, graded_text: str, koans: list[str], kinds: dict[tuple[int, int], str]
-) -> set[str]:
-    """The koans of `koans` whose run reaches only course code and literal predictions.
-
-    `kinds`: the pristine file's prediction blanks, (line, column) -> kind (predictions.py)."""
-    reached = student_code_reached(pristine_text, graded_text, koans, kinds)
-    return {koan for koan, names in reached.items() if not names}
 
 
 def student_code_reached(
@@ -39,8 +27,11 @@ def student_code_reached(
 ) -> dict[str, frozenset[str]]:
     """koan -> the student's code its run can reach: the top-level definitions of the graded
     file that differ from the pristine ones (but for literal predictions), and `MODULE` where
-    the module-level code differs (it runs before every koan). Empty: course code only. A koan
-    left out (a file that does not parse) reaches what no one can say."""
+    the module-level code differs (it runs before every koan). Empty: the koan runs only course
+    code and literal predictions. A koan left out (a file that does not parse) reaches what no
+    one can say.
+
+    `kinds`: the pristine file's prediction blanks, (line, column) -> kind (predictions.py)."""
     try:
         pristine, graded = ast.parse(pristine_text), ast.parse(graded_text)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
@@ -68,12 +59,15 @@ def _assigned(tree: ast.Module) -> dict[str, ast.AST]:
     """Module-level names bound by an assignment -> its value (`STAGES = ["load", …]`)."""
     found: dict[str, ast.AST] = {}
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        found[name.id] = ast.Module([node], [])
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        for name in (n for target in targets for n in ast.walk(target)):
+            if isinstance(name, ast.Name):
+                found[name.id] = node
     return found
 
 

@@ -118,8 +118,8 @@ def run(
         directory.mkdir()
     shutil.copyfile(run_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
     listed = guard_dir / "reached.json"
-    reached = {koan: sorted(names) for koan, names in sorted((reached or {}).items())}
-    listed.write_text(json.dumps(reached), encoding="utf-8")
+    listing = {koan: sorted(names) for koan, names in sorted((reached or {}).items())}
+    listed.write_text(json.dumps(listing), encoding="utf-8")
     fifo = guard_dir / "events"  # the workers' evidence: see grade_guard
     os.mkfifo(fifo, 0o600)
     fifo_read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)

@@ -188,12 +188,17 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             "sandbox": outcome.sandbox,
             "isolated": not _not_isolated(outcome.guard),
             # koans of the course's code only, judged in the workers' shared process
-            "shared": len({e.get("nodeid") for e in outcome.guard if e.get("event") == "shared"}),
+            "shared": _koans_with(outcome.guard, "shared"),
             # koans run after another koan of their file, in its process: they reach all its code
-            "chained": len({e.get("nodeid") for e in outcome.guard if e.get("event") == "chained"}),
+            "chained": _koans_with(outcome.guard, "chained"),
         },
         reveals=revealed.summary(),
     )
+
+
+def _koans_with(guard: list[dict], event: str) -> int:
+    """How many koans the guard's events of kind `event` name."""
+    return len({e.get("nodeid") for e in guard if e.get("event") == event})
 
 
 def _vouched(outcome: Outcome) -> list[dict]:

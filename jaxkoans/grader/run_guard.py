@@ -328,7 +328,7 @@ class _KoanProcess:
                         index, following = (int(number) for number in line.split())
                         worker.item_index = index
                         item = worker.session.items[index]
-                        nextitem = worker.session.items[following] if following >= 0 else None
+                        nextitem = _ForkEachKoan.item_at(worker, following)
                         worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                         _ForkEachKoan.write(output_write, self.DONE)
             finally:
@@ -450,6 +450,15 @@ class _ForkEachKoan:
     def koan_of(item) -> str | None:
         return item.nodeid.split("[")[0] if item is not None else None
 
+    @staticmethod
+    def item_at(worker, index: int):
+        """The worker's item of `index`; None for -1 (no next item)."""
+        return worker.session.items[index] if index >= 0 else None
+
+    @staticmethod
+    def same_file(koan: str, other: str | None) -> bool:
+        return other is not None and other.split("::")[0] == koan.split("::")[0]
+
     @classmethod
     def follows(cls, koan: str, reached: frozenset[str] | None, item) -> bool:
         """May `item` run after `koan` (which reaches the student's code `reached`) in one
@@ -458,8 +467,8 @@ class _ForkEachKoan:
         if after is None or after == koan:
             return after is not None
         mine = cls.reached.get(after)
-        same_file = after.split("::")[0] == koan.split("::")[0]
-        return same_file and reached is not None and mine is not None and reached <= mine
+        known = reached is not None and mine is not None
+        return cls.same_file(koan, after) and known and reached <= mine
 
     @classmethod
     def keeps(cls, koan: str, reached: frozenset[str] | None, item) -> bool:
@@ -467,8 +476,8 @@ class _ForkEachKoan:
         next? Where `item` may follow it, or runs in the shared process (the course's code of
         the same file) and a koan after it may yet follow."""
         after = cls.koan_of(item)
-        same_file = after is not None and after.split("::")[0] == koan.split("::")[0]
-        return cls.follows(koan, reached, item) or (same_file and after in cls.course_code)
+        shared = cls.same_file(koan, after) and after in cls.course_code
+        return shared or cls.follows(koan, reached, item)
 
     @classmethod
     def run_one(cls, worker) -> None:
@@ -479,7 +488,7 @@ class _ForkEachKoan:
         item = worker.session.items[worker.item_index]
         following = worker.nextitem_index  # an index, or xdist's end marker
         following = following if isinstance(following, int) else -1
-        nextitem = worker.session.items[following] if following >= 0 else None
+        nextitem = cls.item_at(worker, following)
         start = time.perf_counter()
         if cls.backend_started():  # something initialised JAX in the worker: no safe fork
             _emit({"event": "not_isolated", "nodeid": item.nodeid})
@@ -507,7 +516,7 @@ class _ForkEachKoan:
         """Run a koan of the course's own code in the shared process; True (and its reports
         sent) only where every phase passed there. Where the next item runs there too, its
         module's fixtures stay up for it."""
-        nextitem = worker.session.items[following] if following >= 0 else None
+        nextitem = cls.item_at(worker, following)
         following = following if cls.koan_of(nextitem) in cls.course_code else -1
         for _ in range(2):  # a shared process found dead is started once more
             process = _KoanProcess.live.get("course") or _KoanProcess(
@@ -532,7 +541,7 @@ class _ForkEachKoan:
         if process is not None and not cls.follows(process.koan, process.reached, item):
             process.end()
             process = None
-        nextitem = worker.session.items[following] if following >= 0 else None
+        nextitem = cls.item_at(worker, following)
         stays = nextitem is not None and cls.keeps(koan, mine, nextitem)
         if process is None and not stays:
             return cls.forked(worker, item)

@@ -46,6 +46,9 @@ class Chapter:
     # "file::koan" -> ({"answer": …, "why": …}, …): answers the give-away check finds next to
     # their blank where the koan asks something else of them (authoring/giveaways.py)
     giveaways: dict[str, tuple[dict, ...]] = field(default_factory=dict, compare=False, hash=False)
+    # "file::TODO function" or "file::regions" -> the technique contract the program reader
+    # checks (jaxkoans/plugin/contracts.py): on_path, absent, max_intermediate, allow, traced, why
+    contracts: dict[str, dict] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def title(self) -> str:
@@ -76,8 +79,17 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "equivalent": dict,
     "shortcuts": dict,
     "giveaways": dict,
+    "contracts": dict,
 }
 HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
+CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
+    "on_path": list,  # primitives that must lie on the path from the inputs to the outputs
+    "absent": list,  # primitives that must appear nowhere in the program, dead code included
+    "max_intermediate": int,  # elements of the largest live intermediate, sub-programs included
+    "allow": list,  # reads of the test (or guard switches) this TODO's own answer needs
+    "traced": bool,  # false: the TODO builds no JAX program to read
+    "why": str,  # what the contract rests on, or why nothing is traced
+}
 
 
 def _check_keys(manifest: Path, where: str, table: dict, allowed: dict) -> None:
@@ -103,6 +115,10 @@ def validate(manifest: Path, data: dict) -> None:
         if not isinstance(hint, dict):
             raise CourseDataError(f"{manifest}: hints.{key!r} 必须是表 / must be a table")
         _check_keys(manifest, f"hints.{key!r}.", hint, HINT_KEYS)
+    for key, contract in data.get("contracts", {}).items():
+        if not isinstance(contract, dict):
+            raise CourseDataError(f"{manifest}: contracts.{key!r} 必须是表 / must be a table")
+        _check_keys(manifest, f"contracts.{key!r}.", contract, CONTRACT_KEYS)
 
 
 @cache
@@ -130,6 +146,7 @@ def load_chapter(manifest: Path) -> Chapter:
         equivalent={key: tuple(v) for key, v in data.get("equivalent", {}).items()},
         shortcuts=dict(data.get("shortcuts", {})),
         giveaways={key: tuple(v) for key, v in data.get("giveaways", {}).items()},
+        contracts=dict(data.get("contracts", {})),
     )
 
 

@@ -88,17 +88,23 @@ def make_batch(bad_row, column):
 @pytest.mark.parametrize(("bad_row", "column"), [(2, 0), (5, 2), (None, 0)])
 def test_checkify_finds_the_row_that_made_a_hidden_nan(bad_row, column):
     """✍️ 写 first_nan。⚠️ 陷阱 / trap: 程序把非有限的项换成 0，损失一直是有限的，jit 的输出里
-    没有 NaN，所以 jax.debug_nans 什么也不报（它只看 jit 的输出）。数据里坏的那一行照样把损失
-    拉偏了。checkify 的浮点检查看的是每个原语的输出，在 vmap 下还能说出是哪一行。
+    没有 NaN，所以在 jit 下 jax.debug_nans 什么也不报（它检查 jit 函数的输出）。不加 jit、逐个原语
+    执行时它停在造出 NaN 的原语上（test_locating_faults.py 里那样），可说不出是哪一行数据。数据里
+    坏的那一行照样把损失拉偏了。checkify 的浮点检查看的是每个原语的输出，在 vmap 下还能说出是哪一行。
     Write first_nan. The program replaces a term that is not finite by 0: the loss stays
-    finite, no jit output holds a NaN, and so jax.debug_nans reports nothing (it looks at a
-    jit's outputs). The bad row of data still skews the loss. checkify's float checks look at
-    every primitive's output and, under vmap, name the row.
+    finite, no jit output holds a NaN, and so under jit jax.debug_nans reports nothing (it
+    checks a jitted function's outputs). Run eagerly, primitive by primitive, it stops at the
+    primitive that made the NaN (as in test_locating_faults.py) but cannot say which row of
+    data. The bad row still skews the loss. checkify's float checks look at every primitive's
+    output and, under vmap, name the row.
     """
     batch = make_batch(bad_row, column)
     loss = jax.jit(training_loss)
     with jax.debug_nans(True):
-        assert np.isfinite(float(loss(batch)))  # nothing raised, nothing shows
+        assert np.isfinite(float(loss(batch)))  # under jit: nothing raised, nothing shows
+    if bad_row is not None:  # eagerly it stops at a primitive, with no row / 不加 jit：停在原语上，没有行号
+        with jax.debug_nans(True), pytest.raises(FloatingPointError):
+            training_loss(batch)
     # The known answer, from the data / 由数据算出的正确答案
     expected = None if bad_row is None else (bad_row, {0: "log", 2: "sqrt"}[column])
     assert first_nan(row_loss, batch) == expected
@@ -283,17 +289,23 @@ def first_refused_transfer(run):
 def test_transfer_guard_finds_the_hidden_transfer(bug, expected):
     """✍️ 写 first_refused_transfer。一个 NumPy 标量学习率、一个放在单个设备上的常数、一次记录
     日志时的 np.asarray：每一步都悄悄地搬一次数据，Python 要停下来等，结果却完全正确。
-    jax.transfer_guard("disallow") 拒绝每一次隐式传输（显式的 jax.device_put / jax.device_get
-    照常放行），拒绝的那一刻的回溯指向做这件事的函数。
+    jax.transfer_guard("disallow") 拒绝隐式传输（显式的 jax.device_put / jax.device_get 照常放行），
+    拒绝的那一刻的回溯指向做这件事的函数。注意：CPU 上读一个整份放在一个设备上的数组（单设备的或
+    复制的，np.asarray）不用拷贝，守卫不拦；这里的残差沿 8 个设备切开，读它就是一次设备到主机的传输。
     Write first_refused_transfer. A NumPy scalar learning rate, a constant that sits on a
     single device, an np.asarray while logging: each moves data quietly at every step, makes
     Python wait, and leaves the result exactly right. jax.transfer_guard("disallow") refuses
-    every implicit transfer (explicit jax.device_put / jax.device_get still pass), and the
-    traceback at the refusal points to the function that made it.
+    implicit transfers (explicit jax.device_put / jax.device_get still pass), and the traceback
+    at the refusal points to the function that made it. Note: on CPU, reading an array held
+    whole on one device (single-device or replicated, np.asarray) needs no copy and the guard
+    lets it pass; the residual here is split over 8 devices, so reading it is a device-to-host
+    transfer.
     """
     w, _ = make_loop(bug)()
     w_clean, _ = make_loop(None)()
     np.testing.assert_allclose(w, w_clean, rtol=1e-6)  # every variant computes the same
+    with jax.transfer_guard("disallow"):  # CPU: one device's whole array reads without a copy
+        np.asarray(w_clean)  # replicated: passes / 复制的：放行
     assert first_refused_transfer(make_loop(bug)) == expected
 
 

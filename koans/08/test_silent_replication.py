@@ -103,12 +103,14 @@ def test_the_features_stay_split_over_the_batch():
 
 def test_the_training_step_gathers_nothing():
     """症状二：损失和梯度是标量和 (D, H)，本来就复制在每个设备上，看结果的分片什么也看不出来。
-    编译后的训练步里不该有 all-gather（只有梯度的 all-reduce），每个设备的临时内存
+    编译后的训练步里不该有 all-gather，集合通信只有一条 all-reduce（损失和梯度合成一个元组，一起
+    沿批次求和），每个设备的临时内存
     （memory_analysis().temp_size_in_bytes）不超过它自己那块 x 的两倍，每个设备的浮点运算
     （cost_analysis()["flops"]）不到单个设备算整批的四分之一。
     Symptom two: the loss and the gradient are a scalar and (D, H), replicated on every device
     anyway: their shardings show nothing. The compiled training step should hold no
-    all-gather (only the gradient's all-reduce), each device's temporaries
+    all-gather, and one collective only: an all-reduce that sums the loss and the gradient over
+    the batch together, as one tuple. Each device's temporaries
     (memory_analysis().temp_size_in_bytes) should stay within twice its own block of x, and
     each device's floating-point work (cost_analysis()["flops"]) under a quarter of one device
     doing the whole batch.
@@ -127,6 +129,7 @@ def test_the_training_step_gathers_nothing():
     np.testing.assert_allclose(value, expected_value, rtol=1e-4)
     np.testing.assert_allclose(grad, jax.grad(loss)(w_np, x_np, y_np), rtol=1e-4, atol=1e-6)
     assert "all-gather" not in found
+    assert list(found) == ["all-reduce"] and len(found["all-reduce"]) == 1  # (loss, grad) as one tuple
     assert temp <= 2 * x.addressable_shards[0].data.nbytes
     assert flops < flops_whole / 4
 

@@ -130,16 +130,25 @@ def test_export_refuses_kernels_without_a_guarantee(fn, own):
 def test_export_refuses_host_callbacks(debugging):
     """⚠️ 陷阱 / trap：回调在运行时调用这个进程里的一个 Python 函数；产物要交给别的进程，那个
     函数却带不过去。所以导出拒绝每一种主机回调，连只用来调试的 jax.debug.print 也不例外，
-    而且在 export(...) 本身就拒绝，不等到 serialize()。在 jit 里它们都照常运行。
+    而且在 export(...) 本身就拒绝，不等到 serialize()；DisabledSafetyCheck 也放不过去：关掉回调的
+    custom call 目标和平台的检查，照样拒绝。在 jit 里它们都照常运行。
     A callback calls a Python function of this process at run time; an artifact goes to
     another process, and the function cannot travel with it. So export refuses every kind of
     host callback, even jax.debug.print used only to debug, and does so in export(...)
-    itself, before any serialize(). Under jit they all run as usual.
+    itself, before any serialize(); no DisabledSafetyCheck lets it through: with the check of
+    the callback's custom-call target and the platform check disabled, it is still refused.
+    Under jit they all run as usual.
     """
     x = jnp.arange(4.0)
     assert jax.jit(debugging)(x).shape == (4,)
     with raises_exactly(NotImplementedError) as info:
-        export.export(jax.jit(debugging))(jax.ShapeDtypeStruct((4,), jnp.float32))
+        trusting = [  # the callback's custom-call target, and the platform check
+            export.DisabledSafetyCheck.custom_call("xla_ffi_python_cpu_callback"),
+            export.DisabledSafetyCheck.platform(),
+        ]
+        export.export(jax.jit(debugging), disabled_checks=trusting)(
+            jax.ShapeDtypeStruct((4,), jnp.float32)
+        )
     assert "host_callbacks" in str(info.value)
 
 

@@ -3,14 +3,16 @@
 一批长度不同的序列被补齐 (pad) 成同一形状 xs [B, T, D]，lengths [B] 记录各自的真实长度。
 用 lax.scan 沿时间走一遍 LSTM：t >= length 的补齐步必须原样保留 carry (h, c)，输出 0。
 这样一次编译就能处理任意长度组合，结果却与逐条、不补齐地运行完全一致。补齐位置装的是垃圾
-（测试里是 NaN 和 inf），而 NaN·0 仍是 NaN：掩码要用 where 挑选，不能乘（见 test_masking.py）。
+（测试里是 NaN 和 inf），按 IEEE，NaN·0 是 NaN：乘以布尔掩码只在 XLA 把它改写成 select 时
+不漏，0/1 浮点掩码就漏；掩码要用 where 挑选，不能靠乘（见 test_masking.py）。
 
 A batch of sequences of different lengths is padded to one shape xs [B, T, D]; lengths [B]
 holds each true length. Run an LSTM over time with lax.scan: at padded steps (t >= length)
 the carry (h, c) must stay exactly as it was and the output is 0. One compiled program then
 handles every mix of lengths and still agrees with running each sequence alone, unpadded. The
-padding holds garbage (NaN and inf in the tests), and NaN·0 is still NaN: mask by selecting
-with where, never by multiplying (see test_masking.py).
+padding holds garbage (NaN and inf in the tests), and in IEEE arithmetic NaN·0 is NaN: a
+multiply by a boolean mask survives only where XLA rewrites it into a select, a 0/1 float
+mask leaks; mask by selecting with where, do not rely on multiplying (see test_masking.py).
 """
 
 import jax

@@ -129,14 +129,15 @@ def test_write_a_norm_with_a_safe_gradient_at_zero():
 
 def masked_mean(x, mask, axis=-1):
     """沿 axis 求 mask 为 True 的元素的均值。
-    - x：浮点数组；mask：与 x 同形状的布尔数组。被掩盖的位置可能是 NaN 或 inf（填充的垃圾），
-      它们既不能进入结果，也不能进入梯度。
+    - x：浮点数组；mask：与 x 同形状的布尔数组，或者它的 0/1 浮点版本（数据加载器常给这种）。
+      被掩盖的位置可能是 NaN 或 inf（填充的垃圾），它们既不能进入结果，也不能进入梯度。
     - 一行里没有有效元素时结果是 0.0，梯度处处有限（那一行的梯度是 0）。
     - 掩码只挡住填充：有效位置上真的 NaN 照样让那一行的均值是 NaN（不要事后把 NaN 换掉）。
     - 只用 jnp；大约 4 行。
     The mean of the entries of x where mask is True, along axis.
-    - x: a float array; mask: a boolean array shaped like x. Masked positions may hold NaN or
-      inf (padding garbage), which must reach neither the result nor the gradient.
+    - x: a float array; mask: a boolean array shaped like x, or its 0/1 float twin (what many
+      data loaders hand you). Masked positions may hold NaN or inf (padding garbage), which must
+      reach neither the result nor the gradient.
     - A row with no valid entry gives 0.0, and the gradient is finite everywhere (0 on that row).
     - The mask hides the padding only: a real NaN at a valid position still makes its row's
       mean NaN (do not replace NaNs afterwards).
@@ -146,11 +147,18 @@ def masked_mean(x, mask, axis=-1):
 
 
 def test_write_a_masked_mean_that_survives_padding():
-    """✍️ 实现 masked_mean：真实数据里的填充位置常常是 NaN 或 inf，而 NaN·0 仍是 NaN；
-    全是填充的一行会让分母为 0。两种情况都要在值和梯度里处理掉，jit 和 vmap 下也一样。
-    Write masked_mean: real padding often holds NaN or inf, and NaN·0 is still NaN; a row that
-    is all padding makes the denominator 0. Handle both, in the value and in the gradient,
-    also under jit and vmap.
+    """✍️ 实现 masked_mean：真实数据里的填充位置常常是 NaN 或 inf，按 IEEE，NaN·0 与 inf·0 都是
+    NaN。乘以布尔掩码在这台 CPU 上恰好不漏：jnp 把 x * mask 写成 mul(x, convert(mask))，XLA 把它
+    改写成 select（下面的断言看得到），但这是编译器的优化，不是语义：0/1 浮点掩码就没有这个改写，
+    NaN 照样漏出来。where 对哪种掩码都对。全是填充的一行会让分母为 0。两种情况都要在值和梯度里
+    处理掉，jit 和 vmap 下也一样。
+    Write masked_mean: real padding often holds NaN or inf, and in IEEE arithmetic NaN·0 and
+    inf·0 are NaN. Multiplying by a boolean mask happens not to leak on this CPU: jnp writes
+    x * mask as mul(x, convert(mask)) and XLA rewrites that into a select (the asserts below
+    show it), but that is a compiler optimisation, not the semantics: a 0/1 float mask gets no
+    such rewrite and the NaN leaks. where is right for either mask. A row that is all padding
+    makes the denominator 0. Handle both, in the value and in the gradient, also under jit and
+    vmap.
     """
     x = jnp.array(
         [
@@ -180,6 +188,14 @@ def test_write_a_masked_mean_that_survives_padding():
     grads = jax.jit(jax.grad(lambda x: masked_mean(x, mask).sum()))(x)
     expected_grads = np.where(mask_np, 1.0 / np.maximum(counts, 1)[:, None], 0.0)
     np.testing.assert_allclose(grads, expected_grads, rtol=1e-6)  # finite, 0 on padding
+
+    float_mask = mask.astype(x.dtype)  # the same mask as 0/1 floats / 同一个掩码，0/1 浮点
+    assert float(jax.jit(jnp.multiply)(x, mask)[0, 3]) == 0.0  # XLA's select rewrite, CPU
+    assert np.isnan(jax.jit(jnp.multiply)(x, float_mask)[0, 3])  # no rewrite: NaN·0
+    np.testing.assert_allclose(jax.jit(masked_mean)(x, float_mask), expected, rtol=1e-6)
+    np.testing.assert_allclose(masked_mean(x.T, float_mask.T, axis=0), expected, rtol=1e-6)
+    grads = jax.jit(jax.grad(lambda x: masked_mean(x, float_mask).sum()))(x)
+    np.testing.assert_allclose(grads, expected_grads, rtol=1e-6)
 
 
 def test_masked_softmax_gives_zero_probability_to_masked_positions():

@@ -161,12 +161,12 @@ def test_accumulate_micro_batches_with_scan_inside_jit():
 def token_mean(losses, mask):
     """填充过的一批序列的平均损失，按真实 token 加权：mask 为 0 的位置（填充）不算数，哪怕那里的
     损失是 inf（比如 log 0）：用 where 选，不要乘掩码（按 IEEE，inf * 0 是 NaN；这台 CPU 上 XLA
-    恰好把“乘以布尔掩码”改写成 select，所以测试抓不到乘法，换个后端就会出 NaN）。约 1 行。
+    恰好把“乘以布尔掩码”改写成 select，0/1 浮点掩码却没有这个改写，测试两种掩码都用）。约 1 行。
     The mean loss of a padded batch of sequences, weighted by real tokens: positions where mask
     is 0 (padding) count for nothing, even where their loss is inf (a log 0, say): select with
     where, do not multiply by the mask (in IEEE arithmetic inf * 0 is NaN; on this CPU XLA happens
-    to rewrite a multiply by a boolean mask into a select, so the test cannot catch the multiply,
-    but another backend may give NaN). About 1 line.
+    to rewrite a multiply by a boolean mask into a select, but a 0/1 float mask gets no such
+    rewrite, and the test uses both). About 1 line.
     """
     todo("token_mean: 只数真实 token / count real tokens only")
 
@@ -186,6 +186,8 @@ def test_token_weighted_loss_for_padded_batches():
     padded = jnp.where(mask, losses, jnp.inf)  # padding positions hold garbage
     real = np.concatenate([np.asarray(losses[i, :n]) for i, n in enumerate(lengths)])
     np.testing.assert_allclose(token_mean(padded, mask), real.mean(), rtol=1e-6)
+    float_mask = mask.astype(padded.dtype)  # a data loader's 0/1 floats / 0/1 浮点掩码
+    np.testing.assert_allclose(token_mean(padded, float_mask), real.mean(), rtol=1e-6)
     per_sequence = np.mean(
         [real_row.mean() for real_row in np.split(real, np.cumsum(lengths)[:-1])]
     )

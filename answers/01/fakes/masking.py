@@ -43,3 +43,11 @@ def safe_norm__optax_safe_norm(x):
 def masked_mean__mean_where_nan_to_num(x, mask, axis=-1):
     """jnp.mean(where=) with the empty row's NaN replaced afterwards."""
     return jnp.nan_to_num(jnp.mean(x, axis=axis, where=mask))
+
+
+def masked_mean__multiply_with_a_safe_count(x, mask, axis=-1):
+    """x * mask with the empty row handled: right for a boolean mask on CPU (XLA rewrites the
+    multiply into a select), NaN for the 0/1 float mask."""
+    count = jnp.sum(mask, axis=axis)
+    safe = jnp.where(count > 0, count, 1)
+    return jnp.where(count > 0, jnp.sum(x * mask, axis=axis) / safe, 0.0)

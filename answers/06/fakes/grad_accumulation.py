@@ -18,9 +18,10 @@ def accumulated_grad__python_loop(w, x, y, micro):
     return total / micro
 
 
-# Hole reported to the lead: token_mean as jnp.sum(losses * mask) / jnp.sum(mask) passes
-# test_token_weighted_loss_for_padded_batches on the CPU: XLA rewrites a multiply by a converted
-# bool mask into a select, so inf · False comes out 0, not NaN, under jit.
+def token_mean__multiply_by_the_mask(losses, mask):
+    """losses * mask: saved on CPU for the boolean mask (XLA's select rewrite), inf · 0 = NaN
+    for the 0/1 float mask."""
+    return jnp.sum(losses * mask) / jnp.sum(mask)
 
 
 def token_mean__mean_over_every_position(losses, mask):

@@ -214,10 +214,11 @@ def _scale_rows_kernel(x_ref, w_ref, o_ref):
     o_ref[...] = x_ref[...] * w_ref[...]
 
 
-def _scale_rows(x_mode, w_mode, interpret=False):
-    """x 的 (8, 128) 块随 grid 移动，w 只有一块（index map 总是 (0, 0)）；pipeline_mode 为 None
-    时不给这个参数。/ x's (8, 128) blocks move with the grid, w has a single block (its index
-    map always answers (0, 0)); a pipeline_mode of None leaves the argument out."""
+def _scale_rows(x_mode, w_mode, interpret=False, w_map=lambda i: (0, 0)):
+    """x 的 (8, 128) 块随 grid 移动；w 的 (8, 128) 块由 w_map 选（默认总是 (0, 0)）；
+    pipeline_mode 为 None 时不给这个参数。/ x's (8, 128) blocks move with the grid; w's (8, 128)
+    block is chosen by w_map (by default always (0, 0)); a pipeline_mode of None leaves the
+    argument out."""
 
     def spec(index_map, mode):
         extra = {} if mode is None else {"pipeline_mode": mode}
@@ -227,21 +228,21 @@ def _scale_rows(x_mode, w_mode, interpret=False):
         _scale_rows_kernel,
         out_shape=jax.ShapeDtypeStruct((64, 128), jnp.float32),
         grid=(8,),
-        in_specs=[spec(lambda i: (i, 0), x_mode), spec(lambda i: (0, 0), w_mode)],
+        in_specs=[spec(lambda i: (i, 0), x_mode), spec(w_map, w_mode)],
         out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
         interpret=interpret,
     )
 
 
-def _synchronous_windows(kernel):
-    """为 TPU 降级，读出序列化的 Mosaic 内核里每个窗口（先输入后输出）是否标成
-    pipeline_mode<synchronous>（只有一个缓冲区：不预取下一块）。
-    Lowers for TPU and reads, from the serialized Mosaic kernel, whether each window (inputs,
-    then the output) is marked pipeline_mode<synchronous> (a single buffer: no prefetch of the
-    next block)."""
+def _synchronous_windows(kernel, w_rows=8):
+    """为 TPU 降级（x 是 (64, 128)，w 是 (w_rows, 128)），读出序列化的 Mosaic 内核里每个窗口
+    （先输入后输出）是否标成 pipeline_mode<synchronous>（只有一个缓冲区：不预取下一块）。
+    Lowers for TPU (x is (64, 128), w is (w_rows, 128)) and reads, from the serialized Mosaic
+    kernel, whether each window (inputs, then the output) is marked pipeline_mode<synchronous>
+    (a single buffer: no prefetch of the next block)."""
     args = (
         jax.ShapeDtypeStruct((64, 128), jnp.float32),
-        jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        jax.ShapeDtypeStruct((w_rows, 128), jnp.float32),
     )
     module = (
         jax.jit(kernel).trace(*args).lower(lowering_platforms=("tpu",)).compiler_ir("stablehlo")
@@ -264,26 +265,41 @@ def test_buffered_chooses_how_many_buffers_a_block_gets():
     """⚠️ 陷阱 / trap：BlockSpec 默认给每块两个 VMEM 缓冲区（算这一块时预取下一块）；
     pipeline_mode=pl.Buffered(1) 要一个（不预取），Buffered(2) 要两个。
     为 TPU 降级后，只有一个缓冲区的窗口在 Mosaic 内核里标成 pipeline_mode<synchronous>。
-    x 的块随 grid 移动，w 的块从不移动。预测三种写法下，x、w、输出三个窗口各自是否只有一个
-    缓冲区。这条降级路径不接受 Buffered(3)（更深的流水线要用 pltpu.emit_pipeline）；TPU 解释器
-    在这台 CPU 上照样运行它。
+    但降级并不总照你要的做：它先看每个窗口是不是“平凡的”（Pallas 的
+    BlockMapping.has_trivial_window，在 jax/_src/pallas/core.py 里，读它），平凡的窗口另有
+    安排。x 的块随 grid 移动。w 的块：前三种写法里 w 就是 (8, 128)、index map 总是 (0, 0)；
+    “w 更高” 里 w 有 16 行、块还是前 8 行；“w 乘零” 里 index map 写成 (i * 0, 0)。
+    预测五种写法下，x、w、输出三个窗口各自是否只有一个缓冲区。这条降级路径不接受 Buffered(3)
+    （更深的流水线要用 pltpu.emit_pipeline）；TPU 解释器在这台 CPU 上照样运行它。
     A BlockSpec gives each block two VMEM buffers by default (the next block is prefetched
     while this one is computed); pipeline_mode=pl.Buffered(1) asks for one (no prefetch),
-    Buffered(2) for two. Lowered for TPU, a window with a single
-    buffer is marked pipeline_mode<synchronous> in the Mosaic kernel. x's block moves with the
-    grid, w's block never moves. Predict, for three ways of writing it, whether each of the
-    three windows (x, w, the output) has a single buffer. This lowering path refuses Buffered(3)
-    (deeper pipelines take pltpu.emit_pipeline); the TPU interpreter runs it on this CPU anyway.
+    Buffered(2) for two. Lowered for TPU, a window with a single buffer is marked
+    pipeline_mode<synchronous> in the Mosaic kernel. But the lowering does not always do as
+    asked: it first checks whether each window is "trivial" (Pallas's
+    BlockMapping.has_trivial_window in jax/_src/pallas/core.py: read it), and a trivial window
+    gets its own treatment. x's block moves with the grid. w's block: in the first three cases
+    w is (8, 128) and its index map always answers (0, 0); in "w taller" w has 16 rows and the
+    block is still the first 8; in "w times zero" the index map is written (i * 0, 0).
+    Predict, for the five cases, whether each of the three windows (x, w, the output) has a
+    single buffer. This lowering path refuses Buffered(3) (deeper pipelines take
+    pltpu.emit_pipeline); the TPU interpreter runs it on this CPU anyway.
     """
     cases = {
-        "default": (None, None),
-        "x single": (pl.Buffered(1), None),
-        "w double": (None, pl.Buffered(2)),
+        "default": ((None, None), {}, 8),
+        "x single": ((pl.Buffered(1), None), {}, 8),
+        "w double": ((None, pl.Buffered(2)), {}, 8),
+        "w taller": ((None, None), {}, 16),
+        "w times zero": ((None, None), {"w_map": lambda i: (i * 0, 0)}, 8),
     }
-    single = {name: _synchronous_windows(_scale_rows(*modes)) for name, modes in cases.items()}
+    single = {
+        name: _synchronous_windows(_scale_rows(*modes, **extra), w_rows)
+        for name, (modes, extra, w_rows) in cases.items()
+    }
     assert single["default"] == __
     assert single["x single"] == __
     assert single["w double"] == __
+    assert single["w taller"] == __
+    assert single["w times zero"] == __
 
     with pytest.raises(Exception, match=re.escape("Only single (1) and double (2) buffering")):
         _synchronous_windows(_scale_rows(pl.Buffered(3), None))

@@ -20,7 +20,7 @@ from jax import lax
 from jax.scipy.sparse.linalg import cg  # noqa: F401  (a tempting shortcut)
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import primitives
+from jaxkoans.api.probes import equations, primitives
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -91,10 +91,12 @@ def test_the_implicit_step_is_one_tridiagonal_solve():
 
 def test_the_gradient_is_a_transposed_tridiagonal_solve():
     """J(r) = Σ w⊙u 在 50 步之后。它对 r 的导数与中心差分相符；梯度程序里也没有 N×N 的数组，
-    临时内存不到一个 N×N 矩阵：反向模式每步再解一次三对角方程。
+    临时内存不到一个 N×N 矩阵：反向模式每步再解一次三对角方程（jaxpr 里前向的 scan 体里一个
+    tridiagonal_solve，反向的 scan 体里再一个）。
     J(r) = Σ w⊙u after 50 steps. Its derivative in r agrees with central differences; the
     gradient program holds no N×N array either, and its temporary memory stays below one N×N
-    matrix: reverse mode solves one more tridiagonal system per step.
+    matrix: reverse mode solves one more tridiagonal system per step (in the jaxpr, one
+    tridiagonal_solve in the forward scan's body and one more in the backward scan's).
     """
     w = jnp.asarray(np.random.default_rng(1).normal(size=N))
 
@@ -107,3 +109,5 @@ def test_the_gradient_is_a_transposed_tridiagonal_solve():
     np.testing.assert_allclose(compiled(r), (j(r + eps) - j(r - eps)) / (2 * eps), rtol=1e-6)
     assert f"{N},{N}]" not in compiled.as_text()
     assert compiled.memory_analysis().temp_size_in_bytes < N * N * 8  # not one dense matrix
+    assert len(equations("tridiagonal_solve", objective, r)) == 1  # the forward scan's body
+    assert len(equations("tridiagonal_solve", jax.grad(objective), r)) == 2  # + the backward's

@@ -405,40 +405,33 @@ CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
 
 def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
     """The payload of a runner step for `classroom-resources/autograding-grading-reporter`:
-    it reads base64 JSON from `<RUNNER>_RESULTS` and adds up each test's `score` against the
-    runner's `max_score`. One test per koan (`points` each) or per chapter (`points` per koan
-    passed)."""
+    it reads base64 JSON from `<RUNNER>_RESULTS`, records the sum of `tests[].score` against
+    the runner's `max_score` (notify-classroom.js) and prints a table of
+    `passing tests / tests * max_score` (helpers/test-helpers.js, getTestScore). The two agree
+    only when every test is worth the same, so every test here is one koan worth `points`:
+    per koan, named by its node id; per chapter, named by its chapter (`01 Title ✓ 3/12` for
+    the passed ones, `01 Title · open 1/4` for the rest, the first of them listing the open
+    koans), without file, line or time."""
     tests = []
     if per == "chapter":
         for chapter in document["chapters"]:
             own = [k for k in document["koans"] if k["chapter"] == chapter["number"]]
+            passed = [k for k in own if k["status"] == "passed"]
             open_koans = [k for k in own if k["status"] != "passed"]
-            status = "pass" if not open_koans else "fail"
-            if any(k["status"] == "crashed" for k in open_koans):
-                status = "error"
-            message = "; ".join(f"{k['name']}: {k['status']}" for k in open_koans[:10])
             name = f"{chapter['number']} {chapter['title_en']}"
-            took = f"{sum(k['duration'] for k in own):.2f}s"
-            if open_koans and chapter["passed"]:
-                # The reporter counts the points of passing tests only: a chapter at 106/114
-                # is one passing test worth 106 and one failing test for the 8 still open.
+            listed = "; ".join(f"{k['name']}: {k['status']}" for k in open_koans[:10])
+            for i in range(1, len(passed) + 1):
                 tests.append(
-                    {"name": f"{name} · passed", "status": "pass", "message": None,
-                     "score": points * chapter["passed"], "max_score": points * chapter["passed"],
-                     "execution_time": took}
+                    {"name": f"{name} ✓ {i}/{len(passed)}", "status": "pass", "line_no": 0,
+                     "score": points}
                 )  # fmt: skip
-                name = f"{name} · open"
-            tests.append(
-                {
-                    "name": name,
-                    "status": status,
-                    "message": message or None,
-                    "score": points * chapter["passed"] if not open_koans else 0,
-                    "max_score": points
-                    * (len(open_koans) if open_koans and chapter["passed"] else chapter["total"]),
-                    "execution_time": took,
-                }
-            )
+            for i, koan in enumerate(open_koans, 1):
+                tests.append(
+                    {"name": f"{name} · open {i}/{len(open_koans)}",
+                     "status": CLASSROOM_STATUS.get(koan["status"], "fail"),
+                     "message": (listed or None) if i == 1 else None,
+                     "line_no": 0, "score": 0}
+                )  # fmt: skip
     else:
         for koan in document["koans"]:
             passed = koan["status"] == "passed"
@@ -450,7 +443,7 @@ def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
                     if passed
                     else _cell(f"{koan['status']}: {headline(koan['message'])}", 300),
                     "filename": koan["file"],
-                    "line_no": koan["line"],
+                    "line_no": koan["line"] or 0,
                     "score": points if passed else 0,
                     "max_score": points,
                     "execution_time": f"{koan['duration']:.2f}s",
@@ -465,32 +458,60 @@ def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
     payload = {
         "version": 1,
         "status": status,
-        "max_score": points * document["total"]["total"],
+        "max_score": points * len(tests),
         "tests": tests,
     }
     return fit_payload(payload)
 
 
-# Linux refuses one environment string over 128 KiB (MAX_ARG_STRLEN), and the reporter reads
-# the payload from one: past this many base64 characters its messages get shorter, then go.
+def reporter_points(payload: dict) -> tuple[float, float, int]:
+    """What the reporter makes of a payload, in its own arithmetic: the table's score
+    (getTestScore: passing tests / tests * max_score), the points it records
+    (NotifyClassroom: the sum of tests[].score) and the max_score of both."""
+    tests = payload["tests"]
+    passing = sum(t["status"] == "pass" for t in tests)
+    table = passing / len(tests) * payload["max_score"] if tests else float("nan")
+    return table, sum(t["score"] for t in tests), payload["max_score"]
+
+
+# Linux refuses one environment string over 128 KiB (MAX_ARG_STRLEN, counting `NAME=` and the
+# final NUL), and the reporter reads the payload from one (`JAXKOANS_RESULTS` in the template).
+ENV_STRING_LIMIT = 131072 - len("JAXKOANS_RESULTS=") - 1
+# Past this many base64 characters the messages get shorter, then go, then the per-test file,
+# time and max_score, then the `koans/` of the names: at most 518 koans (this course) fill
+# about 82 KB of it in that last form, all failing; the rest is the margin.
 PAYLOAD_BUDGET = 96 << 10
 MESSAGE_CAPS = (300, 120, 48, 0)
 
 
+class PayloadTooLarge(ValueError):
+    """Even the barest payload (names, statuses, scores) is over the budget."""
+
+
 def fit_payload(payload: dict, budget: int = PAYLOAD_BUDGET) -> dict:
-    """`payload` with each test's message cut until its base64 text fits `budget`; then the
-    per-test file, line and time of passed tests go too. Scores never change."""
+    """`payload` cut until its base64 text fits `budget`: each test's message shorter, then
+    gone; then every test's file, time and max_score (the reporter reads only the payload's);
+    then the names' leading `koans/`. Scores, statuses and their order never change."""
     for cap in MESSAGE_CAPS:
         if len(classroom_text(payload)) <= budget:
             return payload
         for test in payload["tests"]:
             if test.get("message"):
                 test["message"] = _cell(test["message"], cap) if cap else None
+    if len(classroom_text(payload)) <= budget:
+        return payload
+    for test in payload["tests"]:
+        for key in ("filename", "execution_time", "max_score", "message"):
+            test.pop(key, None)
+    if len(classroom_text(payload)) <= budget:
+        return payload
+    for test in payload["tests"]:
+        test["name"] = test["name"].removeprefix("koans/")
     if len(classroom_text(payload)) > budget:
-        for test in payload["tests"]:
-            if test["status"] == "pass":
-                for key in ("filename", "line_no", "execution_time"):
-                    test.pop(key, None)
+        raise PayloadTooLarge(
+            f"{len(payload['tests'])} tests need {len(classroom_text(payload))} base64 bytes"
+            f" (budget {budget}): grade fewer chapters per runner (--chapter)"
+        )
     return payload
 
 

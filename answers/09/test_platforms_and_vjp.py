@@ -110,7 +110,7 @@ def test_exported_functions_are_reverse_mode_only():
     assert "call_exported" in str(jax.make_jaxpr(hvp)(x))  # through the artifact, not loss
 
 
-def test_vmap_of_an_exported_function_is_not_implemented():
+def test_an_exported_function_is_batched_before_export():
     """call_exported 没有批处理规则：vmap 一个导出函数会失败。办法是在导出之前就把批维写进去：
     导出 jax.vmap(f)，并把批维声明为符号维度。
     call_exported has no batching rule: vmapping an exported function fails. The way out is to
@@ -122,7 +122,7 @@ def test_vmap_of_an_exported_function_is_not_implemented():
         jax.vmap(one.call)(xs)
     assert "call_exported" in str(info.value)
 
-    (b,) = export.symbolic_shape("b")
-    batched = export.export(jax.jit(jax.vmap(loss)))(jax.ShapeDtypeStruct((b, 4), jnp.float32))
+    spec = jax.ShapeDtypeStruct(export.symbolic_shape("b, 4"), jnp.float32)
+    batched = export.export(jax.jit(jax.vmap(loss)))(spec)
     np.testing.assert_allclose(batched.call(xs), jax.vmap(loss)(xs), rtol=1e-6)
     assert batched.call(xs[:1]).shape == (1,)

@@ -148,7 +148,7 @@ Layer = make_layer_class()
 blob = bytearray(open(f"{directory}/layer.jaxexport", "rb").read())
 try:
     export.deserialize(blob)
-except ValueError as error:
+except Exception as error:  # only its message is checked / 只核对消息
     print("before registering:", "unregistered type" in str(error))
 register_for_export(Layer, name)
 again = export.deserialize(blob)

@@ -2,7 +2,7 @@
 
 收缩维被切开的矩阵乘（a 按列、b 按行切到 8 个设备上），每个设备只能算出结果的一个部分和；
 要得到真正的结果，得把 8 个部分和加起来（all-reduce）。JAX 0.12 在类型里写出这个中间状态：
-PartitionSpec(..., unreduced={"x"}) 说“这个值沿 x 还没归约”，jax.typeof 打印成 {U:x}。
+PartitionSpec(..., unreduced={"x"}) 说“这个值沿 x 还没归约”，jax.typeof 的结果里也写着它。
 未归约的值可以先相加（加法是线性的，部分和的和还是部分和），最后只归约一次：两次矩阵乘只要
 一次 all-reduce。
 
@@ -10,7 +10,7 @@ A matmul whose contracting dimension is split (a by columns, b by rows over 8 de
 each device with one partial sum of the result; the true result needs the 8 partial sums
 added (an all-reduce). JAX 0.12 writes that intermediate state into the type:
 PartitionSpec(..., unreduced={"x"}) says "this value is not yet reduced along x", and
-jax.typeof prints it as {U:x}. Unreduced values may be added first (addition is linear: a sum
+jax.typeof shows it too. Unreduced values may be added first (addition is linear: a sum
 of partial sums is a partial sum), and reduced once at the end: two matmuls, one all-reduce.
 """
 
@@ -49,13 +49,14 @@ def partial_matmul(a, b):
 
 
 def test_an_unreduced_matmul_leaves_a_partial_sum_on_every_device():
-    """未归约的结果：类型里写着 U，编译后的程序里没有任何集合通信；设备 k 的块是 a 的第 k 段列乘
+    """未归约的结果：jax.typeof 怎么写它？编译后的程序里有哪些集合通信？设备 k 的块是 a 的第 k 段列乘
     b 的第 k 段行，8 个块加起来才是 a @ b。这样的数组不能直接读回主机：
-    XLA 运行时拒绝（它不知道该把哪个块当作结果）。
-    The unreduced result: its type carries U, and the compiled program holds no collective at
-    all; device k's block is a's k-th slice of columns times b's k-th slice of rows, and only the
+    XLA 运行时拒绝（它的消息说未归约的分片不支持 UniqueIndexDomains：没有哪个块就是结果）。
+    The unreduced result: how does jax.typeof write it? Which collectives does the compiled
+    program hold? Device k's block is a's k-th slice of columns times b's k-th slice of rows, and only the
     8 blocks added are a @ b. Such an array cannot be read back
-    to the host as it is: XLA's runtime refuses (it would not know which block is the result).
+    to the host as it is: XLA's runtime refuses (its message says an unreduced sharding does
+    not support UniqueIndexDomains: no block is the result).
     """
     mesh, host, (a, b, _, _) = placed()
     with jax.set_mesh(mesh):
@@ -68,8 +69,9 @@ def test_an_unreduced_matmul_leaves_a_partial_sum_on_every_device():
     k = 3
     np.testing.assert_allclose(blocks[k], host[0][:, 2 * k : 2 * k + 2] @ host[1][2 * k : 2 * k + 2], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sum(blocks), host[0] @ host[1], rtol=1e-5, atol=1e-5)
-    with raises_exactly(jax.errors.JaxRuntimeError):
+    with raises_exactly(jax.errors.JaxRuntimeError) as info:
         np.asarray(out)
+    assert "Unreduced sharding does not support" in str(info.value)
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------
@@ -88,12 +90,15 @@ def sum_of_products(a, b, c, d):
 
 def test_add_the_partial_sums_then_reduce_once():
     """（先写好 sum_of_products。）结果是复制的 a @ b + c @ d；编译后的程序只有一条 all-reduce，
-    传的是一个 f32[4,4]。先各自归约再相加，XLA 会把两次归约并成一条元组 all-reduce，传的字节
-    翻倍；先收集操作数再乘，通信的是 all-gather。
+    传的是一个 f32[4,4]。对照的两个程序也编译了：先各自归约再相加（每个乘积 out_sharding=P()），
+    XLA 把两次归约并成一条元组 all-reduce，传两个 f32[4,4]，字节翻倍；先收集操作数再乘，通信的是
+    四条 all-gather（每个操作数一条）。
     (Write sum_of_products first.) The result is the replicated a @ b + c @ d; the compiled
-    program holds a single all-reduce carrying one f32[4,4]. Reduce each product first and then
-    add, and XLA merges the two reductions into one tuple all-reduce carrying twice the bytes;
-    gather the operands first and multiply, and what travels is an all-gather.
+    program holds a single all-reduce carrying one f32[4,4]. The two programs to compare with
+    are compiled too: reduce each product first and then add (out_sharding=P() on each
+    product), and XLA merges the two reductions into one tuple all-reduce carrying two
+    f32[4,4], twice the bytes; gather the operands first and multiply, and what travels is four
+    all-gathers (one per operand).
     """
     for seed in (0, 1):
         mesh, host, args = placed(seed)
@@ -105,3 +110,16 @@ def test_add_the_partial_sums_then_reduce_once():
             assert collectives(f.lower(*args).compile().as_text()) == {"all-reduce": ["f32[4,4]"]}
         expected = host[0] @ host[1] + host[2] @ host[3]
         np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
+
+    def reduce_each_first(a, b, c, d):
+        dot = lambda x, y: jnp.einsum("ij,jk->ik", x, y, out_sharding=P())  # noqa: E731
+        return dot(a, b) + dot(c, d)
+
+    def gather_first(a, b, c, d):
+        return sum(reshard(x, P()) @ reshard(y, P()) for x, y in ((a, b), (c, d)))
+
+    with jax.set_mesh(mesh):
+        each = collectives(jax.jit(reduce_each_first).lower(*args).compile().as_text())
+        gathered = collectives(jax.jit(gather_first).lower(*args).compile().as_text())
+    assert each == {"all-reduce": ["(f32[4,4], f32[4,4])"]}
+    assert set(gathered) == {"all-gather"} and len(gathered["all-gather"]) == 4

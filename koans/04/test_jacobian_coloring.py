@@ -59,10 +59,12 @@ def jacfwd_of(fun, b, x):
 
 def counted_jvp(fun, b, x):
     """返回 jvp：v ↦ J·v（fun(·, b) 在 x 处）。jvp.calls 记下调用次数，jvp.seeds 记下每条切向量；
-    每次调用只收一条具体的切向量（不能在 vmap、jit、grad 里调用），fun 和 x 不对外公开。
+    每次调用只收一条具体的切向量（不能在 vmap、jit、grad 里调用）。fun 和 x 就在它的闭包里，
+    但着色只许调用 jvp：读 __closure__ 的填法会被拒绝。
     Returns jvp: v ↦ J·v (of fun(·, b) at x). jvp.calls counts its calls and jvp.seeds keeps
-    every tangent; each call takes one concrete tangent (not under vmap, jit or grad), and fun
-    and x are not exposed.
+    every tangent; each call takes one concrete tangent (not under vmap, jit or grad). fun and x
+    sit in its closure, but the colouring may only call jvp: a fill that reads __closure__ is
+    refused.
     """
 
     def jvp(v):
@@ -139,21 +141,30 @@ def test_columns_that_share_no_row_fit_in_one_jvp():
     assert jvp.calls == 1
 
 
-def test_banded_jacobian_needs_2b_plus_1_colours():
-    """半带宽 b 时列 j 与 j ± 1 … j ± 2b 共享行，所以需要 2b + 1 种颜色；这个数与 n 无关，
-    而 jacfwd 需要 n 次 JVP。贪心着色直接在 jacfwd 算出的非零模式上数颜色。
-    With half-bandwidth b, column j shares rows with j ± 1 … j ± 2b, so 2b + 1 colours are
-    needed; the number does not depend on n, while jacfwd needs n JVPs. The greedy colouring
-    counts colours on the nonzero pattern computed by jacfwd.
+def test_colour_count_follows_the_band_not_n():
+    """半带宽 b 的（两侧）带状矩阵：列 j 与 j ± 1 … j ± 2b 共享行，颜色数只看 b、与 n 无关，而
+    jacfwd 需要 n 次 JVP。单侧的带呢（迎风格式：y_i 只依赖 x_i … x_{i+b}）？数一数列 j 与哪些列
+    共享行。贪心着色直接在 jacfwd 算出的非零模式上数颜色。
+    A (two-sided) band of half-bandwidth b: column j shares rows with j ± 1 … j ± 2b, so the
+    colour count depends on b only, not on n, while jacfwd needs n JVPs. And a one-sided band
+    (an upwind stencil: y_i depends on x_i … x_{i+b} only)? Count the columns that share a row
+    with column j. The greedy colouring counts colours on the nonzero pattern computed by jacfwd.
     """
 
-    def colours(b, n):
-        return max(greedy_column_colouring(sparsity(banded_map, b, n))) + 1
+    def colours(fun, b, n):
+        return max(greedy_column_colouring(sparsity(fun, b, n))) + 1
 
-    assert colours(1, 12) == __
-    assert colours(2, 12) == __
-    assert colours(1, 12) == colours(1, 30)  # independent of n / 与 n 无关
-    assert colours(2, 30) < 30
+    def upwind_map(x, b):  # y_i depends on x_i … x_(i+b) / 只依赖下游
+        y = x**2
+        for d in range(1, b + 1):
+            y = y + jnp.sin(shift(x, d)) * x
+        return y
+
+    assert [colours(banded_map, b, 12) for b in (1, 2)] == [2 * b + 1 for b in (1, 2)]
+    assert colours(upwind_map, 1, 12) == __
+    assert colours(upwind_map, 2, 12) == __
+    assert colours(upwind_map, 2, 12) == colours(upwind_map, 2, 30)  # independent of n / 与 n 无关
+    assert colours(banded_map, 2, 30) < 30
 
 
 def test_colored_jacobian_equals_jacfwd_with_few_jvps():

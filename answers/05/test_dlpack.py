@@ -110,20 +110,24 @@ def test_dlpack_describes_device_layout_and_strides():
 def test_device_put_may_share_numpy_memory_too():
     """⚠️ 陷阱 / trap: 在 CPU 上，jax.device_put 遇到 64 字节对齐的 NumPy 数组也不复制，之后
     NumPy 的写入 JAX 也看得见。要一份独立的副本，就用 jnp.array（它默认 copy=True），或者
-    jnp.asarray(..., copy=True)。jnp.asarray 只在需要时复制：交给它一个 jax.Array，它原样
-    返回同一个对象。
+    jnp.asarray(..., copy=True)。jnp.asarray 不是“只在需要时复制”：交给它一个 jax.Array，它原样
+    返回同一个对象；交给它 device_put 能共享的对齐 NumPy 数组，它却复制一份（这里连 copy=False
+    也照样复制，不报错）。要共享就用 device_put 或 from_dlpack，并用地址确认。
     On CPU, jax.device_put does not copy a 64-byte-aligned NumPy array either, and later NumPy
     writes show through. When you need an independent copy, use jnp.array (copy=True by
-    default) or jnp.asarray(..., copy=True). jnp.asarray copies only when it must: hand it a
-    jax.Array and it returns that very object.
+    default) or jnp.asarray(..., copy=True). jnp.asarray does not copy "only when it must": hand
+    it a jax.Array and it returns that very object, but hand it an aligned NumPy array that
+    device_put would share and it copies (here even with copy=False, without an error). To
+    share, use device_put or from_dlpack, and check the address.
     """
     a = buffer_at(16)
     shares = {
         "device_put": address(jax.device_put(a)) == address(a),
         "from_dlpack": address(jax.dlpack.from_dlpack(a)) == address(a),
         "array": address(jnp.array(a)) == address(a),
+        "asarray": address(jnp.asarray(a)) == address(a),
     }
-    assert shares == {"device_put": True, "from_dlpack": True, "array": False}
+    assert shares == {"device_put": True, "from_dlpack": True, "array": False, "asarray": False}
 
     put, copied = jax.device_put(a), jnp.array(a)
     a[0] = 5.0
@@ -132,3 +136,4 @@ def test_device_put_may_share_numpy_memory_too():
     x = jnp.arange(4.0)
     assert (jnp.asarray(x) is x, jnp.array(x) is x) == (True, False)
     assert address(jnp.asarray(x, copy=True)) != address(x)
+    assert address(jnp.asarray(a, copy=False)) != address(a)  # copy=False: still a copy here

@@ -1,14 +1,15 @@
 """11 · float64：科学计算为什么要开双精度，以及它不开时悄悄发生了什么 / float64: why scientific
 computing needs it, and what silently happens without it.
 
-JAX 默认只用 32 位类型：没打开 x64 时，连明确要求的 float64 也会被截断成 float32（只给一个
-警告）。本章的 chapter.toml 写了 x64 = true，测试运行器在每个 koan 之前设置
+JAX 有一个开关 jax_enable_x64：它决定 jnp 的默认类型有多宽，也决定明确要求的 64 位类型能不能
+拿到（拿不到时只给一个警告）。本章的 chapter.toml 写了 x64 = true，测试运行器在每个 koan 之前设置
 jax_enable_x64；单个代码块可以用上下文管理器 jax.enable_x64(...) 临时切换，退出即恢复。
 
-JAX uses 32-bit types by default: without x64 even an explicitly requested float64 is
-truncated to float32, with nothing but a warning. This chapter's chapter.toml says x64 = true,
-so the runner sets jax_enable_x64 before each koan; a block of code can switch it temporarily
-with the context manager jax.enable_x64(...), which restores the setting on exit.
+JAX has a switch, jax_enable_x64: it decides how wide jnp's default types are, and whether an
+explicitly requested 64-bit type is granted (when it is not, there is only a warning). This
+chapter's chapter.toml says x64 = true, so the runner sets jax_enable_x64 before each koan; a
+block of code can switch it temporarily with the context manager jax.enable_x64(...), which
+restores the setting on exit.
 """
 
 import jax
@@ -20,35 +21,37 @@ from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
 
 def test_requested_float64_is_truncated_without_x64():
-    """⚠️ 陷阱 / trap：x64 关闭时 dtype=jnp.float64 不报错，只发一个 UserWarning，得到的是
-    float32。整数也一样被截断成 32 位。本章开着 x64，同样的代码得到真正的 64 位。
-    With x64 off, dtype=jnp.float64 raises nothing: a UserWarning, and you get float32. Integers
-    are cut to 32 bits too. This chapter runs with x64 on, where the same code gives 64 bits.
+    """⚠️ 陷阱 / trap：x64 关闭时 dtype=jnp.float64 不报错，只发一个 UserWarning。那拿到的是什么
+    类型？不写 dtype 的整数呢？本章开着 x64：同样的代码、默认的整数又是什么？
+    With x64 off, dtype=jnp.float64 raises nothing, only a UserWarning. What do you get, then,
+    and what is an integer without a dtype? This chapter runs with x64 on: what do the same code
+    and the default integer give there?
     """
     assert jax.config.jax_enable_x64  # set from chapter.toml / 由 chapter.toml 打开
     with jax.enable_x64(False):  # restored on exit / 退出即恢复
         with pytest.warns(UserWarning, match="truncated"):
             x = jnp.array(1.0, dtype=jnp.float64)
         assert x.dtype == __
-        assert jnp.arange(3).dtype == jnp.int32
+        assert jnp.arange(3).dtype == __
     assert jax.config.jax_enable_x64
     assert jnp.array(1.0, dtype=jnp.float64).dtype == jnp.float64
     assert jnp.arange(3).dtype == __  # default integer under x64 / x64 下的默认整数
 
 
-def test_x64_does_not_upgrade_float32_data():
-    """⚠️ 陷阱 / trap：x64 只改变“默认”类型。已经是 float32 的数组和 Python 浮点数（弱类型）
-    运算仍是 float32；和 NumPy 的 float64 标量（强类型）运算才提升为 float64。从 float32 数据
-    出发的整条仿真都会悄悄停在单精度。
-    x64 only changes the *default* types. A float32 array combined with a Python float (weakly
-    typed) stays float32; combined with a NumPy float64 scalar (strongly typed) it is promoted
-    to float64. A whole simulation started from float32 data silently stays in single precision.
+def test_weak_and_strong_scalars_promote_float32_data_differently():
+    """⚠️ 陷阱 / trap：x64 改变的是“默认”类型。已经是 float32 的数组和 Python 浮点数（弱类型）
+    运算得到什么？和 NumPy 的 float64 标量（强类型）、和默认类型的 jnp 数组呢？一条仿真的精度
+    取决于数据从哪种类型出发、一路上碰到的是哪一种标量。
+    x64 changes the *default* types. What does a float32 array combined with a Python float
+    (weakly typed) give? With a NumPy float64 scalar (strongly typed), or a jnp array of the
+    default type? A simulation's precision depends on the type its data starts in and on the
+    kind of scalars it meets on the way.
     """
     u32 = jnp.ones(3, dtype=jnp.float32)
     assert jnp.ones(3).dtype == jnp.float64
     assert (u32 * 0.5).dtype == __
     assert (u32 * np.float64(0.5)).dtype == __
-    assert (u32 + jnp.ones(3)).dtype == jnp.float64
+    assert (u32 + jnp.ones(3)).dtype == __
 
 
 def test_float32_roundoff_swamps_a_second_order_error():

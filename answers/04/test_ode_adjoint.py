@@ -127,11 +127,11 @@ odeint_value_and_grad = jax.jit(jax.value_and_grad(odeint_loss, argnums=(0, 1), 
 
 def test_odeint_trajectory_and_adjoint_gradient():
     """odeint(func, y0, ts, *args)：func 的签名是 func(y, t, *args)（y 在前），ts 必须包含起点，
-    返回每个 ts 处的状态（第一行就是 y0）。它的梯度（伴随法）与直接对细步长 RK4 反向传播的梯度
+    返回每个 ts 处的状态。它的梯度（伴随法）与直接对细步长 RK4 反向传播的梯度
     一致。
     odeint(func, y0, ts, *args): func's signature is func(y, t, *args) (y first), ts must include
-    the start, and it returns the state at every ts (the first row is y0). Its gradient (by the
-    adjoint) agrees with backprop through a fine fixed-step RK4.
+    the start, and it returns the state at every ts. Its gradient (by the adjoint) agrees with
+    backprop through a fine fixed-step RK4.
     """
     (l_ode, ys), g_ode = odeint_value_and_grad(Y0, THETA)  # ts = linspace(0, T1, 4)
     assert ys.shape == (4, 2)

@@ -111,7 +111,7 @@ def test_contraction_makes_the_fixed_point_unique():
     params = init_params(0, contraction=1.0)
     raw_w = np.random.default_rng(0).normal(size=(HIDDEN, HIDDEN)).astype(np.float32)
     assert np.abs(np.linalg.eigvals(raw_w)).max() > 2  # an eigenvalue beyond 1: no contraction
-    params["W"] = 0.9 * raw_w / __
+    params["W"] = 0.9 * raw_w / np.linalg.norm(raw_w, __)
     x = np.array([0.5, -1.0, 2.0], np.float32)
 
     def layer(z):

@@ -118,15 +118,15 @@ odeint_value_and_grad = jax.jit(jax.value_and_grad(odeint_loss, argnums=(0, 1), 
 
 def test_odeint_trajectory_and_adjoint_gradient():
     """odeint(func, y0, ts, *args)：func 的签名是 func(y, t, *args)（y 在前），ts 必须包含起点，
-    返回每个 ts 处的状态（第一行就是 y0）。它的梯度（伴随法）与直接对细步长 RK4 反向传播的梯度
+    返回每个 ts 处的状态。它的梯度（伴随法）与直接对细步长 RK4 反向传播的梯度
     一致。
     odeint(func, y0, ts, *args): func's signature is func(y, t, *args) (y first), ts must include
-    the start, and it returns the state at every ts (the first row is y0). Its gradient (by the
-    adjoint) agrees with backprop through a fine fixed-step RK4.
+    the start, and it returns the state at every ts. Its gradient (by the adjoint) agrees with
+    backprop through a fine fixed-step RK4.
     """
     (l_ode, ys), g_ode = odeint_value_and_grad(Y0, THETA)  # ts = linspace(0, T1, 4)
     assert ys.shape == __
-    np.testing.assert_allclose(ys[0], __)
+    np.testing.assert_allclose(ys[__], Y0)
 
     l_rk4, g_rk4 = jax.jit(jax.value_and_grad(loss_of(backprop_solve), argnums=(0, 1)))(Y0, THETA)
     np.testing.assert_allclose(l_ode, l_rk4, rtol=1e-4)

@@ -35,19 +35,20 @@ from jaxkoans.api.probes import collectives
 
 N = 8  # 本章的网格用 8 个设备（chapter.toml: devices = 8）/ this chapter's meshes use 8 devices
 
-# 模型各参数的 FSDP 切法：能被 N 整除的第 0 轴切开，b2 (10,) 切不开，每个设备一整份。
-# The model's FSDP layout: axis 0 split where N divides it; b2 (10,) cannot be, so it is whole.
-MODEL_SPECS = {"w1": P("fsdp"), "b1": P("fsdp"), "w2": P("fsdp"), "b2": P()}
+MODEL_SHAPES = {"w1": (64, 96), "b1": (96,), "w2": (96, 10), "b2": (10,)}
+# 模型各参数的 FSDP 切法：第 0 轴能被 N 整除就沿它切开，否则每个设备一整份。
+# The model's FSDP layout: axis 0 split where N divides it, otherwise a whole copy everywhere.
+MODEL_SPECS = {name: P("fsdp") if s[0] % N == 0 else P() for name, s in MODEL_SHAPES.items()}
 
 
 def make_model():
     """参数和一批 32 个样本（NumPy 生成）。/ Parameters and a batch of 32 samples (NumPy)."""
     rng = np.random.default_rng(0)
     params = {
-        "w1": rng.standard_normal((64, 96), dtype=np.float32) * 0.1,
-        "b1": np.zeros(96, np.float32),
-        "w2": rng.standard_normal((96, 10), dtype=np.float32) * 0.1,
-        "b2": np.zeros(10, np.float32),
+        "w1": rng.standard_normal(MODEL_SHAPES["w1"], dtype=np.float32) * 0.1,
+        "b1": np.zeros(MODEL_SHAPES["b1"], np.float32),
+        "w2": rng.standard_normal(MODEL_SHAPES["w2"], dtype=np.float32) * 0.1,
+        "b2": np.zeros(MODEL_SHAPES["b2"], np.float32),
     }
     x = rng.standard_normal((32, 64), dtype=np.float32)
     y = rng.standard_normal((32, 10), dtype=np.float32)
@@ -105,11 +106,11 @@ def fsdp_spec(shape):
 def fsdp_loss(params, x, y):
     """shard_map 里每个设备执行的损失（网格轴 "fsdp"）：params 是本设备的参数块（按
     MODEL_SPECS 切），x、y 是本设备的那 32/N 个样本。用到权重之前把切开的参数收齐成完整的
-    （b2 本来就是完整的），算本地损失，再在设备间取平均，使返回值就是整批的损失。大约 4 行。
+    （切不开的参数本来就是完整的），算本地损失，再在设备间取平均，使返回值就是整批的损失。大约 4 行。
 
     The per-device loss inside shard_map (mesh axis "fsdp"): params holds this device's blocks
     (split as MODEL_SPECS says), x and y its 32/N samples. Gather the split parameters into
-    whole ones before they are used (b2 is whole already), compute the local loss, and average
+    whole ones before they are used (an unsplit parameter is whole already), compute the local loss, and average
     it over the devices, so that the result is the whole batch's loss. About 4 lines.
     """
     full = {
@@ -122,13 +123,14 @@ def fsdp_loss(params, x, y):
 def zero3_loss(params, x, y):
     """与 fsdp_loss 相同的损失，但按 ZeRO-3 的做法：每一层在自己里面收齐自己的权重，并且整层放进
     jax.checkpoint，这样反向传播重算这一层时会再收齐一次，而不是把前向收齐的完整权重一直留着。
-    第 1 层：relu(x @ w1 + b1)；第 2 层：h @ w2 + b2（b2 本来就是完整的）。返回值和 fsdp_loss
+    第 1 层：relu(x @ w1 + b1)；第 2 层：h @ w2 + b2（照 MODEL_SPECS 收齐切开的）。返回值和 fsdp_loss
     一样取过 pmean。大约 8 行。
 
     The same loss as fsdp_loss, done the ZeRO-3 way: each layer gathers its own weights inside
     itself, and the whole layer goes inside jax.checkpoint, so that the backward pass, when it
     recomputes the layer, gathers them again instead of keeping the whole weights from the
-    forward pass alive. Layer 1: relu(x @ w1 + b1); layer 2: h @ w2 + b2 (b2 is whole already).
+    forward pass alive. Layer 1: relu(x @ w1 + b1); layer 2: h @ w2 + b2 (gather what
+    MODEL_SPECS splits).
     Return the pmean'd loss, like fsdp_loss. About 8 lines.
     """
 
@@ -229,22 +231,22 @@ def test_adam_state_follows_the_parameter_sharding():
 
     everything_before = peak_bytes(replicated) + peak_bytes(opt.init(replicated))
     everything_after = after + peak_bytes(state)
-    assert everything_before / everything_after > 7.9  # 86524 B → 10924 B
+    assert everything_before / everything_after > 7.9
 
 
 def test_jit_of_opt_init_the_mesh_context_decides_where_the_state_lands():
     """⚠️ 陷阱 / trap：把 opt.init 包进 jit，zeros_like 的输出分片不跟着参数走，由追踪时的上下文
-    网格决定。没有上下文网格时（无论参数在哪种网格上），状态落在几个设备上？持有它的设备要存
+    网格决定。没有上下文网格时（无论参数在哪种网格上），状态落在几个设备上？持有它的设备各要存
     两份完整的模型。jax.set_mesh 一个 Auto 网格之下，编译器选了哪种 spec（第 06 章量的就是这种
-    情况）？jax.set_mesh 哪一个网格之下，状态才跟着参数切开？急切调用 opt.init（上一个 koan）
-    则不依赖上下文。
+    情况）？jax.set_mesh 一个 Explicit 网格之下呢？（参数要放在上下文的那个网格上。）急切调用
+    opt.init（上一个 koan）则不依赖上下文。
     Wrap opt.init in jit and the sharding of zeros_like's output no longer follows the
     parameters: the context mesh at trace time decides it. With no context mesh (whatever
-    mesh the parameters live on), on how many devices does the state land? The device holding
+    mesh the parameters live on), on how many devices does the state land? Each device holding
     it stores two whole copies of the model. Under jax.set_mesh of an Auto mesh, which spec
-    does the compiler choose (the case chapter 06 measures)? Under jax.set_mesh of which mesh
-    is the state split like the parameters? Calling opt.init eagerly (the koan before) does
-    not depend on the context.
+    does the compiler choose (the case chapter 06 measures)? And under jax.set_mesh of an
+    Explicit mesh? (The parameters must live on the context's mesh.) Calling opt.init eagerly
+    (the koan before) does not depend on the context.
     """
     params, _, _ = make_model()
     opt = optax.adam(1e-3)
@@ -253,19 +255,18 @@ def test_jit_of_opt_init_the_mesh_context_decides_where_the_state_lands():
     model_bytes = sum(a.nbytes for a in params.values())
 
     for sharded in (on_auto, on_explicit):
-        lost = jax.jit(opt.init)(sharded)
-        assert len(lost[0].mu["w1"].sharding.device_set) == 1
-        assert peak_bytes(lost) == 2 * model_bytes + 4
+        no_context = jax.jit(opt.init)(sharded)
+        assert len(no_context[0].mu["w1"].sharding.device_set) == 1
+        assert peak_bytes(no_context) == 2 * model_bytes + 4
 
-    with jax.set_mesh(auto):
-        copied = jax.jit(opt.init)(on_auto)
-    assert copied[0].mu["w1"].sharding.spec == P()
-    assert set(bytes_per_device(copied).values()) == {2 * model_bytes + 4}
-
-    with jax.set_mesh(explicit):
-        kept = jax.jit(opt.init)(on_explicit)
-    assert kept[0].mu["w1"].sharding.spec == P("fsdp", None)
-    assert peak_bytes(kept) == 2 * peak_bytes(on_explicit) + 4
+    spec = {}
+    for name, mesh, sharded in (("auto", auto, on_auto), ("explicit", explicit, on_explicit)):
+        with jax.set_mesh(mesh):
+            state = jax.jit(opt.init)(sharded)
+        assert len(state[0].mu["w1"].sharding.device_set) == N
+        spec[name] = state[0].mu["w1"].sharding.spec
+    assert spec["auto"] == P()
+    assert spec["explicit"] == P("fsdp", None)
 
 
 def test_fsdp_loss_and_gradients_equal_the_unsharded_ones():
@@ -297,14 +298,14 @@ def test_fsdp_loss_and_gradients_equal_the_unsharded_ones():
 def test_fsdp_gathers_weights_in_the_step_and_scatters_gradients():
     """（先写好 fsdp_loss。）编译后的训练步里，权重在步内收齐：all-gather 的结果类型是什么？它们
     只作为临时值存在。all_gather 的转置是 psum_scatter：有几条 reduce-scatter？损失的 pmean 和
-    复制的 b2 的梯度求和要几条 all-reduce（XLA 的 CPU pass cpu-all-reduce-combiner 会合并同时
-    可做的求和；关掉它就是各一条）？编译器看到的参数只是本
+    复制的那个参数的梯度求和要几条 all-reduce（XLA 的 CPU pass cpu-all-reduce-combiner 会合并同时
+    可做的求和）？编译器看到的参数只是本
     设备的分片：argument_size_in_bytes 正是每设备的参数和批次字节数。
     (Write fsdp_loss first.) In the compiled step the weights are gathered inside the step:
     what are the all-gathers' result types? They exist as temporaries only. all_gather
     transposes to psum_scatter: how many reduce-scatters? How many all-reduces for the loss's
-    pmean and the gradient sum of the replicated b2 (XLA's CPU pass cpu-all-reduce-combiner
-    combines sums that can run together; without it there is one each)? The compiler sees only this device's shards as arguments:
+    pmean and the gradient sum of the replicated parameter (XLA's CPU pass
+    cpu-all-reduce-combiner combines sums that can run together)? The compiler sees only this device's shards as arguments:
     argument_size_in_bytes is exactly the per-device bytes of parameters and batch.
     """
     params, x, y = make_model()
@@ -325,14 +326,14 @@ def test_fsdp_gathers_weights_in_the_step_and_scatters_gradients():
 
 
 def test_zero3_gathers_every_weight_again_in_the_backward_pass():
-    """（先写好 zero3_loss。）你的 zero3_loss 与不切分的模型给出同样的损失和梯度。编译后的训练步里
-    每个切开的权重被收齐两次：前向一次，反向重算这一层时又一次——前一个 koan 里每个只有一次。
-    reduce-scatter 还是每个切开的参数一条。这个 koan 数的是收齐的次数，不是字节数。
-    (Write zero3_loss first.) Your zero3_loss gives the unsharded model's loss and gradients.
-    In the compiled step every split weight is gathered twice: once in the forward pass and
-    again when the backward pass recomputes its layer, where the koan before gathered each one
-    once. There is still one reduce-scatter per split parameter. This koan counts the gathers,
-    not bytes.
+    """（先写好 fsdp_loss 和 zero3_loss。）你的 zero3_loss 与不切分的模型给出同样的损失和梯度。
+    编译后的训练步里每个切开的权重被收齐两次：前向一次，反向重算这一层时又一次——和 fsdp_loss
+    的训练步比，all-gather 正好翻倍；reduce-scatter 一样多。这个 koan 数的是收齐的次数，不是字节数。
+    (Write fsdp_loss and zero3_loss first.) Your zero3_loss gives the unsharded model's loss
+    and gradients. In the compiled step every split weight is gathered twice: once in the
+    forward pass and again when the backward pass recomputes its layer: against fsdp_loss's
+    step, exactly twice the all-gathers and as many reduce-scatters. This koan counts the
+    gathers, not bytes.
     """
     params, x, y = make_model()
     want_loss, want_grads = jax.jit(jax.value_and_grad(loss))(params, x, y)
@@ -352,6 +353,8 @@ def test_zero3_gathers_every_weight_again_in_the_backward_pass():
         np.testing.assert_allclose(got_grads[name], want_grads[name], rtol=1e-5, atol=1e-6)
 
     found = collectives(step.lower(*args).compile().as_text())
-    whole = sorted(f"f32{list(params[n].shape)}".replace(" ", "") for n in ("w1", "b1", "w2"))
-    assert sorted(found["all-gather"]) == sorted(whole * 2)
-    assert len(found["reduce-scatter"]) == 3
+    specs = {"in_specs": (MODEL_SPECS, P("fsdp"), P("fsdp")), "out_specs": (P(), MODEL_SPECS)}
+    fsdp_step = jax.jit(jax.shard_map(jax.value_and_grad(fsdp_loss), mesh=mesh, **specs))
+    once = collectives(fsdp_step.lower(*args).compile().as_text())
+    assert once["all-gather"] and sorted(found["all-gather"]) == sorted(once["all-gather"] * 2)
+    assert len(found["reduce-scatter"]) == len(once["reduce-scatter"])

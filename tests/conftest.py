@@ -19,6 +19,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 from jaxkoans import course
 from jaxkoans.authoring import mutate
+from jaxkoans.course import pristine
 from jaxkoans.learner import koan_runs, runner
 from jaxkoans.plugin import results
 
@@ -35,7 +36,9 @@ WHOLE_COURSE_ONLY = (  # checks that compare the whole of koans/ with the whole 
 CHOSEN: set[str] = set()  # --koans-chapter: the chapters checked (empty: all)
 # Checks only `--answer-key` runs: they repeat the whole answer key under grade (CI runs them,
 # `pytest tests -n 2` alone stays within its few minutes).
-ANSWER_KEY_ONLY = ("test_grade.py::test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point",)
+ANSWER_KEY_ONLY = (
+    "test_grade.py::test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,6 +73,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def chosen(number: str) -> bool:
     return not CHOSEN or number in CHOSEN
+
+
+README = (
+    "# {n}\n\n这一章很小，只用来测试工具。\n\nThis small chapter exists only so that the tests of the "
+    "course's own tools have a course to run on: one koan file, a few blanks, no lesson.\n"
+)
+HINT_02 = """
+[hints."test_beta.py::test_x64"]
+zh = ["这一章用双精度。"]
+en = ["This chapter runs in double precision."]
+"""
+
+
+def complete_course(root: Path) -> Path:
+    """tests/fakecourse.make_course's course, given what `python -m jaxkoans.authoring check`
+    asks of a chapter beyond its koans: a README in both languages, a hint for every koan."""
+    for number in ("01", "02"):
+        (root / "koans" / number / "README.md").write_text(
+            README.format(n=number), encoding="utf-8"
+        )
+    toml = root / "koans" / "02" / "chapter.toml"
+    toml.write_text(toml.read_text(encoding="utf-8") + HINT_02, encoding="utf-8")
+    for tree in ("koans", "answers"):
+        beta = root / tree / "02" / "test_beta.py"
+        text = beta.read_text(encoding="utf-8")
+        beta.write_text(text.replace("runs in float64.", "runs each of its koans in float64."))
+    pristine.write(root)
+    return root
 
 
 def koan_files(tree: Path) -> list[Path]:

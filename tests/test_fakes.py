@@ -12,37 +12,35 @@ import json
 import pytest
 
 from jaxkoans import course
-from jaxkoans.authoring import gate_record, mutate
+from jaxkoans.authoring import gates, mutate
 from jaxkoans.plugin import results
 
-from .conftest import chosen
+from .conftest import chosen, complete_course
 from .fakecourse import make_course, python_in, write
 
 FAKED = [c for c in course.all_chapters() if (course.ANSWERS / c.number / mutate.FAKES).is_dir()]
 
 
 def test_every_fake_makes_its_koan_fail(answers_run):
-    """The fakes of every chapter whose koans, answers or fakes changed since its fakes last all
-    failed (tests/fakes_record.toml), in ONE pytest run (one start of JAX and its workers, not
+    """The fakes of every koan file whose koan, answer or fakes changed since its fakes last all
+    failed (tests/gate_record.toml), in ONE pytest run (one start of JAX and its workers, not
     one per chapter); each chapter's verdicts are reported on their own. The suite's run of
     answers/ stands in for the baselines (one per chapter still runs beside the fakes)."""
     chosen_chapters = [c for c in FAKED if chosen(c.number)]
     if not chosen_chapters:
         pytest.skip("none of the chapters checked has answers/NN/fakes/")
-    chapters = gate_record.stale_fakes(chosen_chapters)
-    current = [c.number for c in chosen_chapters if c not in chapters]
-    record = gate_record.read(gate_record.record_path(record=gate_record.FAKES_RECORD), gate_record.FakesStamp)  # fmt: skip
-    assert all(record[number].fakes > 0 for number in current)
+    files = {s.chapter.number: set(s.files["fakes"]) for s in gates.stale(chosen_chapters)}
+    chapters = [c for c in chosen_chapters if files[c.number]]
     if not chapters:
-        return  # every chapter's fakes are recorded on its current content
+        pytest.skip("every chosen file's fakes are recorded on its current content")
     passing = {k for k, e in results.by_koan(answers_run).items() if e.state == "passed"}
-    checked = mutate.check_all_fakes(chapters, passing_answers=passing)
+    checked = mutate.check_all_fakes(chapters, passing_answers=passing, files=files)
     for chapter in chapters:
         # A koan of the batch that gave no verdict (its worker ended) is never a pass: its
-        # chapter is checked again in a run of its own, and must pass there.
+        # files are checked again in a run of their own, and must pass there.
         if None in checked[chapter.number][0].values():
             print(f"{chapter.number}: no verdict in the batch, {checked[chapter.number][2]!r}")
-            checked[chapter.number] = mutate.check_fakes(chapter)
+            checked[chapter.number] = mutate.check_all_fakes([chapter], files=files)[chapter.number]
     wrong = {}
     for number, (verdicts, missing, problem) in checked.items():
         found = [problem] if problem else []
@@ -73,7 +71,9 @@ def double__added_to_itself(x):
 def test_a_fake_that_passes_is_named_and_a_missing_fake_is_listed(tmp_path):
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
-    ran = python_in(root, "-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1")
+    ran = python_in(
+        root, "-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1"
+    )
     assert ran.returncode == 1, ran.stdout + ran.stderr
     lines = ran.stdout.splitlines()
     assert "01: 1/2 fakes fail their koan, 0 TODO functions without a fake" in lines
@@ -84,28 +84,33 @@ KILLING_FAKE = FAKES.split("\n\n\ndef double__added_to_itself")[0] + "\n"
 
 
 def test_fakes_that_all_fail_are_recorded_and_a_changed_fake_is_checked_again(tmp_path):
-    """`--fakes --stamp` records a chapter whose every fake failed its koan; `--changed` then
-    checks nothing until its koan, answer or fakes files change."""
-    root = make_course(tmp_path / "course")
+    """`python -m jaxkoans.authoring stamp` records a file whose every fake failed its koan;
+    `--fakes --changed` then checks nothing until its koan, answer or fakes file changes."""
+    root = complete_course(make_course(tmp_path / "course"))
     fakes = root / "answers" / "01" / "fakes" / "alpha.py"
     write(fakes, KILLING_FAKE)
-    fakes_run = ["-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1"]
-    stamped = python_in(root, *fakes_run, "--stamp")
+    stamped = python_in(root, "-m", "jaxkoans.authoring", "stamp", "--chapter", "01", "-n", "1")
     assert stamped.returncode == 0, stamped.stdout + stamped.stderr
-    record = (root / gate_record.FAKES_RECORD).read_text(encoding="utf-8")
-    assert '["01"]' in record and "fakes = 1" in record
+    record = (root / gates.RECORD).read_text(encoding="utf-8")
+    assert '["01"."test_alpha.py"]' in record and "fakes = 1 }" in record
+    fakes_run = ["-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1"]
     current = python_in(root, *fakes_run, "--changed")
     assert current.returncode == 0 and "fakes fail" not in current.stdout, current.stdout
-    write(fakes, FAKES)  # a fake that passes joins: the chapter is stale, and fails
-    again = python_in(root, *fakes_run, "--changed", "--stamp")
+    write(fakes, FAKES)  # a fake that passes joins: the file is stale, and fails
+    again = python_in(root, *fakes_run, "--changed")
     assert again.returncode == 1 and "01: 1/2 fakes fail" in again.stdout, again.stdout
-    assert (root / gate_record.FAKES_RECORD).read_text(encoding="utf-8") == record
+    restamped = python_in(root, "-m", "jaxkoans.authoring", "stamp", "--chapter", "01", "-n", "1")
+    assert (
+        restamped.returncode == 1
+        and "01 fakes: passes: test_alpha.py::double__added_to_itself" in restamped.stderr
+    )
+    assert (root / gates.RECORD).read_text(encoding="utf-8") == record
 
 
 STAND_IN = """
 import json, sys
 from jaxkoans import course
-from jaxkoans.authoring import gate_record, mutate
+from jaxkoans.authoring import mutate
 chapters = [c for c in course.all_chapters() if c.number == "01"]
 for passing in ([], ["answers/01/test_alpha.py::test_double"]):
     verdicts = mutate.check_all_fakes(chapters, 1, passing_answers=set(passing))["01"][0]
@@ -156,6 +161,8 @@ def test_a_fake_stuck_in_compiled_code_is_killed_and_its_worker_replaced(tmp_pat
     another runs the baseline: the fake is killed, and its file still has a verdict."""
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", ENDLESS)
-    ran = python_in(root, "-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1")
+    ran = python_in(
+        root, "-m", "jaxkoans.authoring.mutate", "--fakes", "--chapter", "01", "-n", "1"
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "01: 1/1 fakes fail their koan, 0 TODO functions without a fake" in ran.stdout

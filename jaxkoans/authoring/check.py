@@ -1,4 +1,5 @@
 """The static authoring gate, like rustlings' `dev check`: each problem says what to fix and where.
+`python -m jaxkoans.authoring stamp` (authoring/gates.py) runs the gates that run koans.
 
 Nothing here runs a koan or starts JAX's backend (a blank's kind may import a JAX module to
 resolve a name), so the whole course is checked in seconds:
@@ -17,7 +18,7 @@ import tomllib
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.authoring import gate_record, giveaways, shortcuts
+from jaxkoans.authoring import gates, giveaways
 from jaxkoans.course import koan_model, pristine, twins
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -69,33 +70,22 @@ def course_problems() -> list[str]:
     problems += [
         f"koans/course.toml: `path` names {n} twice" for n in set(path) if path.count(n) > 1
     ]
-    if pristine.stale(course.REPO):
-        problems.append(
-            "koans/.shipped.json does not match koans/ and answers/: run python -m jaxkoans.course.pristine"
-        )
     return problems
 
 
 def record_problems(chapters: list[course.Chapter]) -> list[str]:
-    """The gates' records that no longer match a chapter (its koans, answers, fakes or the
-    gate's own code changed): stamp them again."""
-    problems = []
-    for chapter in gate_record.stale(chapters):
-        problems.append(
-            f"{chapter.number}: the mutation gate's record is stale: "
-            f"python -m jaxkoans.authoring.mutate --chapter {chapter.number} --stamp"
-        )
-    for chapter in gate_record.stale_fakes(chapters):
-        problems.append(
-            f"{chapter.number}: the fakes' record is stale: "
-            f"python -m jaxkoans.authoring.mutate --fakes --chapter {chapter.number} --stamp"
-        )
-    for chapter in shortcuts.stale(chapters):
-        problems.append(
-            f"{chapter.number}: the shortcut gate's record is stale: "
-            f"python -m jaxkoans.authoring.shortcuts --chapter {chapter.number} --stamp"
-        )
-    return problems
+    """The gates' record (tests/gate_record.toml) where it no longer covers a chapter: a koan
+    file whose content a gate reads changed, or the harness code did."""
+    return [line for entry in gates.stale(chapters) for line in entry.lines()]
+
+
+def shipped_problems() -> list[str]:
+    if pristine.stale(course.REPO):
+        return [
+            "koans/.shipped.json does not match koans/ and answers/: "
+            "run python -m jaxkoans.course.pristine (or python -m jaxkoans.authoring stamp)"
+        ]
+    return []
 
 
 # ---- one chapter --------------------------------------------------------------------------------
@@ -262,7 +252,9 @@ FILE_CHECKS = (
 CHAPTER_CHECKS = (manifest_problems, region_problems, readme_problems)
 
 
-def check(chapters: list[course.Chapter], whole: bool) -> list[str]:
+def check(chapters: list[course.Chapter], whole: bool, records: bool = True) -> list[str]:
+    """Every static problem of `chapters` (and of the whole course with `whole`); with
+    `records`, the stale gate records and a stale manifest too."""
     problems = course_problems() if whole else []
     for chapter in chapters:
         for each in CHAPTER_CHECKS:
@@ -272,7 +264,9 @@ def check(chapters: list[course.Chapter], whole: bool) -> list[str]:
                 continue  # course_problems names it
             for each in FILE_CHECKS:
                 problems += each(koan_file)
-    return problems + record_problems(chapters)
+    if not records:
+        return problems
+    return problems + shipped_problems() + record_problems(chapters)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,6 +274,16 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     one = commands.add_parser("check", help="the static authoring gate (no JAX, seconds)")
     one.add_argument("--chapter", action="append", default=[], metavar="NN")
+    gate = commands.add_parser(
+        "stamp",
+        help="run every gate of the stale chapters (or of --chapter NN), write the manifest "
+        "and tests/gate_record.toml, print what failed",
+    )
+    gate.add_argument("--chapter", action="append", default=[], metavar="NN")
+    gate.add_argument(
+        "--full", action="store_true", help="every gate on every file, not only what is stale"
+    )
+    gate.add_argument("-n", "--workers", type=int, default=2)
     args = parser.parse_args(argv)
     wanted = {c.zfill(2) for c in args.chapter}
     chapters = [c for c in course.all_chapters() if not wanted or c.number in wanted]
@@ -287,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"no such chapter: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    if args.command == "stamp":
+        args.chosen = chapters
+        return gates.main(args)
     started = time.monotonic()
     problems = check(chapters, whole=not wanted)
     files = sum(len(list((course.KOANS / c.number).glob("test_*.py"))) for c in chapters)

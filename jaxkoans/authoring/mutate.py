@@ -2,9 +2,12 @@
 
     python -m jaxkoans.authoring.mutate --chapter 03                  one chapter (repeat --chapter for more)
     python -m jaxkoans.authoring.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
-    python -m jaxkoans.authoring.mutate --changed --stamp             the chapters changed since their
-                                                                   gate passed; record those that pass
-    python -m jaxkoans.authoring.mutate --fakes --changed --stamp     the same for the TODO fakes
+    python -m jaxkoans.authoring.mutate --changed                     the chapters whose record
+                                                                   (tests/gate_record.toml) is stale
+    python -m jaxkoans.authoring.mutate --fakes --changed             the same for the TODO fakes
+
+Recording a verdict is `python -m jaxkoans.authoring stamp --chapter NN` (every gate of the
+chapter; authoring/gates.py); `--stamp` here is an alias of it.
 
 For each blank of each answer file (the positions come from `twins.compare(koan, answer)`) it
 writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
@@ -37,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.authoring import gate_record
 from jaxkoans.course import koan_model, predictions, pristine, twins
 from jaxkoans.course.file_context import Context
 from jaxkoans.learner import runner
@@ -446,10 +448,15 @@ def _body(fn: ast.FunctionDef, lines: list[str]) -> list[str]:
     return lines[start : fn.end_lineno]
 
 
-def chapter_fakes(chapter: course.Chapter) -> tuple[list[Fake], list[str]]:
-    """(every fake of the chapter, "file::function" of each TODO function that has none)."""
+def chapter_fakes(
+    chapter: course.Chapter, files: set[str] | None = None
+) -> tuple[list[Fake], list[str]]:
+    """(every fake of the chapter, "file::function" of each TODO function that has none); only
+    of the answer files named in `files`, when given."""
     fakes, missing = [], []
     for koan, answer in twin_files(chapter):
+        if files is not None and answer.name not in files:
+            continue
         report = twins.compare(koan, answer)
         model = koan_model.read(answer)
         todo_lines = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
@@ -500,6 +507,7 @@ def check_all_fakes(
     workers: int = 2,
     timeout_s: float | None = None,
     passing_answers: set[str] | None = None,
+    files: dict[str, set[str]] | None = None,
 ) -> dict[str, tuple[dict[str, bool | None], list[str], str]]:
     """check_fakes of every chapter, all their fakes in ONE pytest run: {number: (verdicts,
     missing, problem)}. A problem of the run is every chapter's problem.
@@ -507,8 +515,14 @@ def check_all_fakes(
     A fake's verdict needs its file's unchanged copy (the baseline) to pass where the fake ran.
     `passing_answers` (nodeids `answers/NN/test_x.py::koan` of a run of answers/ just made)
     stands in for most baselines: then only one baseline per chapter runs beside the fakes, the
-    one with the fewest koans, to show that the fakes' directory is a working chapter."""
-    planned = {chapter.number: _fake_variants(chapter) for chapter in chapters}
+    one with the fewest koans, to show that the fakes' directory is a working chapter.
+    `files` ({chapter: answer file names}) checks only the fakes of those files."""
+    planned = {
+        chapter.number: _fake_variants(
+            chapter, None if files is None else files.get(chapter.number, set())
+        )
+        for chapter in chapters
+    }
     if passing_answers is not None:
         planned = {n: (_one_baseline(v), names, m) for n, (v, names, m) in planned.items()}
     runs = {number: variants for number, (variants, _, _) in planned.items() if variants}
@@ -541,10 +555,12 @@ def _one_baseline(variants: list[Variant]) -> list[Variant]:
     return [v for v in variants if not _is_base(v)] + bases[:1]
 
 
-def _fake_variants(chapter: course.Chapter) -> tuple[list[Variant], dict[str, str], list[str]]:
+def _fake_variants(
+    chapter: course.Chapter, files: set[str] | None = None
+) -> tuple[list[Variant], dict[str, str], list[str]]:
     """(the fakes' modules and one unchanged copy of each faked answer file, {module: fake
-    name}, the TODO functions without a fake) of a chapter."""
-    fakes, missing = chapter_fakes(chapter)
+    name}, the TODO functions without a fake) of a chapter (of its answer files `files`)."""
+    fakes, missing = chapter_fakes(chapter, files)
     variants, names = [], {}
     for i, fake in enumerate(fakes):
         module = f"{fake.answer.stem}__f{i:03d}.py"
@@ -751,14 +767,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--changed",
         action="store_true",
-        help=f"only the chapters whose content changed since their gate passed ({gate_record.RECORD}; "
-        f"with --fakes: since their fakes passed, {gate_record.FAKES_RECORD})",
+        help="only the chapters whose record (tests/gate_record.toml) of this gate is stale",
     )
     parser.add_argument(
         "--stamp",
         action="store_true",
-        help=f"record each chapter that passes in {gate_record.RECORD} "
-        f"(with --fakes: {gate_record.FAKES_RECORD})",
+        help="an alias of `python -m jaxkoans.authoring stamp --chapter NN`: every gate of the "
+        "chapters, recorded in tests/gate_record.toml",
     )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
@@ -776,11 +791,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
         return 2
     if args.changed:
-        chapters = (gate_record.stale_fakes if args.fakes else gate_record.stale)(chapters)
+        from jaxkoans.authoring import gates
+
+        gate_name = "fakes" if args.fakes else "mutation"
+        chapters = [s.chapter for s in gates.stale(chapters) if s.files[gate_name] or s.harness]
         if not chapters:
-            record = gate_record.FAKES_RECORD if args.fakes else gate_record.RECORD
-            print(f"每章的记录都是最新的 / every chapter's record is current ({record})")
+            print(f"每章的记录都是最新的 / every chapter's record is current ({gates.RECORD})")
             return 0
+    if args.stamp and not (wanted or args.leaks or args.list):
+        return stamp_alias(chapters, args.workers)
     if args.fakes:
         return fakes_main(chapters, args)
     if args.leaks:
@@ -804,7 +823,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"⚠️  {chapter.number}: {outcome.problem}")
     print("\n" + "\n".join(table(outcomes)))
     if args.stamp:
-        stamp(chapters, outcomes, whole=not wanted and args.per_fill == PER_FILL)
+        print(
+            "⚠️  --stamp: only a whole chapter's gates are recorded (python -m jaxkoans.authoring stamp)"
+        )
     if survivors:
         print("\n存活的变异 / survivors (a wrong fill that passes):")
         print("\n".join("  " + s for s in survivors))
@@ -816,26 +837,17 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if survivors or unknown else 0
 
 
-def stamp(chapters: list[course.Chapter], outcomes: list[Outcome], whole: bool) -> None:
-    """Record each chapter whose whole gate passed: every mutant killed or recorded equivalent."""
-    if not whole:
-        print("⚠️  --stamp: only a whole chapter's gate is recorded, nothing written")
-        return
-    stamps = gate_record.read()
-    for chapter, o in zip(chapters, outcomes, strict=True):
-        if o.survived or o.unknown or o.problem:
-            print(f"⚠️  {chapter.number}: the gate did not pass, its record stays as it was")
-            continue
-        stamps[chapter.number] = gate_record.Stamp(
-            gate_record.digest(chapter), len(o.mutants), len(o.killed), len(o.equivalent),
-            round(o.rate, 1),
-        )  # fmt: skip
-    gate_record.write(stamps)
-    print(f"记录已更新 / recorded in {gate_record.RECORD}")
+def stamp_alias(chapters: list[course.Chapter], workers: int) -> int:
+    """`--stamp`: every gate of the chapters, `python -m jaxkoans.authoring stamp --chapter NN`."""
+    from jaxkoans.authoring import check
+
+    numbers = [arg for c in chapters for arg in ("--chapter", c.number)]
+    print(f"--stamp → python -m jaxkoans.authoring stamp {' '.join(numbers)}", flush=True)
+    return check.main(["stamp", *numbers, "-n", str(workers)])
 
 
 def fakes_main(chapters: list[course.Chapter], args) -> int:
-    failed, passed = 0, {}
+    failed = 0
     checked = check_all_fakes(chapters, args.workers, args.timeout)  # one run for all chapters
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
@@ -850,17 +862,6 @@ def fakes_main(chapters: list[course.Chapter], args) -> int:
             print(f"  no fake: {name}")
         if problem:
             print(f"⚠️  {chapter.number}: {problem}")
-        if verdicts and killed == len(verdicts) and not missing and not problem:
-            passed[chapter.number] = gate_record.FakesStamp(
-                gate_record.fakes_digest(chapter), killed
-            )
-    if args.stamp:
-        path = gate_record.record_path(record=gate_record.FAKES_RECORD)
-        stamps = {**gate_record.read(path, gate_record.FakesStamp), **passed}
-        gate_record.write(stamps, path, gate_record.FAKES_HEADER)
-        print(
-            f"记录已更新 / recorded in {gate_record.FAKES_RECORD}: {', '.join(sorted(passed)) or 'no chapter'}"
-        )
     return 1 if failed else 0
 
 

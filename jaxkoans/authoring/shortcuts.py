@@ -21,8 +21,8 @@ what is at hand. For every TODO function this gate writes, from the answer file 
 Every fake runs with the TODO functions its answer calls left as shipped (`todo()`), so a fake
 that gets around a helper cannot lean on the helper's answer. Each must make a koan fail; a
 true equivalent is recorded in chapter.toml (`equivalent = [{ fake = "label", why = "…" }]`).
-The verdicts are recorded per chapter like the mutation gate (`--stamp`, tests/shortcuts_record.toml),
-with a digest of the chapter and of this gate's own code.
+The verdicts are recorded per koan file with the other gates' (`python -m jaxkoans.authoring
+stamp`, tests/gate_record.toml).
 
     python -m jaxkoans.authoring.shortcuts [--chapter NN …] [--list] [--stamp] [-n 2]
 """
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import hashlib
 import inspect
 import textwrap
 import time
@@ -39,16 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.authoring import gate_record, mutate
+from jaxkoans.authoring import mutate
 from jaxkoans.authoring.mutate import Variant
 from jaxkoans.course import koan_model, predictions, twins
 from jaxkoans.course.file_context import Context
 
-RECORD = "tests/shortcuts_record.toml"
-HEADER = (
-    "# The shortcut gate's record (jaxkoans/authoring/shortcuts.py): each chapter's content when all\n"
-    "# its generated fakes last failed. Written by `python -m jaxkoans.authoring.shortcuts --stamp`.\n"
-)
 CONSTANTS_PER_TODO = 3
 KINDS = ("delegate", "substitute", "library", "constant", "unwritten")
 
@@ -69,14 +63,6 @@ class Shortcut:
     @property
     def kind(self) -> str:
         return self.label.split("_", 1)[0]
-
-
-@dataclass(frozen=True)
-class Stamp:
-    digest: str
-    fakes: int
-    killed: int
-    equivalent: int
 
 
 # ---- generating --------------------------------------------------------------------------
@@ -330,10 +316,12 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Sh
     return found
 
 
-def chapter_shortcuts(chapter: course.Chapter) -> list[Shortcut]:
+def chapter_shortcuts(chapter: course.Chapter, files: set[str] | None = None) -> list[Shortcut]:
+    """The generated fakes of the chapter (of its answer files `files`, when given)."""
     return [
         s
         for koan, answer in mutate.twin_files(chapter)
+        if files is None or answer.name in files
         for s in file_shortcuts(chapter, koan, answer)
     ]
 
@@ -403,13 +391,18 @@ def equivalent_reason(chapter: course.Chapter, shortcut: Shortcut) -> str | None
     return None
 
 
-def gate(chapters: list[course.Chapter], workers: int = 2) -> list[Outcome]:
-    """Every chapter's generated fakes in ONE pytest run, each beside its file's baseline."""
+def gate(
+    chapters: list[course.Chapter], workers: int = 2, files: dict[str, set[str]] | None = None
+) -> list[Outcome]:
+    """Every chapter's generated fakes in ONE pytest run, each beside its file's baseline
+    (with `files`, {chapter: answer file names}: only those files' fakes)."""
     plan: dict[str, list[Variant]] = {}
     names: dict[str, dict[str, Shortcut]] = {}
     for chapter in chapters:
         variants, named = [], {}
-        shortcuts = chapter_shortcuts(chapter)
+        shortcuts = chapter_shortcuts(
+            chapter, None if files is None else files.get(chapter.number, set())
+        )
         for i, shortcut in enumerate(shortcuts):
             source = variant_source(shortcut)
             module = f"{shortcut.answer.stem}__s{i:03d}.py"
@@ -446,42 +439,7 @@ def gate(chapters: list[course.Chapter], workers: int = 2) -> list[Outcome]:
     return outcomes
 
 
-# ---- the record ----------------------------------------------------------------------------
-
-
-def digest(chapter: course.Chapter) -> str:
-    """What this gate reads of `chapter` (its koans, answers, fakes and shortcut data) and the
-    gate's own code: a change to either re-checks the chapter."""
-    hashed = hashlib.sha256(gate_record.fakes_digest(chapter).encode())
-    hashed.update(repr(sorted(chapter.shortcuts.items())).encode())
-    hashed.update(gate_record.harness_digest(SELF).encode())
-    return hashed.hexdigest()
-
-
-SELF = "jaxkoans/authoring/shortcuts.py"  # this gate's own code, in its digest
-
-
-def record_path() -> Path:
-    return gate_record.record_path(record=RECORD)
-
-
-def stale(chapters: list[course.Chapter]) -> list[course.Chapter]:
-    stamps = gate_record.read(record_path(), Stamp)
-    return [c for c in chapters if getattr(stamps.get(c.number), "digest", None) != digest(c)]
-
-
-def stamp(outcomes: list[Outcome]) -> None:
-    stamps = gate_record.read(record_path(), Stamp)
-    chapters = {c.number: c for c in course.all_chapters()}
-    for outcome in outcomes:
-        if outcome.ok:
-            stamps[outcome.chapter] = Stamp(
-                digest(chapters[outcome.chapter]),
-                len(outcome.fakes),
-                len(outcome.killed),
-                len(outcome.equivalent),
-            )
-    gate_record.write(stamps, record_path(), HEADER)
+SELF = "jaxkoans/authoring/shortcuts.py"  # this gate's own code, in the harness digest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -493,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="print the generated fakes only")
     parser.add_argument(
-        "--stamp", action="store_true", help="record the chapters whose fakes all fail"
+        "--stamp",
+        action="store_true",
+        help="an alias of `python -m jaxkoans.authoring stamp --chapter NN` (every gate)",
     )
     parser.add_argument(
         "--changed", action="store_true", help="only the chapters whose record is stale"
@@ -506,7 +466,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.chapter or c.number in {n.zfill(2) for n in args.chapter}
     ]
     if args.changed:
-        chapters = stale(chapters)
+        from jaxkoans.authoring import gates
+
+        chapters = [s.chapter for s in gates.stale(chapters) if s.files["shortcuts"] or s.harness]
+    if args.stamp and not args.list:
+        return mutate.stamp_alias(chapters, args.workers)
     if args.list:
         for chapter in chapters:
             for shortcut in chapter_shortcuts(chapter):
@@ -525,8 +489,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  passes: {shortcut.name}  unwritten={list(shortcut.unwritten)}")
             print(textwrap.indent(shortcut.body, "      "))
     print(f"shortcut gate: {time.monotonic() - started:.0f} s")
-    if args.stamp:
-        stamp(outcomes)
     return 0 if all(o.ok for o in outcomes) else 1
 
 

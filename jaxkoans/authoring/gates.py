@@ -1,0 +1,443 @@
+"""Every gate of a chapter behind one command, and one record of what each gate last passed on.
+
+    python -m jaxkoans.authoring stamp [--chapter NN …] [--full] [-n 2]
+    python -m jaxkoans.authoring check [--chapter NN …]          (no koan runs: what is stale)
+
+`stamp` runs, for each chapter, what its record (tests/gate_record.toml) says is stale, writes
+koans/.shipped.json and the record, and prints what failed:
+
+- the static checks (`check.py`: twins, hints, docstrings, regions, the give-away check);
+- the mutation gate (`mutate.gate`) of each answer file whose koan, answer, `[equivalent]`
+  entries or chapter settings changed;
+- the hand-written fakes (`mutate.check_all_fakes`) and the shortcut gate (`shortcuts.gate`)
+  of each file with a TODO whose koan, answer, fakes file or `[shortcuts]`/`[contracts]` entries
+  changed. A file with no TODO has no fakes or shortcut entry: adding a prediction koan
+  re-gates the mutants of its own file only;
+- after an edit of the harness code (`gate_record.HARNESS`, the gates' modules, this one) the
+  recorded content digests still hold, but the verdicts were reached with other code: the
+  chapter's **canary** runs instead of every gate, a deterministic sample (`CANARY`: a few
+  mutants, hand-written fakes and generated fakes spread over the chapter, never one recorded
+  equivalent) that must all fail beside their unchanged files, which must pass. A canary that
+  fails says which gate to run in full (`stamp --full --chapter NN`).
+
+Each file's entry keeps one line per gate (its digest and counts), so a record changes by the
+lines of the files a change touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.authoring import gate_record, mutate, shortcuts
+from jaxkoans.course import pristine, twins
+
+RECORD = "tests/gate_record.toml"
+HEADER = (
+    "# Every gate's record (jaxkoans/authoring/gates.py): per chapter, the harness code its verdicts\n"
+    "# were last confirmed with; per koan file, one line per gate with the digest of what that gate\n"
+    "# reads and its counts. Written by `python -m jaxkoans.authoring stamp`; do not edit.\n"
+)
+GATES = ("mutation", "fakes", "shortcuts")
+SELF = "jaxkoans/authoring/gates.py"
+CANARY = {"mutation": 3, "fakes": 2, "shortcuts": 2}  # per chapter
+
+
+# ---- what each gate reads ------------------------------------------------------------------
+
+
+def harness() -> str:
+    """The code every gate's verdict depends on: HARNESS, the gates' own modules, this one."""
+    return gate_record.harness_digest(gate_record.MUTATE, shortcuts.SELF, SELF)
+
+
+def _hash(*parts: object) -> str:
+    hashed = hashlib.sha256()
+    for part in parts:
+        data = part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode()
+        hashed.update(data + b"\0")
+    return hashed.hexdigest()
+
+
+def _own(table: dict, name: str) -> dict:
+    """The entries of a chapter.toml table keyed "file::…" that belong to file `name`."""
+    return {k: v for k, v in table.items() if k.split("::", 1)[0] == name}
+
+
+def _bytes(path: Path) -> bytes | None:
+    return path.read_bytes() if path.is_file() else None
+
+
+def has_todo(koan: Path, answer: Path) -> bool:
+    return bool(twins.compare(koan, answer).todo_bodies)
+
+
+def file_digests(chapter: course.Chapter, koan: Path, answer: Path) -> dict[str, str]:
+    """{gate: digest of what it reads of this koan file}, for the gates the file has."""
+    name = answer.name
+    settings = {"x64": chapter.x64, "devices": chapter.devices}
+    both = (_bytes(koan), _bytes(answer), settings)
+    found = {"mutation": _hash(*both, _own(chapter.equivalent, name))}
+    if has_todo(koan, answer):
+        contracts = _own(chapter.contracts, name)
+        fakes = _bytes(mutate.fakes_file(answer))
+        found["fakes"] = _hash(*both, fakes, contracts)
+        found["shortcuts"] = _hash(*both, _own(chapter.shortcuts, name), contracts)
+    return found
+
+
+# ---- the record ----------------------------------------------------------------------------
+
+
+def record_path() -> Path:
+    return course.REPO / RECORD
+
+
+def read(path: Path | None = None) -> dict[str, dict]:
+    """{chapter: {"harness": digest, file name: {gate: {"digest": …, counts…}}}}."""
+    path = path or record_path()
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _inline(entry: dict) -> str:
+    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in entry.items()) + " }"
+
+
+def render(record: dict[str, dict]) -> str:
+    lines = [HEADER]
+    for number in sorted(record):
+        chapter = record[number]
+        lines.append(f'\n["{number}"]\nharness = {json.dumps(chapter.get("harness", ""))}\n')
+        for name in sorted(k for k in chapter if k != "harness"):
+            lines.append(f'\n["{number}"."{name}"]\n')
+            for gate in GATES:
+                if gate in chapter[name]:
+                    lines.append(f"{gate} = {_inline(chapter[name][gate])}\n")
+    return "".join(lines)
+
+
+def write(record: dict[str, dict], path: Path | None = None) -> None:
+    path = path or record_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(".part")
+    part.write_text(render(record), encoding="utf-8")
+    part.replace(path)
+
+
+@dataclass
+class Stale:
+    """What the record of one chapter no longer covers."""
+
+    chapter: course.Chapter
+    files: dict[str, list[str]] = field(default_factory=dict)  # gate -> answer file names
+    harness: bool = False  # the harness changed since its verdicts were confirmed
+    gone: list[str] = field(default_factory=list)  # recorded files the chapter no longer has
+    recorded: bool = False  # the record has a harness digest of the chapter
+
+    @property
+    def any(self) -> bool:
+        return self.harness or bool(self.gone) or any(self.files.values())
+
+    def lines(self) -> list[str]:
+        n = self.chapter.number
+        found = [
+            f"{n}: the {gate} record is stale for {', '.join(names)}"
+            for gate, names in self.files.items()
+            if names
+        ]
+        if self.harness and self.recorded:
+            found.append(f"{n}: the harness code changed since its gates passed (the canary runs)")
+        elif self.harness:
+            found.append(f"{n}: no gate has passed yet")
+        if self.gone:
+            found.append(f"{n}: the record names files that are gone: {', '.join(self.gone)}")
+        return [f"{line}: python -m jaxkoans.authoring stamp --chapter {n}" for line in found]
+
+
+def stale(
+    chapters: list[course.Chapter], record: dict | None = None, current: str | None = None
+) -> list[Stale]:
+    """Each chapter's stale entries (reads files, runs nothing)."""
+    record = read() if record is None else record
+    current = harness() if current is None else current
+    found = []
+    for chapter in chapters:
+        own = record.get(chapter.number, {})
+        result = Stale(chapter, {gate: [] for gate in GATES})
+        result.harness = own.get("harness") != current
+        result.recorded = "harness" in own
+        pairs = mutate.twin_files(chapter)
+        for koan, answer in pairs:
+            entry = own.get(answer.name, {})
+            for gate, digest in file_digests(chapter, koan, answer).items():
+                if entry.get(gate, {}).get("digest") != digest:
+                    result.files[gate].append(answer.name)
+        names = {answer.name for _, answer in pairs}
+        result.gone = sorted(k for k in own if k != "harness" and k not in names)
+        found.append(result)
+    return found
+
+
+# ---- the canary ----------------------------------------------------------------------------
+
+
+def _spread(items: list, count: int) -> list:
+    """`count` items spread evenly over `items`, always the same ones."""
+    if len(items) <= count:
+        return list(items)
+    if count == 1:
+        return [items[0]]
+    return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
+
+
+def canary_plan(chapter: course.Chapter) -> tuple[list[mutate.Variant], dict[str, str]]:
+    """(the variants, {module: what it is}) of a chapter's canary: CANARY mutants, fakes and
+    generated fakes that must fail, each file they change unchanged beside them."""
+    variants, named, koans_of = [], {}, {}
+    mutants = [
+        m for m in mutate.chapter_mutants(chapter) if mutate.equivalent_reason(chapter, m) is None
+    ]
+    for i, m in enumerate(_spread(mutants, CANARY["mutation"])):
+        module = f"{m.site.answer.stem}__cm{i:02d}.py"
+        variants.append(mutate.Variant(module, mutate.mutated_source(m.site, m.fill), m.site.koans))
+        named[module] = f"mutation: {mutate.describe(m)}"
+        koans_of.setdefault(m.site.answer, set()).update(m.site.koans)
+    fakes, _ = mutate.chapter_fakes(chapter)
+    for i, fake in enumerate(_spread(fakes, CANARY["fakes"])):
+        module = f"{fake.answer.stem}__cf{i:02d}.py"
+        variants.append(mutate.Variant(module, mutate.faked_source(fake), fake.koans))
+        named[module] = f"fakes: {fake.name}"
+        koans_of.setdefault(fake.answer, set()).update(fake.koans)
+    generated = [
+        s
+        for s in shortcuts.chapter_shortcuts(chapter)
+        if shortcuts.equivalent_reason(chapter, s) is None
+        and shortcuts._compiles(shortcuts.variant_source(s))
+    ]
+    for i, s in enumerate(_spread(generated, CANARY["shortcuts"])):
+        module = f"{s.answer.stem}__cs{i:02d}.py"
+        variants.append(mutate.Variant(module, shortcuts.variant_source(s), s.koans))
+        named[module] = f"shortcuts: {s.name}"
+        koans_of.setdefault(s.answer, set()).update(s.koans)
+    for answer, koans in sorted(koans_of.items()):
+        text = answer.read_text(encoding="utf-8")
+        variants.append(mutate.Variant(f"{answer.stem}__base.py", text, tuple(sorted(koans))))
+    return variants, named
+
+
+def canary(chapters: list[course.Chapter], workers: int = 2) -> dict[str, list[str]]:
+    """Every chapter's canary in ONE pytest run: {chapter: what failed} ([] when it passed)."""
+    plans = {c.number: canary_plan(c) for c in chapters}
+    runs = {n: variants for n, (variants, _) in plans.items() if variants}
+    passed, problem = mutate.run_chapters(runs, workers) if runs else ({}, "")
+    found = {}
+    for number, (variants, named) in plans.items():
+        wrong = [problem] if problem and variants else []
+        for variant in variants:
+            verdict = passed.get((number, variant.name))
+            if variant.name.endswith("__base.py"):
+                if verdict is not True:
+                    wrong.append(f"the unchanged {variant.name.removesuffix('__base.py')}.py "
+                                 f"did not pass ({verdict})")  # fmt: skip
+            elif verdict is not False:
+                wrong.append(f"{'passes' if verdict else 'no verdict'}: {named[variant.name]}")
+        found[number] = wrong
+    return found
+
+
+# ---- stamp ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Failure:
+    chapter: str
+    gate: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.chapter} {self.gate}: {self.what}"
+
+
+def _mutation(
+    chapter: course.Chapter, names: list[str], record: dict, workers: int
+) -> list[Failure]:
+    outcome = mutate.gate(chapter, set(names), workers)
+    print("\n".join(mutate.table([outcome])), flush=True)
+    failures = [Failure(chapter.number, "mutation", outcome.problem)] * bool(outcome.problem)
+    failures += [Failure(chapter.number, "mutation", f"survives: {mutate.describe(m)}")
+                 for m in outcome.survived]  # fmt: skip
+    failures += [Failure(chapter.number, "mutation", f"no verdict: {mutate.describe(m)}")
+                 for m in outcome.unknown]  # fmt: skip
+    if outcome.problem:
+        return failures
+    digests = _digests(chapter)
+    for name in names:
+        mine = [m for m in outcome.mutants if m.site.answer.name == name]
+        if any(m.site.answer.name == name for m in (*outcome.survived, *outcome.unknown)):
+            continue
+        equivalent = sum(m.site.answer.name == name for m, _ in outcome.equivalent)
+        record.setdefault(chapter.number, {}).setdefault(name, {})["mutation"] = {
+            "digest": digests[name]["mutation"],
+            "mutants": len(mine),
+            "killed": len(mine) - equivalent,
+            "equivalent": equivalent,
+        }
+    return failures
+
+
+def _fakes(chapters: list[course.Chapter], names: dict[str, list[str]], record: dict,
+           workers: int) -> list[Failure]:  # fmt: skip
+    checked = mutate.check_all_fakes(chapters, workers, files={n: set(v) for n, v in names.items()})
+    failures = []
+    for chapter in chapters:
+        verdicts, missing, problem = checked[chapter.number]
+        failures += [Failure(chapter.number, "fakes", problem)] * bool(problem)
+        failures += [Failure(chapter.number, "fakes", f"TODO function without a fake: {m}")
+                     for m in missing]  # fmt: skip
+        failures += [
+            Failure(chapter.number, "fakes", f"{'passes' if v is False else 'no verdict'}: {k}")
+            for k, v in sorted(verdicts.items())
+            if v is not True
+        ]
+        print(f"{chapter.number}: {sum(v is True for v in verdicts.values())}/{len(verdicts)} "
+              f"fakes fail their koan", flush=True)  # fmt: skip
+        if problem:
+            continue
+        digests = _digests(chapter)
+        for name in names[chapter.number]:
+            mine = {k: v for k, v in verdicts.items() if k.split("::")[0] == name}
+            if not mine or not all(v is True for v in mine.values()):
+                continue
+            if any(m.split("::")[0] == name for m in missing):
+                continue
+            record.setdefault(chapter.number, {}).setdefault(name, {})["fakes"] = {
+                "digest": digests[name]["fakes"],
+                "fakes": len(mine),
+            }
+    return failures
+
+
+def _shortcuts(chapters: list[course.Chapter], names: dict[str, list[str]], record: dict,
+               workers: int) -> list[Failure]:  # fmt: skip
+    outcomes = shortcuts.gate(chapters, workers, files={n: set(v) for n, v in names.items()})
+    failures = []
+    for chapter, outcome in zip(chapters, outcomes, strict=True):
+        print(f"{outcome.chapter}: {len(outcome.fakes)} generated fakes, {len(outcome.killed)} "
+              f"killed, {len(outcome.equivalent)} equivalent, {len(outcome.survived)} survived",
+              flush=True)  # fmt: skip
+        failures += [Failure(chapter.number, "shortcuts", outcome.problem)] * bool(outcome.problem)
+        failures += [Failure(chapter.number, "shortcuts", f"passes: {s.name}")
+                     for s in outcome.survived]  # fmt: skip
+        if outcome.problem:
+            continue
+        digests = _digests(chapter)
+        for name in names[chapter.number]:
+            if any(s.answer.name == name for s in outcome.survived):
+                continue
+            equivalent = sum(s.answer.name == name for s, _ in outcome.equivalent)
+            killed = sum(s.answer.name == name for s in outcome.killed)
+            record.setdefault(chapter.number, {}).setdefault(name, {})["shortcuts"] = {
+                "digest": digests[name]["shortcuts"],
+                "fakes": killed + equivalent,
+                "killed": killed,
+                "equivalent": equivalent,
+            }
+    return failures
+
+
+def _covers_all(stale: Stale) -> bool:
+    """Every gate of every file of the chapter is stale: they all run."""
+    digests = _digests(stale.chapter)
+    return all(name in stale.files[gate] for name, own in digests.items() for gate in own)
+
+
+def _digests(chapter: course.Chapter) -> dict[str, dict[str, str]]:
+    return {a.name: file_digests(chapter, k, a) for k, a in mutate.twin_files(chapter)}
+
+
+def static_failures(chapters: list[course.Chapter]) -> list[Failure]:
+    """check.py's checks of these chapters (the give-away check among them), without records."""
+    from jaxkoans.authoring import check
+
+    failures = []
+    for chapter in chapters:
+        found = check.check([chapter], whole=False, records=False)
+        failures += [Failure(chapter.number, "check", problem) for problem in found]
+    return failures
+
+
+def stamp(chapters: list[course.Chapter], full: bool = False, workers: int = 2) -> list[Failure]:
+    """Run what is stale of `chapters` (everything with `full`), record what passed, write the
+    manifest; the failures."""
+    started = time.monotonic()
+    pristine.write(course.REPO)
+    print(f"wrote {pristine.SOURCE}", flush=True)
+    failures = static_failures(chapters)
+    record = read()
+    current = harness()
+    todo = stale(chapters, record, current)
+    if full:
+        for s in todo:
+            s.harness = True
+            s.files = {gate: [] for gate in GATES}
+            for koan, answer in mutate.twin_files(s.chapter):
+                for gate in file_digests(s.chapter, koan, answer):
+                    s.files[gate].append(answer.name)
+    for s in todo:
+        for name in s.gone:
+            record.get(s.chapter.number, {}).pop(name, None)
+    for s in todo:  # one chapter at a time: each mutation run is CPU heavy
+        if s.files["mutation"]:
+            failures += _mutation(s.chapter, s.files["mutation"], record, workers)
+    for gate, run in (("fakes", _fakes), ("shortcuts", _shortcuts)):
+        chosen = [s for s in todo if s.files[gate]]
+        if chosen:
+            names = {s.chapter.number: s.files[gate] for s in chosen}
+            failures += run([s.chapter for s in chosen], names, record, workers)
+    # A chapter whose every gate ran on every file confirms the harness by itself; one whose
+    # record still covers some files runs its canary.
+    whole = [s.chapter for s in todo if s.harness and (full or _covers_all(s))]
+    failed = {f.chapter for f in failures if f.gate != "check"}
+    for chapter in whole:
+        if chapter.number not in failed:
+            record.setdefault(chapter.number, {})["harness"] = current
+    sampled = [s.chapter for s in todo if s.harness and s.chapter not in whole]
+    if sampled:
+        print(f"canary: {', '.join(c.number for c in sampled)}", flush=True)
+        for number, wrong in canary(sampled, workers).items():
+            failures += [Failure(number, "canary", w) for w in wrong]
+            if wrong:
+                failures.append(Failure(number, "canary", "run every gate: python -m "
+                                        f"jaxkoans.authoring stamp --full --chapter {number}"))  # fmt: skip
+            else:
+                record.setdefault(number, {})["harness"] = current
+    write(record)
+    print(f"记录已更新 / recorded in {RECORD} ({time.monotonic() - started:.0f} s)")
+    return failures
+
+
+def main(args) -> int:
+    """`python -m jaxkoans.authoring stamp` (args from check.main's parser)."""
+    chapters = args.chosen
+    if not args.full and not args.chapter:
+        chapters = [s.chapter for s in stale(chapters) if s.any]
+        if not chapters and not pristine.stale(course.REPO):
+            print("每章的记录都是最新的 / every chapter's record is current")
+            return 0
+    failures = stamp(chapters, args.full, args.workers)
+    if failures:
+        print("\n未通过 / failed:", file=sys.stderr)
+        for failure in failures:
+            print(f"❌ {failure}", file=sys.stderr)
+        return 1
+    print(f"✅ {len(chapters)} chapter(s): every gate passed")
+    return 0

@@ -27,7 +27,7 @@ def first_bad_primitive(check, f, *args):
     try:
         with check(True):
             jax.block_until_ready(f(*args))
-    except FloatingPointError as error:
+    except ArithmeticError as error:  # the flag's exception is one of these / 标志抛出的是其中之一
         return str(error).split()[-1]
     return "no error"
 
@@ -35,11 +35,11 @@ def first_bad_primitive(check, f, *args):
 def test_debug_nans_names_the_primitive_that_made_the_nan():
     """jit 里的 NaN 默认不报错，只会一路传到损失。打开 jax.debug_nans 后，jit 的输出一旦含 NaN，
     JAX 就逐个原语重放这个函数（“去优化”版本），在第一个产生 NaN 的原语处抛出一个 Python 内置的
-    浮点异常，消息末尾就是那个原语的名字。
+    异常，消息末尾就是那个原语的名字。
     By default a NaN inside jit raises nothing and just flows into the loss. With
     jax.debug_nans on, as soon as a jit output contains a NaN, JAX replays the function one
-    primitive at a time (the "de-optimised" version) and raises a built-in floating-point
-    exception at the first primitive that produced a NaN; the message ends with its name.
+    primitive at a time (the "de-optimised" version) and raises a built-in exception at the
+    first primitive that produced a NaN; the message ends with its name.
     """
 
     def loss(w, x):

@@ -164,7 +164,7 @@ def test_serialize_and_deserialize_round_trip(tmp_path):
     assert isinstance(blob, __)
     (tmp_path / "predict.jaxexport").write_bytes(blob)
 
-    again = export.deserialize(bytearray((tmp_path / "predict.jaxexport").read_bytes()))
+    again = export.deserialize((tmp_path / "predict.jaxexport").read_bytes())
     assert again.in_avals == exp.in_avals and again.in_tree == exp.in_tree
     np.testing.assert_allclose(again.call(params, x), jax.jit(predict)(params, x), rtol=1e-6)
 

@@ -92,7 +92,7 @@ def test_an_inconclusive_comparison_needs_a_constraint():
     exp = export.export(jax.jit(first_two_rows))(jax.ShapeDtypeStruct(shape, jnp.float32))
     assert str(exp.out_avals[0]) == __
     assert exp.call(_ones(2, 3)).shape == (2, 3)
-    with raises_exactly(ValueError) as info:
+    with raises_exactly(__) as info:
         exp.call(_ones(1, 3))
     assert "constraint" in str(info.value)
 

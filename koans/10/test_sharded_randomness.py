@@ -86,22 +86,22 @@ def test_which_implementations_generate_sharded():
 
 
 def test_philox_fails_on_several_devices_because_of_mulhi(capfd):
-    """⚠️ 陷阱 / trap：philox 的分片生成在编译时失败，但原因不在 philox，也不在分片本身：
+    """⚠️ 陷阱 / trap：philox 的分片生成会失败，但原因不在 philox，也不在分片本身：
     philox 的每一轮用 lax.mulhi（32 位乘法的高 32 位），它降级成 StableHLO 里的 chlo.mulhi；
-    为多个设备编译的程序（任何分片标注，连“复制到 8 个设备”也算，或者 shard_map）要先转换
+    为多个设备准备的程序（任何分片标注，连“复制到 8 个设备”也算，或者 shard_map）要先转换
     一遍，这一步不认识 chlo.mulhi，把它当成 mhlo.unknown 而失败。所以单独一个 mulhi 也一样失败；
     下一个会想到的办法——在 shard_map 里每个设备用 fold_in(axis_index) 各自抽 philox——也一样。
-    只有一个设备的程序（普通 jit，或者只有 1 个设备的网格）没有这一步，能编译。能用的办法：
+    只有一个设备的程序（普通 jit，或者只有 1 个设备的网格）没有这一步，能运行。能用的办法：
     threefry（上一个 koan）；或者在单设备程序里抽 philox，再 device_put 到网格上（整个数组先在
     一个设备上生成）。philox 在哪一步（lower / compile / execute）失败、以哪个异常失败？
-    ⚠️ trap: philox's sharded generation fails to compile, but the cause is neither philox nor
+    ⚠️ trap: philox's sharded generation fails, but the cause is neither philox nor
     sharding as such: each philox round uses lax.mulhi (the high 32 bits of a 32-bit product),
-    which lowers to chlo.mulhi in the StableHLO; a program compiled for several devices (any
+    which lowers to chlo.mulhi in the StableHLO; a program meant for several devices (any
     sharding annotation, even "replicated over 8 devices", or a shard_map) goes through one more
     conversion, which does not know chlo.mulhi, turns it into mhlo.unknown and fails. So a lone
     mulhi fails the same way, and so does the next idea one reaches for: per-device philox
     draws in shard_map, each device folding in its axis_index. A one-device program (plain jit,
-    or a mesh of one device) has no such step and compiles. What works: threefry (the koan
+    or a mesh of one device) has no such step and runs. What works: threefry (the koan
     before); or draw with philox in a one-device program and device_put the result onto the
     mesh (the whole array is made on one device first). At which stage (lower / compile /
     execute) does philox fail, and with which exception?
@@ -119,7 +119,7 @@ def test_philox_fails_on_several_devices_because_of_mulhi(capfd):
     stage = first_failing_stage(sharded, philox)
     assert stage == __
     with raises_exactly(__) as info:
-        sharded.lower(philox).compile()
+        sharded(philox)
     assert "Unable to convert MHLO to StableHLO" in str(info.value)
     # the converter's own diagnostic goes to stderr / 转换器自己的诊断写在标准错误里
     assert "failed to legalize operation 'mhlo.unknown'" in capfd.readouterr().err

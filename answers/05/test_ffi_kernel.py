@@ -72,11 +72,13 @@ def test_register_a_cpp_handler_and_call_it():
 def test_attributes_must_have_the_kernels_dtype():
     """⚠️ 陷阱 / trap: 关键字参数成为 FFI 属性，类型必须与 C++ 绑定完全一致。.Attr<float>
     要 F32，而 Python float 被当成 F64（HLO 里看得到）。预测：类型不符在 lower、compile、
-    execute 哪一步暴露、抛出哪种异常？然后给 decay 一个类型正确的值。
+    execute 哪一步暴露、抛出哪种异常？np.float32 标量是对的；另外三种写法（float16 标量、0 维
+    float32 数组、int32 标量）又各在哪一步失败？
     Keyword arguments become FFI attributes, whose types must match the C++ binding exactly.
     .Attr<float> wants F32, but a Python float arrives as F64 (the HLO shows it). Predict at
-    which stage (lower, compile, execute) the mismatch surfaces and what it raises; then give
-    decay a value of the right type.
+    which stage (lower, compile, execute) the mismatch surfaces and what it raises. An np.float32
+    scalar is right; and at which stage does each of three other spellings fail (a float16
+    scalar, a 0-d float32 array, an int32 scalar)?
     """
     target = cbuild.ffi_target("koans_leaky_sum_attrs", "leaky_sum.cc", "LeakySum")
     x = jnp.arange(4.0)
@@ -94,6 +96,13 @@ def test_attributes_must_have_the_kernels_dtype():
     good = with_decay(np.float32(0.5))
     np.testing.assert_allclose(jax.jit(good)(x), leaky_sum_numpy(x, 0.5))
     assert "decay = 5.000000e-01 : f32" in jax.jit(good).lower(x).as_text()
+    others = {
+        "f16 scalar": np.float16(0.5),
+        "0-d f32 array": np.array(0.5, np.float32),
+        "i32": np.int32(1),
+    }
+    stages = {name: first_failing_stage(with_decay(value), x) for name, value in others.items()}
+    assert stages == {"f16 scalar": "compile", "0-d f32 array": "execute", "i32": "execute"}
     # Attributes are static: a JAX scalar cannot be one.
     with pytest.raises(TypeError):
         with_decay(jnp.float32(0.5))(x)

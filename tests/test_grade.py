@@ -1757,3 +1757,110 @@ def test_a_prediction_that_fails_in_the_shared_process_is_judged_alone(fake_cour
     assert status["test_int_size"] == "passed" and grade.run["shared"] == 3, grade.run
     failing = next(k for k in grade.koans if k.name == "test_sum")
     assert "4" in failing.message and grade.problems == [], (failing.message, grade.problems)
+
+
+# ---- the release and the grading course: no answer leaves the instructor -----------------------
+
+AUTHORS_TABLES = """
+[shortcuts."test_a.py::double"]
+library = ["return x + x  # a near-answer"]
+
+[giveaways]
+"test_a.py::test_sum" = [{ answer = "3", why = "the sum asked" }]
+"""
+
+
+@pytest.fixture(scope="module")
+def releases(fake_course, tmp_path_factory) -> dict[str, Path]:
+    """The fake course with authors' tables in a chapter.toml, its student release and its
+    grading course."""
+    from jaxkoans.grader import release
+
+    where = tmp_path_factory.mktemp("releases")
+    course = where / "course"
+    shutil.copytree(fake_course, course)
+    manifest = course / "koans/01/chapter.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8") + AUTHORS_TABLES, encoding="utf-8")
+    shutil.copy(REPO / ".gitignore", course / ".gitignore")  # ignores .jaxkoans/
+    shipped_course.write(course)
+    subprocess.run(["git", "-C", str(course), "add", ".gitignore"], check=True)
+    release.release(course, where / "student")
+    release.release(course, where / "grader", grader=True)
+    return {"course": course, "student": where / "student", "grader": where / "grader"}
+
+
+def _answer_lines(course: Path) -> set[str]:
+    """Each answer's distinctive lines: those of answers/ that its koan file lacks."""
+    found = set()
+    for answer in (course / "answers").rglob("test_*.py"):
+        koan = (course / "koans" / answer.relative_to(course / "answers")).read_text(encoding="utf-8")
+        found |= {
+            line.strip()
+            for line in answer.read_text(encoding="utf-8").splitlines()
+            if len(line.strip()) > 3 and line.strip() not in koan
+        }
+    return found
+
+
+@pytest.mark.parametrize("kind", ["student", "grader"])
+def test_no_release_holds_an_answer_or_what_identifies_one(releases, kind):
+    import tomllib
+
+    out, course = releases[kind], releases["course"]
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert not (out / "answers").exists() and not (out / "tests").exists()
+    assert tomllib.loads((out / "koans/01/chapter.toml").read_text(encoding="utf-8")).keys() == {
+        "title_zh", "title_en", "files"
+    }  # fmt: skip
+    manifest = json.loads((out / "koans/.shipped.json").read_text(encoding="utf-8"))
+    assert all(entry["answer"] is None for entry in manifest["files"].values())
+    blobs = {shipped_course.blob_id(p.read_bytes()) for p in (course / "answers").rglob("*.py")}
+    distinctive = _answer_lines(course) | {"x + x", "a near-answer"}
+    assert len(distinctive) >= 4
+    for path in files:
+        text = path.read_bytes().decode("utf-8", "replace")
+        assert not [line for line in distinctive if line in text], path
+        assert not [blob for blob in blobs if blob in text], path
+    # What the learner's tools read from the manifest still reads: the shipped texts, the
+    # kinds of blanks, and the manifest is not stale in the release (no answers/ to read).
+    assert not shipped_course.stale(out)
+    assert (out / ".grading/answer_flags.json").is_file() == (kind == "grader")
+
+
+def test_a_releases_gitignore_lets_the_reveal_log_through(releases, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(releases["student"], copy)
+    (copy / ".jaxkoans").mkdir()
+    for name in ("reveals.jsonl", "memory.json"):
+        (copy / ".jaxkoans" / name).write_text("{}\n", encoding="utf-8")
+    subprocess.run(["git", "-C", str(copy), "init", "-q"], check=True)
+    ignored = subprocess.run(
+        ["git", "-C", str(copy), "check-ignore", ".jaxkoans/reveals.jsonl", ".jaxkoans/memory.json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ignored.stdout.split() == [".jaxkoans/memory.json"]
+
+
+def test_the_grading_course_grades_as_the_course_does_and_a_release_is_no_harness_change(
+    releases, tmp_path
+):
+    """`release --grader` holds what grade read from answers/: the same answer flags, the same
+    per-koan statuses and notes; a copy of the student release (chapter.toml, course.toml,
+    .shipped.json rewritten by release) shows no harness change against either."""
+    course, grader = releases["course"], releases["grader"]
+    full = grading.prepare_course(str(course), tmp_path / "full")
+    keyless = grading.prepare_course(str(grader), tmp_path / "keyless")
+    assert {r: dict(full.allowed[r]) for r in full.files} == {
+        r: dict(keyless.allowed[r]) for r in keyless.files
+    }
+    assert any(any(flags.values()) for flags in (dict(full.allowed[r]) for r in full.files))
+    copy = tmp_path / "bob"
+    shutil.copytree(releases["student"], copy)
+    write(copy / A, answer_a(double=BLANKS_A["double"]))
+    write(copy / B, answer_b())
+    graded = [grading.grade(copy, c, grading.Options(workers=1)) for c in (full, keyless)]
+    assert statuses(graded[0]) == statuses(graded[1])
+    assert statuses(graded[0])["test_sum"] == "passed"
+    assert statuses(graded[0])["test_double"] == "not_started"
+    for grade in graded:
+        assert grade.findings == [] and grade.notes == [], grade.notes

@@ -1,34 +1,52 @@
-"""`progress.py release DIR`: the course a student gets, without its answers (instructors).
+"""`progress.py release DIR [--grader]`: the course a student gets, or the course a grader
+runs against, both without any answer (instructors).
 
 A Classroom template made from the course itself would hand every student `answers/`, and a
 copy of them is full marks that nothing can tell apart. The release is the course's tracked
 files (git's list where there is a repository, else the files on disk) without `answers/`,
-the authors' `tests/` and `.ci/`; the learner's tools know the course as shipped from
-`koans/.shipped.json` (which holds no answer), and `koans/course.toml` says where the answers
-are (`diff` tells the learner). The release is a new directory: nothing of the course changes.
+the authors' `tests/` and `.ci/`, and with the changes of `released.py`: no `[shortcuts]` or
+`[giveaways]` in any chapter.toml, no answer blob id in `koans/.shipped.json`, `koans/course.toml`
+saying where the answers are (`diff` tells the learner), and a `.gitignore` that lets the
+reveal log reach a pushed copy.
+
+`--grader` writes the same files plus `.grading/answer_flags.json`: what `grade` reads from
+`answers/` (the unusual constructs each answer uses, per koan, `tamper.answer_flags`),
+precomputed, keyed by the koan file's blob id. A Classroom workflow checks out only that
+grading course, so a token that reaches it reaches no answer. The release is a new
+directory: nothing of the course changes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from jaxkoans.course import pristine
+from jaxkoans.grader import released, tamper
 
 LEFT_OUT = ("answers", "tests", ".ci")  # the answers, and what only authors run
 NO_ANSWERS = "答案不随学生版发布；问你的老师 / the answers are not part of the student release: ask your instructor"
+FLAGS = ".grading/answer_flags.json"
+FLAGS_FORMAT = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="DIR", help="a new directory for the student release")
+    parser.add_argument("target", metavar="DIR", help="a new directory for the release")
     parser.add_argument(
         "--answers",
         default=NO_ANSWERS,
         metavar="TEXT",
         help="what `diff` tells a student about the answers (where they are, when they come)",
+    )
+    parser.add_argument(
+        "--grader",
+        action="store_true",
+        help="a grading course: the release plus what grade reads from answers/, precomputed"
+        " (`grade --course DIR`; the Classroom workflow checks out only this)",
     )
 
 
@@ -46,8 +64,9 @@ def course_files(root: Path) -> list[Path]:
     ]
 
 
-def release(root: Path, target: Path, answers: str = NO_ANSWERS) -> list[Path]:
-    """Write the student release of the course at `root` into `target` (which must not exist)."""
+def release(root: Path, target: Path, answers: str = NO_ANSWERS, grader: bool = False) -> list[Path]:
+    """Write the student release of the course at `root` into `target` (which must not
+    exist); with `grader`, the grading course."""
     target.mkdir(parents=True)
     written = []
     for path in course_files(root):
@@ -56,13 +75,54 @@ def release(root: Path, target: Path, answers: str = NO_ANSWERS) -> list[Path]:
             continue
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, destination)
+        rel = relative.as_posix()
+        if released.changed_by_release(rel):
+            text = path.read_text(encoding="utf-8")
+            destination.write_text(released.released_text(rel, text, answers), encoding="utf-8")
+            shutil.copystat(path, destination)
+        else:
+            shutil.copy2(path, destination)
         written.append(destination)
     manifest = target / "koans" / "course.toml"
-    text = manifest.read_text(encoding="utf-8") if manifest.is_file() else ""
-    escaped = answers.replace("\\", "\\\\").replace('"', '\\"')
-    manifest.write_text(text.rstrip("\n") + f'\nanswers = "{escaped}"\n', encoding="utf-8")
+    if not manifest.is_file():
+        manifest.write_text(released.course_toml("", answers), encoding="utf-8")
+        written.append(manifest)
+    if not (target / ".gitignore").is_file():
+        (target / ".gitignore").write_text(released.gitignore(""), encoding="utf-8")
+        written.append(target / ".gitignore")
+    if grader:
+        written.append(write_flags(root, target))
     return written
+
+
+def write_flags(root: Path, target: Path) -> Path:
+    """`.grading/answer_flags.json` of the course at `root`, written under `target`."""
+    files = {}
+    for koan in sorted((root / "koans").glob("*/test_*.py")):
+        rel = koan.relative_to(root).as_posix()
+        answer = root / "answers" / koan.relative_to(root / "koans")
+        flags = tamper.answer_flags(koan, answer) if answer.is_file() else {}
+        files[rel] = {
+            "koan": pristine.blob_id(koan.read_bytes()),
+            "flags": {owner: sorted(found) for owner, found in sorted(flags.items())},
+        }
+    path = target / FLAGS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {"format": FLAGS_FORMAT, "files": files}
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def read_flags(root: Path) -> dict[str, dict] | None:
+    """The grading course's precomputed answer flags, by koan file (None: not a grading
+    course, or a flags file it cannot use)."""
+    try:
+        document = json.loads((root / FLAGS).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("format") != FLAGS_FORMAT:
+        return None
+    return document.get("files") or {}
 
 
 def run(args) -> int:
@@ -80,8 +140,10 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 1
-    written = release(root, target, args.answers)
-    print(
-        f"✅ 学生版 / student release: {target} ({len(written)} files, without {', '.join(LEFT_OUT)})"
-    )
+    if getattr(args, "grader", False) and not (root / "answers").is_dir():
+        print("--grader: 这里没有 answers/ / no answers/ here to precompute from", file=sys.stderr)
+        return 1
+    written = release(root, target, args.answers, grader=getattr(args, "grader", False))
+    kind = "评分课程 / grading course" if getattr(args, "grader", False) else "学生版 / student release"
+    print(f"✅ {kind}: {target} ({len(written)} files, without {', '.join(LEFT_OUT)})")
     return 0

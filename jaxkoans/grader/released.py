@@ -1,0 +1,98 @@
+"""What `release` changes in the course's own files, as functions of their text (instructors).
+
+The student release must hold no answer text nor anything derived from an answer that
+identifies it: `chapter.toml`'s `[shortcuts]` (near-answers the shortcut gate runs) and
+`[giveaways]` (reference answers the give-away check looks for) are authors' data no learner
+tool reads, and `koans/.shipped.json`'s `answer` (each answer file's git blob id, an offline
+oracle: hash the file with a candidate fill) is only the authors' cache key for a blank's kind.
+`koans/course.toml` gets the line that tells `diff` where the answers are, and `.gitignore`
+lets the learner's reveal log reach a pushed copy (grade reads it as a self-report).
+
+`tamper.harness_entries` digests these files in their released form, so a copy of a release
+graded against the full course (or against a grading course) shows no harness change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+AUTHORS_TABLES = ("shortcuts", "giveaways")
+ANSWERS_LINE = re.compile(r'^answers = ".*"\n?', re.MULTILINE)
+REVEALS = ".jaxkoans/reveals.jsonl"
+_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_\-\"]+)")
+
+
+def strip_chapter(text: str) -> str:
+    """chapter.toml without its [shortcuts] and [giveaways] tables (sub-tables included); the
+    rest byte for byte. Raises ValueError where the text cut by lines parses otherwise."""
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        header = _HEADER.match(line)
+        if header:
+            skipping = header.group(1).strip('"') in AUTHORS_TABLES
+        if not skipping:
+            kept.append(line)
+    out = "".join(kept)
+    if out == text:
+        return text
+    want = {k: v for k, v in tomllib.loads(text).items() if k not in AUTHORS_TABLES}
+    if tomllib.loads(out) != want:
+        raise ValueError("chapter.toml: [shortcuts]/[giveaways] are not whole tables by lines")
+    return out
+
+
+def strip_manifest(text: str) -> str:
+    """koans/.shipped.json with every answer blob id null (as the manifest of a course
+    without answers/ reads: `pristine.build` keeps the kinds of blanks it holds)."""
+    document = json.loads(text)
+    for entry in document.get("files", {}).values():
+        if entry.get("answer") is not None:
+            entry["answer"] = None
+    return json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+
+
+def course_toml(text: str, answers: str) -> str:
+    escaped = answers.replace("\\", "\\\\").replace('"', '\\"')
+    return without_answers_line(text).rstrip("\n") + f'\nanswers = "{escaped}"\n'
+
+
+def without_answers_line(text: str) -> str:
+    return ANSWERS_LINE.sub("", text)
+
+
+def gitignore(text: str) -> str:
+    """The course's .gitignore, with `.jaxkoans/` opened for the reveal log: git cannot
+    re-include a file of an ignored directory, so the directory's entries are ignored instead."""
+    lines = []
+    for line in text.splitlines():
+        if line.strip() in (".jaxkoans", ".jaxkoans/", "/.jaxkoans", "/.jaxkoans/"):
+            line = line.strip().rstrip("/") + "/*"
+        lines.append(line)
+    if f"!{REVEALS}" not in lines:
+        lines += ["# grade reads the reveal log of a pushed copy (a self-report)", f"!{REVEALS}"]
+    return "\n".join(lines) + "\n"
+
+
+def released_text(rel: str, text: str, answers: str | None = None) -> str:
+    """The release's form of the course's file `rel` (its text unchanged where release
+    leaves it); with `answers` None, course.toml loses any `answers` line (a form for
+    comparing a release with the course)."""
+    name = rel.rsplit("/", 1)[-1]
+    if rel.startswith("koans/") and name == "chapter.toml":
+        return strip_chapter(text)
+    if rel == "koans/.shipped.json":
+        return strip_manifest(text)
+    if rel == "koans/course.toml":
+        return without_answers_line(text) if answers is None else course_toml(text, answers)
+    if rel == ".gitignore":
+        return gitignore(text)
+    return text
+
+
+RELEASED = ("koans/course.toml", "koans/.shipped.json", ".gitignore")
+
+
+def changed_by_release(rel: str) -> bool:
+    return rel in RELEASED or (rel.startswith("koans/") and rel.endswith("/chapter.toml"))

@@ -48,6 +48,58 @@ def test_the_course_as_shipped_travels_with_it():
     assert len(kinds) > 400 and set(kinds) <= {"literal", "arithmetic", "dtype", "exception"}
 
 
+NEW_KOAN = '''
+
+def test_triple():
+    """三倍。Three ones, each tripled, sum to nine: the manifest grows by these lines."""
+    total = 0
+    for value in jnp.ones(3):
+        total += 3 * int(value)
+    assert total == {nine}
+'''
+
+
+def test_the_manifest_changes_by_the_lines_the_koan_file_did(tmp_path):
+    """koans/.shipped.json keeps each file's text as a list of lines, one JSON line each: adding
+    a koan to a file changes about as many lines of the manifest as of the file (issue 43), and
+    every reader still gets the whole text."""
+    import difflib
+    import json
+
+    from .fakecourse import make_course
+
+    root = make_course(tmp_path / "course")
+    manifest = root / "koans" / ".shipped.json"
+    before = manifest.read_text(encoding="utf-8").splitlines()
+    koan = root / "koans" / "01" / "test_alpha.py"
+    for tree, nine in (("koans", "__"), ("answers", "9")):
+        path = root / tree / "01" / "test_alpha.py"
+        path.write_text(path.read_text(encoding="utf-8") + NEW_KOAN.format(nine=nine))
+    pristine.write(root)
+    after = manifest.read_text(encoding="utf-8").splitlines()
+    changed = [
+        line for line in difflib.unified_diff(before, after, n=0, lineterm="")
+        if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]  # fmt: skip
+    added = len(NEW_KOAN.splitlines())
+    # besides the added lines: the blob ids of the koan and its answer, the new blank's kind,
+    # and a comma after the lines that were last in their lists
+    assert added <= sum(line.startswith("+") for line in changed) <= added + 6, changed
+    assert sum(line.startswith("-") for line in changed) <= 4, changed
+    entry = pristine.read_manifest(root / "koans")["koans/01/test_alpha.py"]
+    assert entry["text"] == koan.read_text(encoding="utf-8")
+    assert len(entry["predictions"]) == 3  # the two blanks, and the new one
+    assert not pristine.stale(root)
+    # A manifest of the first format (one string per file) is still read.
+    document = json.loads(manifest.read_text(encoding="utf-8"))
+    for each in document["files"].values():
+        each["text"] = "".join(each.pop("lines"))
+    document["format"] = 1
+    manifest.write_text(json.dumps(document), encoding="utf-8")
+    old = pristine.read_manifest(root / "koans")["koans/01/test_alpha.py"]
+    assert old["text"] == koan.read_text(encoding="utf-8")
+
+
 def test_the_course_as_a_whole():
     """koans/ and answers/ hold the same files; koans/course.toml lists every chapter once."""
     problems = [p for p in check.course_problems() if ".shipped.json" not in p]

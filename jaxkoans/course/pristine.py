@@ -6,6 +6,11 @@ repository and a ZIP download (no `.git`) know the same shipped course. The auth
 write the manifest (`python -m jaxkoans.course.pristine`) and the course's own tests check that
 it matches `koans/` and `answers/`. A koan file identical to its shipped text fails because of
 its blanks, so progress.py counts its koans as not started without running them.
+
+The manifest is line-oriented: each koan file's text is a list of its lines, one JSON line
+each, so an edit of a koan file changes about as many lines of the manifest as of the file,
+and two branches that touch different koan files do not conflict in it. Readers get the whole
+text as `entry["text"]` (`read_manifest`); the first format (one string per file) is still read.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from pathlib import Path
 from jaxkoans import course
 
 MANIFEST_NAME = ".shipped.json"
-FORMAT = 1
+FORMAT = 2  # 1: "text" one string per file; 2: "lines", a list of the lines
+READABLE = (1, 2)
 SOURCE = "koans/.shipped.json"  # how a tool names where the shipped text came from
 
 
@@ -29,7 +35,8 @@ def manifest_path(koans_dir: Path | None = None) -> Path:
 
 
 def read_manifest(koans_dir: Path | None = None) -> dict[str, dict]:
-    """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}};
+    """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}}
+    (the whole text as one string, whatever the format);
     {} when the manifest is missing or damaged (then nothing is known to be as shipped)."""
     path = manifest_path(koans_dir)
     try:
@@ -45,10 +52,16 @@ def _read(path: str, mtime_ns: int, size: int) -> dict[str, dict]:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return {}
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
+    if not isinstance(document, dict) or document.get("format") not in READABLE:
         return {}
     files = document.get("files")
-    return files if isinstance(files, dict) else {}
+    if not isinstance(files, dict):
+        return {}
+    for entry in files.values():
+        lines = entry.get("lines") if isinstance(entry, dict) else None
+        if isinstance(lines, list) and all(isinstance(line, str) for line in lines):
+            entry["text"] = "".join(lines)
+    return files
 
 
 def shipped_text(relative: str) -> tuple[str, str] | None:
@@ -57,15 +70,6 @@ def shipped_text(relative: str) -> tuple[str, str] | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
         return None
     return SOURCE, entry["text"]
-
-
-def shipped_blobs() -> dict[str, str]:
-    """{path under koans/: blob id} of every koan file as shipped."""
-    return {
-        path: entry["blob"]
-        for path, entry in read_manifest().items()
-        if isinstance(entry, dict) and isinstance(entry.get("blob"), str)
-    }
 
 
 def predictions(relative: str) -> dict[tuple[int, int], str]:
@@ -86,24 +90,6 @@ def kinds_of(entry: dict) -> dict[tuple[int, int], str]:
 def blob_id(data: bytes) -> str:
     """git's id of a file with content `data`: the same id `git hash-object` gives."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
-def is_shipped(relative: str) -> bool:
-    """True when the file at `relative` (under the repository) is exactly as shipped."""
-    wanted = shipped_blobs().get(relative)
-    try:
-        stat = (course.REPO / relative).stat()
-    except OSError:
-        return False
-    return wanted is not None and _blob_of(relative, stat.st_mtime_ns, stat.st_size) == wanted
-
-
-@cache
-def _blob_of(relative: str, mtime_ns: int, size: int) -> str | None:
-    try:
-        return blob_id((course.REPO / relative).read_bytes())
-    except OSError:
-        return None
 
 
 # ---- writing it (authors) ------------------------------------------------------------------
@@ -142,7 +128,7 @@ def build(root: Path, previous: dict | None = None) -> dict:
         files[relative] = {
             "blob": blob_id(data),
             "answer": answer_blob,
-            "text": text,
+            "lines": text.splitlines(keepends=True),
             "predictions": found,
         }
     return {"format": FORMAT, "kinds_code": code, "files": files}

@@ -1,16 +1,16 @@
 """10 · jax_threefry_partitionable：分片生成与可复现性 / sharded generation and reproducibility.
 
 threefry 是计数器式生成器：第 i 个随机数 = hash(key, 计数器 i)。`jax_threefry_partitionable`
-（0.12 默认 True）决定计数器怎样排布：打开时每个元素的计数器只取决于它在数组里的位置，
-所以每个设备只算自己那一块，不用通信；关闭时（旧的默认值）每个字来自数组前后两半的两个
+（它的默认值在 JAX 0.5 改过）决定计数器怎样排布：打开时每个元素的计数器只取决于它在数组里的
+位置，所以每个设备只算自己那一块，不用通信；关闭时每个字来自数组前后两半的两个
 计数器一起哈希，和设备的块对不上：XLA 仍把哈希分给各个设备，但每个设备随后都要收集
 （all-gather）整个数组，才能取出自己那一块。两种排布给出的数不同：这就是旧笔记本的输出
 无法复现的原因。
 
 threefry is counter-based: random number i = hash(key, counter i). `jax_threefry_partitionable`
-(True by default on 0.12) decides how the counters are laid out: when on, an element's counter
-depends only on its position in the array, so each device computes just its block with no
-communication; when off (the old default) each word hashes two counters taken from the two
+(its default changed in JAX 0.5) decides how the counters are laid out: when on, an element's
+counter depends only on its position in the array, so each device computes just its block with
+no communication; when off each word hashes two counters taken from the two
 halves of the array, which do not line up with the devices' blocks: XLA still spreads the
 hashing over the devices, but then every device gathers (all-gather) the whole array to cut out
 its block. The two layouts give different numbers: which is why an old notebook's outputs no
@@ -66,13 +66,15 @@ def run_old_notebook() -> list[int]:
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
-def test_the_flag_is_on_and_toggling_it_changes_some_streams():
-    """在 0.12 上这个 flag 默认打开。把它关掉（只在 `jax.threefry_partitionable(False)` 上下文
-    里）再做同样的事：哪些操作的结果变了？
-    On 0.12 the flag is on by default. Turn it off (only inside the
-    `jax.threefry_partitionable(False)` context) and do the same things: which results change?
+def test_the_flag_default_and_which_streams_toggling_it_changes():
+    """在 0.12 上这个 flag 默认是什么？在 `jax.threefry_partitionable(...)` 上下文里把它换成另一个值
+    （只在上下文里）再做同样的事：哪些操作的结果变了？
+    What is the flag's default on 0.12? Switch it to the other value inside a
+    `jax.threefry_partitionable(...)` context (only there) and do the same things: which results
+    change?
     """
-    assert jax.config.jax_threefry_partitionable is __
+    default = jax.config.jax_threefry_partitionable
+    assert default is __
     key = jax.random.key(0)
     ops = {
         "split": lambda k: jax.random.key_data(jax.random.split(k, 3)),
@@ -82,11 +84,11 @@ def test_the_flag_is_on_and_toggling_it_changes_some_streams():
     }
     run_all = jax.jit(lambda k: {name: op(k) for name, op in ops.items()})  # one compile each
     new = run_all(key)
-    with jax.threefry_partitionable(False):
+    with jax.threefry_partitionable(not default):
         old = run_all(key)
     changed = {name for name in ops if not np.array_equal(new[name], old[name])}
     assert changed == __
-    assert jax.config.jax_threefry_partitionable is True  # the context restored it
+    assert jax.config.jax_threefry_partitionable is default  # the context restored it
 
 
 def test_sharded_generation_equals_unsharded_generation():

@@ -17,6 +17,7 @@ reading the compiled HLO (jaxkoans.api.probes.collectives), and the transfer gua
 (jax.transfer_guard_device_to_host). Change only the code between the markers.
 """
 
+import functools
 from functools import partial  # noqa: F401  (the region may use it)
 
 import jax
@@ -109,6 +110,55 @@ def refusing_the_reference(monkeypatch):
     monkeypatch.setitem(globals(), "numpy_reference", refuse)
 
 
+def host_traffic(monkeypatch):
+    """从现在起记下主机与设备之间的数据（monkeypatch.undo() 为止）：交给 jit 函数的主机值
+    （NumPy 数组、Python 数：每个都是一次隐式的主机到设备传输）记进 "to_device"，从设备读回
+    主机的数组（np.asarray、float()、.tolist()、jax.device_get……）记进 "to_host"。它不看
+    传输守卫，守卫关掉了也照样记。
+    From now on (until monkeypatch.undo()) record the data moved between host and devices:
+    host values handed to a jitted function (NumPy arrays, Python numbers: each an implicit
+    host-to-device transfer) go into "to_device", arrays read back to the host (np.asarray,
+    float(), .tolist(), jax.device_get...) into "to_host". It does not look at the transfer
+    guards, and records the same with a guard switched off.
+    """
+    moved = {"to_device": [], "to_host": []}
+    real_jit, array_type = jax.jit, type(jnp.zeros(()))
+    value, to_numpy = array_type._value, array_type.__array__
+
+    def jit(fun, *args, **kwargs):
+        jitted = real_jit(fun, *args, **kwargs)
+
+        @functools.wraps(fun)
+        def call(*call_args, **call_kwargs):
+            for leaf in jax.tree.leaves((call_args, call_kwargs)):
+                if not isinstance(leaf, jax.Array):
+                    moved["to_device"].append(f"{type(leaf).__name__} {np.shape(leaf)}")
+            return jitted(*call_args, **call_kwargs)
+
+        call.lower, call.clear_cache = jitted.lower, jitted.clear_cache
+        return call
+
+    reading = []  # __array__ reads through _value: count such a read once / 只记一次
+
+    def host_value(array):
+        if not reading:
+            moved["to_host"].append(f"{array.dtype}{list(array.shape)}")
+        return value.fget(array)
+
+    def host_copy(array, *args, **kwargs):
+        moved["to_host"].append(f"{array.dtype}{list(array.shape)}")
+        reading.append(array)
+        try:
+            return to_numpy(array, *args, **kwargs)
+        finally:
+            reading.pop()
+
+    monkeypatch.setattr(jax, "jit", jit)
+    monkeypatch.setattr(array_type, "_value", property(host_value))
+    monkeypatch.setattr(array_type, "__array__", host_copy)
+    return moved
+
+
 def placed(x, y):
     mesh = data_mesh()
     rows = NamedSharding(mesh, P("data"))
@@ -172,7 +222,7 @@ def test_the_loop_leaves_its_values_on_the_devices(monkeypatch):
     ("disallow") 之下跑 train 不该被拒绝，记下的每一步的数也该留在 8 个设备上。注意：CPU 上
     这个守卫只拦得住由几个不同分片拼成的数组；放在单个设备上或完整复制到每个设备上的数组
     （比如一个标量损失）它拦不住，所以这里还检查结果放在几个设备上。被拒绝的那次拷贝是什么
-    形状，是哪个数组？
+    形状，是哪个数组？不靠守卫的计数（host_traffic）也不该找到读回主机的数组。
     Symptom four: every step copies an array back to the host. The copy waits until the step
     is computed, so Python stops to wait for the devices and asynchronous dispatch (chapter
     02's test_dispatch.py) no longer helps. Running train under
@@ -180,16 +230,22 @@ def test_the_loop_leaves_its_values_on_the_devices(monkeypatch):
     for every step should stay on the 8 devices. Note: on CPU this guard stops only arrays made
     of several distinct shards; an array on a single device or fully replicated on every device
     (a scalar loss, say) gets past it, so the koan also checks on how many devices the result
-    lives. What shape has the copy that was refused, and which array is it?
+    lives. A count that does not rely on the guard (host_traffic) must find no array read back
+    to the host either. What shape has the copy that was refused, and which array is it?
     """
     x, y = make_data()
     refusing_the_reference(monkeypatch)
+    moved = host_traffic(monkeypatch)
     try:
         with jax.transfer_guard_device_to_host("disallow"):
             _, norms = train(x, y, steps=6, lr=0.5)
     except jax.errors.JaxRuntimeError as refusal:
+        monkeypatch.undo()
         print(f"the transfer guard refused: {str(refusal).splitlines()[0]}")
         raise AssertionError("train copied an array to the host inside its loop") from None
+    monkeypatch.undo()
+    print(f"arrays read back to the host: {moved['to_host']}")
+    assert moved["to_host"] == []  # counted without the guard / 不靠守卫的计数
     devices = norms.sharding.device_set
     print(f"the logged values live on {len(devices)} device(s): {norms.sharding}")
     assert len(devices) == 8

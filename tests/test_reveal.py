@@ -282,3 +282,149 @@ def test_reveal_shows_the_whole_difference(course):
     assert shown.returncode == 0, shown.stderr
     assert "Use -v to get more diff" not in shown.stdout, shown.stdout
     assert "'collective-number-11': 11" in shown.stdout and "...'" not in shown.stdout
+
+
+# ---- Koans that mix a TODO (or a fix region) with prediction blanks -------------------------
+MIXED = '''
+import jax
+
+from jaxkoans import raises_exactly
+
+
+def triple(x):
+    """Triples x."""
+    {triple}
+
+
+def compiled_triple(x):
+    """A helper: jit compiles the TODO, so no traceback passes through it."""
+    return jax.jit(triple).lower(x).compile()
+
+
+# ✍️ BEGIN
+def scale(x):
+    return {scale}
+# ✍️ END
+
+
+def test_traced_by_jit():
+    """编译。A TODO compiled by a helper, then a prediction about the result."""
+    x = jnp.arange(3.0)
+    out = compiled_triple(x)(x)
+    assert float(out.sum()) == 9.0
+    assert out.shape == {shape}
+
+
+def test_compared_with_code():
+    """比较。One line compares the TODO's value with a prediction."""
+    total = float(triple(jnp.ones(2)).sum())
+    assert total == {total}
+
+
+def test_prediction_beside_code():
+    """旁边。A prediction on its own line, next to an assert on the TODO."""
+    assert float(triple(jnp.ones(2)).sum()) == 6.0
+    assert jnp.ones(2).dtype == {dtype}
+
+
+def test_fix_region():
+    """修复。A fix region, compiled by jit, and a prediction."""
+    doubled = jax.jit(scale)(jnp.ones(2))
+    assert float(doubled.sum()) == 4.0
+    assert doubled.shape == {region_shape}
+
+
+def test_raises_around_code():
+    """异常。An exception blank around a call of the TODO, in a pallas-like long call."""
+    with raises_exactly(
+        {exc}
+    ):
+        jnp.ones(3).reshape(
+            triple(2),
+        )
+'''
+MIXED_PRISTINE = dict(
+    triple='todo("return 3 * x")', scale="x", shape="__", total="__", dtype="__",
+    region_shape="__", exc="__",
+)  # fmt: skip
+MIXED_ANSWERS = dict(
+    triple="return 3 * x", scale="2 * x", shape="(3,)", total="6.0", dtype="jnp.float32",
+    region_shape="(2,)", exc="TypeError",
+)  # fmt: skip
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    root = make_course(tmp_path / "course")
+    write(root / "koans" / "01" / "test_mixed.py", HEADER + MIXED.format(**MIXED_PRISTINE))
+    write(root / "answers" / "01" / "test_mixed.py", HEADER + MIXED.format(**MIXED_ANSWERS))
+    commit(root)
+    return root
+
+
+def fill_mixed(root: Path, **values: str) -> None:
+    text = HEADER + MIXED.format(**{**MIXED_ANSWERS, **values})
+    write(root / "koans" / "01" / "test_mixed.py", text)
+
+
+def run_mixed(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "koans/01/test_mixed.py", "-p", "jaxkoans.plugin.hooks",
+         "-p", "no:cacheprovider", "-q", "--no-header", "-rA", *args],
+        cwd=root, env={"JAXKOANS_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return done.stdout + done.stderr
+
+
+def test_a_wrong_todo_shows_its_values_whatever_predictions_the_koan_holds(mixed):
+    """Follow the data: an assert whose values came from the learner's TODO (called, or traced
+    by a helper's jit/lower), or from a fix region, shows actual against expected and never
+    sends the learner to `reveal`, with the right predictions in place (issue 45)."""
+    fill_mixed(mixed, triple="return 2 * x", scale="3 * x")
+    output = run_mixed(mixed)
+    for koan, shown in (("test_traced_by_jit", "assert 6.0 == 9.0"),
+                        ("test_prediction_beside_code", "assert 4.0 == 6.0"),
+                        ("test_fix_region", "assert 6.0 == 4.0")):  # fmt: skip
+        report = section(output, koan)
+        assert shown in report, report
+        assert "🙈" not in report and "reveal" not in report and "your answer" not in report
+    assert not (mixed / ".jaxkoans" / "reveals.jsonl").exists()
+    revealed = run_mixed(mixed, "--koans-reveal", "-k", "test_traced_by_jit")
+    assert "assert 6.0 == 9.0" in revealed
+    assert not (mixed / ".jaxkoans" / "reveals.jsonl").exists()  # nothing was hidden
+
+
+def test_a_line_comparing_code_with_a_prediction_stays_hidden_and_names_both(mixed):
+    """An assert whose one side is the TODO's value and the other a prediction: either may be
+    wrong, and the value would tell the prediction, so it stays hidden; the report names the
+    code the line compares."""
+    fill_mixed(mixed, triple="return 2 * x", total="6.0")
+    report = section(run_mixed(mixed), "test_compared_with_code")
+    assert "`6.0`" in report and "4.0" not in report, report
+    assert "`triple`" in report and "你的代码" in report and "from your code" in report
+
+
+def test_a_wrong_prediction_beside_a_right_todo_stays_hidden(mixed):
+    fill_mixed(mixed, shape="(1, 3)", dtype="jnp.float16", region_shape="(4,)", total="5.0")
+    output = run_mixed(mixed)
+    for koan, answer, code in (("test_traced_by_jit", "(1, 3)", "`triple`"),
+                               ("test_prediction_beside_code", "jnp.float16", None),
+                               ("test_fix_region", "(4,)", "`scale`")):  # fmt: skip
+        report = section(output, koan)
+        assert f"`{answer}`" in report and "🙈" in report, report
+        assert "(3,)" not in report and "(2,)" not in report and "float32" not in report
+        assert report.count("your answer") == 1
+        # the shape of a value the code computed: the line compares the two, and names the code
+        assert (code in report) if code else ("your code" not in report), report
+    compared = section(output, "test_compared_with_code")
+    assert "`5.0`" in compared and "6.0" not in compared
+
+
+def test_each_fill_is_shown_once_however_many_lines_it_spans(mixed):
+    """A fill of `with raises_exactly(X):` over several lines, or whose statement spans many
+    lines, is one answer: shown once."""
+    fill_mixed(mixed, exc="ValueError")
+    report = section(run_mixed(mixed), "test_raises_around_code")
+    assert report.count("`ValueError`") == 1, report
+    assert "an exception" not in report or "a ValueError" not in report

@@ -11,6 +11,7 @@ answer: it reads as "environment" and counts as neither attempted nor passed.
 
 from __future__ import annotations
 
+import ast
 import enum
 import functools
 import io
@@ -287,3 +288,197 @@ def _compare(shipped: str, current: str) -> tuple[dict[int, tuple[str, ...]], fr
     except (SyntaxError, ValueError, RecursionError):
         return {}, frozenset()
     return taken.filled_lines(), taken.code_lines()
+
+
+# ---- Where a failing statement's values come from: a prediction, the learner's code, both ----
+
+
+@dataclass(frozen=True)
+class Origins:
+    """What the values of a koan's failing statement were computed from, following the data:
+    the names it reads, the koan's assignments to them, the helpers and TODO functions it
+    calls or hands to jit/lower, and the module-level names those read."""
+
+    fills: tuple[_fills.BlankFill, ...] = ()  # the prediction fills read, each once, in file order
+    code: tuple[str, ...] = ()  # the learner's code reached: TODO functions, helpers, fix regions
+
+
+def filled_blanks(koan_file: Path) -> list[_fills.BlankFill]:
+    """Each filled blank of the learner's file, once (a fill spans lines: it is still one)."""
+    taken = _taken_now(Path(koan_file))
+    return list(taken.blanks) if taken is not None else []
+
+
+def _taken_now(koan_file: Path) -> _fills.Taken | None:
+    shipped = pristine_text(koan_file)
+    if shipped is None:
+        return None
+    try:
+        return _taken(shipped, koan_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def origins(koan_file: Path, koan: str, lines: list[int]) -> Origins | None:
+    """Where the failing statement of `koan` got its values. `lines`: the koan file's lines the
+    traceback went through, innermost last; the statement is the innermost of them inside the
+    koan's function. None when that cannot be told (the shipped file is unknown, the file does
+    not parse, the traceback never entered the koan's function)."""
+    koan_file = Path(koan_file)
+    taken = _taken_now(koan_file)
+    if taken is None or taken.tree is None:
+        return None
+    function = next(
+        (n for n in taken.tree.body if isinstance(n, koan_model.FUNCTIONS) and n.name == koan),
+        None,
+    )
+    if function is None:
+        return None
+    inside = [line for line in lines if function.lineno <= line <= function.end_lineno]
+    if not inside:
+        return None
+    statement = _innermost_statement(function, inside[-1])
+    if statement is None:
+        return None
+    return _DataWalk(taken, function).origins(statement)
+
+
+def _innermost_statement(function: ast.AST, line: int) -> ast.stmt | None:
+    found = None
+    for node in ast.walk(function):
+        if node is function or not isinstance(node, ast.stmt):
+            continue
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            if found is None or _size(node) < _size(found):
+                found = node
+    return found
+
+
+def _size(node: ast.AST) -> int:
+    return (node.end_lineno or node.lineno) - node.lineno
+
+
+def _roots(target: ast.AST) -> list[str]:
+    """The names an assignment target binds or changes (`a`, `a, b`, `a[i]`, `a.x`, `*a`)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _roots(element)]
+    if isinstance(target, (ast.Subscript, ast.Attribute, ast.Starred)):
+        return _roots(target.value)
+    return []
+
+
+def _bindings(node: ast.AST) -> list[tuple[list[str], list[ast.AST]]]:
+    """(names bound or changed, the expressions they are computed from) for one statement
+    (or walrus) of a function."""
+    if isinstance(node, ast.Assign):
+        return [([n for t in node.targets for n in _roots(t)], [node.value])]
+    if isinstance(node, ast.AugAssign):
+        return [(_roots(node.target), [node.value, node.target])]
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return [(_roots(node.target), [node.value])]
+    if isinstance(node, ast.NamedExpr):
+        return [(_roots(node.target), [node.value])]
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return [(_roots(node.target), [node.iter])]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [(_roots(i.optional_vars), [i.context_expr]) for i in node.items if i.optional_vars]
+    if isinstance(node, (*koan_model.FUNCTIONS, ast.ClassDef)):
+        return [([node.name], [node])]
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func  # `found.append(value)`, `d.update(...)`: the object changes
+        if isinstance(func, ast.Attribute):
+            return [(_roots(func.value), [node.value])]
+    return []
+
+
+class _DataWalk:
+    """A backwards walk over the learner's syntax tree, flow-insensitive within the koan's
+    function (a loop may feed an earlier line), from one statement to the fills and the code
+    its values were computed from."""
+
+    def __init__(self, taken: _fills.Taken, function: ast.AST) -> None:
+        tree = taken.tree
+        self.function = function
+        self.fills = {_position(f.node): f for f in taken.blanks}
+        self.code_lines = taken.code_lines()
+        self.module: dict[str, list[ast.AST]] = {}  # module-level name -> what defines it
+        for node in tree.body:
+            for names, _ in _bindings(node) if not isinstance(node, ast.Expr) else ():
+                for name in names:
+                    self.module.setdefault(name, []).append(node)
+        self.local: dict[str, list[ast.AST]] = {}  # the koan's own assignments
+        changes = []  # `found.append(x)`: counts only for a name the koan binds itself
+        for node in _own_nodes(function):
+            for names, sources in _bindings(node):
+                if isinstance(node, ast.Expr):
+                    changes.append((names, sources))
+                    continue
+                for name in names:
+                    self.local.setdefault(name, []).extend(sources)
+        for names, sources in changes:
+            for name in names:
+                if name in self.local:
+                    self.local[name].extend(sources)
+
+    def origins(self, statement: ast.stmt) -> Origins:
+        found: dict[tuple, _fills.BlankFill] = {}
+        code: dict[str, None] = {}
+        seen_local: set[str] = set()
+        seen_module: set[str] = set()
+        work: list[tuple[ast.AST, bool]] = [(statement, True)]  # (node, in the koan's scope)
+        while work:
+            node, local = work.pop()
+            if not local or node is statement:
+                self._code_in(node, code)
+            for part in ast.walk(node):
+                fill = self.fills.get(_position(part))
+                if fill is not None:
+                    found[fill.blank] = fill
+                if not isinstance(part, ast.Name):
+                    continue
+                name = part.id
+                if local and name in self.local and name not in seen_local:
+                    seen_local.add(name)
+                    for source in self.local[name]:
+                        self._code_in(source, code)
+                        work.append((source, True))
+                elif (not local or name not in self.local) and name not in seen_module:
+                    if name in self.module:  # a helper, fixture or constant of the file
+                        seen_module.add(name)
+                        work += [(definition, False) for definition in self.module[name]]
+        return Origins(
+            fills=tuple(found[key] for key in sorted(found)),
+            code=tuple(code),
+        )
+
+    def _code_in(self, node: ast.AST, code: dict[str, None]) -> None:
+        """Note the learner's code (TODO body, fix region, added helper) among `node`'s lines."""
+        if not hasattr(node, "lineno") or node is self.function:
+            return
+        lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+        if not any(line in self.code_lines for line in lines):
+            return
+        name = getattr(node, "name", None)
+        if not isinstance(name, str):
+            first = min(line for line in lines if line in self.code_lines)
+            name = f"{REGION_BEGIN} … (line {first})"
+        code[name] = None
+
+
+def _own_nodes(function: ast.AST):
+    """The statements (and walruses, comprehensions) of `function`, nested definitions
+    included as statements but not walked into."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (*koan_model.FUNCTIONS, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _position(node: ast.AST) -> tuple | None:
+    if not isinstance(node, ast.expr):
+        return None
+    return (type(node).__name__, node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)

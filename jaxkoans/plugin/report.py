@@ -9,10 +9,18 @@ region, where the learner writes code, keeps actual against expected: that is de
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans.course import Chapter, koan_model
-from jaxkoans.plugin.classify import Attribution, Cause, code_lines, fills, has_blank
+from jaxkoans.plugin.classify import (
+    Attribution,
+    Cause,
+    code_lines,
+    filled_blanks,
+    has_blank,
+    origins,
+)
 
 HEADLINES = {
     Cause.BLANK: "✍️ 填空 / fill in the blank",
@@ -89,13 +97,13 @@ def _is_spelling(error: BaseException) -> bool:
     return isinstance(error, ImportError | SyntaxError)
 
 
-def _traceback_lines(item, excinfo) -> set[int]:
-    """The lines of the koan's file that the traceback went through."""
-    lines: set[int] = set()
+def _traceback_lines(item, excinfo) -> list[int]:
+    """The lines of the koan's file that the traceback went through, innermost last."""
+    lines: list[int] = []
     for entry in excinfo.traceback:
         try:
             if os.path.samefile(entry.path, item.path):
-                lines.add(entry.lineno + 1)
+                lines.append(entry.lineno + 1)
         except (OSError, TypeError):
             continue
     return lines
@@ -106,30 +114,75 @@ def _function_lines(item) -> set[int]:
     return set(range(koan.span[0], koan.span[1] + 1)) if koan else set()
 
 
-def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
+@dataclass(frozen=True)
+class Hidden:
+    """A wrong answer whose report hides JAX's value: the learner's fills it is about (each
+    once), and the learner's code the same failing values came from, if any."""
+
+    answers: list[str]
+    code: tuple[str, ...] = ()
+
+
+def hidden_answer(item, found: Attribution, excinfo) -> Hidden | None:
     """The learner's fills a wrong answer is about, when its failure must not show JAX's value.
 
-    The answer passes, so a koan that fails while holding the learner's fills fails because of
-    them: an assertion shows no values and any other error only its class (its message may name
-    what JAX wanted). None — show everything — for a failure that went through code the learner
-    writes (a TODO body, a fix region), a spelling error (NameError, AttributeError, …), a koan
-    without fills, or a file whose shipped version is unknown."""
+    Follow the data (classify.origins): the failing statement's values, the names they were
+    computed from in the koan, the helpers and TODO functions that returned them. Hidden only
+    when a prediction fill is among them (with the code beside it, if the statement compares
+    the two); a failure whose values came from the learner's code alone (a TODO traced by jit
+    or lower included) shows actual against expected, as debugging does. None — show
+    everything — also for a failure raised inside the learner's code (a TODO body, a fix
+    region), a spelling error (NameError, AttributeError, …), a koan without fills, or a file
+    whose shipped version is unknown. A failure the data does not connect to anything (a fill
+    that acts by a side effect) stays hidden behind the koan's fills, as before."""
     if found.cause is not Cause.WRONG or _is_spelling(excinfo.value):
         return None
     path = Path(item.path)
-    filled = fills(path)
+    blanks = filled_blanks(path)
     passed_through = _traceback_lines(item, excinfo)
-    if passed_through & code_lines(path):
+    if not blanks or set(passed_through) & code_lines(path):
         return None  # debugging the learner's own code: actual against expected
-    if found.lineno in filled:  # the failing line holds the fill: that is the answer to show
-        return list(filled[found.lineno])
-    own = _function_lines(item) | passed_through
-    answers = [text for line in sorted(filled) if line in own for text in filled[line]]
-    return answers or None
+    koan = getattr(item, "originalname", None) or item.name
+    came_from = origins(path, koan, passed_through)
+    if came_from is not None and came_from.code and not came_from.fills:
+        return None  # the learner's code computed the failing values: show them
+    if came_from is not None and came_from.fills:
+        return Hidden(_texts(came_from.fills), came_from.code)
+    through = _through(blanks, {found.lineno} if found.lineno else set())
+    if not through:  # the failing line holds no fill: those of the koan and its frames
+        through = _through(blanks, _function_lines(item) | set(passed_through))
+    return Hidden(_texts(through)) if through else None
 
 
-def render_hidden(chapter: Chapter, item, found: Attribution, answers, message: str, start):
-    """A wrong prediction: the learner's answer, the lesson, where to look — not the value."""
+def _through(blanks, lines: set[int]) -> list:
+    """The fills whose statement holds one of `lines`, each once."""
+    return [b for b in blanks if any(b.statement[0] <= n <= b.statement[1] for n in lines)]
+
+
+def _texts(blanks) -> list[str]:
+    return [fill.text for fill in blanks]
+
+
+def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
+    """The texts of `hidden_answer`'s fills (None: nothing hidden)."""
+    hidden = hidden_answer(item, found, excinfo)
+    return hidden.answers if hidden else None
+
+
+MIXED_ADVICE = (
+    "这里检查的值既来自你的代码（{code}），也来自你的预测：两者至少有一个不对。\n"
+    "JAX 算出的值先不显示（它会说出预测的答案）。先确认代码：前面只检查代码的断言都通过了吗？\n"
+    "What is checked here comes from your code ({code}) and from your prediction: at least\n"
+    "one of them is wrong. What JAX computed stays hidden (it would tell the prediction).\n"
+    "Check your code first: did the asserts before it, on your code alone, pass?"
+)
+
+
+def render_hidden(
+    chapter: Chapter, item, found: Attribution, answers, message: str, start, code=()
+) -> str:
+    """A wrong prediction: the learner's answer, the lesson, where to look — not the value;
+    with `code`, the learner's code the same line compares it with."""
     lines = [
         f"{HEADLINES[Cause.WRONG]}  ·  {chapter.title}",
         f"   koan: {item.name}",
@@ -139,6 +192,9 @@ def render_hidden(chapter: Chapter, item, found: Attribution, answers, message: 
     ]
     if message:
         lines += ["", *("   " + line for line in message.splitlines())]
+    if code:
+        named = ", ".join(f"`{name}`" for name in code)
+        lines += ["", *("   " + line for line in MIXED_ADVICE.format(code=named).splitlines())]
     lesson = docstring(item)
     if lesson:
         lines += ["", *("   │ " + line for line in lesson.splitlines())]
@@ -202,7 +258,8 @@ def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report
     from jaxkoans.api.expect import WrongException, revealing
     from jaxkoans.plugin import reveal_log as reveal
 
-    answers = predicted_fills(item, found, excinfo)
+    hidden = hidden_answer(item, found, excinfo)
+    answers = hidden.answers if hidden else None
     if answers is not None and revealing():
         reveal.record(reveal.koan_nodeid(Path(item.path), item.name))
         return False
@@ -222,5 +279,5 @@ def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report
             f"你的答案在这一行引发了 {name}（它的消息先不显示）。\n"
             f"Your answer makes this line raise {name} (its message stays hidden)."
         )
-    report.longrepr = render_hidden(chapter, item, found, answers, message, start)
+    report.longrepr = render_hidden(chapter, item, found, answers, message, start, hidden.code)
     return True

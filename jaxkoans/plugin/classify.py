@@ -23,8 +23,9 @@ from pathlib import Path
 from jaxkoans.api import cbuild
 from jaxkoans.api.blanks import BlankError, TodoError
 from jaxkoans.course import fills as _fills
-from jaxkoans.course import koan_model, predictions, pristine
+from jaxkoans.course import koan_model, predictions, pristine, reading
 from jaxkoans.course.koan_model import REGION_BEGIN
+from jaxkoans.plugin.contracts import ContractBroken
 from jaxkoans.plugin.results import KoanState
 
 
@@ -36,6 +37,8 @@ class Cause(enum.StrEnum):
     WRONG = "wrong"  # an assertion or any other exception of the learner's code
     ENVIRONMENT = "environment"  # the C++ build failed or timed out (jaxkoans.api.cbuild)
     COMPUTED = "computed"  # a prediction blank filled with a computation: refused, not run
+    READS_TEST = "reads_test"  # a fill reads the test or switches its guard: refused, not run
+    CONTRACT = "contract"  # the asserts pass, the TODO's program breaks its technique contract
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,13 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
         line = fill.statement[0]
         source = _line_of(koan_file, line)
         return Attribution(Cause.COMPUTED, koan_file, line, source)
+    if isinstance(excinfo.value, reading.ReadsTheTest):
+        line = excinfo.value.refused[0].line
+        return Attribution(Cause.READS_TEST, koan_file, line, _line_of(koan_file, line))
+    if isinstance(excinfo.value, ContractBroken):
+        line = koan_model.read(koan_file).definitions.get(excinfo.value.function, (None,))[0]
+        source = _line_of(koan_file, line) if line else ""
+        return Attribution(Cause.CONTRACT, koan_file, line, source, message=str(excinfo.value))
     chain = list(_exception_chain(excinfo.value))
     built = [e for e in chain if isinstance(e, cbuild.BuildError | cbuild.CompilerNotFoundError)]
     if built or (_is_timeout(excinfo) and _in_build(excinfo)):
@@ -233,6 +243,23 @@ def computed_fills(koan_file: Path, koan: str) -> list[tuple[_fills.BlankFill, s
         return []
     owners = {koan, koan_model.MODULE}
     return [(f, k) for f, k in predictions.refusals(taken, kinds) if f.owner in owners]
+
+
+def reading_refusals(koan_file: Path, koan: str, contracts: dict) -> list[reading.Refusal]:
+    """Each fill `koan` reaches (its own lines, the TODO functions and helpers it calls) that
+    reads the test or switches its guard (course/reading.py), less what `contracts` allow."""
+    koan_file = Path(koan_file)
+    shipped = pristine_text(koan_file)
+    if shipped is None:
+        return []
+    try:
+        current = koan_file.read_text(encoding="utf-8")
+        taken = _taken(shipped, current)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return []
+    reached = {koan, koan_model.MODULE, *koan_model.parse(current).reached(koan)}
+    allowed = reading.allowed_by(contracts, koan_file.name)
+    return [r for r in reading.refusals(taken, allowed) if r.owner in reached]
 
 
 def _kinds(koan_file: Path) -> dict[tuple[int, int], str]:

@@ -13,14 +13,18 @@ import pytest
 
 from jaxkoans import course
 from jaxkoans.api.expect import REVEAL_ENV, raises_exactly
+from jaxkoans.course import koan_model
 from jaxkoans.course.predictions import NotAPrediction
-from jaxkoans.plugin import runtime
+from jaxkoans.course.reading import ReadsTheTest
+from jaxkoans.plugin import contracts, runtime
 from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
     attribute,
     computed_fills,
     fills,
+    pristine_text,
+    reading_refusals,
 )
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
 from jaxkoans.plugin.report import predict_then_see, render_failure
@@ -146,14 +150,26 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """A `pytest.raises(X)` filling an exception blank asks for the exact class, as raises_exactly;
-    a prediction blank filled with a computation is refused before the koan runs."""
-    if course.chapter_for(Path(item.path)) is None:
+    a prediction blank filled with a computation, or a fill that reads the test, is refused
+    before the koan runs; a TODO's program is held to its contract once the asserts pass."""
+    chapter = course.chapter_for(Path(item.path))
+    if chapter is None:
         return (yield)
-    refused = computed_fills(Path(item.path), getattr(item, "originalname", None) or item.name)
+    koan = getattr(item, "originalname", None) or item.name
+    refused = computed_fills(Path(item.path), koan)
     if refused:
         raise NotAPrediction(refused)
-    with exact_raises_on_fills(item.path):
-        return (yield)
+    reads = reading_refusals(Path(item.path), koan, chapter.contracts)
+    if reads:
+        raise ReadsTheTest(reads)
+    module = getattr(item, "module", None)
+    shipped = pristine_text(Path(item.path))  # the TODO functions, as shipped with todo()
+    todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
+    watched = contracts.to_read(chapter, Path(item.path).name, todos) if module else {}
+    with exact_raises_on_fills(item.path), contracts.recording(module, watched) as records:
+        outcome = yield
+    contracts.check(records, item.nodeid)  # reached only when the koan's own asserts passed
+    return outcome
 
 
 @pytest.hookimpl(wrapper=True)

@@ -30,6 +30,8 @@ HEADLINES = {
     Cause.WRONG: "❌ 还不对 / not yet",
     Cause.ENVIRONMENT: "🛠️ 环境 / environment",
     Cause.COMPUTED: "❌ 要预测，不要计算 / a prediction, not a computation",
+    Cause.READS_TEST: "❌ 读了测试，没有解题 / reads the test instead of solving the problem",
+    Cause.CONTRACT: "❌ 结果对，技术不对 / right numbers, not the lesson's technique",
 }
 
 TIMEOUT_ADVICE = (
@@ -219,6 +221,10 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         lines += [f"   > {number}: {text}" for number, text in open_blanks(item)]
     if found.cause is Cause.COMPUTED:
         lines += computed_advice(item)
+    if found.cause is Cause.READS_TEST:
+        lines += reading_advice(item, found)
+    if found.cause is Cause.CONTRACT:
+        lines += ["", *("   " + line for line in found.message.splitlines())]
     if found.cause is Cause.REGION:
         lines += ["", REGION_ADVICE]
     if found.cause is Cause.TIMEOUT:
@@ -249,6 +255,18 @@ def computed_advice(item) -> list[str]:
         for fill, kind in refused
     ]
     return [*lines, "", *("   " + line for line in predictions.MESSAGE.splitlines())]
+
+
+def reading_advice(item, found: Attribution) -> list[str]:
+    """What a fill that reads the test reads: each place, and why it is refused."""
+    from jaxkoans.course import chapter_for, reading
+    from jaxkoans.plugin.classify import reading_refusals
+
+    chapter = chapter_for(Path(item.path))
+    koan = getattr(item, "originalname", None) or item.name
+    refused = reading_refusals(Path(item.path), koan, chapter.contracts if chapter else {})
+    lines = [f"   {r.describe()}  ·  {r.owner}" for r in refused]
+    return [*lines, "", *("   " + line for line in reading.MESSAGE.splitlines())]
 
 
 def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report, start) -> bool:

@@ -1,0 +1,328 @@
+"""The one program reader: what a JAX program computes, read from its jaxpr or compiled HLO.
+
+A technique check asks whether a primitive lies on the path from a program's inputs to its
+outputs, not whether its name appears in the printed text. So the reader walks every
+sub-program (jit/pjit bodies, both branches of `cond`, `while`/`scan` bodies, custom_jvp/vjp
+rules, `shard_map`, `checkpoint`, Pallas kernels) and follows the data backwards from the
+outputs. An equation is *live* when an output needs it. A value that is known to be zero (a
+literal zero, a product with one, `x - x`) or a select whose predicate is a literal carries
+nothing, so `x + 0.0 * kernel(x)` leaves the kernel dead, as does a loop whose result is
+discarded. JAX's own `dce_jaxpr` keeps such a product (it is used), hence this reader's own cut.
+
+Compiled HLO is read the same way (`hlo_ops`): instructions reachable from ENTRY's ROOT through
+their operands, descending into the computations a live instruction calls (fusions, `to_apply`,
+`called_computations`, loop bodies), never a count of a substring.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+from jax.extend import core as jex
+
+# Equations whose sub-program maps its inputs and outputs one to one onto the equation's.
+_CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "checkpoint", "shard_map",
+          "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin",
+          "xla_call", "named_call", "remat2")  # fmt: skip
+_PASS_ZERO = ("broadcast_in_dim", "convert_element_type", "reshape", "squeeze", "transpose",
+              "expand_dims", "copy", "copy_p", "neg", "reduce_sum", "slice", "dynamic_slice",
+              "rev", "reduce_precision")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Equation:
+    """One equation of the program, at any depth."""
+
+    primitive: str
+    live: bool  # some output of the whole program depends on it
+    depth: int  # 0: the top level
+    sizes: tuple[int, ...]  # elements of each of its outputs
+    params: dict = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Program:
+    """Every equation of a program with its liveness; built by `read` or `of`."""
+
+    equations: tuple[Equation, ...]
+
+    def on_path(self, primitive: str) -> bool:
+        """True when an equation of `primitive` lies on the path from the inputs to the outputs."""
+        return any(e.live and e.primitive == primitive for e in self.equations)
+
+    def anywhere(self, primitive: str) -> bool:
+        """True when `primitive` appears at any depth, dead code included."""
+        return any(e.primitive == primitive for e in self.equations)
+
+    def live(self) -> Counter:
+        """{primitive: how many live equations}, every depth."""
+        return Counter(e.primitive for e in self.equations if e.live)
+
+    def every(self) -> Counter:
+        """{primitive: how many equations}, every depth, dead ones included."""
+        return Counter(e.primitive for e in self.equations)
+
+    def largest_live(self) -> int:
+        """Elements of the largest array a live equation makes, at any depth."""
+        return max((s for e in self.equations if e.live for s in e.sizes), default=0)
+
+
+def of(fn, *args, **kwargs) -> Program:
+    """The program `fn(*args, **kwargs)` builds, traced with jax.make_jaxpr."""
+    return read(jax.make_jaxpr(fn)(*args, **kwargs))
+
+
+def read(jaxpr) -> Program:
+    """The program of a Jaxpr or ClosedJaxpr, every output needed."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    found: list[Equation] = []
+    _walk(inner, [True] * len(inner.outvars), 0, True, found)
+    return Program(tuple(found))
+
+
+# ---- the walk ------------------------------------------------------------------------------------
+
+
+def _is_var(atom) -> bool:
+    return not isinstance(atom, jex.Literal)
+
+
+def _literal_value(atom):
+    return atom.val if isinstance(atom, jex.Literal) else None
+
+
+def _all_zero(value) -> bool:
+    try:
+        return value is not None and not isinstance(value, str) and not np.any(np.asarray(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _zeros(jaxpr, seed: set) -> set:
+    """The variables of `jaxpr` known to hold zeros whatever the inputs (`seed`: its inputs
+    known to be zero)."""
+    zero: set = set(seed)
+
+    def is_zero(atom) -> bool:
+        return (atom in zero) if _is_var(atom) else _all_zero(_literal_value(atom))
+
+    for eqn in jaxpr.eqns:
+        name, ins = eqn.primitive.name, eqn.invars
+        if (
+            (name == "mul" and any(is_zero(a) for a in ins))
+            or (name in _PASS_ZERO and ins and all(is_zero(a) for a in ins[:1]))
+            or (name in ("sub", "add") and len(ins) == 2 and all(is_zero(a) for a in ins))
+            or (name == "sub" and len(ins) == 2 and _is_var(ins[0]) and ins[0] is ins[1])
+            or (name == "select_n" and len(ins) > 1 and all(is_zero(a) for a in ins[1:]))
+            or (name in ("zeros_like", "broadcast_in_dim") and not ins)
+        ):
+            zero.update(v for v in eqn.outvars if _is_var(v))
+    return zero
+
+
+def _constant_predicate(jaxpr, seed: dict) -> dict:
+    """Variables of `jaxpr` that hold one known value everywhere (a broadcast literal; `seed`:
+    its inputs known so)."""
+    known: dict = dict(seed)
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("broadcast_in_dim", "convert_element_type", "reshape"):
+            source = eqn.invars[0] if eqn.invars else None
+            value = (
+                _literal_value(source)
+                if source is not None and not _is_var(source)
+                else (known.get(source) if source is not None else None)
+            )
+            if value is not None and np.ndim(value) == 0:
+                known[eqn.outvars[0]] = value
+    return known
+
+
+def _needed_inputs(eqn, needed_out: list[bool], zero: set, known: dict) -> list[bool]:
+    """Which inputs of a live `eqn` its needed outputs depend on (zeros carry nothing)."""
+    ins = eqn.invars
+    if eqn.primitive.name == "select_n" and ins:
+        predicate = _literal_value(ins[0]) if not _is_var(ins[0]) else known.get(ins[0])
+        if predicate is not None and np.ndim(predicate) == 0:
+            chosen = int(predicate) + 1
+            return [i == chosen for i in range(len(ins))]
+    return [_is_var(a) and a not in zero for a in ins]
+
+
+def _walk(
+    jaxpr, needed_out: list[bool], depth: int, reachable: bool, found: list, args=None
+) -> list[bool]:
+    """Mark the equations of `jaxpr` whose results its `needed_out` outputs depend on; append
+    every equation (live or not) to `found`; return which of its inputs are needed. `args`: the
+    calling equation's (zero, known) facts about the atoms bound to its inputs, if it maps them
+    one to one."""
+    seed_zero, seed_known = set(), {}
+    if args is not None:
+        outer_zero, outer_known, atoms = args
+        for var, atom in zip(jaxpr.invars, atoms, strict=False):
+            value = outer_known.get(atom) if _is_var(atom) else _literal_value(atom)
+            if (atom in outer_zero) if _is_var(atom) else _all_zero(value):
+                seed_zero.add(var)
+            if value is not None and np.ndim(value) == 0:
+                seed_known[var] = value
+    zero, known = _zeros(jaxpr, seed_zero), _constant_predicate(jaxpr, seed_known)
+    needed: set = {
+        v
+        for v, n in zip(jaxpr.outvars, needed_out, strict=True)
+        if n and _is_var(v) and v not in zero
+    }
+    marks: list[tuple[object, list[bool]]] = []
+    for eqn in reversed(jaxpr.eqns):
+        outs = [v in needed for v in eqn.outvars]
+        live = reachable and (any(outs) or bool(eqn.effects))
+        if live and not any(outs):
+            outs = [True] * len(eqn.outvars)  # an effect (a print, a ref write) is its own use
+        marks.append((eqn, outs if live else [False] * len(eqn.outvars)))
+        if live:
+            uses = _call_needs(eqn, outs, (zero, known, eqn.invars), depth)
+            uses = uses if uses is not None else _needed_inputs(eqn, outs, zero, known)
+            for atom, use in zip(eqn.invars, uses, strict=True):
+                if use and _is_var(atom):
+                    needed.add(atom)
+    by_eqn = {id(eqn): outs for eqn, outs in marks}
+    for eqn in jaxpr.eqns:
+        outs = by_eqn[id(eqn)]
+        live = any(outs)
+        found.append(
+            Equation(
+                eqn.primitive.name,
+                live,
+                depth,
+                tuple(_size(v) for v in eqn.outvars),
+                dict(eqn.params),
+            )
+        )
+        _descend(eqn, outs, live, depth, found, (zero, known, eqn.invars))
+    return [v in needed for v in jaxpr.invars]
+
+
+def _call_needs(eqn, outs: list[bool], facts, depth: int) -> list[bool] | None:
+    """Which inputs a call-like equation needs, read from its one sub-program; None otherwise."""
+    if eqn.primitive.name not in _CALLS:
+        return None
+    subs = [getattr(j, "jaxpr", j) for j in jex.jaxprs_in_params(eqn.params)]
+    if (
+        len(subs) != 1
+        or len(subs[0].outvars) != len(outs)
+        or len(subs[0].invars) != len(eqn.invars)
+    ):
+        return None
+    return _walk(subs[0], outs, depth + 1, True, [], facts)
+
+
+def _size(var) -> int:
+    shape = getattr(getattr(var, "aval", None), "shape", ())
+    try:
+        return math.prod(int(d) for d in shape)
+    except TypeError:  # a symbolic dimension
+        return 0
+
+
+def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) -> None:
+    """Walk the sub-programs of `eqn`, mapping which of their outputs are needed."""
+    subs = [getattr(j, "jaxpr", j) for j in jex.jaxprs_in_params(eqn.params)]
+    if not subs:
+        return
+    name, p = eqn.primitive.name, eqn.params
+    if name == "cond":
+        for branch in subs:
+            _walk(branch, outs if len(branch.outvars) == len(outs) else [live] * len(branch.outvars),
+                  depth + 1, live, found)  # fmt: skip
+        return
+    if name == "scan":
+        consts, carry, _ = p["ft_in"].unpack()  # jax 0.12: flat trees (consts, carry, xs)
+        _fixpoint(subs[0], len(list(consts.vals)), len(list(carry.vals)), outs, depth, live, found)
+        return
+    if name == "while":
+        body, cond = p["body_jaxpr"].jaxpr, p["cond_jaxpr"].jaxpr
+        carry = len(body.outvars)
+        # the trip count needs the condition, and the condition needs the carry it reads
+        cond_needs = _walk(cond, [live], depth + 1, live, found)[p["cond_nconsts"] :]
+        wanted = [o or c for o, c in zip(outs, cond_needs, strict=True)]
+        _fixpoint(body, p["body_nconsts"], carry, wanted, depth, live, found)
+        return
+    for sub in subs:
+        if len(sub.outvars) == len(outs) and name in _CALLS:
+            mapped = facts if len(sub.invars) == len(eqn.invars) else None
+            _walk(sub, outs, depth + 1, live, found, mapped)
+        else:  # a kernel, a rule: all of it lives with its equation
+            _walk(sub, [live] * len(sub.outvars), depth + 1, live, found)
+
+
+def _fixpoint(body, consts: int, carry: int, wanted, depth: int, live: bool, found) -> None:
+    """A loop body: its carry outputs feed its carry inputs, so the needed outputs grow until
+    they are stable; then the body is walked once for `found`."""
+    wanted = list(wanted) + [False] * (len(body.outvars) - len(wanted))
+    for _ in range(len(body.outvars) + 1):
+        scratch: list = []
+        needs = _walk(body, wanted, depth + 1, live, scratch)
+        carried = needs[consts : consts + carry]
+        grown = [w or (i < carry and carried[i]) for i, w in enumerate(wanted)]
+        if grown == wanted:
+            break
+        wanted = grown
+    _walk(body, wanted, depth + 1, live, found)
+
+
+# ---- compiled HLO -------------------------------------------------------------------------------
+
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s([\w\-]+)\((.*)$")
+_CALLED = re.compile(r"(?:calls|to_apply|body|condition|called_computations|branch_computations)="
+                     r"\{?([%\w.\-, ]+)\}?")  # fmt: skip
+
+
+def hlo_ops(hlo_text: str) -> Counter:
+    """{opcode: count} of the instructions a compiled HLO module's ENTRY result depends on,
+    descending into every computation a live instruction calls (fusions, reductions, loops)."""
+    computations: dict[str, dict] = {}
+    entry = None
+    current = None
+    for line in hlo_text.splitlines():
+        header = _COMPUTATION.match(line)
+        if header and "=" not in line.split("{")[0]:
+            current = header.group(2)
+            computations[current] = {"root": None, "ops": {}}
+            entry = current if header.group(1) else entry
+            continue
+        found = _INSTRUCTION.match(line) if current else None
+        if found:
+            root, name, _, opcode, rest = found.groups()
+            operands = re.findall(r"%([\w.\-]+)", rest.split("),")[0])
+            called = [c.strip().lstrip("%") for m in _CALLED.findall(rest) for c in m.split(",")]
+            computations[current]["ops"][name] = (opcode, operands, called)
+            if root:
+                computations[current]["root"] = name
+    counts: Counter = Counter()
+    seen: set = set()
+
+    def visit(computation: str) -> None:
+        if computation in seen or computation not in computations:
+            return
+        seen.add(computation)
+        ops = computations[computation]["ops"]
+        stack = [computations[computation]["root"]]
+        reached: set = set()
+        while stack:
+            name = stack.pop()
+            if name in reached or name not in ops:
+                continue
+            reached.add(name)
+            opcode, operands, called = ops[name]
+            counts[opcode] += 1
+            stack.extend(operands)
+            for sub in called:
+                visit(sub)
+
+    if entry:
+        visit(entry)
+    return counts

@@ -1,0 +1,206 @@
+"""A fill solves the problem, not the test: which fills read the test or switch its guard off.
+
+The course lets a learner write code in a blank, a TODO body and a fix region (course/fills.py).
+Code there can pass a koan without the lesson by reading what the test holds instead of
+computing it: the closure cells or `__wrapped__` of a function the test hands in, the module's
+`__globals__`, the caller's frame, `inspect`, `exec`/`eval` of a string, the koan's own file. Or
+it can switch off the guard the lesson is about (`jax.transfer_guard("allow")`,
+`jax.config.update`, `jax.disable_jit()`, `warnings.simplefilter`). Either is refused before the
+koan runs, with one message in pytest, watch and progress, and is a finding in grade. A TODO
+whose own answer needs one of them names it in its contract's `allow` (chapter.toml).
+
+The reading is by syntax tree, through aliases: an import in the fill or at the module's top
+level (`from sys import _getframe as look`) is followed to what it names.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from jaxkoans.course.koan_model import MODULE
+
+MESSAGE = (
+    "这段代码读取的是测试本身（闭包、帧、全局变量、本文件的源码）或者关掉了本课要教的检查，\n"
+    "而不是解决问题：请用本课的技术来计算结果。\n"
+    "This code reads the test itself (closures, frames, globals, the koan's own file) or switches\n"
+    "off the check the lesson is about, instead of solving the problem: compute the result with\n"
+    "the lesson's technique."
+)
+
+# Attributes through which a value of the test is read instead of computed: category.
+ATTRIBUTES = {
+    "__closure__": "closure", "cell_contents": "closure", "__wrapped__": "wrapped",
+    "__globals__": "globals", "__builtins__": "globals", "__code__": "code",
+    "__defaults__": "code", "__kwdefaults__": "code", "co_consts": "code", "co_code": "code",
+    "f_back": "frames", "f_globals": "frames", "f_locals": "frames", "f_code": "frames",
+    "tb_frame": "frames", "gi_frame": "frames", "cr_frame": "frames", "_getframe": "frames",
+    "__self__": "closure", "__func__": "closure", "__dict__": "globals",
+}  # fmt: skip
+# Modules whose use in a fill reads the program instead of the problem.
+MODULES = {
+    "inspect": "inspect", "traceback": "frames", "gc": "inspect", "ctypes": "inspect",
+    "importlib": "globals", "dis": "code", "linecache": "file", "tokenize": "file",
+    "builtins": "globals",
+}  # fmt: skip
+# Calls of builtins that read the test: category.
+BUILTINS = {
+    "exec": "exec", "eval": "exec", "compile": "exec", "__import__": "globals",
+    "globals": "globals", "locals": "frames", "vars": "globals",
+    "breakpoint": "frames",
+}  # fmt: skip
+# Dotted calls (after aliases are resolved) that switch a guard or a flag off: category = name.
+GUARDS = (
+    "jax.transfer_guard", "jax.transfer_guard_host_to_device", "jax.transfer_guard_device_to_host",
+    "jax.transfer_guard_device_to_device", "jax.config.update", "jax.debug_nans",
+    "jax.debug_infs", "jax.disable_jit", "jax.checking_leaks", "jax.numpy_rank_promotion",
+    "jax.numpy_dtype_promotion", "jax.log_compiles", "jax.explain_cache_misses",
+    "warnings.simplefilter", "warnings.filterwarnings", "warnings.catch_warnings",
+    "numpy.seterr", "numpy.errstate", "os.environ", "os.putenv", "sys.modules",
+    "sys.settrace", "sys.setprofile", "pytest.skip", "pytest.xfail", "pytest.importorskip",
+    "unittest.mock", "jax.config",
+)  # fmt: skip
+NAMES = {"__file__": "file", "__spec__": "file", "__loader__": "file"}
+
+
+class ReadsTheTest(AssertionError):
+    """Raised in place of running a koan whose fill reads the test or switches its guard off."""
+
+    def __init__(self, refused: list[Refusal]) -> None:
+        self.refused = refused
+        super().__init__(MESSAGE)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One place in a fill that reads the test."""
+
+    line: int  # in the learner's file, 1-based
+    owner: str  # the koan or TODO function whose fill holds it
+    what: str  # the construct, as written: "fn.__closure__", "sys._getframe"
+    category: str  # closure, wrapped, globals, code, frames, inspect, exec, file, or a guard name
+
+    def describe(self) -> str:
+        return f"line {self.line}: {self.what} ({self.category})"
+
+
+def aliases(tree: ast.Module) -> dict[str, str]:
+    """{name: the dotted module path it names} for every import in `tree`, at any depth."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+_CANONICAL = {"np": "numpy", "jnp": "jax.numpy"}
+
+
+def _dotted(node: ast.AST, names: dict[str, str]) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    root = names.get(node.id, _CANONICAL.get(node.id, node.id))
+    return ".".join([root, *reversed(parts)])
+
+
+def _guard(dotted: str) -> str | None:
+    for guard in GUARDS:
+        if dotted == guard or dotted.startswith(guard + "."):
+            return guard
+    return None
+
+
+def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
+    """(line, what, category) of each construct in `node` that reads the test or switches a
+    guard; `names` are the file's imports (aliases())."""
+    found: list[tuple[int, str, str]] = []
+    local = {**names, **aliases(ast.Module(body=[node], type_ignores=[]))}
+    for sub in ast.walk(node):
+        line = getattr(sub, "lineno", getattr(node, "lineno", 0))
+        if isinstance(sub, ast.Attribute) and sub.attr in ATTRIBUTES:
+            found.append((line, ast.unparse(sub), ATTRIBUTES[sub.attr]))
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            hit = next((a for a in ATTRIBUTES if a in sub.value), None)
+            if hit and sub.value.strip() == sub.value and " " not in sub.value:
+                found.append((line, repr(sub.value), ATTRIBUTES[hit]))
+            elif re.search(r"(^|/)test_\w*\.py$", sub.value):  # a koan file, read as text
+                found.append((line, repr(sub.value), "file"))
+        elif isinstance(sub, ast.Name):
+            target = local.get(sub.id, sub.id)
+            module = target.split(".")[0]
+            if sub.id in NAMES:
+                found.append((line, sub.id, NAMES[sub.id]))
+            elif module in MODULES and (sub.id in local or sub.id == module):
+                found.append((line, sub.id, MODULES[module]))
+            elif target.split(".")[-1] in ATTRIBUTES and sub.id in local:
+                found.append((line, sub.id, ATTRIBUTES[target.split(".")[-1]]))
+            elif sub.id in BUILTINS and sub.id not in local:
+                found.append((line, sub.id, BUILTINS[sub.id]))
+            elif (guard := _guard(target)) and sub.id in local:
+                found.append((line, sub.id, guard))
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            module = (sub.module or "") if isinstance(sub, ast.ImportFrom) else sub.names[0].name
+            if module.split(".")[0] in MODULES:
+                found.append((line, f"import {module}", MODULES[module.split(".")[0]]))
+        if isinstance(sub, (ast.Attribute, ast.Call)):
+            dotted = _dotted(sub.func if isinstance(sub, ast.Call) else sub, local)
+            guard = _guard(dotted) if dotted else None
+            if guard:
+                found.append((line, dotted, guard))
+    unique = {}
+    for line, what, category in found:
+        unique.setdefault((line, category), (line, what, category))
+    return sorted(unique.values())
+
+
+def _enclosing_function(tree: ast.Module, line: int) -> str | None:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            end = getattr(node, "end_lineno", node.lineno)
+            if node.lineno <= line <= end:
+                return node.name
+    return None
+
+
+def refusals(taken, allowed: dict[str, set[str]] | None = None) -> list[Refusal]:
+    """Each construct of the learner's fills (course/fills.Taken) that reads the test, less what
+    the contract of its TODO allows (`allowed`: owner -> categories or guard names)."""
+    if taken.tree is None:
+        return []
+    names = aliases(taken.tree)
+    allowed = allowed or {}
+    found = []
+    for owner, node, _is_blank in taken.nodes:
+        line0 = getattr(node, "lineno", 0)
+        where = owner
+        if owner == MODULE:
+            where = _enclosing_function(taken.tree, line0) or MODULE
+        permitted = allowed.get(where, set()) | allowed.get("*", set())
+        if owner != MODULE and not _is_blank:  # a fix region inside a koan
+            permitted |= allowed.get("regions", set())
+        for line, what, category in in_node(node, names):
+            if category not in permitted:
+                found.append(Refusal(line, where, what, category))
+    unique = {(r.line, r.category): r for r in found}
+    return sorted(unique.values(), key=lambda r: r.line)
+
+
+def allowed_by(contracts: dict[str, dict], filename: str) -> dict[str, set[str]]:
+    """{TODO function or "regions" → the categories its contract allows} for one file."""
+    found: dict[str, set[str]] = {}
+    for key, contract in contracts.items():
+        file, _, owner = key.partition("::")
+        if file == filename:
+            found[owner] = set(contract.get("allow", ()))
+    return found

@@ -1,0 +1,215 @@
+"""A TODO is judged by the program it builds: its technique contract, read by the program reader.
+
+A koan's asserts check what a TODO returns; its contract in chapter.toml
+(`[contracts."file::function"]`) says how: what must lie on the path from the inputs to the
+outputs (`on_path`), what must appear nowhere, dead code included (`absent`), and how large a
+live intermediate may be (`max_intermediate`). While a koan runs, each call of a contracted
+TODO records its arguments' shapes and dtypes and the mesh in force; once the koan's own asserts
+have passed, the TODO is traced again on those (jax.make_jaxpr) and read by
+jaxkoans/api/program.py. A broken contract fails the koan with what is missing, so a learner
+who reached the right numbers another way (the library call the lesson replaces, a reference
+inside a callback, the technique kept as dead code beside it) sees why it does not count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass, field
+
+# JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
+
+MAX_CALLS = 2  # distinct argument signatures read per TODO and koan
+# Authors: a file to append each TODO's program to (`python -m jaxkoans.authoring programs`).
+PROGRAMS_ENV = "JAXKOANS_PROGRAMS"
+
+HEADLINE = (
+    "你的 TODO 算对了数，但它构建的程序没有用本课的技术 / your TODO gets the numbers right, but "
+    "the program it builds does not use the lesson's technique"
+)
+
+
+class ContractBroken(AssertionError):
+    """Raised after a koan's asserts pass when a TODO's program breaks its contract."""
+
+    def __init__(self, function: str, problems: list[str]) -> None:
+        self.function, self.problems = function, problems
+        lines = [f"{HEADLINE}: {function}", *(f"  - {p}" for p in problems)]
+        super().__init__("\n".join(lines))
+
+
+@dataclass
+class _Calls:
+    """The calls of one contracted TODO during one koan."""
+
+    name: str
+    function: object
+    contract: dict
+    # (signature, the program read, or (function, args, kwargs, mesh) to read after the koan)
+    seen: list = field(default_factory=list)
+
+    def record(self, args: tuple, kwargs: dict) -> None:
+        import jax
+
+        if len(self.seen) >= MAX_CALLS:
+            return
+        try:
+            abstract = jax.tree.map(_spec, (args, kwargs))
+            signature = repr(jax.tree.map(lambda x: x, abstract))
+        except Exception:
+            return
+        if any(signature == s for s, *_ in self.seen):
+            return
+        mesh = jax.sharding.get_abstract_mesh()
+        from jax._src import core  # the named axes in scope: no public reader in 0.12
+
+        if core.get_axis_env().axis_sizes:
+            # under a named vmap axis or shard_map: only this context can trace it, so read it
+            # now (a second trace, whose side effects the koan may see: keep contracts of such
+            # TODOs to programs without them)
+            self.seen.append((signature, _read(self.function, *abstract, mesh)))
+        else:
+            self.seen.append((signature, (self.function, *abstract, mesh)))
+
+
+def _spec(leaf):
+    """An array (concrete or traced) becomes its shape and dtype; anything else is static."""
+    import jax
+    import numpy as np
+
+    if isinstance(leaf, jax.Array | np.ndarray) or hasattr(leaf, "aval"):
+        return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype)
+    return leaf
+
+
+def contracted(chapter, filename: str) -> dict[str, dict]:
+    """{TODO function: contract} of `filename`'s traced contracts."""
+    found = {}
+    for key, contract in chapter.contracts.items():
+        file, _, name = key.partition("::")
+        if file == filename and name != "regions" and contract.get("traced", True):
+            found[name] = contract
+    return found
+
+
+@contextlib.contextmanager
+def recording(module, contracts: dict[str, dict]):
+    """Wrap each contracted TODO of `module` so its calls are recorded; yield the records."""
+    records: list[_Calls] = []
+    saved = {}
+    for name, contract in contracts.items():
+        function = getattr(module, name, None)
+        if not callable(function):
+            continue
+        calls = _Calls(name, function, contract)
+
+        @functools.wraps(function)
+        def recorder(*args, __calls=calls, **kwargs):
+            __calls.record(args, kwargs)
+            return __calls.function(*args, **kwargs)
+
+        saved[name] = function
+        setattr(module, name, recorder)
+        records.append(calls)
+    try:
+        yield records
+    finally:
+        for name, function in saved.items():
+            setattr(module, name, function)
+
+
+def check(records: list[_Calls], koan: str = "") -> None:
+    """Raise ContractBroken for the first TODO whose recorded program breaks its contract."""
+    for calls in records:
+        problems: list[str] = []
+        for _, pending in calls.seen:
+            read = _read(*pending) if isinstance(pending, tuple) else pending
+            _log(koan, calls.name, read)
+            problems += broken(read, calls.contract)
+        if problems:
+            raise ContractBroken(calls.name, list(dict.fromkeys(problems)))
+
+
+def _log(koan: str, name: str, read) -> None:
+    import json
+    import os
+
+    path = os.environ.get(PROGRAMS_ENV)
+    if not path:
+        return
+    entry = {"koan": koan, "todo": name}
+    if isinstance(read, str):
+        entry["error"] = read
+    else:
+        entry |= {"live": dict(read.live()), "every": dict(read.every()),
+                  "largest_live": read.largest_live()}  # fmt: skip
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(json.dumps(entry) + "\n")
+
+
+def to_read(chapter, filename: str, todos) -> dict[str, dict]:
+    """The TODO functions to record in `filename`: the contracted ones, and with PROGRAMS_ENV
+    set every TODO function (`todos`: their names) with an empty contract."""
+    import os
+
+    found = contracted(chapter, filename)
+    if os.environ.get(PROGRAMS_ENV):
+        found = {name: {} for name in todos} | found
+    return found
+
+
+def _read(function, args, kwargs, mesh):
+    """The program `function` builds on `args` (shapes), or why it cannot be traced."""
+    import jax
+
+    from jaxkoans.api import program as program_reader
+
+    leaves, tree = jax.tree.flatten((args, kwargs))
+    arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.ShapeDtypeStruct)]
+
+    def rebuilt(*values):
+        filled = list(leaves)
+        for i, value in zip(arrays, values, strict=True):
+            filled[i] = value
+        a, k = jax.tree.unflatten(tree, filled)
+        return function(*a, **k)
+
+    context = jax.sharding.use_abstract_mesh(mesh) if mesh.axis_names else contextlib.nullcontext()
+    try:
+        with context:
+            return program_reader.read(jax.make_jaxpr(rebuilt)(*[leaves[i] for i in arrays]))
+    except Exception as error:
+        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+def broken(read, contract: dict) -> list[str]:
+    """What `read` (a program, or why none could be traced) lacks of `contract`, in words."""
+    if not any(contract.get(k) is not None for k in ("on_path", "absent", "max_intermediate")):
+        return []  # nothing asked of the program (an author's PROGRAMS_ENV run logs it)
+    if isinstance(read, str):
+        return [f"无法追踪成一个 JAX 程序 / it cannot be traced into a JAX program ({read})"]
+    problems = []
+    for name in contract.get("on_path", ()):
+        if not read.on_path(name):
+            where = (
+                "只在不影响结果的死代码里 / only in code no output depends on"
+                if read.anywhere(name)
+                else "没有出现 / it does not appear"
+            )
+            problems.append(
+                f"`{name}` 必须在从输入到输出的路径上 / must lie on the path from the inputs "
+                f"to the outputs: {where}"
+            )
+    for name in contract.get("absent", ()):
+        if read.anywhere(name):
+            problems.append(
+                f"`{name}` 不应出现（它替代了本课的技术）/ must not appear (it stands in for the "
+                "lesson's technique)"
+            )
+    limit = contract.get("max_intermediate")
+    if limit is not None and read.largest_live() > limit:
+        problems.append(
+            f"最大的中间数组有 {read.largest_live()} 个元素，上限 {limit} / the largest "
+            f"intermediate holds {read.largest_live()} elements, more than {limit}"
+        )
+    return problems

@@ -585,3 +585,28 @@ def test_q_interrupts_a_long_import_at_once():
     assert keys.waiting() and keys.read() == ["h", "q"] and not keys.waiting()
     os.close(writing)
     os.close(reading)
+
+
+def test_watch_blames_the_code_of_a_mixed_koan_and_hides_a_prediction(tmp_path, watch):
+    """The report watch shows is the plugin's (issue 45): in a koan holding a TODO and a
+    prediction, a wrong TODO shows its values and no reveal; a wrong prediction stays hidden."""
+    from .test_reveal import MIXED, MIXED_PRISTINE, commit, fill_mixed
+
+    root = fakecourse.make_course(tmp_path / "course")
+    koan_file = root / "koans" / "01" / "test_mixed.py"
+    fakecourse.write(koan_file, fakecourse.HEADER + MIXED.format(**MIXED_PRISTINE))
+    fakecourse.write(
+        root / "answers" / "01" / "test_mixed.py",
+        fakecourse.HEADER + MIXED.format(**MIXED_PRISTINE),
+    )
+    commit(root)
+    fill_mixed(root, triple="return 2 * x")
+    session = watch(root, "test_prediction_beside_code")
+    session.expect("❌ 还不对 / not yet", unless="🙈")
+    session.expect("assert 4.0 == 6.0", unless="🙈")
+    fill_mixed(root, dtype="jnp.float16")
+    session.expect("👁", unless="✅")
+    verdict = session.output[session.output.rfind("❌") :]
+    assert "`jnp.float16`" in verdict and "🙈" in verdict and "float32" not in verdict, verdict
+    session.send("q")
+    assert session.close() == 0

@@ -51,7 +51,7 @@ def test_numpy_randomness_is_frozen_at_trace_time():
     np.testing.assert_array_equal(fixed(x, k1), fixed(x, k1))  # reproducible per key
 
 
-def test_a_strong_scalar_promotes_bfloat16_to_float32():
+def test_a_strong_scalar_changes_a_bfloat16_layers_dtype():
     """⚠️ 陷阱 / trap: 一个 bfloat16 的层乘上 np.float32(0.5)（强类型标量），输出占的内存比预期的
     大。一个标量就能改变整个激活的类型：读 jaxpr，输出是什么 dtype、有哪些方程？然后在不改变
     dtype 的前提下做同样的缩放。

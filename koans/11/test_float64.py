@@ -38,7 +38,7 @@ def test_requested_float64_is_truncated_without_x64():
     assert jnp.arange(3).dtype == __  # default integer under x64 / x64 下的默认整数
 
 
-def test_weak_and_strong_scalars_promote_float32_data_differently():
+def test_weak_and_strong_scalars_promote_differently():
     """⚠️ 陷阱 / trap：x64 改变的是“默认”类型。已经是 float32 的数组和 Python 浮点数（弱类型）
     运算得到什么？和 NumPy 的 float64 标量（强类型）、和默认类型的 jnp 数组呢？一条仿真的精度
     取决于数据从哪种类型出发、一路上碰到的是哪一种标量。

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.scipy.sparse.linalg import bicgstab, cg, gmres  # noqa: F401  (the koans' choices)
+from jax.scipy.sparse.linalg import cg
 from jax.test_util import check_grads
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
@@ -186,7 +186,8 @@ def test_a_nonsymmetric_operator_needs_another_krylov_solver():
     wrong, _ = jax.jit(lambda b: cg(advection_diffusion, b, tol=1e-10, maxiter=300))(b)
     assert relative_residual(advection_diffusion, wrong, b) > 1.0
 
-    x, _ = jax.jit(lambda b: __(advection_diffusion, b, tol=1e-10, maxiter=2000))(b)
+    solve = __
+    x, _ = jax.jit(lambda b: solve(advection_diffusion, b, tol=1e-10, maxiter=2000))(b)
     assert relative_residual(advection_diffusion, x, b) < 1e-8
 
 

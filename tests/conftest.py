@@ -1,8 +1,9 @@
 """Fixtures of the suite's own checks: one recorded run of answers/ and one of koans/.
 
-`pytest tests --koans-chapter 03` (repeatable) checks chapter 03 only: the recorded runs cover
-its koans and answers, the per-file and per-chapter tests are deselected for the others, and so
-are the few checks that only make sense for the whole course (named in the header).
+`pytest tests --koans-chapter 03` (repeatable) collects chapter 03's checks only: the recorded
+runs cover its koans and answers, the per-file and per-chapter tests run for its files, the gates
+for its stale files; the harness's own tests, the other chapters' checks and the few checks that
+only make sense for the whole course are deselected (the header says so).
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ WHOLE_COURSE_ONLY = (  # checks that compare the whole of koans/ with the whole 
 )
 
 CHOSEN: set[str] = set()  # --koans-chapter: the chapters checked (empty: all)
+# With --koans-chapter, a chapter's checks are the checks parametrized by one of its chapters or
+# koan files, and these, which check the chosen chapters inside (conftest.chosen); the harness's
+# own tests, about no chapter, are deselected (the header says so).
+CHAPTER_CHECKS = (
+    "test_course.py::test_the_course_as_shipped_travels_with_it",
+    "test_course.py::test_every_answer_passes_under_xdist",
+    "test_course.py::test_every_koan_fails_because_of_its_blank",
+    "test_fakes.py::test_every_fake_makes_its_koan_fail",
+    "test_shortcuts.py::test_every_generated_shortcut_makes_its_koan_fail",
+    "test_mutate.py::test_the_canary_passes_where_the_harness_changed",
+    "test_harness.py::test_answers_that_read_printed_programs_pass_in_a_terminal",
+)
 # Checks only `--answer-key` runs: they repeat the whole answer key under grade (CI runs them,
 # `pytest tests -n 2` alone stays within its few minutes).
 ANSWER_KEY_ONLY = (
@@ -160,7 +173,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         chapter = _chapter_of(item)
         whole = any(item.nodeid.endswith(name) for name in WHOLE_COURSE_ONLY)
         answer_key = any(item.nodeid.endswith(name) for name in ANSWER_KEY_ONLY)
-        dropped = CHOSEN and (whole or answer_key or (chapter and not chosen(chapter)))
+        about_chapter = chapter or any(item.nodeid.endswith(name) for name in CHAPTER_CHECKS)
+        dropped = CHOSEN and (
+            whole or answer_key or not about_chapter or (chapter and not chosen(chapter))
+        )
         if answer_key and not config.getoption("answer_key"):
             dropped = True
         (drop if dropped else keep).append(item)
@@ -173,8 +189,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if not CHOSEN:
         return []
     return [
-        f"jax-koans tests: chapters {', '.join(sorted(CHOSEN))} only; whole-course checks "
-        f"deselected: {', '.join(WHOLE_COURSE_ONLY)}"
+        f"jax-koans tests: chapters {', '.join(sorted(CHOSEN))} only: their checks; the "
+        f"harness's own tests and the whole-course checks ({', '.join(WHOLE_COURSE_ONLY)}) "
+        "are deselected"
     ]
 
 

@@ -1,0 +1,98 @@
+"""What each TODO's answer builds, for writing its technique contract.
+
+Runs a chapter's answers with every TODO function recorded (plugin/contracts.py's PROGRAMS_ENV)
+and prints, per TODO, the primitives on its live path, those only in dead code, its largest
+live intermediate, and whether it could be traced at all; with `--toml`, a `[contracts]` table
+to start from (the loops, kernels, collectives and custom rules on the path; an author keeps
+the technique's primitives, adds what must be absent, and writes `why`).
+
+    python -m jaxkoans.authoring.programs --chapter NN [--toml] [answers/NN/test_x.py …]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from jaxkoans import course
+from jaxkoans.plugin.contracts import PROGRAMS_ENV
+
+# Primitives that name a technique (worth requiring on the path), as opposed to arithmetic.
+TECHNIQUES = (
+    "while", "scan", "cond", "pallas_call", "custom_jvp_call", "custom_vjp_call", "shard_map",
+    "psum", "pmax", "all_gather", "all_to_all", "ppermute", "psum_scatter", "reduce_scatter",
+    "checkpoint", "remat", "custom_lin", "linear_solve", "custom_root", "sort", "top_k",
+    "scatter-add", "segment_sum", "dot_general", "ragged_dot_general", "associative_scan",
+    "pure_callback", "io_callback", "ffi_call", "custom_call", "cumsum", "triangular_solve",
+    "tridiagonal_solve", "fft", "eigh", "svd", "qr", "lu", "cholesky", "rng_bit_generator",
+    "random_bits", "threefry2x32", "select_n", "dynamic_update_slice", "gather", "scatter",
+)  # fmt: skip
+
+
+def collect(paths: list[str]) -> list[dict]:
+    """Run `paths` (answer files or directories) with every TODO recorded; the log's entries."""
+    with tempfile.TemporaryDirectory() as scratch:
+        log = Path(scratch) / "programs.jsonl"
+        env = {**os.environ, PROGRAMS_ENV: str(log)}
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]
+        subprocess.run(command, env=env, cwd=course.REPO, check=False, timeout=3600)
+        if not log.is_file():
+            return []
+        return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def summary(entries: list[dict]) -> dict[str, dict]:
+    """{TODO: {"live": set, "dead": set, "largest": int, "errors": [..], "koans": set}}."""
+    found: dict[str, dict] = {}
+    for entry in entries:
+        todo = f"{entry['koan'].split('::')[0].rsplit('/', 1)[-1]}::{entry['todo']}"
+        item = found.setdefault(
+            todo, {"live": set(), "every": set(), "largest": 0, "errors": [], "koans": set()}
+        )
+        item["koans"].add(entry["koan"].split("::", 1)[1])
+        if "error" in entry:
+            item["errors"].append(entry["error"])
+            continue
+        item["live"] |= set(entry["live"])
+        item["every"] |= set(entry["every"])
+        item["largest"] = max(item["largest"], entry["largest_live"])
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring.programs")
+    parser.add_argument("paths", nargs="*", help="answer files (default: the chapters' answers)")
+    parser.add_argument("--chapter", action="append", default=[])
+    parser.add_argument("--toml", action="store_true", help="print a [contracts] table to edit")
+    args = parser.parse_args(argv)
+    paths = args.paths + [f"answers/{n}" for n in args.chapter]
+    if not paths:
+        parser.error("name a chapter (--chapter NN) or answer files")
+    for todo, item in sorted(summary(collect(paths)).items()):
+        dead = sorted(item["every"] - item["live"])
+        if args.toml:
+            on_path = sorted(p for p in item["live"] if p in TECHNIQUES)
+            print(f'[contracts."{todo}"]')
+            if item["errors"] and not item["live"]:
+                print(f'traced = false\nwhy = "{item["errors"][0][:80]}"\n')
+                continue
+            print(f"on_path = {json.dumps(on_path)}")
+            print('absent = ["pure_callback", "io_callback"]')
+            print(f'why = ""  # largest live intermediate: {item["largest"]}\n')
+            continue
+        print(f"{todo}  ({len(item['koans'])} koans)")
+        print(f"  live: {' '.join(sorted(item['live']))}")
+        print(f"  dead only: {' '.join(dead) or '-'}")
+        print(f"  largest live intermediate: {item['largest']}")
+        for error in dict.fromkeys(item["errors"]):
+            print(f"  not traced: {error}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

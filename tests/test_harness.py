@@ -784,7 +784,8 @@ def test_a_koan_still_compiling_is_waited_for_and_never_ends_the_run(monkeypatch
     guard = hangs.HangGuard(config=None)
     item = types.SimpleNamespace(nodeid="k.py::test_slow", config=None)
     try:
-        deadline = time.monotonic() + PROCESS_TIMEOUT_S  # a guard, not a measure: a slow machine waits
+        # a guard, not a measure: a slow machine waits longer
+        deadline = time.monotonic() + PROCESS_TIMEOUT_S
         while not hangs.compiling(thread.ident) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert hangs.compiling(thread.ident)

@@ -131,6 +131,49 @@ def test_reset_of_one_koan_resets_only_its_blanks_and_todos(course):
     assert again.returncode == 0 and "already as shipped" in again.stdout
 
 
+HELPED = '''
+
+def scaled(x):
+    """A helper the koan calls, with a blank of its own."""
+    return x * {factor}
+
+
+def test_scaled():
+    """缩放。A helper's blank is the koan's too."""
+    assert int(scaled(jnp.int32(2))) == {result}
+
+
+def test_other():
+    """别的。Another koan of the file."""
+    assert int(jnp.int32(1)) == {other}
+'''
+
+
+def test_reset_of_one_koan_restores_the_blanks_of_the_helpers_it_calls_and_says_which(course):
+    """`reset KOAN` once said "already as shipped" with a blank of the helper the koan calls
+    still filled (chapter 07's copy_by_blocks): every blank and TODO the koan reaches comes
+    back, and the report names them (issue 45)."""
+    from .fakecourse import HEADER, write
+    from .test_reveal import commit
+
+    koans, answers = course / "koans" / "01", course / "answers" / "01"
+    write(koans / "test_helped.py", HEADER + HELPED.format(factor="__", result="__", other="__"))
+    write(answers / "test_helped.py", HEADER + HELPED.format(factor="3", result="6", other="1"))
+    commit(course)
+    mine = koans / "test_helped.py"
+    write(mine, HEADER + HELPED.format(factor="3", result="6", other="1"))
+    done = progress(course, "reset", "test_scaled", "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert mine.read_text() == HEADER + HELPED.format(factor="__", result="__", other="1")
+    assert "test_scaled (1 个空 / blank)" in done.stdout and "scaled (1 个空 / blank)" in done.stdout
+    write(mine, HEADER + HELPED.format(factor="4", result="__", other="1"))
+    done = progress(course, "reset", "test_scaled", "--yes")  # only the helper was filled
+    assert done.returncode == 0 and "already as shipped" not in done.stdout, done.stdout
+    assert mine.read_text() == HEADER + HELPED.format(factor="__", result="__", other="1")
+    again = progress(course, "reset", "test_scaled", "--yes")
+    assert again.returncode == 0 and "already as shipped" in again.stdout
+
+
 def test_reset_in_a_read_only_checkout_says_so_and_changes_nothing(course, monkeypatch, capsys):
     """A read-only checkout (here: every write refused, as it is for a learner who is not
     root) ends in a plain sentence, never a PermissionError traceback."""

@@ -1,6 +1,7 @@
-"""Start over: `reset KOAN` puts that koan's blanks, TODO functions and fix regions back as
-shipped and keeps the rest of your file; `reset FILE` brings the whole file back. Either way
-your version is kept beside it as a .bak first."""
+"""Start over: `reset KOAN` puts back as shipped every blank and TODO the koan reaches (its own,
+those of the helpers it calls, its TODO functions) and its fix regions, says which, and keeps
+the rest of your file; `reset FILE` brings the whole file back. Either way your version is kept
+beside it as a .bak first."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxkoans.course import pristine, unfill
+from jaxkoans.course import fills, koan_model, pristine, unfill
 from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.diff import resolve
 
@@ -52,6 +53,70 @@ def _from_git(checkout: Checkout, ref: str, relative: str) -> tuple[str, str] | 
     return (ref, shown.stdout) if shown.returncode == 0 else None
 
 
+def reset_reached(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
+    """(the learner's text with `koan` as shipped, what was put back): the koan's own blanks,
+    the TODO functions and fix regions unfill.reset_koan restores, and the blanks of every
+    helper the koan reaches (chapter 07's debug-print koan fills its blank in copy_by_blocks).
+    Raises SyntaxError when the learner's file does not parse."""
+    text, _ = unfill.reset_koan(shipped, current, koan)
+    theirs = koan_model.parse(shipped)
+    helpers = {name: theirs.definitions[name] for name in theirs.reached(koan)[1:]}
+    owned = [  # the fills of the helpers' blanks still in the learner's text
+        (name, fill)
+        for fill in fills.take(shipped, text).blanks
+        for name, (start, end) in helpers.items()
+        if start <= fill.blank[0] <= end
+    ]
+    lines = text.split("\n")
+    for _, fill in sorted(owned, key=lambda each: _start(each[1].node), reverse=True):
+        node = fill.node
+        first = lines[node.lineno - 1].encode("utf-8")
+        last = lines[node.end_lineno - 1].encode("utf-8")
+        joined = first[: node.col_offset] + b"__" + last[node.end_col_offset :]
+        lines[node.lineno - 1 : node.end_lineno] = [joined.decode("utf-8")]
+    text = "\n".join(lines)
+    return text, _what_changed(shipped, current, koan, [name for name, _ in owned])
+
+
+def _start(node) -> tuple[int, int]:
+    return node.lineno, node.col_offset
+
+
+def _what_changed(shipped: str, current: str, koan: str, helper_blanks: list[str]) -> list[str]:
+    """The places `reset_reached` puts back, in words: the koan's blanks, each TODO function it
+    reaches that the learner wrote, each helper whose blanks were filled, its fix regions."""
+    taken = fills.take(shipped, current)
+    theirs, mine = koan_model.parse(shipped), koan_model.parse(current)
+    places = []
+    own = sum(1 for fill in taken.blanks if fill.owner == koan)
+    if own:
+        places.append(f"{koan} ({own} 个空 / blank{'s' if own > 1 else ''})")
+    reached = theirs.reached(koan)
+    for todo in theirs.todos:
+        held = [n for n in reached if _holds(theirs, n, todo.line)]
+        if not held:
+            continue
+        yours, as_shipped = mine.body_of(todo.name), theirs.body_of(todo.name)
+        if yours and as_shipped and _text(mine, yours) != _text(theirs, as_shipped):
+            places.append(f"{todo.name} (TODO)")
+    for name in dict.fromkeys(helper_blanks):
+        count = helper_blanks.count(name)
+        places.append(f"{name} ({count} 个空 / blank{'s' if count > 1 else ''})")
+    span = mine.spans.get(koan)
+    if span and any(span[0] <= begin <= span[1] for begin, _ in mine.regions):
+        places.append(f"{koan} ({koan_model.REGION_BEGIN} … {koan_model.REGION_END})")
+    return places
+
+
+def _holds(model: koan_model.KoanFile, name: str, line: int) -> bool:
+    start, end = model.definitions.get(name, (0, -1))
+    return start <= line <= end
+
+
+def _text(model: koan_model.KoanFile, body: tuple[int, int]) -> str:
+    return "\n".join(line.rstrip() for line in model.lines[body[0] : body[1]]).strip()
+
+
 def confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         print(question + " — 需要 --yes / needs --yes when not run in a terminal")
@@ -79,10 +144,10 @@ def run(args) -> int:
         print(f"✅ {relative} ← {ref} (已恢复 / restored)")
         return 0
     current = koan_file.read_text(encoding="utf-8", errors="replace")
-    what = relative
+    what, places = relative, []
     if koan is not None:  # one koan: the rest of the file stays the learner's
         try:
-            text, _ = unfill.reset_koan(text, current, koan.name)
+            text, places = reset_reached(text, current, koan.name)
         except (SyntaxError, ValueError, RecursionError):
             print(
                 f"{relative} 无法解析，不能只重置一个 koan / does not parse, so one koan cannot be "
@@ -110,4 +175,6 @@ def run(args) -> int:
         )
         return 1
     print(f"✅ {what} ← {ref};  你的版本 / yours: {backup.relative_to(checkout.root).as_posix()}")
+    if places:
+        print("   恢复原样 / put back as shipped: " + ", ".join(places))
     return 0

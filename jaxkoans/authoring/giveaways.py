@@ -1,10 +1,14 @@
 """No answer stands next to its blank: where a blank's answer is already written for the learner.
 
 A blank is no prediction when its answer can be copied: from its koan's docstring, its first
-hint level, the lines around it, or another koan of the same file; an exception blank is none
-when the docstring names the class. Answers too short or too common to give anything away
-(`True`, `0`, `x`, a two-digit number) are not looked for, nor a dtype beside the data it
-types. Where the koan asks something else of an answer that stands nearby (the whole shape a
+hint level, the lines around it, or anywhere else in its file (another koan's code, a helper,
+a comment, the module's or another function's docstring, a message string), in any spelling
+of the same value (`3`, `3.0`, `"3"`; `(4, 2)` and `[4, 2]`); nor when the koan's own name
+spells it (`test_needs_3_colours`, `test_fails_at_execute`, `test_stop_gradient_…` for
+`lax.stop_gradient`: names are split on `_`, a class on its capitals). An exception blank is
+none when the docstring or the koan's name names the class. Answers too short or too common to
+give anything away (`True`, `0`, `x`, a two-digit number, `0.5`) are not looked for in the
+file, nor a dtype beside the data it types; the koan's name is searched for every answer. Where the koan asks something else of an answer that stands nearby (the whole shape a
 replicated spec keeps), chapter.toml's `[giveaways]` keeps it with its reason:
 
     [giveaways]
@@ -56,6 +60,194 @@ def _too_common(answer: str, kind: str) -> bool:
     )
 
 
+# ---- the same value in any spelling ----------------------------------------------------
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def canonical(value):
+    """A hashable form in which 3, 3.0 and "3" agree, and so do a tuple and a list of them."""
+    number = _number(value)
+    if number is not None:
+        return ("num", number) if number == number else ("nan",)
+    if isinstance(value, (bool, type(None), str, bytes)):
+        return (type(value).__name__, value)
+    if isinstance(value, (tuple, list)):
+        return ("seq", tuple(canonical(v) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", frozenset(canonical(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", frozenset((canonical(k), canonical(v)) for k, v in value.items()))
+    return ("other", repr(value))
+
+
+def value_of(node):
+    """The value of a literal answer (arithmetic of literals included), or a sentinel."""
+    import ast
+
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    if not predictions._literal(node):
+        return _NO_VALUE
+    import math
+
+    names = {"float": float, "int": int, "complex": complex, "math": math, "np": math,
+             "jnp": math}  # jnp.inf / np.pi: math has the same constants
+    try:
+        return eval(compile(ast.Expression(node), "<answer>", "eval"), {"__builtins__": {}, **names})
+    except Exception:  # noqa: BLE001  (anything that does not evaluate is no value)
+        return _NO_VALUE
+
+
+_NO_VALUE = object()
+
+
+def _significant_digits(number: float) -> int:
+    mantissa = f"{abs(number):.15g}".split("e")[0].replace(".", "")
+    return len(mantissa.strip("0"))
+
+
+def significant(key) -> bool:
+    """A value rare enough that seeing it elsewhere in the file is no chance: not a bool, not
+    an integer below 100, not a float of two significant digits (0.5, 1e-3), not a string of
+    three characters; a container of three or more values, or holding one significant value."""
+    kind = key[0]
+    if kind == "num":
+        number = key[1]
+        if abs(number) == float("inf"):
+            return False
+        if abs(number) < 1e15 and number == int(number):
+            return abs(number) >= 100
+        return _significant_digits(number) >= 3
+    if kind in ("str", "bytes"):
+        return len(key[1]) >= 5  # `data`, `x`, `cuda` recur as names by nature
+    if kind in ("seq", "set"):
+        items = list(key[1])
+        return len(items) >= 3 or any(significant(i) for i in items)
+    if kind == "dict":
+        return True
+    return False
+
+
+def spellings(value) -> set[str]:
+    """How the value may be written in prose or code: 3 -> 3, 3.0, "3", '3'."""
+    number = _number(value)
+    if number is not None and number == number and abs(number) != float("inf"):
+        words = {repr(number), f"{number:g}"}
+        if number == int(number):
+            words |= {str(int(number)), f"{int(number)}.0", f"{int(number)}."}
+        return words | {f'"{w}"' for w in words} | {f"'{w}'" for w in words}
+    if isinstance(value, str):
+        return {f'"{value}"', f"'{value}'", f"`{value}`"}
+    return set()
+
+
+def _written(words: set[str], text: str) -> bool:
+    """Any of the spellings, whole: not inside a longer number or name (`3` not in `32`, `x3`,
+    `3.5` or `a[3]`'s neighbour `3]`… a bracket is fine)."""
+    return any(
+        re.search(rf"(?<![\w.]){re.escape(w)}(?![\w]|\.\d)", text) is not None for w in words
+    )
+
+
+def _literals(tree):
+    """(line, canonical value) of every literal in the file, containers and their items."""
+    import ast
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict)) and (
+            predictions.is_plain(node)
+        ):
+            try:
+                yield node.lineno, canonical(ast.literal_eval(node))
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+
+
+def _prose(text: str, tree) -> list[tuple[int, str]]:
+    """(line, text, is a comment) of every comment and every line of every string constant of
+    the file (docstrings, messages)."""
+    import ast
+    import io
+    import tokenize
+
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                found.append((token.start[0], token.string, True))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 3:
+            first = node.lineno + (1 if node.value.startswith("\n") else 0)
+            for offset, line in enumerate(node.value.strip("\n").splitlines()):
+                found.append((first + offset, line, False))
+    return found
+
+
+# ---- the koan's own name ------------------------------------------------------------------
+
+_GENERIC = {"error", "exception", "warning", "test", "jax", "jnp", "np", "lax", "numpy"}
+
+
+def words_of(identifier: str) -> list[str]:
+    """`stop_gradient` -> [stop, gradient]; `FloatingPointError` -> [floating, point, error]."""
+    parts = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+[a-z]*", identifier)
+    return [p.lower() for p in parts]
+
+
+def _named_by(answer_node, value, kind: str, koan_name: str) -> str | None:
+    """What of the answer the koan's name spells, or None."""
+    import ast
+
+    tokens = [w for w in koan_name.lower().split("_") if w][1:]  # without `test`
+    key = canonical(value) if value is not _NO_VALUE else None
+    if key is not None and key[0] == "num":
+        number = key[1]
+        if abs(number) < 1e15 and number == int(number) and str(int(number)) in tokens:
+            return str(int(number))
+        return None
+    if key is not None and key[0] in ("str",):
+        words = [w for w in re.split(r"[^0-9a-z]+", key[1].lower()) if w]
+    elif key is not None:
+        return None
+    else:
+        node = answer_node.func if isinstance(answer_node, ast.Call) else answer_node
+        name = predictions.dotted(node)
+        if name is None:
+            return None
+        words = [w for part in name.split(".")[-1].split("_") for w in words_of(part)]
+        if kind == predictions.EXCEPTION:
+            while words and words[-1] in ("error", "exception", "warning"):
+                words = words[:-1]
+            words = [w for w in words if w not in _GENERIC]
+            if len(words) < 2:
+                return None  # `value`, `type`, `runtime`: a word any name may hold
+        elif kind == predictions.CODE and len(words) < 2:
+            return None  # one word (`checkpoint`, `callback`) is the topic a name may state
+    if not words or len("".join(words)) < 4 or set(words) <= _GENERIC:
+        return None
+    n = len(words)
+    joined = [tokens[i : i + n] for i in range(len(tokens) - n + 1)]
+    if words in joined:
+        return "_".join(words)
+    return "".join(words) if "".join(words) in tokens else None
+
+
 def _a_local_name(node, tree) -> bool:
     """A blank that asks which of the koan's own variables to pass: the variable is written
     where it is made, which is no answer."""
@@ -81,6 +273,8 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
     chapter = course.chapter_for(koan_file)
     context = Context.of(answer_text)
     lines = model.lines
+    prose = _prose(koan_text, model.tree) if model.tree is not None else []
+    literals = list(_literals(model.tree)) if model.tree is not None else []
     found = []
     for fill in taken.blanks:
         koan = model.koan(fill.owner)
@@ -93,10 +287,18 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
         def say(where: str, fill=fill, answer=answer, line=line) -> None:
             found.append(Finding(koan_file, line, fill.owner, answer, where))
 
+        value = value_of(fill.node) if kind in (predictions.LITERAL, predictions.ARITHMETIC) else _NO_VALUE
+        named = _named_by(fill.node, value, kind, fill.owner)
+        if named is not None:
+            say(f"is spelled by the koan's own name ({named})")
         if kind == predictions.EXCEPTION:
             if appears(answer.split(".")[-1], koan.docstring):
                 say("is named by the koan's docstring")
             continue
+        if kind != predictions.DTYPE and value is not _NO_VALUE:
+            elsewhere = _elsewhere(value, line, model, prose, literals)
+            if elsewhere is not None:
+                say(elsewhere)
         if _too_common(answer, kind) or _a_local_name(fill.node, taken.tree):
             continue
         if len(answer) >= MIN_NEAR and appears(answer, koan.docstring):
@@ -119,8 +321,54 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
                 ):
                     say(f"is written in another koan of the file ({other.name})")
                     break
+            else:
+                outside = [
+                    (i + 1, text)
+                    for i, text in enumerate(lines)
+                    if not any(k.span[0] <= i + 1 <= k.span[1] for k in model.koans)
+                ]
+                for where, text in outside:  # helpers, the module's code and comments
+                    if value is _NO_VALUE and appears(answer, text):
+                        say(f"is written at line {where}, outside the koans")
+                        break
     recorded = _recorded(chapter, koan_file.name) if chapter else set()
     return [f for f in found if (f.koan, f.answer) not in recorded]
+
+
+def _helper_lines(model) -> set[int]:
+    """The lines of the file's functions that are not koans (helpers, TODO functions): a
+    helper that returns one of several outcomes ("hit", "not written", …) and a docstring
+    that lists them enumerate the choices, which answers none of them."""
+    import ast
+
+    koans = {k.name for k in model.koans}
+    lines: set[int] = set()
+    for node in model.tree.body if model.tree is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (
+            node.name not in koans
+        ):
+            lines |= set(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
+def _elsewhere(value, line: int, model, prose, literals) -> str | None:
+    """Where else in the file the blank's value is written, in any spelling: a literal of the
+    code (another koan's assert, the module's own statements) or a comment or string (the
+    module's or a koan's docstring, a message, any comment). Helpers' literals and docstrings
+    are left out (they enumerate outcomes). Only values rare enough to be no chance
+    (`significant`)."""
+    key = canonical(value)
+    if not significant(key):
+        return None
+    helpers = _helper_lines(model)
+    for where, other in literals:
+        if other == key and where != line and where not in helpers:
+            return f"is written as a literal at line {where} (the same value)"
+    words = spellings(value)
+    for where, text, comment in prose:
+        if words and (comment or where not in helpers) and _written(words, text):
+            return f"is spelled in a comment or string at line {where}"
+    return None
 
 
 def _recorded(chapter: course.Chapter, file: str) -> set[tuple[str, str]]:

@@ -105,14 +105,16 @@ WRITE_EVERYTHING = {"jax_persistent_cache_min_compile_time_secs": 0}
 # ---- 检查 / checks ----------------------------------------------------------------------
 
 
-def test_fast_compiles_are_not_written_by_default(tmp_path):
-    """⚠️ 陷阱 / trap：只设置缓存目录，CPU 上的小程序一个也不会被写进缓存：默认只缓存编译时间
-    超过 jax_persistent_cache_min_compile_time_secs 的程序。缓存确实打开了、也查过了，
-    日志说明了原因。后面的 koan 把这个阈值设为 0（WRITE_EVERYTHING）。
-    With only the cache directory set, no small CPU program is ever written: by default only
-    programs that took longer than jax_persistent_cache_min_compile_time_secs to compile are
-    cached. The cache is on and was looked up; the log says why nothing was written. The next
-    koans set the threshold to 0 (WRITE_EVERYTHING).
+def test_a_fast_compile_meets_the_default_threshold(tmp_path):
+    """⚠️ 陷阱 / trap：只设置缓存目录，再编译一个 CPU 上的小程序：结果是 outcome 的哪一种？
+    持久缓存只收编译时间超过 jax_persistent_cache_min_compile_time_secs 的程序，这个阈值的默认值
+    是多少？缓存确实打开了、也查过了，日志说明了结果的原因。后面的 koan 把这个阈值设为 0
+    （WRITE_EVERYTHING）。
+    ⚠️ trap: with only the cache directory set, compile a small CPU program: which of outcome's
+    cases is it? The persistent cache takes only programs that took longer than
+    jax_persistent_cache_min_compile_time_secs to compile; what is that threshold's default?
+    The cache is on and was looked up; the log says why it came out as it did. The next koans
+    set the threshold to 0 (WRITE_EVERYTHING).
     """
     assert jax.config.jax_persistent_cache_min_compile_time_secs == __  # the default
     report = run_child(tmp_path, {}, [("scaled", 8, 1.0)])

@@ -327,13 +327,13 @@ def test_custom_partitioning_keeps_the_kernel_sharded_under_jit():
 
 def test_a_cuda_handler_lowers_but_cannot_run_here():
     """为 GPU 注册处理函数：register_ffi_target 的 platform 参数指定 NVIDIA GPU 平台。在没有 GPU
-    的机器上注册照样成功：它被记下，等 CUDA 插件加载后再交给 XLA（CPU 上的目标表里没有它）。
+    的机器上，这次注册去了哪里：报错、进了 CPU 的目标表，还是被记下、等 GPU 插件加载后再交给 XLA？
     为 CUDA 降级也行（ffi_call 只在 StableHLO 里留下一个按名字的 custom_call）；但在 CPU 上运行时
     找不到这个名字在 CPU 上的处理函数。这里借用 CPU 内核的胶囊只为演示注册；真正的 GPU 处理函数
     用 nvcc 编译，并从 FFI 取得 CUDA 流。
     Registering a handler for the GPU: register_ffi_target's platform argument names the NVIDIA
-    GPU platform. On a machine without a GPU the registration succeeds all the same: it is kept
-    until a CUDA plugin loads and is then handed to XLA (the CPU's target table does not hold it).
+    GPU platform. On a machine without a GPU, where does the registration go: an error, the CPU's
+    target table, or kept until a GPU plugin loads and then handed to XLA?
     Lowering for CUDA works too (ffi_call leaves only a custom_call by name in the StableHLO); but
     running on the CPU finds no CPU handler under that name. The CPU kernel's capsule is borrowed
     here only to show the registration; a real GPU handler is compiled with nvcc and gets its CUDA
@@ -341,12 +341,13 @@ def test_a_cuda_handler_lowers_but_cannot_run_here():
     """
     name = "koans_leaky_sum_cuda_only"
     capsule = jax.ffi.pycapsule(cbuild.ffi_library("leaky_sum.cc").LeakySum)
-    jax.ffi.register_ffi_target(name, capsule, platform=__)
+    jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
     # jaxlib keeps a registration for a platform without a loaded plugin until one loads; the
     # NVIDIA plugin takes those kept under jaxlib's own name for the "gpu" platform.
     nvidia = xla_client.xla_platform_names["gpu"]
     waiting = [target for target, *_ in xla_client._custom_callback.get(nvidia, [])]
-    assert name in waiting and name not in xla_client.custom_call_targets("cpu")
+    registered = (name in waiting, name in xla_client.custom_call_targets("cpu"))
+    assert registered == __  # (kept for the GPU, on the CPU)
     x = jnp.arange(4.0)
 
     def call(x):

@@ -1,0 +1,184 @@
+"""The program reader, the refusal of fills that read the test, and technique contracts."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxkoans.api import program
+from jaxkoans.course import fills, reading
+from jaxkoans.plugin import contracts
+
+X = jnp.arange(4.0)
+
+
+def test_dead_code_beside_the_result_is_not_on_the_path():
+    def reference_with_dead_kernel(x):
+        _ = lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0)  # discarded
+        return jnp.sin(x) + 0.0 * jnp.cos(x)  # scaled away
+
+    read = program.of(reference_with_dead_kernel, X)
+    assert read.on_path("sin")
+    assert not read.on_path("cos") and read.anywhere("cos")
+    assert not read.on_path("while") and read.anywhere("while")
+
+
+def test_a_nested_jit_and_a_literal_select_are_read_through():
+    def hidden(x):
+        inner = jax.jit(lambda z: jnp.exp(jnp.outer(z, z)).sum(0))(x)  # a 4x4 inside a jit
+        return jnp.where(False, jnp.tanh(x), inner)
+
+    read = program.of(hidden, X)
+    assert read.on_path("exp") and not read.on_path("tanh")
+    assert read.largest_live() == 16
+
+
+def test_loop_bodies_keep_what_their_carry_needs():
+    def loop(x):
+        def body(c):
+            return c[0] + 1, c[1] * 2.0, jnp.log(c[2])  # the third carry is never read
+
+        return lax.while_loop(lambda c: c[0] < 3, body, (0, x, x))[1]
+
+    read = program.of(loop, X)
+    assert read.on_path("mul") and read.on_path("lt")
+    assert not read.on_path("log") and read.anywhere("log")
+
+    def scanned(x):
+        return lax.scan(lambda c, xi: (c + xi, jnp.tanh(xi)), 0.0, x)[0]
+
+    read = program.of(scanned, X)
+    assert read.on_path("add") and not read.on_path("tanh")
+
+
+def test_compiled_hlo_is_read_from_the_entry_root():
+    compiled = jax.jit(lambda x: jnp.sin(x) @ x.T).lower(jnp.ones((3, 3))).compile()
+    ops = program.hlo_ops(compiled.as_text())
+    assert ops["dot"] == 1 and ops["sine"] >= 1
+
+
+PRISTINE = '''
+from jaxkoans import todo
+
+
+def solve(fn, x):
+    """Solve it."""
+    todo("solve")
+
+
+def test_solve():
+    assert solve(abs, -1) == 1
+'''
+
+
+def _refusals(body: str, allowed=None):
+    learner = PRISTINE.replace('    todo("solve")', textwrap.indent(textwrap.dedent(body), "    "))
+    return reading.refusals(fills.take(PRISTINE, learner), allowed)
+
+
+@pytest.mark.parametrize(
+    ("body", "category"),
+    [
+        ("return fn.__closure__[0].cell_contents", "closure"),
+        ("return solve.__wrapped__(fn, x)", "wrapped"),
+        ("return fn.__globals__['answer']", "globals"),
+        ("import sys\nreturn sys._getframe(1).f_locals['expected']", "frames"),
+        ("from sys import _getframe as look\nreturn look(1)", "frames"),
+        ("import inspect\nreturn inspect.stack()", "inspect"),
+        ("return eval('1')", "exec"),
+        ("return open(__file__).read()", "file"),
+        ("return getattr(fn, '__code__')", "code"),
+        ("with jax.transfer_guard('allow'):\n    return fn(x)", "jax.transfer_guard"),
+        ("jax.config.update('jax_debug_nans', False)\nreturn fn(x)", "jax.config.update"),
+        ("import warnings\nwarnings.simplefilter('ignore')\nreturn fn(x)", "warnings.simplefilter"),
+    ],
+)
+def test_a_fill_that_reads_the_test_is_refused(body, category):
+    found = _refusals(body)
+    assert category in {r.category for r in found}, found
+    assert all(r.owner == "solve" for r in found)
+
+
+def test_a_contract_allows_what_its_answer_needs_and_honest_code_passes():
+    assert not _refusals("return fn.__code__", {"solve": {"code"}})
+    assert not _refusals("return jnp.abs(x) if fn is abs else fn(x)")
+
+
+def test_a_broken_contract_names_what_is_missing():
+    def shortcut(x):
+        _ = lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0)
+        return jnp.argmax(x > 1.0)
+
+    read = program.of(shortcut, X)
+    problems = contracts.broken(read, {"on_path": ["while"], "absent": ["argmax"]})
+    assert len(problems) == 2
+    assert "while" in problems[0] and "argmax" in problems[1]
+    assert not contracts.broken(read, {"on_path": ["argmax"]})
+    assert contracts.broken("TypeError: nope", {"on_path": ["while"]})
+
+
+def test_recording_wraps_the_module_function_and_restores_it():
+    namespace = type(ast)("fake_koan")
+    namespace.square = lambda x: x * x
+    original = namespace.square
+    with contracts.recording(namespace, {"square": {"absent": ["mul"]}}) as records:
+        assert float(jax.jit(namespace.square)(np.float32(3.0))) == 9.0
+    assert namespace.square is original
+    with pytest.raises(contracts.ContractBroken, match="mul"):
+        contracts.check(records)
+
+
+def _run_alpha(root, double: str) -> str:
+    import subprocess
+    import sys
+
+    from tests.fakecourse import write
+
+    solved = (root / "answers" / "01" / "test_alpha.py").read_text(encoding="utf-8")
+    write(root / "koans" / "01" / "test_alpha.py", solved.replace("return 2 * x", double))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "koans/01/test_alpha.py::test_double", "-p",
+         "jaxkoans.plugin.hooks", "-p", "no:cacheprovider", "-q", "--no-header"],
+        cwd=root, env={"JAXKOANS_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return done.stdout + done.stderr
+
+
+@pytest.fixture
+def contracted_course(tmp_path):
+    from tests.fakecourse import make_course
+
+    root = make_course(tmp_path / "course")
+    manifest = root / "koans" / "01" / "chapter.toml"
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8")
+        + '\n[contracts."test_alpha.py::double"]\non_path = ["mul"]\nabsent = ["pure_callback"]\n'
+        + 'why = "doubling is a product"\n',
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_the_contract_fails_a_koan_whose_asserts_pass_another_way(contracted_course):
+    report = _run_alpha(contracted_course, "return x + x")
+    assert "1 failed" in report, report
+    assert "right numbers, not the lesson's technique" in report and "结果对，技术不对" in report
+    assert "`mul`" in report
+
+    hidden = _run_alpha(contracted_course, "return x + x + 0.0 * (2 * x)")  # the technique, dead
+    assert "1 failed" in hidden and "only in code no output depends on" in hidden, hidden
+    assert "1 passed" in _run_alpha(contracted_course, "return 2 * x")
+
+
+def test_a_fill_reading_the_test_is_refused_before_it_runs(contracted_course):
+    body = "import sys\n    print('RAN')\n    return sys._getframe(1).f_locals.get('x', 2 * x)"
+    report = _run_alpha(contracted_course, body)
+    assert "1 failed" in report and "reads the test instead of solving the problem" in report
+    assert "读了测试" in report and "sys._getframe" in report and "RAN" not in report

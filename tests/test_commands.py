@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from jaxkoans.course import pristine
+
 from .fakecourse import REPO, dedent, make_course, progress, solve, tree_digest
 
 GOLDEN = Path(__file__).parent / "golden" / "progress"
@@ -108,8 +110,8 @@ def test_reset_restores_the_file_and_keeps_the_learners(course):
     assert mine.read_text() == (course / "koans/01/test_alpha.py").read_text()
     backups = list(mine.parent.glob("test_alpha.py.*.bak"))
     assert [b.read_text() for b in backups] == [edited]
-    shipped = json.loads((course / "koans" / ".shipped.json").read_text(encoding="utf-8"))
-    assert mine.read_text() == shipped["files"]["koans/01/test_alpha.py"]["text"]
+    shipped = pristine.read_manifest(course / "koans")["koans/01/test_alpha.py"]["text"]
+    assert mine.read_text() == shipped
 
 
 def test_reset_of_one_koan_resets_only_its_blanks_and_todos(course):

@@ -610,3 +610,20 @@ def test_watch_blames_the_code_of_a_mixed_koan_and_hides_a_prediction(tmp_path, 
     assert "`jnp.float16`" in verdict and "🙈" in verdict and "float32" not in verdict, verdict
     session.send("q")
     assert session.close() == 0
+
+
+def test_after_a_pass_watch_goes_to_the_courses_next_koan_as_progress_does(tmp_path, watch):
+    """Watch's next koan is progress.py's (koan_runs.first_open): an open koan earlier in the
+    chapter comes before the next chapter (issue 45: "on to chapter 11" with 07 at 40/45)."""
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    chapter(tmp_path, "02", ONE_AND_TWO)
+    koan_file = koans / "test_a.py"
+    session = watch(tmp_path, "koans/01/test_a.py::test_two")
+    session.expect("👀 01 · test_a.py::test_two")
+    koan_file.write_text(koan_file.read_text().replace("+ 2) == __", "+ 2) == 4"), "utf-8")
+    session.expect("✅ 通过 / passed  ·  01 · test_a.py::test_two")
+    session.expect("👀 01 · test_a.py::test_one", unless="02 ·")
+    session.send("q")
+    assert session.close() == 0
+    summary = json.loads(fakecourse.progress(tmp_path, "--json").stdout)
+    assert summary["next"]["name"] == "test_one" and summary["next"]["chapter"] == "01", summary

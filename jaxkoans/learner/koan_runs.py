@@ -75,19 +75,36 @@ class Progress:
         return [k for k in self.koans if k.chapter.number == chapter.number]
 
     def next_koan(self, path: list[str], chapter: str | None = None) -> Koan | None:
-        order = {number: i for i, number in enumerate(path)}
-        candidates = [k for k in self.koans if k.state not in results.SETTLED_STATES]
-        if chapter:
-            candidates = [k for k in candidates if k.chapter.number == chapter]
-        candidates.sort(key=lambda k: order.get(k.chapter.number, len(order)))
-        if not candidates:
+        """The course's next koan (`first_open`), with where it waits."""
+        following = first_open(self.koans, path, chapter, lambda k: k.state)
+        if following is None:
             return None
-        following = candidates[0]
         if not following.recalled and self.checkout.is_shipped(following.path.as_posix()):
             model = koan_model.read(self.checkout.root / following.path)
             blank = model.first_blank_line(following.name)
             following.line = blank or following.line  # where it waits, found without a run
         return following
+
+
+def course_order(koans: list[Koan], path: list[str], chapter: str | None = None) -> list[Koan]:
+    """`koans` (of `chapter`, or all) in the course's order: the chapters as the recommended
+    `path` lists them (the others after), within a chapter as listed (its files' order, then
+    line). progress.py's next koan and watch's both walk this order."""
+    order = {number: i for i, number in enumerate(path)}
+    chosen = [k for k in koans if chapter in (None, "", k.chapter.number)]
+    return sorted(chosen, key=lambda k: order.get(k.chapter.number, len(order)))
+
+
+def first_open(
+    koans: list[Koan], path: list[str], chapter: str | None, state_of
+) -> Koan | None:
+    """The course's next koan: the first in `course_order` whose state (`state_of(koan)`, or
+    None while unknown) is not settled. Watch asks this after each pass, running koans whose
+    state it does not know yet; progress.py's summary asks it of what it measured."""
+    for koan in course_order(koans, path, chapter):
+        if state_of(koan) not in results.SETTLED_STATES:
+            return koan
+    return None
 
 
 def recommended_path(checkout: Checkout) -> list[str]:

@@ -31,7 +31,9 @@ from jaxkoans.learner.commands.reveal import WHOLE
 from jaxkoans.learner.keys import Keys
 from jaxkoans.learner.koan_runs import (
     Koan,
+    course_order,
     find_koan,
+    first_open,
     inventory,
     listed_koans,
     recommended_path,
@@ -66,11 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def course_koans(checkout: Checkout, chapter: str | None) -> list[Koan]:
-    """Every koan in the order of the course's recommended path."""
-    rank = {number: i for i, number in enumerate(recommended_path(checkout))}
+    """Every koan (of `chapter`) in the course's order (koan_runs.course_order, as progress.py)."""
     chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
-    chapters.sort(key=lambda c: (rank.get(c.number, len(rank)), c.number))
-    return inventory(checkout, chapters)
+    return course_order(inventory(checkout, chapters), recommended_path(checkout))
 
 
 def label(koan: Koan) -> str:
@@ -301,7 +301,8 @@ class Session:
         if broken:
             self.show(*broken)
             return
-        yield from self.search(self.after(koan))
+        self.after(koan)  # the koans of its file as it is now
+        yield from self.search(0)  # the course's next koan, as progress.py names it
 
     def recheck(self, koan: Koan) -> Generator[Request, warm.Outcome, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
@@ -355,24 +356,33 @@ class Session:
                 return i + (each.nodeid == koan.nodeid)
         return 0
 
+    def _state(self, koan: Koan, remembered: memory.Memory) -> KoanState | None:
+        """What this session or progress.py knows of `koan` in its file's present content:
+        passed, cannot run here (skipped), or None (not known, or not passing)."""
+        if koan.nodeid in self.skipped:
+            return SKIPPED
+        return PASSED if self._passes(koan, remembered) else None
+
     def search(self, start: int) -> Job:
-        """Focus on the first koan from `start` on (wrapping around) that does not pass. What
-        this session or progress.py knows is trusted; the rest runs, a file's koans together
-        and stopping at the first that does not pass (-x)."""
-        remembered, count, i = memory.load(self.checkout), len(self.koans), 0
-        while i < count:
-            koan = self.koans[(start + i) % count]
-            if self._passes(koan, remembered):
-                i += 1
-                continue
-            batch, j = [koan], i + 1
-            while j < count and (start + j) % count != 0:  # the rest of the file, no wrapping
-                following = self.koans[(start + j) % count]
-                if following.path != koan.path:
+        """Focus on the course's next koan from `start` on (wrapping around): the first that
+        does not pass in the course's order, found by koan_runs.first_open, the function
+        progress.py's summary names its next koan with (after a pass the search starts at 0, so
+        an open koan earlier in the chapter comes before the next chapter). What this session
+        or progress.py knows is trusted; the rest runs, a file's koans together and stopping at
+        the first that does not pass (-x)."""
+        ordered = self.koans[start:] + self.koans[:start]  # self.koans is in course order
+        while True:
+            remembered = memory.load(self.checkout)
+            koan = first_open(ordered, [], None, lambda k: self._state(k, remembered))
+            if koan is None:
+                break
+            rest = ordered[ordered.index(koan) + 1 :]
+            batch = [koan]
+            for following in rest:  # the rest of the file, no wrapping
+                if following.path != koan.path or following is ordered[0]:
                     break
-                if not self._passes(following, remembered):
+                if self._state(following, remembered) is None:
                     batch.append(following)
-                j += 1
             if len(batch) > 1 or self.focus is None:
                 self.console.say(f"⏳ 检查 / checking {koan.path.as_posix()} …")
             outcome = yield batch, ("-x",)
@@ -395,7 +405,6 @@ class Session:
                 if each.nodeid not in self.announced:  # said once, not again after a re-check
                     self.announced.add(each.nodeid)
                     self.console.note(f"✅ 已通过 / already passes  ·  {label(each)}")
-            i = j
         self.console.screen(self.finished())
         self.exit_code = 0
 

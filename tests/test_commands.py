@@ -400,6 +400,8 @@ def test_diff_of_a_koan_shows_the_todo_helper_it_calls(course):
     spoiled = progress(course, "diff", "test_double", "--force")
     assert spoiled.returncode == 0
     assert '-    todo("return 2 * x")' in spoiled.stdout and "+    return 2 * x" in spoiled.stdout
+    # the file's two blank lines between the helper and the koan are kept (issue 45)
+    assert '+    return 2 * x\n \n \n def test_double():' in spoiled.stdout, spoiled.stdout
 
 
 def test_diff_without_a_target_right_after_a_pass_shows_that_koan(course):

@@ -41,13 +41,18 @@ def resolve(checkout: Checkout, target: str | None) -> tuple[Path | None, Koan |
 
 def koan_lines(path: Path, names: list[str]) -> list[str]:
     """The lines of the functions and classes of `path` that `names` name or reach (a koan and
-    the TODO helpers a learner writes), in file order."""
+    the TODO helpers a learner writes), in file order, each after the blank lines that set it
+    apart in the file (but the first)."""
     model = koan_model.read(path)
     chosen = {each for name in names for each in model.reached(name)}
     lines = model.text.splitlines(keepends=True)
-    return [
-        line for s, e in sorted(model.definitions[n] for n in chosen) for line in lines[s - 1 : e]
-    ]
+    shown: list[str] = []
+    for start, end in sorted(model.definitions[n] for n in chosen):
+        gap = start - 1
+        while shown and gap > 0 and not lines[gap - 1].strip():
+            gap -= 1
+        shown += lines[gap : end]
+    return shown
 
 
 def syntax_error(path: Path) -> str | None:

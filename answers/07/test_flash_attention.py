@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.extend.core import jaxprs_in_params
+from jax.sharding import AbstractDevice, AbstractMesh
 
-from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 from jaxkoans.api.probes import pallas_call_structure, primitives
 
 
@@ -39,9 +41,9 @@ def _data(shape, seed, scale=1.0):
 # ---- 你来实现 / your code ---------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("bq", "bk"))
-def flash_attention_forward(q, k, v, *, bq, bk):
-    """分块注意力的前向内核。q [Lq, D]，k 和 v [Lk, D]，输出 [Lq, D]。
+@functools.partial(jax.jit, static_argnames=("bq", "bk", "interpret"))
+def flash_attention_forward(q, k, v, *, bq, bk, interpret=True):
+    """分块注意力的前向内核。q [Lq, D]，k 和 v [Lk, D]，输出 [Lq, D]，dtype 和 q 一样。
 
     - grid = (Lq // bq, Lk // bk)；q 和输出的块 (bq, D) 只随查询块 i 变，k 和 v 的块 (bk, D)
       随键块 j 变；
@@ -51,9 +53,12 @@ def flash_attention_forward(q, k, v, *, bq, bk):
     - j == 0 时初始化（m 为 -inf，l 和 acc 为 0）；每步：s = q kᵀ / √D，m_新 = max(m, 行最大值)，
       p = exp(s - m_新)，α = exp(m - m_新)，l = α·l + p 的行和，acc = α·acc + p @ v；
       最后一步（j == num_programs(1) - 1）写出 acc / l。不要构造整个 [Lq, Lk] 的分数矩阵。
+    - 输入可能是 bfloat16：两个矩阵乘都写 preferred_element_type=jnp.float32，在 float32 里累加；
+    - interpret 原样交给 pallas_call（测试用解释器；interpret=False 时为 TPU 降级）。
     大约 30 行。
 
-    The blocked attention forward kernel. q [Lq, D], k and v [Lk, D], output [Lq, D].
+    The blocked attention forward kernel. q [Lq, D], k and v [Lk, D], output [Lq, D] of q's
+    dtype.
 
     - grid = (Lq // bq, Lk // bk); the (bq, D) blocks of q and of the output move with the query
       block i only, the (bk, D) blocks of k and v with the key block j;
@@ -63,7 +68,11 @@ def flash_attention_forward(q, k, v, *, bq, bk):
     - initialise when j == 0 (m to -inf, l and acc to 0); at every step: s = q kᵀ / √D,
       m_new = max(m, row max), p = exp(s - m_new), α = exp(m - m_new), l = α·l + row sums of p,
       acc = α·acc + p @ v; on the last step (j == num_programs(1) - 1) write acc / l. Never
-      build the whole [Lq, Lk] score matrix. About 30 lines.
+      build the whole [Lq, Lk] score matrix.
+    - the inputs may be bfloat16: give both matmuls preferred_element_type=jnp.float32, so that
+      they accumulate in float32;
+    - hand interpret on to pallas_call as it is (the tests interpret; interpret=False lowers
+      for TPU). About 30 lines.
     """
     lq, d = q.shape
     lk, _ = k.shape
@@ -109,7 +118,7 @@ def flash_attention_forward(q, k, v, *, bq, bk):
             pltpu.VMEM((bq, d), jnp.float32),
         ],
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
-        interpret=True,
+        interpret=interpret,
     )(q, k, v)
 
 
@@ -228,8 +237,8 @@ def causal_reference_attention(q, k, v):
     return jax.nn.softmax(jnp.where(visible, scores, -jnp.inf), axis=-1) @ v
 
 
-@functools.partial(jax.jit, static_argnames=("bq", "bk"))
-def causal_flash_attention_forward(q, k, v, *, bq, bk):
+@functools.partial(jax.jit, static_argnames=("bq", "bk", "interpret"))
+def causal_flash_attention_forward(q, k, v, *, bq, bk, interpret=True):
     """因果的分块注意力：查询 r 只看键 c <= r（r、c 是整个数组里的下标）。grid、块、scratch、
     dimension_semantics 都和 flash_attention_forward 一样，另外：
     - 在内核里用 pl.program_id 和 jax.lax.broadcasted_iota 算出这一块分数的全局行号和列号，
@@ -237,6 +246,11 @@ def causal_flash_attention_forward(q, k, v, *, bq, bk):
     - 完全在对角线之上的键块（它的第一个键 j·bk 大于这个查询块的最后一个查询 i·bq + bq - 1）
       一点也不算：把每步的计算放进一个 pl.when。这些块的计算纯属浪费，而且这些块里放的是什么
       （这里的测试放了 NaN）与结果无关。
+    - 不算的块也不该拷进来：流水线只在块的下标和上一步不同时才拷贝一块（Pallas 的
+      emit_pipeline 里的 will_change_fetch 就是这么判断的）。让 k 和 v 的 index map 对跳过的块
+      夹紧到这一行最后一个可见的键块（jnp.minimum），下标不变，什么也不拷——JAX 自己的 flash
+      内核（jax/experimental/pallas/ops/tpu/flash_attention.py 的 kv_index_map）也这么做。
+    bfloat16、preferred_element_type 和 interpret 都和 flash_attention_forward 一样。
     初始化和最后一步的写出照旧。大约 35 行。
 
     Causal blocked attention: query r sees only the keys c <= r (r, c indices into the whole
@@ -249,7 +263,13 @@ def causal_flash_attention_forward(q, k, v, *, bq, bk):
       query i·bq + bq - 1) are not computed at all: put each step's work inside a pl.when. That
       work would be wasted, and what those blocks hold (the test puts NaN there) does not
       matter.
-    The initialisation and the write-out on the last step stay as they were. About 35 lines.
+    - nor should a skipped block be copied in: the pipeline copies a block only when its index
+      differs from the step before (Pallas's emit_pipeline decides so in will_change_fetch).
+      Clamp the k and v index maps so that a skipped block asks for the row's last visible key
+      block (jnp.minimum): the index does not change and nothing is copied, as JAX's own flash
+      kernel does (kv_index_map in jax/experimental/pallas/ops/tpu/flash_attention.py).
+    bfloat16, preferred_element_type and interpret as in flash_attention_forward. The
+    initialisation and the write-out on the last step stay as they were. About 35 lines.
     """
     lq, d = q.shape
     lk, _ = k.shape
@@ -284,14 +304,17 @@ def causal_flash_attention_forward(q, k, v, *, bq, bk):
         def _():
             o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
 
+    def kv_block(i, j):  # 跳过的块停在最后一个可见的块上 / a skipped block stays on the last visible one
+        return jnp.minimum(j, (i * bq + bq - 1) // bk), 0
+
     return pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
         grid=(lq // bq, lk // bk),
         in_specs=[
             pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
-            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
-            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), kv_block),
+            pl.BlockSpec((bk, d), kv_block),
         ],
         out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
         scratch_shapes=[
@@ -300,7 +323,7 @@ def causal_flash_attention_forward(q, k, v, *, bq, bk):
             pltpu.VMEM((bq, d), jnp.float32),
         ],
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
-        interpret=True,
+        interpret=interpret,
     )(q, k, v)
 
 
@@ -361,3 +384,129 @@ def test_causal_kernel_skips_the_blocks_above_the_diagonal(length, d, bq, bk):
     np.testing.assert_allclose(
         out, causal_reference_attention(q, k[:length], v[:length]), rtol=2e-5, atol=2e-5
     )
+
+
+# ---- 在硬件上会怎样 / what the hardware would say --------------------------------------
+# interpret=True 接受 TPU 拒绝的东西：在这台 CPU 上能检查的，是为 TPU 降级（Mosaic）。
+# interpret=True accepts what a TPU refuses: what this CPU can check is the TPU lowering (Mosaic).
+
+
+def pallas_calls(jaxpr):
+    """jaxpr 里（包括嵌套的子程序里）每个 pallas_call 方程。/ Every pallas_call equation of
+    jaxpr, nested programs included."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            yield eqn
+        for sub in jaxprs_in_params(eqn.params):
+            yield from pallas_calls(sub)
+
+
+def lowered_for_tpu(forward, shapes, dtype, *, bq, bk):
+    """forward(interpret=False) 为 TPU v5 lite 降级后的 StableHLO 文本（内核在
+    tpu_custom_call 里）；shapes 是 q、k、v 的形状。/ The StableHLO text of forward
+    (interpret=False) lowered for a TPU v5 lite (the kernel inside a tpu_custom_call); shapes
+    are those of q, k and v."""
+    device = AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
+    args = [jax.ShapeDtypeStruct(shape, dtype) for shape in shapes]
+    f = jax.jit(functools.partial(forward, bq=bq, bk=bk, interpret=False))
+    [call] = pallas_calls(jax.make_jaxpr(f)(*args).jaxpr)
+    assert not call.params["interpret"], "interpret=False 没有交给 pallas_call / did not reach pallas_call"
+    with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=device)):
+        return f.trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def test_interpret_mode_runs_block_shapes_a_tpu_refuses():
+    """⚠️ 陷阱 / trap：SHAPES 里的三种形状在解释器里都算对了（第一个 koan）。为 TPU 降级时，块的最后
+    两维要能被 8 和 128 整除，或者等于整个数组的那一维（test_tpu_lowering.py）。哪几种能降级？
+    ⚠️ trap: all three SHAPES compute correctly in the interpreter (the first koan). Lowered for
+    TPU, a block's last two dims must be divisible by 8 and 128, or equal the array's dims
+    (test_tpu_lowering.py). Which of them lower?
+    """
+    lowers = []
+    for lq, lk, d, bq, bk in SHAPES:
+        shapes = [(lq, d), (lk, d), (lk, d)]
+        try:
+            text = lowered_for_tpu(flash_attention_forward, shapes, jnp.float32, bq=bq, bk=bk)
+            lowers.append("tpu_custom_call" in text)
+        except ValueError as error:
+            assert "divisible by 8 and 128" in str(error)
+            lowers.append(False)
+    assert lowers == [True, False, False]
+
+
+TPU_SHAPES = [
+    # (Lq, Lk, D, bq, bk): TPU 上合法的块 / blocks a TPU accepts
+    (256, 512, 128, 128, 128),
+    (512, 512, 64, 128, 256),
+]
+
+
+@pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), TPU_SHAPES)
+def test_both_kernels_lower_for_tpu_in_bfloat16(lq, lk, d, bq, bk):
+    """两个内核在合法的块形状上为 TPU 降级，float32 和 bfloat16 输入都行。bfloat16 的矩阵乘不写
+    preferred_element_type=jnp.float32 时，TPU 降级拒绝它：Mosaic 的 tpu.matmul 要一个 32 位的
+    累加器（“Expected matmul acc to be 32-bit”，解释器里却照样运行）。
+    Both kernels lower for TPU at legal block shapes, with float32 and bfloat16 inputs. A
+    bfloat16 matmul without preferred_element_type=jnp.float32 is refused by the TPU lowering:
+    Mosaic's tpu.matmul wants a 32-bit accumulator ("Expected matmul acc to be 32-bit"), while
+    the interpreter runs it anyway.
+    """
+    for forward in (flash_attention_forward, causal_flash_attention_forward):
+        for dtype in (jnp.float32, jnp.bfloat16):
+            shapes = [(lq, d), (lk, d), (lk, d)]
+            assert "tpu_custom_call" in lowered_for_tpu(forward, shapes, dtype, bq=bq, bk=bk)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_bfloat16_inputs_accumulate_in_float32(causal):
+    """bfloat16 的 q、k、v（分数放大 30 倍）：输出是 bfloat16，和用 float32 对同样的 bfloat16 数值
+    算的参考实现相差不到 0.03。分数的矩阵乘若在 bfloat16 里累加，误差有几十倍大。
+    bfloat16 q, k and v (the scores scaled 30 times): the output is bfloat16 and within 0.03 of
+    the reference computed in float32 on the same bfloat16 values. Scores accumulated in
+    bfloat16 would be off by tens of times more.
+    """
+    length, d, bq, bk = 64, 32, 16, 32
+    q, k, v = (
+        a.astype(jnp.bfloat16)
+        for a in (_data((length, d), 0, 30.0), _data((length, d), 1), _data((length, d), 2))
+    )
+    forward = causal_flash_attention_forward if causal else flash_attention_forward
+    reference = causal_reference_attention if causal else reference_attention
+    out = forward(q, k, v, bq=bq, bk=bk)
+    assert out.dtype == jnp.bfloat16
+    want = reference(*(a.astype(jnp.float32) for a in (q, k, v)))
+    assert float(jnp.max(jnp.abs(out.astype(jnp.float32) - want))) < 0.03
+
+
+def block_copies(forward, length, d, bq, bk):
+    """沿 grid 的顺序（最后一维最快）算出 k 和 v 的 index map 给的块下标，数出和上一步不同的次数
+    （加上第一步）：流水线为每个输入拷进来的块数。/ Evaluates the k and v index maps in grid order
+    (last axis fastest) and counts the steps whose block index differs from the step before (plus
+    the first): the blocks the pipeline copies in for each input."""
+    q = _data((length, d), 0)
+    [call] = pallas_calls(jax.make_jaxpr(functools.partial(forward, bq=bq, bk=bk))(q, q, q).jaxpr)
+    mapping = call.params["grid_mapping"]
+    steps = [(i, j) for i in range(mapping.grid[0]) for j in range(mapping.grid[1])]
+    copies = []
+    for block in mapping.block_mappings[1:3]:  # k, v
+        index_map = block.index_map_jaxpr
+        run = functools.partial(jax.core.eval_jaxpr, index_map.jaxpr, index_map.consts)
+        indices = [tuple(int(n) for n in run(*map(jnp.int32, step))) for step in steps]
+        copies.append(1 + sum(a != b for a, b in zip(indices, indices[1:], strict=False)))
+    return copies
+
+
+@pytest.mark.parametrize(("length", "d", "bq", "bk"), CAUSAL_SHAPES)
+def test_causal_kernel_copies_no_block_above_the_diagonal(length, d, bq, bk):
+    """（先写好 causal_flash_attention_forward。）跳过的块也不拷进来：k 和 v 各自拷进来的块数不超过
+    对角线上和对角线下的 (查询块, 键块) 对的个数；不夹紧的 index map 每一步都拷一块。
+    (Write causal_flash_attention_forward first.) Skipped blocks are not copied in either: k
+    and v each copy in no more blocks than there are (query block, key block) pairs on or below
+    the diagonal; an index map that does not clamp copies one block at every step.
+    """
+    visible = sum(
+        min(length // bk, (i * bq + bq - 1) // bk + 1) for i in range(length // bq)
+    )
+    assert visible < (length // bq) * (length // bk)
+    for copies in block_copies(causal_flash_attention_forward, length, d, bq, bk):
+        assert copies <= visible

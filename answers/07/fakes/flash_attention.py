@@ -519,3 +519,216 @@ def flash_attention_fwd__broken_forward(q, k, v, bq, bk):
     gradients never look at the forward value."""
     out = flash_attention_forward(q, k, v, bq=bq, bk=bk)
     return jnp.zeros_like(out), (q, k, v)
+
+
+def causal_flash_attention_forward__copies_skipped_blocks(q, k, v, *, bq, bk, interpret=True):
+    """Skips the work above the diagonal but still maps k and v to block j: every skipped block is copied in."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):
+        i, j = pl.program_id(0), pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
+            l_ref[...] = jnp.zeros_like(l_ref)
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        @pl.when(j * bk <= i * bq + bq - 1)
+        def _():
+            s = jnp.dot(q_ref[...], k_ref[...].T, preferred_element_type=jnp.float32) * scale
+            rows = i * bq + jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 0)
+            cols = j * bk + jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 1)
+            s = jnp.where(cols <= rows, s, -jnp.inf)
+            m_prev = m_ref[...]
+            m_new = jnp.maximum(m_prev, jnp.max(s, axis=-1, keepdims=True))
+            p = jnp.exp(s - m_new)
+            alpha = jnp.exp(m_prev - m_new)
+            l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=-1, keepdims=True)
+            acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+                p, v_ref[...], preferred_element_type=jnp.float32
+            )
+            m_ref[...] = m_new
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
+        grid=(lq // bq, lk // bk),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+        ],
+        out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+        scratch_shapes=[
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, d), jnp.float32),
+        ],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=True,
+    )(q, k, v)
+
+
+def flash_attention_forward__scores_accumulate_in_the_input_dtype(q, k, v, *, bq, bk, interpret=True):
+    """The score matmul without preferred_element_type: bfloat16 inputs accumulate in bfloat16."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
+            l_ref[...] = jnp.zeros_like(l_ref)
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        s = jnp.dot(q_ref[...], k_ref[...].T) * scale
+        m_prev = m_ref[...]
+        m_new = jnp.maximum(m_prev, jnp.max(s, axis=-1, keepdims=True))
+        p = jnp.exp(s - m_new)
+        alpha = jnp.exp(m_prev - m_new)
+        l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=-1, keepdims=True)
+        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+            p, v_ref[...], preferred_element_type=jnp.float32
+        )
+        m_ref[...] = m_new
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
+        grid=(lq // bq, lk // bk),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+        ],
+        out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+        scratch_shapes=[
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, d), jnp.float32),
+        ],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=interpret,
+    )(q, k, v)
+
+
+def flash_attention_forward__always_interpreted(q, k, v, *, bq, bk, interpret=True):
+    """Ignores interpret: always the interpreter, so nothing is ever lowered for TPU."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
+            l_ref[...] = jnp.zeros_like(l_ref)
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        s = jnp.dot(q_ref[...], k_ref[...].T, preferred_element_type=jnp.float32) * scale
+        m_prev = m_ref[...]
+        m_new = jnp.maximum(m_prev, jnp.max(s, axis=-1, keepdims=True))
+        p = jnp.exp(s - m_new)
+        alpha = jnp.exp(m_prev - m_new)
+        l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=-1, keepdims=True)
+        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+            p, v_ref[...], preferred_element_type=jnp.float32
+        )
+        m_ref[...] = m_new
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
+        grid=(lq // bq, lk // bk),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+        ],
+        out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+        scratch_shapes=[
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, d), jnp.float32),
+        ],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=True,
+    )(q, k, v)
+
+
+def causal_flash_attention_forward__scores_accumulate_in_the_input_dtype(q, k, v, *, bq, bk, interpret=True):
+    """The causal score matmul without preferred_element_type."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):
+        i, j = pl.program_id(0), pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
+            l_ref[...] = jnp.zeros_like(l_ref)
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        @pl.when(j * bk <= i * bq + bq - 1)
+        def _():
+            s = jnp.dot(q_ref[...], k_ref[...].T) * scale
+            rows = i * bq + jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 0)
+            cols = j * bk + jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 1)
+            s = jnp.where(cols <= rows, s, -jnp.inf)
+            m_prev = m_ref[...]
+            m_new = jnp.maximum(m_prev, jnp.max(s, axis=-1, keepdims=True))
+            p = jnp.exp(s - m_new)
+            alpha = jnp.exp(m_prev - m_new)
+            l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=-1, keepdims=True)
+            acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+                p, v_ref[...], preferred_element_type=jnp.float32
+            )
+            m_ref[...] = m_new
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+
+    def kv_block(i, j):  # 跳过的块停在最后一个可见的块上 / a skipped block stays on the last visible one
+        return jnp.minimum(j, (i * bq + bq - 1) // bk), 0
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
+        grid=(lq // bq, lk // bk),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), kv_block),
+            pl.BlockSpec((bk, d), kv_block),
+        ],
+        out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+        scratch_shapes=[
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, 1), jnp.float32),
+            pltpu.VMEM((bq, d), jnp.float32),
+        ],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=interpret,
+    )(q, k, v)

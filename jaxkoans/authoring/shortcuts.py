@@ -16,7 +16,11 @@ what is at hand. For every TODO function this gate writes, from the answer file 
   it calls the kernel, a slow step where it calls the fast one;
 - **constants**: the body returns a literal that the asserts of the koans using the TODO
   compare against;
-- **unwritten helpers**: the answer's body while a TODO function it calls is still `todo()`.
+- **unwritten helpers**: the answer's body while a TODO function it calls is still `todo()`;
+- **the contract's families** (authoring/contract_fakes.py), for a TODO whose contract asks
+  something of its program: the technique as dead code or times zero beside the reference, the
+  reference in a callback, a nested jit or an idle loop, the test read through closures or frames,
+  the guard switched off.
 
 Every fake runs with the TODO functions its answer calls left as shipped (`todo()`), so a fake
 that gets around a helper cannot lean on the helper's answer. Each must make a koan fail; a
@@ -38,13 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.authoring import mutate
+from jaxkoans.authoring import contract_fakes, mutate
 from jaxkoans.authoring.mutate import Variant
 from jaxkoans.course import koan_model, predictions, twins
 from jaxkoans.course.file_context import Context
 
 CONSTANTS_PER_TODO = 3
-KINDS = ("delegate", "substitute", "library", "constant", "unwritten")
+KINDS = ("delegate", "substitute", "library", "constant", "unwritten", "contract")
 
 
 @dataclass(frozen=True)
@@ -311,6 +315,9 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Sh
         bodies += (
             [(f"unwritten_{'_'.join(helpers)}", textwrap.dedent(answer_body))] if helpers else []
         )
+        references = library(chapter, key, context)[:1] or delegations(tree, fn, context)[:1]
+        if references and contract_fakes.asks_of_program(chapter.contracts.get(key, {})):
+            bodies += contract_fakes.families(fn, textwrap.dedent(answer_body), references[0])
         for label, body in bodies:
             found.append(Shortcut(answer, fn.name, label, body, koans, helpers))
     return found

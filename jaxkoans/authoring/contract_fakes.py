@@ -1,0 +1,92 @@
+"""Fakes generated from a TODO's technique contract: the shortcuts a contract exists to refuse.
+
+For every TODO whose contract asks something of its program (chapter.toml `[contracts]`), the
+shortcut gate also runs, for a reference body (the library the lesson replaces, else a callable
+of the module that takes the TODO's arguments):
+
+- `dead`: the technique (the answer's own body) computed and discarded beside the reference;
+- `zero`: the technique added to the reference times a literal zero;
+- `callback`: the reference run on the host inside `jax.pure_callback`;
+- `nested_jit`: the reference inside a nested `jax.jit` (a large intermediate hidden a level down);
+- `idle_loop`: the reference passed through a loop that does nothing;
+- `reads_closure`, `reads_frame`, `guard_off`: the test read through closures or the caller's
+  frame, or the transfer guard switched off (refused before the koan runs, course/reading.py).
+
+Each must make a koan fail, like every generated fake; a true equivalent is recorded with its
+reason in chapter.toml (`[shortcuts."file::fn"] equivalent = [{ fake = "contract_…", why = … }]`).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+FAMILIES = ("dead", "zero", "callback", "nested_jit", "idle_loop", "reads_closure",
+            "reads_frame", "guard_off")  # fmt: skip
+ASKS = ("on_path", "absent", "max_intermediate")
+
+
+def asks_of_program(contract: dict) -> bool:
+    return contract.get("traced", True) and any(contract.get(k) for k in ASKS)
+
+
+def _define(name: str, fn: ast.FunctionDef, body: str) -> str:
+    signature = ast.unparse(fn.args)
+    return f"def {name}({signature}):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+
+
+def _arguments(fn: ast.FunctionDef) -> str:
+    names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    names += [f"*{fn.args.vararg.arg}"] if fn.args.vararg else []
+    names += [f"{a.arg}={a.arg}" for a in fn.args.kwonlyargs]
+    names += [f"**{fn.args.kwarg.arg}"] if fn.args.kwarg else []
+    return ", ".join(names)
+
+
+def families(
+    fn: ast.FunctionDef, answer_body: str, reference: tuple[str, str]
+) -> list[tuple[str, str]]:
+    """(label, body) of each family for TODO `fn`, whose answer body is `answer_body`, against
+    `reference` (label, body)."""
+    ref_label, ref_body = reference
+    args = _arguments(fn)
+    prelude = "\n".join(
+        [
+            "import jax as _jax",
+            "import numpy as _np",
+            _define("_technique", fn, answer_body),
+            _define("_reference", fn, ref_body),
+        ]
+    )
+    flat = (
+        f"_flat, _tree = _jax.tree.flatten(({args},))\n"
+        "_arrays = [i for i, v in enumerate(_flat) if hasattr(v, 'shape') and hasattr(v, 'dtype')]\n"
+        "def _host(*values):\n"
+        "    full = list(_flat)\n"
+        "    for i, v in zip(_arrays, values):\n"
+        "        full[i] = v\n"
+        "    return _jax.tree.map(_np.asarray, _reference(*_jax.tree.unflatten(_tree, full)))\n"
+    )
+    bodies = {
+        "dead": f"_ = _technique({args})\nreturn _reference({args})",
+        "zero": (
+            f"return _jax.tree.map(lambda r, t: r + 0 * t, _reference({args}), _technique({args}))"
+        ),
+        "callback": (
+            flat
+            + f"_shape = _jax.eval_shape(lambda: _reference({args}))\n"
+            + "return _jax.pure_callback(_host, _shape, *[_flat[i] for i in _arrays], vmap_method='sequential')"
+        ),
+        "nested_jit": f"return _jax.jit(lambda: _reference({args}))()",
+        "idle_loop": (
+            f"return _jax.lax.while_loop(lambda c: False, lambda c: c, _reference({args}))"
+        ),
+        "reads_closure": (
+            f"_ = [getattr(v, '__closure__', None) for v in ({args},)]\nreturn _reference({args})"
+        ),
+        "reads_frame": (
+            f"import sys as _sys\n_ = _sys._getframe(1).f_locals\nreturn _reference({args})"
+        ),
+        "guard_off": f"with _jax.transfer_guard('allow'):\n    return _reference({args})",
+    }
+    return [(f"contract_{name}_{ref_label}", prelude + "\n" + bodies[name]) for name in FAMILIES]

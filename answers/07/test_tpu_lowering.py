@@ -307,3 +307,52 @@ def test_buffered_chooses_how_many_buffers_a_block_gets():
     w = jax.random.normal(jax.random.key(1), (8, 128))
     interpreted = _scale_rows(pl.Buffered(3), pl.Buffered(1), interpret=pltpu.InterpretParams())
     np.testing.assert_allclose(jax.jit(interpreted)(x, w), x * jnp.tile(w, (8, 1)), rtol=1e-6)
+
+
+def _doubled_from_any(interpret=False):
+    """输入留在 pl.ANY（在 TPU 上就是 HBM），内核却直接读它的 Ref，没有先拷进 VMEM。
+    The input stays in pl.ANY (HBM on a TPU), yet the kernel reads its Ref directly, with no
+    copy into VMEM first."""
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((16, 128), lambda: (0, 0)),
+        interpret=interpret,
+    )
+
+
+def test_a_kernel_cannot_load_an_any_ref_directly():
+    """⚠️ 陷阱 / trap：pl.ANY 的输入不会被流水线拷进 VMEM；在 TPU 上它留在 HBM，向量单元读不到，
+    只能用 DMA（pltpu.sync_copy、pltpu.make_async_copy）拷进 VMEM 再算。这个内核却直接读它。
+    三种方式各自接不接受它：通用解释器（interpret=True）、TPU 解释器
+    （interpret=pltpu.InterpretParams()）、为 TPU 降级？TPU 解释器拒绝时抛出哪个异常？
+    ⚠️ trap: an input in pl.ANY is not copied into VMEM by the pipeline; on a TPU it stays in
+    HBM, which the vector unit cannot load from: only a DMA (pltpu.sync_copy,
+    pltpu.make_async_copy) brings it into VMEM to compute on. This kernel reads it directly
+    anyway. Which of three accept it: the generic interpreter (interpret=True), the TPU
+    interpreter (interpret=pltpu.InterpretParams()), the TPU lowering? When the TPU interpreter
+    refuses, which exception does it raise?
+    """
+    x = jnp.ones((16, 128), jnp.float32)
+
+    def accepted(run):
+        try:
+            run()
+        except Exception:
+            return False
+        return True
+
+    verdicts = [
+        accepted(lambda: jax.jit(_doubled_from_any(True))(x)),
+        accepted(lambda: jax.jit(_doubled_from_any(pltpu.InterpretParams()))(x)),
+        accepted(lambda: jax.jit(_doubled_from_any()).trace(x).lower(lowering_platforms=("tpu",))),
+    ]
+    assert verdicts == [True, False, False]
+    with raises_exactly(ValueError) as info:
+        jax.jit(_doubled_from_any(pltpu.InterpretParams()))(x)
+    assert "sync_copy" in str(info.value)

@@ -428,3 +428,31 @@ def test_each_fill_is_shown_once_however_many_lines_it_spans(mixed):
     report = section(run_mixed(mixed), "test_raises_around_code")
     assert report.count("`ValueError`") == 1, report
     assert "an exception" not in report or "a ValueError" not in report
+
+
+EPSILON = """
+import collections
+
+State = collections.namedtuple("State", "count mu nu")
+
+
+def test_state():
+    \"\"\"状态。Adam's step count starts at zero; its moments are large arrays.\"\"\"
+    state = State(jnp.zeros((), jnp.int32), jnp.zeros((32, 32)), jnp.zeros((32, 32)))
+    assert int(state.count) == {count}
+"""
+
+
+def test_reveal_shortens_the_long_values_of_the_assert_as_pytest_does(course):
+    """At -vv pytest prints each intermediate value whole (an Adam state was a hundred lines of
+    zeros): `reveal` cuts each "where" line to pytest's own sizes, the comparison stays whole."""
+    write(course / "answers" / "01" / "test_epsilon.py", HEADER + EPSILON.format(count="0"))
+    write(course / "koans" / "01" / "test_epsilon.py", HEADER + EPSILON.format(count="__"))
+    commit(course)
+    write(course / "koans" / "01" / "test_epsilon.py", HEADER + EPSILON.format(count="1"))
+    shown = progress(course, "reveal", "test_state")
+    assert shown.returncode == 0, shown.stderr
+    assert "assert 0 == 1" in shown.stdout, shown.stdout
+    where = [line for line in shown.stdout.splitlines() if "where" in line and "State(" in line]
+    assert where and all(len(line) <= 480 and "..." in line for line in where), where
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 480

@@ -7,6 +7,7 @@ The reveals are remembered in `.jaxkoans/reveals.jsonl` (jaxkoans/plugin/reveal_
 from __future__ import annotations
 
 import argparse
+import re
 
 from jaxkoans.api import REVEAL_ENV
 from jaxkoans.learner import runner
@@ -21,6 +22,26 @@ RUN_TIMEOUT_S = 300
 # What the learner asked to see comes whole: at -vv pytest neither shortens a comparison's
 # values ("{'all-reduce'...}") nor cuts its explanation ("Use -v to get more diff").
 WHOLE = ("-vv",)
+# ... but at -vv it also prints every intermediate value of the assert whole ("where
+# ScaleByAdamState(mu=…) = …": an Adam state was a hundred lines of zeros). Those lines are
+# shortened as pytest does without -vv: each value to 240 characters (its saferepr's maxsize),
+# the middle cut out.
+REPR_MAX = 240
+WHERE = re.compile(r"^E\s+\+\s+where ")
+
+
+def shorten_values(output: str) -> str:
+    """`output` with each of pytest's "where …" lines longer than two values of REPR_MAX
+    characters cut in the middle (pytest's own `_ellipsize`); the comparison and its diff stay
+    whole."""
+    limit = 2 * REPR_MAX
+    lines = []
+    for line in output.split("\n"):
+        if WHERE.match(line) and len(line) > limit:
+            head = max(0, (limit - 3) // 2)
+            line = line[:head] + "..." + line[len(line) - (limit - 3 - head) :]
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def reveal_command(nodeid: str) -> list[str]:
@@ -37,7 +58,7 @@ def run_revealed(
     )  # fmt: skip
     if code is None:
         return None, f"⏱️ 超时 / timed out after {timeout_s:.0f} s"
-    return code, output
+    return code, shorten_values(output)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ from jaxkoans import course
 from jaxkoans.learner import memory, warm
 from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.hint import default_language, reveal
-from jaxkoans.learner.commands.reveal import WHOLE
+from jaxkoans.learner.commands.reveal import WHOLE, shorten_values
 from jaxkoans.learner.keys import Keys
 from jaxkoans.learner.koan_runs import (
     Koan,
@@ -341,7 +341,7 @@ class Session:
         outcome = yield [koan], ("--koans-reveal", *WHOLE)
         self._learn(outcome)
         _, text = verdict(koan, outcome, self.args.timeout)
-        self.show(koan, text or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
+        self.show(koan, shorten_values(text) or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
 
     def after(self, koan: Koan) -> int:
         """Where the koans after `koan` start, in its file as it is now: the learner may have

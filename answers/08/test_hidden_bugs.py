@@ -102,7 +102,7 @@ def test_checkify_finds_the_row_that_made_a_hidden_nan(bad_row, column):
     loss = jax.jit(training_loss)
     with jax.debug_nans(True):
         assert np.isfinite(float(loss(batch)))  # under jit: nothing raised, nothing shows
-    if bad_row is not None:  # eagerly it stops at a primitive, with no row / 不加 jit：停在原语上，没有行号
+    if bad_row is not None:  # eagerly: stops at a primitive, names no row / 不加 jit：没有行号
         with jax.debug_nans(True), pytest.raises(FloatingPointError):
             training_loss(batch)
     # The known answer, from the data / 由数据算出的正确答案

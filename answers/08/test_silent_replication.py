@@ -127,7 +127,7 @@ def test_the_training_step_gathers_nothing():
     np.testing.assert_allclose(value, expected_value, rtol=1e-4)
     np.testing.assert_allclose(grad, jax.grad(loss)(w_np, x_np, y_np), rtol=1e-4, atol=1e-6)
     assert "all-gather" not in found
-    assert list(found) == ["all-reduce"] and len(found["all-reduce"]) == 1  # (loss, grad) as one tuple
+    assert list(found) == ["all-reduce"] and len(found["all-reduce"]) == 1  # (loss, grad)
     assert temp <= 2 * x.addressable_shards[0].data.nbytes
     assert flops < flops_whole / 4
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.authoring import check, mutate
+from jaxkoans.authoring import check, contract_fakes, mutate
 from jaxkoans.course import pristine
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
@@ -128,6 +128,12 @@ def test_blanks_and_todos_wait_inside_functions(koan_file: Path):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
+def test_every_todo_and_fix_region_has_a_technique_contract(chapter: course.Chapter):
+    problems = check.contract_problems(chapter)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
 def test_fix_regions_are_fingerprinted_as_shipped(chapter: course.Chapter):
     problems = check.region_problems(chapter)
     assert not problems, "\n".join(problems)
@@ -197,6 +203,24 @@ def test_every_answer_passes_under_xdist(answers_run):
     ]
     assert not failing, "answers that fail (run `pytest <nodeid>` to see why):\n  " + "\n  ".join(
         failing
+    )
+    # A contract is a check only if a koan's answer reaches its TODO with arrays it can trace.
+    read = {
+        f"{e['nodeid'].split('/')[-1].split('::')[0]}::{name}"
+        for e in answers_run
+        for name in e.get("contracts", ())
+    }
+    ran = {e["nodeid"].split("/")[1] for e in answers_run if e.get("nodeid", "").count("/") >= 2}
+    unread = [
+        f"{c.number} {key}"
+        for c in course.all_chapters()
+        if c.number in ran
+        for key, contract in c.contracts.items()
+        if contract_fakes.asks_of_program(contract) and key not in read
+    ]
+    assert not unread, (
+        "contracts that no koan of the answers read (its TODO is never called with arrays "
+        "from a koan: mark it traced = false with why, or call it):\n  " + "\n  ".join(unread)
     )
 
 

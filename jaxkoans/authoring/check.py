@@ -143,6 +143,35 @@ def readme_problems(chapter: course.Chapter) -> list[str]:
     return []
 
 
+def contract_problems(chapter: course.Chapter) -> list[str]:
+    """A technique contract for every TODO function and every file's fix regions; none for a
+    TODO that does not exist; a contract that reads nothing of the program says why; a koan
+    that judges a TODO's technique by the text of a program (a count of a substring, a walk of
+    the top level) has a contract that reads the program instead."""
+    where = f"koans/{chapter.number}/chapter.toml"
+    wanted: dict[str, Path] = {}
+    for koan_file in sorted((course.KOANS / chapter.number).glob("test_*.py")):
+        model = koan_model.read(koan_file)
+        wanted |= {f"{koan_file.name}::{t.name}": koan_file for t in model.todos}
+        if model.regions:
+            wanted[f"{koan_file.name}::regions"] = koan_file
+    problems = [
+        f'{where}: no technique contract for {key} ([contracts."{key}"]: on_path, absent, '
+        "max_intermediate, or traced = false with why; python -m jaxkoans.authoring.programs "
+        "prints what its answer builds)"
+        for key in sorted(set(wanted) - set(chapter.contracts))
+    ]
+    problems += [
+        f"{where}: a contract for a TODO that does not exist: {key}"
+        for key in sorted(set(chapter.contracts) - set(wanted))
+    ]
+    for key, contract in sorted(chapter.contracts.items()):
+        asks = any(contract.get(k) for k in ("on_path", "absent", "max_intermediate"))
+        if not asks and not contract.get("why", "").strip():
+            problems.append(f"{where}: contracts.{key!r} asks nothing of the program: say why")
+    return problems
+
+
 # ---- one koan file ------------------------------------------------------------------------------
 
 
@@ -249,7 +278,7 @@ FILE_CHECKS = (
     hint_problems,
     giveaway_problems,
 )
-CHAPTER_CHECKS = (manifest_problems, region_problems, readme_problems)
+CHAPTER_CHECKS = (manifest_problems, region_problems, readme_problems, contract_problems)
 
 
 def check(chapters: list[course.Chapter], whole: bool, records: bool = True) -> list[str]:

@@ -118,8 +118,10 @@ def recording(module, contracts: dict[str, dict]):
             setattr(module, name, function)
 
 
-def check(records: list[_Calls], koan: str = "") -> None:
-    """Raise ContractBroken for the first TODO whose recorded program breaks its contract."""
+def check(records: list[_Calls], koan: str = "") -> list[str]:
+    """Raise ContractBroken for the first TODO whose recorded program breaks its contract;
+    return the TODOs whose programs were read and met theirs."""
+    met = []
     for calls in records:
         problems: list[str] = []
         for _, pending in calls.seen:
@@ -128,6 +130,9 @@ def check(records: list[_Calls], koan: str = "") -> None:
             problems += broken(read, calls.contract)
         if problems:
             raise ContractBroken(calls.name, list(dict.fromkeys(problems)))
+        if calls.seen and calls.contract:
+            met.append(calls.name)
+    return met
 
 
 def _log(koan: str, name: str, read) -> None:

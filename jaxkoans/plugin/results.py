@@ -144,7 +144,10 @@ class Recorder:
             line=properties.get("koan_line"),
             duration=round(report.duration, 3),
         )
-        self._write(result.as_event())
+        event = result.as_event()
+        if properties.get("koan_contracts"):  # the TODOs whose programs met their contracts
+            event["contracts"] = properties["koan_contracts"]
+        self._write(event)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
         self._write({"event": "finish", "exitstatus": int(exitstatus)})

@@ -1,0 +1,222 @@
+"""04 · 控制梯度：stop_gradient、自定义规则、复数的约定、optimize_remat / steering gradients:
+stop_gradient, custom rules, the complex convention, optimize_remat.
+
+lax.stop_gradient 把一个值变成常数：值照算，导数（前向、反向、任意阶）都当它是 0。它能写出
+直通估计器（前向取整、反向当作恒等），却写不出“反向时改写余切”的规则（梯度裁剪），那要
+custom_vjp。复数输入时，grad 对实值函数返回的是共轭方向，对复值函数要 holomorphic=True。
+custom_vjp 的 optimize_remat=True 改变 checkpoint 下谁在前向运行：原函数，还是 fwd。
+
+lax.stop_gradient turns a value into a constant: the value is computed, every derivative
+(forward, reverse, any order) treats it as 0. It writes the straight-through estimator
+(round on the way forward, identity on the way back), but not a rule that rewrites the
+cotangent on the way back (gradient clipping): that takes custom_vjp. With complex inputs,
+grad of a real-valued function returns the conjugate direction, and a complex-valued function
+needs holomorphic=True. custom_vjp's optimize_remat=True changes what runs forward under
+checkpoint: the primal function, or fwd.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+
+def primitive_names(fun, *args):
+    """The primitive names of fun's jaxpr, nested programs included, in order."""
+    names = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            names.append(eqn.primitive.name)
+            for param in eqn.params.values():
+                for sub in param if isinstance(param, (list, tuple)) else [param]:
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+
+    walk(jax.make_jaxpr(fun)(*args).jaxpr)
+    return names
+
+
+def test_stop_gradient_makes_a_value_a_constant():
+    """stop_gradient(x) 的值就是 x，可在导数里它是常数。x · stop_gradient(x) 的值是 x²，
+    它的导数是多少？前向模式（jvp）和二阶导数也按同样的规矩来。stop_gradient 在 jaxpr 里是一个
+    原语，所以每一种变换都看得见它。
+    stop_gradient(x) has x's value but is a constant to every derivative. x · stop_gradient(x)
+    has the value x²: what is its derivative? Forward mode (jvp) and second derivatives follow
+    the same rule. stop_gradient is a primitive in the jaxpr, so every transform sees it.
+    """
+
+    def f(x):
+        return x * lax.stop_gradient(x)
+
+    assert float(f(3.0)) == 9.0
+    assert float(jax.grad(f)(3.0)) == __
+    _, tangent = jax.jvp(f, (3.0,), (2.0,))
+    assert float(tangent) == __
+    assert float(jax.hessian(f)(3.0)) == __
+    assert "stop_gradient" in primitive_names(f, 3.0)
+
+
+def straight_through_round(x):
+    """直通估计器（STE）：前向给出 jnp.round(x)，导数（grad、jvp、vmap 下都一样）处处是 1，
+    好像取整不存在。只用 jnp 和 lax.stop_gradient（不要 custom_jvp / custom_vjp：这一课是
+    stop_gradient 能做什么）；一行。
+    The straight-through estimator (STE): jnp.round(x) on the way forward, a derivative of 1
+    everywhere (under grad, jvp and vmap alike), as if the rounding were not there. jnp and
+    lax.stop_gradient only (no custom_jvp / custom_vjp: the lesson is what stop_gradient can
+    do); one line.
+    """
+    todo("straight_through_round: 一行 stop_gradient / one line of stop_gradient")
+
+
+def test_write_a_straight_through_estimator():
+    """✍️ 实现 straight_through_round：量化训练里，取整的导数几乎处处是 0，梯度传不回去。
+    直通估计器让前向用取整后的值，反向假装取整是恒等映射。stop_gradient 一行就能写出它：
+    把“取整带来的差”包成常数加回去。
+    Write straight_through_round: in quantization-aware training the derivative of rounding is
+    0 almost everywhere, so no gradient flows back. The straight-through estimator uses the
+    rounded value forward and pretends the rounding is the identity backward. stop_gradient
+    writes it in one line: add back the difference the rounding makes, as a constant.
+    """
+    xs = jnp.array([0.2, 1.6, -2.7, 3.5, -0.4])
+    np.testing.assert_array_equal(jax.jit(straight_through_round)(xs), jnp.round(xs))
+    assert float(jax.grad(jnp.round)(1.6)) == 0.0  # rounding itself: no gradient
+    grads = jax.vmap(jax.grad(straight_through_round))(xs)
+    np.testing.assert_array_equal(grads, np.ones(5))
+    _, tangents = jax.jvp(straight_through_round, (xs,), (jnp.full(5, 2.0),))
+    np.testing.assert_array_equal(tangents, np.full(5, 2.0))
+
+    def loss(w):  # a quantized layer still trains: the gradient reaches w
+        return jnp.sum((straight_through_round(w * 4.0) - jnp.array([1.0, -3.0])) ** 2)
+
+    np.testing.assert_allclose(jax.grad(loss)(jnp.array([0.3, -0.6])), [0.0, 8.0])
+
+
+def test_a_custom_rule_rewrites_what_stop_gradient_can_only_cut():
+    """stop_gradient 只能把一条路径的导数整个变成 0；要在反向时改写余切（比如把梯度裁剪到
+    [-1, 1]，前向却是恒等），就得用 custom_vjp：fwd 不存残差，bwd 裁剪传回来的余切。
+    预测：10 · clip_gradient(x) 在 x = 2 处的导数是多少？同一个函数只用 stop_gradient 写成
+    x + stop_gradient(0) 的话又是多少？
+    stop_gradient can only zero a path's derivative entirely; to rewrite the cotangent on the
+    way back (clip the gradient to [-1, 1] while the forward pass is the identity, say) takes
+    custom_vjp: fwd saves no residual, bwd clips the incoming cotangent. Predict: the
+    derivative of 10 · clip_gradient(x) at x = 2? And of the same function written with
+    stop_gradient alone?
+    """
+
+    @jax.custom_vjp
+    def clip_gradient(x):
+        return x
+
+    def fwd(x):
+        return x, None
+
+    def bwd(_, g):
+        return (jnp.clip(g, -1.0, 1.0),)
+
+    clip_gradient.defvjp(fwd, bwd)
+
+    assert float(clip_gradient(2.0)) == 2.0
+    assert float(jax.grad(lambda x: 10.0 * clip_gradient(x))(2.0)) == __
+    assert float(jax.grad(lambda x: -10.0 * clip_gradient(x))(2.0)) == -1.0
+    assert float(jax.grad(lambda x: 10.0 * (x + lax.stop_gradient(0.0)))(2.0)) == __
+
+
+def test_grad_of_a_real_loss_of_a_complex_input_is_conjugated():
+    """⚠️ 陷阱 / trap：z = x + iy，f 是实数。jax.grad(f)(z) 给出的是上升方向 ∂f/∂x + i ∂f/∂y，
+    还是它的共轭？在 |z|² 和 Im z 上预测。这个约定决定了复数参数的梯度下降怎么写：写错了，
+    虚部会越走越远，而且不报错。
+    ⚠️ trap: z = x + iy and f is real. Does jax.grad(f)(z) give the ascent direction
+    ∂f/∂x + i ∂f/∂y, or its conjugate? Predict it on |z|² and on Im z. The convention decides how
+    gradient descent on a complex parameter is written: get it wrong and the imaginary part
+    runs away, without an error.
+    """
+
+    def loss(z):
+        return jnp.abs(z - (1.0 - 2.0j)) ** 2  # smallest at z = 1 - 2i
+
+    z0 = jnp.complex64(3.0 + 4.0j)
+    assert complex(jax.grad(lambda z: jnp.abs(z) ** 2)(z0)) == __
+    assert complex(jax.grad(lambda z: z.imag)(z0)) == __
+
+    def descend(step):
+        z = jnp.complex64(0.0)
+        for _ in range(50):
+            z = step(z, jax.grad(loss)(z))
+        return complex(z)
+
+    np.testing.assert_allclose(descend(lambda z, g: z - 0.1 * __(g)), 1.0 - 2.0j, atol=1e-4)
+
+
+def test_holomorphic_grad_needs_complex_in_and_out():
+    """复数到复数的函数（z²）没有“实数损失”的梯度：jax.grad 拒绝复数输出，要说 holomorphic=True，
+    这时 grad 给出复导数 f'(z)。反过来，holomorphic=True 要求输入和输出都是复数。
+    A complex-to-complex function (z²) has no real-loss gradient: jax.grad refuses a complex
+    output until you say holomorphic=True, and then returns the complex derivative f'(z).
+    Conversely, holomorphic=True wants both the input and the output complex.
+    """
+    z0 = jnp.complex64(3.0 + 4.0j)
+    with raises_exactly(__) as info:
+        jax.grad(lambda z: z**2)(z0)
+    assert "holomorphic=True" in str(info.value)
+    assert complex(jax.grad(lambda z: z**2, holomorphic=True)(z0)) == __
+    with raises_exactly(TypeError) as info:
+        jax.grad(lambda z: jnp.abs(z) ** 2, holomorphic=True)(z0)
+    assert "requires outputs with complex dtype" in str(info.value)
+
+
+def test_optimize_remat_runs_the_primal_forward_under_checkpoint():
+    """custom_vjp 在 jax.checkpoint 里：前向不存残差，反向要重算它们。原函数 f 和规则的 fwd 各是
+    一个不透明的回调（像 Pallas 内核或 custom call：XLA 拆不开，fwd 一算就连输出带残差一起算）。
+    预测：求一次梯度，两者各跑几次？defvjp(..., optimize_remat=True) 又怎样？这个选项就是为这种
+    拆不开的 fwd 准备的。这里逐个原语执行（不 jit）；jit 之后 XLA 会合并相同的纯回调、删掉没用上的，
+    次数就不同了。
+    A custom_vjp inside jax.checkpoint: the forward pass saves no residuals, so the backward
+    pass must recompute them. The primal f and the rule's fwd are each one opaque callback (like
+    a Pallas kernel or a custom call: XLA cannot split them, and fwd computes the output and the
+    residual together). Predict: for one gradient, how often does each run? And with
+    defvjp(..., optimize_remat=True)? The option exists for just such an fwd. This runs op by op
+    (no jit); under jit XLA merges identical pure callbacks and drops unused ones, and the
+    counts differ.
+    """
+    calls = {"primal": 0, "fwd": 0}
+
+    def np_primal(x):
+        calls["primal"] += 1
+        return np.sin(np.exp(x)).astype(np.float32)
+
+    def np_fwd(x):
+        calls["fwd"] += 1
+        e = np.exp(x)
+        return np.sin(e).astype(np.float32), e.astype(np.float32)
+
+    def make(optimize_remat):
+        @jax.custom_vjp
+        def f(x):
+            return jax.pure_callback(np_primal, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+        def fwd(x):  # one opaque call gives the output and the residual together
+            spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
+            return jax.pure_callback(np_fwd, (spec, spec), x)
+
+        def bwd(e, g):
+            return (g * jnp.cos(e) * e,)
+
+        f.defvjp(fwd, bwd, optimize_remat=optimize_remat)
+        return f
+
+    x = jnp.arange(3.0) / 3
+    want = np.cos(np.exp(x)) * np.exp(x)
+    counts = {}
+    for optimize_remat in (False, True):
+        calls.update(primal=0, fwd=0)
+        f = make(optimize_remat)
+        grads = jax.grad(lambda x, f=f: jax.checkpoint(f)(x).sum())(x)
+        np.testing.assert_allclose(grads, want, rtol=1e-6)
+        counts[optimize_remat] = dict(calls)
+    assert counts[False] == __
+    assert counts[True] == __
+    assert "remat_opt" in primitive_names(jax.grad(lambda x: jax.checkpoint(make(True))(x).sum()), x)

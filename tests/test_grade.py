@@ -224,7 +224,6 @@ def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
 
 
 UNUSUAL = {  # code in a fill that a koan does not need: a note for a human, never a zero
-    "pytest.skip in a blank": (A, answer_a(limit="pytest.skip()"), "test_loop"),
     "a class with __init__ and __call__ in a TODO": (A, answer_a(double="class Scale:\n        def __init__(self, k):\n            self.k = k\n\n        def __call__(self, v):\n            return self.k * v\n\n    return Scale(2)(x)"), "test_double"),
     "setattr on an object of its own": (A, answer_a(double="class Box:\n        pass\n\n    box = Box()\n    setattr(box, 'value', 2 * x)\n    return box.value"), "test_double"),
     "os beyond what the answer uses": (B, answer_b(size="os.cpu_count()"), "test_int_size"),
@@ -1169,8 +1168,32 @@ def test_failed_most_counts_attempts_not_koans_nobody_started():
     status = {s: {k["nodeid"]: k for k in d["koans"]} for s, d in documents.items()}
     html = class_page._most(documents, koans, {f"{A}::{n}": "01" for _, n in koans}, status)
     most = html.split('id="most-failed"')[1].split("</table>")[0]
-    assert f"{A}::test_sum" in most and "2/3" in most
+    assert f"{A}::test_sum" in most and "1/3" in most  # tampered: its findings say why
     assert "test_loop" not in most  # nobody attempted it
+
+
+def test_a_pass_with_a_note_is_set_apart_from_a_clean_pass():
+    """A pass that carries a note of what it ran (unusual code, an edit grade ignored) has its
+    own mark in the Markdown report, the text summary and the class page; it still counts."""
+    from jaxkoans.grader import class_page
+
+    koans = [
+        {"nodeid": f"{A}::test_sum", "chapter": "01", "name": "test_sum", "file": A, "status": "passed", "revealed": False, "noted": True, "line": None, "duration": 0.1, "message": "", "cause": ""},
+        {"nodeid": f"{A}::test_loop", "chapter": "01", "name": "test_loop", "file": A, "status": "passed", "revealed": False, "noted": False, "line": None, "duration": 0.1, "message": "", "cause": ""},
+    ]  # fmt: skip
+    total = report_formats._tally(koans)
+    assert total["passed"] == 2 and total["passed_noted"] == 1
+    document = {
+        "student": {"name": "ann"}, "course": {"source": "HEAD", "commit": None},
+        "versions": {"python": "3", "jax": "0", "jaxlib": "0"}, "total": total,
+        "chapters": [{"number": "01", "title_zh": "一", "title_en": "One", **total}],
+        "koans": koans, "findings": [], "notes": [], "problems": [], "run": {},
+    }  # fmt: skip
+    md = report_formats.markdown(document)
+    assert f"{report_formats.NOTED_LABEL} (1)" in md and f"- `{A}::test_sum`" in md
+    assert f"{A}::test_loop" not in md.split(report_formats.NOTED_LABEL)[1]
+    assert f"{report_formats.NOTED_LABEL} (1)" in report_formats.summary(document)
+    assert [class_page.shown_status(k) for k in koans] == ["noted", "passed"]
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -1864,3 +1887,101 @@ def test_the_grading_course_grades_as_the_course_does_and_a_release_is_no_harnes
     assert statuses(graded[0])["test_double"] == "not_started"
     for grade in graded:
         assert grade.findings == [] and grade.notes == [], grade.notes
+
+
+ROUTES = {  # each passes test_double without doubling, green in the learner's own pytest
+    "global-np": _body('''
+        global np
+        import types
+        np = types.SimpleNamespace(testing=types.SimpleNamespace(assert_array_equal=lambda *a, **k: None))
+        return x
+    '''),
+    "frame-globals": _body('''
+        import sys, types
+        fake = types.SimpleNamespace(testing=types.SimpleNamespace(assert_array_equal=lambda *a, **k: None))
+        sys._getframe(1).f_globals.update(np=fake)
+        return x
+    '''),
+    "builtin-shadow": _body('''
+        import sys
+        g = sys.modules[double.__module__].__dict__
+        g["int"] = lambda v: 3
+        g["np"] = type(sys)("np")
+        return x
+    '''),
+    # Past what the syntax tree can read: only the run's own evidence catches these.
+    "frame-globals-spelled-apart": _body('''
+        import sys, types
+        fake = types.SimpleNamespace(testing=types.SimpleNamespace(assert_array_equal=lambda *a, **k: None))
+        frame = getattr(sys, "_get" + "frame")(1)
+        getattr(frame, "f_glo" + "bals").update(np=fake)
+        return x
+    '''),
+    "dunder-globals-spelled-apart": _body('''
+        import types
+        getattr(double, "__glo" + "bals__")["int"] = lambda v: 3  # hides a builtin
+        return 2 * x
+    '''),
+}  # fmt: skip
+STATIC_ROUTES = {"frame-globals", "builtin-shadow"}  # read in the text: refused before running
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_route_through_the_koans_module_or_a_patch_put_back_is_a_finding(fake_course, pristine, tmp_path, route):  # fmt: skip
+    copy = student(fake_course, tmp_path / route, {A: KOAN_A.format(**{**BLANKS_A, "double": ROUTES[route]})})  # fmt: skip
+    grade = grading.grade(copy, grading.select(pristine, ["01"], None), grading.Options(workers=1))
+    assert statuses(grade)["test_double"] == "tampered", (statuses(grade), grade.findings)
+    found = {f.kind for f in grade.findings if "test_double" in f.koans}
+    if route in STATIC_ROUTES:
+        assert found & {"reads_the_test", "forbidden_code"}, grade.findings
+    else:
+        assert "runtime_patch" in found, grade.findings  # the run's own evidence
+    assert statuses(grade)["test_sum"] == "not_started"  # nothing leaks to another koan
+
+
+KOAN_D = '''"""假的第四章 / a fake chapter: a value prepared before its assert."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkoans import __, todo  # noqa: F401
+
+
+def prepare():
+    """Returns 0, 2, 4."""
+    {prepare}
+
+
+def test_prepared():
+    """准备。prepare() returns the even numbers below 6."""
+    got = prepare()
+    np.testing.assert_array_equal(got, [0, 2, 4])
+'''
+PUT_BACK = _body('''
+    import numpy.testing as t
+    real = t.assert_array_equal
+    def fake(*a, **k):
+        object.__setattr__(t, "assert_array_equal", real)  # put back before teardown looks
+    object.__setattr__(t, "assert_array_equal", fake)
+    return jnp.zeros(3)
+''')
+
+
+def test_a_patched_assert_put_back_before_teardown_is_still_a_finding(fake_course, tmp_path):
+    """The koan's own code object calls np.testing.assert_array_equal at its top level; its
+    call phase passed without reaching the real one: the call went to a replacement."""
+    root = tmp_path / "course"
+    shutil.copytree(fake_course, root)
+    write(root / "koans" / "course.toml", 'path = ["01", "02", "04"]\n')
+    write(root / "koans/04/chapter.toml", MANIFEST.format(zh="第四章", en="Prepared", file="test_d.py"))  # fmt: skip
+    write(root / "koans/04/test_d.py", KOAN_D.format(prepare='todo("return 2 * jnp.arange(3)")'))
+    write(root / "answers/04/test_d.py", KOAN_D.format(prepare="return 2 * jnp.arange(3)"))
+    shipped_course.write(root)
+    course = grading.select(grading.prepare_course(str(root), tmp_path / "p"), ["04"], None)
+    honest = student(root, tmp_path / "honest", {"koans/04/test_d.py": KOAN_D.format(prepare="return 2 * jnp.arange(3)")})  # fmt: skip
+    graded = grading.grade(honest, course, grading.Options(workers=1))
+    assert statuses(graded) == {"test_prepared": "passed"} and graded.findings == []
+    forged = student(root, tmp_path / "forged", {"koans/04/test_d.py": KOAN_D.format(prepare=PUT_BACK)})  # fmt: skip
+    graded = grading.grade(forged, course, grading.Options(workers=1))
+    assert statuses(graded) == {"test_prepared": "tampered"}, graded.findings
+    assert "never reached" in graded.findings[0].message and graded.findings[0].kind == "runtime_patch"

@@ -5,7 +5,8 @@ the class fails (or reveals) most, and each student's findings and notes.
 Every cell carries its status as `data-status` and a `title` (student, koan, status, the first
 line of its message), so the page can be read by a person and checked by a browser test. A koan
 passed after the student revealed what a wrong answer hid has a status of its own here,
-"revealed" (it still counts as passed); "revealed most" counts every koan a student's reveal log
+"revealed" (it still counts as passed), and so has a pass that carries a note of what it ran,
+"noted"; "attempted and failed most" leaves tampered koans out (findings say why); "revealed most" counts every koan a student's reveal log
 names, passed or not. The log is the student's self-report (grader/reveals.py).
 """
 
@@ -18,6 +19,8 @@ from jaxkoans.grader.pristine_course import Course
 from jaxkoans.grader.report_formats import (
     LABELS,
     MARKS,
+    NOTED_LABEL,
+    NOTED_MARK,
     REVEALED_LABEL,
     REVEALED_MARK,
     SELF_REPORT,
@@ -27,14 +30,15 @@ from jaxkoans.grader.report_formats import (
 COLORS = {
     "passed": "#2e7d32",
     "revealed": "#81c784",
+    "noted": "#c0ca33",
     "failing": "#c62828",
     "not_started": "#bdbdbd",
     "tampered": "#6a1b9a",
     "missing": "#ffffff",
     "crashed": "#ef6c00",
 }
-EXTRA_LABELS = {"revealed": REVEALED_LABEL}
-MARKS_EXTRA = {"revealed": REVEALED_MARK}
+EXTRA_LABELS = {"revealed": REVEALED_LABEL, "noted": NOTED_LABEL}
+MARKS_EXTRA = {"revealed": REVEALED_MARK, "noted": NOTED_MARK}
 TOP = 10  # rows of the "most failed" tables
 STYLE = """
 body { font: 14px/1.4 system-ui, "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif, "Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji"; margin: 1.5em; color: #212121; }
@@ -67,7 +71,10 @@ def _mark(status: str) -> str:
 
 
 def shown_status(koan: dict) -> str:
-    """The heatmap's status: "revealed" for a pass after a reveal, else the grade's."""
+    """The heatmap's status: "noted" for a pass that carries a note of what it ran (set apart
+    from a clean pass), "revealed" for a pass after a reveal, else the grade's."""
+    if koan["status"] == "passed" and koan.get("noted"):
+        return "noted"
     return "revealed" if koan["status"] == "passed" and koan.get("revealed") else koan["status"]
 
 
@@ -214,7 +221,7 @@ def _most(documents: dict, koans: list, chapter_of: dict, status: dict) -> str:
         )
         return f'<h2>{title}</h2><table id="{element_id}">{rows}</table>'
 
-    attempted = {"failing", "tampered", "crashed"}  # not started and missing: no attempt
+    attempted = {"failing", "crashed"}  # not started, missing: no attempt; tampered: findings
     return (
         table(
             "most-failed",
@@ -249,6 +256,7 @@ def _students(documents: dict, failed: dict) -> str:
             f'<details data-student="{_e(student)}"{" open" if shown else ""}><summary>'
             f"<b>{_e(student)}</b> · {total['passed']}/{total['total']} · "
             f'<span class="revealed">{REVEALED_MARK} {total.get("passed_revealed", 0)}</span> · '
+            f'<span class="noted">{NOTED_MARK} {total.get("passed_noted", 0)}</span> · '
             f'<span class="status">{_e(document["status"])}</span> · '
             f"{len(findings)} 发现 / findings · {len(notes)} 备注 / notes</summary>"
             f"<ul>{items or '<li class=muted>–</li>'}</ul></details>"

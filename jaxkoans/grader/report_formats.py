@@ -17,20 +17,23 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     exit_code    what `grade` exits with for this copy: 0 graded, 1 findings, 3 incomplete
                  (`run.exit_code` is the graded pytest run's own)
     total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n},
-                  "passed_revealed": how many of the passed koans were revealed}
+                  "passed_revealed": how many of the passed koans were revealed,
+                  "passed_noted": how many carry a note of what they ran (`noted`)}
     chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts",
-                   "passed_revealed"}]
+                   "passed_revealed", "passed_noted"}]
     koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
-                   "duration", "message", "revealed"}]          in course order
+                   "duration", "message", "revealed", "noted"}]  in course order
                  status: passed | failing | not_started | tampered | missing | crashed
                  revealed: the student's reveal log names the koan (they asked to see what a
                  wrong answer hid); "passed" with revealed true is "passed (revealed)". A
                  self-report: it never changes a status or a score (see `reveals`)
+                 noted: a note of kind unusual_code or ignored_edit names the koan; a pass
+                 with it reads "passed with a note", set apart from a clean pass (no zero)
                  cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
                  line: in the student's file (null when unknown);  message: ≤ 1000 characters
     findings     [{"kind", "file", "line", "koans", "message"}]  evidence that the graded run
                  was changed; the koans named score zero. kind: tautology not_a_prediction
-                 forbidden_code runtime_patch run_violation forged_report
+                 forbidden_code reads_the_test runtime_patch run_violation forged_report
     notes        [{"kind", "file", "line", "koans", "message"}]  for a human reader, never a
                  zero. kind: ignored_edit (grade ran the course's code there) missing_file
                  missing_test added_test added_file harness_file unusual_code
@@ -94,6 +97,12 @@ SELF_REPORT = (
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+# Notes that concern what a koan ran: a pass that carries one is set apart from a clean pass.
+NOTED_KINDS = frozenset({"unusual_code", "ignored_edit"})
+NOTED_MARK = "📝"
+NOTED_LABEL = "带备注通过 / passed with a note"
+
+
 def _tally(koans: list[dict]) -> dict:
     counts = {status: sum(k["status"] == status for k in koans) for status in STATUSES}
     total = len(koans)
@@ -103,6 +112,17 @@ def _tally(koans: list[dict]) -> dict:
         "score": round(counts["passed"] / total, 4) if total else 0.0,
         "counts": counts,
         "passed_revealed": sum(k["status"] == "passed" and k["revealed"] for k in koans),
+        "passed_noted": sum(k["status"] == "passed" and k.get("noted", False) for k in koans),
+    }
+
+
+def _noted(grade: Grade) -> set[tuple[str, str]]:
+    """(file, koan) of each koan a note of NOTED_KINDS names."""
+    return {
+        (note.file, koan)
+        for note in grade.notes
+        if note.kind in NOTED_KINDS
+        for koan in note.koans
     }
 
 
@@ -117,6 +137,7 @@ EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}
 
 
 def as_json(grade: Grade) -> dict:
+    noted = _noted(grade)
     koans = [
         {
             "nodeid": k.nodeid,
@@ -129,6 +150,7 @@ def as_json(grade: Grade) -> dict:
             "duration": k.duration,
             "message": k.message,
             "revealed": k.revealed,
+            "noted": (k.file, k.name) in noted,
         }
         for k in grade.koans
     ]
@@ -304,6 +326,11 @@ def revealed_passes(document: dict) -> list[dict]:
     return [k for k in document["koans"] if k["status"] == "passed" and k.get("revealed")]
 
 
+def noted_passes(document: dict) -> list[dict]:
+    """The koans passed with a note of what they ran (`noted`)."""
+    return [k for k in document["koans"] if k["status"] == "passed" and k.get("noted")]
+
+
 def markdown(document: dict) -> str:
     """A summary for a CI page ($GITHUB_STEP_SUMMARY): scores, findings, koans not passed."""
     total = document["total"]
@@ -334,6 +361,17 @@ def markdown(document: dict) -> str:
         f"| **总计 / total** | {counts} | **{_passed_revealed(total)}** |"
         f" **{total['passed']}/{total['total']}** |"
     )
+    noted = noted_passes(document)
+    if noted:
+        lines += [
+            "",
+            f"### {NOTED_MARK} {NOTED_LABEL} ({len(noted)})",
+            "",
+            "通过了，但有值得一读的备注（不扣分）/ passed, with a note worth reading (costs"
+            " nothing):",
+            "",
+            *[f"- `{koan['nodeid']}`" for koan in noted],
+        ]
     seen = revealed_passes(document)
     if seen:
         lines += [
@@ -557,6 +595,12 @@ def summary(document: dict) -> str:
         if len(seen) > 20:
             lines.append(f"  … {len(seen) - 20} more (--json)")
         lines.append(f"  {SELF_REPORT}")
+    noted = noted_passes(document)
+    if noted:
+        lines.append(f"\n{NOTED_MARK}  {NOTED_LABEL} ({len(noted)}):")
+        lines += [f"  - {koan['nodeid']}" for koan in noted[:20]]
+        if len(noted) > 20:
+            lines.append(f"  … {len(noted) - 20} more (--json)")
     if document["findings"]:
         lines.append(
             f"\n⚠️  发现 / findings ({len(document['findings'])}): 这些 koan 记零分 / they score zero"

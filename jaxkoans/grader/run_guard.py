@@ -17,6 +17,13 @@ what they find to the controller inside their reports as well (`user_properties`
   builtins or the harness is not what it was, e.g. `np.testing.assert_allclose = lambda *a,
   **k: None`. The originals are put back at once, so the other koans run on the real ones;
   grading marks the koan tampered. (A koan's own `monkeypatch` is undone before the check.)
+- `patched` too, after each phase of a koan (setup, call, teardown): a name of the koan's own
+  module rebound (`global np`, `fn.__globals__.update(...)`, a frame's `f_globals`), a new
+  module name that hides a builtin, a different `__builtins__` (`_KoanWatch`; the koan's own
+  `monkeypatch` excepted until its teardown undoes it), or an assert of `numpy.testing` the
+  koan's body calls at its top level that its call phase never reached although it passed
+  (the call went to a replacement, even one put back before teardown: `sys.monitoring`
+  counts the calls the koan's own code object makes);
 - `message`: the text of a failed or skipped report, as the controller received it;
 - `violation`: a koan's process tried what no koan needs (an audit hook sees it; the sandbox
   refuses most of it anyway): writing or deleting a file the run loads or the course's files,
@@ -31,6 +38,7 @@ each koan's process runs the whole file before its koan (`_DeferRegions`).
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import gc
 import importlib
@@ -208,6 +216,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _Audit.install(root)
         _DeferRegions.install()
         _ForkEachKoan.install(config)
+        _KoanWatch.install()
     _emit({"event": "harness", "worker": worker, "jaxkoans": str(where), "ok": ok})
     if not ok:
         raise pytest.UsageError(
@@ -244,21 +253,211 @@ def pytest_make_collect_report(collector: pytest.Collector):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     _DeferRegions.run_whole_file(item)
+    _KoanWatch.start(item)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """After a koan's teardown (its fixtures, `monkeypatch` included, are undone by then):
-    undo and report whatever it replaced."""
+    """After each phase: undo and report what the koan rebound in its own module, and after
+    its call, the asserts its body calls that it never reached. After its teardown (its
+    fixtures, `monkeypatch` included, are undone by then): undo and report whatever it
+    replaced in the libraries."""
     report = yield
+    changed = _KoanWatch.check(item, call.when, passed=report.passed)
+    if changed:
+        _emit({"event": "patched", "nodeid": item.nodeid, "names": changed[:20]})
     if call.when == "teardown":
-        changed = _check(nodeid=item.nodeid)
-        if changed:
-            report.user_properties.append(("grade_patched", changed))
+        changed += _check(nodeid=item.nodeid)
+        _KoanWatch.stop()
         seen = _Audit.take()
         if seen:
             report.user_properties.append(("grade_violation", seen))
+    if changed:
+        report.user_properties.append(("grade_patched", changed[:20]))
     return report
+
+
+class _KoanWatch:
+    """The koan's own module, per phase, and the asserts of `numpy.testing` its body calls.
+
+    At setup (after a fix region's file ran whole) the module's namespace is saved; after each
+    phase a name bound to another object, a new name that hides a builtin, or another
+    `__builtins__` is evidence, and is put back. Names the koan's own `monkeypatch` changed
+    (the course's koans use `monkeypatch.setitem(globals(), ...)`) count only once its
+    teardown should have undone them. A `sys.monitoring` tool counts the calls the koan's code
+    object makes to the real asserts: a passed call phase that never reached an assert its
+    body calls at its top level called something else."""
+
+    TOOL = 4  # sys.monitoring tool ids 0-2 and 5 are named for debuggers, coverage, profilers
+    NAME = "jaxkoans-grade"
+    item: ClassVar[object] = None
+    module: ClassVar[object] = None
+    saved: ClassVar[dict] = {}
+    code: ClassVar[object] = None
+    counts: ClassVar[dict[str, int]] = {}
+    real: ClassVar[dict[int, str]] = {}  # id of a real assert -> its name
+    parsed: ClassVar[dict[str, object]] = {}  # file -> its syntax tree
+    armed = False
+
+    @classmethod
+    def install(cls) -> None:
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None:
+            return
+        try:
+            testing = importlib.import_module("numpy.testing")
+            monitoring.use_tool_id(cls.TOOL, cls.NAME)
+            monitoring.register_callback(cls.TOOL, monitoring.events.CALL, cls.on_call)
+        except Exception:
+            return
+        cls.real = {
+            id(value): name
+            for name, value in vars(testing).items()
+            if name.startswith("assert") and callable(value)
+        }
+        cls.keep = [vars(testing)[name] for name in cls.real.values()]  # ids stay theirs
+        cls.armed = True
+
+    @classmethod
+    def on_call(cls, code, offset, target, arg0):
+        if code is cls.code:
+            name = cls.real.get(id(target))
+            if name is not None:
+                cls.counts[name] = cls.counts.get(name, 0) + 1
+
+    @classmethod
+    def start(cls, item) -> None:
+        cls.stop()
+        module = getattr(item, "module", None)
+        cls.item, cls.module, cls.counts = item, module, {}
+        cls.saved = dict(vars(module)) if module is not None else {}
+        function = getattr(item, "function", None)
+        cls.code = getattr(function, "__code__", None)
+        if cls.armed and cls.code is not None:
+            with contextlib.suppress(Exception):
+                sys.monitoring.set_local_events(cls.TOOL, cls.code, sys.monitoring.events.CALL)
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.armed and cls.code is not None:
+            with contextlib.suppress(Exception):
+                sys.monitoring.set_local_events(cls.TOOL, cls.code, 0)
+        cls.item = cls.module = cls.code = None
+        cls.saved = {}
+
+    @staticmethod
+    def monkeypatched(item, namespace: dict) -> set[str]:
+        """Names of `namespace` the koan's own `monkeypatch` fixture changed (not yet undone)."""
+        fixture = getattr(item, "funcargs", {}).get("monkeypatch")
+        names = set()
+        for target, name, _ in getattr(fixture, "_setitem", ()):
+            if target is namespace:
+                names.add(name)
+        for target, name, _ in getattr(fixture, "_setattr", ()):
+            if getattr(target, "__dict__", None) is namespace:
+                names.add(name)
+        return names
+
+    @classmethod
+    def check(cls, item, when: str, passed: bool) -> list[str]:
+        if item is not cls.item or cls.module is None:
+            return []
+        current, changed = vars(cls.module), []
+        label = item.nodeid.split("::")[0]
+        excused = set() if when == "teardown" else cls.monkeypatched(item, current)
+        for key, value in cls.saved.items():
+            if key in IGNORED or key in excused or current.get(key, _MISSING) is value:
+                continue
+            changed.append(f"{label}:{key}")
+            current[key] = value
+        hidden = {k for k in current if k not in cls.saved and k in vars(builtins)}
+        for key in sorted(hidden - excused):
+            changed.append(f"{label}:{key} (hides the builtin)")
+            del current[key]
+        if when == "call" and passed:
+            changed += cls.unreached(item)
+        return changed
+
+    @classmethod
+    def unreached(cls, item) -> list[str]:
+        if not cls.armed or cls.code is None:
+            return []
+        try:
+            intact = sys.monitoring.get_tool(cls.TOOL) == cls.NAME and (
+                sys.monitoring.get_local_events(cls.TOOL, cls.code) & sys.monitoring.events.CALL
+            )
+        except Exception:
+            intact = False
+        if not intact:
+            return ["sys.monitoring (the grade's count of the koan's asserts)"]
+        if getattr(item, "function", None) is None or item.function.__code__ is not cls.code:
+            return [f"{item.nodeid}.__code__"]
+        return [
+            f"numpy.testing.{name} (the koan's call never reached it)"
+            for name in sorted(cls.asserts_of(item))
+            if not cls.counts.get(name)
+        ]
+
+    @classmethod
+    def asserts_of(cls, item) -> set[str]:
+        """The real asserts of `numpy.testing` the koan's function calls as statements of its
+        body (inside `with` blocks too, except those that expect an exception or a warning)."""
+        origin = getattr(cls.module, "__file__", None)
+        name = getattr(item, "originalname", None) or getattr(item, "name", "")
+        if not origin:
+            return set()
+        if origin not in cls.parsed:
+            _Audit.quiet = True
+            try:
+                cls.parsed[origin] = ast.parse(Path(origin).read_bytes())
+            except (OSError, SyntaxError, ValueError):
+                cls.parsed[origin] = None
+            finally:
+                _Audit.quiet = False
+        tree = cls.parsed[origin]
+        if tree is None:
+            return set()
+        imported = {}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module == "numpy.testing":
+                imported.update({a.asname or a.name: a.name for a in node.names})
+        known = set(cls.real.values())
+        found: set[str] = set()
+
+        def leaves(statement) -> bool:  # a return or raise that may end the body early
+            return any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(statement))
+
+        def statements(body) -> bool:
+            for statement in body:
+                if isinstance(statement, (ast.With, ast.AsyncWith)):
+                    guards = " ".join(ast.unparse(i.context_expr) for i in statement.items)
+                    if any(word in guards for word in ("raises", "warns", "suppress")):
+                        if leaves(statement):
+                            return False
+                        continue
+                    if not statements(statement.body):
+                        return False
+                elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                    func = statement.value.func
+                    if isinstance(func, ast.Name) and imported.get(func.id) in known:
+                        found.add(imported[func.id])
+                    elif isinstance(func, ast.Attribute) and func.attr in known:
+                        if ast.unparse(func.value).endswith("testing"):
+                            found.add(func.attr)
+                elif leaves(statement):
+                    return False
+            return True
+
+        function = getattr(item, "function", None)
+        if function is None or hasattr(function, "__wrapped__"):
+            return set()  # its body is not the code object the count watches
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                marks = all(ast.unparse(d).startswith("pytest.mark.") for d in node.decorator_list)
+                start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                if marks and start <= function.__code__.co_firstlineno <= node.body[0].lineno:
+                    statements(node.body)
+        return found
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -27,6 +27,7 @@ import hashlib
 import os
 import re
 import stat
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,7 +142,7 @@ def check_file(
     check.notes += _ignored_notes(rel, names, taken.ignored, check.missing)
     parents = parents_of(s_tree)
     modules = _imported(ast.parse(p_text))
-    unusual: dict[str, dict[str, int]] = {}
+    unusual: dict[str, dict[str, list[int]]] = {}
     for here, node, is_blank in taken.nodes:
         if here in check.missing:
             continue
@@ -151,10 +152,10 @@ def check_file(
             check.touch(Finding("tautology", rel, node.lineno, koans, message))
         for flag in audit(node, parents, in_fill=is_blank, modules=modules):
             if flag not in allowed.get(here, set()):
-                unusual.setdefault(here, {}).setdefault(flag, node.lineno)
+                unusual.setdefault(here, {}).setdefault(flag, []).append(node.lineno)
     reaching = _reaching(p_text, student_text, names)
     for here, flags in unusual.items():
-        costly = {flag: line for flag, line in flags.items() if forbidden(flag)}
+        costly = {flag: lines[0] for flag, lines in flags.items() if forbidden(flag)}
         for flag, line in costly.items():
             koans = (here,) if here != MODULE else reaching(line)
             message = (
@@ -162,16 +163,33 @@ def check_file(
                 "这个 koan 记零分 / no koan needs it: the koan scores zero"
             )
             check.touch(Finding("forbidden_code", rel, line, koans, message))
-        rest = {flag: line for flag, line in flags.items() if flag not in costly}
-        if not rest:
+        # One note per koan (a TODO body's or module code's flags belong to the koans that
+        # reach them), every flag named: a note is for a human reading that koan's pass.
+        by_koans: dict[tuple[str, ...], dict[str, int]] = {}
+        for flag, lines in flags.items():
+            if flag in costly:
+                continue
+            for line in lines:
+                koans = (here,) if here != MODULE else reaching(line)
+                for koan in koans or ("",):
+                    by_koans.setdefault((koan,) if koan else (), {}).setdefault(flag, line)
+        for koans, found in by_koans.items():
+            message = (
+                "不常见的代码，仅供阅读（不扣分） / unusual for a koan, for a human to read "
+                "(costs nothing): " + ", ".join(found)
+            )
+            check.notes.append(Finding("unusual_code", rel, min(found.values()), koans, message))
+    for refusal in _reading_refusals(pristine, taken):
+        if refusal.owner in check.missing or READS + refusal.category in allowed.get(
+            refusal.owner, set()
+        ):
             continue
+        koans = (refusal.owner,) if refusal.owner in names else reaching(refusal.line)
         message = (
-            "不常见的代码，仅供阅读（不扣分） / unusual for a koan, for a human to read (costs "
-            "nothing): " + ", ".join(list(rest)[:8])
+            f"第 {refusal.line} 行 / line {refusal.line}: 读取测试本身或关掉检查 / reads the "
+            f"test or switches its guard off: {refusal.what} ({refusal.category})"
         )
-        line = min(rest.values())
-        koans = (here,) if here != MODULE else reaching(line)
-        check.notes.append(Finding("unusual_code", rel, line, koans, message))
+        check.touch(Finding("reads_the_test", rel, refusal.line, koans, message))
     kinds = _prediction_kinds(rel, pristine)
     for fill, kind in predictions.refusals(taken, kinds):
         if fill.owner in check.missing:
@@ -190,6 +208,24 @@ def check_file(
         if koan not in check.tampered and koan not in check.missing
     }  # a flagged koan, or one the student's file lacks, runs alone
     return check
+
+
+def _reading_refusals(pristine: Path, taken) -> list:
+    """The fills that read the test or switch its guard (the course's one engine,
+    course/reading.py, as the plugin refuses them), less what the chapter's contracts allow."""
+    try:
+        from jaxkoans.course import reading
+    except ImportError:  # a course without the engine
+        return []
+    try:
+        with open(pristine.parent / "chapter.toml", "rb") as manifest:
+            contracts = tomllib.load(manifest).get("contracts", {})
+    except (OSError, ValueError):
+        contracts = {}
+    try:
+        return reading.refusals(taken, reading.allowed_by(contracts, pristine.name))
+    except (RecursionError, ValueError):
+        return []
 
 
 def _reaching(p_text: str, student_text: str, names: list[str]):
@@ -268,7 +304,12 @@ def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
     flags: dict[str, set[str]] = {}
     for here, node, is_blank in taken.nodes:
         flags.setdefault(here, set()).update(audit(node, parents, is_blank, modules))
+    for refusal in _reading_refusals(pristine, taken):  # what the answer itself reads
+        flags.setdefault(refusal.owner, set()).add(READS + refusal.category)
     return flags
+
+
+READS = "reads:"  # an answer flag: the answer reads the test this way (course/reading.py)
 
 
 # ---- the rest of the student's copy ------------------------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 from jaxkoans.api.probes import pallas_call_structure
@@ -112,8 +113,8 @@ def flash_attention_forward_with_lse(q, k, v, *, bq, bk):
 # ---- 你来实现 / your code ---------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("bq", "bk"))
-def flash_attention_dq(q, k, v, do, lse, delta, *, bq, bk):
+@functools.partial(jax.jit, static_argnames=("bq", "bk", "interpret"))
+def flash_attention_dq(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
     """dQ 的分块内核。q、do [Lq, D]，k、v [Lk, D]，lse、delta [Lq, 1]，返回 dq [Lq, D]。
 
     - grid = (Lq // bq, Lk // bk)；q、do 的块 (bq, D) 和 lse、delta 的块 (bq, 1) 只随查询块 i
@@ -121,7 +122,9 @@ def flash_attention_dq(q, k, v, do, lse, delta, *, bq, bk):
     - scratch_shapes：一个 float32 累加器 pltpu.VMEM((bq, D), jnp.float32)；
     - compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"))；
     - j == 0 时清零累加器；每步：s = q kᵀ / √D，p = exp(s - lse)，dp = do vᵀ，
-      ds = p ∘ (dp - delta)，累加器加上 ds k / √D；最后一步写出。大约 25 行。
+      ds = p ∘ (dp - delta)，累加器加上 ds k / √D；最后一步写出，dtype 和 q 一样；
+    - 每个矩阵乘都写 preferred_element_type=jnp.float32（输入可能是 bfloat16）；interpret 原样交给
+      pallas_call（interpret=False 时为 TPU 降级）。大约 25 行。
 
     The dQ kernel, blocked. q, do [Lq, D], k, v [Lk, D], lse, delta [Lq, 1]; returns dq [Lq, D].
 
@@ -132,7 +135,9 @@ def flash_attention_dq(q, k, v, do, lse, delta, *, bq, bk):
     - compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"));
     - zero the accumulator when j == 0; every step: s = q kᵀ / √D, p = exp(s - lse),
       dp = do vᵀ, ds = p ∘ (dp - delta), add ds k / √D to the accumulator; write it on the last
-      step. About 25 lines.
+      step, in q's dtype;
+    - give every matmul preferred_element_type=jnp.float32 (the inputs may be bfloat16); hand
+      interpret on to pallas_call as it is (interpret=False lowers for TPU). About 25 lines.
     """
     lq, d = q.shape
     lk, _ = k.shape
@@ -170,12 +175,12 @@ def flash_attention_dq(q, k, v, do, lse, delta, *, bq, bk):
         out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
         scratch_shapes=[pltpu.VMEM((bq, d), jnp.float32)],
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
-        interpret=True,
+        interpret=interpret,
     )(q, k, v, do, lse, delta)
 
 
-@functools.partial(jax.jit, static_argnames=("bq", "bk"))
-def flash_attention_dkdv(q, k, v, do, lse, delta, *, bq, bk):
+@functools.partial(jax.jit, static_argnames=("bq", "bk", "interpret"))
+def flash_attention_dkdv(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
     """dK 和 dV 的分块内核，参数同 flash_attention_dq，返回 (dk, dv)，都是 [Lk, D]。
 
     - grid = (Lk // bk, Lq // bq)：外层是键块 i，内层沿查询块 j 累加；k、v 的块 (bk, D) 随 i
@@ -183,7 +188,8 @@ def flash_attention_dkdv(q, k, v, do, lse, delta, *, bq, bk):
     - scratch_shapes：两个 float32 累加器，都是 (bk, D)（先 dk 后 dv）；
     - dimension_semantics=("parallel", "arbitrary")；
     - j == 0 时清零；每步：s = q kᵀ / √D，p = exp(s - lse)，dv 加上 pᵀ do，dp = do vᵀ，
-      ds = p ∘ (dp - delta)，dk 加上 dsᵀ q / √D；最后一步写出两个输出。大约 30 行。
+      ds = p ∘ (dp - delta)，dk 加上 dsᵀ q / √D；最后一步写出两个输出（dtype 和 k、v 一样）；
+    - preferred_element_type 和 interpret 同 flash_attention_dq。大约 30 行。
 
     The dK and dV kernel, blocked; the same arguments as flash_attention_dq; returns (dk, dv),
     both [Lk, D].
@@ -195,7 +201,8 @@ def flash_attention_dkdv(q, k, v, do, lse, delta, *, bq, bk):
     - dimension_semantics=("parallel", "arbitrary");
     - zero them when j == 0; every step: s = q kᵀ / √D, p = exp(s - lse), add pᵀ do to dv,
       dp = do vᵀ, ds = p ∘ (dp - delta), add dsᵀ q / √D to dk; write both outputs on the last
-      step. About 30 lines.
+      step (in k's and v's dtypes);
+    - preferred_element_type and interpret as in flash_attention_dq. About 30 lines.
     """
     lq, d = q.shape
     lk, _ = k.shape
@@ -242,7 +249,7 @@ def flash_attention_dkdv(q, k, v, do, lse, delta, *, bq, bk):
         ],
         scratch_shapes=[pltpu.VMEM((bk, d), jnp.float32), pltpu.VMEM((bk, d), jnp.float32)],
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
-        interpret=True,
+        interpret=interpret,
     )(q, k, v, do, lse, delta)
 
 
@@ -396,3 +403,34 @@ def test_the_whole_gradient_runs_in_blocked_kernels(lq, lk, d, bq, bk):
     assert grids == sorted([(lq // bq, lk // bk), (lq // bq, lk // bk), (lk // bk, lq // bq)])
     assert max(math.prod(shape) for shape in shapes) < lq * lk  # nothing as large as [Lq, Lk]
     assert "exp" not in outside_ops
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_the_backward_kernels_lower_for_tpu(dtype):
+    """（先写好 flash_attention_dq 和 flash_attention_dkdv。）两个反向内核在 TPU 上合法的块形状
+    （Lq = Lk = 32、D = 16、bq = 8、bk = 16：块的最后一维等于数组的，倒数第二维是 8 的倍数）
+    上为 TPU v5 lite 降级，q、k、v、do 是 float32 或 bfloat16（lse、delta 总是 float32）。bfloat16
+    的矩阵乘没有 preferred_element_type=jnp.float32 时 Mosaic 拒绝它。
+    (Write flash_attention_dq and flash_attention_dkdv first.) Both backward kernels lower for a
+    TPU v5 lite at block shapes a TPU accepts (Lq = Lk = 32, D = 16, bq = 8, bk = 16: every
+    block's last dim equals the array's, the one before it is a multiple of 8), with q, k, v and do in
+    float32 or bfloat16 (lse and delta always float32). Mosaic refuses a bfloat16 matmul without
+    preferred_element_type=jnp.float32.
+    """
+    lq, lk, d = 32, 32, 16
+    device = AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
+    args = [
+        jax.ShapeDtypeStruct((lq, d), dtype),
+        jax.ShapeDtypeStruct((lk, d), dtype),
+        jax.ShapeDtypeStruct((lk, d), dtype),
+        jax.ShapeDtypeStruct((lq, d), dtype),
+        jax.ShapeDtypeStruct((lq, 1), jnp.float32),
+        jax.ShapeDtypeStruct((lq, 1), jnp.float32),
+    ]
+    for kernel in (flash_attention_dq, flash_attention_dkdv):
+        f = jax.jit(functools.partial(kernel, bq=8, bk=16, interpret=False))
+        kernels, _, _ = _kernels_and_outside(jax.make_jaxpr(f)(*args).jaxpr)
+        assert [eqn.params["interpret"] for eqn in kernels] == [False]
+        with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=device)):
+            text = f.trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+        assert "tpu_custom_call" in text

@@ -707,3 +707,189 @@ def flash_attention_bwd__dq_from_the_reference(bq, bk, residuals, g):
     dq = jax.vjp(reference_attention, q, k, v)[1](g)[0]
     dk, dv = flash_attention_dkdv(q, k, v, g, lse, delta, bq=bq, bk=bk)
     return dq, dk, dv
+
+
+def flash_attention_dq__scores_accumulate_in_the_input_dtype(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
+    """The score matmul without preferred_element_type: Mosaic refuses its bfloat16 accumulator."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, acc_ref):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        s = jnp.dot(q_ref[...], k_ref[...].T) * scale
+        p = jnp.exp(s - lse_ref[...])
+        dp = jnp.dot(do_ref[...], v_ref[...].T, preferred_element_type=jnp.float32)
+        ds = p * (dp - delta_ref[...])
+        acc_ref[...] += jnp.dot(ds, k_ref[...], preferred_element_type=jnp.float32) * scale
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            dq_ref[...] = acc_ref[...].astype(dq_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
+        grid=(lq // bq, lk // bk),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (i, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (i, 0)),
+        ],
+        out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+        scratch_shapes=[pltpu.VMEM((bq, d), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=interpret,
+    )(q, k, v, do, lse, delta)
+
+
+def flash_attention_dq__always_interpreted(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
+    """Ignores interpret: never lowered for TPU."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, acc_ref):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        s = jnp.dot(q_ref[...], k_ref[...].T, preferred_element_type=jnp.float32) * scale
+        p = jnp.exp(s - lse_ref[...])
+        dp = jnp.dot(do_ref[...], v_ref[...].T, preferred_element_type=jnp.float32)
+        ds = p * (dp - delta_ref[...])
+        acc_ref[...] += jnp.dot(ds, k_ref[...], preferred_element_type=jnp.float32) * scale
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            dq_ref[...] = acc_ref[...].astype(dq_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
+        grid=(lq // bq, lk // bk),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (i, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (i, 0)),
+        ],
+        out_specs=pl.BlockSpec((bq, d), lambda i, j: (i, 0)),
+        scratch_shapes=[pltpu.VMEM((bq, d), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=True,
+    )(q, k, v, do, lse, delta)
+
+
+def flash_attention_dkdv__scores_accumulate_in_the_input_dtype(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
+    """The score matmul without preferred_element_type: Mosaic refuses its bfloat16 accumulator."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, dk_acc, dv_acc):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            dk_acc[...] = jnp.zeros_like(dk_acc)
+            dv_acc[...] = jnp.zeros_like(dv_acc)
+
+        s = jnp.dot(q_ref[...], k_ref[...].T) * scale
+        p = jnp.exp(s - lse_ref[...])
+        dv_acc[...] += jnp.dot(p.T, do_ref[...], preferred_element_type=jnp.float32)
+        dp = jnp.dot(do_ref[...], v_ref[...].T, preferred_element_type=jnp.float32)
+        ds = p * (dp - delta_ref[...])
+        dk_acc[...] += jnp.dot(ds.T, q_ref[...], preferred_element_type=jnp.float32) * scale
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            dk_ref[...] = dk_acc[...].astype(dk_ref.dtype)
+            dv_ref[...] = dv_acc[...].astype(dv_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=(
+            jax.ShapeDtypeStruct((lk, d), k.dtype),
+            jax.ShapeDtypeStruct((lk, d), v.dtype),
+        ),
+        grid=(lk // bk, lq // bq),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bq, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (j, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (j, 0)),
+        ],
+        out_specs=[
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+        ],
+        scratch_shapes=[pltpu.VMEM((bk, d), jnp.float32), pltpu.VMEM((bk, d), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=interpret,
+    )(q, k, v, do, lse, delta)
+
+
+def flash_attention_dkdv__always_interpreted(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
+    """Ignores interpret: never lowered for TPU."""
+    lq, d = q.shape
+    lk, _ = k.shape
+    scale = 1.0 / float(np.sqrt(d))
+
+    def kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, dk_acc, dv_acc):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            dk_acc[...] = jnp.zeros_like(dk_acc)
+            dv_acc[...] = jnp.zeros_like(dv_acc)
+
+        s = jnp.dot(q_ref[...], k_ref[...].T, preferred_element_type=jnp.float32) * scale
+        p = jnp.exp(s - lse_ref[...])
+        dv_acc[...] += jnp.dot(p.T, do_ref[...], preferred_element_type=jnp.float32)
+        dp = jnp.dot(do_ref[...], v_ref[...].T, preferred_element_type=jnp.float32)
+        ds = p * (dp - delta_ref[...])
+        dk_acc[...] += jnp.dot(ds.T, q_ref[...], preferred_element_type=jnp.float32) * scale
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _():
+            dk_ref[...] = dk_acc[...].astype(dk_ref.dtype)
+            dv_ref[...] = dv_acc[...].astype(dv_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=(
+            jax.ShapeDtypeStruct((lk, d), k.dtype),
+            jax.ShapeDtypeStruct((lk, d), v.dtype),
+        ),
+        grid=(lk // bk, lq // bq),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bq, d), lambda i, j: (j, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (j, 0)),
+            pl.BlockSpec((bq, 1), lambda i, j: (j, 0)),
+        ],
+        out_specs=[
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+            pl.BlockSpec((bk, d), lambda i, j: (i, 0)),
+        ],
+        scratch_shapes=[pltpu.VMEM((bk, d), jnp.float32), pltpu.VMEM((bk, d), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=True,
+    )(q, k, v, do, lse, delta)

@@ -6,12 +6,13 @@ import argparse
 import json
 
 from jaxkoans import course
-from jaxkoans.course import predictions
+from jaxkoans.course import predictions, reading
 from jaxkoans.learner import outside
 from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.koan_runs import Koan, Progress, measure, recommended_path
 from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import Cause
+from jaxkoans.plugin.contracts import HEADLINE as CONTRACT_HEADLINE
 from jaxkoans.plugin.results import KoanState
 from jaxkoans.plugin.reveal_log import revealed
 
@@ -135,9 +136,12 @@ def show(
     )
     note = f"  ({following.note})" if following.note else ""
     print(f"  {following.path.as_posix()}:{following.line}{note}")
-    if following.cause == Cause.COMPUTED.value:  # refused, not run: say why here too
-        for line in predictions.MESSAGE.splitlines():
+    refused = {Cause.COMPUTED.value: predictions.MESSAGE, Cause.READS_TEST.value: reading.MESSAGE}
+    if following.cause in refused:  # refused, not run: say why here too
+        for line in refused[following.cause].splitlines():
             print(f"  ❌ {line}")
+    if following.cause == Cause.CONTRACT.value:
+        print(f"  ❌ {CONTRACT_HEADLINE}")
     for line in following.doc.splitlines():
         print(f"  │ {line}")
     print(f"  运行 / run:   pytest {following.nodeid}")

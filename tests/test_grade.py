@@ -1194,6 +1194,10 @@ def test_a_pass_with_a_note_is_set_apart_from_a_clean_pass():
     assert f"{A}::test_loop" not in md.split(report_formats.NOTED_LABEL)[1]
     assert f"{report_formats.NOTED_LABEL} (1)" in report_formats.summary(document)
     assert [class_page.shown_status(k) for k in koans] == ["noted", "passed"]
+    assert report_formats.UNKNOWN_REVEALS not in md  # no `reveals`: nothing to say
+    document["reveals"] = {"source": ".jaxkoans/reveals.jsonl", "found": False, "koans": 0, "problem": ""}  # fmt: skip
+    assert report_formats.UNKNOWN_REVEALS in report_formats.markdown(document)
+    assert report_formats.UNKNOWN_REVEALS in report_formats.summary(document)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -1985,3 +1989,16 @@ def test_a_patched_assert_put_back_before_teardown_is_still_a_finding(fake_cours
     graded = grading.grade(forged, course, grading.Options(workers=1))
     assert statuses(graded) == {"test_prepared": "tampered"}, graded.findings
     assert "never reached" in graded.findings[0].message and graded.findings[0].kind == "runtime_patch"
+
+
+def test_a_formatters_docstrings_are_no_note_and_a_changed_one_still_is(pristine):
+    """black and ruff move a docstring's closing quotes and re-indent it: the words are the
+    same, the course's string runs anyway; a docstring with other words is still a note."""
+    formatted = answer_a().replace('"""Doubles x."""', '"""Doubles x.\n    """').replace(
+        '"""求和。The sum of three ones is three."""', '"""\n    求和。The sum of three ones is three.\n    """'
+    )  # fmt: skip
+    check = tamper.check_file(A, pristine.root / A, formatted, pristine.allowed[A])
+    assert check.notes == [] and check.findings == []
+    reworded = answer_a().replace('"""Doubles x."""', '"""Doubles x.\n    """').replace("three ones is three", "3 ones is 3")  # fmt: skip
+    check = tamper.check_file(A, pristine.root / A, reworded, pristine.allowed[A])
+    assert [(n.kind, n.koans) for n in check.notes] == [("ignored_edit", ("test_sum",))]

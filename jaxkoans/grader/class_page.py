@@ -24,7 +24,9 @@ from jaxkoans.grader.report_formats import (
     REVEALED_LABEL,
     REVEALED_MARK,
     SELF_REPORT,
+    UNKNOWN_REVEALS,
     headline,
+    reveals_unknown,
 )
 
 COLORS = {
@@ -252,12 +254,18 @@ def _students(documents: dict, failed: dict) -> str:
         items += "".join(
             f'<li class="problem">🛠️ {_e(p["message"])}</li>' for p in document["problems"]
         )
+        unknown = (
+            f'<span class="reveals-unknown" title="{_e(UNKNOWN_REVEALS)}">{REVEALED_MARK} ?</span> · '
+            if reveals_unknown(document)
+            else ""
+        )
         blocks.append(
             f'<details data-student="{_e(student)}"{" open" if shown else ""}><summary>'
             f"<b>{_e(student)}</b> · {total['passed']}/{total['total']} · "
             f'<span class="revealed">{REVEALED_MARK} {total.get("passed_revealed", 0)}</span> · '
             f'<span class="noted">{NOTED_MARK} {total.get("passed_noted", 0)}</span> · '
             f'<span class="status">{_e(document["status"])}</span> · '
+            f"{unknown}"
             f"{len(findings)} 发现 / findings · {len(notes)} 备注 / notes</summary>"
             f"<ul>{items or '<li class=muted>–</li>'}</ul></details>"
         )

@@ -89,6 +89,11 @@ LABELS = {
 }
 REVEALED_MARK = "👁"
 REVEALED_LABEL = "揭晓后通过 / passed (revealed)"
+UNKNOWN_REVEALS = (
+    "这份副本没有揭晓记录：无法知道是否揭晓过答案（旧版本的 .gitignore 不提交它）"
+    " / no reveal log in this copy: grade cannot know whether anything was revealed (an older"
+    " release's .gitignore kept .jaxkoans/ out of git)"
+)
 SELF_REPORT = (
     "揭晓记录来自学生副本中的 .jaxkoans/reveals.jsonl，是学生的自我报告（删掉该文件即可隐藏）"
     " / reveals come from .jaxkoans/reveals.jsonl in the student's copy: a self-report (deleting"
@@ -331,6 +336,12 @@ def noted_passes(document: dict) -> list[dict]:
     return [k for k in document["koans"] if k["status"] == "passed" and k.get("noted")]
 
 
+def reveals_unknown(document: dict) -> bool:
+    """The copy has no reveal log (or one that could not be read): a pass is not known clean."""
+    found = document.get("reveals") or {}
+    return bool(found) and (not found.get("found") or bool(found.get("problem")))
+
+
 def markdown(document: dict) -> str:
     """A summary for a CI page ($GITHUB_STEP_SUMMARY): scores, findings, koans not passed."""
     total = document["total"]
@@ -361,6 +372,8 @@ def markdown(document: dict) -> str:
         f"| **总计 / total** | {counts} | **{_passed_revealed(total)}** |"
         f" **{total['passed']}/{total['total']}** |"
     )
+    if reveals_unknown(document):
+        lines += ["", f"> {REVEALED_MARK} {UNKNOWN_REVEALS}"]
     noted = noted_passes(document)
     if noted:
         lines += [
@@ -595,6 +608,8 @@ def summary(document: dict) -> str:
         if len(seen) > 20:
             lines.append(f"  … {len(seen) - 20} more (--json)")
         lines.append(f"  {SELF_REPORT}")
+    if reveals_unknown(document):
+        lines.append(f"\n{REVEALED_MARK}  {UNKNOWN_REVEALS}")
     noted = noted_passes(document)
     if noted:
         lines.append(f"\n{NOTED_MARK}  {NOTED_LABEL} ({len(noted)}):")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
 import os
 import re
 import stat
@@ -139,7 +140,8 @@ def check_file(
                 "课程里没有的测试（不运行） / a test the course does not have (not run): " + name
             )
             check.notes.append(Finding("added_test", rel, start, (), message))
-    check.notes += _ignored_notes(rel, names, taken.ignored, check.missing)
+    ignored = _not_reformatting(taken.ignored, p_text, student_text)
+    check.notes += _ignored_notes(rel, names, ignored, check.missing)
     parents = parents_of(s_tree)
     modules = _imported(ast.parse(p_text))
     unusual: dict[str, dict[str, list[int]]] = {}
@@ -261,6 +263,51 @@ def _imported(tree: ast.Module) -> set[str]:
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in n.names
     }
+
+
+RESTRING = ("the value of a constant changed", "a TODO function's docstring changed")
+
+
+def _strings(text: str) -> dict[int, list[str]]:
+    """line -> the string constants that start or end on it."""
+    found: dict[int, list[str]] = {}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for line in {node.lineno, node.end_lineno or node.lineno}:
+                found.setdefault(line, []).append(node.value)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring is not None:  # a function's docstring, by its def line
+                found.setdefault(node.lineno, []).append(docstring)
+    return found
+
+
+def _words(text: str) -> str:
+    return " ".join(inspect.cleandoc(text).split())
+
+
+def _not_reformatting(
+    ignored: list[fills.Ignored], p_text: str, student_text: str
+) -> list[fills.Ignored]:
+    """The edits outside the fills less what a formatter does to a string (black and ruff
+    move a docstring's closing quotes, re-indent it, strip its trailing spaces): the words
+    are the same, the course's own string runs anyway, so no note."""
+    if not any(edit.what in RESTRING for edit in ignored):
+        return ignored
+    before, after = _strings(p_text), _strings(student_text)
+    kept = []
+    for edit in ignored:
+        if edit.what in RESTRING and edit.pristine_line and edit.student_line:
+            old = {_words(v) for v in before.get(edit.pristine_line, [])}
+            new = {_words(v) for v in after.get(edit.student_line, [])}
+            if old and new and new <= old:
+                continue
+        kept.append(edit)
+    return kept
 
 
 def _ignored_notes(

@@ -334,6 +334,15 @@ def test_fix_region():
     assert doubled.shape == {region_shape}
 
 
+REGISTRY = {{}}
+
+
+def test_effect_then_code():
+    """效果。A fill in a call made for its effect, then a value of the TODO that reads it."""
+    REGISTRY.update(factor={factor})
+    assert float(triple(jnp.ones(2)).sum()) * REGISTRY["factor"] == 12.0
+
+
 def test_raises_around_code():
     """异常。An exception blank around a call of the TODO, in a pallas-like long call."""
     with raises_exactly(
@@ -345,11 +354,11 @@ def test_raises_around_code():
 '''
 MIXED_PRISTINE = dict(
     triple='todo("return 3 * x")', scale="x", shape="__", total="__", dtype="__",
-    region_shape="__", exc="__",
+    region_shape="__", exc="__", factor="__",
 )  # fmt: skip
 MIXED_ANSWERS = dict(
     triple="return 3 * x", scale="2 * x", shape="(3,)", total="6.0", dtype="jnp.float32",
-    region_shape="(2,)", exc="TypeError",
+    region_shape="(2,)", exc="TypeError", factor="2",
 )  # fmt: skip
 
 
@@ -419,6 +428,15 @@ def test_a_wrong_prediction_beside_a_right_todo_stays_hidden(mixed):
         assert (code in report) if code else ("your code" not in report), report
     compared = section(output, "test_compared_with_code")
     assert "`5.0`" in compared and "6.0" not in compared
+
+
+def test_a_fill_of_a_call_made_for_its_effect_keeps_the_values_hidden(mixed):
+    """A fill in a call made for its effect (a registration, a config switch) reaches the values
+    computed after it without a name to follow: they stay hidden, the code named beside it."""
+    fill_mixed(mixed, factor="3")
+    report = section(run_mixed(mixed, "-k", "test_effect_then_code"), "test_effect_then_code")
+    assert "`3`" in report and "🙈" in report and "18.0" not in report, report
+    assert "`triple`" in report
 
 
 def test_each_fill_is_shown_once_however_many_lines_it_spans(mixed):

@@ -328,6 +328,7 @@ class Origins:
 
     fills: tuple[_fills.BlankFill, ...] = ()  # the prediction fills read, each once, in file order
     code: tuple[str, ...] = ()  # the learner's code reached: TODO functions, helpers, fix regions
+    effects: tuple[_fills.BlankFill, ...] = ()  # fills of calls made for their effect before it
 
 
 def filled_blanks(koan_file: Path) -> list[_fills.BlankFill]:
@@ -343,6 +344,8 @@ def _taken_now(koan_file: Path) -> _fills.Taken | None:
     try:
         return _taken(shipped, koan_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return None
+    except Exception:  # noqa: BLE001 — a report never crashes on the reader (fills.take)
         return None
 
 
@@ -431,23 +434,31 @@ class _DataWalk:
         self.fills = {_position(f.node): f for f in taken.blanks}
         self.code_lines = taken.code_lines()
         self.module: dict[str, list[ast.AST]] = {}  # module-level name -> what defines it
+        self.module_level = set(tree.body)
         for node in tree.body:
             for names, _ in _bindings(node) if not isinstance(node, ast.Expr) else ():
                 for name in names:
                     self.module.setdefault(name, []).append(node)
         self.local: dict[str, list[ast.AST]] = {}  # the koan's own assignments
         changes = []  # `found.append(x)`: counts only for a name the koan binds itself
-        for node in _own_nodes(function):
+        for node, guards in _own_nodes(function):
             for names, sources in _bindings(node):
                 if isinstance(node, ast.Expr):
-                    changes.append((names, sources))
+                    changes.append((names, [*sources, *guards]))
                     continue
                 for name in names:
-                    self.local.setdefault(name, []).extend(sources)
+                    self.local.setdefault(name, []).extend([*sources, *guards])
         for names, sources in changes:
             for name in names:
                 if name in self.local:
                     self.local[name].extend(sources)
+        # Calls made for their effect (a lowering registered, a config switched, a state
+        # updated in place): whatever ran after them may depend on them.
+        self.effects = [
+            node
+            for node in [*tree.body, *(node for node, _ in _own_nodes(function))]
+            if isinstance(node, ast.Expr) and not _is_check(node.value)
+        ]
 
     def origins(self, statement: ast.stmt) -> Origins:
         found: dict[tuple, _fills.BlankFill] = {}
@@ -475,9 +486,17 @@ class _DataWalk:
                     if name in self.module:  # a helper, fixture or constant of the file
                         seen_module.add(name)
                         work += [(definition, False) for definition in self.module[name]]
+        effects: dict[tuple, _fills.BlankFill] = {}
+        for node in self.effects:
+            if node.lineno < statement.lineno or node in self.module_level:
+                for part in ast.walk(node):
+                    fill = self.fills.get(_position(part))
+                    if fill is not None:
+                        effects[fill.blank] = fill
         return Origins(
             fills=tuple(found[key] for key in sorted(found)),
             code=tuple(code),
+            effects=tuple(effects[key] for key in sorted(effects)),
         )
 
     def _code_in(self, node: ast.AST, code: dict[str, None]) -> None:
@@ -494,15 +513,29 @@ class _DataWalk:
         code[name] = None
 
 
-def _own_nodes(function: ast.AST):
-    """The statements (and walruses, comprehensions) of `function`, nested definitions
-    included as statements but not walked into."""
-    stack = list(ast.iter_child_nodes(function))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (*koan_model.FUNCTIONS, ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
+def _own_nodes(function: ast.AST, guards: tuple = ()):
+    """(node, guards) for each statement (and walrus, comprehension) of `function`, nested
+    definitions included as statements but not walked into; `guards`: the expressions of the
+    `with` items, `if` and `while` tests around it, which what it binds depends on too."""
+    for node in ast.iter_child_nodes(function):
+        yield node, guards
+        if isinstance(node, (*koan_model.FUNCTIONS, ast.ClassDef)):
+            continue
+        inner = guards
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            inner = (*guards, *(item.context_expr for item in node.items))
+        elif isinstance(node, (ast.If, ast.While)):
+            inner = (*guards, node.test)
+        yield from _own_nodes(node, inner)
+
+
+def _is_check(call: ast.AST) -> bool:
+    """A call that checks (np.testing.assert_allclose, assert_trees_all_close, …): no effect."""
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return "assert" in name.lower()
 
 
 def _position(node: ast.AST) -> tuple | None:

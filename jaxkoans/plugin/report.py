@@ -130,13 +130,13 @@ def hidden_answer(item, found: Attribution, excinfo) -> Hidden | None:
 
     Follow the data (classify.origins): the failing statement's values, the names they were
     computed from in the koan, the helpers and TODO functions that returned them. Hidden only
-    when a prediction fill is among them (with the code beside it, if the statement compares
-    the two); a failure whose values came from the learner's code alone (a TODO traced by jit
-    or lower included) shows actual against expected, as debugging does. None — show
-    everything — also for a failure raised inside the learner's code (a TODO body, a fix
-    region), a spelling error (NameError, AttributeError, …), a koan without fills, or a file
-    whose shipped version is unknown. A failure the data does not connect to anything (a fill
-    that acts by a side effect) stays hidden behind the koan's fills, as before."""
+    when a prediction fill is among them, or a fill of a call made for its effect before them
+    (a lowering registered, a config switched), with the code beside it if any; a failure
+    whose values came from the learner's code alone (a TODO traced by jit or lower included)
+    shows actual against expected, as debugging does. None — show everything — also for a
+    failure raised inside the learner's code (a TODO body, a fix region), a spelling error
+    (NameError, AttributeError, …), a koan without fills, or a file whose shipped version is
+    unknown. A failure the data connects to nothing stays hidden behind the koan's fills."""
     if found.cause is not Cause.WRONG or _is_spelling(excinfo.value):
         return None
     path = Path(item.path)
@@ -146,10 +146,12 @@ def hidden_answer(item, found: Attribution, excinfo) -> Hidden | None:
         return None  # debugging the learner's own code: actual against expected
     koan = getattr(item, "originalname", None) or item.name
     came_from = origins(path, koan, passed_through)
-    if came_from is not None and came_from.code and not came_from.fills:
-        return None  # the learner's code computed the failing values: show them
-    if came_from is not None and came_from.fills:
-        return Hidden(_texts(came_from.fills), came_from.code)
+    if came_from is not None:
+        read = {fill.blank: fill for fill in (*came_from.fills, *came_from.effects)}
+        if read:  # a fill the values read, or a call made for its effect before them
+            return Hidden(_texts(read[key] for key in sorted(read)), came_from.code)
+        if came_from.code:
+            return None  # the learner's code alone computed the failing values: show them
     through = _through(blanks, {found.lineno} if found.lineno else set())
     if not through:  # the failing line holds no fill: those of the koan and its frames
         through = _through(blanks, _function_lines(item) | set(passed_through))

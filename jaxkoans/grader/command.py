@@ -4,6 +4,7 @@
                                          [--json FILE|-] [--junit FILE] [--markdown FILE]
                                          [--classroom FILE] [--timeout S] [--run-timeout S]
     python progress.py grade --batch DIR --csv OUT.csv [--html OUT.html] [--jobs N] [--reports DIR]
+    python progress.py grade --merge REPORT.json... --csv OUT.csv [--html OUT.html]
 
 The pristine course is a git ref of this repository (default HEAD, through `git archive`) or a
 directory. Of the student's copy only the blanks, TODO bodies and fix regions of the koan
@@ -14,6 +15,8 @@ guarantees without it). The student's copy is only read. Reports: a summary on s
 (schema 1, see jaxkoans/grader/report_formats.py), --junit, --markdown (e.g. $GITHUB_STEP_SUMMARY),
 --classroom (the base64 payload of GitHub Classroom's autograding reporter) and, with
 --batch, --html (one self-contained page for the class) are written whole or not at all.
+--merge builds the CSV and the page from students' JSON reports graded elsewhere (one job
+per student in a GitHub Actions matrix: templates/grade-matrix.yml), grading nothing.
 
 Exit codes:
     0   graded, no findings (notes cost nothing)
@@ -29,7 +32,8 @@ Exit codes:
         process of their own (JAX initialised at import: run.isolated false)
     130 interrupted (Ctrl-C or SIGTERM): the workdir is removed, no report file is written
 With --batch: 3 when some copy could not be graded (its CSV row says why, the others are
-graded) or only in part, else 1 when some copy has findings, else 0.
+graded) or only in part, else 1 when some copy has findings, else 0; --merge the same of
+its reports (one that cannot be read counts as a copy that could not be graded).
 """
 
 from __future__ import annotations
@@ -125,7 +129,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reports", metavar="DIR", help="with --batch: each copy's JSON report as DIR/NAME.json"
     )
     parser.add_argument(
-        "--html", metavar="OUT.html", help="with --batch: one self-contained page for the class"
+        "--html",
+        metavar="OUT.html",
+        help="with --batch or --merge: one self-contained page for the class",
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="REPORT.json",
+        help="build --csv (and --html) from students' JSON reports graded elsewhere",
     )
 
 
@@ -162,7 +174,28 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _merge(args) -> int:
+    from jaxkoans.grader import merge
+
+    if args.student or args.batch:
+        return _usage("--merge 不与 STUDENT_DIR 或 --batch 同用 / --merge grades nothing")
+    if not args.csv:
+        return _usage("--merge 需要 --csv / --merge needs --csv OUT.csv")
+    problem = _check_outputs([args.csv, args.html])
+    if problem:
+        return _usage(problem)
+    try:
+        written, code = merge.outputs(args.merge, args.csv, args.html)
+    except grading.UsageProblem as error:
+        return _usage(str(error))
+    report_formats.write_all(written)
+    print(f"grade: {len(args.merge)} reports → {args.csv}")
+    return code
+
+
 def run(args) -> int:
+    if getattr(args, "merge", None):
+        return _merge(args)
     if args.batch and args.student:
         return _usage("STUDENT_DIR 与 --batch 只能选一个 / give STUDENT_DIR or --batch, not both")
     if not args.batch and not args.student:
@@ -178,7 +211,7 @@ def run(args) -> int:
     if args.workers < 1 or args.jobs < 1 or args.points < 1:
         return _usage("--workers, --jobs and --points must be at least 1")
     if args.html and not args.batch:
-        return _usage("--html 需要 --batch / --html needs --batch")
+        return _usage("--html 需要 --batch 或 --merge / --html needs --batch or --merge")
     if args.no_sandbox and args.require_sandbox:
         return _usage("--no-sandbox 与 --require-sandbox 只能选一个 / not both")
     outputs = [args.json, args.junit, args.markdown, args.csv, args.classroom, args.html]

@@ -2,14 +2,14 @@
 
 网格（Mesh）给设备排成多维阵列，每根轴一个名字；PartitionSpec 说数组的哪根轴沿网格的哪根轴
 切开。0.12 的网格轴有类型：`jax.make_mesh` 默认 Explicit——分片写进数组的类型里
-（`jax.typeof(x)` 显示 `float32[8@X,4@Y]`），在追踪时就按规则传播，有歧义时要你用
+（`jax.typeof(x)` 显示形如 `float32[8@X,4]` 的类型），在追踪时就按规则传播，有歧义时要你用
 `out_sharding=` 或 `jax.sharding.reshard` 说清楚；Auto 轴（`Mesh(...)` 的默认）把这些交给
 编译器决定。`jax.set_mesh` 设置上下文网格，之后只写 PartitionSpec 即可。
 
 A mesh arranges the devices in a named n-d array; a PartitionSpec says which array axis is
 split along which mesh axis. On 0.12 mesh axes have types: `jax.make_mesh` defaults to
-Explicit, where the sharding is part of the array's type (`jax.typeof(x)` shows
-`float32[8@X,4@Y]`), propagates by rules at trace time and, where ambiguous, must be spelled
+Explicit, where the sharding is part of the array's type (`jax.typeof(x)` shows types
+such as `float32[8@X,4]`), propagates by rules at trace time and, where ambiguous, must be spelled
 out with `out_sharding=` or `jax.sharding.reshard`; Auto axes (the default of `Mesh(...)`)
 leave all that to the compiler. `jax.set_mesh` sets the context mesh, after which a bare
 PartitionSpec is enough.

@@ -130,7 +130,7 @@ def test_per_step_keys_with_fold_in():
     assert np.all(np.abs(many.mean(axis=0)) < 0.15) and np.all(np.abs(many.std(axis=0) - 1) < 0.1)
 
 
-def test_per_device_keys_with_axis_index():
+def test_per_device_keys_need_each_device_s_position():
     """⚠️ 陷阱 / trap：把同一个 key 复制给 8 个设备（in_specs=P()），每个设备就抽出同样的数——
     数据并行时每个设备的 dropout 都一样。在 shard_map 里把设备在网格轴上的序号 fold_in 进去，
     每个设备才有自己的流。

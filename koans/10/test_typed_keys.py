@@ -62,7 +62,7 @@ def test_prngkey_is_the_old_way_key_is_the_new_one():
     np.testing.assert_array_equal(draws, expected)  # same seed, same numbers
 
 
-def test_raw_key_data_and_typed_keys_convert_both_ways():
+def test_raw_words_and_typed_keys_convert_both_ways():
     """jax.random 里有一对互逆的函数：一个把原始 key 数据包装成类型化 key（例如从旧检查点读出
     的 key），另一个反过来取出类型化 key 底下的 uint32 数据（例如要存盘或打印）。一批 key 的
     原始数据比 key 本身多一根轴：多在哪里、多长？

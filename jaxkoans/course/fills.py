@@ -183,6 +183,8 @@ class _Walk:
         if type(p) is not type(s):
             self.ignore(p, s, f"{plain(p)} became {plain(s)}", line, s_line)
             return
+        if p is None:  # both absent: a dict's `**` key, a keyword-only argument's default
+            return
         if isinstance(p, ast.Call) and self.keyword_fills(p, s, line, s_line):
             return
         todo = isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and todo_calls(p)

@@ -363,6 +363,26 @@ def test_both_kernels_lower_for_tpu_in_bfloat16(lq, lk, d, bq, bk):
             assert "tpu_custom_call" in lowered_for_tpu(forward, shapes, dtype, bq=bq, bk=bk)
 
 
+def test_both_kernels_run_in_the_tpu_interpreter_without_races():
+    """TPU 解释器（interpret=pltpu.InterpretParams(...)）像 TPU 一样为每种内存建模，把 "parallel"
+    的轴分给两个模拟的核，开着竞争检测：两个内核都算对，也没有竞争（键轴是 "arbitrary"，
+    同一个查询块的累加留在一个核上按顺序做）。
+    The TPU interpreter (interpret=pltpu.InterpretParams(...)) models each memory as a TPU
+    does, spreads the "parallel" axes over two simulated cores and detects races: both kernels
+    compute the right values with no race (the key axis is "arbitrary", so one query block's
+    accumulation stays on one core, in order).
+    """
+    params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2, random_seed=0)
+    q, k, v = _data((16, 8), 0, 30.0), _data((16, 8), 1), _data((16, 8), 2)
+    try:
+        plain = flash_attention_forward(q, k, v, bq=8, bk=8, interpret=params)
+        causal = causal_flash_attention_forward(q, k, v, bq=8, bk=8, interpret=params)
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
+    np.testing.assert_allclose(plain, reference_attention(q, k, v), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(causal, causal_reference_attention(q, k, v), rtol=2e-5, atol=2e-5)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_bfloat16_inputs_accumulate_in_float32(causal):
     """bfloat16 的 q、k、v（分数放大 30 倍）：输出是 bfloat16，和用 float32 对同样的 bfloat16 数值

@@ -212,3 +212,10 @@ def test_a_pytest_raises_blank_asks_for_the_exact_class(tmp_path, fill, passes, 
     if not passes:
         assert "KeyError" not in ran.stdout.replace(f"pytest.raises({fill})", "")
         assert f"`{fill}`" in ran.stdout  # the learner's answer is shown
+
+
+def test_the_refusal_reads_with_the_right_article():
+    from jaxkoans.api.expect import _wrong_class_message
+
+    assert "is not an AttributeError" in _wrong_class_message(AttributeError, ValueError())
+    assert "is not a ValueError" in _wrong_class_message(ValueError, KeyError())

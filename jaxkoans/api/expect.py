@@ -129,7 +129,8 @@ def warns_exactly(cls, *, match: str | re.Pattern[str] | None = None):
         )
     raise WrongException(
         f"发出的警告不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
-        f"The warning issued is not a {_name(cls)} (which one stays hidden: predict, then check)."
+        f"The warning issued is not {_article(cls)} {_name(cls)} (which one stays hidden: predict, "
+        "then check)."
     )
 
 
@@ -141,8 +142,16 @@ def _wrong_class_message(cls: type, raised: BaseException) -> str:
         )
     return (
         f"抛出的不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
-        f"The exception raised is not a {_name(cls)} (which one stays hidden: predict, then check)."
+        f"The exception raised is not {_article(cls)} {_name(cls)} (which one stays hidden: "
+        "predict, then check)."
     )
+
+
+def _article(cls) -> str:
+    """'an' before a class name read with a vowel sound (AttributeError, IndexError), else 'a'."""
+    word = _name(cls).rsplit(".", 1)[-1].lower()
+    you = word.startswith(("uni", "us", "uti"))  # a UserWarning, a UnicodeError: "you"
+    return "an" if word[:1] in "aeiou" and not you else "a"
 
 
 def _name(cls) -> str:

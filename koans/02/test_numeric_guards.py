@@ -31,13 +31,18 @@ def dot_precision(fun, *args):
     return line.split("precision = [")[1].split(",")[0]
 
 
-def test_strict_promotion_turns_a_silent_upcast_into_an_error():
+def test_strict_dtype_and_rank_promotion_turn_silent_rewrites_into_errors():
     """⚠️ 陷阱 / trap：bfloat16 的激活乘上一个 float32 的数组，结果是什么 dtype？乘上一个 Python
     浮点数呢（弱类型）？在 jax.numpy_dtype_promotion("strict") 里，前者报错（异常是哪一个？），
-    后者照常。
+    后者照常。再看形状：y 是 (N,)，模型输出 pred 是 (N, 1)，mean((y - pred)²) 算出一个数，没有
+    任何报错，可 y - pred 是什么形状？jax.numpy_rank_promotion("raise") 拒绝秩不同的隐式广播
+    （异常是哪一个？）；秩相同、某轴为 1 的广播仍然允许。
     ⚠️ trap: bfloat16 activations times a float32 array: which dtype comes out? And times a
     Python float (weakly typed)? Under jax.numpy_dtype_promotion("strict") the first raises
-    (which exception?) and the second goes through.
+    (which exception?) and the second goes through. Then shapes: y is (N,) and the model's pred
+    is (N, 1); mean((y - pred)²) gives one number without any error, but what shape is
+    y - pred? jax.numpy_rank_promotion("raise") refuses implicit broadcasting between different
+    ranks (which exception?); broadcasting a size-1 axis between equal ranks is still allowed.
     """
     activations = jnp.ones(4, jnp.bfloat16)
     scale = jnp.float32(0.5)
@@ -48,16 +53,6 @@ def test_strict_promotion_turns_a_silent_upcast_into_an_error():
             activations * scale
         assert (activations * 0.5).dtype == __
 
-
-def test_rank_promotion_raise_catches_a_broadcast_bug():
-    """⚠️ 陷阱 / trap：y 的形状是 (N,)，模型输出 pred 是 (N, 1)。mean((y - pred)²) 算出一个数，
-    没有任何报错，可 y - pred 是什么形状？jax.numpy_rank_promotion("raise") 拒绝秩不同的隐式
-    广播（异常是哪一个？）；秩相同、某轴为 1 的广播仍然允许。
-    ⚠️ trap: y has shape (N,) and the model's pred is (N, 1). mean((y - pred)²) gives one number
-    without any error, but what shape is y - pred? jax.numpy_rank_promotion("raise") refuses
-    implicit broadcasting between different ranks (which exception?); broadcasting a size-1
-    axis between equal ranks is still allowed.
-    """
     y = jnp.arange(4.0)
     pred = y[:, None] + 0.5
     assert (y - pred).shape == __

@@ -40,13 +40,19 @@ def primitive_names(fun, *args):
     return names
 
 
-def test_stop_gradient_makes_a_value_a_constant():
-    """stop_gradient(x) 的值就是 x，可在导数里它是常数。x · stop_gradient(x) 的值是 x²，
-    它的导数是多少？前向模式（jvp）和二阶导数也按同样的规矩来。stop_gradient 在 jaxpr 里是一个
-    原语，所以每一种变换都看得见它。
+def test_stop_gradient_cuts_a_path_a_custom_rule_can_rewrite_it():
+    """stop_gradient(x) 的值就是 x，可在导数里它是常数。x · stop_gradient(x) 的值是 x²，它的导数
+    是多少？前向模式（jvp）和二阶导数也按同样的规矩来：stop_gradient 在 jaxpr 里是一个原语，每一种
+    变换都看得见它。它只能把一条路径的导数整个变成 0；要在反向时改写余切（比如把梯度裁剪到
+    [-1, 1]，前向却是恒等），就得用 custom_vjp：fwd 不存残差，bwd 裁剪传回来的余切。预测：
+    10 · clip_gradient(x) 在 x = 2 处的导数？只用 stop_gradient 写的 10 · (x + stop_gradient(0)) 呢？
     stop_gradient(x) has x's value but is a constant to every derivative. x · stop_gradient(x)
     has the value x²: what is its derivative? Forward mode (jvp) and second derivatives follow
-    the same rule. stop_gradient is a primitive in the jaxpr, so every transform sees it.
+    the same rule: stop_gradient is a primitive in the jaxpr, so every transform sees it. It can
+    only zero a path's derivative entirely; to rewrite the cotangent on the way back (clip the
+    gradient to [-1, 1] while the forward pass is the identity, say) takes custom_vjp: fwd saves
+    no residual, bwd clips the incoming cotangent. Predict: the derivative of
+    10 · clip_gradient(x) at x = 2? And of 10 · (x + stop_gradient(0)), stop_gradient alone?
     """
 
     def f(x):
@@ -58,6 +64,22 @@ def test_stop_gradient_makes_a_value_a_constant():
     assert float(tangent) == __
     assert float(jax.hessian(f)(3.0)) == __
     assert "stop_gradient" in primitive_names(f, 3.0)
+
+    @jax.custom_vjp
+    def clip_gradient(x):
+        return x
+
+    def fwd(x):
+        return x, None
+
+    def bwd(_, g):
+        return (jnp.clip(g, -1.0, 1.0),)
+
+    clip_gradient.defvjp(fwd, bwd)
+
+    assert float(clip_gradient(2.0)) == 2.0
+    assert float(jax.grad(lambda x: 10.0 * clip_gradient(x))(2.0)) == __
+    assert float(jax.grad(lambda x: 10.0 * (x + lax.stop_gradient(0.0)))(2.0)) == __
 
 
 def straight_through_round(x):
@@ -95,44 +117,19 @@ def test_write_a_straight_through_estimator():
     np.testing.assert_allclose(jax.grad(loss)(jnp.array([0.3, -0.6])), [0.0, 8.0])
 
 
-def test_a_custom_rule_rewrites_what_stop_gradient_can_only_cut():
-    """stop_gradient 只能把一条路径的导数整个变成 0；要在反向时改写余切（比如把梯度裁剪到
-    [-1, 1]，前向却是恒等），就得用 custom_vjp：fwd 不存残差，bwd 裁剪传回来的余切。
-    预测：10 · clip_gradient(x) 在 x = 2 处的导数是多少？同一个函数只用 stop_gradient 写成
-    x + stop_gradient(0) 的话又是多少？
-    stop_gradient can only zero a path's derivative entirely; to rewrite the cotangent on the
-    way back (clip the gradient to [-1, 1] while the forward pass is the identity, say) takes
-    custom_vjp: fwd saves no residual, bwd clips the incoming cotangent. Predict: the
-    derivative of 10 · clip_gradient(x) at x = 2? And of the same function written with
-    stop_gradient alone?
-    """
-
-    @jax.custom_vjp
-    def clip_gradient(x):
-        return x
-
-    def fwd(x):
-        return x, None
-
-    def bwd(_, g):
-        return (jnp.clip(g, -1.0, 1.0),)
-
-    clip_gradient.defvjp(fwd, bwd)
-
-    assert float(clip_gradient(2.0)) == 2.0
-    assert float(jax.grad(lambda x: 10.0 * clip_gradient(x))(2.0)) == __
-    assert float(jax.grad(lambda x: -10.0 * clip_gradient(x))(2.0)) == -1.0
-    assert float(jax.grad(lambda x: 10.0 * (x + lax.stop_gradient(0.0)))(2.0)) == __
-
-
-def test_grad_of_a_real_loss_of_a_complex_input_is_conjugated():
+def test_complex_grad_conjugates_and_holomorphic_must_be_said():
     """⚠️ 陷阱 / trap：z = x + iy，f 是实数。jax.grad(f)(z) 给出的是上升方向 ∂f/∂x + i ∂f/∂y，
-    还是它的共轭？在 |z|² 和 Im z 上预测。这个约定决定了复数参数的梯度下降怎么写：写错了，
-    虚部会越走越远，而且不报错。
+    还是它的共轭？在 |z|² 和 Im z 上预测。这个约定决定了复数参数的梯度下降怎么写：写错了，虚部会
+    越走越远，而且不报错。复数到复数的函数（z²）没有“实数损失”的梯度：jax.grad 拒绝复数输出
+    （异常是哪一个？），要说 holomorphic=True，这时 grad 给出复导数 f'(z)；反过来，
+    holomorphic=True 要求输入和输出都是复数。
     ⚠️ trap: z = x + iy and f is real. Does jax.grad(f)(z) give the ascent direction
     ∂f/∂x + i ∂f/∂y, or its conjugate? Predict it on |z|² and on Im z. The convention decides how
     gradient descent on a complex parameter is written: get it wrong and the imaginary part
-    runs away, without an error.
+    runs away, without an error. A complex-to-complex function (z²) has no real-loss gradient:
+    jax.grad refuses a complex output (with which exception?) until you say holomorphic=True, and
+    then returns the complex derivative f'(z); conversely, holomorphic=True wants both the input
+    and the output complex.
     """
 
     def loss(z):
@@ -150,15 +147,6 @@ def test_grad_of_a_real_loss_of_a_complex_input_is_conjugated():
 
     np.testing.assert_allclose(descend(lambda z, g: z - 0.1 * __(g)), 1.0 - 2.0j, atol=1e-4)
 
-
-def test_holomorphic_grad_needs_complex_in_and_out():
-    """复数到复数的函数（z²）没有“实数损失”的梯度：jax.grad 拒绝复数输出，要说 holomorphic=True，
-    这时 grad 给出复导数 f'(z)。反过来，holomorphic=True 要求输入和输出都是复数。
-    A complex-to-complex function (z²) has no real-loss gradient: jax.grad refuses a complex
-    output until you say holomorphic=True, and then returns the complex derivative f'(z).
-    Conversely, holomorphic=True wants both the input and the output complex.
-    """
-    z0 = jnp.complex64(3.0 + 4.0j)
     with raises_exactly(__) as info:
         jax.grad(lambda z: z**2)(z0)
     assert "holomorphic=True" in str(info.value)

@@ -169,7 +169,48 @@ def contract_problems(chapter: course.Chapter) -> list[str]:
         asks = any(contract.get(k) for k in ("on_path", "absent", "max_intermediate"))
         if not asks and not contract.get("why", "").strip():
             problems.append(f"{where}: contracts.{key!r} asks nothing of the program: say why")
+    for koan_file in sorted({*wanted.values()}):
+        answer = answer_of(koan_file)
+        model = koan_model.read(answer) if answer.is_file() else None
+        todos = {t.name for t in koan_model.read(koan_file).todos}
+        for koan in model.koans if model else ():
+            proxy = text_proxies(model.tree, koan.name)
+            reached = sorted(set(model.reached(koan.name)) & todos)
+            judged = [  # read by the program reader, or said why no program can be read
+                t
+                for t in reached
+                if (contract := chapter.contracts.get(f"{koan_file.name}::{t}", {}))
+                and (
+                    any(contract.get(k) for k in ("on_path", "absent", "max_intermediate"))
+                    or contract.get("traced") is False
+                )
+            ]
+            if proxy and reached and not judged:
+                problems.append(
+                    f"{answer.relative_to(course.REPO)}:{proxy[0][0]} {koan.name} judges {', '.join(reached)} by "
+                    f"{proxy[0][1]}: give the TODO a contract the program reader checks "
+                    "(on_path / absent / max_intermediate)"
+                )
     return problems
+
+
+def text_proxies(tree: ast.Module, koan: str) -> list[tuple[int, str]]:
+    """(line, what) of each place koan `koan` reads a program by its text or its top level only:
+    `str(jaxpr).count(…)`, `"…" in str(jaxpr)`, `….as_text().count(…)`, `jaxpr.eqns`."""
+    node = next((n for n in tree.body if getattr(n, "name", None) == koan), None)
+    found = []
+    for sub in ast.walk(node) if node else ():
+        if isinstance(sub, ast.Attribute) and sub.attr == "eqns":
+            found.append((sub.lineno, "a walk of the jaxpr's top level (.eqns)"))
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
+            base = sub.func.value
+            text = isinstance(base, ast.Call) and (
+                (isinstance(base.func, ast.Name) and base.func.id == "str")
+                or (isinstance(base.func, ast.Attribute) and base.func.attr == "as_text")
+            )
+            if sub.func.attr == "count" and text:
+                found.append((sub.lineno, "a count of a substring of the program's text"))
+    return sorted(found)
 
 
 # ---- one koan file ------------------------------------------------------------------------------

@@ -52,14 +52,19 @@ def _lower_for_tpu(shape, block):
 
 def test_legal_block_lowers_to_a_tpu_custom_call():
     """合法的块 (8, 128) 在 CPU 机器上就能降级为 TPU 程序：内核成为一个 tpu_custom_call
-    （里面是序列化的 Mosaic 内核，还没有编译）。
+    （里面是序列化的 Mosaic 内核，还没有编译）。同一个内核（没有 interpret）为这台机器自己的
+    CPU 降级呢？抛出哪个异常？
     A legal (8, 128) block lowers to a TPU program on this CPU machine: the kernel becomes a
-    tpu_custom_call (holding the serialized Mosaic kernel, not yet compiled).
+    tpu_custom_call (holding the serialized Mosaic kernel, not yet compiled). And the same
+    kernel (no interpret) lowered for this machine's own CPU? Which exception does it raise?
     """
     x = jax.ShapeDtypeStruct((256, 512), jnp.float32)
     kernel = jax.jit(_tiled_double((256, 512), (8, 128)))
-    lowered = kernel.trace(x).lower(lowering_platforms=(__,))
+    lowered = kernel.trace(x).lower(lowering_platforms=("tpu",))
     assert "tpu_custom_call" in lowered.as_text()
+    with raises_exactly(__) as info:
+        kernel.trace(x).lower(lowering_platforms=("cpu",))
+    assert "Only interpret mode is supported on CPU" in str(info.value)
 
 
 def test_illegal_block_fails_with_the_block_shape_rule():

@@ -182,3 +182,18 @@ def test_a_fill_reading_the_test_is_refused_before_it_runs(contracted_course):
     report = _run_alpha(contracted_course, body)
     assert "1 failed" in report and "reads the test instead of solving the problem" in report
     assert "读了测试" in report and "sys._getframe" in report and "RAN" not in report
+
+
+def test_fresh_inputs_catch_a_todo_that_answers_from_the_tests_table():
+    module = type(ast)("fake_koan")
+    table = {3: np.float32(9.0)}  # what the test happens to ask
+    module.reference = lambda x: x * x
+    module.square = lambda x: jnp.asarray(table.get(int(x.size) + 2, 0.0), jnp.float32) + 0 * x
+    module.honest = lambda x: x * x
+    contract = {"fresh": "reference"}
+    with contracts.recording(module, {"square": contract, "honest": contract}) as records:
+        module.square(np.ones(1, np.float32))
+        module.honest(np.ones(1, np.float32))
+    broken, honest = records
+    assert contracts.disagreements(broken, *broken.seen[0][1][1:3], "koan")
+    assert not contracts.disagreements(honest, *honest.seen[0][1][1:3], "koan")

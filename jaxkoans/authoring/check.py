@@ -166,7 +166,7 @@ def contract_problems(chapter: course.Chapter) -> list[str]:
         for key in sorted(set(chapter.contracts) - set(wanted))
     ]
     for key, contract in sorted(chapter.contracts.items()):
-        asks = any(contract.get(k) for k in ("on_path", "absent", "max_intermediate"))
+        asks = any(contract.get(k) for k in ("on_path", "absent", "max_intermediate", "fresh"))
         if not asks and not contract.get("why", "").strip():
             problems.append(f"{where}: contracts.{key!r} asks nothing of the program: say why")
     for koan_file in sorted({*wanted.values()}):

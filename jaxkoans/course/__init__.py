@@ -89,6 +89,7 @@ CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "allow": list,  # reads of the test (or guard switches) this TODO's own answer needs
     "traced": bool,  # false: the TODO builds no JAX program to read
     "why": str,  # what the contract rests on, or why nothing is traced
+    "fresh": str,  # a reference of the koan's file the TODO must match on new random inputs
 }
 
 

@@ -45,6 +45,7 @@ class _Calls:
     name: str
     function: object
     contract: dict
+    module: object = None  # the koan's module: where `fresh` finds its reference
     # (signature, the program read, or (function, args, kwargs, mesh) to read after the koan)
     seen: list = field(default_factory=list)
 
@@ -101,7 +102,7 @@ def recording(module, contracts: dict[str, dict]):
         function = getattr(module, name, None)
         if not callable(function):
             continue
-        calls = _Calls(name, function, contract)
+        calls = _Calls(name, function, contract, module)
 
         @functools.wraps(function)
         def recorder(*args, __calls=calls, **kwargs):
@@ -128,11 +129,62 @@ def check(records: list[_Calls], koan: str = "") -> list[str]:
             read = _read(*pending) if isinstance(pending, tuple) else pending
             _log(koan, calls.name, read)
             problems += broken(read, calls.contract)
+            if isinstance(pending, tuple) and calls.contract.get("fresh") and not problems:
+                problems += disagreements(calls, pending[1], pending[2], koan)
         if problems:
             raise ContractBroken(calls.name, list(dict.fromkeys(problems)))
         if calls.seen and calls.contract:
             met.append(calls.name)
     return met
+
+
+def fresh_inputs(args, kwargs, seed: int):
+    """New values for the arrays among `args`/`kwargs` (shapes and dtypes as recorded): what no
+    table in the test anticipates. Floats are normal, integers in [0, 4), booleans fair."""
+    import jax
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+
+    def draw(leaf):
+        if not isinstance(leaf, jax.ShapeDtypeStruct):
+            return leaf
+        dtype = np.dtype(leaf.dtype)
+        if dtype == np.bool_:
+            return generator.random(leaf.shape) < 0.5
+        if np.issubdtype(dtype, np.integer):
+            return generator.integers(0, 4, leaf.shape).astype(dtype)
+        return generator.standard_normal(leaf.shape).astype(dtype)
+
+    return jax.tree.map(draw, (args, kwargs))
+
+
+def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
+    """The TODO called on fresh inputs must agree with the koan file's reference named by its
+    contract's `fresh`: a TODO that reads the test's own data instead of its arguments does not."""
+    import zlib
+
+    import jax
+    import numpy as np
+
+    reference = getattr(calls.module, calls.contract["fresh"], None)
+    if not callable(reference):
+        return [f"`fresh` names no function of the koan's file: {calls.contract['fresh']}"]
+    new_args, new_kwargs = fresh_inputs(args, kwargs, zlib.crc32(koan.encode()))
+    try:
+        got = jax.tree.map(np.asarray, calls.function(*new_args, **new_kwargs))
+        expected = jax.tree.map(np.asarray, reference(*new_args, **new_kwargs))
+        jax.tree.map(
+            lambda g, e: np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5), got, expected
+        )
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return [
+            f"在测试没有见过的新输入上与参考实现 {calls.contract['fresh']} 不一致 / on new inputs "
+            f"the test never showed, it disagrees with the reference {calls.contract['fresh']}: "
+            f"{first}"
+        ]
+    return []
 
 
 def _log(koan: str, name: str, read) -> None:

@@ -104,11 +104,11 @@ def value_of(node):
         return _NO_VALUE
     import math
 
-    names = {"float": float, "int": int, "complex": complex, "math": math, "np": math,
-             "jnp": math}  # jnp.inf / np.pi: math has the same constants
+    names = {"float": float, "int": int, "complex": complex, "math": math, "np": math, "jnp": math}
+    code = compile(ast.Expression(node), "<answer>", "eval")  # jnp.inf, np.pi: math has them too
     try:
-        return eval(compile(ast.Expression(node), "<answer>", "eval"), {"__builtins__": {}, **names})
-    except Exception:  # noqa: BLE001  (anything that does not evaluate is no value)
+        return eval(code, {"__builtins__": {}, **names})
+    except Exception:  # anything that does not evaluate is no value
         return _NO_VALUE
 
 
@@ -137,9 +137,7 @@ def significant(key) -> bool:
     if kind in ("seq", "set"):
         items = list(key[1])
         return len(items) >= 3 or any(significant(i) for i in items)
-    if kind == "dict":
-        return True
-    return False
+    return kind == "dict"
 
 
 def spellings(value) -> set[str]:
@@ -287,7 +285,11 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
         def say(where: str, fill=fill, answer=answer, line=line) -> None:
             found.append(Finding(koan_file, line, fill.owner, answer, where))
 
-        value = value_of(fill.node) if kind in (predictions.LITERAL, predictions.ARITHMETIC) else _NO_VALUE
+        value = (
+            value_of(fill.node)
+            if kind in (predictions.LITERAL, predictions.ARITHMETIC)
+            else _NO_VALUE
+        )
         named = _named_by(fill.node, value, kind, fill.owner)
         if named is not None:
             say(f"is spelled by the koan's own name ({named})")

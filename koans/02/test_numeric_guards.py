@@ -77,7 +77,10 @@ def test_matmul_precision_is_a_request_written_into_the_program():
     a = jax.random.normal(jax.random.key(0), (64, 64))
     b = jax.random.normal(jax.random.key(1), (64, 64))
     assert dot_precision(lambda a, b: a @ b, a, b) == __
-    assert dot_precision(lambda a, b: jnp.matmul(a, b, precision=lax.Precision.HIGHEST), a, b) == "HIGHEST"
+    assert (
+        dot_precision(lambda a, b: jnp.matmul(a, b, precision=lax.Precision.HIGHEST), a, b)
+        == "HIGHEST"
+    )
     with jax.default_matmul_precision("tensorfloat32"):
         assert dot_precision(lambda a, b: a @ b, a, b) == __
     highest = jnp.matmul(a, b, precision=lax.Precision.HIGHEST)

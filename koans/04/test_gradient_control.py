@@ -207,4 +207,6 @@ def test_optimize_remat_runs_the_primal_forward_under_checkpoint():
         counts[optimize_remat] = dict(calls)
     assert counts[False] == __
     assert counts[True] == __
-    assert "remat_opt" in primitive_names(jax.grad(lambda x: jax.checkpoint(make(True))(x).sum()), x)
+    assert "remat_opt" in primitive_names(
+        jax.grad(lambda x: jax.checkpoint(make(True))(x).sum()), x
+    )

@@ -2,7 +2,8 @@
 
 A blank is no prediction when its answer can be copied: from its koan's docstring, its first
 hint level, the lines around it, or anywhere else in its file (another koan's code, a helper,
-a comment, the module's or another function's docstring, a message string), in any spelling
+a comment, the module's or another function's docstring, a message string) or the lines of
+its chapter's README.md that name the file, in any spelling
 of the same value (`3`, `3.0`, `"3"`; `(4, 2)` and `[4, 2]`); nor when the koan's own name
 spells it (`test_needs_3_colours`, `test_fails_at_execute`, `test_stop_gradient_…` for
 `lax.stop_gradient`: names are split on `_`, a class on its capitals). An exception blank is
@@ -272,6 +273,8 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
     context = Context.of(answer_text)
     lines = model.lines
     prose = _prose(koan_text, model.tree) if model.tree is not None else []
+    readme_file = koan_file.parent / "README.md"
+    readme = readme_file.read_text(encoding="utf-8") if readme_file.is_file() else ""
     literals = list(_literals(model.tree)) if model.tree is not None else []
     found = []
     for fill in taken.blanks:
@@ -301,6 +304,11 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
             elsewhere = _elsewhere(value, line, model, prose, literals)
             if elsewhere is not None:
                 say(elsewhere)
+            elif readme and significant(canonical(value)) and spellings(value):
+                for where, text in enumerate(readme.splitlines(), 1):
+                    if f"`{koan_file.name}`" in text and _written(spellings(value), text):
+                        say(f"is spelled in the chapter's README.md at line {where}")
+                        break
         if _too_common(answer, kind) or _a_local_name(fill.node, taken.tree):
             continue
         if len(answer) >= MIN_NEAR and appears(answer, koan.docstring):

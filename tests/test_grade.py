@@ -111,6 +111,14 @@ testpaths = ["koans"]
 timeout = 30
 """
 MANIFEST = 'title_zh = "{zh}"\ntitle_en = "{en}"\nfiles = ["{file}"]\n'
+# The answer of test_int_size reads ctypes (a module the reading engine counts as reading the
+# program): its contract allows it, as a chapter's contract does for a koan that teaches it.
+CONTRACT_B = """
+[contracts."test_b.py::test_int_size"]
+allow = ["inspect"]
+traced = false
+why = "the koan asks what ctypes measures"
+"""
 
 
 def write(path: Path, text: str | bytes) -> None:
@@ -140,7 +148,7 @@ def fake_course(tmp_path_factory) -> Path:
     write(root / "pyproject.toml", PYPROJECT)
     write(root / "koans" / "course.toml", 'path = ["01", "02"]\n')
     write(root / "koans/01/chapter.toml", MANIFEST.format(zh="第一章", en="Sums", file="test_a.py"))
-    write(root / "koans/02/chapter.toml", MANIFEST.format(zh="第二章", en="Host", file="test_b.py"))
+    write(root / "koans/02/chapter.toml", MANIFEST.format(zh="第二章", en="Host", file="test_b.py") + CONTRACT_B)  # fmt: skip
     write(root / A, KOAN_A.format(**BLANKS_A))
     write(root / B, KOAN_B.format(**BLANKS_B))
     write(root / "answers/01/test_a.py", answer_a())
@@ -1108,7 +1116,7 @@ def test_every_tampered_copy_is_caught(corpus, name):
         assert document["run"]["stopped"] and any("ended early" in p["message"] for p in document["problems"])  # fmt: skip
         assert all(k["status"] != "passed" for k in document["koans"] if k["name"] == "test_loop")
     else:
-        assert {f["kind"] for f in document["findings"]} <= {"run_violation", "runtime_patch", "forged_report", "forbidden_code", "not_a_prediction", "tautology"}  # fmt: skip
+        assert {f["kind"] for f in document["findings"]} <= {"run_violation", "runtime_patch", "forged_report", "forbidden_code", "reads_the_test", "not_a_prediction", "tautology"}  # fmt: skip
     assert document["exit_code"] == (3 if document["status"] == "incomplete" else 1)
 
 

@@ -271,8 +271,11 @@ def _single(args, pristine: grading.Course, options: grading.Options) -> int:
     if args.markdown:
         outputs[args.markdown] = report_formats.markdown(document)
     if args.classroom:
-        payload = report_formats.classroom(document, args.classroom_tests, args.points)
-        outputs[args.classroom] = report_formats.classroom_text(payload)
+        try:
+            payload = report_formats.classroom(document, args.classroom_tests, args.points)
+            outputs[args.classroom] = report_formats.classroom_text(payload)
+        except report_formats.PayloadTooLarge as error:  # the other reports are still written
+            print(f"grade: --classroom 没有写 / not written: {error}", file=sys.stderr)
     report_formats.write_all(outputs)
     if args.json != "-":
         print(report_formats.summary(document), end="")

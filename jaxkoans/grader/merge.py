@@ -51,9 +51,7 @@ def read(paths: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
 
 def course_of(documents: dict[str, dict]) -> Course:
     """The course the reports were graded against, as the class page needs it."""
-    sources = {
-        (d["course"].get("source"), d["course"].get("commit")) for d in documents.values()
-    }
+    sources = {(d["course"].get("source"), d["course"].get("commit")) for d in documents.values()}
     if len(sources) > 1:
         listed = ", ".join(f"{s}@{(c or '')[:12]}" for s, c in sorted(sources, key=str))
         raise UsageProblem(f"--merge: 报告来自不同的课程 / reports of different courses: {listed}")

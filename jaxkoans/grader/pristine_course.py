@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model
-from jaxkoans.course import pristine
+from jaxkoans.course import koan_model, pristine
 from jaxkoans.grader import release, tamper
 
 COURSE_IGNORED = (".git", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache")

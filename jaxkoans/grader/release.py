@@ -64,7 +64,9 @@ def course_files(root: Path) -> list[Path]:
     ]
 
 
-def release(root: Path, target: Path, answers: str = NO_ANSWERS, grader: bool = False) -> list[Path]:
+def release(
+    root: Path, target: Path, answers: str = NO_ANSWERS, grader: bool = False
+) -> list[Path]:
     """Write the student release of the course at `root` into `target` (which must not
     exist); with `grader`, the grading course."""
     target.mkdir(parents=True)
@@ -144,6 +146,10 @@ def run(args) -> int:
         print("--grader: 这里没有 answers/ / no answers/ here to precompute from", file=sys.stderr)
         return 1
     written = release(root, target, args.answers, grader=getattr(args, "grader", False))
-    kind = "评分课程 / grading course" if getattr(args, "grader", False) else "学生版 / student release"
+    kind = (
+        "评分课程 / grading course"
+        if getattr(args, "grader", False)
+        else "学生版 / student release"
+    )
     print(f"✅ {kind}: {target} ({len(written)} files, without {', '.join(LEFT_OUT)})")
     return 0

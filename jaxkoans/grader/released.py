@@ -21,7 +21,7 @@ import tomllib
 AUTHORS_TABLES = ("shortcuts", "giveaways")
 ANSWERS_LINE = re.compile(r'^answers = ".*"\n?', re.MULTILINE)
 REVEALS = ".jaxkoans/reveals.jsonl"
-_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_\-\"]+)")
+_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_\-\"]+)[^\]]*\]\]?\s*(#.*)?$")
 
 
 def strip_chapter(text: str) -> str:

@@ -124,10 +124,7 @@ def _tally(koans: list[dict]) -> dict:
 def _noted(grade: Grade) -> set[tuple[str, str]]:
     """(file, koan) of each koan a note of NOTED_KINDS names."""
     return {
-        (note.file, koan)
-        for note in grade.notes
-        if note.kind in NOTED_KINDS
-        for koan in note.koans
+        (note.file, koan) for note in grade.notes if note.kind in NOTED_KINDS for koan in note.koans
     }
 
 

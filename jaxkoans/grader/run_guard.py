@@ -441,9 +441,12 @@ class _KoanWatch:
                     func = statement.value.func
                     if isinstance(func, ast.Name) and imported.get(func.id) in known:
                         found.add(imported[func.id])
-                    elif isinstance(func, ast.Attribute) and func.attr in known:
-                        if ast.unparse(func.value).endswith("testing"):
-                            found.add(func.attr)
+                    elif (
+                        isinstance(func, ast.Attribute)
+                        and func.attr in known
+                        and ast.unparse(func.value).endswith("testing")
+                    ):
+                        found.add(func.attr)
                 elif leaves(statement):
                     return False
             return True

@@ -81,7 +81,11 @@ def read(jaxpr) -> Program:
     """The program of a Jaxpr or ClosedJaxpr, every output needed."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     found: list[Equation] = []
-    _walk(inner, [True] * len(inner.outvars), 0, True, found)
+    _NEEDS.clear()
+    try:
+        _walk(inner, [True] * len(inner.outvars), 0, True, found)
+    finally:
+        _NEEDS.clear()
     return Program(tuple(found))
 
 
@@ -153,13 +157,17 @@ def _needed_inputs(eqn, needed_out: list[bool], zero: set, known: dict) -> list[
     return [_is_var(a) and a not in zero for a in ins]
 
 
+_NEEDS: dict = {}  # one read's memo of needs-only walks: (jaxpr, outputs, seeds) -> inputs
+
+
 def _walk(
-    jaxpr, needed_out: list[bool], depth: int, reachable: bool, found: list, args=None
+    jaxpr, needed_out: list[bool], depth: int, reachable: bool, found: list | None, args=None
 ) -> list[bool]:
     """Mark the equations of `jaxpr` whose results its `needed_out` outputs depend on; append
-    every equation (live or not) to `found`; return which of its inputs are needed. `args`: the
-    calling equation's (zero, known) facts about the atoms bound to its inputs, if it maps them
-    one to one."""
+    every equation (live or not) to `found` (None: only which inputs are needed, remembered for
+    the rest of the read, so nested calls and loop fixpoints cost one walk each); return which
+    of its inputs are needed. `args`: the calling equation's (zero, known) facts about the atoms
+    bound to its inputs, if it maps them one to one."""
     seed_zero, seed_known = set(), {}
     if args is not None:
         outer_zero, outer_known, atoms = args
@@ -169,6 +177,13 @@ def _walk(
                 seed_zero.add(var)
             if value is not None and np.ndim(value) == 0:
                 seed_known[var] = value
+    key = None
+    if found is None:
+        seeds = tuple(sorted(jaxpr.invars.index(v) for v in seed_zero))
+        values = tuple(sorted((jaxpr.invars.index(v), repr(x)) for v, x in seed_known.items()))
+        key = (id(jaxpr), tuple(needed_out), reachable, seeds, values)
+        if key in _NEEDS:
+            return _NEEDS[key]
     zero, known = _zeros(jaxpr, seed_zero), _constant_predicate(jaxpr, seed_known)
     needed: set = {
         v
@@ -188,6 +203,9 @@ def _walk(
             for atom, use in zip(eqn.invars, uses, strict=True):
                 if use and _is_var(atom):
                     needed.add(atom)
+    if found is None:
+        _NEEDS[key] = [v in needed for v in jaxpr.invars]
+        return _NEEDS[key]
     by_eqn = {id(eqn): outs for eqn, outs in marks}
     for eqn in jaxpr.eqns:
         outs = by_eqn[id(eqn)]
@@ -216,7 +234,7 @@ def _call_needs(eqn, outs: list[bool], facts, depth: int) -> list[bool] | None:
         or len(subs[0].invars) != len(eqn.invars)
     ):
         return None
-    return _walk(subs[0], outs, depth + 1, True, [], facts)
+    return _walk(subs[0], outs, depth + 1, True, None, facts)
 
 
 def _size(var) -> int:
@@ -263,8 +281,7 @@ def _fixpoint(body, consts: int, carry: int, wanted, depth: int, live: bool, fou
     they are stable; then the body is walked once for `found`."""
     wanted = list(wanted) + [False] * (len(body.outvars) - len(wanted))
     for _ in range(len(body.outvars) + 1):
-        scratch: list = []
-        needs = _walk(body, wanted, depth + 1, live, scratch)
+        needs = _walk(body, wanted, depth + 1, live, None)
         carried = needs[consts : consts + carry]
         grown = [w or (i < carry and carried[i]) for i, w in enumerate(wanted)]
         if grown == wanted:

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
 
 
 def test_numpy_randomness_is_frozen_at_trace_time():
@@ -108,3 +108,33 @@ def test_a_captured_array_is_folded_into_a_constant():
     table[:] = 0.0  # edit the array in place / 原地修改数组
     assert float(energy_closed()) == __
     assert float(energy(table)) == 0.0
+
+
+def test_rank_promotion_raise_catches_a_silent_broadcast():
+    """⚠️ 陷阱 / trap: 模型输出一列预测 (B, 1)，目标是 (B,)。按 NumPy 的规则，减法先提升秩再
+    广播：均方误差照样算得出、是有限的，却不对。读 jaxpr：sub 的输出是什么形状？
+    jax.numpy_rank_promotion("raise") 把这种悄悄的秩提升变成一个错误，指着做这件事的那一行。
+    然后改掉它，让两边的形状一致。
+    ⚠️ trap: a model outputs a column of predictions (B, 1) and the targets are (B,). By NumPy's
+    rules the subtraction promotes the ranks, then broadcasts: the mean squared error still
+    comes out, finite, and wrong. Read the jaxpr: what shape does the sub produce?
+    jax.numpy_rank_promotion("raise") turns such a silent rank promotion into an error at the
+    line that does it. Then repair it so that both sides have one shape.
+    """
+    grid = np.linspace(0.0, 1.0, 8, dtype=np.float32)
+    pred, y = jnp.asarray(grid)[:, None], jnp.asarray(grid + 0.1)  # each target 0.1 above
+
+    def mse(pred, y):
+        return jnp.mean((pred - y) ** 2)
+
+    jaxpr = jax.make_jaxpr(mse)(pred, y)
+    assert [e.outvars[0].aval.shape for e in jaxpr.eqns if e.primitive.name == "sub"] == __
+    assert float(mse(pred, y)) > 0.05  # finite, and far from the 0.01 it should be / 有限，却不对
+    with jax.numpy_rank_promotion("raise"), raises_exactly(__):
+        mse(pred, y)
+
+    def mse_fixed(pred, y):
+        return jnp.mean((__ - y) ** 2)
+
+    with jax.numpy_rank_promotion("raise"):
+        np.testing.assert_allclose(float(mse_fixed(pred, y)), 0.01, rtol=1e-5)

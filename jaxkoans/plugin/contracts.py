@@ -61,7 +61,7 @@ class _Calls:
             return
         if any(signature == s for s, *_ in self.seen):
             return
-        mesh = jax.sharding.get_abstract_mesh()
+        mesh = (jax.sharding.get_abstract_mesh(), bool(jax.config.jax_enable_x64))
         from jax._src import core  # the named axes in scope: no public reader in 0.12
 
         if core.get_axis_env().axis_sizes:
@@ -130,12 +130,19 @@ def check(records: list[_Calls], koan: str = "") -> list[str]:
             _log(koan, calls.name, read)
             problems += broken(read, calls.contract)
             if isinstance(pending, tuple) and calls.contract.get("fresh") and not problems:
-                problems += disagreements(calls, pending[1], pending[2], koan)
+                with jax_x64(pending[3][1]):
+                    problems += disagreements(calls, pending[1], pending[2], koan)
         if problems:
             raise ContractBroken(calls.name, list(dict.fromkeys(problems)))
         if calls.seen and calls.contract:
             met.append(calls.name)
     return met
+
+
+def jax_x64(on: bool):
+    import jax
+
+    return jax.enable_x64(on)
 
 
 def fresh_inputs(args, kwargs, seed: int):
@@ -231,9 +238,10 @@ def _read(function, args, kwargs, mesh):
         a, k = jax.tree.unflatten(tree, filled)
         return function(*a, **k)
 
+    mesh, x64 = mesh  # as in force at the call: the mesh and float64 (jax.enable_x64 blocks)
     context = jax.sharding.use_abstract_mesh(mesh) if mesh.axis_names else contextlib.nullcontext()
     try:
-        with context:
+        with context, jax.enable_x64(x64):
             return program_reader.read(jax.make_jaxpr(rebuilt)(*[leaves[i] for i in arrays]))
     except Exception as error:
         return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"

@@ -380,3 +380,41 @@ def test_the_compiled_program_shows_what_replicates(bug, expected):
     outputs = jax.tree.leaves(jax.jit(f)(x))
     assert [i for i, out in enumerate(outputs) if out.sharding.is_fully_replicated] == expected[1]
     assert silent_replication(f, x) == expected
+
+
+def test_inspect_array_sharding_reads_the_middle_of_a_program():
+    """jax.debug.inspect_array_sharding(值, callback=...) 写在 jit 里面：编译时，XLA 给这个中间值
+    选定了什么分片，就把它交给 callback。程序中间的分片，输入和输出的分片都看不出来。下面三个
+    中间值（中心化的行、沿行的累积和、按 8 个一组重排的行）哪些是每个设备都拿着一整份的？
+    累积和那一步在 HLO 里有一次收齐整个数组的 all-gather（上一个 koan）：它算出来的值最后每个
+    设备拿着多大一块？分片说的是值放在哪里，不是为了算它搬过什么。
+    jax.debug.inspect_array_sharding(value, callback=...) written inside jit hands callback,
+    while compiling, the sharding XLA chose for that intermediate value: the middle of a
+    program, which neither the inputs' nor the outputs' shardings show. Of the three
+    intermediates below (the centred rows, a running sum down the rows, the rows regrouped in
+    blocks of 8), which does every device hold whole? The running sum's step holds an
+    all-gather of the whole array in its HLO (previous koan): how large a block of the value it
+    computes does each device hold in the end? A sharding says where a value lives, not what
+    was moved to compute it.
+    """
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    x = jax.device_put(np.ones((64, 32), np.float32), NamedSharding(mesh, P("data")))
+    seen = {}
+
+    def watch(name, value):
+        jax.debug.inspect_array_sharding(value, callback=lambda s: seen.__setitem__(name, s))
+
+    def f(x):
+        centred = x - x.mean(0)
+        watch("centred", centred)
+        running = jnp.cumsum(centred, axis=0)
+        watch("running", running)
+        regrouped = centred.reshape(8, 8, 32).transpose(1, 0, 2).reshape(64, 32)
+        watch("regrouped", regrouped)
+        return running.sum() + regrouped.sum()
+
+    jax.jit(f).lower(x).compile()  # the callbacks run while compiling / 回调在编译时执行
+    assert sorted(seen) == ["centred", "regrouped", "running"]
+    whole = [name for name in ("centred", "running", "regrouped") if seen[name].is_fully_replicated]
+    assert whole == ["regrouped"]
+    assert seen["running"].shard_shape((64, 32)) == (8, 32)

@@ -11,6 +11,8 @@ callback to finish.
 """
 
 import importlib
+import io
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -133,3 +135,37 @@ def test_host_callback_is_gone_use_debug_callback():
     assert [step for step, _ in history] == [0, 1, 2, 3]
     np.testing.assert_allclose([loss for _, loss in history], expected, rtol=1e-6)
     np.testing.assert_allclose(w, w_ref, rtol=1e-6)
+
+
+def test_a_scripted_debugger_stops_inside_a_jitted_loop(monkeypatch, capsys):
+    """jax.debug.breakpoint() 被编译进程序：执行到它时程序停下，打开 jdb，一个小号的 pdb（p 打印、
+    u / d 在帧之间上下移动、c 继续），看的是正在执行的这一步的真实数值。放进 lax.cond 的分支里，
+    它只在条件成立的那几步停下。jdb 的命令可以预先写好，从 stdin 一行一行喂给它：这就是一次
+    可以写进测试的调试会话。断点在 cond 分支的函数里，i 和 new 是 scan 那一步的名字，在上一帧。
+    先补上让 jdb 走到那一帧的命令；这个会话进了几次 jdb，打印出了什么？
+    jax.debug.breakpoint() is compiled into the program: when execution reaches it the program
+    stops and opens jdb, a small pdb (p prints, u / d move up / down the frames, c continues),
+    over the real values of the step that is running. Inside a branch of lax.cond it stops only
+    at the steps where the condition holds. jdb's commands can be written in advance and fed
+    to it on stdin, one a line: a debugging session a test can hold. The breakpoint sits in the
+    cond branch's function; i and new are names of the scan's step, one frame up. Supply the
+    command that takes jdb to that frame; how often does the session enter jdb, and what does
+    it print?
+    """
+
+    def run(x0):
+        def step(x, i):
+            new = x - 1.5
+            root = jnp.sqrt(new)
+            first_nan = jnp.isnan(root) & ~jnp.isnan(jnp.sqrt(x))
+            lax.cond(first_nan, lambda: jax.debug.breakpoint(backend="cli"), lambda: None)
+            return new, root
+
+        return lax.scan(step, x0, jnp.arange(6))
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(__ + "p i\np new\nc\n"))
+    jax.block_until_ready(jax.jit(run)(jnp.float32(4.0)))
+    session = capsys.readouterr().out
+    shown = [part.strip() for part in session.split("(jdb) ") if part.startswith("Array(")]
+    assert session.count("Entering jdb") == __
+    assert shown == __

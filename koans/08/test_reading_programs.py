@@ -54,11 +54,14 @@ def test_numpy_randomness_is_frozen_at_trace_time():
 def test_a_strong_scalar_changes_a_bfloat16_layers_dtype():
     """⚠️ 陷阱 / trap: 一个 bfloat16 的层乘上 np.float32(0.5)（强类型标量），输出占的内存比预期的
     大。一个标量就能改变整个激活的类型：读 jaxpr，输出是什么 dtype、有哪些方程？然后在不改变
-    dtype 的前提下做同样的缩放。
+    dtype 的前提下做同样的缩放。jax.numpy_dtype_promotion("strict") 让强类型之间的隐式提升
+    当场报错，修好的层在它之下照样能跑。
     ⚠️ trap: a bfloat16 layer scaled by np.float32(0.5) (a strongly typed scalar) returns an
     output that takes more memory than expected. One scalar can change the type of a whole
     activation: read the jaxpr, what is the output's dtype and which equations are there? Then
-    scale the same way without changing the dtype.
+    scale the same way without changing the dtype. jax.numpy_dtype_promotion("strict") makes an
+    implicit promotion between strong types an error on the spot; the repaired layer runs under
+    it.
     """
 
     def layer(x, w):
@@ -77,6 +80,10 @@ def test_a_strong_scalar_changes_a_bfloat16_layers_dtype():
     assert fixed.out_avals[0].dtype == jnp.bfloat16
     assert "convert_element_type" not in [e.primitive.name for e in fixed.eqns]
     np.testing.assert_array_equal(layer_fixed(x, w).astype(jnp.float32), layer(x, w))
+    with jax.numpy_dtype_promotion("strict"), raises_exactly(__):
+        layer(x, w)
+    with jax.numpy_dtype_promotion("strict"):
+        assert layer_fixed(x, w).dtype == jnp.bfloat16
 
 
 def test_a_captured_array_is_folded_into_a_constant():

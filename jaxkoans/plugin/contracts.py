@@ -64,13 +64,37 @@ class _Calls:
         mesh = (jax.sharding.get_abstract_mesh(), bool(jax.config.jax_enable_x64))
         from jax._src import core  # the named axes in scope: no public reader in 0.12
 
-        if core.get_axis_env().axis_sizes:
-            # under a named vmap axis or shard_map: only this context can trace it, so read it
-            # now (a second trace, whose side effects the koan may see: keep contracts of such
-            # TODOs to programs without them)
+        static = [leaf for leaf in jax.tree.leaves((args, kwargs)) if not hasattr(leaf, "aval")]
+        if core.get_axis_env().axis_sizes or any(_closes_over_tracer(leaf) for leaf in static):
+            # under a named vmap axis or shard_map, or handed a function that closes over a
+            # value being traced: only this context can trace it, so read it now (a second
+            # trace, whose side effects the koan may see: keep contracts of such TODOs to
+            # programs without them)
             self.seen.append((signature, _read(self.function, *abstract, mesh)))
         else:
             self.seen.append((signature, (self.function, *abstract, mesh)))
+
+
+def _closes_over_tracer(value, depth: int = 2) -> bool:
+    """True when `value` is a function whose closure (or a function in it) holds a tracer."""
+    import jax
+
+    cells = getattr(value, "__closure__", None) or ()
+    inner = getattr(value, "func", None)  # a functools.partial
+    found = [c.cell_contents for c in cells if _filled(c)] + ([inner] if inner else [])
+    found += list(getattr(value, "args", ()) or ()) if inner else []
+    return any(
+        isinstance(x, jax.core.Tracer) or (depth > 0 and _closes_over_tracer(x, depth - 1))
+        for x in found
+    )
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def _spec(leaf):

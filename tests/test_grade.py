@@ -1388,7 +1388,12 @@ def test_jax_initialised_at_import_leaves_the_koans_unisolated_and_the_grade_inc
 def test_without_the_sandbox_a_line_forged_into_the_record_pipe_does_not_count(fake_course, pristine, tmp_path):  # fmt: skip
     """As root, outside the sandbox, a koan can write into the controller's record pipe through
     /proc: a result counts only when the guard's own stream saw its report too."""
-    attack = KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": TAMPERED["forges-the-record"]})
+    # open() spelled as io.open, the koan's file name split: past the reading engine, so the
+    # attack runs and the run's own record is what must hold
+    forges = TAMPERED["forges-the-record"].replace("import glob, json, os", "import glob, io, json, os")
+    forges = forges.replace('with open(fd, "a")', 'with io.open(fd, "a")')
+    forges = forges.replace('"koans/01/test_a.py', '"koans/01/test_" + "a.py')  # no file named
+    attack = KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": forges})
     copy = student(fake_course, tmp_path / "s", {A: attack, B: answer_b()})
     grade = grading.grade(copy, pristine, grading.Options(workers=1, sandbox=False, stall_timeout=60))  # fmt: skip
     assert grade.run["stopped"] and statuses(grade)["test_loop"] != "passed"

@@ -1934,6 +1934,16 @@ ROUTES = {  # each passes test_double without doubling, green in the learner's o
         getattr(frame, "f_glo" + "bals").update(np=fake)
         return x
     '''),
+    "frame-read-spelled-apart": _body('''
+        import sys
+        caller = getattr(sys, "_get" + "frame")(1)  # reads, rebinds nothing
+        assert caller is not None
+        return 2 * x
+    '''),
+    "code-read-spelled-apart": _body('''
+        assert getattr(double, "__co" + "de__").co_name == "double"
+        return 2 * x
+    '''),
     "dunder-globals-spelled-apart": _body('''
         import types
         getattr(double, "__glo" + "bals__")["int"] = lambda v: 3  # hides a builtin
@@ -1951,6 +1961,8 @@ def test_a_route_through_the_koans_module_or_a_patch_put_back_is_a_finding(fake_
     found = {f.kind for f in grade.findings if "test_double" in f.koans}
     if route in STATIC_ROUTES:
         assert found & {"reads_the_test", "forbidden_code"}, grade.findings
+    elif "-read-" in route:
+        assert "run_violation" in found, grade.findings  # the audit hook saw the read
     else:
         assert "runtime_patch" in found, grade.findings  # the run's own evidence
     assert statuses(grade)["test_sum"] == "not_started"  # nothing leaks to another koan

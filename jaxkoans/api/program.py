@@ -223,11 +223,24 @@ def _walk(
     return [v in needed for v in jaxpr.invars]
 
 
+def _sub_programs(eqn) -> list:
+    """Every jaxpr an equation holds: JAX's own `jaxprs_in_params`, and those a higher-order
+    primitive keeps on its rule object (`call_hi_primitive`'s CustomRoot: `solve_jaxpr`, …)."""
+    subs = [getattr(j, "jaxpr", j) for j in jex.jaxprs_in_params(eqn.params)]
+    if not subs:
+        for value in eqn.params.values():
+            for held in vars(value).values() if hasattr(value, "__dict__") else ():
+                inner = getattr(held, "jaxpr", held)
+                if hasattr(inner, "eqns") and hasattr(inner, "outvars"):
+                    subs.append(inner)
+    return subs
+
+
 def _call_needs(eqn, outs: list[bool], facts, depth: int) -> list[bool] | None:
     """Which inputs a call-like equation needs, read from its one sub-program; None otherwise."""
     if eqn.primitive.name not in _CALLS:
         return None
-    subs = [getattr(j, "jaxpr", j) for j in jex.jaxprs_in_params(eqn.params)]
+    subs = _sub_programs(eqn)
     if (
         len(subs) != 1
         or len(subs[0].outvars) != len(outs)
@@ -247,7 +260,7 @@ def _size(var) -> int:
 
 def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) -> None:
     """Walk the sub-programs of `eqn`, mapping which of their outputs are needed."""
-    subs = [getattr(j, "jaxpr", j) for j in jex.jaxprs_in_params(eqn.params)]
+    subs = _sub_programs(eqn)
     if not subs:
         return
     name, p = eqn.primitive.name, eqn.params

@@ -14,7 +14,8 @@ inside a callback, the technique kept as dead code beside it) sees why it does n
 from __future__ import annotations
 
 import contextlib
-import functools
+import inspect
+import sys
 from dataclasses import dataclass, field
 
 # JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
@@ -103,7 +104,10 @@ def _spec(leaf):
     import numpy as np
 
     if isinstance(leaf, jax.Array | np.ndarray) or hasattr(leaf, "aval"):
-        return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype)
+        sharding = getattr(leaf, "sharding", None) if isinstance(leaf, jax.Array) else None
+        if isinstance(leaf, jax.core.Tracer) or not isinstance(sharding, jax.NamedSharding):
+            sharding = None  # where the array lives matters only on a mesh of named axes
+        return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype, sharding=sharding)
     return leaf
 
 
@@ -117,30 +121,71 @@ def contracted(chapter, filename: str) -> dict[str, dict]:
     return found
 
 
+# Calls are seen through sys.monitoring's PY_START event on each contracted TODO's code object,
+# so a call made through any reference counts: the module's name, a function jit captured at
+# import, a rule a custom_vjp or custom_vmap registered at import, a TODO handed to another.
+_TOOL = 4  # a sys.monitoring tool id no standard tool takes (0 debugger … 5 optimizer)
+_WATCHED: dict = {}  # code object -> its _Calls, while a koan runs
+_READING = [False]  # the reader's own traces of a TODO are not calls of the koan
+
+
+def _on_start(code, offset):
+    calls = _WATCHED.get(code)
+    if calls is None or _READING[0]:
+        return None
+    frame = sys._getframe(1)
+    names, flags = code.co_varnames, code.co_flags
+    positional = [frame.f_locals[n] for n in names[: code.co_argcount]]
+    at = code.co_argcount
+    keywords = {n: frame.f_locals[n] for n in names[at : at + code.co_kwonlyargcount]}
+    at += code.co_kwonlyargcount
+    if flags & inspect.CO_VARARGS:
+        positional += list(frame.f_locals[names[at]])
+        at += 1
+    if flags & inspect.CO_VARKEYWORDS:
+        keywords |= frame.f_locals[names[at]]
+    calls.record(tuple(positional), keywords)
+    return None
+
+
+def _code_of(function):
+    """The code object of `function` under jit's, functools' and custom rules' wrappers."""
+    for _ in range(8):
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            return code
+        function = getattr(function, "__wrapped__", None) or getattr(function, "fun", None)
+        if function is None:
+            return None
+    return None
+
+
 @contextlib.contextmanager
 def recording(module, contracts: dict[str, dict]):
-    """Wrap each contracted TODO of `module` so its calls are recorded; yield the records."""
+    """Record each call of `module`'s contracted TODOs while the block runs; yield the records."""
     records: list[_Calls] = []
-    saved = {}
+    codes = []
     for name, contract in contracts.items():
         function = getattr(module, name, None)
-        if not callable(function):
+        code = _code_of(function) if callable(function) else None
+        if code is None or code in _WATCHED:
             continue
         calls = _Calls(name, function, contract, module)
-
-        @functools.wraps(function)
-        def recorder(*args, __calls=calls, **kwargs):
-            __calls.record(args, kwargs)
-            return __calls.function(*args, **kwargs)
-
-        saved[name] = function
-        setattr(module, name, recorder)
+        _WATCHED[code] = calls
+        codes.append(code)
         records.append(calls)
+    monitoring = sys.monitoring
+    if codes and monitoring.get_tool(_TOOL) is None:
+        monitoring.use_tool_id(_TOOL, "jaxkoans contracts")
+        monitoring.register_callback(_TOOL, monitoring.events.PY_START, _on_start)
+    for code in codes:
+        monitoring.set_local_events(_TOOL, code, monitoring.events.PY_START)
     try:
         yield records
     finally:
-        for name, function in saved.items():
-            setattr(module, name, function)
+        for code in codes:
+            monitoring.set_local_events(_TOOL, code, 0)
+            _WATCHED.pop(code, None)
 
 
 def check(records: list[_Calls], koan: str = "") -> list[str]:
@@ -202,6 +247,7 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
     if not callable(reference):
         return [f"`fresh` names no function of the koan's file: {calls.contract['fresh']}"]
     new_args, new_kwargs = fresh_inputs(args, kwargs, zlib.crc32(koan.encode()))
+    _READING[0] = True
     try:
         got = jax.tree.map(np.asarray, calls.function(*new_args, **new_kwargs))
         expected = jax.tree.map(np.asarray, reference(*new_args, **new_kwargs))
@@ -215,6 +261,8 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
             f"the test never showed, it disagrees with the reference {calls.contract['fresh']}: "
             f"{first}"
         ]
+    finally:
+        _READING[0] = False
     return []
 
 
@@ -264,11 +312,14 @@ def _read(function, args, kwargs, mesh):
 
     mesh, x64 = mesh  # as in force at the call: the mesh and float64 (jax.enable_x64 blocks)
     context = jax.sharding.use_abstract_mesh(mesh) if mesh.axis_names else contextlib.nullcontext()
+    _READING[0] = True
     try:
         with context, jax.enable_x64(x64):
             return program_reader.read(jax.make_jaxpr(rebuilt)(*[leaves[i] for i in arrays]))
     except Exception as error:
         return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    finally:
+        _READING[0] = False
 
 
 def broken(read, contract: dict) -> list[str]:

@@ -197,3 +197,17 @@ def test_fresh_inputs_catch_a_todo_that_answers_from_the_tests_table():
     broken, honest = records
     assert contracts.disagreements(broken, *broken.seen[0][1][1:3], "koan")
     assert not contracts.disagreements(honest, *honest.seen[0][1][1:3], "koan")
+
+
+def test_in_loop_tells_work_done_each_step_from_work_done_once():
+    def per_step(w, xs):
+        return lax.scan(lambda c, x: (c + jnp.dot(x, w), None), 0.0, xs)[0]
+
+    def once_then_idle(w, xs):  # the whole batch at once, then a loop that only adds
+        total = jnp.dot(xs, w).sum()
+        return lax.scan(lambda c, x: (c + total / 4, None), 0.0, xs)[0]
+
+    w, xs = jnp.ones(3), jnp.ones((4, 3))
+    assert program.of(per_step, w, xs).in_loop("dot_general")
+    assert not program.of(once_then_idle, w, xs).in_loop("dot_general")
+    assert contracts.broken(program.of(once_then_idle, w, xs), {"in_loop": ["dot_general"]})

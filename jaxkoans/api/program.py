@@ -43,6 +43,7 @@ class Equation:
     depth: int  # 0: the top level
     sizes: tuple[int, ...]  # elements of each of its outputs
     params: dict = field(compare=False, repr=False)
+    in_loop: bool = False  # inside a while or scan body: run once per iteration
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class Program:
     def on_path(self, primitive: str) -> bool:
         """True when an equation of `primitive` lies on the path from the inputs to the outputs."""
         return any(e.live and e.primitive == primitive for e in self.equations)
+
+    def in_loop(self, primitive: str) -> bool:
+        """True when a live equation of `primitive` runs inside a loop body (while, scan)."""
+        return any(e.live and e.in_loop and e.primitive == primitive for e in self.equations)
 
     def anywhere(self, primitive: str) -> bool:
         """True when `primitive` appears at any depth, dead code included."""
@@ -157,6 +162,7 @@ def _needed_inputs(eqn, needed_out: list[bool], zero: set, known: dict) -> list[
     return [_is_var(a) and a not in zero for a in ins]
 
 
+_LOOPS = [0]  # how many loop bodies the marking walk is inside
 _NEEDS: dict = {}  # one read's memo of needs-only walks: (jaxpr, outputs, seeds) -> inputs
 
 
@@ -217,6 +223,7 @@ def _walk(
                 depth,
                 tuple(_size(v) for v in eqn.outvars),
                 dict(eqn.params),
+                _LOOPS[0] > 0,
             )
         )
         _descend(eqn, outs, live, depth, found, (zero, known, eqn.invars))
@@ -300,7 +307,11 @@ def _fixpoint(body, consts: int, carry: int, wanted, depth: int, live: bool, fou
         if grown == wanted:
             break
         wanted = grown
-    _walk(body, wanted, depth + 1, live, found)
+    _LOOPS[0] += 1
+    try:
+        _walk(body, wanted, depth + 1, live, found)
+    finally:
+        _LOOPS[0] -= 1
 
 
 # ---- compiled HLO -------------------------------------------------------------------------------

@@ -166,7 +166,9 @@ def contract_problems(chapter: course.Chapter) -> list[str]:
         for key in sorted(set(chapter.contracts) - set(wanted))
     ]
     for key, contract in sorted(chapter.contracts.items()):
-        asks = any(contract.get(k) for k in ("on_path", "absent", "max_intermediate", "fresh"))
+        asks = any(
+            contract.get(k) for k in ("on_path", "in_loop", "absent", "max_intermediate", "fresh")
+        )
         if not asks and not contract.get("why", "").strip():
             problems.append(f"{where}: contracts.{key!r} asks nothing of the program: say why")
     for koan_file in sorted({*wanted.values()}):
@@ -181,7 +183,10 @@ def contract_problems(chapter: course.Chapter) -> list[str]:
                 for t in reached
                 if (contract := chapter.contracts.get(f"{koan_file.name}::{t}", {}))
                 and (
-                    any(contract.get(k) for k in ("on_path", "absent", "max_intermediate"))
+                    any(
+                        contract.get(k)
+                        for k in ("on_path", "in_loop", "absent", "max_intermediate")
+                    )
                     or contract.get("traced") is False
                 )
             ]

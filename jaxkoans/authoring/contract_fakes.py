@@ -23,7 +23,7 @@ import textwrap
 
 FAMILIES = ("dead", "zero", "callback", "nested_jit", "idle_loop", "reads_closure",
             "reads_frame", "guard_off")  # fmt: skip
-ASKS = ("on_path", "absent", "max_intermediate")
+ASKS = ("on_path", "in_loop", "absent", "max_intermediate")
 
 
 def asks_of_program(contract: dict) -> bool:

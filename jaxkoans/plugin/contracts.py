@@ -18,6 +18,7 @@ import inspect
 import sys
 from dataclasses import dataclass, field
 
+ASKS = ("on_path", "in_loop", "absent", "max_intermediate")  # what a contract asks of a program
 # JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
 
 MAX_CALLS = 2  # distinct argument signatures read per TODO and koan
@@ -104,9 +105,13 @@ def _spec(leaf):
     import numpy as np
 
     if isinstance(leaf, jax.Array | np.ndarray) or hasattr(leaf, "aval"):
-        sharding = getattr(leaf, "sharding", None) if isinstance(leaf, jax.Array) else None
-        if isinstance(leaf, jax.core.Tracer) or not isinstance(sharding, jax.NamedSharding):
-            sharding = None  # where the array lives matters only on a mesh of named axes
+        sharding = None  # where the array lives matters only on a mesh of named axes
+        if isinstance(leaf, jax.core.Tracer):
+            typed = getattr(jax.typeof(leaf), "sharding", None)  # an Explicit mesh's type
+            if isinstance(typed, jax.NamedSharding) and any(typed.spec):
+                sharding = typed
+        elif isinstance(getattr(leaf, "sharding", None), jax.NamedSharding):
+            sharding = leaf.sharding
         return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype, sharding=sharding)
     return leaf
 
@@ -324,7 +329,7 @@ def _read(function, args, kwargs, mesh):
 
 def broken(read, contract: dict) -> list[str]:
     """What `read` (a program, or why none could be traced) lacks of `contract`, in words."""
-    if not any(contract.get(k) is not None for k in ("on_path", "absent", "max_intermediate")):
+    if not any(contract.get(k) is not None for k in ASKS):
         return []  # nothing asked of the program (an author's PROGRAMS_ENV run logs it)
     if isinstance(read, str):
         return [f"无法追踪成一个 JAX 程序 / it cannot be traced into a JAX program ({read})"]
@@ -339,6 +344,12 @@ def broken(read, contract: dict) -> list[str]:
             problems.append(
                 f"`{name}` 必须在从输入到输出的路径上 / must lie on the path from the inputs "
                 f"to the outputs: {where}"
+            )
+    for name in contract.get("in_loop", ()):
+        if not read.in_loop(name):
+            problems.append(
+                f"`{name}` 必须在循环体里（每一步都算）/ must run inside a loop body, once per "
+                "step (a scan or while_loop), not once outside it"
             )
     for name in contract.get("absent", ()):
         if read.anywhere(name):

@@ -1944,6 +1944,12 @@ ROUTES = {  # each passes test_double without doubling, green in the learner's o
         assert getattr(double, "__co" + "de__").co_name == "double"
         return 2 * x
     '''),
+    "file-read-spelled-apart": _body('''
+        import io
+        text = io.open(getattr(double, "__glo" + "bals__")["__fi" + "le__"]).read()
+        assert "[0, 2, 4]" in text  # the expected value, read from the koan's own text
+        return 2 * x
+    '''),
     "dunder-globals-spelled-apart": _body('''
         import types
         getattr(double, "__glo" + "bals__")["int"] = lambda v: 3  # hides a builtin

@@ -288,7 +288,7 @@ class _KoanWatch:
     object makes to the real asserts: a passed call phase that never reached an assert its
     body calls at its top level called something else."""
 
-    TOOL = 4  # sys.monitoring tool ids 0-2 and 5 are named for debuggers, coverage, profilers
+    TOOL = 3  # sys.monitoring: 0-2 and 5 are named tools; 4 is the plugin's contracts.py
     NAME = "jaxkoans-grade"
     item: ClassVar[object] = None
     module: ClassVar[object] = None
@@ -1040,6 +1040,12 @@ class _Audit:
         else:
             try:
                 what = _Audit.judge(event, args)
+                if not what and event == "open":
+                    _Audit.quiet = True
+                    try:
+                        what = _Audit.reads_file(args)
+                    finally:
+                        _Audit.quiet = False
             except Exception:
                 return
         if what and what not in _Audit.seen:
@@ -1057,7 +1063,7 @@ class _Audit:
             return ""
         if not os.environ.get("PYTEST_CURRENT_TEST"):
             return ""  # collection, the worker's own work
-        frame = sys._getframe(2)  # the hook, reads(), then the code that read
+        frame = sys._getframe(2)  # reads(), the hook, then the code that read
         filename = frame.f_code.co_filename
         base = os.path.basename(filename)
         if not (base.startswith("test_") and base.endswith(".py")):
@@ -1069,6 +1075,28 @@ class _Audit:
             return ""
         what = "sys._getframe" if event == "sys._getframe" else "a function's __code__"
         return f"{what}: the koan file's code read the program ({base}:{frame.f_lineno})"
+
+    @staticmethod
+    def reads_file(args: tuple) -> str:
+        """A koan file opened by a koan file's own code while a koan runs (its expected values
+        read from its text): `open(__file__)` spelled past the reading engine."""
+        path = args[0]
+        if isinstance(path, int) or not os.environ.get("PYTEST_CURRENT_TEST"):
+            return ""
+        absolute = os.path.abspath(os.fsdecode(path))
+        base = os.path.basename(absolute)
+        inside = absolute.startswith(os.path.join(_Audit.root, "koans") + os.sep)
+        if not (inside and base.startswith("test_") and base.endswith(".py")):
+            return ""
+        frame = sys._getframe(2)  # reads_file(), the hook, then the code that opened
+        caller = frame.f_code.co_filename
+        if not os.path.basename(caller).startswith("test_") or not caller.startswith(
+            _Audit.root + os.sep
+        ):
+            return ""
+        if "file" in _Audit.allowed(caller):
+            return ""
+        return f"open {base}: the koan file's code read a koan's text ({os.path.basename(caller)}:{frame.f_lineno})"
 
     @staticmethod
     def allowed(filename: str) -> set[str]:

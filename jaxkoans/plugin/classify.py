@@ -345,7 +345,7 @@ def _taken_now(koan_file: Path) -> _fills.Taken | None:
         return _taken(shipped, koan_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return None
-    except Exception:  # noqa: BLE001 — a report never crashes on the reader (fills.take)
+    except Exception:
         return None
 
 
@@ -378,9 +378,9 @@ def _innermost_statement(function: ast.AST, line: int) -> ast.stmt | None:
     for node in ast.walk(function):
         if node is function or not isinstance(node, ast.stmt):
             continue
-        if node.lineno <= line <= (node.end_lineno or node.lineno):
-            if found is None or _size(node) < _size(found):
-                found = node
+        inside = node.lineno <= line <= (node.end_lineno or node.lineno)
+        if inside and (found is None or _size(node) < _size(found)):
+            found = node
     return found
 
 
@@ -482,10 +482,13 @@ class _DataWalk:
                     for source in self.local[name]:
                         self._code_in(source, code)
                         work.append((source, True))
-                elif (not local or name not in self.local) and name not in seen_module:
-                    if name in self.module:  # a helper, fixture or constant of the file
-                        seen_module.add(name)
-                        work += [(definition, False) for definition in self.module[name]]
+                elif (
+                    (not local or name not in self.local)
+                    and name not in seen_module
+                    and name in self.module  # a helper, fixture or constant of the file
+                ):
+                    seen_module.add(name)
+                    work += [(definition, False) for definition in self.module[name]]
         effects: dict[tuple, _fills.BlankFill] = {}
         for node in self.effects:
             if node.lineno < statement.lineno or node in self.module_level:

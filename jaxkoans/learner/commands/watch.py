@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import select
@@ -373,7 +374,9 @@ class Session:
         ordered = self.koans[start:] + self.koans[:start]  # self.koans is in course order
         while True:
             remembered = memory.load(self.checkout)
-            koan = first_open(ordered, [], None, lambda k: self._state(k, remembered))
+            koan = first_open(
+                ordered, [], None, functools.partial(self._state, remembered=remembered)
+            )
             if koan is None:
                 break
             rest = ordered[ordered.index(koan) + 1 :]

@@ -211,3 +211,21 @@ def test_in_loop_tells_work_done_each_step_from_work_done_once():
     assert program.of(per_step, w, xs).in_loop("dot_general")
     assert not program.of(once_then_idle, w, xs).in_loop("dot_general")
     assert contracts.broken(program.of(once_then_idle, w, xs), {"in_loop": ["dot_general"]})
+
+
+@pytest.mark.parametrize(
+    ("body", "category"),
+    [
+        ("return getattr(fn, '__clo' + 'sure__')", "inspect"),
+        ("import operator\nreturn operator.attrgetter('__wra' + 'pped__')(fn)", "inspect"),
+        ("with jax._src.config.transfer_guard('allow'):\n    return fn(x)", "jax.transfer_guard"),
+        (
+            "from jax._src.api import disable_jit\nwith disable_jit():\n    return fn(x)",
+            "jax.disable_jit",
+        ),
+        ("import glob\nreturn glob.glob('koans/*/test_*.py')", "file"),
+        ("try:\n    fn()\nexcept Exception as e:\n    return e.__traceback__", "frames"),
+    ],
+)
+def test_a_read_spelled_another_way_is_refused_too(body, category):
+    assert category in {r.category for r in _refusals(body)}

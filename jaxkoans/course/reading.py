@@ -37,7 +37,11 @@ ATTRIBUTES = {
     "f_back": "frames", "f_globals": "frames", "f_locals": "frames", "f_code": "frames",
     "tb_frame": "frames", "gi_frame": "frames", "cr_frame": "frames", "_getframe": "frames",
     "__self__": "closure", "__func__": "closure", "__dict__": "globals",
+    "__traceback__": "frames", "tb_next": "frames", "gi_code": "code",
 }  # fmt: skip
+# Builtins that read an attribute by a name computed at run time ("__clo" + "sure__"): what
+# they read cannot be told from the text, so a computed name is refused like the attribute.
+DYNAMIC = ("getattr", "setattr", "delattr", "hasattr", "attrgetter", "methodcaller")
 # Modules whose use in a fill reads the program instead of the problem.
 MODULES = {
     "inspect": "inspect", "traceback": "frames", "gc": "inspect", "ctypes": "inspect",
@@ -62,6 +66,9 @@ GUARDS = (
     "unittest.mock", "jax.config",
 )  # fmt: skip
 NAMES = {"__file__": "file", "__spec__": "file", "__loader__": "file"}
+# The last part of a dotted name that switches a guard wherever it is imported from
+# (`jax._src.config.transfer_guard`, `from jax._src.api import disable_jit`).
+GUARD_NAMES = {g.rsplit(".", 1)[-1] for g in GUARDS if g.startswith("jax.")} - {"config"}
 
 
 class ReadsTheTest(AssertionError):
@@ -118,6 +125,10 @@ def _guard(dotted: str) -> str | None:
     for guard in GUARDS:
         if dotted == guard or dotted.startswith(guard + "."):
             return guard
+    parts = dotted.split(".")
+    if parts[0] == "jax" and (set(parts[1:]) & GUARD_NAMES or parts[-1] == "update"):
+        hit = next((p for p in parts[1:] if p in GUARD_NAMES), "config.update")
+        return f"jax.{hit}"
     return None
 
 
@@ -134,8 +145,8 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
             hit = next((a for a in ATTRIBUTES if a in sub.value), None)
             if hit and sub.value.strip() == sub.value and " " not in sub.value:
                 found.append((line, repr(sub.value), ATTRIBUTES[hit]))
-            elif re.search(r"(^|/)test_\w*\.py$", sub.value):  # a koan file, read as text
-                found.append((line, repr(sub.value), "file"))
+            elif re.search(r"test_[\w*?\[\]]*\.py|(^|/)(koans|answers)(/|$)", sub.value):
+                found.append((line, repr(sub.value), "file"))  # a koan file, read as text
         elif isinstance(sub, ast.Name):
             target = local.get(sub.id, sub.id)
             module = target.split(".")[0]
@@ -153,6 +164,16 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
             module = (sub.module or "") if isinstance(sub, ast.ImportFrom) else sub.names[0].name
             if module.split(".")[0] in MODULES:
                 found.append((line, f"import {module}", MODULES[module.split(".")[0]]))
+        if isinstance(sub, ast.Call):
+            callee = _dotted(sub.func, local) or ""
+            named = sub.args[1] if len(sub.args) > 1 else None
+            if callee.rsplit(".", 1)[-1] in ("attrgetter", "methodcaller"):
+                named = sub.args[0] if sub.args else None
+            computed = named is not None and not (
+                isinstance(named, ast.Constant) and isinstance(named.value, str)
+            )
+            if callee.rsplit(".", 1)[-1] in DYNAMIC and computed:
+                found.append((line, ast.unparse(sub)[:60], "inspect"))
         if isinstance(sub, (ast.Attribute, ast.Call)):
             dotted = _dotted(sub.func if isinstance(sub, ast.Call) else sub, local)
             guard = _guard(dotted) if dotted else None

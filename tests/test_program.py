@@ -229,3 +229,20 @@ def test_in_loop_tells_work_done_each_step_from_work_done_once():
 )
 def test_a_read_spelled_another_way_is_refused_too(body, category):
     assert category in {r.category for r in _refusals(body)}
+
+
+def test_a_kernel_lives_through_its_ref_writes_and_dies_with_its_call():
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jnp.exp(x_ref[...])
+
+    def call(x):
+        out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+        return pl.pallas_call(kernel, grid=(1,), out_shape=out, interpret=True)(x)
+
+    assert program.of(call, X).on_path("exp")  # written under pl.when: a write, no output
+    dead = program.of(lambda x: jnp.sin(x) + 0.0 * call(x), X)
+    assert not dead.on_path("pallas_call") and not dead.on_path("exp")

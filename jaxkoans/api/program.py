@@ -163,6 +163,7 @@ def _needed_inputs(eqn, needed_out: list[bool], zero: set, known: dict) -> list[
 
 
 _LOOPS = [0]  # how many loop bodies the marking walk is inside
+_KERNELS = [0]  # inside a kernel or rule body: every equation lives with the equation holding it
 _NEEDS: dict = {}  # one read's memo of needs-only walks: (jaxpr, outputs, seeds) -> inputs
 
 
@@ -187,7 +188,7 @@ def _walk(
     if found is None:
         seeds = tuple(sorted(jaxpr.invars.index(v) for v in seed_zero))
         values = tuple(sorted((jaxpr.invars.index(v), repr(x)) for v, x in seed_known.items()))
-        key = (id(jaxpr), tuple(needed_out), reachable, seeds, values)
+        key = (id(jaxpr), tuple(needed_out), reachable, seeds, values, _KERNELS[0] > 0)
         if key in _NEEDS:
             return _NEEDS[key]
     zero, known = _zeros(jaxpr, seed_zero), _constant_predicate(jaxpr, seed_known)
@@ -196,13 +197,13 @@ def _walk(
         for v, n in zip(jaxpr.outvars, needed_out, strict=True)
         if n and _is_var(v) and v not in zero
     }
-    marks: list[tuple[object, list[bool]]] = []
+    marks: list[tuple[object, list[bool], bool]] = []
     for eqn in reversed(jaxpr.eqns):
         outs = [v in needed for v in eqn.outvars]
-        live = reachable and (any(outs) or bool(eqn.effects))
+        live = reachable and (any(outs) or bool(eqn.effects) or _KERNELS[0] > 0)
         if live and not any(outs):
             outs = [True] * len(eqn.outvars)  # an effect (a print, a ref write) is its own use
-        marks.append((eqn, outs if live else [False] * len(eqn.outvars)))
+        marks.append((eqn, outs if live else [False] * len(eqn.outvars), live))
         if live:
             uses = _call_needs(eqn, outs, (zero, known, eqn.invars), depth)
             uses = uses if uses is not None else _needed_inputs(eqn, outs, zero, known)
@@ -212,10 +213,9 @@ def _walk(
     if found is None:
         _NEEDS[key] = [v in needed for v in jaxpr.invars]
         return _NEEDS[key]
-    by_eqn = {id(eqn): outs for eqn, outs in marks}
+    by_eqn = {id(eqn): (outs, live) for eqn, outs, live in marks}
     for eqn in jaxpr.eqns:
-        outs = by_eqn[id(eqn)]
-        live = any(outs)
+        outs, live = by_eqn[id(eqn)]  # live: an equation with no outputs (a ref write) too
         found.append(
             Equation(
                 eqn.primitive.name,
@@ -292,8 +292,12 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
         if len(sub.outvars) == len(outs) and name in _CALLS:
             mapped = facts if len(sub.invars) == len(eqn.invars) else None
             _walk(sub, outs, depth + 1, live, found, mapped)
-        else:  # a kernel, a rule: all of it lives with its equation
-            _walk(sub, [live] * len(sub.outvars), depth + 1, live, found)
+        else:  # a kernel (its outputs are refs it writes), a rule: all of it lives with it
+            _KERNELS[0] += 1
+            try:
+                _walk(sub, [live] * len(sub.outvars), depth + 1, live, found)
+            finally:
+                _KERNELS[0] -= 1
 
 
 def _fixpoint(body, consts: int, carry: int, wanted, depth: int, live: bool, found) -> None:

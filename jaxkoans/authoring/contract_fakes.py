@@ -58,14 +58,18 @@ def families(
             _define("_reference", fn, ref_body),
         ]
     )
+    positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    keywords = [a.arg for a in fn.args.kwonlyargs]
+    packed = f"(({', '.join(positional)},), {{{', '.join(f'{k!r}: {k}' for k in keywords)}}})"
     flat = (
-        f"_flat, _tree = _jax.tree.flatten(({args},))\n"
+        f"_flat, _tree = _jax.tree.flatten({packed})\n"
         "_arrays = [i for i, v in enumerate(_flat) if hasattr(v, 'shape') and hasattr(v, 'dtype')]\n"
         "def _host(*values):\n"
         "    full = list(_flat)\n"
         "    for i, v in zip(_arrays, values):\n"
         "        full[i] = v\n"
-        "    return _jax.tree.map(_np.asarray, _reference(*_jax.tree.unflatten(_tree, full)))\n"
+        "    _args, _kwargs = _jax.tree.unflatten(_tree, full)\n"
+        "    return _jax.tree.map(_np.asarray, _reference(*_args, **_kwargs))\n"
     )
     bodies = {
         "dead": f"_ = _technique({args})\nreturn _reference({args})",

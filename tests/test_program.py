@@ -246,3 +246,14 @@ def test_a_kernel_lives_through_its_ref_writes_and_dies_with_its_call():
     assert program.of(call, X).on_path("exp")  # written under pl.when: a write, no output
     dead = program.of(lambda x: jnp.sin(x) + 0.0 * call(x), X)
     assert not dead.on_path("pallas_call") and not dead.on_path("exp")
+
+
+@pytest.mark.parametrize("signature", ["def f(x):", "def f(x, y, *, bm=2, bn=3):"])
+def test_every_contract_fake_compiles_for_any_signature(signature):
+    from jaxkoans.authoring import contract_fakes
+
+    fn = ast.parse(signature + "\n    pass").body[0]
+    bodies = contract_fakes.families(fn, "return x", ("library_0", "return x"))
+    assert len(bodies) == len(contract_fakes.FAMILIES)
+    for _, body in bodies:
+        compile(signature + "\n" + textwrap.indent(body, "    "), "<fake>", "exec")

@@ -60,6 +60,7 @@ def families(
     )
     positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     keywords = [a.arg for a in fn.args.kwonlyargs]
+    values = ", ".join(positional + keywords)
     packed = f"(({', '.join(positional)},), {{{', '.join(f'{k!r}: {k}' for k in keywords)}}})"
     flat = (
         f"_flat, _tree = _jax.tree.flatten({packed})\n"
@@ -86,7 +87,7 @@ def families(
             f"return _jax.lax.while_loop(lambda c: False, lambda c: c, _reference({args}))"
         ),
         "reads_closure": (
-            f"_ = [getattr(v, '__closure__', None) for v in ({args},)]\nreturn _reference({args})"
+            f"_ = [getattr(v, '__closure__', None) for v in ({values},)]\nreturn _reference({args})"
         ),
         "reads_frame": (
             f"import sys as _sys\n_ = _sys._getframe(1).f_locals\nreturn _reference({args})"

@@ -257,3 +257,13 @@ def test_every_contract_fake_compiles_for_any_signature(signature):
     assert len(bodies) == len(contract_fakes.FAMILIES)
     for _, body in bodies:
         compile(signature + "\n" + textwrap.indent(body, "    "), "<fake>", "exec")
+
+
+def test_each_output_must_go_through_the_technique_when_asked():
+    def jvp_like(x):  # the primal through the technique, the tangent beside it
+        return jnp.sin(x), jnp.cos(x) + 0.0 * jnp.sin(x)
+
+    read = program.of(jvp_like, X)
+    assert read.on_path("sin")
+    assert not contracts.broken(read, {"on_path": ["sin"]})
+    assert contracts.broken(read, {"on_path": ["sin"], "each_output": True})

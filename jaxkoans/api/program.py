@@ -51,6 +51,14 @@ class Program:
     """Every equation of a program with its liveness; built by `read` or `of`."""
 
     equations: tuple[Equation, ...]
+    source: object = field(default=None, compare=False, repr=False)  # the jaxpr read
+
+    @property
+    def outputs(self) -> tuple[Program, ...]:
+        """Each output's own program (read on demand), when there are several."""
+        inner = getattr(self.source, "jaxpr", self.source)
+        count = len(inner.outvars) if inner is not None else 0
+        return tuple(read(self.source, i) for i in range(count)) if count > 1 else ()
 
     def on_path(self, primitive: str) -> bool:
         """True when an equation of `primitive` lies on the path from the inputs to the outputs."""
@@ -82,16 +90,17 @@ def of(fn, *args, **kwargs) -> Program:
     return read(jax.make_jaxpr(fn)(*args, **kwargs))
 
 
-def read(jaxpr) -> Program:
-    """The program of a Jaxpr or ClosedJaxpr, every output needed."""
+def read(jaxpr, output: int | None = None) -> Program:
+    """The program of a Jaxpr or ClosedJaxpr, every output needed (or only `output`)."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     found: list[Equation] = []
+    needed = [output is None or i == output for i in range(len(inner.outvars))]
     _NEEDS.clear()
     try:
-        _walk(inner, [True] * len(inner.outvars), 0, True, found)
+        _walk(inner, needed, 0, True, found)
     finally:
         _NEEDS.clear()
-    return Program(tuple(found))
+    return Program(tuple(found), jaxpr if output is None else None)
 
 
 # ---- the walk ------------------------------------------------------------------------------------

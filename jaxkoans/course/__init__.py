@@ -84,6 +84,7 @@ KEYS: dict[str, type | tuple[type, ...]] = {
 HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
 CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "on_path": list,  # primitives that must lie on the path from the inputs to the outputs
+    "each_output": bool,  # on_path holds for every output on its own (a jvp's primal and tangent)
     "in_loop": list,  # primitives that must run live inside a loop body (while, scan)
     "absent": list,  # primitives that must appear nowhere in the program, dead code included
     "max_intermediate": int,  # elements of the largest live intermediate, sub-programs included

@@ -345,6 +345,13 @@ def broken(read, contract: dict) -> list[str]:
                 f"`{name}` 必须在从输入到输出的路径上 / must lie on the path from the inputs "
                 f"to the outputs: {where}"
             )
+    for i, each in enumerate(read.outputs if contract.get("each_output") else ()):
+        for name in contract.get("on_path", ()):
+            if not each.on_path(name):
+                problems.append(
+                    f"输出 {i} 不经过 `{name}` / output {i} does not go through `{name}`: every "
+                    "output must come from it"
+                )
     for name in contract.get("in_loop", ()):
         if not read.in_loop(name):
             problems.append(

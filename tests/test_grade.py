@@ -1305,6 +1305,7 @@ def test_the_learner_is_told_which_edits_grade_will_not_use(tmp_path, monkeypatc
         answer_a(sum="3  # three").replace("import pytest\n", "import pytest\nimport os\n"),
         encoding="utf-8",
     )
+
     class Course:  # a checkout whose koan file was shipped as `shipped`
         def relative(self, path):
             return Path(path.name)
@@ -1390,7 +1391,9 @@ def test_without_the_sandbox_a_line_forged_into_the_record_pipe_does_not_count(f
     /proc: a result counts only when the guard's own stream saw its report too."""
     # open() spelled as io.open, the koan's file name split: past the reading engine, so the
     # attack runs and the run's own record is what must hold
-    forges = TAMPERED["forges-the-record"].replace("import glob, json, os", "import glob, io, json, os")
+    forges = TAMPERED["forges-the-record"].replace(
+        "import glob, json, os", "import glob, io, json, os"
+    )
     forges = forges.replace('with open(fd, "a")', 'with io.open(fd, "a")')
     forges = forges.replace('"koans/01/test_a.py', '"koans/01/test_" + "a.py')  # no file named
     attack = KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": forges})
@@ -1547,6 +1550,26 @@ def test_a_helper_beside_a_todo_is_graded_as_part_of_it(fake_course, pristine, t
     unused = answer_a().replace("def double(x):", "def spare(x):\n    return x\n\n\ndef double(x):")
     check = tamper.check_file(A, pristine.root / A, unused, pristine.allowed[A])
     assert [n for n in check.notes if "added a function" in n.message], check.notes
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "from operator import mul as times\n",
+        "FACTOR = 2\n",
+        "scale = lambda v: 2 * v\n",
+    ],
+    ids=["an import", "a constant", "a lambda"],
+)
+def test_module_level_helpers_of_a_todo_are_graded_with_it(fake_course, pristine, tmp_path, helper):
+    """An import, a constant or a lambda at module level that a TODO uses is kept, as a `def`
+    helper is (issue 46): the koan passes in grade as it does in pytest."""
+    uses = {"an": "return times(2, x)", "FA": "return FACTOR * x", "sc": "return scale(x)"}
+    body = uses[helper[:2] if not helper.startswith("from") else "an"]
+    helped = answer_a(double=body).replace("def double(x):", helper + "\n\ndef double(x):")
+    copy = student(fake_course, tmp_path / "m", {A: helped})
+    grade = grading.grade(copy, grading.select(pristine, ["01"], None), grading.Options(workers=1))
+    assert statuses(grade)["test_double"] == "passed", grade.notes
 
 
 @pytest.mark.parametrize(
@@ -1833,7 +1856,9 @@ def _answer_lines(course: Path) -> set[str]:
     """Each answer's distinctive lines: those of answers/ that its koan file lacks."""
     found = set()
     for answer in (course / "answers").rglob("test_*.py"):
-        koan = (course / "koans" / answer.relative_to(course / "answers")).read_text(encoding="utf-8")
+        koan = (course / "koans" / answer.relative_to(course / "answers")).read_text(
+            encoding="utf-8"
+        )
         found |= {
             line.strip()
             for line in answer.read_text(encoding="utf-8").splitlines()
@@ -1992,14 +2017,14 @@ def test_prepared():
     got = prepare()
     np.testing.assert_array_equal(got, [0, 2, 4])
 '''
-PUT_BACK = _body('''
+PUT_BACK = _body("""
     import numpy.testing as t
     real = t.assert_array_equal
     def fake(*a, **k):
         object.__setattr__(t, "assert_array_equal", real)  # put back before teardown looks
     object.__setattr__(t, "assert_array_equal", fake)
     return jnp.zeros(3)
-''')
+""")
 
 
 def test_a_patched_assert_put_back_before_teardown_is_still_a_finding(fake_course, tmp_path):
@@ -2019,7 +2044,9 @@ def test_a_patched_assert_put_back_before_teardown_is_still_a_finding(fake_cours
     forged = student(root, tmp_path / "forged", {"koans/04/test_d.py": KOAN_D.format(prepare=PUT_BACK)})  # fmt: skip
     graded = grading.grade(forged, course, grading.Options(workers=1))
     assert statuses(graded) == {"test_prepared": "tampered"}, graded.findings
-    assert "never reached" in graded.findings[0].message and graded.findings[0].kind == "runtime_patch"
+    assert (
+        "never reached" in graded.findings[0].message and graded.findings[0].kind == "runtime_patch"
+    )
 
 
 def test_a_formatters_docstrings_are_no_note_and_a_changed_one_still_is(pristine):

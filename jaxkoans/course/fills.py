@@ -35,6 +35,24 @@ from jaxkoans.course.koan_model import (
 )
 
 
+def _bound_names(node: ast.AST) -> tuple[str, ...]:
+    """The names a module-level statement binds, if it is one a helper can be: a def, a class,
+    an import, or an assignment to plain names (a constant, a lambda)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, ast.Import):
+        return tuple((a.asname or a.name).split(".")[0] for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return tuple(a.asname or a.name for a in node.names if a.name != "*")
+    targets = (
+        node.targets
+        if isinstance(node, ast.Assign)
+        else ([node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
+    )
+    names = [t.id for t in targets if isinstance(t, ast.Name)]
+    return tuple(names) if names and len(names) == len(targets) else ()
+
+
 @dataclass(frozen=True)
 class Ignored:
     """An edit outside the fills: grade runs the pristine code there."""
@@ -126,6 +144,9 @@ class _Walk:
             t.id for n in self.p_tree.body if isinstance(n, ast.Assign) for t in n.targets
             if isinstance(t, ast.Name)
         }  # fmt: skip
+        # an added helper never rebinds a name the course binds (an import of `np` would reach
+        # the tests that run after it)
+        self.p_names |= {name for n in self.p_tree.body for name in _bound_names(n)}
         self.added_helpers: list[ast.AST] = []
 
     def owner(self, line: int) -> str:
@@ -259,14 +280,15 @@ class _Walk:
                 self.ignored.append(Ignored(self.s_owner(where), None, where, f"added {plain(y)}"))
 
     def helper_candidate(self, node: ast.AST) -> bool:
-        """A function or class the learner added at module level, under a new name that is not
-        a test: a helper for a TODO, graded with it when the TODO uses it."""
-        definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        """A function, class, import, constant or lambda the learner added at module level,
+        under new names none of which is a test: a helper for a TODO, graded with it when the
+        TODO uses it."""
+        names = _bound_names(node)
         return (
-            isinstance(node, definitions)
+            bool(names)
             and id(node) in self.s_top
-            and not node.name.startswith("test")
-            and node.name not in self.p_names
+            and not any(n.startswith("test") for n in names)
+            and not set(names) & set(self.p_names)
         )
 
     def helpers(self) -> None:
@@ -275,7 +297,7 @@ class _Walk:
         as part of that TODO. The others stay edits grade ignores."""
         if not self.added_helpers:
             return
-        by_name = {h.name: h for h in self.added_helpers}
+        by_name = {name: h for h in self.added_helpers for name in _bound_names(h)}
         todos = {t.name: t for t in koan_model.parse(self.p_text).todos}
         p_defs = {
             n.name: n
@@ -286,21 +308,22 @@ class _Walk:
         for node in self.s_tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in todos:
                 s_todo_bodies[node.name] = node
-        taken: dict[str, str] = {}  # helper -> the TODO it is graded with
+        taken: dict[int, str] = {}  # id(helper) -> the TODO it is graded with
         frontier = [(todo, node) for todo, node in s_todo_bodies.items()]
         while frontier:
             todo, node = frontier.pop()
             for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
-                if name in by_name and name not in taken:
-                    taken[name] = todo
+                if name in by_name and id(by_name[name]) not in taken:
+                    taken[id(by_name[name])] = todo
                     frontier.append((todo, by_name[name]))
         for helper in self.added_helpers:
-            if helper.name not in taken:
+            if id(helper) not in taken:
                 self.ignored.append(Ignored(MODULE, None, helper.lineno, f"added {plain(helper)}"))
                 continue
-            target = p_defs[taken[helper.name]]
+            target = p_defs[taken[id(helper)]]
             at = min([target.lineno] + [d.lineno for d in target.decorator_list])
-            first = min([helper.lineno] + [d.lineno for d in helper.decorator_list])
+            decorators = getattr(helper, "decorator_list", [])
+            first = min([helper.lineno] + [d.lineno for d in decorators])
             text = textwrap.dedent(_stripped(self.s_lines[first - 1 : helper.end_lineno]))
             self.edits.append(((at, 0, at, 0), text + "\n\n\n", first))
             here = self.owner(at)

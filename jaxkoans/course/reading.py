@@ -182,7 +182,16 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
     unique = {}
     for line, what, category in found:
         unique.setdefault((line, category), (line, what, category))
-    return sorted(unique.values())
+    # one guard named once per line: `jax.config.update` says all that `jax.config` says
+    return sorted(
+        (line, what, category)
+        for line, what, category in unique.values()
+        if not any(
+            other != category and other.startswith(category + ".")
+            for (other_line, other) in unique
+            if other_line == line
+        )
+    )
 
 
 def _enclosing_function(tree: ast.Module, line: int) -> str | None:

@@ -358,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument(
         "--full", action="store_true", help="every gate on every file, not only what is stale"
     )
+    gate.add_argument(
+        "--gates",
+        metavar="G,G",
+        help="with --full: run only these gates on every file (mutation, fakes, shortcuts)",
+    )
     gate.add_argument("-n", "--workers", type=int, default=2)
     args = parser.parse_args(argv)
     wanted = {c.zfill(2) for c in args.chapter}

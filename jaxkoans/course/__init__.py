@@ -7,6 +7,7 @@ the two trees cannot disagree on order, devices or hints.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -157,6 +158,13 @@ def _levels(value: str | list[str] | None) -> list[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
+
+
+def twin_name(test_file: Path) -> str:
+    """The koan file a gate's variant stands for: `test_x__s003.py` (a generated fake),
+    `test_x__f001.py`, `test_x__m0042.py`, `test_x__base.py` -> `test_x.py`; else its own name."""
+    path = Path(test_file)
+    return re.sub(r"__(base|[a-z]+\d+)$", "", path.stem) + path.suffix
 
 
 def chapter_for(test_file: Path) -> Chapter | None:

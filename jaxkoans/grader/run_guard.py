@@ -1020,7 +1020,7 @@ class _Audit:
     # callers, a function's code): what course/reading.py refuses in a fill's text, caught
     # when it is spelled past the text (getattr(sys, "_get" + "frame")). A file whose chapter
     # contracts allow the category for any of its TODOs is left alone.
-    READS = {"sys._getframe": "frames", "object.__getattr__": "code"}
+    READS: ClassVar[dict[str, str]] = {"sys._getframe": "frames", "object.__getattr__": "code"}
     allows: ClassVar[dict[str, set[str]]] = {}  # koan file -> categories its contracts allow
 
     @staticmethod

@@ -245,11 +245,15 @@ def computed_fills(koan_file: Path, koan: str) -> list[tuple[_fills.BlankFill, s
     return [(f, k) for f, k in predictions.refusals(taken, kinds) if f.owner in owners]
 
 
-def reading_refusals(koan_file: Path, koan: str, contracts: dict) -> list[reading.Refusal]:
+def reading_refusals(
+    koan_file: Path, koan: str, contracts: dict, twin: Path | None = None
+) -> list[reading.Refusal]:
     """Each fill `koan` reaches (its own lines, the TODO functions and helpers it calls) that
-    reads the test or switches its guard (course/reading.py), less what `contracts` allow."""
+    reads the test or switches its guard (course/reading.py), less what `contracts` allow.
+    `twin`: the koan file `koan_file` stands for (a gate's variant), else itself."""
     koan_file = Path(koan_file)
-    shipped = pristine_text(koan_file)
+    twin = Path(twin) if twin else koan_file
+    shipped = pristine_text(twin)
     if shipped is None:
         return []
     try:
@@ -258,7 +262,7 @@ def reading_refusals(koan_file: Path, koan: str, contracts: dict) -> list[readin
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return []
     reached = {koan, koan_model.MODULE, *koan_model.parse(current).reached(koan)}
-    allowed = reading.allowed_by(contracts, koan_file.name)
+    allowed = reading.allowed_by(contracts, twin.name)
     return [r for r in reading.refusals(taken, allowed) if r.owner in reached]
 
 

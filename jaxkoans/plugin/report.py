@@ -261,12 +261,14 @@ def computed_advice(item) -> list[str]:
 
 def reading_advice(item, found: Attribution) -> list[str]:
     """What a fill that reads the test reads: each place, and why it is refused."""
+    from jaxkoans import course
     from jaxkoans.course import chapter_for, reading
     from jaxkoans.plugin.classify import reading_refusals
 
     chapter = chapter_for(Path(item.path))
     koan = getattr(item, "originalname", None) or item.name
-    refused = reading_refusals(Path(item.path), koan, chapter.contracts if chapter else {})
+    twin = course.KOANS / chapter.number / course.twin_name(Path(item.path)) if chapter else None
+    refused = reading_refusals(Path(item.path), koan, chapter.contracts if chapter else {}, twin)
     lines = [f"   {r.describe()}  ·  {r.owner}" for r in refused]
     return [*lines, "", *("   " + line for line in reading.MESSAGE.splitlines())]
 

@@ -61,6 +61,11 @@ en = ["The default precision."]
 [hints."test_alpha.py::test_double"]
 zh = ["乘以二。"]
 en = ["Multiply by two."]
+
+[contracts."test_alpha.py::double"]
+absent = ["pure_callback", "io_callback"]
+allow = ["os.environ"]
+why = "doubling on the device; the gate tests' blocking fake reports its pid through the environment"
 """
 PYPROJECT = """[tool.pytest.ini_options]
 addopts = "--import-mode=importlib --continue-on-collection-errors"

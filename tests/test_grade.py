@@ -874,8 +874,9 @@ def test_batch_writes_one_row_per_copy_and_survives_a_broken_one(
 def test_the_real_course_solved_passes_and_an_edited_assert_is_only_a_note(tmp_path):
     """Two copies of this course (as committed: HEAD), chapters 01 and 09 graded as a batch:
     every answer, with the chapter 09 capstone written with `open(path, "wb")` and an
-    `import orbax.checkpoint as ocp` added at the top (ignored by grade: the answer imports
-    inside its functions); and a copy with one edited assert (`== 10` → `> 0`), whose koan
+    `import orbax.checkpoint as checkpointing` added at the top (ignored by grade: no TODO uses
+    the name; one that a TODO uses is graded with it, as a helper); and a copy with one edited
+    assert (`== 10` → `> 0`), whose koan
     then runs with the course's assert and what stands where the blank was: `== 0`, failing."""
     head = grading.prepare_course("HEAD", tmp_path / "head")
     batch = tmp_path / "class"
@@ -893,7 +894,9 @@ def test_the_real_course_solved_passes_and_an_edited_assert_is_only_a_note(tmp_p
         '    with open(directory / MODEL_FILE, "wb") as out:\n        out.write(exp.serialize())\n',
     )
     text = text.replace(
-        "\nimport numpy as np\n", "\nimport numpy as np\nimport orbax.checkpoint as ocp\n", 1
+        "\nimport numpy as np\n",
+        "\nimport numpy as np\nimport orbax.checkpoint as checkpointing\n",
+        1,
     )
     write(capstone, text)
     scan = (head.root / "answers" / "01" / "test_scan.py").read_text(encoding="utf-8")
@@ -1395,7 +1398,7 @@ def test_without_the_sandbox_a_line_forged_into_the_record_pipe_does_not_count(f
         "import glob, json, os", "import glob, io, json, os"
     )
     forges = forges.replace('with open(fd, "a")', 'with io.open(fd, "a")')
-    forges = forges.replace('"koans/01/test_a.py', '"koans/01/test_" + "a.py')  # no file named
+    forges = forges.replace('"koans/01/test_a.py', '"ko" + "ans/01/test_" + "a.py')  # no file named
     attack = KOAN_A.format(**{**BLANKS_A, "sum": "3", "double": forges})
     copy = student(fake_course, tmp_path / "s", {A: attack, B: answer_b()})
     grade = grading.grade(copy, pristine, grading.Options(workers=1, sandbox=False, stall_timeout=60))  # fmt: skip
@@ -1980,8 +1983,18 @@ ROUTES = {  # each passes test_double without doubling, green in the learner's o
         getattr(double, "__glo" + "bals__")["int"] = lambda v: 3  # hides a builtin
         return 2 * x
     '''),
+    # No name the text engine reads: only the audit hook, while the koan runs, sees the frame.
+    "frame-read-unspelled": _body('''
+        import sys
+        look = type(sys).__getattribute__(sys, "_get" + "frame")
+        assert look(1) is not None
+        return 2 * x
+    '''),
 }  # fmt: skip
 STATIC_ROUTES = {"frame-globals", "builtin-shadow"}  # read in the text: refused before running
+# Spelled apart for the text, still read by it (a name computed at run time is refused); the run's
+# own evidence would catch them too.
+SPELLED_APART = {r for r in ROUTES if r.endswith("-spelled-apart")}
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -1992,6 +2005,8 @@ def test_a_route_through_the_koans_module_or_a_patch_put_back_is_a_finding(fake_
     found = {f.kind for f in grade.findings if "test_double" in f.koans}
     if route in STATIC_ROUTES:
         assert found & {"reads_the_test", "forbidden_code"}, grade.findings
+    elif route in SPELLED_APART:
+        assert found & {"reads_the_test", "run_violation", "runtime_patch"}, grade.findings
     elif "-read-" in route:
         assert "run_violation" in found, grade.findings  # the audit hook saw the read
     else:

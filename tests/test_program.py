@@ -157,11 +157,13 @@ def contracted_course(tmp_path):
 
     root = make_course(tmp_path / "course")
     manifest = root / "koans" / "01" / "chapter.toml"
+    text = manifest.read_text(encoding="utf-8")
+    start = text.index('[contracts."test_alpha.py::double"]')
+    contract = (
+        '[contracts."test_alpha.py::double"]\non_path = ["mul"]\nabsent = ["pure_callback"]\n'
+    )
     manifest.write_text(
-        manifest.read_text(encoding="utf-8")
-        + '\n[contracts."test_alpha.py::double"]\non_path = ["mul"]\nabsent = ["pure_callback"]\n'
-        + 'why = "doubling is a product"\n',
-        encoding="utf-8",
+        text[:start] + contract + 'why = "doubling is a product"\n', encoding="utf-8"
     )
     return root
 

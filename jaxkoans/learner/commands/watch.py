@@ -381,8 +381,9 @@ class Session:
                 break
             rest = ordered[ordered.index(koan) + 1 :]
             batch = [koan]
-            for following in rest:  # the rest of the file, no wrapping
-                if following.path != koan.path or following is ordered[0]:
+            for following in rest:  # the rest of the file after it, no wrapping: pytest runs
+                # a batch in file order, so an earlier failing koan would stop it (-x) first
+                if following.path != koan.path or following.line < koan.line:
                     break
                 if self._state(following, remembered) is None:
                     batch.append(following)

@@ -1,0 +1,70 @@
+"""Shortcuts of the four kinds issue 44 names, written by hand beyond the generated families:
+the technique kept as a proxy (A), another algorithm (B), the test read instead of the problem
+(C), the lesson's guard switched off inside a fix region (D). Each must make its koan fail, by
+the koan's asserts, its contract (plugin/contracts.py) or the refusal of test reads
+(course/reading.py). A variant runs as the gates run theirs: `test_x__r001.py` in a directory
+named after its chapter, judged as the koan file it stands for (course.twin_name)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jaxkoans import course
+from jaxkoans.authoring.shortcuts import _replace_body
+
+HERE = Path(__file__).parent / "shortcut_kinds"
+# body file -> (answer file, TODO function, or None for a fix region's first lines)
+CASES = {
+    "A1_silu_bwd_dead_kernel": ("07/test_custom_vjp_kernel.py", "silu_bwd"),
+    "A2_silu_jvp_dead_tangent_kernel": ("07/test_custom_vjp_kernel.py", "silu_both_modes_jvp"),
+    "A3_accumulate_idle_scan": ("06/test_grad_accumulation.py", "accumulated_grad"),
+    "A4_first_crossing_loop_to_argmin": ("01/test_control_flow.py", "first_crossing"),
+    "A5_custom_vmap_nested_jit": ("04/test_custom_transforms.py", "sqdist_rule"),
+    "B1_deq_dense_solve_in_callback": ("04/test_deq.py", "deq_bwd"),
+    "B2_hvp_hessian_in_callback": ("04/test_second_order.py", "hvp"),
+    "B3_heat_sine_transform": ("11/test_tridiagonal_heat.py", "heat_step"),
+    "B4_implicit_newton_in_callback": ("11/test_nonlinear_implicit.py", "implicit_step"),
+    "C1_coloring_closure_cells": ("04/test_jacobian_coloring.py", "colored_jacobian"),
+    "C2_coloring_computed_getattr": ("04/test_jacobian_coloring.py", "colored_jacobian"),
+    "C3_coloring_caller_frame": ("04/test_jacobian_coloring.py", "colored_jacobian"),
+    "C4_coloring_reads_answer_file": ("04/test_jacobian_coloring.py", "colored_jacobian"),
+    "D1_tools_config_update": ("08/test_capstone_tools.py", None),
+    "D2_sharded_private_guard": ("08/test_capstone_sharded.py", None),
+    "D3_training_flags_off": ("08/test_capstone_training.py", None),
+}
+
+
+def _variant(answer: Path, function: str | None, body: str) -> str:
+    text = answer.read_text(encoding="utf-8")
+    if function:
+        return _replace_body(text, function, body)
+    out = []
+    for line in text.splitlines(keepends=True):
+        out.append(line)
+        if line.strip() == "# ✍️ BEGIN":
+            indent = line[: len(line) - len(line.lstrip())]
+            out += [indent + extra + "\n" for extra in body.splitlines()]
+    return "".join(out)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_shortcut_of_each_kind_fails_its_koan(case, tmp_path):
+    relative, function = CASES[case]
+    answer = course.ANSWERS / relative
+    chapter, name = relative.split("/")
+    variant = tmp_path / chapter / name.replace(".py", "__r001.py")
+    variant.parent.mkdir()
+    variant.write_text(_variant(answer, function, (HERE / f"{case}.txt").read_text()), "utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(variant), "-p", "jaxkoans.plugin.hooks", "-q",
+         "-p", "no:cacheprovider", "-p", "no:xdist", "-c", str(course.REPO / "pyproject.toml"),
+         "--rootdir", str(tmp_path)],
+        cwd=course.REPO, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and " failed" in done.stdout, done.stdout[-3000:]
+    not_started = [line for line in done.stdout.splitlines() if line.startswith("✍️ ")]
+    assert not not_started, "the variant failed as not started: " + done.stdout[-3000:]

@@ -1236,7 +1236,9 @@ def test_the_class_page_renders_in_headless_chromium(corpus, tmp_path):
         row = page.split(f'<tr data-student="{name}">')[1].split("</tr>")[0]
         shown = set(re.findall(r'data-status="revealed" data-koan="([^"]+)"', row))
         assert shown == REVEALED.get(name, set()), name  # a pass after a reveal: its own status
-        assert row.count('data-status="passed"') == 7 - len(shown), name
+        # an honest edit may carry a note for a human (open(path, "wb")): a pass set apart
+        passes = row.count('data-status="passed"') + row.count('data-status="noted"')
+        assert passes == 7 - len(shown), name
     most_revealed = page.split('id="most-revealed"')[1].split("</table>")[0]
     assert re.findall(r'<tr data-koan="([^"]+)">', most_revealed) == sorted(REVEALED["revealed-two"])  # fmt: skip
     assert "self-report" in page.split('id="self-report"')[1].split("</p>")[0]

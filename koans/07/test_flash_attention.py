@@ -14,6 +14,7 @@ key axis must be "arbitrary".
 """
 
 import functools
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -418,7 +419,7 @@ def block_copies(forward, length, d, bq, bk):
         index_map = block.index_map_jaxpr
         run = functools.partial(jax.core.eval_jaxpr, index_map.jaxpr, index_map.consts)
         indices = [tuple(int(n) for n in run(*map(jnp.int32, step))) for step in steps]
-        copies.append(1 + sum(a != b for a, b in zip(indices, indices[1:], strict=False)))
+        copies.append(1 + sum(a != b for a, b in itertools.pairwise(indices)))
     return copies
 
 

@@ -128,6 +128,29 @@ def test_honest_time_waits_for_the_work_and_excludes_compilation():
     np.testing.assert_allclose(out, three_steps(x), rtol=1e-5)
 
 
+def test_copy_to_host_async_starts_the_copy_without_waiting():
+    """`x.copy_to_host_async()` 和 `jax.copy_to_host_async(树)` 请求把值拷回主机，用意是让拷贝和之后的计算
+    重叠，读值时不必再等一次传输。它要等值算完吗？它返回什么？在 CPU 上，np.asarray 给出的主机数组又在哪块
+    内存里、有没有拷贝可言？先预测。重叠本身在 CPU 上量不出来，所以这里不计时，只断言能观察到的事。
+    `x.copy_to_host_async()` and `jax.copy_to_host_async(tree)` ask for values to be copied back
+    to the host, so that the copy overlaps later computation and reading the value need not wait
+    for a transfer. Does the call wait for the value? What does it return? On a CPU, which memory
+    does np.asarray's host array live in, and is there a copy at all? Predict first. The overlap
+    itself cannot be measured on a CPU, so nothing is timed: the asserts check only what can be
+    observed.
+    """
+    ys = chain(start(), 12)
+    assert ys[-1].copy_to_host_async() is None
+    pending = {"last": ys[-1], "middle": ys[6]}
+    assert jax.copy_to_host_async(pending) is pending  # the tree form hands its argument back
+    assert ys[-1].is_ready() is False
+    host = np.asarray(ys[-1])  # this one waits
+    assert all(y.is_ready() for y in ys)
+    assert (host.ctypes.data == ys[-1].unsafe_buffer_pointer()) is True
+    assert host.flags.writeable is False
+    np.testing.assert_array_equal(host, np.asarray(step(ys[-2])))
+
+
 # ---- 一次调用走很多步 / many training steps per call ----------------------------------
 
 STEPS, LR = 12, 0.1

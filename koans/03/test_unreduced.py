@@ -123,3 +123,29 @@ def test_add_the_partial_sums_then_reduce_once():
         gathered = collectives(jax.jit(gather_first).lower(*args).compile().as_text())
     assert each == {"all-reduce": ["(f32[4,4], f32[4,4])"]}
     assert set(gathered) == {"all-gather"} and len(gathered["all-gather"]) == 4
+
+
+def test_resharding_an_unreduced_value_to_a_split_on_cpu():
+    """把未归约的值 reshard 成沿 x 切开的 P("x", None)：每个设备最后只要和的 1/8 行，理论上一条
+    reduce-scatter 就够。XLA 为 CPU 编译出的是哪一种集合通信、传多大的数组？每个设备的块是什么形状？
+    在 CPU 上读 HLO，而不是凭理论猜；最后每个设备用一条 dynamic-slice 取出自己那几行。
+    Reshard an unreduced value to P("x", None), split along x: each device ends up with 1/8 of
+    the sum's rows, for which one reduce-scatter would do in theory. Which collective does XLA
+    compile for the CPU, carrying how large an array? What shape is each device's block? Read
+    the HLO on the CPU rather than guess from theory; at the end each device takes its own rows
+    with a dynamic-slice.
+    """
+    mesh = jax.make_mesh((N,), ("x",), axis_types=(AxisType.Explicit,))
+    rng = np.random.default_rng(2)
+    a_host, b_host = rng.standard_normal((8, 16), dtype=np.float32), rng.standard_normal((16, 8), dtype=np.float32)
+    a = jax.device_put(a_host, NamedSharding(mesh, P(None, "x")))
+    b = jax.device_put(b_host, NamedSharding(mesh, P("x", None)))
+    with jax.set_mesh(mesh):
+        f = jax.jit(lambda a, b: reshard(partial_matmul(a, b), P("x", None)))
+        out = f(a, b)
+        hlo = f.lower(a, b).compile().as_text()
+    assert str(jax.typeof(out)) == __
+    assert out.sharding.shard_shape(out.shape) == __
+    assert collectives(hlo) == __
+    assert " dynamic-slice(" in hlo
+    np.testing.assert_allclose(np.asarray(out), a_host @ b_host, rtol=1e-5, atol=1e-5)

@@ -158,3 +158,57 @@ def test_pick_the_jacobian_mode_by_shape():
         assert got(x).shape == (m, n)
         np.testing.assert_allclose(got(x), jax.jacfwd(f)(x), rtol=1e-5, atol=1e-6)
         assert _flops(lambda x, f=f: jacobian(f, x), x) == min(forward, reverse), (n, m)
+
+
+# ---- cost_analysis 看不见循环次数 / cost_analysis does not see the trip count ---------------
+
+H = 64
+
+
+def rnn_step(w, h):
+    """一步循环：[H, H] 的矩阵乘向量，再 tanh（给定）/ one step: an [H, H] matvec, then tanh (given)."""
+    return jnp.tanh(w @ h)
+
+
+def rnn_scan(w, h, n):
+    """用 lax.scan 走 n 步，返回最后状态之和（给定）/ n steps with lax.scan, summed (given)."""
+    h, _ = jax.lax.scan(lambda h, _: (rnn_step(w, h), None), h, None, length=n)
+    return h.sum()
+
+
+def rnn_unrolled(w, h, n):
+    """同样的 n 步，用 Python 循环展开（给定）/ the same n steps, unrolled by a Python loop (given)."""
+    for _ in range(n):
+        h = rnn_step(w, h)
+    return h.sum()
+
+
+def _cost(fn, *args):
+    return jax.jit(fn).lower(*args).compile().cost_analysis()
+
+
+def test_cost_analysis_counts_a_loop_body_once():
+    """⚠️ 陷阱 / trap：lax.scan 和 fori_loop 编译成一个 while 循环，循环次数是运行时才数的。
+    cost_analysis() 会把循环体乘上次数吗？先预测：每步对 H 个元素做一次 tanh（一个超越函数），
+    scan 走 10 步、走 100 步、以及展开的 10 步各报出几个 transcendentals？它们的 grad 呢？
+    在“scan 还是展开”“要不要 checkpoint”之间做选择时，你得知道这个数字数的是一步还是整个循环；
+    最后一行给出老实的估计：一步的代价乘以步数，再加上循环外面的部分。
+    ⚠️ trap: lax.scan and fori_loop compile to a while loop whose trip count is counted at run
+    time. Does cost_analysis() multiply the body by it? Predict first: each step takes one tanh
+    (a transcendental) of H elements; how many transcendentals do 10 and 100 steps of the scan
+    report, and 10 unrolled steps? And their gradients? Choosing between a scan and an unrolled
+    loop, or whether to checkpoint, you must know whether the figure counts one step or the
+    whole loop; the last line gives the honest estimate: one step's cost times the number of
+    steps, plus what lies outside the loop.
+    """
+    w = jnp.asarray(np.random.default_rng(0).normal(size=(H, H)) / H, jnp.float32)
+    h = jnp.linspace(-1.0, 1.0, H, dtype=jnp.float32)
+    scan = {n: _cost(lambda w, h, n=n: rnn_scan(w, h, n), w, h) for n in (10, 100)}
+    unrolled = _cost(lambda w, h: rnn_unrolled(w, h, 10), w, h)
+    assert scan[10]["transcendentals"] == __
+    assert scan[100]["transcendentals"] == __
+    assert unrolled["transcendentals"] == __
+    grads = {n: _cost(jax.grad(lambda w, h, n=n: rnn_scan(w, h, n)), w, h) for n in (10, 100)}
+    assert (grads[100]["flops"] == grads[10]["flops"]) is __
+    one_step = _cost(rnn_step, w, h)["flops"]
+    assert unrolled["flops"] == 10 * one_step + (H - 1)  # ten steps, then the sum's H - 1 adds

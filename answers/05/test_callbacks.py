@@ -6,8 +6,11 @@ import numpy as np
 from jax import lax
 from jax.experimental import io_callback
 from jax.experimental.buffer_callback import buffer_callback
+from jax.sharding import NamedSharding, SingleDeviceSharding
+from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import collectives
 
 
 def like(x):
@@ -364,3 +367,116 @@ def test_buffer_callback_writes_the_output_buffer_in_place():
     assert "while" not in text and text.count("custom-call(") == 1
     assert text.count(" copy(") == 0
     np.testing.assert_array_equal(batched(xs), want)
+
+
+def rows_on_two_devices(rows=4):
+    """A (rows, 2) float32 array whose rows are split over the chapter's two CPU devices."""
+    mesh = jax.make_mesh((2,), ("rows",), axis_types=(jax.sharding.AxisType.Auto,))
+    x = jax.device_put(np.arange(rows * 2.0, dtype=np.float32).reshape(rows, 2), NamedSharding(mesh, P("rows")))
+    return mesh, x
+
+
+def test_a_pure_callback_gathers_a_sharded_operand():
+    """⚠️ 陷阱 / trap: x 的行分在两个设备上，但 pure_callback 的回调只在一个地方运行：编译器先
+    all-gather，把整个数组交给它一次。jax.debug.callback(..., partitioned=True) 不收集：每个设备
+    用自己的那一块调用一次回调。预测：两种回调各被调用几次，每次看到什么形状？
+    x's rows live on two devices, but a pure_callback's callback runs in one place: the compiler
+    all-gathers first and hands it the whole array once. jax.debug.callback(..., partitioned=True)
+    gathers nothing: each device calls the callback once with its own block. Predict: how many
+    times is each callback called, and with what shape each time?
+    """
+    _, x = rows_on_two_devices()
+    pure_shapes, debug_shapes = [], []
+
+    def host_double(v):
+        pure_shapes.append(np.shape(v))
+        return np.asarray(v) * 2
+
+    def record(v):
+        debug_shapes.append(np.shape(v))
+
+    gathered = jax.jit(lambda x: jax.pure_callback(host_double, like(x), x))
+    np.testing.assert_array_equal(gathered(x), np.arange(8.0).reshape(4, 2) * 2)
+    assert pure_shapes == [(4, 2)]
+    assert list(collectives(gathered.lower(x).compile().as_text())) == ["all-gather"]
+
+    def observe(x):
+        jax.debug.callback(record, x, partitioned=True)
+        return x + 1
+
+    per_shard = jax.jit(observe)
+    np.testing.assert_array_equal(per_shard(x), np.arange(8.0).reshape(4, 2) + 1)
+    jax.effects_barrier()
+    assert debug_shapes == [(2, 2), (2, 2)]
+    text = per_shard.lower(x).compile().as_text()
+    assert collectives(text) == {}
+    assert 'custom_call_target="xla_ffi_partitioned_python_cpu_callback"' in text
+
+
+def test_io_callback_runs_on_the_device_its_sharding_names():
+    """io_callback（和 pure_callback）的 sharding= 决定由哪个设备的程序发起调用、结果放在哪个设备上；
+    它只接受 SingleDeviceSharding（一个设备），不接受把数组切开的 NamedSharding。补全：让回调
+    的结果落在第二个设备上。预测：传入 NamedSharding 时抛出什么异常？
+    io_callback's (and pure_callback's) sharding= decides which device's program makes the call
+    and holds its result; it takes a SingleDeviceSharding (one device), not a NamedSharding
+    that splits the array. Complete: put the callback's result on the second device. Predict:
+    what does a NamedSharding raise?
+    """
+    mesh, x = rows_on_two_devices()
+
+    def host_plus_one(v):
+        return np.asarray(v) + 1
+
+    def f(x):
+        y = io_callback(host_plus_one, like(x), x, sharding=SingleDeviceSharding(jax.devices()[1]))
+        return y * 2
+
+    on_second = jax.jit(f)
+    np.testing.assert_array_equal(on_second(x), (np.arange(8.0).reshape(4, 2) + 1) * 2)
+    (call,) = [line for line in on_second.lower(x).as_text("hlo").splitlines() if "custom-call(" in line]
+    assert "sharding={maximal device=1}" in call
+
+    split = jax.jit(lambda x: io_callback(host_plus_one, like(x), x, sharding=NamedSharding(mesh, P("rows"))))
+    with raises_exactly(NotImplementedError) as info:
+        split(x)
+    assert "SingleDeviceSharding" in str(info.value)
+
+
+def on_each_shard(host_fn, x, mesh):
+    """✍️ 让 mesh 的 "rows" 轴上的每个设备各自把自己那几行交给主机函数 host_fn（用
+    pure_callback），不 all-gather。host_fn 收一个 (r, c) 的 float32 数组，返回 (r,) 的
+    float32；结果是各块结果按行拼起来的 (x.shape[0],) 数组，同样按 "rows" 切开。大约 6 行。
+    Have every device of mesh's "rows" axis hand its own rows to the host function host_fn
+    (with pure_callback), with no all-gather. host_fn takes an (r, c) float32 array and
+    returns (r,) float32; the result is the blocks' results joined by rows, an (x.shape[0],)
+    array split over "rows" too. About 6 lines.
+    """
+
+    def block(v):
+        return jax.pure_callback(host_fn, jax.ShapeDtypeStruct(v.shape[:1], v.dtype), v)
+
+    return jax.shard_map(block, mesh=mesh, in_specs=P("rows"), out_specs=P("rows"))(x)
+
+
+def test_a_callback_inside_shard_map_sees_one_block_per_device():
+    """✍️ 实现 on_each_shard。在 jax.shard_map 里，程序就是“每个设备上的程序”：里面的
+    pure_callback 由每个设备用自己的块各调用一次，编译后的 HLO 里没有集合通信。这是在分片数据
+    上调用主机代码而不把整个数组搬到一处的办法。
+    Write on_each_shard. Inside jax.shard_map the program is the per-device program: a
+    pure_callback in it is called once by each device with its own block, and the compiled HLO
+    holds no collective. This is how host code runs on sharded data without moving the whole
+    array to one place.
+    """
+    mesh, x = rows_on_two_devices(6)
+    seen = []
+
+    def row_sums_of_squares(v):
+        seen.append(np.shape(v))
+        return (np.asarray(v) ** 2).sum(axis=1)
+
+    run = jax.jit(on_each_shard, static_argnums=(0, 2))
+    y = run(row_sums_of_squares, x, mesh)
+    np.testing.assert_allclose(y, (np.arange(12.0).reshape(6, 2) ** 2).sum(axis=1))
+    assert seen == [(3, 2), (3, 2)]
+    assert y.sharding.spec == P("rows")
+    assert collectives(run.lower(row_sums_of_squares, x, mesh).compile().as_text()) == {}

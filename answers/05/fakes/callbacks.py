@@ -53,3 +53,19 @@ def cumsum_in_place__flat_cumsum(x):
     return buffer_callback(
         fill, like(x), input_output_aliases={0: 0}, vmap_method="broadcast_all"
     )(x)
+
+
+def on_each_shard__whole_array(host_fn, x, mesh):
+    """One pure_callback on the whole array: the compiler all-gathers and the host sees (4, 2)."""
+    return jax.pure_callback(host_fn, jax.ShapeDtypeStruct(x.shape[:1], x.dtype), x)
+
+
+def on_each_shard__jnp(host_fn, x, mesh):
+    """The sums of squares in jnp on the device: the host function is never called."""
+    return (x * x).sum(axis=1)
+
+
+def on_each_shard__debug_callback(host_fn, x, mesh):
+    """A partitioned debug.callback calls host_fn per block, but its results are thrown away."""
+    jax.debug.callback(host_fn, x, partitioned=True)
+    return jnp.zeros(x.shape[:1], x.dtype)

@@ -15,6 +15,7 @@ import numpy as np
 from jax import export
 
 from jaxkoans import __, raises_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans.api import program
 
 
 def loss(x):
@@ -32,13 +33,13 @@ def main_arguments(module_text):
 
 
 def test_one_artifact_for_several_platforms():
-    """platforms=("cpu", "cuda") 得到一个两用的产物：@main 多出一个平台序号参数
-    （jax.global_constant = "_platform_index"），运行时由调用方填入。只为别的平台导出的产物
-    可以在本机生成，但在本机调用会被平台检查拒绝。
-    platforms=("cpu", "cuda") gives one artifact for both: @main gains a platform index
-    parameter (jax.global_constant = "_platform_index") that the caller fills in. An artifact
-    exported only for another platform can be produced here, but calling it here is refused by
-    the platform check.
+    """platforms=("cpu", "cuda") 得到一个两用的产物：运行时调用方要告诉模块它在哪个平台上
+    （jax.global_constant = "_platform_index"）。数一数两个产物的 @main 各有几个参数。只为别的
+    平台导出的产物可以在本机生成，但在本机调用会被平台检查拒绝。
+    platforms=("cpu", "cuda") gives one artifact for both: at run time the caller tells the
+    module which platform it runs on (jax.global_constant = "_platform_index"). Count the
+    parameters of each artifact's @main. An artifact exported only for another platform can be
+    produced here, but calling it here is refused by the platform check.
     """
     spec = jax.ShapeDtypeStruct((4,), jnp.float32)
     single = export.export(jax.jit(loss))(spec)
@@ -86,15 +87,19 @@ def test_gradients_need_vjp_order_at_serialization():
 def test_exported_functions_are_reverse_mode_only():
     """⚠️ 陷阱 / trap：导出函数的导数以 custom_vjp 的形式接上，只有反向模式，而且不能批处理：
     jax.hessian（jacfwd 套 jacrev）因为前向模式失败，jacrev 套 jacrev 因为要 vmap 反向函数而失败。
-    二阶信息要用“反向套反向”的 Hessian-向量积，并且序列化时 vjp_order 至少为 2。
+    二阶信息要用“反向套反向”的 Hessian-向量积，并且序列化时 vjp_order 至少为 2；两阶导数都要
+    来自读回的产物，而不是对本地的 loss 求导（检查的是 HVP 的程序）。
     ⚠️ trap: an exported function's derivative is attached as a custom_vjp: reverse mode only,
     and not batchable. jax.hessian (jacfwd of jacrev) fails for forward mode, jacrev of jacrev
     fails because it vmaps the pullback. Get second-order information as a reverse-over-reverse
-    Hessian-vector product, from an artifact serialized with vjp_order of at least 2.
+    Hessian-vector product, from an artifact serialized with vjp_order of at least 2; both
+    derivatives must come from the artifact read back, not from differentiating the local loss
+    (the HVP's program is checked).
     """
     x, v = np.arange(4, dtype=np.float32), np.array([1.0, 0.0, -1.0, 2.0], np.float32)
-    exp = export.export(jax.jit(loss))(jax.ShapeDtypeStruct((4,), jnp.float32))
-    twice = export.deserialize(exp.serialize(vjp_order=2))
+    spec = jax.ShapeDtypeStruct((4,), jnp.float32)
+    shipped = export.export(jax.jit(loss))(spec).serialize(vjp_order=2)
+    twice = export.deserialize(shipped)  # only the bytes are kept / 只留下字节
 
     with raises_exactly(TypeError) as info:
         jax.hessian(twice.call)(x)
@@ -107,7 +112,12 @@ def test_exported_functions_are_reverse_mode_only():
         return jax.grad(lambda x: jnp.vdot(jax.grad(twice.call)(x), v))(x)
 
     np.testing.assert_allclose(hvp(x), 2 * np.cos(2 * x) * v, rtol=1e-5, atol=1e-5)  # diagonal
-    assert "call_exported" in str(jax.make_jaxpr(hvp)(x))  # through the artifact, not loss
+    # Both derivatives come from the artifact: the HVP's program calls the exported modules and
+    # holds none of loss's own arithmetic (sin, cos, the square), at any depth.
+    # 两阶导数都来自产物：HVP 的程序调用导出的模块，任何一层都没有 loss 自己的运算。
+    hvp_program = program.of(hvp, x)
+    assert hvp_program.on_path("call_exported")
+    assert not {"sin", "cos", "integer_pow"} & set(hvp_program.every())
 
 
 def test_an_exported_function_is_batched_before_export():

@@ -73,6 +73,12 @@ spec = importlib.util.spec_from_file_location("koan", koan_file)
 koan = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(koan)
 
+# The server counts every trace of the model code: it is to serve what it reads, not trace it.
+# 服务进程数模型代码被追踪了几次：它要服务读回来的东西，而不是再追踪一遍。
+traces = []
+original = koan.model
+koan.model = lambda x: (traces.append(1), original(x))[1]
+
 events = []
 jax.monitoring.register_event_listener(lambda e, **kw: events.append(e.rsplit("/", 1)[-1]))
 jax.monitoring.register_event_duration_secs_listener(
@@ -81,6 +87,7 @@ request = np.linspace(-1, 1, 8 * 8, dtype=np.float32).reshape(8, 8)
 report = {}
 for route in routes:
     events.clear()
+    traces.clear()
     start = time.perf_counter()
     if route == "executable":
         serve = koan.load_executable(workdir + "/model.executable")
@@ -93,6 +100,8 @@ for route in routes:
         "compile_requests": events.count("backend_compile_duration"),
         "cache_hits": events.count("cache_hits"),
         "cache_writes": events.count("cache_misses"),  # a miss that wrote a new entry
+        "model_traces": len(traces),
+        "served": type(serve).__name__,
         "answer": answer.tolist(),
     }
 print(json.dumps(report))
@@ -127,6 +136,10 @@ def test_a_cold_server_loads_a_compiled_executable(tmp_path):
     second = serve_in_a_fresh_process(tmp_path, "executable", "exported")
     assert [second["exported"][c] for c in counts] == [1, 1, 0]  # read back, not compiled
     assert [second["executable"][c] for c in counts] == [0, 0, 0]
+    # What each route serves: the loaded executable, and the artifact's call; the model code
+    # is traced by neither. 每条路线服务的是什么：读回的可执行程序、产物的 call；模型代码都没被追踪。
+    assert second["executable"]["served"] == "Compiled"
+    assert [second[r]["model_traces"] for r in ("executable", "exported")] == [0, 0]
     request = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
     for answer in (first["exported"], second["exported"], second["executable"]):
         np.testing.assert_allclose(answer["answer"], model(request), rtol=1e-5, atol=1e-6)
@@ -134,5 +147,6 @@ def test_a_cold_server_loads_a_compiled_executable(tmp_path):
     print(f"first answer, executable / compiled from the artifact: {ratio:.2f} (not asserted)")
 
     served = load_executable(tmp_path / "model.executable")
+    assert isinstance(served, jax.stages.Compiled)
     with raises_exactly(TypeError):
         served(np.zeros((4, 8), np.float32))

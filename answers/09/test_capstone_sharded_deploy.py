@@ -148,14 +148,15 @@ def serving_script(tmp_path, devices):
     return script
 
 
-def test_the_artifact_records_its_mesh_and_serves_here(tmp_path):
+def test_the_artifact_records_its_mesh_and_serves_here(tmp_path, monkeypatch):
     """写 save_sharded 和 serve：产物记着 4 个设备，x 按行切开（Explicit 网格下分片就写在类型
     里）；参数是 Orbax 恢复得了的检查点；在本进程里提供服务，结果与 mlp 一致，换上一个 Orbax
-    写的新检查点后也一致。
+    写的新检查点后也一致。服务端运行的是产物里的程序：下一版模型只换了产物，同一个 serve 照样服务。
     Write save_sharded and serve: the artifact records 4 devices and x split by rows (on an
     Explicit mesh the sharding is part of the type); the parameters are a checkpoint Orbax
     restores; served here, the result equals mlp's, also after a new checkpoint written by Orbax
-    takes the old one's place.
+    takes the old one's place. The server runs the artifact's program: the next model version
+    changes only the artifact, and the same serve serves it.
     """
     params = make_params()
     save_sharded(params, tmp_path, jax.devices()[:4])
@@ -181,6 +182,21 @@ def test_the_artifact_records_its_mesh_and_serves_here(tmp_path):
     orbax.wait_until_finished()
     orbax.close()
     np.testing.assert_allclose(serve(tmp_path, inputs()), mlp(retrained, inputs()), rtol=1e-5)
+
+    # The server runs the artifact's program: the next model version changes only the artifact.
+    # 服务端运行的是产物里的程序：下一版模型只换了产物，同一个 serve 就给出新模型的预测。
+    model = mlp
+
+    def calibrated(params, x):  # the next model version
+        return jax.nn.softmax(2.0 * model(params, x))
+
+    (tmp_path / "v2").mkdir()
+    monkeypatch.setitem(globals(), "mlp", calibrated)  # save_sharded exports it instead
+    save_sharded(params, tmp_path / "v2", jax.devices()[:4])
+    monkeypatch.undo()
+    np.testing.assert_allclose(
+        serve(tmp_path / "v2", inputs()), calibrated(params, inputs()), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_a_fresh_process_with_the_same_mesh_serves_and_another_is_refused(tmp_path):

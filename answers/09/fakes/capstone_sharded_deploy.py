@@ -84,7 +84,7 @@ def serve__recomputes_the_model(directory, x):
         jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
         for aval, sharding in zip(exp.in_avals, exp.in_shardings_jax(mesh), strict=True)
     ]
-    (params_target, x_target), _ = jax.tree.unflatten(exp.in_tree, flat)
+    (params_target, _x_target), _ = jax.tree.unflatten(exp.in_tree, flat)
     ckpt = ocp.StandardCheckpointer()
     p = ckpt.restore(directory / "params", params_target)
     ckpt.close()

@@ -1,77 +1,94 @@
-"""08 · 综合三：读不出来的 bug / capstone three: bugs you cannot read off.
+"""08 · 综合三：只以字节交来的训练步 / capstone three: a training step that arrives as bytes.
 
-`# ✍️ BEGIN` 与 `# ✍️ END` 之间是 8 个 CPU 设备上的小批量线性回归：特征里有一列比值的对数，
-缺失的数据（第 1 列不是正数）不进损失；每一步按给定的顺序取 32 行。每一行代码读起来都对，
-程序也不报错；可它藏着三个 bug，只有工具能指出它们在哪：参数变成 NaN，而缺失的行明明权重
-为 0（debug_nans / checkify）、每一步都在编译（explain_cache_misses / counting_compiles）、循环
-每一步都在主机和设备之间搬数据（transfer_guard）。失败的测试只打印症状，病根要你用工具找。
-只修改标记之间的代码。
+合作方把他们的训练步用 jax.export 导出、序列化，交给你的只是一串字节（下面的 ARTIFACT，压缩后
+用 base64 写成文本）：`jax.export.deserialize` 把它变回一个 Exported，`.call(w, x, y)` 执行一步，
+返回 (新参数, 这一步之前的损失)。它的源码你拿不到。`# ✍️ BEGIN` 与 `# ✍️ END` 之间是你这边的
+驱动循环：在一串由种子生成的小批量上一步步调用它，某一步的更新不是有限的数时就跳过这一步。循环
+读起来没毛病，也不报错；可参数变成了 NaN，而且循环每一步都在主机和设备之间搬数据。哪一步出的
+NaN、是谁造出来的，读代码说不出来：这取决于字节里的程序和数据一路走下来的值。要用工具：
+`jax.debug_nans` 停在造出 NaN 的那一步（可它只看得到整个 Exported 这一个原语，看不到里面），
+`jax.transfer_guard("disallow")` 说出搬了什么、往哪个方向。第一个测试要你预测工具的报告；其余
+测试钉住症状。只修改标记之间的代码。
 
-Between `# ✍️ BEGIN` and `# ✍️ END` is mini-batch linear regression on 8 CPU devices: one
-feature is the log of a ratio of two columns, missing data (column 1 not positive) stays out
-of the loss, and every step takes 32 rows in a given order. Every line reads right and the
-program raises nothing, yet it hides three bugs that only tools locate: the parameters turn
-NaN although the missing rows weigh 0 (debug_nans / checkify), every step compiles
-(explain_cache_misses / counting_compiles), and the loop moves data between host and devices
-at every step (transfer_guard). A failing test prints only its symptom; the cause is for you to
-find with the tools. Change only the code between the markers.
+A partner exported their training step with jax.export and serialized it; all you get is bytes
+(ARTIFACT below, compressed and written as base64 text): `jax.export.deserialize` turns them
+back into an Exported, whose `.call(w, x, y)` runs one step and returns (new params, the loss
+before the step). Its source is not yours to read. Between `# ✍️ BEGIN` and `# ✍️ END` is your
+driver loop: it calls the step on a stream of mini-batches generated from a seed and skips a
+step whose update is not finite. The loop reads fine and raises nothing, yet the parameters
+turn NaN and the loop moves data between host and devices at every step. Which step makes the
+NaN, and what makes it, reading cannot say: that depends on the program inside the bytes and
+on the values the data takes on the way. Use the tools: `jax.debug_nans` stops at the step
+that makes a NaN (though it sees the whole Exported as one primitive and nothing inside it),
+`jax.transfer_guard("disallow")` names what moved and in which direction. The first test asks
+you to predict what the tool reports; the others pin the symptoms. Change only the code between
+the markers.
 """
 
-import functools
+import base64
+import zlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, NamedSharding
-from jax.sharding import PartitionSpec as P
 
-from jaxkoans.api.probes import counting_compiles
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+B, D, STEPS = 16, 4, 8
+# 合作方交来的训练步：jax.export 序列化的字节，zlib 压缩，base64 编码。
+# The partner's training step: jax.export's serialized bytes, zlib-compressed, base64-encoded.
+ARTIFACT = (
+    "eNqNVgtsHEcZntm5/8br8bFZNsvmuA4b92qcres7X9zUcV4X1+TSKjZOSEuI0nA9322dS++Ve9i1oipFCPESqqqC"
+    "EEIIIYQA8RZCCIGVWqGCqo0qhCJAgBAvAUKoQqg8ROH4Z+9sX3wkMKd/5v+//zXz/3OrOUrUOEAKZJE8Qt5BHiIn"
+    "yRwibyFHySGyn9xLJsg95G5yV2D3ANlN7iC7yE6ygwyRARJCT0IeRSohNZGeQnof0od7aCdVvoNkFw2WTfqNTshr"
+    "SEPIK9VuXB9CqiH9HmlOKD+Vh5CJRGpvAieFaGRrMHLz0HrwDR3d5hNCKiDtR9rVlb/6aruNloOhrs1zPTLt2qgY"
+    "qfsI+VmPTmE7unpld2+PXeiv/TE2bFh3Z8r2Bh5wfu6Vt0VON3OLJf+BuYXsciqR2p+YIDQFFIYpE8w1LCfmxkfH"
+    "kpNTB9Ozx9mXtQPaMF3jQhhqiM1JLcJx4jgrnTBiRky4RiB1f2qKoS6gwEIhHVYosSMLgx1DJukEoVxLCMsSOOMq"
+    "XDWSQjiCykARc9SEGgroJy3DsrjDrbjLYxbX3jrgwgiM2g8K+xiX8wvycWF/loNnv5/bn+TyM4bJAMbkGSrPUvsS"
+    "l60V+eQV6VkwLj9tQ1IOaq/TZELbqzG+b2o6ejAKKZMSmIR9MCVjM3JWh2kJx8cZN928NE8gYzvzcBDXaOQDmoyd"
+    "lg/rcBjSMCPPU5iVOQrHpE/huCxSeBBOyOowzEtooIMRjcOCvcolXA6kJJyy34XSu1X0ycPyvRaclvBBJc2ckU/r"
+    "8LB89iNwxv4o2nwMUWtyVn7ChrMSPqWk1AKcg/MSPq8E95T0DPkVA7Ly6wbk5Lgtv6VDXo5joVxJI9S1zM27zdfX"
+    "16XP2LpckkX5uMv1AIYbNxwatxn89BcR9r2fyzLOv5RVeUk24g6D9fV4DE2vvzR3JPB4aqbjeLSzpDtgGhPRbiKd"
+    "ce5RStujVIa1YWjBiv16TUjzDRru2XHH5Ju0OzVYtd+swLsD0BmDy/I+jcKTVKea5rGZiEcjHjORZqK6BzNmRHoM"
+    "TJPrBoDOTS6AM6AmCGDgMWrOhgbDQE/RScpDvwJGI+IkZTz0zhCbvcKtrJsXSwTujwDjcD/lao7owSwCJBLMBnYh"
+    "U1a3h1GWiVsMmGmF4yhbNsuMKNmIZUZsJsCJysx7sEDMYZlRpYhEwqNo6Eo786EoAx6ThhN+BpE48PDHcR0ZYZkx"
+    "ZSl4eAxlb8R9uxPDvKMGD2EVBBgpI0WssIMYZXoIo0fCX0BhXI+Ev4SrqbPM11SEFA9/AyNMjtmZb0pkYvt4+Nu4"
+    "Tg2bGU1zGd5fxjJJi6lmhJMoHz7ohN+oIUPTeigCM0lxMj3MQydYxOK2HiHR8DmGBWUZqeJzI+ziEXATegi/F+Lk"
+    "qTgPHWfCAlsnnWp1LWHDkitLPcwoUHLnjitYHrlgCNu2TGN4/mx6ypv2psZGvWkb8K9pxdOWZ41402lPiNEx23Sc"
+    "qGm4tm3a0ahnCHOxVSw1ixWyfKFUJeVqoVXyyWK9mivkc41mtljJFopl/K6RfLXSaOYqTcWXW+hSK60qvu43W/WK"
+    "4h5rVfJqLRSXiwVfcQ2/5OcDj0K1mV3yK349V8ou7yW5QiGImSuVArvWYrOe61hinmW/3mXLtVy9E+mSgvZitkIr"
+    "HyDJZrmWXPYrhWo9qc5QSNRWSaPp1xKHSlUM3DiSKFUbjQAiF4vNA2raoyQveXG5tsdL4j57MNxApVGrNvw9gdZL"
+    "4iHJxdwTiVbDb2QbF3I1P1urllbL1XrtQrFRJmUsWKLSKmdxj81is4j12cLqfq1UxAqqBNmNLdyUHWVyqFPvI7fb"
+    "hrLb3o+NwlY2q4Vy2cfmNFdrPlkhT5DVrZj9B99qRp8OO9OHLTX7INWPbaCSsisX/Lrv9afEDvdhxUrTX/LrWNWV"
+    "Pl1Q/G1Yt/eNVvl29fofXe0r5a1se4/jBReh7jfw3qPfY1XS0ZBavbica/pdMTtBOjbnJs5vcKnzpJzDv1ettYgX"
+    "4rYb/69dubkQqoxbZTjQw5OBZ0fgMhXP/+gnv/4t+xN7hf2Z/YX9gL0aXVu7uva3tbUfXl27tsauwj/+yf7FXmTX"
+    "2MuB5lpXI57/3QsvXhd/+OMLL1/vefeo906+1up7qw119Z/7d7v9RSRlt7MHfw6x7yJ9H0nrea892r75vVZr3/qt"
+    "NYG6gW7K3px3IL673cn5CNJdXfw77Vu//X7c/v/efkNBlgHCSTjgbrW3l7bt7Z5uTPVAHiIisB4MIm0+XZFXmlCA"
+    "bfiybm02zvZ3jPsaUoiEAllR8PnA8R/gEnZn"
+)
+
+
+def artifact():
+    """序列化的字节（bytearray），交给 jax.export.deserialize。
+    The serialized bytes (a bytearray), for jax.export.deserialize."""
+    return bytearray(zlib.decompress(base64.b64decode("".join(ARTIFACT))))
 
 
 # ✍️ BEGIN
-def features(x):
-    """模型的输入：第 0、1 列和 log(第 0 列 / 第 1 列)。第 1 列不是正数的行是缺失数据：
-    valid 为 False，它在损失里的权重是 0。返回 (特征, valid)。
-    The model's inputs: columns 0 and 1 and log(column 0 / column 1). A row whose column 1 is
-    not positive is missing data: valid is False, and its weight in the loss is 0. Returns
-    (features, valid).
+def train(blob, stream):
+    """把序列化的训练步读回来，从 w = 0 开始在 stream 的每个 (x, y) 上执行一步；这一步的更新
+    不是有限的数时就跳过它（参数保持不变）。返回 (参数, 每一步的损失)。
+    Read the serialized step back and, from w = 0, run one step on every (x, y) of stream;
+    skip a step whose update is not finite (the parameters stay as they were). Returns
+    (params, the loss of every step).
     """
-    valid = x[:, 1] > 0
-    ratio = jnp.where(valid, jnp.log(x[:, 0] / x[:, 1]), 0.0)
-    return jnp.stack([x[:, 0], x[:, 1], ratio], axis=1), valid
-
-
-def loss_fn(w, x, y):
-    """有效行上的均方误差（缺失的行权重为 0）。Mean squared error over the valid rows."""
-    f, valid = features(x)
-    per_row = (f @ w - y) ** 2
-    return jnp.sum(valid * per_row) / jnp.sum(valid)
-
-
-def sgd_step(w, x, y, rows, lr):
-    """取出 rows 这些行做一步梯度下降；返回 (新参数, 这一步之前的损失)。
-    One gradient step on the rows `rows`; returns (new params, the loss before the step).
-    """
-    loss, grad = jax.value_and_grad(loss_fn)(w, x[rows], y[rows])
-    return w - lr * grad, loss
-
-
-def train(x, y, orders, lr):
-    """数据按行放到 8 个设备上，参数复制到每个设备；第 i 步用 orders[i] 里的行。
-    返回 (参数, 每一步的损失)。
-    The data is placed by rows on the 8 devices, the parameters on every device; step i uses
-    the rows in orders[i]. Returns (params, the loss of every step).
-    """
-    mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
-    rows, everywhere = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
-    x, y = jax.device_put(x, rows), jax.device_put(y, rows)
-    w = jax.device_put(np.zeros(3, np.float32), everywhere)
-    lr = jax.device_put(np.float32(lr), everywhere)
-    orders = [jax.device_put(order, everywhere) for order in orders]
-    step = jax.jit(sgd_step)
+    step = jax.export.deserialize(blob)
+    w = jax.device_put(np.zeros(D, np.float32))
     losses = []
-    for order in orders:
-        w, loss = step(w, x, y, order, lr)
+    for x, y in stream:
+        x, y = jax.device_put((x, y))
+        new_w, loss = step.call(w, x, y)
+        w = jnp.where(jnp.isfinite(new_w).all() & jnp.isfinite(loss), new_w, w)
         losses.append(loss)
     return w, jnp.stack(losses)
 
@@ -79,78 +96,64 @@ def train(x, y, orders, lr):
 # ✍️ END
 
 
-def make_data(seed=0, n=64):
-    """n 行 2 列的原始数据；第 1 列有两行缺失（记作 -1）。y 由有效行上的一个线性规则加噪声给出。
-    Raw data of n rows and 2 columns; two rows of column 1 are missing (marked -1). y follows
-    a linear rule plus noise on the valid rows.
-    """
+def make_stream(seed=7):
+    """STEPS 个小批量 (x (B, D), y (B,))（NumPy），由种子生成。
+    STEPS mini-batches (x (B, D), y (B,)) as NumPy arrays, generated from the seed."""
     rng = np.random.default_rng(seed)
-    x = np.stack([rng.uniform(1, 2, n), rng.uniform(0.5, 1.5, n)], 1).astype(np.float32)
-    y = (x[:, 0] - 0.5 * x[:, 1] + 0.3 * np.log(x[:, 0] / x[:, 1])).astype(np.float32)
-    y += rng.normal(scale=0.01, size=n).astype(np.float32)
-    x[[5, 37], 1] = -1.0
-    return x, y
+    w_true = np.array([0.8, -0.6, 0.5, 0.3])
+    stream = []
+    for _ in range(STEPS):
+        x = rng.normal(size=(B, D)).astype(np.float32)
+        y = np.sqrt(np.maximum(x @ w_true + 1.0, 0.0)) + 0.05 * rng.normal(size=B)
+        stream.append((x, y.astype(np.float32)))
+    return stream
 
 
-def batch_orders(steps, seed=0, n=64, batch=32):
-    """每一步的 32 个行号（NumPy）。The 32 row numbers of every step (NumPy)."""
-    rng = np.random.default_rng(100 + seed)
-    return [rng.permutation(n)[:batch].astype(np.int32) for _ in range(steps)]
-
-
-def numpy_reference(x, y, orders, lr):
-    """同一个训练，用 float64 的 NumPy 写。The same training in float64 NumPy."""
-    x, y = x.astype(np.float64), y.astype(np.float64)
-    valid = x[:, 1] > 0
-    f = np.stack([x[:, 0], x[:, 1], np.zeros(len(x))], 1)
-    f[valid, 2] = np.log(x[valid, 0] / x[valid, 1])
-    w, losses = np.zeros(3), []
-    for order in orders:
-        fb, yb, vb = f[order], y[order], valid[order]
-        r = np.where(vb, fb @ w - yb, 0.0)
-        losses.append(np.sum(r**2) / vb.sum())
-        w = w - lr * 2 * fb.T @ r / vb.sum()
+def reference_run(blob, stream):
+    """测试自己的驱动：同一个训练步，更新不是有限的数时保留原来的参数。
+    The test's own driver: the same step, keeping the old parameters when an update is not
+    finite."""
+    step = jax.export.deserialize(blob)
+    w, losses = np.zeros(D, np.float32), []
+    for x, y in stream:
+        new_w, loss = (np.asarray(v) for v in step.call(jnp.asarray(w), x, y))
+        losses.append(loss)
+        if np.isfinite(new_w).all() and np.isfinite(loss):
+            w = new_w
     return w, np.array(losses)
 
 
 def refusing_the_reference(monkeypatch):
-    """train 运行期间，numpy_reference 一被调用就报错：训练要自己做。
-    While train runs, calling numpy_reference fails: train must do the training itself.
+    """train 运行期间，reference_run 一被调用就报错：训练要自己做。
+    While train runs, calling reference_run fails: train must do the training itself.
     """
 
     def refuse(*args, **kwargs):
-        raise AssertionError("train called numpy_reference / train 调用了参考实现")
+        raise AssertionError("train called reference_run / train 调用了参考实现")
 
-    monkeypatch.setitem(globals(), "numpy_reference", refuse)
+    monkeypatch.setitem(globals(), "reference_run", refuse)
 
 
 def host_traffic(monkeypatch):
-    """从现在起记下主机与设备之间的数据（monkeypatch.undo() 为止）：交给 jit 函数的主机值
+    """从现在起记下主机与设备之间的数据（monkeypatch.undo() 为止）：交给 Exported.call 的主机值
     （NumPy 数组、Python 数：每个都是一次隐式的主机到设备传输）记进 "to_device"，从设备读回
-    主机的数组（np.asarray、float()、.tolist()、jax.device_get……）记进 "to_host"。它不看
-    传输守卫，守卫关掉了也照样记。
+    主机的数组（np.asarray、np.isfinite、float()、.tolist()……）记进 "to_host"。它不看传输守卫，
+    守卫关掉了也照样记。
     From now on (until monkeypatch.undo()) record the data moved between host and devices:
-    host values handed to a jitted function (NumPy arrays, Python numbers: each an implicit
+    host values handed to Exported.call (NumPy arrays, Python numbers: each an implicit
     host-to-device transfer) go into "to_device", arrays read back to the host (np.asarray,
-    float(), .tolist(), jax.device_get...) into "to_host". It does not look at the transfer
-    guards, and records the same with a guard switched off.
+    np.isfinite, float(), .tolist()...) into "to_host". It does not look at the transfer guards,
+    and records the same with a guard switched off.
     """
     moved = {"to_device": [], "to_host": []}
-    real_jit, array_type = jax.jit, type(jnp.zeros(()))
-    value, to_numpy = array_type._value, array_type.__array__
+    exported, array_type = jax.export.Exported, type(jnp.zeros(()))
+    real_call, value, to_numpy = exported.call, array_type._value, array_type.__array__
 
-    def jit(fun, *args, **kwargs):
-        jitted = real_jit(fun, *args, **kwargs)
-
-        @functools.wraps(fun)
-        def call(*call_args, **call_kwargs):
-            for leaf in jax.tree.leaves((call_args, call_kwargs)):
-                if not isinstance(leaf, jax.Array):
-                    moved["to_device"].append(f"{type(leaf).__name__} {np.shape(leaf)}")
-            return jitted(*call_args, **call_kwargs)
-
-        call.lower, call.clear_cache = jitted.lower, jitted.clear_cache
-        return call
+    def call(self, *args, **kwargs):
+        for leaf in jax.tree.leaves((args, kwargs)):
+            if not isinstance(leaf, jax.Array):
+                moved["to_device"].append(f"{type(leaf).__name__} {np.shape(leaf)}")
+        return real_call(self, *args, **kwargs)
 
     reading = []  # __array__ reads through _value: count such a read once / 只记一次
 
@@ -167,79 +170,87 @@ def host_traffic(monkeypatch):
         finally:
             reading.pop()
 
-    monkeypatch.setattr(jax, "jit", jit)
+    monkeypatch.setattr(exported, "call", call)
     monkeypatch.setattr(array_type, "_value", property(host_value))
     monkeypatch.setattr(array_type, "__array__", host_copy)
     return moved
 
 
-def test_the_parameters_stay_finite():
-    """症状一：6 步之后参数该是有限的数，最后一步的损失不到第一步的十分之一。
-    Symptom one: after 6 steps the parameters should be finite numbers, and the last step's
-    loss under a tenth of the first's.
+def test_debug_nans_stops_at_the_artifact_not_inside_it():
+    """先诊断，再修。测试自己的驱动在 jax.debug_nans 下执行训练步：第一个输出里有 NaN 的调用
+    抛出 FloatingPointError，消息的最后一个词是造出 NaN 的原语。预测：这是第几步（从 0 数起）、
+    消息点名的是哪个原语？然后不开 debug_nans，在同一步上再执行一次：这一步的损失是有限的数吗？
+    它的更新呢？读代码说不出这些：要自己跑工具。
+    Diagnose first, then repair. The test's own driver runs the step under jax.debug_nans: the
+    first call with a NaN in its outputs raises FloatingPointError, and the message's last word
+    is the primitive that made it. Predict: which step is it (counting from 0), and which
+    primitive does the message name? Then, without debug_nans, run that same step again: is its
+    loss a finite number? And its update? Reading cannot tell: run the tool yourself.
     """
-    x, y = make_data()
-    w, losses = train(x, y, batch_orders(6), lr=0.1)
+    step = jax.export.deserialize(artifact())
+    w, report = jnp.zeros(D, jnp.float32), None
+    with jax.debug_nans(True):
+        for k, (x, y) in enumerate(make_stream()):
+            try:
+                new_w, _ = step.call(w, jnp.asarray(x), jnp.asarray(y))
+            except FloatingPointError as err:
+                report = (k, str(err).split()[-1])
+                break
+            w = new_w
+    new_w, loss = step.call(w, jnp.asarray(x), jnp.asarray(y))
+    assert report == (4, "call_exported")
+    assert (bool(jnp.isfinite(loss)), bool(jnp.isfinite(new_w).all())) == (True, False)
+
+
+def test_the_parameters_stay_finite():
+    """症状一：训练之后参数该是有限的数，每一步的损失也是；最后一步的损失不到第一步的一半。
+    Symptom one: after training the parameters should be finite numbers, and so every step's
+    loss; the last step's loss under half the first's.
+    """
+    w, losses = train(artifact(), make_stream())
     print(f"losses {np.asarray(losses)}; w {np.asarray(w)}")
     assert np.isfinite(np.asarray(w)).all()
-    assert float(losses[-1]) < float(losses[0]) / 10
-
-
-def test_training_again_compiles_nothing():
-    """症状二：第二次训练（新数据，形状相同）不该再编译任何东西；第一次训练里也没有哪个程序
-    被编译两次。
-    Symptom two: a second training run (new data of the same shapes) should compile nothing,
-    and no program should compile twice in the first run.
-    """
-    jax.clear_caches()  # a cold start, whatever ran before / 冷启动，不管之前跑过什么
-    with counting_compiles() as first:
-        train(*make_data(0), batch_orders(6, seed=0), lr=0.1)
-    with counting_compiles() as second:
-        train(*make_data(1), batch_orders(6, seed=1), lr=0.1)
-    print(f"the first run compiled {len(first)} programs, the second {len(second)}")
-    assert second == []
-    assert len(first) == len(set(first))
+    assert np.isfinite(np.asarray(losses)).all()
+    assert float(losses[-1]) < float(losses[0]) / 2
 
 
 def test_the_loop_moves_nothing_implicitly(monkeypatch):
-    """症状三：除了 train 自己明确地用 jax.device_put 放上设备的东西，循环不该在主机和设备之间
+    """症状二：除了 train 自己明确地用 jax.device_put 放上设备的东西，循环不该在主机和设备之间
     搬任何数据。在 jax.transfer_guard("disallow") 之下跑 train 不该被拒绝；不看守卫的计数
-    （host_traffic）也该是空的：交给 jit 函数的全是设备上的数组，没有数组被读回主机。
-    Symptom three: beyond what train puts on the devices explicitly with jax.device_put, its
+    （host_traffic）也该是空的：交给 Exported.call 的全是设备上的数组，没有数组被读回主机。
+    Symptom two: beyond what train puts on the devices explicitly with jax.device_put, its
     loop should move no data between host and devices. Running train under
-    jax.transfer_guard("disallow") should not be refused, and a count that does not rely on
-    the guard (host_traffic) should come back empty: every value handed to a jitted function
-    is on the devices already, and no array is read back to the host.
+    jax.transfer_guard("disallow") should not be refused, and a count that does not rely on the
+    guard (host_traffic) should come back empty: every value handed to Exported.call is on the
+    devices already, and no array is read back to the host.
     """
-    x, y = make_data()
-    orders = batch_orders(6)
+    blob, stream = artifact(), make_stream()
     moved = host_traffic(monkeypatch)
     try:
         with jax.transfer_guard("disallow"):
-            jax.block_until_ready(train(x, y, orders, lr=0.1))
+            jax.block_until_ready(train(blob, stream))
     except jax.errors.JaxRuntimeError:
         monkeypatch.undo()
         print("the transfer guard refused a transfer inside train")
         raise AssertionError("train moved data implicitly") from None
     monkeypatch.undo()
-    print(f"host values handed to jitted calls: {moved['to_device']}")
+    print(f"host values handed to Exported.call: {moved['to_device']}")
     print(f"arrays read back to the host: {moved['to_host']}")
     assert moved == {"to_device": [], "to_host": []}
 
 
-def test_training_matches_the_numpy_reference(monkeypatch):
-    """三个 bug 都修好后，参数和每一步的损失与 NumPy 参考实现一致，参数复制在 8 个设备上。
-    With the three bugs fixed, the parameters and every step's loss match the NumPy
-    reference, and the parameters are replicated on the 8 devices.
+def test_training_matches_the_reference(monkeypatch):
+    """两个症状都修好后，参数和每一步的损失与测试自己的驱动一致：更新不是有限的数的那一步被跳过，
+    其余每一步都算数。
+    With both symptoms repaired, the parameters and every step's loss match the test's own
+    driver: the step whose update is not finite is skipped, every other step counts.
     """
-    x, y = make_data()
-    orders = batch_orders(6)
+    blob, stream = artifact(), make_stream()
     refusing_the_reference(monkeypatch)
-    w, losses = train(x, y, orders, lr=0.1)
+    w, losses = train(blob, stream)
     monkeypatch.undo()
     assert isinstance(w, jax.Array) and isinstance(losses, jax.Array)
-    w_ref, losses_ref = numpy_reference(x, y, orders, lr=0.1)
-    print(f"JAX w {np.asarray(w)}; NumPy w {w_ref}")
-    np.testing.assert_allclose(losses, losses_ref, rtol=1e-4)
-    np.testing.assert_allclose(w, w_ref, rtol=1e-4, atol=1e-5)
-    assert len(w.sharding.device_set) == 8 and w.sharding.is_fully_replicated
+    w_ref, losses_ref = reference_run(blob, stream)
+    print(f"JAX w {np.asarray(w)}; reference w {w_ref}")
+    np.testing.assert_allclose(losses, losses_ref, rtol=1e-6)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-6)

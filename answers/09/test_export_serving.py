@@ -9,9 +9,12 @@ count and shardings, and the server must match them), and requests come in every
 (each new shape compiles once, so pad to buckets and warm up).
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 from jax import export
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding
@@ -41,6 +44,11 @@ def batch(n, seed=0):
 def mesh_of(devices):
     """一维的 "data" 网格（Explicit 轴）/ a 1-D "data" mesh with an Explicit axis."""
     return Mesh(np.array(devices), ("data",), axis_types=(AxisType.Explicit,))
+
+
+def layer(w, x):
+    """导出方的源码 / the exporting side's source."""
+    return jnp.tanh(x @ w)
 
 
 def export_tanh(mesh, w_spec):
@@ -94,6 +102,29 @@ def serving_mesh(exp, devices):
     return jax.make_mesh(
         recorded.axis_sizes, recorded.axis_names, recorded.axis_types, devices=devices
     )
+
+
+def export_for_devices(fn, exp, devices):
+    """产物定死了设备数：要在 len(devices) 个设备上服务，就从源码 fn 重新导出。输入照产物的原样：
+    形状和 dtype 来自 exp.in_avals，PartitionSpec 来自 exp.in_shardings_jax()（不给网格时记下的
+    NamedSharding 的 .spec），用 exp.in_tree 放回原位；网格是一维的，轴名、轴类型与产物记下的
+    AbstractMesh 相同，轴长是 len(devices)，用的是 devices。返回新的 Exported。大约 8 行。
+    An artifact fixes its device count: to serve on len(devices) devices, export the source fn
+    again. The inputs are the artifact's: shapes and dtypes from exp.in_avals, PartitionSpecs
+    from exp.in_shardings_jax() (the .spec of each NamedSharding recorded, no mesh given), put
+    back in place with exp.in_tree; the mesh is 1-D with the axis name and axis type of the
+    artifact's AbstractMesh, of size len(devices), over devices. Return the new Exported.
+    About 8 lines.
+    """
+    recorded = exp.in_shardings_jax()
+    abstract = recorded[0].mesh
+    mesh = jax.make_mesh((len(devices),), abstract.axis_names, abstract.axis_types, devices=devices)
+    flat = [
+        jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=NamedSharding(mesh, sharding.spec))
+        for aval, sharding in zip(exp.in_avals, recorded, strict=True)
+    ]
+    args, kwargs = jax.tree.unflatten(exp.in_tree, flat)
+    return export.export(jax.jit(fn))(*args, **kwargs)
 
 
 def bucket_server(exp, buckets):
@@ -192,6 +223,66 @@ def test_a_sharded_export_fixes_the_device_count():
     with raises_exactly(ValueError) as info:
         exp.call(*on_two)
     assert "size of the mesh 4" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("x_spec", "axis_type"),
+    [(P("data", None), AxisType.Explicit), (P(), AxisType.Auto)],
+    ids=["rows-explicit", "replicated-auto"],
+)
+def test_another_device_count_needs_a_new_export(x_spec, axis_type):
+    """写 export_for_devices。在 4 个设备的网格上导出的产物，放到有 8 个设备的服务端上：用上全部 8 个
+    设备的参数去调用它，会被拒绝。不带分片导出的产物记着几个设备？拿 8 个设备上按行切开的参数去
+    调用它，结果的每一块是什么形状？要让分片的模型用上 8 个设备，得回到源码、按产物记下的输入
+    （形状、dtype、PartitionSpec、轴名、轴类型）重新导出。
+    Write export_for_devices. An artifact exported on a 4-device mesh meets a server with 8: called
+    with arguments on all 8 devices, it is refused. How many devices does an artifact exported
+    without shardings record? Called with arguments split by rows over the 8 devices, what shape
+    is each piece of its result? For the sharded model to use all 8 devices, go back to the
+    source and export again with the inputs the artifact records (shapes, dtypes,
+    PartitionSpecs, axis names and types).
+    """
+    devices = jax.devices()
+
+    def data_mesh(devices):
+        return Mesh(np.array(devices), ("data",), axis_types=(axis_type,))
+
+    four_devices = data_mesh(devices[:4])
+    specs = (
+        jax.ShapeDtypeStruct((3, 2), jnp.float32, sharding=NamedSharding(four_devices, P())),
+        jax.ShapeDtypeStruct((8, 3), jnp.float32, sharding=NamedSharding(four_devices, x_spec)),
+    )
+    four = export.deserialize(export.export(jax.jit(layer))(*specs).serialize())
+
+    w, x = np.full((3, 2), 0.5, np.float32), batch(8)
+    everywhere = data_mesh(devices)
+    on_eight = [
+        jax.device_put(w, NamedSharding(everywhere, P())),
+        jax.device_put(x, NamedSharding(everywhere, x_spec)),
+    ]
+    with raises_exactly(ValueError) as info:
+        four.call(*on_eight)
+    assert {"4", "8"} <= set(re.findall(r"\d+", str(info.value)))  # the two device counts
+
+    # An export without shardings. 不带分片的导出。
+    plain = [jax.ShapeDtypeStruct(s.shape, s.dtype) for s in specs]
+    single = export.deserialize(export.export(jax.jit(layer))(*plain).serialize())
+    assert single.nr_devices == 1
+    rows = jax.device_put(x, NamedSharding(everywhere, P("data", None)))
+    y = single.call(on_eight[0], rows)
+    np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
+    assert y.addressable_shards[0].data.shape == (1, 2)
+
+    eight = export_for_devices(layer, four, devices)
+    assert eight.nr_devices == 8
+    assert [str(a) for a in eight.in_avals] == [str(a) for a in four.in_avals]
+    assert [s.spec for s in eight.in_shardings_jax()] == [s.spec for s in four.in_shardings_jax()]
+    recorded = four.in_shardings_jax()[0].mesh, eight.in_shardings_jax()[0].mesh
+    assert len({(m.axis_names, m.axis_types) for m in recorded}) == 1  # only the size changed
+    shardings = eight.in_shardings_jax(everywhere)
+    y = eight.call(*(jax.device_put(a, s) for a, s in zip((w, x), shardings, strict=True)))
+    np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
+    assert y.sharding.device_set == set(devices)
 
 
 def test_buckets_and_warm_up_bound_the_compilations():

@@ -51,3 +51,37 @@ def export_nnx__bakes_the_weights(model, x_spec):
     """Ignores params: the exported function closes over the model, its weights baked in."""
     params = nnx.to_pure_dict(nnx.state(model))
     return export.export(jax.jit(lambda params, x: model(x)))(params, x_spec)
+
+
+def export_for_devices__the_old_artifact(fn, exp, devices):
+    """Serves the artifact it was given: still 4 devices."""
+    return exp
+
+
+def export_for_devices__without_shardings(fn, exp, devices):
+    """Exports the source again at the recorded shapes, but with no shardings: one device."""
+    flat = [jax.ShapeDtypeStruct(aval.shape, aval.dtype) for aval in exp.in_avals]
+    args, kwargs = jax.tree.unflatten(exp.in_tree, flat)
+    return export.export(jax.jit(fn))(*args, **kwargs)
+
+
+def export_for_devices__fixed_specs(fn, exp, devices):
+    """Writes this koan's first specs from memory instead of reading the artifact's."""
+    mesh = Mesh(np.array(devices), ("data",), axis_types=(AxisType.Explicit,))
+    specs = (
+        jax.ShapeDtypeStruct((3, 2), jnp.float32, sharding=NamedSharding(mesh, P())),
+        jax.ShapeDtypeStruct((8, 3), jnp.float32, sharding=NamedSharding(mesh, P("data", None))),
+    )
+    return export.export(jax.jit(fn))(*specs)
+
+
+def export_for_devices__default_axis_types(fn, exp, devices):
+    """Reads the specs and the axis name but drops the axis type: make_mesh's Explicit default."""
+    recorded = exp.in_shardings_jax()
+    mesh = jax.make_mesh((len(devices),), recorded[0].mesh.axis_names, devices=devices)
+    flat = [
+        jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=NamedSharding(mesh, sharding.spec))
+        for aval, sharding in zip(exp.in_avals, recorded, strict=True)
+    ]
+    args, kwargs = jax.tree.unflatten(exp.in_tree, flat)
+    return export.export(jax.jit(fn))(*args, **kwargs)

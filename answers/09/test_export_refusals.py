@@ -15,7 +15,10 @@ at call time; the switched-off checks are recorded in the artifact, and the resp
 passes to whoever uses it.
 """
 
+import inspect
+import json
 import re
+import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +27,8 @@ import pytest
 from jax import export, lax
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api import cbuild
+from jaxkoans.api.probes import run_python
 
 
 def with_two_kernels(x):
@@ -67,6 +72,27 @@ def export_trusting_own_kernels(fn, *specs):
         targets = sorted(set(re.findall(r"stablehlo\.custom_call @(\w+)\(", str(refusal))))
     checks = [export.DisabledSafetyCheck.custom_call(t) for t in targets]
     return export.export(jax.jit(fn), disabled_checks=checks)(*specs)
+
+
+def register_shipped_kernels(exp, library):
+    """使用方：产物为哪些 custom call 目标关掉了检查（exp.disabled_safety_checks；一项检查的
+    is_custom_call() 给出它的目标名，别的种类的检查给出 None），就在 cpu 平台上以这些名字各登记
+    一次 library 里的处理函数 LeakySum（jax.ffi.pycapsule(library.LeakySum)）；按顺序返回登记的
+    名字列表。它会被原样复制进一个全新的进程：import 写在函数里。大约 6 行。
+    The consumer side: for each custom call target whose check the artifact switched off
+    (exp.disabled_safety_checks; a check's is_custom_call() gives its target name, and None for
+    a check of another kind), register library's handler LeakySum
+    (jax.ffi.pycapsule(library.LeakySum)) under that name for the cpu platform; return the
+    names registered, in order. It is copied verbatim into a fresh process: import inside the
+    function. About 6 lines.
+    """
+    import jax
+
+    names = [c.is_custom_call() for c in exp.disabled_safety_checks]
+    names = [name for name in names if name is not None]
+    for name in names:
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(library.LeakySum), platform="cpu")
+    return names
 
 
 def custom_call_targets(module_text):
@@ -114,6 +140,98 @@ def test_export_refuses_kernels_without_a_guarantee(fn, own):
         assert f"No FFI handler registered for {own[0]}" in str(info.value)
     else:
         np.testing.assert_allclose(shipped.call(m), np.linalg.cholesky(m @ m.T + np.eye(4)))
+
+
+def leaky_model(target, decay, reverse):
+    """一个模型，中间一步是第 05 章的 C++ 内核（csrc/leaky_sum.cc：沿最后一根轴的漏积分），
+    以 target 这个名字调用。A model whose middle step is chapter 05's C++ kernel
+    (csrc/leaky_sum.cc: a leaky running sum along the last axis), called under the name target.
+    """
+
+    def forward(x):
+        kernel = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype))
+        return kernel(2.0 * x, decay=np.float32(decay), reverse=reverse) - x
+
+    return forward
+
+
+def leaky_sum_numpy(x, decay, reverse):
+    """NumPy 参考 / the NumPy reference: y[i] = decay * y[i -/+ 1] + x[i]."""
+    x = np.flip(x, -1) if reverse else x
+    y, carry = np.empty_like(x), np.zeros(x.shape[:-1], x.dtype)
+    for i in range(x.shape[-1]):
+        carry = decay * carry + x[..., i]
+        y[..., i] = carry
+    return np.flip(y, -1) if reverse else y
+
+
+# The consumer process: the learner's registration, then a main that calls each artifact before
+# and after registering, and reports. 使用方进程：学习者的登记函数，再加上一个 main。
+CONSUMER = """
+import ctypes
+import json
+import sys
+
+import numpy as np
+from jax import export
+
+directory, library = sys.argv[1], ctypes.CDLL(sys.argv[2])
+x = np.load(f"{directory}/x.npy")
+report = {}
+for name in sys.argv[3:]:
+    exp = export.deserialize(bytearray(open(f"{directory}/{name}.jaxexport", "rb").read()))
+    try:
+        exp.call(x)
+        before = "ran"
+    except Exception as error:  # only its class is reported / 只报告它的类
+        before = type(error).__name__
+    registered = register_shipped_kernels(exp, library)
+    np.save(f"{directory}/{name}.npy", exp.call(x))
+    report[name] = {"before": before, "registered": registered}
+print(json.dumps(report))
+"""
+
+
+def test_a_shipped_kernel_runs_where_the_consumer_registers_it(tmp_path):
+    """✍️ 写 register_shipped_kernels。另一面：带着自己 FFI 内核的产物照样能交付，只要使用方
+    自己登记内核。产物记着它为哪些目标关掉了检查，使用方就从这里读出要登记的名字，从它手里的
+    共享库里取出处理函数。两个团队用不同的名字调用同一个内核；其中一个还关掉了平台检查（那不是
+    内核）。在全新的进程里：登记之前调用失败，登记之后反序列化的产物给出与 NumPy 一样的结果。
+    Write register_shipped_kernels. The other side: an artifact with FFI kernels of its own
+    ships all the same, as long as its consumer registers them. The artifact records which
+    targets it switched the check off for, so the consumer reads the names to register from
+    there and takes the handler from the shared library it holds. Two teams call the same
+    kernel under different names; one of them also switched off the platform check (not a
+    kernel). In a fresh process: before registering the call fails; after registering, the
+    deserialized artifact gives the same result as NumPy.
+    """
+    loaded = cbuild.ffi_library("leaky_sum.cc")  # skips without a C++ compiler / 没有编译器就跳过
+    library = cbuild.build("leaky_sum.cc")
+    x = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
+    spec = jax.ShapeDtypeStruct(x.shape, jnp.float32)
+    # Here first: an artifact whose only switched-off check is the platform's needs no kernel.
+    # 先在本进程：只关掉了平台检查的产物不需要任何内核。
+    unchecked = [export.DisabledSafetyCheck.platform()]
+    platform_only = export.export(jax.jit(jnp.sin), disabled_checks=unchecked)(spec)
+    assert register_shipped_kernels(platform_only, loaded) == []
+    teams = {"acme_leaky_sum": (0.5, False), "zeta_leaky_sum_rev": (0.25, True)}
+    for target, (decay, reverse) in teams.items():
+        checks = [export.DisabledSafetyCheck.custom_call(target)]
+        if reverse:
+            checks.append(export.DisabledSafetyCheck.platform())
+        exp = export.export(jax.jit(leaky_model(target, decay, reverse)), disabled_checks=checks)
+        (tmp_path / f"{target}.jaxexport").write_bytes(exp(spec).serialize())
+    np.save(tmp_path / "x.npy", x)
+
+    script = tmp_path / "consumer.py"
+    script.write_text(textwrap.dedent(inspect.getsource(register_shipped_kernels)) + CONSUMER)
+    out = run_python("-I", str(script), str(tmp_path), str(library), *teams)
+    report = json.loads(out.strip().splitlines()[-1])
+    for target, (decay, reverse) in teams.items():
+        assert report[target] == {"before": "JaxRuntimeError", "registered": [target]}
+        served = np.load(tmp_path / f"{target}.npy")
+        expected = leaky_sum_numpy(2.0 * x, decay, reverse) - x
+        np.testing.assert_allclose(served, expected, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -202,7 +202,7 @@ def grouped_inputs():
     return jnp.asarray(x), jnp.asarray(ids, jnp.int32), jnp.asarray(w_experts[:LOCAL])
 
 
-def test_ragged_dot_on_cpu_is_a_masked_dense_dot():
+def test_what_ragged_dot_lowers_to_on_cpu():
     """lax.ragged_dot 在 jaxpr 里是一个原语 ragged_dot_general；JAX 为 CPU 降级时把它写成什么？交给
     XLA 的 StableHLO 里还有 ragged 的指令吗？dot_general 的左操作数是什么形状（每个专家一份遮掉
     别的专家的行的 token）？于是 cost_analysis() 的浮点运算数不少于每个专家都乘全部的行。

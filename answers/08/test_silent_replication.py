@@ -1,150 +1,145 @@
-"""08 · 综合四：悄悄复制的分片 / capstone four: a sharding that silently replicates.
+"""08 · 综合四：种子生成的模型在哪一层悄悄复制 / capstone four: where a model drawn from a seed quietly replicates.
 
-`# ✍️ BEGIN` 与 `# ✍️ END` 之间是 8 个 CPU 设备上的一个序列编码器：输入是按时间排的序列
-x (T, B, D)（时间在前，批次在中间），批次 B 沿 "data" 轴切开；每个 token 做 layer norm、乘一个
-投影矩阵、过 tanh；损失是与目标的均方误差。程序读起来没毛病，结果也完全正确；可它悄悄地让每个
-设备都拿到了整批数据、做了整批的计算。症状指向的工具：输出的 `.sharding`（或
-`jax.debug.visualize_array_sharding`）、编译后 HLO 里的 all-gather、`memory_analysis()` 的每设备
-字节数。找到让 XLA 收齐整批的那一处，改掉它。只修改标记之间的代码。
+一个架构搜索按种子生成序列编码器：输入是按时间排的序列 x (T, B, D)（时间在前，批次在中间），
+批次 B 沿 8 个 CPU 设备的 "data" 轴切开；LAYERS 层，第 0 层总是矩阵乘加 tanh，其余每层从几种
+做法里随机挑一种，权重也是随机的。结果全对，可某些种子的模型让 XLA 从某一层起把整批收齐、
+每个设备都做整批的计算；哪一层，取决于种子抽到的层。你拿到的只有模型本身
+（model(h, after=None)：每算完第 k 层就调用 after(k, h)）和数据，读源码说不出答案，闭包也不许
+读。要用工具：`jax.debug.inspect_array_sharding` 写在 jit 里面，编译时告诉你 XLA 给每个中间值
+定的分片；编译后 HLO 里的 all-gather 说出收齐了几次。
 
-Between `# ✍️ BEGIN` and `# ✍️ END` is a sequence encoder on 8 CPU devices: the input is
-time-major sequences x (T, B, D) (time first, the batch in the middle), the batch B split
-along the "data" axis; every token goes through a layer norm, a projection and a tanh; the
-loss is the mean squared error against targets. The program reads fine and its results are
-exactly right, yet it quietly gives every device the whole batch and the whole batch's work.
-The tools the symptom calls for: the output's `.sharding` (or
-`jax.debug.visualize_array_sharding`), the all-gathers in the compiled HLO, the per-device
-bytes of `memory_analysis()`. Find the place that makes XLA gather the whole batch, and change
-it. Change only the code between the markers.
+An architecture search generates sequence encoders from a seed: the input is time-major
+sequences x (T, B, D) (time first, the batch in the middle), the batch B split along the "data"
+axis of 8 CPU devices; LAYERS layers, layer 0 always a matmul and tanh, every other layer drawn
+from a few kinds, with random weights too. The results are right, yet the model of some seeds
+makes XLA gather the whole batch from some layer on, every device doing the whole batch's work;
+which layer depends on the layers the seed draws. All you get is the model
+(model(h, after=None): after(k, h) is called once layer k is computed) and the data; reading the
+source does not give the answer, and reading the closure is refused. Use the tools:
+`jax.debug.inspect_array_sharding` written inside jit tells you, at compile time, the sharding
+XLA gives each intermediate; the all-gathers in the compiled HLO say how often it gathered.
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 from jaxkoans.api.probes import collectives
 
+# ---- 给定代码 / given code -------------------------------------------------------------
 
-# ✍️ BEGIN
-def layer_norm(h):
-    """最后一维上的 layer norm（没有可学的缩放）。Layer norm over the last axis."""
-    mu = h.mean(-1, keepdims=True)
-    return (h - mu) * lax.rsqrt(((h - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+T, B, D, LAYERS = 4, 16, 8, 6
+KINDS = ("mix", "norm", "center", "time", "flip", "tokens")
 
 
-def encode(x, w):
-    """按时间排的序列 x (T, B, D) 的每个 token：layer norm、投影、tanh。返回 (T, B, H)。
-    Every token of the time-major sequences x (T, B, D): layer norm, projection, tanh.
-    Returns (T, B, H).
+def make_model(seed):
+    """按种子抽出 LAYERS 层和一批数据 x (T, B, D)（NumPy）。返回 (model, x)。
+    Draw LAYERS layers and a batch x (T, B, D) (NumPy) from the seed. Returns (model, x).
     """
-    return jnp.tanh(layer_norm(x) @ w)
-
-
-def loss(w, x, y):
-    """编码结果与目标 y (T, B, H) 的均方误差。The mean squared error against targets y."""
-    return jnp.mean((encode(x, w) - y) ** 2)
-
-
-# ✍️ END
-
-T, B, D, H = 16, 32, 64, 32
-
-
-def make_data(seed=0):
-    """x (T, B, D)、投影 w (D, H)、目标 y (T, B, H)（NumPy）。/ x, w and y as NumPy arrays."""
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(T, B, D)).astype(np.float32)
-    w = (rng.normal(size=(D, H)) / 8).astype(np.float32)
-    y = rng.normal(size=(T, B, H)).astype(np.float32)
-    return x, w, y
+    kinds = ["mix"] + [KINDS[i] for i in rng.integers(len(KINDS), size=LAYERS - 1)]
+    weights = (rng.normal(size=(LAYERS, D, D)) / np.sqrt(D)).astype(np.float32)
+
+    def layer(kind, w, h):
+        if kind == "mix":
+            return jnp.tanh(h @ w)
+        if kind == "norm":
+            return h - h.mean(-1, keepdims=True)
+        if kind == "center":
+            return h - h.mean(1, keepdims=True)
+        if kind == "time":
+            return jnp.cumsum(h, axis=0) / T
+        if kind == "flip":
+            return h[:, ::-1]
+        t, b, d = h.shape  # "tokens": one row per token / 每个 token 一行
+        return jnp.tanh(h.reshape(t * b, d) @ w).reshape(t, b, d)
+
+    def model(h, after=None):
+        for k in range(LAYERS):
+            h = layer(kinds[k], weights[k], h)
+            if after is not None:
+                after(k, h)
+        return h
+
+    return model, rng.normal(size=(T, B, D)).astype(np.float32)
 
 
-def numpy_encode(x, w):
-    """同样的编码器，用 float64 的 NumPy 写。The same encoder in float64 NumPy."""
-    x = x.astype(np.float64)
-    centred = x - x.mean(-1, keepdims=True)
-    normed = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-5)
-    return np.tanh(normed @ w.astype(np.float64))
+def batch_split(x):
+    """x 的批次维沿 "data" 切开放到 8 个设备上。Place x with its batch axis split along "data"."""
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+    return jax.device_put(x, NamedSharding(mesh, P(None, "data")))
 
 
-def placed(mesh, x, w, y):
-    """批次维沿 "data" 切开，投影矩阵复制。The batch axis split along "data", w replicated."""
-    batch = NamedSharding(mesh, P(None, "data"))
-    return (
-        jax.device_put(x, batch),
-        jax.device_put(w, NamedSharding(mesh, P())),
-        jax.device_put(y, batch),
-    )
+# ---- 你来实现 / your code ---------------------------------------------------------------
 
 
-def auto_mesh():
-    return jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
-
-
-def test_the_features_stay_split_over_the_batch():
-    """症状一：输入的批次维切在 8 个设备上，编码结果 (T, B, H) 也该这样切：每个设备 (T, B/8, H)。
-    打印的是结果的分片；值与 NumPy 参考一致。
-    Symptom one: the input's batch axis is split over the 8 devices, and so should the encoded
-    (T, B, H) be: (T, B/8, H) per device. The test prints the result's sharding; the values
-    match the NumPy reference.
+def first_replicated_layer(model, x):
+    """x 已经沿批次切开。返回编译后的 jax.jit(model) 里第一个输出被完全复制
+    （sharding.is_fully_replicated）的层的下标 k；没有这样的层时返回 None。
+    - 在 jit 里的 after(k, h) 中调用 jax.debug.inspect_array_sharding(h, callback=...)：
+      编译时（jax.jit(...).lower(x).compile()）callback 拿到 XLA 给这个中间值定的分片。
+    - 大约 8 行。
+    x is split along the batch already. Return the index k of the first layer whose output the
+    compiled jax.jit(model) fully replicates (sharding.is_fully_replicated); None when no layer
+    does.
+    - Call jax.debug.inspect_array_sharding(h, callback=...) inside after(k, h), under jit: at
+      compile time (jax.jit(...).lower(x).compile()) callback receives the sharding XLA gives
+      that intermediate.
+    - About 8 lines.
     """
-    x_np, w_np, y_np = make_data()
-    x, w, _ = placed(auto_mesh(), x_np, w_np, y_np)
-    out = jax.jit(encode)(x, w)
-    print(f"encode's output: {out.sharding}")
-    np.testing.assert_allclose(out, numpy_encode(x_np, w_np), rtol=1e-4, atol=1e-5)
-    assert out.sharding.shard_shape(out.shape) == (T, B // 8, H)
+    seen = {}
+
+    def after(k, h):
+        jax.debug.inspect_array_sharding(h, callback=lambda s: seen.__setitem__(k, s))
+
+    jax.jit(lambda h: model(h, after=after)).lower(x).compile()
+    return next((k for k in sorted(seen) if seen[k].is_fully_replicated), None)
 
 
-def test_the_training_step_gathers_nothing():
-    """症状二：损失和梯度是标量和 (D, H)，本来就复制在每个设备上，看结果的分片什么也看不出来。
-    编译后的训练步里不该有 all-gather，集合通信只有一条 all-reduce（损失和梯度合成一个元组，一起
-    沿批次求和），每个设备的临时内存
-    （memory_analysis().temp_size_in_bytes）不超过它自己那块 x 的两倍，每个设备的浮点运算
-    （cost_analysis()["flops"]）不到单个设备算整批的四分之一。
-    Symptom two: the loss and the gradient are a scalar and (D, H), replicated on every device
-    anyway: their shardings show nothing. The compiled training step should hold no
-    all-gather, and one collective only: an all-reduce that sums the loss and the gradient over
-    the batch together, as one tuple. Each device's temporaries
-    (memory_analysis().temp_size_in_bytes) should stay within twice its own block of x, and
-    each device's floating-point work (cost_analysis()["flops"]) under a quarter of one device
-    doing the whole batch.
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def known_answer(seed):
+    """另一个工具得出的答案：把每一层的输出都作为 jit 的输出返回，读它们的 .sharding。
+    The answer by another tool: return every layer's output from the jit and read their
+    .sharding."""
+    model, x = make_model(seed)
+
+    def every_layer(h):
+        outputs = []
+        model(h, after=lambda k, v: outputs.append(v))
+        return outputs
+
+    outputs = jax.jit(every_layer)(batch_split(x))
+    return next((k for k, o in enumerate(outputs) if o.sharding.is_fully_replicated), None)
+
+
+@pytest.mark.parametrize("seed", [1, 12, 0, 3])
+def test_inspect_array_sharding_names_the_layer_that_replicates(seed):
+    """✍️ 写 first_replicated_layer。四个种子的模型：三个从某一层起悄悄复制（那一层在哪，各不
+    相同），一个一直切着。结果的值与在一个设备上算的一样，看值什么也发现不了；你的函数只拿到
+    模型和数据，要说出和另一个工具（每层的输出都返回出来，读它们的分片）一样的答案。
+    Write first_replicated_layer. Models of four seeds: three quietly replicate from some layer
+    on (a different layer for each), one stays split. The values equal those computed on one
+    device, so they show nothing; your function gets only the model and the data, and must give
+    the answer another tool gives (every layer's output returned, its sharding read).
     """
-    x_np, w_np, y_np = make_data()
-    x, w, y = placed(auto_mesh(), x_np, w_np, y_np)
-    step = jax.jit(jax.value_and_grad(loss))
-    compiled = step.lower(w, x, y).compile()
-    found = collectives(compiled.as_text())
-    temp = compiled.memory_analysis().temp_size_in_bytes
-    whole = jax.jit(jax.value_and_grad(loss)).lower(w_np, x_np, y_np).compile()  # one device
-    flops, flops_whole = compiled.cost_analysis()["flops"], whole.cost_analysis()["flops"]
-    print(f"collectives {found}; temp {temp} B per device; flops {flops} vs {flops_whole}")
-    value, grad = compiled(w, x, y)
-    expected_value = np.mean((numpy_encode(x_np, w_np) - y_np) ** 2)
-    np.testing.assert_allclose(value, expected_value, rtol=1e-4)
-    np.testing.assert_allclose(grad, jax.grad(loss)(w_np, x_np, y_np), rtol=1e-4, atol=1e-6)
-    assert "all-gather" not in found
-    assert list(found) == ["all-reduce"] and len(found["all-reduce"]) == 1  # (loss, grad)
-    assert temp <= 2 * x.addressable_shards[0].data.nbytes
-    assert flops < flops_whole / 4
+    model, x = make_model(seed)
+    assert first_replicated_layer(model, batch_split(x)) == known_answer(seed)
 
 
-def test_explicit_axes_accept_the_program():
-    """症状三：在 Explicit 轴的网格上（jax.set_mesh），分片是类型的一部分，JAX 在追踪时就拒绝
-    一个只能靠收齐整批才能做的操作，不会悄悄复制。修好的编码器在这里照样能跑，结果的类型里批次维
-    还是切开的。
-    Symptom three: on a mesh of Explicit axes (jax.set_mesh) shardings are part of the types,
-    and JAX refuses at trace time an op that only gathering the whole batch could do, instead
-    of replicating quietly. The repaired encoder runs here too, and its result's type keeps
-    the batch axis split.
+def test_the_compiled_model_gathers_once():
+    """种子 4 的模型有三层会逼 XLA 收齐整批（第 2、3、5 层是同一种做法）。编译后的程序里有几条
+    all-gather？先预测，再自己读 jax.jit(model).lower(x).compile().as_text()。
+    The model of seed 4 has three layers that force XLA to gather the whole batch (layers 2, 3
+    and 5 are of the same kind). How many all-gathers does the compiled program hold? Predict,
+    then read jax.jit(model).lower(x).compile().as_text() yourself.
     """
-    mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Explicit,))
-    x_np, w_np, y_np = make_data()
-    with jax.set_mesh(mesh):
-        x, w, _ = placed(mesh, x_np, w_np, y_np)
-        out = jax.jit(encode)(x, w)  # a refusal raises here, naming the op / 拒绝时在这里报错
-    np.testing.assert_allclose(out, numpy_encode(x_np, w_np), rtol=1e-4, atol=1e-5)
-    assert jax.typeof(out).sharding.spec == P(None, "data", None)
+    model, x = make_model(4)
+    placed = batch_split(x)
+    found = collectives(jax.jit(model).lower(placed).compile().as_text())
+    assert len(found.get("all-gather", [])) == 1

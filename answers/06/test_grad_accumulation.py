@@ -1,11 +1,16 @@
 """06 · 梯度累积 / gradient accumulation."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import collectives
 
 
 def _loss(w, x, y):
@@ -268,3 +273,115 @@ def test_accumulate_a_token_weighted_loss_over_padded_micro_batches():
     jaxpr = jax.make_jaxpr(token_weighted_grad, static_argnums=4)(w, x, y, mask, 4)
     scans = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
     assert len(scans) == 1 and scans[0].params["length"] == 4
+
+
+# ---- 分片的训练步里的梯度累积 / accumulation in a sharded step ---------------------------
+
+
+def _matrix_loss(w, x, y):
+    return jnp.mean((x @ w - y) ** 2)
+
+
+def _sharded_problem():
+    """A (16, 8) weight split by rows over the 8 devices (FSDP), and 4 micro-batches of 32 rows
+    each, every micro-batch's rows split over the devices too."""
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Explicit,))
+    rng = np.random.default_rng(0)
+    w = jax.device_put(rng.normal(size=(16, 8)).astype(np.float32), NamedSharding(mesh, P("data")))
+    xs = rng.normal(size=(4, 32, 16)).astype(np.float32)
+    ys = rng.normal(size=(4, 32, 8)).astype(np.float32)
+    batch = NamedSharding(mesh, P(None, "data"))
+    return mesh, w, jax.device_put(xs, batch), jax.device_put(ys, batch)
+
+
+def _big_batch_grad(w, xs, ys):
+    return jax.grad(_matrix_loss)(np.asarray(w), np.asarray(xs).reshape(-1, 16), np.asarray(ys).reshape(-1, 8))
+
+
+def loop_and_rest(hlo):
+    """编译后 HLO 的集合通信分成两份：while 循环体里的（每一步都执行）和其余的（只执行一次），
+    各是 {指令: 条数}。/ The compiled HLO's collectives in two parts: those inside while-loop
+    bodies (run at every step) and the rest (run once), each {instruction: count}."""
+    bodies = set(re.findall(r"\swhile\(.*?body=(%[\w.-]+)", hlo))
+    loop, rest = {}, {}
+    for computation in re.split(r"\n(?=\S)", hlo):
+        name = computation.split(" ", 2)[1] if computation.startswith("ENTRY") else computation.split(" ", 1)[0]
+        for kind, types in collectives(computation).items():
+            part = loop if name in bodies else rest
+            part[kind] = part.get(kind, 0) + len(types)
+    return loop, rest
+
+
+def test_xla_reduces_the_gradient_at_every_micro_step():
+    """⚠️ 陷阱 / trap: 权重按行切开（FSDP）、每个微批次的行也切开时，jit 里的 scan 累积把每个
+    微批次的梯度都在设备之间归约一次：归约在 while 循环体里，4 个微批次就执行 4 次。梯度是线性的，
+    其实可以先在每个设备上把局部梯度加起来，最后只归约一次（下一个 koan）。预测：循环体里和循环
+    外各有哪些集合通信、各几条？
+    With the weight split by rows (FSDP) and every micro-batch's rows split too, scan accumulation
+    inside jit reduces each micro-batch's gradient across the devices: the reduction sits in the
+    while-loop body and runs 4 times for 4 micro-batches. The gradient is linear, so each device
+    could add its local gradients first and reduce once at the end (the next koan). Predict: which
+    collectives, and how many of each, sit inside the loop body and outside it?
+    """
+    _, w, xs, ys = _sharded_problem()
+
+    def scan_accumulate(w, xs, ys):
+        def add_one(total, batch):
+            return total + jax.grad(_matrix_loss)(w, *batch), None
+
+        total, _ = jax.lax.scan(add_one, jnp.zeros_like(w), (xs, ys))
+        return total / xs.shape[0]
+
+    step = jax.jit(scan_accumulate)
+    np.testing.assert_allclose(step(w, xs, ys), _big_batch_grad(w, xs, ys), rtol=1e-5, atol=1e-6)
+    loop, rest = loop_and_rest(step.lower(w, xs, ys).compile().as_text())
+    assert loop == {"all-reduce": 1}
+    assert rest == {"all-gather": 1}
+
+
+def reduce_once(mesh, w, xs, ys):
+    """✍️ 同样的梯度累积，用 jax.shard_map 写每个设备上的程序：w 按行切在 "data" 轴上，xs、ys 的
+    第 1 根轴（每个微批次的行）也切在 "data" 上。先用 all_gather 拿到整个 w（一次），lax.scan 依次
+    对每个微批次求 _matrix_loss 在本设备那几行上的梯度并加起来（循环里不做集合通信），循环之后用
+    psum_scatter 把各设备的和归约、并按行切回 w 的分片，一次；再除以微批次数和设备数（本设备的
+    损失只是一部分行的平均）。返回的梯度与 w 同样按行切开。大约 10 行。
+    The same accumulation, with jax.shard_map writing the per-device program: w split by rows
+    over "data", the second axis of xs and ys (each micro-batch's rows) split over "data" too.
+    all_gather the whole w first (once); lax.scan takes _matrix_loss's gradient on this device's
+    rows of each micro-batch in turn and adds it up (no collective inside the loop); after the
+    loop psum_scatter reduces the devices' sums and splits the result back into w's row blocks,
+    once; then divide by the number of micro-batches and of devices (a device's loss is the mean
+    over its own rows only). The gradient comes back split by rows like w. About 10 lines.
+    """
+
+    def local(w_block, xs, ys):
+        w_full = jax.lax.all_gather(w_block, "data", tiled=True)
+
+        def add_one(total, batch):
+            return total + jax.grad(_matrix_loss)(w_full, *batch), None
+
+        total, _ = jax.lax.scan(add_one, jnp.zeros_like(w_full), (xs, ys))
+        block = jax.lax.psum_scatter(total, "data", tiled=True)
+        return block / (xs.shape[0] * jax.lax.axis_size("data"))
+
+    rows = P(None, "data")
+    return jax.shard_map(local, mesh=mesh, in_specs=(P("data"), rows, rows), out_specs=P("data"))(w, xs, ys)
+
+
+def test_accumulate_locally_and_reduce_scatter_once():
+    """✍️ 实现 reduce_once。在 shard_map 里你决定集合通信放在哪里：每个设备先把自己各个微批次的
+    局部梯度加起来，循环结束后只做一次 reduce-scatter（FSDP 的梯度本来就要按行切开），而不是每个
+    微批次一次。结果与整批梯度相同；HLO 的 while 循环体里没有集合通信。
+    Write reduce_once. Inside shard_map you decide where the collectives go: each device adds up
+    its local gradients of all the micro-batches first and does one reduce-scatter after the loop
+    (FSDP wants the gradient split by rows anyway), not one per micro-batch. The result equals the
+    big batch's gradient; the HLO's while-loop body holds no collective.
+    """
+    mesh, w, xs, ys = _sharded_problem()
+    step = jax.jit(reduce_once, static_argnums=0)
+    grad = step(mesh, w, xs, ys)
+    np.testing.assert_allclose(grad, _big_batch_grad(w, xs, ys), rtol=1e-5, atol=1e-6)
+    assert grad.sharding.is_equivalent_to(w.sharding, grad.ndim)
+    loop, rest = loop_and_rest(step.lower(mesh, w, xs, ys).compile().as_text())
+    assert loop == {}
+    assert rest == {"all-gather": 1, "reduce-scatter": 1}

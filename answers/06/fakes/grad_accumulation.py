@@ -71,3 +71,48 @@ def token_weighted_grad__python_loop(w, x, y, mask, micro):
         )(w)
         tokens = tokens + jnp.sum(mb)
     return grad_sum / tokens
+
+
+def reduce_once__plain_jit_scan(mesh, w, xs, ys):
+    """The scan without shard_map: XLA all-reduces each micro-batch's gradient inside the loop."""
+
+    def add_one(total, batch):
+        return total + jax.grad(_matrix_loss)(w, *batch), None
+
+    total, _ = jax.lax.scan(add_one, jnp.zeros_like(w), (xs, ys))
+    return total / xs.shape[0]
+
+
+def reduce_once__scatter_every_micro_step(mesh, w, xs, ys):
+    """shard_map, but psum_scatter inside the loop body: one reduce-scatter per micro-batch."""
+
+    def local(w_block, xs, ys):
+        w_full = jax.lax.all_gather(w_block, "data", tiled=True)
+
+        def add_one(total, batch):
+            g = jax.grad(_matrix_loss)(w_full, *batch)
+            return total + jax.lax.psum_scatter(g, "data", tiled=True), None
+
+        total, _ = jax.lax.scan(add_one, jnp.zeros_like(w_block), (xs, ys))
+        return total / (xs.shape[0] * jax.lax.axis_size("data"))
+
+    rows = P(None, "data")
+    return jax.shard_map(local, mesh=mesh, in_specs=(P("data"), rows, rows), out_specs=P("data"))(w, xs, ys)
+
+
+def reduce_once__psum_then_slice(mesh, w, xs, ys):
+    """One psum after the loop, then each device slices its rows: an all-reduce, not a reduce-scatter."""
+
+    def local(w_block, xs, ys):
+        w_full = jax.lax.all_gather(w_block, "data", tiled=True)
+
+        def add_one(total, batch):
+            return total + jax.grad(_matrix_loss)(w_full, *batch), None
+
+        total, _ = jax.lax.scan(add_one, jnp.zeros_like(w_full), (xs, ys))
+        full = jax.lax.psum(total, "data") / (xs.shape[0] * jax.lax.axis_size("data"))
+        rows_per = w_block.shape[0]
+        return jax.lax.dynamic_slice_in_dim(full, jax.lax.axis_index("data") * rows_per, rows_per)
+
+    rows = P(None, "data")
+    return jax.shard_map(local, mesh=mesh, in_specs=(P("data"), rows, rows), out_specs=P("data"))(w, xs, ys)

@@ -1,0 +1,176 @@
+"""11 · 谱方法解热方程：离散余弦变换 / a spectral heat solver: the discrete cosine transform.
+
+两端绝热（Neumann，u_x = 0）的一维热方程 u_t = u_xx。余弦 cos(kπx) 满足这个边界条件，
+也是 ∂²/∂x² 的特征函数：第 k 个余弦分量只是按 exp(-(kπ)²t) 衰减。所以在格心
+x_j = (j + ½)/N 上采样的 u，做一次 jax.scipy.fft.dct（第 2 类，norm="ortho"）得到余弦系数，
+每个乘上自己的衰减因子，再 idct 回来：任意长的 t 一步到位，时间上没有误差，代价是一次
+O(N log N) 的变换。同一根杆也可以用上一个文件的三对角向后 Euler 一步一步地走。
+哪个更好？本文件用 cost_analysis 的浮点运算数、光滑与不光滑初值上的误差，以及 jax 提供了哪些
+变换来回答。
+
+The 1-D heat equation u_t = u_xx with insulated ends (Neumann, u_x = 0). The cosines cos(kπx)
+meet that boundary condition and are eigenfunctions of ∂²/∂x²: the k-th cosine component only
+decays, by exp(-(kπ)²t). So for u sampled at the cell centres x_j = (j + ½)/N, one
+jax.scipy.fft.dct (type 2, norm="ortho") gives the cosine coefficients; multiply each by its
+decay and idct back: any t in one step, no error in time, for one O(N log N) transform. The same
+rod can also be marched step by step with a tridiagonal backward Euler, as in the previous file.
+Which is better? This file answers with cost_analysis's flop counts, the errors on smooth and on
+non-smooth initial data, and which transforms jax provides.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.special
+from jax import lax
+from jax.scipy.fft import dct, idct
+
+from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+
+# ---- 给定代码 / given code -------------------------------------------------------------
+
+T = 0.002  # the time the koans integrate to / koan 积分到的时刻
+
+
+def cell_centres(n):
+    return (np.arange(n) + 0.5) / n
+
+
+def smooth_start(x):
+    return np.exp(np.cos(np.pi * x))
+
+
+def kinked_start(x):
+    return np.abs(x - 0.5)
+
+
+def smooth_exact(x, t):
+    """exp(cos πx) = I₀(1) + 2 Σ I_k(1) cos(kπx)（修正 Bessel 函数），每项衰减 exp(-(kπ)²t)。
+    exp(cos πx) = I₀(1) + 2 Σ I_k(1) cos(kπx) (modified Bessel functions), each term decaying
+    by exp(-(kπ)²t)."""
+    k = np.arange(1, 40)[:, None]
+    terms = 2 * scipy.special.iv(k, 1.0) * np.exp(-((k * np.pi) ** 2) * t) * np.cos(k * np.pi * x)
+    return scipy.special.iv(0, 1.0) + terms.sum(axis=0)
+
+
+def kinked_exact(x, t):
+    """|x - ½| = ¼ + Σ_{k = 2, 6, 10, …} 8/(kπ)² cos(kπx)，每项衰减 exp(-(kπ)²t)。
+    |x - ½| = ¼ + Σ_{k = 2, 6, 10, …} 8/(kπ)² cos(kπx), each term decaying by exp(-(kπ)²t)."""
+    k = np.arange(2, 4000, 4)[:, None]
+    terms = 8 / (k * np.pi) ** 2 * np.exp(-((k * np.pi) ** 2) * t) * np.cos(k * np.pi * x)
+    return 0.25 + terms.sum(axis=0)
+
+
+def neumann_step(u, r):
+    """向后 Euler 一步，两端绝热：解 (I + r·L) u' = u，L 的首尾对角元是 1。
+    One backward-Euler step with insulated ends: (I + r·L) u' = u, L's first and last diagonal
+    entries 1."""
+    n = u.shape[0]
+    off = jnp.full(n, -r)
+    d = jnp.full(n, 1 + 2 * r).at[0].set(1 + r).at[-1].set(1 + r)
+    return lax.linalg.tridiagonal_solve(off.at[0].set(0.0), d, off.at[-1].set(0.0), u[:, None])[:, 0]
+
+
+def tridiagonal_heat(u, t, steps=200):
+    """steps 个向后 Euler 步走到 t。/ steps backward-Euler steps to time t."""
+    n = u.shape[0]
+    return lax.fori_loop(0, steps, lambda _, v: neumann_step(v, t / steps * n * n), u)
+
+
+def laplacian(n, insulated):
+    """格心上的二阶差分矩阵（稠密，只作检查用）。insulated=False 是 u = 0 的 Dirichlet 端。
+    The second-difference matrix on cell centres (dense, for checks only); insulated=False gives
+    Dirichlet ends u = 0."""
+    a = (np.eye(n, k=1) + np.eye(n, k=-1) - 2 * np.eye(n)) * n * n
+    if insulated:
+        a[0, 0] = a[-1, -1] = -n * n
+    return a
+
+
+# ---- 你来实现 / your code ---------------------------------------------------------------
+
+
+def spectral_heat(u, t):
+    """两端绝热的热方程从 u 走到时刻 t：c = dct(u, norm="ortho")，第 k 个系数乘上
+    exp(-(kπ)²·t)（k = 0, 1, …, N-1），再 idct(…, norm="ortho")。不要矩阵，不要时间步。
+    大约 3 行。
+    The insulated heat equation from u to time t: c = dct(u, norm="ortho"), multiply the k-th
+    coefficient by exp(-(kπ)²·t) (k = 0, 1, …, N-1), then idct(…, norm="ortho"). No matrix, no
+    time steps. About 3 lines.
+    """
+    k = jnp.arange(u.shape[0])
+    return idct(jnp.exp(-((k * jnp.pi) ** 2) * t) * dct(u, norm="ortho"), norm="ortho")
+
+
+# ---- 检查 / checks ----------------------------------------------------------------------
+
+
+def test_the_cosine_transform_solves_the_insulated_rod():
+    """写 spectral_heat：16 个格心、一次调用，在 t = 0.002 和 t = 0.1 都与精确解相差不到
+    1e-12；两端绝热，热量守恒：平均值不变。
+    Write spectral_heat: 16 cell centres, one call, within 1e-12 of the exact solution at both
+    t = 0.002 and t = 0.1; the ends are insulated, so heat is conserved: the mean stays.
+    """
+    x = cell_centres(16)
+    u0 = jnp.asarray(smooth_start(x))
+    solve = jax.jit(spectral_heat)
+    for t in (T, 0.1):
+        np.testing.assert_allclose(solve(u0, t), smooth_exact(x, t), rtol=0, atol=1e-12)
+    assert abs(jnp.mean(solve(u0, 0.1)) - jnp.mean(u0)) < 1e-13
+
+
+def test_when_each_solver_wins():
+    """同一根杆的两个解法各量三样：4096 个点上一次求解的浮点运算数（cost_analysis），
+    光滑初值 exp(cos πx) 在 16 个点上的误差，折线初值 |x - ½| 的误差在 N 每翻一倍时缩小的
+    阶数。预测每一项的比较结果，以及阶数。
+    Two solvers of the same rod, three measures: the flops of one solve on 4096 points
+    (cost_analysis), the error on the smooth start exp(cos πx) at 16 points, and the order at
+    which the error on the kinked start |x - ½| shrinks as N doubles. Predict each
+    comparison, and the order.
+    """
+    u = jnp.asarray(smooth_start(cell_centres(4096)))
+    flops = {
+        "spectral": jax.jit(spectral_heat).lower(u, T).compile().cost_analysis()["flops"],
+        "tridiagonal": jax.jit(neumann_step).lower(u, 1.0).compile().cost_analysis()["flops"],
+    }
+    assert bool(flops["spectral"] < flops["tridiagonal"]) is False
+
+    x = cell_centres(16)
+    u0 = jnp.asarray(smooth_start(x))
+    spectral = jax.jit(spectral_heat)
+    errors = {
+        "spectral": jnp.abs(spectral(u0, T) - smooth_exact(x, T)).max(),
+        "tridiagonal": jnp.abs(jax.jit(tridiagonal_heat)(u0, T) - smooth_exact(x, T)).max(),
+    }
+    assert bool(errors["spectral"] < errors["tridiagonal"]) is True
+
+    sizes = [16, 32, 64]
+    kinked = []
+    for n in sizes:
+        x = cell_centres(n)
+        kinked.append(float(jnp.abs(spectral(jnp.asarray(kinked_start(x)), T) - kinked_exact(x, T)).max()))
+    order = -np.polyfit(np.log(sizes), np.log(kinked), 1)[0]
+    print(f"flops {flops}, smooth errors {errors}, kinked spectral errors {kinked}")
+    assert round(order) == 2
+
+
+def test_jax_offers_one_cosine_transform():
+    """变换决定边界条件：第 2 类 DCT 把格心上两端绝热的差分矩阵变成对角阵，对 u = 0 的
+    Dirichlet 端（三对角那个文件的边界）却不行。jax.scipy.fft 还提供哪些变换？试一试第 1 类
+    DCT，再看看有没有正弦变换（dst）。
+    The transform decides the boundary condition: the type-2 DCT turns the insulated
+    cell-centre difference matrix into a diagonal one, but not the one with Dirichlet ends u = 0
+    (the tridiagonal file's boundary). Which other transforms does jax.scipy.fft offer? Try the
+    type-1 DCT, and look for a sine transform (dst).
+    """
+    n = 16
+    c = np.asarray(dct(jnp.eye(n), norm="ortho", axis=0))  # the orthogonal DCT-II matrix
+    off_diagonal = {}
+    for insulated in (True, False):
+        m = c @ laplacian(n, insulated) @ c.T
+        off_diagonal[insulated] = np.abs(m - np.diag(np.diag(m))).max()
+    assert off_diagonal[True] < 1e-9
+    assert bool(off_diagonal[False] < 1e-9) is False
+    with raises_exactly(NotImplementedError):
+        dct(jnp.ones(n), type=1)
+    assert hasattr(jax.scipy.fft, "dst") is False

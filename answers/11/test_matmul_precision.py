@@ -3,17 +3,16 @@
 本章其余部分都在 float64 下运行；大模型和 GPU 上的科学计算却常用 float32。float32 的矩阵乘法
 有一个精度设置：每个调用的 precision=（lax.Precision 的 DEFAULT、HIGH、HIGHEST，或一个
 lax.DotAlgorithmPreset），以及整段代码的 jax.default_matmul_precision(…)。lax.Precision 的
-文档说它在 TPU 和 GPU 上决定乘积用几遍 bfloat16 或是否用 tensorfloat32，而“在 CPU 上没有
-作用”。本文件在 CPU 上把这句话量一遍：结果的每一位、程序里记下了什么、什么才真正改变
-CPU 上的精度。
+文档说它在 TPU 和 GPU 上决定乘积用几遍 bfloat16 或是否用 tensorfloat32。在 CPU 上呢？本文件
+在 CPU 上量一量：结果的每一位、程序里记下了什么、输入的 dtype 带来多大的误差。
 
 The rest of this chapter runs in float64; science with large models and on GPUs often runs in
 float32. A float32 matmul has a precision setting: precision= per call (lax.Precision's
 DEFAULT, HIGH, HIGHEST, or a lax.DotAlgorithmPreset) and jax.default_matmul_precision(…) for a
 block of code. lax.Precision's documentation says that on TPU and GPU it decides how many
-bfloat16 passes a product takes or whether tensorfloat32 is used, and that it "has no impact on
-CPU backends". This file measures that sentence on the CPU: every bit of the result, what the
-program records, and what does change the precision on a CPU.
+bfloat16 passes a product takes or whether tensorfloat32 is used. And on a CPU? This file
+measures it there: every bit of the result, what the program records, and how large an error
+the inputs' dtype brings.
 """
 
 import re
@@ -91,12 +90,13 @@ def test_on_cpu_the_dtype_sets_the_precision():
 def test_the_lowered_program_records_what_was_asked():
     """jax.default_matmul_precision 接受几个名字；每个在降级后的 dot_general 里记成
     DEFAULT、HIGH、HIGHEST 中的哪一个？在 CPU 上编译之后，HLO 的 dot 仍然带着
-    operand_precision：程序记下了要求，CPU 的内核不理会它（上一个 koan）。程序换到 GPU 或
-    TPU 上，同样记下的名字才决定乘积怎么算。
+    operand_precision：程序记下了要求；CPU 的内核是否照办，是第一个 koan 的问题。按
+    lax.Precision 的文档，在 GPU 或 TPU 上正是这个记下的名字决定乘积怎么算。
     jax.default_matmul_precision takes several names; which of DEFAULT, HIGH, HIGHEST does
     each become in the lowered dot_general? After compiling for the CPU the HLO dot still carries
-    operand_precision: the program records the request and the CPU's kernel disregards it (the
-    previous koan). Moved to a GPU or TPU, the same recorded name decides how products are done.
+    operand_precision: the program records the request; whether the CPU's kernel honours it is
+    the first koan's question. On a GPU or TPU, lax.Precision's documentation says, this recorded
+    name decides how the products are done.
     """
     a, b = (jnp.asarray(m) for m in operands())
     assert recorded_precision(a, b) == "DEFAULT"

@@ -2,16 +2,16 @@
 
 线性常微分方程 y' = A y 的解是 y(t) = exp(tA) y(0)：用矩阵指数走一步，不管步长多大都是
 精确的。刚性问题里这很要紧。这里 A 是两端绝热的杆在 32 个格心上的差分矩阵：最快的模态衰减率
-约为 4N² = 4096，显式 Euler y + h·A y 的步长因此被限制在 2/4096 左右，哪怕我们只关心慢的
-模态。jax.scipy.linalg.expm（Padé 近似加平方）算出 exp(hA)，一个 N×N 的稠密矩阵：它适合
+约为 4N² = 4096，显式 Euler y + h·A y 的步长被这个最快的时间尺度限制住，哪怕我们只关心
+慢的模态。jax.scipy.linalg.expm（Padé 近似加平方）算出 exp(hA)，一个 N×N 的稠密矩阵：它适合
 几十到几百个未知数的系统，N 大了就要换成无矩阵的办法。带常数源项 g 的 y' = A y + g 也能
 精确走一步：把 A 和 g 拼成一个大一圈的矩阵，再取矩阵指数。
 
 The solution of the linear ODE y' = A y is y(t) = exp(tA) y(0): one step with the matrix
 exponential is exact however long the step. On a stiff problem that matters. Here A is the
 difference matrix of a rod with insulated ends on 32 cell centres: its fastest mode decays at
-about 4N² = 4096, which caps explicit Euler's step y + h·A y near 2/4096, even when only the slow
-modes matter. jax.scipy.linalg.expm (Padé approximation with squaring) computes exp(hA), a dense
+about 4N² = 4096, and that fastest time scale caps explicit Euler's step y + h·A y, even when
+only the slow modes matter. jax.scipy.linalg.expm (Padé approximation with squaring) computes exp(hA), a dense
 N×N matrix: fit for tens to hundreds of unknowns; a large N needs a matrix-free method instead.
 With a constant source g, y' = A y + g can be stepped exactly too: put A and g into a matrix one
 size larger and take its exponential.

@@ -154,12 +154,12 @@ def test_when_each_solver_wins():
 
 
 def test_jax_offers_one_cosine_transform():
-    """变换决定边界条件：第 2 类 DCT 把格心上两端绝热的差分矩阵变成对角阵，对 u = 0 的
-    Dirichlet 端（三对角那个文件的边界）却不行。jax.scipy.fft 还提供哪些变换？试一试第 1 类
+    """变换决定边界条件：第 2 类 DCT 把格心上两端绝热的差分矩阵变成对角阵；对 u = 0 的
+    Dirichlet 端（三对角那个文件的边界）也一样吗？jax.scipy.fft 还提供哪些变换？试一试第 1 类
     DCT，再看看有没有正弦变换（dst）。
     The transform decides the boundary condition: the type-2 DCT turns the insulated
-    cell-centre difference matrix into a diagonal one, but not the one with Dirichlet ends u = 0
-    (the tridiagonal file's boundary). Which other transforms does jax.scipy.fft offer? Try the
+    cell-centre difference matrix into a diagonal one; does it do so with Dirichlet ends u = 0
+    (the tridiagonal file's boundary) too? Which other transforms does jax.scipy.fft offer? Try the
     type-1 DCT, and look for a sine transform (dst).
     """
     n = 16

@@ -5,7 +5,9 @@ BlockSpec 的块形状，并检查计算真的发生在内核体里（内核外�
 
 Every kernel is compared with a plain jnp reference on several shapes; then the jaxpr gives the
 pallas_call's grid and every BlockSpec's block shape, and the work is checked to happen in the
-kernel body (the same jnp operation may not appear outside the kernel).
+kernel body (the same jnp operation may not appear outside the kernel). The last koan runs the
+four kernels in the TPU interpreter (two simulated cores, race detection) and lowers them for
+TPU, in float32 and bfloat16.
 """
 
 import functools
@@ -15,9 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.extend.core import jaxprs_in_params
+from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import pallas_call_structure
+from jaxkoans.api.probes import equations, pallas_call_structure
 
 
 def _data(shape, seed):
@@ -27,54 +32,68 @@ def _data(shape, seed):
 # ---- 你来实现 / your code ---------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("bm", "bn"))
-def add_relu(x, y, *, bm, bn):
+@functools.partial(jax.jit, static_argnames=("bm", "bn", "interpret"))
+def add_relu(x, y, *, bm, bn, interpret=True):
     """逐元素 relu(x + y)，x、y 形状 [M, N]，按 (bm, bn) 的块切分：grid = (M // bm, N // bn)，
-    输入和输出用同一个 BlockSpec。用 pl.pallas_call(..., interpret=True)。大约 8 行。
+    输入和输出用同一个 BlockSpec，输出的 dtype 是 x 的。pl.pallas_call(..., interpret=interpret)
+    （这四个内核都把 interpret 原样交给 pallas_call：最后一个 koan 用 TPU 解释器运行它们，再为 TPU
+    降级）。大约 8 行。
 
     Elementwise relu(x + y) for x, y of shape [M, N], tiled in (bm, bn) blocks: grid =
-    (M // bm, N // bn), one BlockSpec for inputs and output. Use pl.pallas_call(...,
-    interpret=True). About 8 lines.
+    (M // bm, N // bn), one BlockSpec for inputs and output, the output in x's dtype.
+    pl.pallas_call(..., interpret=interpret) (all four kernels hand interpret on to pallas_call
+    as it is: the last koan runs them in the TPU interpreter, then lowers them for TPU). About 8
+    lines.
     """
 
     todo("add_relu: 一个 2 维 grid 的 pallas_call / one pallas_call over a 2-D grid")
 
 
-@functools.partial(jax.jit, static_argnames=("bm", "bn", "bk"))
-def matmul(x, y, *, bm, bn, bk):
+@functools.partial(jax.jit, static_argnames=("bm", "bn", "bk", "interpret"))
+def matmul(x, y, *, bm, bn, bk, interpret=True):
     """分块矩阵乘 [M, K] @ [K, N]：grid = (M // bm, N // bn, K // bk)，第三个轴沿 K 累加。
     输出块 (i, j) 在 k 的每一步都是同一块：k == 0 时先清零（pl.when），然后每步加上
-    x 块 @ y 块。大约 14 行。
+    x 块 @ y 块。输入可能是 bfloat16：输出总是 float32，矩阵乘写
+    preferred_element_type=jnp.float32，在 float32 里累加。interpret=interpret。大约 14 行。
 
     Tiled matmul [M, K] @ [K, N]: grid = (M // bm, N // bn, K // bk), the third axis
     accumulates over K. Output block (i, j) stays the same block for every k: zero it when
-    k == 0 (pl.when), then add x_block @ y_block at each step. About 14 lines.
+    k == 0 (pl.when), then add x_block @ y_block at each step. The inputs may be bfloat16: the
+    output is always float32, and the matmul takes preferred_element_type=jnp.float32, so it
+    accumulates in float32. interpret=interpret. About 14 lines.
     """
 
     todo("matmul: 沿 K 轴累加的分块矩阵乘 / a tiled matmul accumulating over K")
 
 
-@functools.partial(jax.jit, static_argnames=("bm",))
-def row_softmax(x, *, bm):
+@functools.partial(jax.jit, static_argnames=("bm", "interpret"))
+def row_softmax(x, *, bm, interpret=True):
     """沿最后一维的 softmax，x 形状 [M, N]；每个程序处理 bm 整行（块 (bm, N)），grid = (M // bm,)。
-    数值稳定：先减去每行的最大值。不要调用 jax.nn.softmax。大约 10 行。
+    数值稳定：先减去每行的最大值。不要调用 jax.nn.softmax。x 可能是 bfloat16：在内核里先
+    astype(jnp.float32) 再算（求和在 float32 里），写出时转回 x 的 dtype。interpret=interpret。
+    大约 10 行。
 
     Softmax over the last axis of x [M, N]; each program takes bm whole rows (block (bm, N)),
-    grid = (M // bm,). Stay stable: subtract each row's max first. No jax.nn.softmax. About
-    10 lines.
+    grid = (M // bm,). Stay stable: subtract each row's max first. No jax.nn.softmax. x may be
+    bfloat16: inside the kernel astype(jnp.float32) first (the sum in float32), and cast back to
+    x's dtype when writing. interpret=interpret. About 10 lines.
     """
 
     todo("row_softmax: 每个程序处理 bm 整行 / bm whole rows per program")
 
 
-@functools.partial(jax.jit, static_argnames=("bm", "eps"))
-def layer_norm(x, gamma, beta, *, bm, eps=1e-5):
+@functools.partial(jax.jit, static_argnames=("bm", "eps", "interpret"))
+def layer_norm(x, gamma, beta, *, bm, eps=1e-5, interpret=True):
     """LayerNorm 沿最后一维：(x - mean) / sqrt(var + eps) * gamma + beta，x [M, N]，gamma 和
-    beta [N]。每个程序处理 bm 行；gamma、beta 的块是整个向量（index map 恒为 (0,)）。大约 14 行。
+    beta [N]。每个程序处理 bm 行；gamma、beta 的块是整个向量（index map 恒为 (0,)）。输入可能是
+    bfloat16：在内核里先 astype(jnp.float32) 再求均值和方差，写出时转回 x 的 dtype。
+    interpret=interpret。大约 14 行。
 
     LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta, x [M, N], gamma
     and beta [N]. Each program takes bm rows; gamma and beta come whole (their index map is
-    always (0,)). About 14 lines.
+    always (0,)). The inputs may be bfloat16: inside the kernel astype(jnp.float32) before the
+    mean and variance, and cast back to x's dtype when writing. interpret=interpret. About 14
+    lines.
     """
 
     todo("layer_norm: 每个程序处理 bm 行 / bm rows per program")
@@ -163,3 +182,100 @@ def test_layer_norm_matches_reference(shape, bm):
     ]  # x, gamma, beta, out
     assert "reduce_sum" in kernel["kernel_ops"] and {"rsqrt", "sqrt"} & kernel["kernel_ops"]
     assert not {"reduce_sum", "rsqrt", "sqrt"} & kernel["outside_ops"]
+
+
+# ---- 在 TPU 上 / on a TPU ------------------------------------------------------------------
+
+
+def _accumulations(fn, *args):
+    """内核里（包括 pl.when 的分支里）每个求和与矩阵乘的结果 dtype。/ The result dtype of every
+    sum and matmul inside the kernel (pl.when branches included)."""
+    (call,) = equations("pallas_call", fn, *args)
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name in ("reduce_sum", "dot_general"):
+                found.append((eqn.primitive.name, eqn.outvars[0].aval.dtype))
+            for sub in jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(call.params["jaxpr"])
+    return found
+
+
+def _layer_norm_reference(x, gamma, beta):
+    x, gamma, beta = (a.astype(jnp.float32) for a in (x, gamma, beta))
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5) * gamma + beta
+
+
+TPU_CASES = {
+    # 内核: (函数, 输入形状, 参考实现, 输出是否保持输入的 dtype)；块都是 TPU 接受的形状
+    # kernel: (function, input shapes, reference, whether the output keeps the input dtype);
+    # every block a shape a TPU accepts
+    "add_relu": (
+        functools.partial(add_relu, bm=8, bn=128),
+        [(16, 256), (16, 256)],
+        lambda x, y: jax.nn.relu(x.astype(jnp.float32) + y.astype(jnp.float32)),
+        True,
+    ),
+    "matmul": (
+        functools.partial(matmul, bm=8, bn=128, bk=128),
+        [(16, 384), (384, 128)],
+        lambda x, y: x.astype(jnp.float32) @ y.astype(jnp.float32),
+        False,
+    ),
+    "row_softmax": (
+        functools.partial(row_softmax, bm=8),
+        [(16, 128)],
+        lambda x: jax.nn.softmax(x.astype(jnp.float32), axis=-1),
+        True,
+    ),
+    "layer_norm": (
+        functools.partial(layer_norm, bm=8),
+        [(16, 128), (128,), (128,)],
+        _layer_norm_reference,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+@pytest.mark.parametrize("name", list(TPU_CASES))
+def test_the_kernels_run_in_the_tpu_interpreter_and_lower_for_tpu(name, dtype):
+    """（先写好四个内核。）在 TPU 合法的块形状上：TPU 解释器（两个模拟的核、竞争检测）运行每个内核，
+    结果等于参考实现，没有竞争；输出的 dtype 对（matmul 总是 float32，其余和输入一样）；内核里每个
+    求和、每个矩阵乘都在 float32 里累加（bfloat16 输入也一样）；它为 TPU v5 lite 降级成一个
+    tpu_custom_call。
+    (Write the four kernels first.) At block shapes a TPU accepts: the TPU interpreter (two
+    simulated cores, race detection) runs each kernel to the reference's values with no race;
+    the output dtype is right (always float32 for matmul, the input's for the others); every
+    sum and every matmul inside the kernel accumulates in float32 (bfloat16 inputs too); and it
+    lowers for a TPU v5 lite to one tpu_custom_call.
+    """
+    fn, shapes, reference, keeps_dtype = TPU_CASES[name]
+    args = [(_data(shape, seed) * 5).astype(dtype) for seed, shape in enumerate(shapes)]
+    params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2, random_seed=0)
+    try:
+        out = fn(*args, interpret=params)
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
+    assert out.dtype == (dtype if keeps_dtype else jnp.float32)
+    rtol, atol = (1e-5, 1e-3) if dtype == jnp.float32 else (3e-2, 3e-2)
+    np.testing.assert_allclose(out.astype(jnp.float32), reference(*args), rtol=rtol, atol=atol)
+
+    accumulations = _accumulations(fn, *args)
+    if name != "add_relu":
+        assert accumulations, "内核里没有求和或矩阵乘 / no sum or matmul inside the kernel"
+    assert all(acc_dtype == jnp.float32 for _, acc_dtype in accumulations), accumulations
+
+    device = AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+    with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=device)):
+        lowered = (
+            jax.jit(functools.partial(fn, interpret=False))
+            .trace(*specs)
+            .lower(lowering_platforms=("tpu",))
+        )
+    assert lowered.as_text().count("tpu_custom_call") == 1

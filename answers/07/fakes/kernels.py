@@ -154,3 +154,50 @@ def layer_norm__forgets_gamma_and_beta(x, gamma, beta, *, bm, eps=1e-5):
         out_specs=row_spec,
         interpret=True,
     )(x, gamma, beta)
+
+
+def row_softmax__sums_in_the_input_dtype(x, *, bm, interpret=True):
+    """Right in float32, but bfloat16 rows are summed in bfloat16 (no astype(jnp.float32))."""
+
+    def kernel(x_ref, o_ref):
+        v = x_ref[...]
+        e = jnp.exp(v - jnp.max(v, axis=-1, keepdims=True))
+        o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)
+
+    m, n = x.shape
+    spec = pl.BlockSpec((bm, n), lambda i: (i, 0))
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(m // bm,),
+        in_specs=[spec],
+        out_specs=spec,
+        interpret=interpret,
+    )(x)
+
+
+def matmul__k_axis_parallel(x, y, *, bm, bn, bk, interpret=True):
+    """Every grid axis "parallel", K included: two cores accumulate into one output block."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, y_ref, o_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    m, k = x.shape
+    _, n = y.shape
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+        grid=(m // bm, n // bn, k // bk),
+        in_specs=[
+            pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+            pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+        ],
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",) * 3),
+        interpret=interpret,
+    )(x, y)

@@ -39,11 +39,11 @@ def block(w1, w2, x):
     return jnp.sum(jnp.tanh(g) * s[:, None])
 
 
-def _block_args():
+def _block_args(rows=B):
     rng = np.random.default_rng(0)
     w1 = jnp.asarray(rng.normal(size=(D, 4 * D)) / 3, jnp.float32)
     w2 = jnp.asarray(rng.normal(size=(4 * D, D)) / 6, jnp.float32)
-    x = jnp.asarray(rng.normal(size=(B, D)), jnp.float32)
+    x = jnp.asarray(rng.normal(size=(rows, D)), jnp.float32)
     return w1, w2, x
 
 
@@ -94,26 +94,34 @@ def budget_policy(max_size):
 
 
 @pytest.mark.parametrize(
-    ("max_size", "kept"), [(4, ["s"]), (32, ["g", "s"]), (127, ["g", "s"]), (128, ["h", "g", "s"])]
+    ("max_size", "kept", "kept_one_row"),
+    [
+        (4, ["s"], ["s"]),
+        (32, ["g", "s"], ["h", "g", "s"]),
+        (127, ["g", "s"], ["h", "g", "s"]),
+        (128, ["h", "g", "s"], ["h", "g", "s"]),
+    ],
 )
-def test_write_a_memory_budget_policy(max_size, kept):
+def test_write_a_memory_budget_policy(max_size, kept, kept_one_row):
     """✍️ 实现 budget_policy：库里的 policy 按名字或按原语挑（save_only_these_names、
     dots_saveable），没有按大小挑的。你的 policy 在 print_saved_residuals 里留下的只有三个参数和
     装得下的带名字的值；梯度和不加 checkpoint 时一样。
     Write budget_policy: the library's policies choose by name or by primitive
     (save_only_these_names, dots_saveable), none by size. Your policy leaves only the three
-    arguments and the named values that fit in print_saved_residuals' listing; the gradient is
-    the one without a checkpoint.
+    arguments and the named values that fit in print_saved_residuals' listing, for a batch of B
+    rows and of one row; the gradient is the one without a checkpoint.
     """
-    args = _block_args()
     remat = jax.checkpoint(block, policy=budget_policy(max_size))
-    lines = saved(remat, *args)
-    assert re.findall(r"named '(\w+)'", "\n".join(lines)) == kept
-    assert len(lines) == 3 + len(kept), lines  # nothing else: no unnamed output is kept
-    for got, want in zip(
-        jax.jit(jax.grad(remat, (0, 1, 2)))(*args), jax.grad(block, (0, 1, 2))(*args), strict=True
-    ):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for args, names in ((_block_args(), kept), (_block_args(rows=1), kept_one_row)):
+        lines = saved(remat, *args)
+        assert re.findall(r"named '(\w+)'", "\n".join(lines)) == names, args[2].shape
+        assert len(lines) == 3 + len(names), lines  # nothing else: no unnamed output is kept
+        for got, want in zip(
+            jax.jit(jax.grad(remat, (0, 1, 2)))(*args),
+            jax.grad(block, (0, 1, 2))(*args),
+            strict=True,
+        ):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def mlp(n, m, hidden=64, seed=0):
@@ -158,6 +166,11 @@ def test_pick_the_jacobian_mode_by_shape():
         assert got(x).shape == (m, n)
         np.testing.assert_allclose(got(x), jax.jacfwd(f)(x), rtol=1e-5, atol=1e-6)
         assert _flops(lambda x, f=f: jacobian(f, x), x) == min(forward, reverse), (n, m)
+    for n, m in ((48, 40), (48, 56), (64, 56)):  # nearly square: neither n nor m alone decides
+        f, x = mlp(n, m), jnp.linspace(-1.0, 1.0, n, dtype=jnp.float32)
+        cheaper = jax.jacfwd(f) if n < m else jax.jacrev(f)  # fewer passes, as above
+        got = jax.make_jaxpr(lambda x, f=f: jacobian(f, x))(x)
+        assert str(got) == str(jax.make_jaxpr(cheaper)(x)), (n, m)
 
 
 # ---- cost_analysis 看不见循环次数 / cost_analysis does not see the trip count ---------------

@@ -41,3 +41,28 @@ def jacobian__flipped(f, x):
 def jacobian__both_modes(f, x):
     """Both modes averaged, to be safe: the flops of both are paid."""
     return (jax.jacfwd(f)(x) + jax.jacrev(f)(x)) / 2
+
+
+def budget_policy__sizes_from_the_docstring(max_size):
+    """The named values' sizes read off block's docstring (B, D of this file), not off avals."""
+    sizes = {"h": 4 * B * D, "g": B * D, "s": B}
+    return lambda prim, *avals, **params: prim.name == "name" and sizes[params["name"]] <= max_size
+
+
+def budget_policy__table_of_the_cases(max_size):
+    """A table of the parametrized cases: which names each max_size keeps."""
+    table = {4: "s", 32: "gs", 127: "gs", 128: "hgs"}
+    return lambda prim, *avals, **params: (
+        prim.name == "name" and params["name"] in table.get(max_size, "hgs")
+    )
+
+
+def jacobian__by_input_size_alone(f, x):
+    """A threshold on n alone (right for 4 and 256 inputs), never looking at m."""
+    return jax.jacfwd(f)(x) if x.size < 10 else jax.jacrev(f)(x)
+
+
+def jacobian__by_output_size_alone(f, x):
+    """A threshold on m alone (right for 4 and 256 outputs), never comparing it with n."""
+    m = jax.eval_shape(f, x).size
+    return jax.jacfwd(f)(x) if m > 48 else jax.jacrev(f)(x)

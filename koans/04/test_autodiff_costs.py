@@ -105,7 +105,7 @@ def budget_policy(max_size):
 def test_write_a_memory_budget_policy(max_size, kept, kept_one_row):
     """✍️ 实现 budget_policy：库里的 policy 按名字或按原语挑（save_only_these_names、
     dots_saveable），没有按大小挑的。你的 policy 在 print_saved_residuals 里留下的只有三个参数和
-    装得下的带名字的值；梯度和不加 checkpoint 时一样。
+    装得下的带名字的值（B 行一批和一行一批都要对）；梯度和不加 checkpoint 时一样。
     Write budget_policy: the library's policies choose by name or by primitive
     (save_only_these_names, dots_saveable), none by size. Your policy leaves only the three
     arguments and the named values that fit in print_saved_residuals' listing, for a batch of B

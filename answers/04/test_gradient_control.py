@@ -15,10 +15,15 @@ needs holomorphic=True. custom_vjp's optimize_remat=True changes what runs forwa
 checkpoint: the primal function, or fwd.
 """
 
+import io
+import re
+from contextlib import redirect_stdout
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.ad_checkpoint import print_saved_residuals
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
 
@@ -209,4 +214,50 @@ def test_optimize_remat_runs_the_primal_forward_under_checkpoint():
     assert counts[True] == {"primal": 1, "fwd": 1}
     assert "remat_opt" in primitive_names(
         jax.grad(lambda x: jax.checkpoint(make(True))(x).sum()), x
+    )
+
+
+def test_a_custom_vjp_in_a_scan_saves_its_residuals_per_step():
+    """custom_vjp 放进 lax.scan 的循环体：反向传播要的是每一步的残差，scan 把它们沿步数叠起来存下。
+    存什么由规则的 fwd 决定，不由 JAX 的自动微分决定。预测：走 5 步、每步一个 [3] 的值，带规则的版本
+    存下几个残差、什么形状？不带规则的同一个函数（sin(exp(x)) 直接求导）又存几个？
+    A custom_vjp in the body of a lax.scan: the backward pass needs every step's residuals, and
+    scan keeps them stacked along the steps. What is kept is decided by the rule's fwd, not by
+    JAX's autodiff. Predict: over 5 steps of a [3] carry, how many residuals does the version
+    with the rule keep, of what shape? And the same function without a rule (sin(exp(x))
+    differentiated directly)?
+    """
+
+    @jax.custom_vjp
+    def f(x):
+        return jnp.sin(jnp.exp(x))
+
+    def fwd(x):
+        e = jnp.exp(x)
+        return jnp.sin(e), e
+
+    def bwd(e, g):
+        return (g * jnp.cos(e) * e,)
+
+    f.defvjp(fwd, bwd)
+
+    def steps(step):
+        return lambda x: lax.scan(lambda c, _: (step(c), None), x, None, length=5)[0].sum()
+
+    def saved(fun, x):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            print_saved_residuals(fun, x)
+        return [
+            tuple(map(int, s.split(","))) for s in re.findall(r"f32\[([\d,]+)\]", out.getvalue())
+        ]
+
+    x = jnp.arange(3.0) / 3
+    with_rule = saved(steps(f), x)
+    without = saved(steps(lambda x: jnp.sin(jnp.exp(x))), x)
+    assert len(with_rule) == 1
+    assert with_rule[0] == (5, 3)
+    assert len(without) == 2
+    np.testing.assert_allclose(
+        jax.grad(steps(f))(x), jax.grad(steps(lambda x: jnp.sin(jnp.exp(x))))(x), rtol=1e-6
     )

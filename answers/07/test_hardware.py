@@ -201,12 +201,15 @@ def matmul_bf16(x, y, *, bm, bn, bk, interpret=True):
 def test_bf16_matmul_accumulates_in_f32_scratch(m, k, n, bm, bk, bn):
     """在 float32 里累加：结果与 float32 参考的差距不超过把参考舍入到 bf16 本身的误差的 1.5 倍
     （在 bf16 输出里累加会差 2 到 4 倍）。结构：bf16 输出、一个 (bm, bn) float32 scratch、块形状、
-    ("parallel", "parallel", "arbitrary")；在 TPU 解释器下结果完全一样。
+    ("parallel", "parallel", "arbitrary")；在 TPU 解释器下结果完全一样，两个模拟的核、开着竞争检测也
+    一样（没有竞争）；在 TPU 接受的块形状上，它为 TPU v5 lite 降级成一个 tpu_custom_call。
     Accumulating in float32: the result is off the float32 reference by no more than 1.5 times
     the error of rounding the reference itself to bf16 (accumulating in the bf16 output is 2 to
     4 times off). The
     structure: a bf16 output, one (bm, bn) float32 scratch, the block shapes, ("parallel",
-    "parallel", "arbitrary"); under the TPU interpreter the result is identical.
+    "parallel", "arbitrary"); under the TPU interpreter the result is identical, also with two
+    simulated cores and race detection (no race); and at a block shape a TPU accepts it lowers
+    for a TPU v5 lite to one tpu_custom_call.
     """
     x = jax.random.normal(jax.random.key(0), (m, k)).astype(jnp.bfloat16)
     y = jax.random.normal(jax.random.key(1), (k, n)).astype(jnp.bfloat16)
@@ -220,6 +223,20 @@ def test_bf16_matmul_accumulates_in_f32_scratch(m, k, n, bm, bk, bn):
     assert float(jnp.max(jnp.abs(out.astype(jnp.float32) - exact))) <= 1.5 * rounding
     shuffled = matmul_bf16(x, y, bm=bm, bn=bn, bk=bk, interpret=TPU_INTERPRETER)
     np.testing.assert_array_equal(shuffled, out)
+    two_cores = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2, random_seed=0)
+    try:
+        np.testing.assert_array_equal(
+            matmul_bf16(x, y, bm=bm, bn=bn, bk=bk, interpret=two_cores), out
+        )
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
+
+    device = AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
+    legal = functools.partial(matmul_bf16, bm=8, bn=128, bk=128, interpret=False)
+    specs = [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in ((16, 256), (256, 128))]
+    with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=device)):
+        text = jax.jit(legal).trace(*specs).lower(lowering_platforms=("tpu",)).as_text()
+    assert text.count("tpu_custom_call") == 1
 
     kernel = pallas_call_structure(functools.partial(matmul_bf16, bm=bm, bn=bn, bk=bk), x, y)
     assert kernel["grid"] == (m // bm, n // bn, k // bk)

@@ -113,14 +113,14 @@ def _holds(eqn, name):
 
 
 def test_a_page_table_drives_the_kernels_own_dmas():
-    """✍️ 实现 paged_scores。检查：TPU 解释器下（DMA 在 wait 时执行，或一发起就执行）结果等于
-    用页表 gather 的参考（页表里有重复的页、各序列不同）；结构：一个预取的索引参数（在 SMEM）、
+    """✍️ 实现 paged_scores。检查：TPU 解释器下（两个模拟的核、竞争检测；DMA 在 wait 时执行，
+    或一发起就执行）结果等于用页表 gather 的参考（页表里有重复的页、各序列不同）；结构：一个预取的索引参数（在 SMEM）、
     grid 是 (S,)、页堆整个交给内核（留在 HBM）、没有 scratch_shapes；内核里有 run_scoped，它分配的是
     (NP, PAGE, C) 的 VMEM 缓冲区和 NP 个 DMA 信号量；它的方程里每一个含 dma_start 的都排在第一个含
     dma_wait 的之前（所有页同时在路上）；内核外没有 gather、没有乘。最后在一个声明为 TPU v5 lite
     的抽象网格里，它为 TPU 降级成一个 tpu_custom_call（run_scoped 降级要知道 TPU 的型号）。
-    Write paged_scores. Checked: under the TPU interpreter (DMAs run at their wait, or as soon as
-    they start) the result equals the reference gathered through the page table (the table
+    Write paged_scores. Checked: under the TPU interpreter (two simulated cores, race
+    detection; DMAs run at their wait, or as soon as they start) the result equals the reference gathered through the page table (the table
     repeats a page and differs per sequence); the structure: one prefetched index operand (in
     SMEM), the grid (S,), the whole page pool handed to the kernel (left in HBM), no
     scratch_shapes; a run_scoped in the kernel, allocating a (NP, PAGE, C) VMEM buffer and NP DMA
@@ -134,10 +134,15 @@ def test_a_page_table_drives_the_kernels_own_dmas():
     q = jax.random.normal(jax.random.key(0), (seqs, heads, c), jnp.float32)
     pages = jax.random.normal(jax.random.key(1), (pool, PAGE, c), jnp.float32)
     expected = _reference(q, pages, table)
-    for mode in ("on_wait", "eager"):
-        params = pltpu.InterpretParams(dma_execution_mode=mode)
-        out = jax.jit(functools.partial(paged_scores, interpret=params))(q, pages, table)
-        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+    try:
+        for mode in ("on_wait", "eager"):
+            params = pltpu.InterpretParams(
+                dma_execution_mode=mode, detect_races=True, num_cores_or_threads=2, random_seed=0
+            )
+            out = jax.jit(functools.partial(paged_scores, interpret=params))(q, pages, table)
+            np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
 
     fn = functools.partial(paged_scores, interpret=pltpu.InterpretParams())
     kernel = pallas_call_structure(fn, q, pages, table)

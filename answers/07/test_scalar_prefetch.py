@@ -85,12 +85,13 @@ def _dense_reference(x, w, group_ids):
 
 @pytest.mark.parametrize("group_ids", [(0, 0, 1, 2), (1, 1, 1, 2), (0, 2, 2, 2)])
 def test_scalar_prefetch_picks_each_row_blocks_expert(group_ids):
-    """✍️ 实现 grouped_matmul。检查：TPU 解释器下结果等于逐行 gather 权重的稠密参考（也有专家
+    """✍️ 实现 grouped_matmul。检查：TPU 解释器下（两个模拟的核、竞争检测）结果等于逐行 gather 权重的稠密参考（也有专家
     一块都没分到的情形）；结构：pallas_call 有一个预取的索引参数、grid 是 (行块数,)、块形状依次是
     x 的 (BM, K)、w 的 (K, N)（专家一维挤掉）、输出的 (BM, N)；w 的 index map 从 SMEM 里的预取
     Ref 读数，x 的不读；pallas_call 收到的是整个 [E, K, N] 权重堆，内核外没有 gather、没有乘；
     最后它为 TPU 降级成一个 tpu_custom_call。
-    Write grouped_matmul. Checked: under the TPU interpreter the result equals the dense
+    Write grouped_matmul. Checked: under the TPU interpreter (two simulated cores, race
+    detection) the result equals the dense
     reference that gathers the weights per row (including an expert that gets no block); the
     structure: the pallas_call has one prefetched index operand, the grid is (row blocks,), the
     block shapes are x's (BM, K), w's (K, N) (the expert axis squeezed), the output's (BM, N);
@@ -103,9 +104,13 @@ def test_scalar_prefetch_picks_each_row_blocks_expert(group_ids):
     x = jax.random.normal(jax.random.key(0), (BM * len(group_ids), k), jnp.float32)
     w = jax.random.normal(jax.random.key(1), (experts, k, n), jnp.float32)
 
-    fn = functools.partial(grouped_matmul, interpret=pltpu.InterpretParams())
-    out = jax.jit(fn)(x, w, ids)
+    params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2, random_seed=0)
+    try:
+        out = jax.jit(functools.partial(grouped_matmul, interpret=params))(x, w, ids)
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
     np.testing.assert_allclose(out, _dense_reference(x, w, ids), rtol=1e-5, atol=1e-4)
+    fn = functools.partial(grouped_matmul, interpret=pltpu.InterpretParams())
 
     kernel = pallas_call_structure(fn, x, w, ids)
     (call,) = equations("pallas_call", fn, x, w, ids)

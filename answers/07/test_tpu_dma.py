@@ -103,23 +103,26 @@ def _starts_before_the_first_wait(fn, x):
 
 @pytest.mark.parametrize("shape", [(32, 128), (16, 256), (8, 128)])
 def test_a_double_buffered_kernel_prefetches_the_next_block(shape):
-    """✍️ 实现 double_with_prefetch。检查：TPU 解释器下（DMA 在 wait 时执行，或一发起就执行）
+    """✍️ 实现 double_with_prefetch。检查：TPU 解释器下（DMA 在 wait 时执行，或一发起就执行；开着竞争检测）
     结果都是 2·x；结构：输入不分块（整个数组，留在 HBM）、输出按 (ROWS, C) 分块、scratch 是
     一个 (2, ROWS, C) 的缓冲区和两个 DMA 信号量、("arbitrary",)；内核里有 dma_start 和
     dma_wait；第一次 dma_wait 之前发起了两处拷贝（块 0，和下一块）：先等再预取的内核不算
     流水线。最后它为 TPU 降级成一个 tpu_custom_call。
     Write double_with_prefetch. Checked: under the TPU interpreter (DMAs run at their wait, or
-    as soon as they start) the result is 2·x; the structure: the input not blocked (the whole
+    as soon as they start; race detection on) the result is 2·x with no race; the structure: the input not blocked (the whole
     array, left in HBM), the output in (ROWS, C) blocks, the scratch one (2, ROWS, C) buffer and
     two DMA semaphores, ("arbitrary",); dma_start and dma_wait in the kernel; two copies issued
     before the first dma_wait (block 0, and the next block): a kernel that waits first and
     prefetches afterwards is no pipeline. Finally it lowers for TPU to one tpu_custom_call.
     """
     x = jax.random.normal(jax.random.key(0), shape, jnp.float32)
-    for mode in ("on_wait", "eager"):
-        params = pltpu.InterpretParams(dma_execution_mode=mode)
-        out = jax.jit(functools.partial(double_with_prefetch, interpret=params))(x)
-        np.testing.assert_array_equal(out, 2 * x)
+    try:
+        for mode in ("on_wait", "eager"):
+            params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True)
+            out = jax.jit(functools.partial(double_with_prefetch, interpret=params))(x)
+            np.testing.assert_array_equal(out, 2 * x)
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
 
     fn = functools.partial(double_with_prefetch, interpret=pltpu.InterpretParams())
     kernel = pallas_call_structure(fn, x)

@@ -1,24 +1,28 @@
-"""08 · 综合二：一个分片的训练程序 / capstone two: a sharded training program.
+"""08 · 综合二：一份读不出毛病的学习率表 / capstone two: a learning-rate schedule that reads fine.
 
-`# ✍️ BEGIN` 与 `# ✍️ END` 之间是一个在 8 个 CPU 设备上做数据并行的线性回归训练（批沿
-"data" 轴切开，参数复制到每个设备）。它能跑、不报错，但藏着四个 bug：结果和参考实现对不上，
-而且又慢又浪费。每个测试钉住一个症状，并在失败时把症状打印出来（"Captured stdout call"）；
-要找到病根，得用本章的工具：数编译次数（jax.log_compiles 或 jaxkoans.api.probes 的
-counting_compiles）、debug_nans / debug_infs、读编译后的 HLO（jaxkoans.api.probes.collectives）、
-传输守卫（jax.transfer_guard_device_to_host）。只修改标记之间的代码。
+`# ✍️ BEGIN` 与 `# ✍️ END` 之间是 8 个 CPU 设备上的数据并行线性回归的驱动循环：批沿 "data" 轴
+切开，参数复制到每个设备，每一步用学习率表 rates 里的一个数。学习率表由别处的工具按种子拼成
+（schedule(seed)），每个数都对；驱动循环也没毛病：jit 只建一次、数据一次放好。可训练越长，编译
+越多，而且每一步都往设备上搬东西。哪一步开始重新编译、编译几次、因为哪个参数，读代码说不出来：
+这取决于表里每个数是怎么来的。要用工具：`jax.explain_cache_misses` 在每次没命中缓存时说出是哪个
+参数、哪里不同；`jax.transfer_guard("disallow")` 说出搬的是什么。第一个测试要你预测工具的报告；
+其余测试钉住症状。只修改标记之间的代码。
 
-Between `# ✍️ BEGIN` and `# ✍️ END` is data-parallel linear-regression training on 8 CPU
-devices (the batch split along the "data" axis, the parameters replicated on every device).
-It runs without an error, but it hides four bugs: the result disagrees with the reference,
-and it is slow and wasteful. Each test pins one symptom and prints it when it fails
-("Captured stdout call"); finding the cause takes this chapter's tools: counting compilations
-(jax.log_compiles, or counting_compiles from jaxkoans.api.probes), debug_nans / debug_infs,
-reading the compiled HLO (jaxkoans.api.probes.collectives), and the transfer guard
-(jax.transfer_guard_device_to_host). Change only the code between the markers.
+Between `# ✍️ BEGIN` and `# ✍️ END` is the driver loop of data-parallel linear regression on 8
+CPU devices: the batch split along the "data" axis, the parameters replicated on every device,
+each step using one number of the schedule rates. The schedule is assembled elsewhere from a
+seed (schedule(seed)), and every number in it is right; the driver looks right too: jit built
+once, the data placed once. Yet the longer the run, the more it compiles, and every step moves
+something to the devices. At which step it starts recompiling, how often it compiles and
+because of which argument, reading cannot say: that depends on how each number of the schedule
+came to be. Use the tools: `jax.explain_cache_misses` names, at every cache miss, the argument
+and what differs; `jax.transfer_guard("disallow")` names what moves. The first test asks you to
+predict the tool's report; the others pin the symptoms. Change only the code between the
+markers.
 """
 
 import functools
-from functools import partial  # noqa: F401  (the region may use it)
+import re
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +30,10 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxkoans.api.probes import collectives, counting_compiles
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import counting_compiles, recording_jax_logs
+
+STEPS = 8
 
 
 def data_mesh():
@@ -34,69 +41,60 @@ def data_mesh():
     return jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
 
 
-# ✍️ BEGIN
-def penalty(w):
-    """‖w‖₂，零向量处取 0（它在那里不可导，取 0 作次梯度）。
-    The Euclidean norm of w, 0 at the zero vector (not differentiable there; 0 as subgradient).
-    """
-    squared = jnp.sum(w**2)
-    return jnp.where(squared > 0, jnp.sqrt(squared), 0.0)
-
-
-def loss_fn(w, x, y):
-    """均方误差加一点范数正则。Mean squared error plus a little norm penalty."""
-    x = jax.lax.with_sharding_constraint(x, P())
-    return jnp.mean((x @ w - y) ** 2) + 0.01 * penalty(w)
-
-
 def sgd_step(w, x, y, lr):
-    """一步梯度下降，返回 (新参数, 这一步之前每个样本的残差 x @ w - y)。
-    One step: (new params, each example's residual x @ w - y before it).
-    """
-    grad = jax.grad(loss_fn)(w, x, y)
-    return w - lr * grad, x @ w - y
+    """一步梯度下降（均方误差），返回 (新参数, 这一步之前的损失)。
+    One gradient step on the mean squared error: (new params, the loss before the step)."""
+    loss, grad = jax.value_and_grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+    return w - lr * grad, loss
 
 
-def train(x, y, steps, lr):
-    """批沿 "data" 切开、参数复制；第 i 步的学习率是 lr / (1 + i)。返回 (参数, 每一步之前
-    残差的范数 ‖x @ w - y‖)。
-    The batch split along "data", the parameters replicated; step i uses lr / (1 + i).
-    Returns (params, the residual norm ‖x @ w - y‖ before every step).
+# ✍️ BEGIN
+def train(x, y, rates):
+    """批沿 "data" 切开、参数复制；第 i 步的学习率是 rates[i]。返回 (参数, 每一步的损失)。
+    The batch split along "data", the parameters replicated; step i uses rates[i]. Returns
+    (params, the loss of every step).
     """
     mesh = data_mesh()
     rows, replicated = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
     x, y = jax.device_put(x, rows), jax.device_put(y, rows)
-    w = jax.device_put(jnp.zeros(x.shape[1], jnp.float32), replicated)
-    norms = []
-    with jax.set_mesh(mesh):
-        for i in range(steps):
-            step = jax.jit(partial(sgd_step, lr=lr / (1 + i)))
-            w, residuals = step(w, x, y)
-            norms.append(np.linalg.norm(residuals))
-    return w, jnp.stack(norms)
+    w = jax.device_put(np.zeros(x.shape[1], np.float32), replicated)
+    step = jax.jit(sgd_step)
+    losses = []
+    for lr in rates:
+        w, loss = step(w, x, y, lr)
+        losses.append(loss)
+    return w, jnp.stack(losses)
 
 
 # ✍️ END
 
 
-def make_data(n=64):
-    rng = np.random.default_rng(0)
+def schedule(seed):
+    """别处的工具拼成的学习率表：STEPS 个数，0.3 / (1 + i / 2)，每个数的来历由种子决定。
+    The schedule another tool assembles: STEPS numbers, 0.3 / (1 + i / 2), each number's
+    origin drawn from the seed."""
+    rng = np.random.default_rng(seed)
+    origins = (float, np.float32, np.float16)
+    return [origins[rng.choice(3, p=[0.6, 0.3, 0.1])](0.3 / (1 + i / 2)) for i in range(STEPS)]
+
+
+def make_data(seed=0, n=64):
+    rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 4)).astype(np.float32)
     y = (x @ np.array([1.0, -2.0, 0.5, 3.0]) + 0.1 * rng.normal(size=n)).astype(np.float32)
     return x, y
 
 
-def numpy_reference(x, y, steps, lr):
-    """同一个算法的 NumPy（float64）版本 / the same algorithm in NumPy (float64)."""
+def numpy_reference(x, y, rates):
+    """同一个算法的 NumPy（float64）版本，学习率按 float32 取值。
+    The same algorithm in NumPy (float64), each rate taken as a float32."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    w, residual_norms = np.zeros(x.shape[1]), []
-    for i in range(steps):
+    w, losses = np.zeros(x.shape[1]), []
+    for lr in rates:
         r = x @ w - y
-        norm = np.linalg.norm(w)
-        residual_norms.append(np.linalg.norm(r))
-        grad = 2 * x.T @ r / len(y) + (0.01 * w / norm if norm > 0 else 0.0)
-        w = w - lr / (1 + i) * grad
-    return w, np.array(residual_norms)
+        losses.append(np.mean(r**2))
+        w = w - float(np.float32(lr)) * 2 * x.T @ r / len(y)
+    return w, np.array(losses)
 
 
 def refusing_the_reference(monkeypatch):
@@ -112,14 +110,14 @@ def refusing_the_reference(monkeypatch):
 
 def host_traffic(monkeypatch):
     """从现在起记下主机与设备之间的数据（monkeypatch.undo() 为止）：交给 jit 函数的主机值
-    （NumPy 数组、Python 数：每个都是一次隐式的主机到设备传输）记进 "to_device"，从设备读回
-    主机的数组（np.asarray、float()、.tolist()、jax.device_get……）记进 "to_host"。它不看
+    （NumPy 数组和标量、Python 数：每个都是一次隐式的主机到设备传输）记进 "to_device"，从设备
+    读回主机的数组（np.asarray、float()、.tolist()、jax.device_get……）记进 "to_host"。它不看
     传输守卫，守卫关掉了也照样记。
     From now on (until monkeypatch.undo()) record the data moved between host and devices:
-    host values handed to a jitted function (NumPy arrays, Python numbers: each an implicit
-    host-to-device transfer) go into "to_device", arrays read back to the host (np.asarray,
-    float(), .tolist(), jax.device_get...) into "to_host". It does not look at the transfer
-    guards, and records the same with a guard switched off.
+    host values handed to a jitted function (NumPy arrays and scalars, Python numbers: each an
+    implicit host-to-device transfer) go into "to_device", arrays read back to the host
+    (np.asarray, float(), .tolist(), jax.device_get...) into "to_host". It does not look at the
+    transfer guards, and records the same with a guard switched off.
     """
     moved = {"to_device": [], "to_host": []}
     real_jit, array_type = jax.jit, type(jnp.zeros(()))
@@ -159,109 +157,79 @@ def host_traffic(monkeypatch):
     return moved
 
 
-def placed(x, y):
+def test_explain_cache_misses_names_the_schedule():
+    """先诊断，再修。测试自己的循环：一个新 jit 的 sgd_step，按 schedule(6) 的学习率一步步调用，
+    打开 jax.explain_cache_misses，数编译次数。预测：一共编译几次？第一次重新编译发生在第几步
+    （从 0 数起）？日志里 "* at 名字," 点名的是哪个参数？读代码说不出这些：要自己跑工具。
+    Diagnose first, then repair. The test's own loop: a freshly jitted sgd_step called step by
+    step with the rates of schedule(6), under jax.explain_cache_misses, counting compilations.
+    Predict: how many compilations in all? At which step (from 0) does the first recompilation
+    happen? Which argument does the log's "* at NAME," line name? Reading cannot tell: run the
+    tool yourself.
+    """
     mesh = data_mesh()
-    rows = NamedSharding(mesh, P("data"))
-    return mesh, jax.device_put(x, rows), jax.device_put(y, rows)
+    x, y = (jax.device_put(a, NamedSharding(mesh, P("data"))) for a in make_data())
+    w = jax.device_put(np.zeros(4, np.float32), NamedSharding(mesh, P()))
+    step, first_recompile = jax.jit(sgd_step), None
+    with (
+        counting_compiles() as compiled,
+        recording_jax_logs() as logs,
+        jax.explain_cache_misses(True),
+    ):
+        for i, lr in enumerate(schedule(6)):
+            w, _ = step(w, x, y, lr)
+            if len(compiled) > 1 and first_recompile is None:
+                first_recompile = i
+    named = re.findall(r"\* at (\w+),", "\n".join(logs))
+    assert (len(compiled), first_recompile) == (__, __)
+    assert named[0] == __
 
 
 def test_the_run_compiles_its_step_once():
-    """症状一：训练越长，编译越多。从冷缓存开始，6 步的训练不该比 2 步的多编译任何东西，
-    而且一次训练里没有哪个程序被编译两次（每一步跑的是同一个编译好的程序）。
-    Symptom one: the longer the run, the more it compiles. From a cold cache, a 6-step run
-    should compile nothing more than a 2-step run, and no program should compile twice in one
-    run (every step runs the same compiled program).
+    """症状一：训练越长，编译越多。从冷缓存开始，一次训练里没有哪个程序被编译两次；换一份学习率表
+    （形状相同的数据）再训练一次，什么也不该再编译。
+    Symptom one: the longer the run, the more it compiles. From a cold cache, no program should
+    compile twice in one run, and a second run with another schedule (data of the same shapes)
+    should compile nothing at all.
+    """
+    jax.clear_caches()  # a cold start, whatever ran before / 冷启动，不管之前跑过什么
+    with counting_compiles() as first:
+        train(*make_data(0), schedule(6))
+    with counting_compiles() as second:
+        train(*make_data(1), schedule(11))
+    print(f"the first run compiled {first}, the second {second}")
+    assert sorted({name for name in first if first.count(name) > 1}) == []
+    assert second == []
+
+
+def test_the_loop_moves_nothing_implicitly(monkeypatch):
+    """症状二：除了 train 自己明确地用 jax.device_put 放上设备的东西，循环不该在主机和设备之间
+    搬任何数据。在 jax.transfer_guard("disallow") 之下跑 train 不该被拒绝；不看守卫的计数
+    （host_traffic）也该是空的：交给 jit 函数的全是设备上的数组，没有数组被读回主机。参数和每一步
+    的损失仍与 NumPy 参考实现一致，参数复制在 8 个设备上。
+    Symptom two: beyond what train puts on the devices explicitly with jax.device_put, its loop
+    should move no data between host and devices. Running train under
+    jax.transfer_guard("disallow") should not be refused, and a count that does not rely on the
+    guard (host_traffic) should come back empty: every value handed to a jitted function is on
+    the devices already, and no array is read back to the host. The parameters and every
+    step's loss still match the NumPy reference, the parameters replicated on the 8 devices.
     """
     x, y = make_data()
-
-    def compiled_during(steps):
-        jax.clear_caches()  # a cold start: what this run compiles, whatever ran before
-        with counting_compiles() as names:
-            train(x, y, steps=steps, lr=0.5)
-        return names
-
-    short, long = compiled_during(2), compiled_during(6)
-    print(f"compilations in a 2-step run: {short}")
-    print(f"compilations in a 6-step run: {long}")
-    assert len(long) == len(short)
-    assert sorted({name for name in long if long.count(name) > 1}) == []
-
-
-def test_the_gradient_is_finite_at_the_zero_start():
-    """症状二：训练从 w = 0 开始，而那里的梯度不是有限的数。哪个原语先出的问题？
-    Symptom two: training starts at w = 0, and the gradient there is not a finite number.
-    Which primitive goes wrong first?
-    """
-    x, y = make_data()
-    mesh, x_placed, y_placed = placed(x, y)
-    with jax.set_mesh(mesh):
-        grad = jax.grad(loss_fn)(jnp.zeros(4, jnp.float32), x_placed, y_placed)
-    print(f"gradient at w = 0: {grad}")
-    expected = -2 * x.T.astype(np.float64) @ y / len(y)  # the penalty's subgradient is 0
-    np.testing.assert_allclose(grad, expected, rtol=1e-5)
-
-
-def test_the_step_moves_only_the_gradient_between_devices():
-    """症状三：数据并行的一步只需要把梯度在设备之间加起来：编译后的 HLO 里只该有一次
-    all-reduce。多出来的集合通信在搬什么？
-    Symptom three: a data-parallel step only needs to add the gradient up across the devices:
-    the compiled HLO should hold a single all-reduce. What is any other collective moving?
-    """
-    mesh, x, y = placed(*make_data())
-    w = jax.device_put(jnp.zeros(4, jnp.float32), NamedSharding(mesh, P()))
-    with jax.set_mesh(mesh):
-        hlo = jax.jit(sgd_step).lower(w, x, y, 0.5).compile().as_text()
-    found = collectives(hlo)
-    print(f"collectives in the compiled step: {found}")
-    assert list(found) == ["all-reduce"] and len(found["all-reduce"]) == 1
-
-
-def test_the_loop_leaves_its_values_on_the_devices(monkeypatch):
-    """症状四：循环每一步都把一个数组拷回主机。拷贝要等这一步算完，Python 只好停下来等设备，
-    异步派发（第 02 章 test_dispatch.py）就帮不上忙了。在 jax.transfer_guard_device_to_host
-    ("disallow") 之下跑 train 不该被拒绝，记下的每一步的数也该留在 8 个设备上。注意：CPU 上
-    这个守卫只拦得住由几个不同分片拼成的数组；放在单个设备上或完整复制到每个设备上的数组
-    （比如一个标量损失）它拦不住，所以这里还检查结果放在几个设备上。被拒绝的那次拷贝是什么
-    形状，是哪个数组？不靠守卫的计数（host_traffic）也不该找到读回主机的数组。
-    Symptom four: every step copies an array back to the host. The copy waits until the step
-    is computed, so Python stops to wait for the devices and asynchronous dispatch (chapter
-    02's test_dispatch.py) no longer helps. Running train under
-    jax.transfer_guard_device_to_host("disallow") should not be refused, and the value logged
-    for every step should stay on the 8 devices. Note: on CPU this guard stops only arrays made
-    of several distinct shards; an array on a single device or fully replicated on every device
-    (a scalar loss, say) gets past it, so the koan also checks on how many devices the result
-    lives. A count that does not rely on the guard (host_traffic) must find no array read back
-    to the host either. What shape has the copy that was refused, and which array is it?
-    """
-    x, y = make_data()
+    rates = schedule(6)
     refusing_the_reference(monkeypatch)
     moved = host_traffic(monkeypatch)
     try:
-        with jax.transfer_guard_device_to_host("disallow"):
-            _, norms = train(x, y, steps=6, lr=0.5)
-    except jax.errors.JaxRuntimeError as refusal:
+        with jax.transfer_guard("disallow"):
+            w, losses = jax.block_until_ready(train(x, y, rates))
+    except jax.errors.JaxRuntimeError:
         monkeypatch.undo()
-        print(f"the transfer guard refused: {str(refusal).splitlines()[0]}")
-        raise AssertionError("train copied an array to the host inside its loop") from None
+        print("the transfer guard refused a transfer inside train")
+        raise AssertionError("train moved data implicitly") from None
     monkeypatch.undo()
+    print(f"host values handed to jitted calls: {moved['to_device']}")
     print(f"arrays read back to the host: {moved['to_host']}")
-    assert moved["to_host"] == []  # counted without the guard / 不靠守卫的计数
-    devices = norms.sharding.device_set
-    print(f"the logged values live on {len(devices)} device(s): {norms.sharding}")
-    assert len(devices) == 8
-
-
-def test_training_matches_the_numpy_reference(monkeypatch):
-    """四个 bug 都修好后，参数和每一步的残差范数与 NumPy 参考实现一致。
-    With all four bugs fixed, the parameters and every step's residual norm match the NumPy
-    reference.
-    """
-    x, y = make_data()
-    refusing_the_reference(monkeypatch)
-    w, norms = train(x, y, steps=6, lr=0.5)
-    monkeypatch.undo()
-    w_ref, norms_ref = numpy_reference(x, y, steps=6, lr=0.5)
-    print(f"JAX w {np.asarray(w)}; NumPy w {w_ref}")
-    np.testing.assert_allclose(norms, norms_ref, rtol=1e-4)
+    assert moved == {"to_device": [], "to_host": []}
+    w_ref, losses_ref = numpy_reference(x, y, rates)
+    np.testing.assert_allclose(losses, losses_ref, rtol=1e-4)
     np.testing.assert_allclose(w, w_ref, rtol=1e-4, atol=1e-5)
-    assert w.sharding.is_fully_replicated
+    assert len(w.sharding.device_set) == 8 and w.sharding.is_fully_replicated

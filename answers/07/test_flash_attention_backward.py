@@ -434,3 +434,26 @@ def test_the_backward_kernels_lower_for_tpu(dtype):
         with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=device)):
             text = f.trace(*args).lower(lowering_platforms=("tpu",)).as_text()
         assert "tpu_custom_call" in text
+
+
+def test_the_backward_kernels_run_in_the_tpu_interpreter_without_races():
+    """（先写好 flash_attention_dq 和 flash_attention_dkdv。）TPU 解释器把 "parallel" 的轴分给两个
+    模拟的核、开着竞争检测：两个反向内核都没有竞争（累加的轴是 "arbitrary"，每个输出块只在一个核上
+    按顺序累加），结果和 interpret=True 的一样。
+    (Write flash_attention_dq and flash_attention_dkdv first.) The TPU interpreter spreads the
+    "parallel" axes over two simulated cores and detects races: neither backward kernel races
+    (the accumulating axis is "arbitrary", so each output block accumulates in order on one
+    core), and both give interpret=True's values.
+    """
+    lq, lk, d = 32, 32, 16
+    q, k, v, do = (_data((n, d), seed) for seed, n in enumerate((lq, lk, lk, lq)))
+    values = [q, k, v, do, *_saved_statistics(q, k, v, do)]
+    params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2, random_seed=0)
+    for kernel in (flash_attention_dq, flash_attention_dkdv):
+        plain = kernel(*values, bq=16, bk=16)
+        try:
+            cores = kernel(*values, bq=16, bk=16, interpret=params)
+        finally:
+            pltpu.reset_tpu_interpret_mode_state()
+        for got, want in zip(jax.tree.leaves(cores), jax.tree.leaves(plain), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

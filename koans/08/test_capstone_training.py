@@ -1,152 +1,153 @@
-"""08 · 综合：修好一个训练脚本 / capstone: fix a training script.
+"""08 · 综合一：第 k 步才出现的 NaN / capstone one: a NaN that waits for step k.
 
-下面 `# ✍️ BEGIN` 与 `# ✍️ END` 之间是一个用纯 JAX 写的逻辑回归训练脚本（全批量梯度下降）。
-它藏着三个 bug：跑起来不报错，却学不到东西。每个测试钉住一个症状，并在失败时把症状打印出来
-（pytest 输出里的 "Captured stdout call"）；用本章的工具（debug.print、debug_nans /
-debug_infs / checkify、读 jaxpr）找到病根，只修改标记之间的代码。最后一个测试把训练结果与
-一个纯 NumPy 的参考实现逐数比较。
+一个逻辑回归训练（小批量梯度下降），数据是按种子生成的一串小批量，有的特征带着重尾。损失函数
+写得很小心：softplus(z) = log(1 + e^z) 按 z 的正负分两支算，哪一支都不会上溢，前向处处是有限的
+数。可在种子 5 的数据上，参数在某一步突然全变成 NaN。哪一步、哪一行数据、哪个原语造出了第一个
+NaN？读代码说不出来：这取决于数据和训练一路走下来的参数。要用工具：checkify 的浮点检查放在按行
+的 vmap 里面，说出是哪一行、哪个原语。生产环境里跑的那一版损失留在 loss_v1 里给事后分析用；
+`# ✍️ BEGIN` 与 `# ✍️ END` 之间是它的一份副本 loss_fn，由你修好。第一个测试要你预测工具的报告，
+其余测试钉住症状。只修改标记之间的代码。
 
-Between `# ✍️ BEGIN` and `# ✍️ END` below is a logistic-regression training script in plain
-JAX (full-batch gradient descent). It hides three bugs: it runs without an error and learns
-nothing. Each test pins one symptom and prints it when it fails (pytest's "Captured stdout
-call"); use this chapter's tools (debug.print, debug_nans / debug_infs / checkify, reading the
-jaxpr) to find the cause, and change only the code between the markers. The last test
-compares the training result number by number with a plain NumPy reference.
+Logistic regression trained by mini-batch gradient descent, on a stream of mini-batches
+generated from a seed, some features heavy-tailed. The loss is written with care:
+softplus(z) = log(1 + e^z) is computed in two branches by the sign of z, neither of which
+overflows, so the forward pass is finite everywhere. Yet on seed 5's data the parameters all
+turn NaN at some step. Which step, which row of data, which primitive made the first NaN?
+Reading cannot tell: that depends on the data and on the parameters training reaches on the
+way. Use the tools: checkify's float checks inside a vmap over the rows name the row and the
+primitive. The loss as it ran in production stays in loss_v1 for the post-mortem; between
+`# ✍️ BEGIN` and `# ✍️ END` is a copy of it, loss_fn, for you to repair. The first test asks you
+to predict the tool's report; the others pin the symptoms. Change only the code between the
+markers.
 """
+
+import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
+
+from jaxkoans import __  # noqa: F401  (the koans' blanks)
+
+B, D, STEPS, LR = 32, 3, 12, 0.5
+
+
+def loss_v1(params, x, y):
+    """生产环境里跑的那一版：逻辑模型的平均二元交叉熵，softplus 分两支算。
+    The version that ran in production: the logistic model's mean binary cross-entropy, with
+    softplus computed in two branches."""
+    z = x @ params["w"] + params["b"]
+    softplus = jnp.where(z > 0, z + jnp.log1p(jnp.exp(-z)), jnp.log1p(jnp.exp(z)))
+    return jnp.mean(softplus - y * z)
 
 
 # ✍️ BEGIN
-def standardize(x):
-    """每个特征（列）减去均值、除以标准差。Each feature (column) to mean 0 and std 1."""
-    return (x - x.mean(axis=1, keepdims=True)) / x.std(axis=1, keepdims=True)
-
-
 def loss_fn(params, x, y):
-    """逻辑模型的平均二元交叉熵。The logistic model's mean binary cross-entropy."""
-    logits = x @ params["w"] + params["b"]
-    p = jax.nn.sigmoid(logits)
-    return -jnp.mean(y * jnp.log(p) + (1 - y) * jnp.log(1 - p))
-
-
-@jax.jit
-def gd_step(params, x, y, lr):
-    """一步梯度下降，返回 (新参数, 这一步之前的损失)。One step: (new params, loss before it)."""
-    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-    params = jax.tree.map(lambda p, g: p - lr * g, params, grads)
-    return params, loss
-
-
-def train(x, y, steps, lr):
-    """标准化特征后从零开始训练；返回 (参数, 每一步的损失)。
-    Standardises the features and trains from zero; returns (params, the loss of every step).
-    """
-    x = standardize(x)
-    params = {"w": jnp.zeros(x.shape[1]), "b": jnp.zeros(())}
-    losses = []
-    for _ in range(steps):
-        new_params, loss = gd_step(params, x, y, lr)
-        losses.append(loss)
-    return params, jnp.stack(losses)
+    """逻辑模型的平均二元交叉熵：mean(softplus(z) - y·z)，z = x @ w + b。
+    The logistic model's mean binary cross-entropy: mean(softplus(z) - y·z), z = x @ w + b."""
+    z = x @ params["w"] + params["b"]
+    softplus = jnp.where(z > 0, z + jnp.log1p(jnp.exp(-z)), jnp.log1p(jnp.exp(z)))
+    return jnp.mean(softplus - y * z)
 
 
 # ✍️ END
 
 
-def make_data(n=64):
-    """特征的尺度相差很大（1、100、0.01）；标签由一个线性规则加噪声给出。
-    Features on very different scales (1, 100, 0.01); labels from a noisy linear rule.
-    """
-    rng = np.random.default_rng(0)
-    z = rng.normal(size=(n, 3))
-    x = (z * np.array([1.0, 100.0, 0.01]) + np.array([0.0, 500.0, 0.0])).astype(np.float32)
-    y = (z @ np.array([1.5, -2.0, 1.0]) + 0.5 * rng.normal(size=n) > 0).astype(np.float32)
-    return x, y
+def make_stream(seed=5):
+    """STEPS 个小批量 (x (B, D), y (B,))（NumPy）：特征取自自由度为 2 的 t 分布（重尾）。
+    STEPS mini-batches (x (B, D), y (B,)) as NumPy: features from a t distribution with 2
+    degrees of freedom (heavy-tailed)."""
+    rng = np.random.default_rng(seed)
+    stream = []
+    for _ in range(STEPS):
+        x = rng.standard_t(2.0, size=(B, D)).astype(np.float32)
+        y = (x @ np.array([2.0, -1.0, 0.5]) + rng.logistic(size=B) > 0).astype(np.float32)
+        stream.append((x, y))
+    return stream
 
 
-def numpy_reference(x, y, steps, lr):
-    """同一个算法的纯 NumPy（float64）实现：标准化、解析梯度、梯度下降。
-    The same algorithm in plain NumPy (float64): standardise, analytic gradient, descent.
-    """
-    x = np.asarray(x, np.float64)
-    x = (x - x.mean(axis=0)) / x.std(axis=0)
-    w, b, losses = np.zeros(x.shape[1]), 0.0, []
-    for _ in range(steps):
+def train(loss, stream):
+    """从零开始，每个小批量一步梯度下降（学习率 LR）。返回 (参数, 每一步之前的损失)。
+    From zero, one gradient step (rate LR) per mini-batch. Returns (params, the loss before
+    every step)."""
+    step = jax.jit(jax.value_and_grad(loss))
+    params, losses = {"w": jnp.zeros(D), "b": jnp.zeros(())}, []
+    for x, y in stream:
+        value, grads = step(params, x, y)
+        params = jax.tree.map(lambda p, g: p - LR * g, params, grads)
+        losses.append(value)
+    return params, jnp.stack(losses)
+
+
+def numpy_reference(stream):
+    """同一个训练，用 float64 的 NumPy 写（稳定的 softplus 与 sigmoid）。
+    The same training in float64 NumPy (a stable softplus and sigmoid)."""
+    w, b, losses = np.zeros(D), 0.0, []
+    for x, y in stream:
+        x, y = x.astype(np.float64), y.astype(np.float64)
         z = x @ w + b
-        losses.append(np.mean(np.logaddexp(0.0, z) - y * z))  # stable cross-entropy
-        r = 1.0 / (1.0 + np.exp(-z)) - y  # dL/dz · n
-        w, b = w - lr * x.T @ r / len(y), b - lr * r.mean()
+        losses.append(np.mean(np.logaddexp(0.0, z) - y * z))
+        r = 0.5 * (1 + np.tanh(z / 2)) - y  # sigmoid(z) - y
+        w, b = w - LR * x.T @ r / len(y), b - LR * r.mean()
     return w, b, np.array(losses)
 
 
-def refusing_the_reference(monkeypatch):
-    """train 运行期间，numpy_reference 一被调用就报错：训练要自己做，不能交给参考实现。
-    While train runs, calling numpy_reference fails: train must do the training itself.
+def test_checkify_names_the_step_row_and_primitive():
+    """先诊断，再修。测试拿 loss_v1 训练种子 5 的数据，每一步之前用 checkify 的浮点检查、按行
+    vmap 检查这一批每一行的梯度。预测：第一个 NaN 出现在第几步（从 0 数起）、这一批的第几行、
+    由哪个原语造出？读代码说不出这些：要自己跑工具。
+    Diagnose first, then repair. The test trains loss_v1 on seed 5's data and, before every
+    step, checks the gradient of every row of the batch with checkify's float checks, vmapped
+    over the rows. Predict: at which step (from 0) does the first NaN appear, in which row of
+    that batch, made by which primitive? Reading cannot tell: run the tool yourself.
     """
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("train called numpy_reference / train 调用了参考实现")
+    def row_grad(params, x, y):
+        return jax.grad(loss_v1)(params, x[None], y[None])
 
-    monkeypatch.setitem(globals(), "numpy_reference", refuse)
+    checked = checkify.checkify(row_grad, errors=checkify.float_checks)
+    check, grad = jax.jit(jax.vmap(checked, (None, 0, 0))), jax.jit(jax.grad(loss_v1))
+    params, report = {"w": jnp.zeros(D), "b": jnp.zeros(())}, None
+    for k, (x, y) in enumerate(make_stream()):
+        err, _ = check(params, x, y)
+        if err.get() is not None:
+            found = re.search(r"mapped index (\d+): nan generated by primitive: (\w+)", err.get())
+            report = (k, int(found[1]), found[2])
+            break
+        grads = grad(params, x, y)
+        params = jax.tree.map(lambda p, g: p - LR * g, params, grads)
+    assert report == (__, __, __)
 
 
-def test_standardized_features_have_zero_mean_and_unit_std():
-    """症状一：标准化之后，每一列（每个特征）的均值应为 0、标准差应为 1。
-    Symptom one: after standardisation every column (every feature) has mean 0 and std 1.
-    """
-    x, _ = make_data()
-    s = np.asarray(standardize(jnp.asarray(x)))
-    print(f"shape {s.shape}; column means {s.mean(axis=0)}; column stds {s.std(axis=0)}")
-    assert s.shape == x.shape
-    np.testing.assert_allclose(s.mean(axis=0), 0.0, atol=1e-4)
-    np.testing.assert_allclose(s.std(axis=0), 1.0, rtol=1e-4)
-
-
-def test_loss_stays_finite_for_confident_predictions():
-    """症状二：模型很自信时（|logit| 很大）损失和梯度不再是有限的数。哪个原语先出的问题？
-    Symptom two: when the model is confident (a large |logit|) the loss and the gradient are no
-    longer finite numbers. Which primitive goes wrong first?
+def test_the_gradient_is_finite_for_confident_predictions():
+    """症状一：模型很自信时（|z| 很大）损失是有限的数，梯度却不是。修好之后，梯度等于解析式
+    mean((sigmoid(z) - y)·x)。
+    Symptom one: when the model is confident (a large |z|) the loss is finite and the gradient
+    is not. Once repaired, the gradient equals the analytic mean((sigmoid(z) - y)·x).
     """
     x = jnp.array([[1.0], [-1.0], [1.0]])
     y = jnp.array([1.0, 0.0, 0.0])  # the third example is confidently wrong
-    params = {"w": jnp.array([40.0]), "b": jnp.array(0.0)}
+    params = {"w": jnp.array([200.0]), "b": jnp.array(0.0)}
     loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
     print(f"loss {loss}; gradients {grads}")
-    z = np.array([40.0, -40.0, 40.0])
-    expected = np.mean(np.logaddexp(0.0, z) - np.asarray(y) * z)
-    np.testing.assert_allclose(loss, expected, rtol=1e-5)
-    assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads))
+    np.testing.assert_allclose(loss, 200.0 / 3, rtol=1e-5)
+    np.testing.assert_allclose(grads["w"], [1.0 / 3], rtol=1e-5)
+    np.testing.assert_allclose(grads["b"], 1.0 / 3, rtol=1e-5)
 
 
-def test_training_lowers_the_loss(monkeypatch):
-    """症状三：损失一动不动。每一步的损失都应该比上一步低，而且最后远低于 log 2（全零参数的损失）。
-    Symptom three: the loss never moves. Every step's loss should be below the previous one,
-    and the last far below log 2 (the loss of all-zero parameters).
+def test_training_matches_the_numpy_reference():
+    """症状二：种子 5 的数据上，参数在训练中途变成 NaN。修好之后参数处处有限，每一步的损失和最后
+    的参数与 NumPy 参考实现一致。
+    Symptom two: on seed 5's data the parameters turn NaN halfway through training. Once
+    repaired, they stay finite, and every step's loss and the final parameters match the NumPy
+    reference.
     """
-    x, y = make_data()
-    refusing_the_reference(monkeypatch)
-    _, losses = train(jnp.asarray(x), jnp.asarray(y), steps=30, lr=0.5)
-    losses = np.asarray(losses)
-    print(f"losses of the 30 steps: {losses}")
-    np.testing.assert_allclose(losses[0], np.log(2.0), rtol=1e-5)
-    assert np.all(np.diff(losses) < 0)
-    assert losses[-1] < 0.5 * losses[0]
-
-
-def test_training_matches_the_numpy_reference(monkeypatch):
-    """三个 bug 都修好后，JAX 的训练结果（参数和每一步的损失）与 NumPy 参考实现一致。
-    With all three bugs fixed, JAX's training (the parameters and every step's loss) matches the
-    NumPy reference.
-    """
-    x, y = make_data()
-    refusing_the_reference(monkeypatch)
-    params, losses = train(jnp.asarray(x), jnp.asarray(y), steps=30, lr=0.5)
-    monkeypatch.undo()
-    w, b, ref_losses = numpy_reference(x, y, steps=30, lr=0.5)
-    print(f"JAX w {np.asarray(params['w'])}, b {float(params['b'])}; NumPy w {w}, b {b}")
+    stream = make_stream()
+    params, losses = train(loss_fn, stream)
+    print(f"losses {np.asarray(losses)}; w {np.asarray(params['w'])}")
+    assert np.isfinite(np.asarray(params["w"])).all()
+    w, b, ref_losses = numpy_reference(stream)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
-    np.testing.assert_allclose(params["w"], w, rtol=1e-3, atol=1e-4)
-    np.testing.assert_allclose(params["b"], b, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(params["w"], w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(params["b"], b, rtol=1e-4, atol=1e-5)

@@ -167,6 +167,7 @@ def test_explain_cache_misses_names_the_schedule():
     happen? Which argument does the log's "* at NAME," line name? Reading cannot tell: run the
     tool yourself.
     """
+    jax.clear_caches()  # a cold start, whatever ran before / 冷启动，不管之前跑过什么
     mesh = data_mesh()
     x, y = (jax.device_put(a, NamedSharding(mesh, P("data"))) for a in make_data())
     w = jax.device_put(np.zeros(4, np.float32), NamedSharding(mesh, P()))

@@ -295,6 +295,30 @@ def test_a_contradicting_environment_is_named_and_overridden(pytester, monkeypat
     )
 
 
+def test_koans_compile_fast_and_a_learners_xla_flags_come_after(pytester, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    chapter(
+        pytester,
+        "01",
+        {
+            "test_a.py": '''
+        import os, subprocess, sys
+
+        def test_flags():
+            """编译选项。LLVM level 0 first, the learner's flag after it, in subprocesses too."""
+            flags = os.environ["XLA_FLAGS"].split()
+            assert flags == ["--xla_backend_optimization_level=0", "--xla_backend_optimization_level=2"]
+            child = subprocess.run(
+                [sys.executable, "-c", "import os; print(os.environ['XLA_FLAGS'])"],
+                capture_output=True, text=True, timeout=60,
+            )
+            assert child.stdout.split() == flags
+    '''
+        },
+    )
+    run(pytester, "01").assert_outcomes(passed=1)
+
+
 def test_koans_run_in_the_chapters_order(pytester):
     body = '''
         def test_{n}():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from pathlib import Path
 
 # The kinds that ask a prediction. LITERAL: the answer is a plain literal, and so must the
@@ -140,7 +141,8 @@ def of_file(koan_text: str, answer: Path) -> dict[str, str]:
     return found
 
 
-def imported_names(tree: ast.Module) -> set[str]:
+@functools.lru_cache(maxsize=64)  # a tree is read once per file (fills' cache keeps it alive)
+def imported_names(tree: ast.Module) -> frozenset[str]:
     """The names a module binds by its imports (at any depth)."""
     names = set()
     for node in ast.walk(tree):
@@ -148,10 +150,11 @@ def imported_names(tree: ast.Module) -> set[str]:
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             names |= {a.asname or a.name for a in node.names}
-    return names
+    return frozenset(names)
 
 
-def _bound_otherwise(tree: ast.Module) -> set[str]:
+@functools.lru_cache(maxsize=64)
+def _bound_otherwise(tree: ast.Module) -> frozenset[str]:
     """Names the file binds other than by an import: assignments, defs, parameters, loops."""
     names = set()
     for node in ast.walk(tree):
@@ -163,7 +166,7 @@ def _bound_otherwise(tree: ast.Module) -> set[str]:
             names.add(node.arg)
         elif isinstance(node, ast.alias) and node.asname is None and node.name == "*":
             continue
-    return names
+    return frozenset(names)
 
 
 def is_prediction(kind: str, node: ast.expr, tree: ast.Module) -> bool:

@@ -16,6 +16,7 @@ level (`from sys import _getframe as look`) is followed to what it names.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 
@@ -92,18 +93,25 @@ class Refusal:
         return f"line {self.line}: {self.what} ({self.category})"
 
 
+@functools.lru_cache(maxsize=64)  # asked per node of a file; its tree is read once per file
 def aliases(tree: ast.Module) -> dict[str, str]:
-    """{name: the dotted module path it names} for every import in `tree`, at any depth."""
+    """{name: the dotted module path it names} for every import in `tree`, at any depth
+    (shared between calls: never modify it)."""
+    return imports_in(tree)
+
+
+def imports_in(node: ast.AST) -> dict[str, str]:
+    """{name: the dotted module path it names} for every import under `node`."""
     found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Import):
+            for alias in inner.names:
                 found[alias.asname or alias.name.split(".")[0]] = (
                     alias.name if alias.asname else alias.name.split(".")[0]
                 )
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(inner, ast.ImportFrom) and inner.module:
+            for alias in inner.names:
+                found[alias.asname or alias.name] = f"{inner.module}.{alias.name}"
     return found
 
 
@@ -136,7 +144,7 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
     """(line, what, category) of each construct in `node` that reads the test or switches a
     guard; `names` are the file's imports (aliases())."""
     found: list[tuple[int, str, str]] = []
-    local = {**names, **aliases(ast.Module(body=[node], type_ignores=[]))}
+    local = {**names, **imports_in(node)}
     for sub in ast.walk(node):
         line = getattr(sub, "lineno", getattr(node, "lineno", 0))
         if isinstance(sub, ast.Attribute) and sub.attr in ATTRIBUTES:

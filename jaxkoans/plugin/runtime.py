@@ -46,6 +46,11 @@ COURSE_FLAGS: dict[str, object] = {
 COLOUR_DEFAULT = True  # JAX's own default for jax_pprint_use_color (colour on a terminal)
 # Set once before the backend starts; a koan cannot change them, so they are never restored.
 STARTUP_ONLY = frozenset({"jax_platforms", "jax_platform_name", "jax_num_cpu_devices"})
+# Compiling is most of a koan's time, and LLVM's optimisation most of that: the course compiles
+# at LLVM level 0 (XLA's HLO passes, hence every jaxpr, HLO text, cost and memory analysis a koan
+# reads, are unchanged; only machine code is less tuned). A learner's own XLA_FLAGS come after it
+# and win. Set in the environment, so the koans' own subprocesses compile the same way.
+FAST_COMPILE = "--xla_backend_optimization_level=0"
 
 
 class SetupError(RuntimeError):
@@ -89,6 +94,14 @@ def configure(devices: int) -> None:
         ) from error
     for flag, value in COURSE_FLAGS.items():
         jax.config.update(flag, value)
+    fast_compile()
+
+
+def fast_compile() -> None:
+    """FAST_COMPILE ahead of the learner's XLA_FLAGS, before XLA reads them (its first backend)."""
+    theirs = os.environ.get("XLA_FLAGS", "")
+    if FAST_COMPILE not in theirs.split():
+        os.environ["XLA_FLAGS"] = f"{FAST_COMPILE} {theirs}".strip()
 
 
 def snapshot() -> dict[str, object]:

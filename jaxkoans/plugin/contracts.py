@@ -71,8 +71,12 @@ class _Calls:
             # under a named vmap axis or shard_map, or handed a function that closes over a
             # value being traced: only this context can trace it, so read it now (a second
             # trace, whose side effects the koan may see: keep contracts of such TODOs to
-            # programs without them)
-            self.seen.append((signature, _read(self.function, *abstract, mesh)))
+            # programs without them), on the tracers themselves: their types carry what shapes
+            # do not (the manual axes a value varies along, which a loop's carry must keep)
+            traced = jax.tree.map(
+                lambda x: x if isinstance(x, jax.core.Tracer) else _spec(x), (args, kwargs)
+            )
+            self.seen.append((signature, _read(self.function, *traced, mesh)))
         else:
             self.seen.append((signature, (self.function, *abstract, mesh)))
 
@@ -300,13 +304,15 @@ def to_read(chapter, filename: str, todos) -> dict[str, dict]:
 
 
 def _read(function, args, kwargs, mesh):
-    """The program `function` builds on `args` (shapes), or why it cannot be traced."""
+    """The program `function` builds on `args` (shapes, or the tracers of the trace in progress),
+    or why it cannot be traced."""
     import jax
 
     from jaxkoans.api import program as program_reader
 
     leaves, tree = jax.tree.flatten((args, kwargs))
-    arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.ShapeDtypeStruct)]
+    inputs = jax.ShapeDtypeStruct | jax.core.Tracer
+    arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, inputs)]
 
     def rebuilt(*values):
         filled = list(leaves)

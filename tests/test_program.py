@@ -269,3 +269,36 @@ def test_each_output_must_go_through_the_technique_when_asked():
     assert read.on_path("sin")
     assert not contracts.broken(read, {"on_path": ["sin"]})
     assert contracts.broken(read, {"on_path": ["sin"], "each_output": True})
+
+
+def _ring_sum(k):
+    """A ring under shard_map: the loop's carry varies along "i", which only the tracers' types say."""
+    n = lax.axis_size("i")
+
+    def step(_, carry):
+        total, block = carry
+        return total + block, lax.ppermute(block, "i", [(j, (j + 1) % n) for j in range(n)])
+
+    return lax.fori_loop(0, n, step, (jnp.zeros_like(k), k))[0]
+
+
+def test_a_todo_under_shard_map_is_read_on_the_traces_own_tracers():
+    namespace = type(ast)("fake_koan")
+    namespace.ring = _ring_sum
+    mesh = jax.make_mesh((jax.device_count(),), ("i",))
+    contract = {"in_loop": ["ppermute"], "absent": ["all_gather"]}
+    blocks = jax.device_put(jnp.arange(4.0 * mesh.size), jax.NamedSharding(mesh, jax.P("i")))
+    with contracts.recording(namespace, {"ring": contract}) as records:
+        ring = jax.shard_map(
+            lambda k: namespace.ring(k), mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P("i")
+        )
+        jax.jit(ring)(blocks)
+    assert contracts.check(records) == ["ring"]  # read, and met
+
+    namespace.ring = lambda k: _ring_sum(k) + 0.0 * lax.all_gather(k, "i").sum()
+    with contracts.recording(namespace, {"ring": contract}) as records:
+        jax.jit(jax.shard_map(
+            lambda k: namespace.ring(k), mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P("i")
+        ))(blocks)  # fmt: skip
+    with pytest.raises(contracts.ContractBroken, match="all_gather"):
+        contracts.check(records)

@@ -24,11 +24,12 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
+from jax.extend.core import jaxprs_in_params
 from jax.extend.mlir import ir
 from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import pallas_call_structure
+from jaxkoans.api.probes import equations, pallas_call_structure
 
 
 def reference_attention(q, k, v):
@@ -113,6 +114,23 @@ def _lowered_for_cuda(shapes, dtype, *, bq, bk):
     return config, text
 
 
+def _matmul_dtypes(fn, *args):
+    """内核里（循环体里也算）每个矩阵乘的结果 dtype。/ The result dtype of every matmul inside
+    the kernel (loop bodies included)."""
+    (call,) = equations("pallas_call", fn, *args)
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                found.append(eqn.outvars[0].aval.dtype)
+            for sub in jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(call.params["jaxpr"])
+    return found
+
+
 SHAPES = [
     # (Lq, Lk, D, bq, bk): 都是 2 的幂（Triton 的规则）/ all powers of two (Triton's rule)
     (32, 128, 16, 16, 32),
@@ -122,16 +140,19 @@ SHAPES = [
 
 @pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), SHAPES)
 def test_gpu_flash_attention_loops_over_the_keys_inside_the_kernel(lq, lk, d, bq, bk):
-    """✍️ 实现 gpu_flash_attention_forward。检查：interpret=True 下等于参考实现（分数放大 30 倍），bfloat16 输入时输出是 bfloat16、与参考相差不到 0.03；结构：grid (Lq // bq,)、块
-    (bq, D)、(Lk, D)、(Lk, D)、(bq, D)，没有 scratch，内核里有循环；为 H100 降级（bfloat16）后是
-    一个 Triton custom_call，grid_x = Lq // bq，Triton IR 里一个 scf.for 的 carry 是
-    (bq, 1)、(bq, 1)、(bq, D) 的 float32，两个 tt.dot 都在循环里，输入 bfloat16、累加 float32。
+    """✍️ 实现 gpu_flash_attention_forward。检查：interpret=True 下等于参考实现（分数放大 30 倍），
+    bfloat16 输入时输出是 bfloat16、与参考相差不到 0.03；结构：grid (Lq // bq,)、块 (bq, D)、
+    (Lk, D)、(Lk, D)、(bq, D)，没有 scratch，内核里有循环，bfloat16 输入时两个矩阵乘的结果是
+    float32；为 H100 降级（bfloat16）后是一个 Triton custom_call，grid_x = Lq // bq，Triton IR 里
+    一个 scf.for 的 carry 是 (bq, 1)、(bq, 1)、(bq, D) 的 float32，两个 tt.dot 都在循环里，输入
+    bfloat16、累加 float32。
     Write gpu_flash_attention_forward. Checked: with interpret=True it equals the reference (the
-    scores scaled 30 times), and with bfloat16 inputs the output is bfloat16 and within
-    0.03 of the reference; the structure: the grid (Lq // bq,), blocks (bq, D), (Lk, D), (Lk, D),
-    (bq, D), no scratch, a loop in the kernel; lowered for an H100 (bfloat16) it is one Triton
-    custom_call with grid_x = Lq // bq, whose Triton IR has one scf.for carrying float32 (bq, 1),
-    (bq, 1) and (bq, D), with both tt.dot inside the loop, bfloat16 in and float32 accumulated.
+    scores scaled 30 times), and with bfloat16 inputs the output is bfloat16 and within 0.03 of
+    the reference; the structure: the grid (Lq // bq,), blocks (bq, D), (Lk, D), (Lk, D), (bq, D),
+    no scratch, a loop in the kernel whose two matmuls give float32 on bfloat16 inputs; lowered
+    for an H100 (bfloat16) it is one Triton custom_call with grid_x = Lq // bq, whose Triton IR
+    has one scf.for carrying float32 (bq, 1), (bq, 1) and (bq, D), with both tt.dot inside the
+    loop, bfloat16 in and float32 accumulated.
     """
     run = jax.jit(functools.partial(gpu_flash_attention_forward, bq=bq, bk=bk))
     q, k, v = _data((lq, d), 0, 30.0), _data((lk, d), 1), _data((lk, d), 2)
@@ -148,6 +169,8 @@ def test_gpu_flash_attention_loops_over_the_keys_inside_the_kernel(lq, lk, d, bq
     assert kernel["blocks"] == [(bq, d), (lk, d), (lk, d), (bq, d)]
     assert kernel["scratch"] == []
     assert kernel["kernel_ops"] & {"scan", "while"}, "内核里的循环 / a loop inside the kernel"
+    forward = functools.partial(gpu_flash_attention_forward, bq=bq, bk=bk)
+    assert _matmul_dtypes(forward, *half) == [jnp.float32, jnp.float32]
 
     config, text = _lowered_for_cuda([(lq, d), (lk, d), (lk, d)], jnp.bfloat16, bq=bq, bk=bk)
     assert ir.IntegerAttr(config["grid_x"]).value == lq // bq

@@ -188,14 +188,14 @@ def test_layer_norm_matches_reference(shape, bm):
 
 
 def _accumulations(fn, *args):
-    """内核里（包括 pl.when 的分支里）每个求和与矩阵乘的结果 dtype。/ The result dtype of every
-    sum and matmul inside the kernel (pl.when branches included)."""
+    """内核里（包括 pl.when 的分支里）每个求和、矩阵乘、exp 和 rsqrt 的结果 dtype。/ The result
+    dtype of every sum, matmul, exp and rsqrt inside the kernel (pl.when branches included)."""
     (call,) = equations("pallas_call", fn, *args)
     found = []
 
     def walk(jaxpr):
         for eqn in jaxpr.eqns:
-            if eqn.primitive.name in ("reduce_sum", "dot_general"):
+            if eqn.primitive.name in ("reduce_sum", "dot_general", "exp", "rsqrt"):
                 found.append((eqn.primitive.name, eqn.outvars[0].aval.dtype))
             for sub in jaxprs_in_params(eqn.params):
                 walk(sub)
@@ -222,7 +222,7 @@ TPU_CASES = {
     ),
     "matmul": (
         functools.partial(matmul, bm=8, bn=128, bk=128),
-        [(16, 384), (384, 128)],
+        [(8, 512), (512, 128)],
         lambda x, y: x.astype(jnp.float32) @ y.astype(jnp.float32),
         False,
     ),
@@ -246,13 +246,13 @@ TPU_CASES = {
 def test_the_kernels_run_in_the_tpu_interpreter_and_lower_for_tpu(name, dtype):
     """（先写好四个内核。）在 TPU 合法的块形状上：TPU 解释器（两个模拟的核、竞争检测）运行每个内核，
     结果等于参考实现，没有竞争；输出的 dtype 对（matmul 总是 float32，其余和输入一样）；内核里每个
-    求和、每个矩阵乘都在 float32 里累加（bfloat16 输入也一样）；它为 TPU v5 lite 降级成一个
+    求和、矩阵乘、exp 和 rsqrt 都在 float32 里算（bfloat16 输入也一样）；它为 TPU v5 lite 降级成一个
     tpu_custom_call。
     (Write the four kernels first.) At block shapes a TPU accepts: the TPU interpreter (two
     simulated cores, race detection) runs each kernel to the reference's values with no race;
     the output dtype is right (always float32 for matmul, the input's for the others); every
-    sum and every matmul inside the kernel accumulates in float32 (bfloat16 inputs too); and it
-    lowers for a TPU v5 lite to one tpu_custom_call.
+    sum, matmul, exp and rsqrt inside the kernel is computed in float32 (bfloat16 inputs too);
+    and it lowers for a TPU v5 lite to one tpu_custom_call.
     """
     fn, shapes, reference, keeps_dtype = TPU_CASES[name]
     args = [(_data(shape, seed) * 5).astype(dtype) for seed, shape in enumerate(shapes)]

@@ -277,7 +277,8 @@ def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
         jax.tree.leaves(jax.jit(jax.grad(_mlp(_squashed_layer)))(ps, x)),
         strict=True,
     ):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        # two float32 programs of one gradient: rounding differs with the scale of its largest entries
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * float(np.abs(want).max()))
     # The jaxpr: per layer, the second matmul's result goes to the host and comes back.
     moves = collections.Counter(
         str(e.outvars[0].aval) for e in equations("device_put", jax.grad(loss), ps, x)

@@ -13,6 +13,7 @@ import argparse
 import ast
 import re
 import sys
+import textwrap
 import time
 import tomllib
 from pathlib import Path
@@ -141,6 +142,22 @@ def readme_problems(chapter: course.Chapter) -> list[str]:
     if not (CJK.search(text) and is_english(text, 20)):
         return [f"koans/{chapter.number}/README.md: needs Chinese and English"]
     return []
+
+
+def shortcut_problems(chapter: course.Chapter) -> list[str]:
+    """Each `[shortcuts]` library body parses as a function body (the shortcut gate splices it
+    in as written: no indentation after its first line)."""
+    problems = []
+    for key, entry in sorted(chapter.shortcuts.items()):
+        for body in entry.get("library", ()):
+            try:
+                ast.parse(textwrap.dedent(body))
+            except SyntaxError as error:
+                problems.append(
+                    f'koans/{chapter.number}/chapter.toml: [shortcuts."{key}"] a library body '
+                    f"does not parse ({error.msg}, its line {error.lineno}): {body[:60]!r}"
+                )
+    return problems
 
 
 def contract_problems(chapter: course.Chapter) -> list[str]:
@@ -324,7 +341,9 @@ FILE_CHECKS = (
     hint_problems,
     giveaway_problems,
 )
-CHAPTER_CHECKS = (manifest_problems, region_problems, readme_problems, contract_problems)
+CHAPTER_CHECKS = (
+    manifest_problems, region_problems, readme_problems, contract_problems, shortcut_problems
+)
 
 
 def check(chapters: list[course.Chapter], whole: bool, records: bool = True) -> list[str]:

@@ -848,7 +848,11 @@ def stamp_alias(chapters: list[course.Chapter], workers: int) -> int:
 
 def fakes_main(chapters: list[course.Chapter], args) -> int:
     failed = 0
-    checked = check_all_fakes(chapters, args.workers, args.timeout)  # one run for all chapters
+    named = [Path(k.split("::")[0]) for k in args.koans if k.split("::")[0].endswith(".py")]
+    files = None  # every fake of the chapters, unless answer files are named
+    if named:
+        files = {c.number: {p.name for p in named if p.parent.name == c.number} for c in chapters}
+    checked = check_all_fakes(chapters, args.workers, args.timeout, files=files)  # one run
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
         killed = sum(v is True for v in verdicts.values())

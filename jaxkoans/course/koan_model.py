@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import textwrap
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -249,6 +250,24 @@ def read(path: Path) -> KoanFile:
     except OSError:
         return parse("")
     return _read(Path(path), stat.st_mtime_ns, stat.st_size)
+
+
+def splice_body(text: str, function: str, body: str) -> str:
+    """`text` with the body (after the docstring) of `function` (at any depth) replaced by
+    `body`, re-indented to the body's own indent: the one splicer of a TODO body (the gates'
+    fakes and generated shortcuts, and the tests that write one)."""
+    model = parse(text)
+    start, end = model.body_of(function)
+    lines = text.splitlines()
+    fn = next(n for n in ast.walk(model.tree) if isinstance(n, FUNCTIONS) and n.name == function)
+    indent = " " * (fn.col_offset + 4)
+    if start >= len(lines) or not lines[start].strip():
+        first = next((line for line in lines[start:end] if line.strip()), "")
+        indent = first[: len(first) - len(first.lstrip())] or indent
+    else:
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    new = textwrap.indent(textwrap.dedent(body), indent).splitlines()
+    return "\n".join([*lines[:start], *new, *lines[end:]]) + "\n"
 
 
 @lru_cache(maxsize=1024)  # bounded: a long watch session re-reads changed files

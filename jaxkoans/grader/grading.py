@@ -37,7 +37,7 @@ from jaxkoans.grader.graded_run import (
 )
 from jaxkoans.grader.pristine_course import (
     CouldNotGrade,
-    Course,
+    PristineCourse,
     UsageProblem,
     prepare_course,
     select,
@@ -50,10 +50,10 @@ __all__ = [
     "RUN_TIMEOUT_S",
     "Cancelled",
     "CouldNotGrade",
-    "Course",
     "Grade",
     "KoanGrade",
     "Options",
+    "PristineCourse",
     "UsageProblem",
     "grade",
     "prepare_course",
@@ -91,7 +91,7 @@ class KoanGrade:
 class Grade:
     student: str
     student_path: Path
-    course: Course
+    course: PristineCourse
     koans: list[KoanGrade]
     findings: list[Finding]  # evidence: the koans named score zero
     notes: list[Finding]  # for a human reader: never cost a point
@@ -113,7 +113,7 @@ def versions() -> dict[str, str]:
     return found
 
 
-def grade(student_dir: Path, pristine: Course, options: Options | None = None) -> Grade:
+def grade(student_dir: Path, pristine: PristineCourse, options: Options | None = None) -> Grade:
     """Grade one student's copy; raises UsageProblem, CouldNotGrade or Cancelled."""
     options = options or Options()
     student_dir = Path(student_dir)
@@ -219,7 +219,7 @@ def _vouched(outcome: Outcome) -> list[dict]:
     return kept
 
 
-def _selected(found: list[Finding], pristine: Course) -> list[Finding]:
+def _selected(found: list[Finding], pristine: PristineCourse) -> list[Finding]:
     """What concerns the koans being graded (all of a file's, unless only some are)."""
     kept = []
     for finding in found:
@@ -232,7 +232,7 @@ def _selected(found: list[Finding], pristine: Course) -> list[Finding]:
     return kept
 
 
-def _check(rel: str, student_dir: Path, pristine: Course, problems: list[dict]) -> tamper.FileCheck:
+def _check(rel: str, student_dir: Path, pristine: PristineCourse, problems: list[dict]) -> tamper.FileCheck:
     names = pristine.koans[rel]
     text, problem = tamper.read_text(student_dir / rel)
     if problem == "missing":
@@ -273,7 +273,7 @@ class _OnFirstUse(Mapping):
 
 
 def _merge(
-    pristine: Course,
+    pristine: PristineCourse,
     checks: dict[str, tamper.FileCheck],
     outcome: Outcome,
     findings: list[Finding],
@@ -432,7 +432,7 @@ def headline(text: str) -> str:
     return f"{head}\n{text}"
 
 
-def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> dict[str, str]:
+def _patched(guard: list[dict], pristine: PristineCourse, findings: list[Finding]) -> dict[str, str]:
     """nodeid or file -> why, for what the runtime guard caught; adds a finding for each."""
     caught: dict[str, str] = {}
     for event in guard:
@@ -451,7 +451,7 @@ def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> di
 
 
 def _violations(
-    guard: list[dict], pristine: Course, findings: list[Finding], caught: dict[str, str]
+    guard: list[dict], pristine: PristineCourse, findings: list[Finding], caught: dict[str, str]
 ) -> dict[str, str]:
     """What the run's processes did against the run itself: evidence, so the koans score zero.
     A koan that tried (audit hook) is tampered; a worker that sent reports for koans it was not

@@ -32,8 +32,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.course import fills, koan_model, predictions
-from jaxkoans.course import pristine as shipped
+from jaxkoans.course import Course, fills, koan_model, predictions
 from jaxkoans.grader import course_code, released
 from jaxkoans.grader.fill_audit import MODULE, audit, forbidden, parents_of, tautology
 
@@ -252,8 +251,7 @@ def _prediction_kinds(rel: str, pristine: Path) -> dict[tuple[int, int], str]:
     root = pristine
     for _ in Path(rel).parts:
         root = root.parent
-    entry = shipped.read_manifest(root / "koans").get(rel) or {}
-    return shipped.kinds_of(entry)
+    return Course(root).predictions(rel)
 
 
 def _imported(tree: ast.Module) -> set[str]:

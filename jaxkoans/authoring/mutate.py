@@ -658,7 +658,7 @@ def leak_check(checkout: course.Course, chapter: course.Chapter, workers: int = 
 
 
 @dataclass
-class Outcome:
+class MutationResult:
     chapter: str
     mutants: list[Mutant]
     killed: list[Mutant] = field(default_factory=list)
@@ -696,10 +696,10 @@ def gate(
     workers: int = 2,
     per_fill: int = PER_FILL,
     timeout_s: float | None = None,
-) -> Outcome:
+) -> MutationResult:
     started = time.perf_counter()
     mutants = chapter_mutants(checkout, chapter, wanted, per_fill)
-    outcome = Outcome(chapter.number, mutants)
+    outcome = MutationResult(chapter.number, mutants)
     variants = []
     baselines: dict[Path, set[str]] = {}
     for i, mutant in enumerate(mutants):
@@ -738,7 +738,7 @@ def describe(mutant: Mutant) -> str:
     return f"{where}  {'/'.join(site.koans[:2])}  `{site.fill}` → `{mutant.fill}`"
 
 
-def table(outcomes: list[Outcome]) -> list[str]:
+def table(outcomes: list[MutationResult]) -> list[str]:
     lines = [
         "chapter  mutants  killed  equivalent  survived  unknown  kill rate  seconds",
     ]

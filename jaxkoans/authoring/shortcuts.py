@@ -364,7 +364,7 @@ def _compiles(source: str) -> bool:
 
 
 @dataclass
-class Outcome:
+class ShortcutResult:
     chapter: str
     fakes: list[Shortcut]
     killed: list[Shortcut]
@@ -390,7 +390,7 @@ def gate(
     chapters: list[course.Chapter],
     workers: int = 2,
     files: dict[str, set[str]] | None = None,
-) -> list[Outcome]:
+) -> list[ShortcutResult]:
     """Every chapter's generated fakes in ONE pytest run, each beside its file's baseline
     (with `files`, {chapter: answer file names}: only those files' fakes)."""
     plan: dict[str, list[Variant]] = {}
@@ -416,7 +416,7 @@ def gate(
     passed, problem = mutate.run_chapters(checkout, runs, workers) if runs else ({}, "")
     outcomes = []
     for chapter in chapters:
-        outcome = Outcome(chapter.number, list(names[chapter.number].values()), [], [], [], problem)
+        outcome = ShortcutResult(chapter.number, list(names[chapter.number].values()), [], [], [], problem)
         compiled = {v.name for v in plan[chapter.number]}
         for module, shortcut in names[chapter.number].items():
             base = passed.get((chapter.number, f"{shortcut.answer.stem}__base.py"))

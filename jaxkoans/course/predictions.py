@@ -131,7 +131,7 @@ def of_file(koan_text: str, answer: Path) -> dict[str, str]:
 
     answer_text = answer.read_text(encoding="utf-8")
     context = Context.of(answer_text)
-    taken = fills.take(koan_text, answer_text)
+    taken = fills.read_fills(koan_text, answer_text)
     found = {}
     for fill in taken.blanks:
         kind = kind_of_answer(fill.node, context)

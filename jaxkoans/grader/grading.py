@@ -29,8 +29,8 @@ from jaxkoans.grader import reveals, tamper
 from jaxkoans.grader.graded_run import (
     RUN_TIMEOUT_S,
     Cancelled,
+    GradedRunResult,
     Options,
-    Outcome,
     reset_cancel,
     run,
     stop_all,
@@ -163,7 +163,7 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
             for rel, check in checks.items()
             for name, names in check.reached.items()
         }
-        outcome = run(work, scratch, targets, count, options, reached) if targets else Outcome()
+        outcome = run(work, scratch, targets, count, options, reached) if targets else GradedRunResult()
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
     revealed = reveals.read(student_dir, {k.nodeid for k in koans})
     for koan in koans:
@@ -201,7 +201,7 @@ def _koans_with(guard: list[dict], event: str) -> int:
     return len({e.get("nodeid") for e in guard if e.get("event") == event})
 
 
-def _vouched(outcome: Outcome) -> list[dict]:
+def _vouched(outcome: GradedRunResult) -> list[dict]:
     """The record's koan results that the guard's own stream confirms: the controller saw a
     report for that item. (A line forged into the record pipe alone does not count.)"""
     seen = {
@@ -275,7 +275,7 @@ class _OnFirstUse(Mapping):
 def _merge(
     pristine: PristineCourse,
     checks: dict[str, tamper.FileCheck],
-    outcome: Outcome,
+    outcome: GradedRunResult,
     findings: list[Finding],
     problems: list[dict],
     work: Path,

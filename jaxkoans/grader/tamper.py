@@ -1,6 +1,6 @@
 """What grade takes from a student's koan file, and what it tells the instructor about the rest.
 
-A student's koan file is read as a syntax tree against the pristine one (`fills.take`):
+A student's koan file is read as a syntax tree against the pristine one (`fills.read_fills`):
 
 1. The **graded file** is the pristine file with the student's blanks, TODO bodies and fix
    regions put in. Nothing else the student wrote ever runs, so nothing else can change the
@@ -114,7 +114,7 @@ def check_file(
     names = list(koan_model.parse(p_text).spans)
     check = FileCheck(rel, names, {})
     try:
-        taken = fills.take(p_text, student_text)
+        taken = fills.read_fills(p_text, student_text)
         ast.parse(taken.graded)
     except (SyntaxError, RecursionError, MemoryError):  # fills that only parse in context
         check.graded = p_text
@@ -299,8 +299,8 @@ def _not_reformatting(
     before, after = _strings(p_text), _strings(student_text)
     kept = []
     for edit in ignored:
-        if edit.what in RESTRING and edit.pristine_line and edit.student_line:
-            old = {_words(v) for v in before.get(edit.pristine_line, [])}
+        if edit.what in RESTRING and edit.shipped_line and edit.student_line:
+            old = {_words(v) for v in before.get(edit.shipped_line, [])}
             new = {_words(v) for v in after.get(edit.student_line, [])}
             if old and new and new <= old:
                 continue
@@ -316,14 +316,14 @@ def _ignored_notes(
     for edit in ignored:
         if edit.owner in missing:
             continue  # named by its missing_test note
-        key = (edit.owner, edit.student_line or edit.pristine_line)
+        key = (edit.owner, edit.student_line or edit.shipped_line)
         if key in seen:
             continue
         seen.add(key)
         where = (
             f"line {edit.student_line}"
             if edit.student_line
-            else f"course line {edit.pristine_line}"
+            else f"course line {edit.shipped_line}"
         )
         message = (
             f"grade 不使用 / ignored by grade: {edit.what} ({where}); "
@@ -342,7 +342,7 @@ def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
         return {}
     p_text = pristine.read_text(encoding="utf-8")
     try:
-        taken = fills.take(p_text, text)
+        taken = fills.read_fills(p_text, text)
     except (SyntaxError, RecursionError, MemoryError):
         return {}
     parents, modules = parents_of(taken.tree), _imported(ast.parse(p_text))

@@ -57,7 +57,7 @@ class Koan:
     def result(self) -> KoanResult:
         return KoanResult(self.nodeid, self.state, self.cause, self.line, note=self.note)
 
-    def take(self, result: KoanResult) -> None:
+    def hold(self, result: KoanResult) -> None:
         """Hold `result`'s state; keep this koan's line where the result names none."""
         self.state, self.cause, self.note = result.state, result.cause, result.note
         self.line = result.line or self.line
@@ -245,7 +245,7 @@ def merge(checkout: Course, koans: list[Koan], events: list[dict], problem: str)
     for nodeid, result in results.by_koan(events).items():
         if nodeid in by_id:
             koan = by_id[nodeid]
-            koan.take(result)
+            koan.hold(result)
             finished.add(nodeid)
     for event in events:
         if event["event"] == "collect-error":

@@ -124,7 +124,7 @@ class Memory:
         stored = self.files.get(path)
         if not stored or not self._current(stored, path, koan.name):
             return False
-        koan.take(KoanResult.recalled(koan.nodeid, stored["koans"][koan.name]))
+        koan.hold(KoanResult.recalled(koan.nodeid, stored["koans"][koan.name]))
         koan.recalled = True
         return True
 

@@ -234,7 +234,7 @@ class Reports:
 
 
 @dataclass
-class Outcome:
+class RunResult:
     """What a child run left behind."""
 
     events: list[dict]  # the --koans-record events
@@ -358,7 +358,7 @@ class Run:
                 return
             self._output += chunk[: max(0, 200_000 - len(self._output))]
 
-    def poll(self) -> Outcome | None:
+    def poll(self) -> RunResult | None:
         """The outcome once the child has ended (or was killed at its deadline), else None."""
         self._drain()
         pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -370,7 +370,7 @@ class Run:
             status = self._kill()
         seconds = time.monotonic() - self.started
         exit_code = os.waitstatus_to_exitcode(status)
-        outcome = Outcome(
+        outcome = RunResult(
             events=results.read(self.record) if self.record.exists() else [],
             reports=_read_reports(self.reports),
             output="",

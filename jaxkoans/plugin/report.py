@@ -71,7 +71,7 @@ HIDDEN_ADVICE = (
 )
 
 
-def _koan(item) -> koan_model.Koan | None:
+def _koan(item) -> koan_model.KoanFunction | None:
     """The model of `item`'s koan (a parametrized case's too)."""
     name = getattr(item, "originalname", None) or item.name
     return koan_model.read(Path(item.path)).koan(name)

@@ -53,7 +53,7 @@ KEYS_PIPE = (
 
 # A job yields the koans to run (and pytest options), receives the run's outcome, and prints.
 Request = tuple[list[Koan], tuple[str, ...]]
-Job = Generator[Request, warm.Outcome, None]
+Job = Generator[Request, warm.RunResult, None]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,7 +104,7 @@ def crash_site(checkout: Course, output: str, koan: Koan) -> str:
     return ""
 
 
-def verdict(checkout: Course, koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[KoanState, str]:
+def verdict(checkout: Course, koan: Koan, outcome: warm.RunResult, timeout_s: float) -> tuple[KoanState, str]:
     """(state, the text to show) for `koan` after `outcome`."""
     result = outcome.koan_result(koan.nodeid)
     if result is not None:
@@ -211,7 +211,7 @@ class Session:
             self.job.close()
             self.job = None
 
-    def _advance(self, outcome: warm.Outcome | None) -> None:
+    def _advance(self, outcome: warm.RunResult | None) -> None:
         assert self.job is not None
         try:
             koans, extra = self.job.send(outcome) if outcome else next(self.job)
@@ -255,7 +255,7 @@ class Session:
         self.stop()
         self.discard()
 
-    def _learn(self, outcome: warm.Outcome) -> None:
+    def _learn(self, outcome: warm.RunResult) -> None:
         """Keep each verdict for this session and in progress.py's memory (so that `hint`,
         `diff` and the summary after a watch run nothing), for files unchanged since."""
         remembered, verdicts = memory.load(self.checkout), {}
@@ -305,7 +305,7 @@ class Session:
         self.after(koan)  # the koans of its file as it is now
         yield from self.search(0)  # the course's next koan, as progress.py names it
 
-    def recheck(self, koan: Koan) -> Generator[Request, warm.Outcome, tuple | None]:
+    def recheck(self, koan: Koan) -> Generator[Request, warm.RunResult, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
         as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
         remembered = memory.load(self.checkout)
@@ -439,7 +439,7 @@ class Session:
 
     # ---- output ---------------------------------------------------------------------------
 
-    def show(self, koan: Koan, text: str, outcome: warm.Outcome) -> None:
+    def show(self, koan: Koan, text: str, outcome: warm.RunResult) -> None:
         header = []
         if self.focus is None or koan.nodeid != self.focus.nodeid or self.console.tty:
             header = [f"━━━ 👀 {label(koan)} ━━━  {koan.path.as_posix()}:{koan.line}"]

@@ -41,7 +41,9 @@ def test_every_fake_makes_its_koan_fail(answers_run):
         # files are checked again in a run of their own, and must pass there.
         if None in checked[chapter.number][0].values():
             print(f"{chapter.number}: no verdict in the batch, {checked[chapter.number][2]!r}")
-            checked[chapter.number] = mutate.check_all_fakes(HERE, [chapter], files=files)[chapter.number]
+            checked[chapter.number] = mutate.check_all_fakes(HERE, [chapter], files=files)[
+                chapter.number
+            ]
     wrong = {}
     for number, (verdicts, missing, problem) in checked.items():
         found = [problem] if problem else []
@@ -138,7 +140,9 @@ def test_answers_that_passed_stand_in_for_the_baselines(tmp_path):
 def test_the_fake_body_replaces_only_the_todo_body(tmp_path):
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
-    fakes, missing = mutate.chapter_fakes(course.Course(root), course.load_chapter(root / "koans/01/chapter.toml"))
+    fakes, missing = mutate.chapter_fakes(
+        course.Course(root), course.load_chapter(root / "koans/01/chapter.toml")
+    )
     assert [f.label for f in fakes] == ["identity", "added_to_itself"] and not missing
     assert fakes[0].koans == ("test_double",)
     faked = mutate.faked_source(fakes[0]).splitlines()

@@ -383,7 +383,9 @@ def test_every_answer_of_the_course_is_taken_whole_with_nothing_ignored():
     pairs = [(k, REPO / "answers" / k.relative_to(REPO / "koans")) for k in sorted((REPO / "koans").glob("*/test_*.py"))]  # fmt: skip
     assert len(pairs) > 40
     for koan, answer in pairs:
-        taken = fills.read_fills(koan.read_text(encoding="utf-8"), answer.read_text(encoding="utf-8"))
+        taken = fills.read_fills(
+            koan.read_text(encoding="utf-8"), answer.read_text(encoding="utf-8")
+        )
         assert taken.ignored == [], (koan, taken.ignored[:3])
         assert ast.dump(ast.parse(taken.graded)) == ast.dump(
             ast.parse(answer.read_text(encoding="utf-8"))

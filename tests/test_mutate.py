@@ -436,9 +436,11 @@ def test_a_change_to_the_harness_code_makes_every_gate_record_stale(tmp_path, mo
         path.write_text(original, encoding="utf-8")
     config = tmp_path / "pyproject.toml"
     config.write_text(config.read_text().replace("line-length = 100", "line-length = 99"))
-    assert gate_record.harness_digest(there, gate_record.MUTATE) == before  # not pytest's configuration
+    assert (
+        gate_record.harness_digest(there, gate_record.MUTATE) == before
+    )  # not pytest's configuration
     config.write_text(config.read_text().replace("timeout = 60", "timeout = 61"))
     assert gate_record.harness_digest(there, gate_record.MUTATE) != before
-    assert gate_record.harness_digest(there, gate_record.MUTATE, shortcuts) != gate_record.harness_digest(
-        gate_record.MUTATE
-    )
+    assert gate_record.harness_digest(
+        there, gate_record.MUTATE, shortcuts
+    ) != gate_record.harness_digest(there, gate_record.MUTATE)

@@ -305,7 +305,9 @@ def _mutation(
 
 def _fakes(checkout: course.Course, chapters: list[course.Chapter], names: dict[str, list[str]],
            record: dict, workers: int) -> list[Failure]:  # fmt: skip
-    checked = mutate.check_all_fakes(checkout, chapters, workers, files={n: set(v) for n, v in names.items()})
+    checked = mutate.check_all_fakes(
+        checkout, chapters, workers, files={n: set(v) for n, v in names.items()}
+    )
     failures = []
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
@@ -337,7 +339,9 @@ def _fakes(checkout: course.Course, chapters: list[course.Chapter], names: dict[
 
 def _shortcuts(checkout: course.Course, chapters: list[course.Chapter],
                names: dict[str, list[str]], record: dict, workers: int) -> list[Failure]:  # fmt: skip
-    outcomes = shortcuts.gate(checkout, chapters, workers, files={n: set(v) for n, v in names.items()})
+    outcomes = shortcuts.gate(
+        checkout, chapters, workers, files={n: set(v) for n, v in names.items()}
+    )
     failures = []
     for chapter, outcome in zip(chapters, outcomes, strict=True):
         print(f"{outcome.chapter}: {len(outcome.fakes)} generated fakes, {len(outcome.killed)} "
@@ -385,7 +389,11 @@ def static_failures(checkout: course.Course, chapters: list[course.Chapter]) -> 
 
 
 def stamp(
-    checkout: course.Course, chapters: list[course.Chapter], full: bool = False, workers: int = 2, gates=GATES
+    checkout: course.Course,
+    chapters: list[course.Chapter],
+    full: bool = False,
+    workers: int = 2,
+    gates=GATES,
 ) -> list[Failure]:
     """Run what is stale of `chapters` (with `full`, every file of the `gates` named, and what
     is stale of the others), record what passed, write the manifest; the failures."""

@@ -273,7 +273,9 @@ def _compiles(source: str) -> bool:
 
 def chapter_mutants(
     checkout: course.Course,
-    chapter: course.Chapter, wanted: set[str] | None = None, per_fill: int = PER_FILL
+    chapter: course.Chapter,
+    wanted: set[str] | None = None,
+    per_fill: int = PER_FILL,
 ) -> list[Mutant]:
     """The mutants of a chapter's answers (only the koans in `wanted`, if given)."""
     mutants = []
@@ -339,7 +341,10 @@ def load_factor() -> float:
 
 def run_variants(
     checkout: course.Course,
-    chapter: str, variants: list[Variant], workers: int = 2, timeout_s: float | None = None
+    chapter: str,
+    variants: list[Variant],
+    workers: int = 2,
+    timeout_s: float | None = None,
 ) -> tuple[dict[str, bool], str]:
     """Run every variant's koans in one pytest process. Returns ({variant name: True when
     every koan of it reported and passed}, a problem, or ""). A koan that never reported (its
@@ -350,7 +355,9 @@ def run_variants(
 
 def run_chapters(
     checkout: course.Course,
-    chapters: dict[str, list[Variant]], workers: int = 2, timeout_s: float | None = None
+    chapters: dict[str, list[Variant]],
+    workers: int = 2,
+    timeout_s: float | None = None,
 ) -> tuple[dict[tuple[str, str], bool], str]:
     """run_variants for several chapters in ONE pytest process (one start of JAX for all of
     them): ({(chapter, variant name): verdict}, a problem, or ""). The limit of the whole run
@@ -452,8 +459,7 @@ def _body(fn: ast.FunctionDef, lines: list[str]) -> list[str]:
 
 
 def chapter_fakes(
-    checkout: course.Course,
-    chapter: course.Chapter, files: set[str] | None = None
+    checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
 ) -> tuple[list[Fake], list[str]]:
     """(every fake of the chapter, "file::function" of each TODO function that has none); only
     of the answer files named in `files`, when given."""
@@ -495,7 +501,12 @@ def faked_source(fake: Fake) -> str:
     return koan_model.splice_body(text, fake.function, "\n".join(fake.body))
 
 
-def check_fakes(checkout: course.Course, chapter: course.Chapter, workers: int = 2, timeout_s: float | None = None):
+def check_fakes(
+    checkout: course.Course,
+    chapter: course.Chapter,
+    workers: int = 2,
+    timeout_s: float | None = None,
+):
     """({fake name: True when it made a koan fail, None without a verdict}, missing, problem)."""
     return check_all_fakes(checkout, [chapter], workers, timeout_s)[chapter.number]
 
@@ -555,8 +566,7 @@ def _one_baseline(variants: list[Variant]) -> list[Variant]:
 
 
 def _fake_variants(
-    checkout: course.Course,
-    chapter: course.Chapter, files: set[str] | None = None
+    checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
 ) -> tuple[list[Variant], dict[str, str], list[str]]:
     """(the fakes' modules and one unchanged copy of each faked answer file, {module: fake
     name}, the TODO functions without a fake) of a chapter (of its answer files `files`)."""
@@ -582,7 +592,12 @@ def _fake_variants(
 HIDDEN_MARK = "🙈"
 
 
-def leak_check(checkout: course.Course, chapter: course.Chapter, workers: int = 2, timeout_s: float | None = None):
+def leak_check(
+    checkout: course.Course,
+    chapter: course.Chapter,
+    workers: int = 2,
+    timeout_s: float | None = None,
+):
     """[(koan, right fill, wrong fill, verdict, report)], verdict one of: hidden, shows-value (the
     report is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
     import xml.etree.ElementTree as ElementTree
@@ -715,7 +730,9 @@ def gate(
             )
         )
     passed, outcome.problem = (
-        run_variants(checkout, chapter.number, variants, workers, timeout_s) if variants else ({}, "")
+        run_variants(checkout, chapter.number, variants, workers, timeout_s)
+        if variants
+        else ({}, "")
     )
     for mutant in mutants:
         base = passed.get(f"{mutant.site.answer.stem}__base.py")
@@ -796,7 +813,9 @@ def main(argv: list[str] | None = None) -> int:
         from jaxkoans.authoring import gates
 
         gate_name = "fakes" if args.fakes else "mutation"
-        chapters = [s.chapter for s in gates.stale(checkout, chapters) if s.files[gate_name] or s.harness]
+        chapters = [
+            s.chapter for s in gates.stale(checkout, chapters) if s.files[gate_name] or s.harness
+        ]
         if not chapters:
             print(f"每章的记录都是最新的 / every chapter's record is current ({gates.RECORD})")
             return 0
@@ -850,7 +869,9 @@ def stamp_alias(chapters: list[course.Chapter], workers: int) -> int:
 
 def fakes_main(checkout: course.Course, chapters: list[course.Chapter], args) -> int:
     failed = 0
-    checked = check_all_fakes(checkout, chapters, args.workers, args.timeout)  # one run for all chapters
+    checked = check_all_fakes(
+        checkout, chapters, args.workers, args.timeout
+    )  # one run for all chapters
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
         killed = sum(v is True for v in verdicts.values())

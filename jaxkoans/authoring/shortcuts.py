@@ -416,7 +416,9 @@ def gate(
     passed, problem = mutate.run_chapters(checkout, runs, workers) if runs else ({}, "")
     outcomes = []
     for chapter in chapters:
-        outcome = ShortcutResult(chapter.number, list(names[chapter.number].values()), [], [], [], problem)
+        outcome = ShortcutResult(
+            chapter.number, list(names[chapter.number].values()), [], [], [], problem
+        )
         compiled = {v.name for v in plan[chapter.number]}
         for module, shortcut in names[chapter.number].items():
             base = passed.get((chapter.number, f"{shortcut.answer.stem}__base.py"))
@@ -466,7 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.changed:
         from jaxkoans.authoring import gates
 
-        chapters = [s.chapter for s in gates.stale(checkout, chapters) if s.files["shortcuts"] or s.harness]
+        chapters = [
+            s.chapter for s in gates.stale(checkout, chapters) if s.files["shortcuts"] or s.harness
+        ]
     if args.stamp and not args.list:
         return mutate.stamp_alias(chapters, args.workers)
     if args.list:

@@ -163,7 +163,9 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
             for rel, check in checks.items()
             for name, names in check.reached.items()
         }
-        outcome = run(work, scratch, targets, count, options, reached) if targets else GradedRunResult()
+        outcome = (
+            run(work, scratch, targets, count, options, reached) if targets else GradedRunResult()
+        )
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
     revealed = reveals.read(student_dir, {k.nodeid for k in koans})
     for koan in koans:
@@ -232,7 +234,9 @@ def _selected(found: list[Finding], pristine: PristineCourse) -> list[Finding]:
     return kept
 
 
-def _check(rel: str, student_dir: Path, pristine: PristineCourse, problems: list[dict]) -> tamper.FileCheck:
+def _check(
+    rel: str, student_dir: Path, pristine: PristineCourse, problems: list[dict]
+) -> tamper.FileCheck:
     names = pristine.koans[rel]
     text, problem = tamper.read_text(student_dir / rel)
     if problem == "missing":
@@ -281,12 +285,11 @@ def _merge(
     work: Path,
     as_shipped: set[str] = frozenset(),
 ) -> list[KoanGrade]:
-    results_by_id = results.by_koan(_vouched(outcome))  # a parametrized koan is one koan
-    running = {results.koan_id(e["nodeid"]) for e in outcome.events if e.get("event") == "running"}
-    collect_errors = {
-        e["path"]: e.get("message", "") for e in outcome.events if e.get("event") == "collect-error"
-    }
-    finished = any(e.get("event") == "finish" for e in outcome.events)
+    results_by_id = results.RunRecord.of(_vouched(outcome)).koans  # a parametrized koan is one
+    record = results.RunRecord.of(outcome.events)
+    running = {results.koan_id(n) for n in record.started}
+    collect_errors = dict(record.collect_errors)
+    finished = record.finished
     messages = _messages(outcome.guard, work)
     timed_out = {results.koan_id(n) for n in WATCHDOG_LINE.findall(outcome.stderr)}
     patched = _patched(outcome.guard, pristine, findings)
@@ -432,7 +435,9 @@ def headline(text: str) -> str:
     return f"{head}\n{text}"
 
 
-def _patched(guard: list[dict], pristine: PristineCourse, findings: list[Finding]) -> dict[str, str]:
+def _patched(
+    guard: list[dict], pristine: PristineCourse, findings: list[Finding]
+) -> dict[str, str]:
     """nodeid or file -> why, for what the runtime guard caught; adds a finding for each."""
     caught: dict[str, str] = {}
     for event in guard:

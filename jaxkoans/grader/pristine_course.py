@@ -165,7 +165,9 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
     )
 
 
-def select(pristine: PristineCourse, chapters: list[str] | None, koans: list[str] | None) -> PristineCourse:
+def select(
+    pristine: PristineCourse, chapters: list[str] | None, koans: list[str] | None
+) -> PristineCourse:
     """The part of the course an assignment grades: some chapters (`01`, `1`), some koans
     (`test_name`, `test_file.py::test_name` or `koans/NN/test_file.py::test_name`), or both
     (the koans must lie in the chapters). Unknown names are a UsageProblem."""

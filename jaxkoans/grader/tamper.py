@@ -321,9 +321,7 @@ def _ignored_notes(
             continue
         seen.add(key)
         where = (
-            f"line {edit.student_line}"
-            if edit.student_line
-            else f"course line {edit.shipped_line}"
+            f"line {edit.student_line}" if edit.student_line else f"course line {edit.shipped_line}"
         )
         message = (
             f"grade 不使用 / ignored by grade: {edit.what} ({where}); "

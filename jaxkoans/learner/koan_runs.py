@@ -242,26 +242,22 @@ def merge(checkout: Course, koans: list[Koan], events: list[dict], problem: str)
     progress = Progress(checkout, koans)
     by_id = {k.nodeid: k for k in koans}
     finished = set()
-    for nodeid, result in results.by_koan(events).items():
+    record = results.RunRecord.of(events)
+    for nodeid, result in record.koans.items():
         if nodeid in by_id:
             koan = by_id[nodeid]
             koan.hold(result)
             finished.add(nodeid)
-    for event in events:
-        if event["event"] == "collect-error":
-            message = f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}"
-            progress.problems.append(message)
-            progress.file_problems[event["path"]] = message
-            for koan in koans:
-                if koan.path.as_posix() == event["path"]:
-                    koan.state, koan.note = KoanState.FAILING, "file does not import"
-                    finished.add(koan.nodeid)
+    for path, error in record.collect_errors:
+        message = f"{path}: 无法导入 / cannot be imported:\n{error}"
+        progress.problems.append(message)
+        progress.file_problems[path] = message
+        for koan in koans:
+            if koan.path.as_posix() == path:
+                koan.state, koan.note = KoanState.FAILING, "file does not import"
+                finished.add(koan.nodeid)
     if problem:
-        running = [
-            e["nodeid"]
-            for e in events
-            if e["event"] == "running" and results.koan_id(e["nodeid"]) not in finished
-        ]
+        running = [n for n in record.started if results.koan_id(n) not in finished]
         where = f" (still running: {running[-1]})" if running else ""
         progress.problems.append(problem + where)
     for koan in koans:

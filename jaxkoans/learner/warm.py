@@ -189,7 +189,9 @@ class Gate:
             os._exit(0)
 
 
-def pytest_args(checkout: course.Course, nodeids: list[str], record: Path, extra: list[str]) -> list[str]:
+def pytest_args(
+    checkout: course.Course, nodeids: list[str], record: Path, extra: list[str]
+) -> list[str]:
     """The child's pytest command line: the koans, quiet, results to `record`."""
     return runner.pytest_args(
         nodeids, record=record,
@@ -245,14 +247,17 @@ class RunResult:
     timed_out: bool = False
     seconds: float = 0.0
 
+    @property
+    def record(self) -> results.RunRecord:
+        return results.RunRecord.of(self.events)
+
     def koan_result(self, nodeid: str) -> results.KoanResult | None:
         """The koan's result (a parametrized koan: passed only when every case passed)."""
-        return results.by_koan(self.events).get(nodeid)
+        return self.record.koans.get(nodeid)
 
-    def collect_error(self, path: str) -> dict | None:
-        return next(
-            (e for e in self.events if e["event"] == "collect-error" and e["path"] == path), None
-        )
+    def collect_error(self, path: str) -> str | None:
+        """The message of the file's collection error, else None."""
+        return self.record.collect_error(path)
 
     def report(self, nodeid: str) -> str:
         """The short report of `nodeid` (a koan, or a file for a collection error)."""
@@ -427,7 +432,9 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _child(checkout: course.Course, args: list[str], plugins: list[object], output: int, parent: int) -> NoReturn:
+def _child(
+    checkout: course.Course, args: list[str], plugins: list[object], output: int, parent: int
+) -> NoReturn:
     """The forked child: pytest with the harness, then `os._exit`, never back to the caller."""
     code = 70  # EX_SOFTWARE: the harness itself failed
     try:

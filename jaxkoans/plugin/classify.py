@@ -203,7 +203,7 @@ PRISTINE_ENV = "JAXKOANS_PRISTINE"  # the pristine course's root (grading); else
 
 
 def _relative(checkout: Course, koan_file: Path) -> str | None:
-    """"koans/NN/test_x.py" for a koan file or its answers/ twin of `checkout`; else None."""
+    """ "koans/NN/test_x.py" for a koan file or its answers/ twin of `checkout`; else None."""
     koan_file = Path(koan_file).resolve()
     for tree in (checkout.koans, checkout.answers):
         if koan_file.is_relative_to(tree):
@@ -232,7 +232,9 @@ def _shipped(relative: str, checkout: Course, pristine_root: str) -> str | None:
     return found[1] if found else None
 
 
-def computed_fills(checkout: Course, koan_file: Path, koan: str) -> list[tuple[_fills.BlankFill, str]]:
+def computed_fills(
+    checkout: Course, koan_file: Path, koan: str
+) -> list[tuple[_fills.BlankFill, str]]:
     """(fill, kind) of each fill of `koan` (or of its module's lines) that computes where its
     blank asks for a prediction (course/predictions.py); [] when the shipped file is unknown."""
     koan_file = Path(koan_file)
@@ -250,8 +252,7 @@ def computed_fills(checkout: Course, koan_file: Path, koan: str) -> list[tuple[_
 
 
 def reading_refusals(
-    checkout: Course,
-    koan_file: Path, koan: str, contracts: dict, twin: Path | None = None
+    checkout: Course, koan_file: Path, koan: str, contracts: dict, twin: Path | None = None
 ) -> list[reading.Refusal]:
     """Each fill `koan` reaches (its own lines, the TODO functions and helpers it calls) that
     reads the test or switches its guard (course/reading.py), less what `contracts` allow.
@@ -296,7 +297,9 @@ def code_lines(checkout: Course, koan_file: Path) -> frozenset[int]:
     return _against_shipped(checkout, Path(koan_file))[1]
 
 
-def _against_shipped(checkout: Course, koan_file: Path) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
+def _against_shipped(
+    checkout: Course, koan_file: Path
+) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
     shipped = shipped_text(checkout, koan_file)
     try:
         current = koan_file.read_text(encoding="utf-8")

@@ -171,7 +171,10 @@ def pytest_runtest_call(item: pytest.Item):
     shipped = shipped_text(checkout, twin)  # the TODO functions, as shipped with todo()
     todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
     watched = contracts.to_read(chapter, twin.name, todos) if module else {}
-    with exact_raises_on_fills(checkout, item.path), contracts.recording(module, watched) as records:
+    with (
+        exact_raises_on_fills(checkout, item.path),
+        contracts.recording(module, watched) as records,
+    ):
         outcome = yield
     met = contracts.check(records, item.nodeid)  # reached only when the koan's asserts passed
     if met:

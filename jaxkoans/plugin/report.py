@@ -259,7 +259,9 @@ def computed_advice(item) -> list[str]:
     from jaxkoans.course import predictions
     from jaxkoans.plugin.classify import computed_fills
 
-    refused = computed_fills(_course(item), Path(item.path), getattr(item, "originalname", None) or item.name)
+    refused = computed_fills(
+        _course(item), Path(item.path), getattr(item, "originalname", None) or item.name
+    )
     lines = [
         f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
         f"{predictions.WHAT_IT_TAKES[kind]}"
@@ -278,7 +280,9 @@ def reading_advice(item, found: Attribution) -> list[str]:
     chapter = checkout.chapter_for(Path(item.path))
     koan = getattr(item, "originalname", None) or item.name
     twin = checkout.koans / chapter.number / course.twin_name(Path(item.path)) if chapter else None
-    refused = reading_refusals(checkout, Path(item.path), koan, chapter.contracts if chapter else {}, twin)
+    refused = reading_refusals(
+        checkout, Path(item.path), koan, chapter.contracts if chapter else {}, twin
+    )
     lines = [f"   {r.describe()}  ·  {r.owner}" for r in refused]
     return [*lines, "", *("   " + line for line in reading.MESSAGE.splitlines())]
 

@@ -104,7 +104,9 @@ def crash_site(checkout: Course, output: str, koan: Koan) -> str:
     return ""
 
 
-def verdict(checkout: Course, koan: Koan, outcome: warm.RunResult, timeout_s: float) -> tuple[KoanState, str]:
+def verdict(
+    checkout: Course, koan: Koan, outcome: warm.RunResult, timeout_s: float
+) -> tuple[KoanState, str]:
     """(state, the text to show) for `koan` after `outcome`."""
     result = outcome.koan_result(koan.nodeid)
     if result is not None:
@@ -119,9 +121,7 @@ def verdict(checkout: Course, koan: Koan, outcome: warm.RunResult, timeout_s: fl
     failing, path = KoanState.FAILING, koan.path.as_posix()
     error = outcome.collect_error(path)
     if error is not None:
-        text = (
-            outcome.report(path) or f"🛠️ {path}: 无法导入 / cannot be imported\n{error['message']}"
-        )
+        text = outcome.report(path) or f"🛠️ {path}: 无法导入 / cannot be imported\n{error}"
         return failing, text
     if outcome.timed_out:
         return failing, (
@@ -231,7 +231,9 @@ class Session:
         for file in files:
             with self.keys.listening():
                 warm.preload(self.checkout.root / file)
-        self.run = warm.Run(self.checkout, nodeids, self.plugins, self.scratch, self.args.timeout, extra)
+        self.run = warm.Run(
+            self.checkout, nodeids, self.plugins, self.scratch, self.args.timeout, extra
+        )
 
     def prepare(self) -> None:
         """While the learner edits, a run of the focus koan waits ready for the next save."""

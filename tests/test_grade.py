@@ -218,7 +218,7 @@ def test_an_edit_outside_the_fills_is_ignored_and_noted_never_a_finding(case, pr
     assert all(n.line is None or 0 < n.line <= len(text.splitlines()) for n in notes)
     # What runs is the course's file with fills only: taking it apart again finds no edit.
     shipped = (pristine.root / rel).read_text(encoding="utf-8")
-    assert fills.read_fills(shipped, check.graded).ignored == []
+    assert fills.take(shipped, check.graded).ignored == []
 
 
 def test_a_deleted_or_renamed_koan_is_missing_and_noted(pristine):
@@ -378,14 +378,12 @@ def test_honest_edits_are_never_findings_nor_ignored(case, pristine, tmp_path):
 
 
 def test_every_answer_of_the_course_is_taken_whole_with_nothing_ignored():
-    """fills.read_fills on each koan file and its answer: the graded file is the answer, and the
+    """fills.take on each koan file and its answer: the graded file is the answer, and the
     answer has no finding (no tautology) and no note."""
     pairs = [(k, REPO / "answers" / k.relative_to(REPO / "koans")) for k in sorted((REPO / "koans").glob("*/test_*.py"))]  # fmt: skip
     assert len(pairs) > 40
     for koan, answer in pairs:
-        taken = fills.read_fills(
-            koan.read_text(encoding="utf-8"), answer.read_text(encoding="utf-8")
-        )
+        taken = fills.take(koan.read_text(encoding="utf-8"), answer.read_text(encoding="utf-8"))
         assert taken.ignored == [], (koan, taken.ignored[:3])
         assert ast.dump(ast.parse(taken.graded)) == ast.dump(
             ast.parse(answer.read_text(encoding="utf-8"))

@@ -742,7 +742,7 @@ def test_a_todo_in_a_nested_function_makes_only_the_nested_one_a_todo():
     assert report.ok and report.todo_bodies == {"inner": "        return y"}
     edited = answer.replace("scale = 2", "scale = 1")
     assert not twins.compare_text(NESTED_KOAN, edited, Path("k.py")).ok
-    taken = fills.read_fills(NESTED_KOAN, edited)
+    taken = fills.take(NESTED_KOAN, edited)
     assert "scale = 2" in taken.graded and "return y" in taken.graded
     assert [(e.owner, e.student_line) for e in taken.ignored] == [(koan_model.MODULE, 6)]
 

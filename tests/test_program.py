@@ -79,7 +79,7 @@ def test_solve():
 
 def _refusals(body: str, allowed=None):
     learner = PRISTINE.replace('    todo("solve")', textwrap.indent(textwrap.dedent(body), "    "))
-    return reading.refusals(fills.read_fills(PRISTINE, learner), allowed)
+    return reading.refusals(fills.take(PRISTINE, learner), allowed)
 
 
 @pytest.mark.parametrize(

@@ -270,7 +270,7 @@ def findings(
         koan_file.read_text(encoding="utf-8"),
         answer_file.read_text(encoding="utf-8"),
     )
-    taken = fills.read_fills(koan_text, answer_text)
+    taken = fills.take(koan_text, answer_text)
     model = koan_model.read(koan_file)
     chapter = checkout.chapter_for(koan_file)
     context = Context.of(answer_text)

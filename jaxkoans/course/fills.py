@@ -421,7 +421,7 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def read_fills(p_text: str, s_text: str) -> Taken:
+def take(p_text: str, s_text: str) -> Taken:
     """The graded file (shipped + the learner's fills) and what else the learner changed.
     Raises SyntaxError when the learner's file does not parse."""
     walk = _Walk(p_text, s_text)

@@ -6,7 +6,7 @@ fill that computes instead (a call, an operator, a name of the koan's scope: `ca
 `int(carry)`, an always-equal object) would pass without a prediction, so it is refused with
 its own message in pytest, watch, progress and grade. Blanks whose answer is code keep
 taking code. The kinds are read from the answers by the authoring tools and shipped in
-`koans/.shipped.json` (course/shipped.py), so a copy without `answers/` knows them too.
+`koans/.shipped.json` (course/pristine.py), so a copy without `answers/` knows them too.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def of_file(koan_text: str, answer: Path) -> dict[str, str]:
 
     answer_text = answer.read_text(encoding="utf-8")
     context = Context.of(answer_text)
-    taken = fills.read_fills(koan_text, answer_text)
+    taken = fills.take(koan_text, answer_text)
     found = {}
     for fill in taken.blanks:
         kind = kind_of_answer(fill.node, context)

@@ -15,7 +15,7 @@ def _body_lines(model: koan_model.KoanFile, name: str) -> tuple[int, int] | None
 def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, int]:
     """(the learner's text with koan `koan` as shipped, how many places were reset). Raises
     SyntaxError when the learner's file does not parse."""
-    taken = fills.read_fills(shipped, current)
+    taken = fills.take(shipped, current)
     mine, theirs = koan_model.parse(current), koan_model.parse(shipped)
     lines = [line.encode("utf-8") for line in current.split("\n")]
     edits: list[tuple[tuple[int, int], tuple[int, int], bytes]] = []  # 0-based (line, byte col)

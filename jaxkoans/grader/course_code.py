@@ -1,6 +1,6 @@
 """Which koans of a graded file run only the course's own code.
 
-The graded file is the pristine file with the student's fills put in (`fills.read_fills`). A koan
+The graded file is the pristine file with the student's fills put in (`fills.take`). A koan
 whose run reaches no fill but literal predictions (`3`, `(8, 4)`, `"all-reduce"`, `jnp.int8`,
 `ValueError`) runs nothing the student wrote: its code is the course's, as every answer run has
 it, so it needs no process of its own to keep its neighbours honest. The grade runs such koans

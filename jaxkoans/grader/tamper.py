@@ -1,6 +1,6 @@
 """What grade takes from a student's koan file, and what it tells the instructor about the rest.
 
-A student's koan file is read as a syntax tree against the pristine one (`fills.read_fills`):
+A student's koan file is read as a syntax tree against the pristine one (`fills.take`):
 
 1. The **graded file** is the pristine file with the student's blanks, TODO bodies and fix
    regions put in. Nothing else the student wrote ever runs, so nothing else can change the
@@ -114,7 +114,7 @@ def check_file(
     names = list(koan_model.parse(p_text).spans)
     check = FileCheck(rel, names, {})
     try:
-        taken = fills.read_fills(p_text, student_text)
+        taken = fills.take(p_text, student_text)
         ast.parse(taken.graded)
     except (SyntaxError, RecursionError, MemoryError):  # fills that only parse in context
         check.graded = p_text
@@ -340,7 +340,7 @@ def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
         return {}
     p_text = pristine.read_text(encoding="utf-8")
     try:
-        taken = fills.read_fills(p_text, text)
+        taken = fills.take(p_text, text)
     except (SyntaxError, RecursionError, MemoryError):
         return {}
     parents, modules = parents_of(taken.tree), _imported(ast.parse(p_text))

@@ -41,7 +41,7 @@ def edits_outside(checkout: Course, koan_file: Path) -> list[Outside]:
     if shipped is None or current == shipped:
         return []
     try:
-        taken = fills.read_fills(shipped, current)
+        taken = fills.take(shipped, current)
     except (SyntaxError, ValueError, RecursionError):
         return []  # the run says what is wrong with the file
     return [Outside(Path(koan_file), e.student_line, e.owner, e.what) for e in taken.ignored]

@@ -283,7 +283,7 @@ def _kinds(checkout: Course, koan_file: Path) -> dict[tuple[int, int], str]:
 
 @functools.lru_cache(maxsize=64)
 def _taken(shipped: str, current: str) -> _fills.Taken:
-    return _fills.read_fills(shipped, current)
+    return _fills.take(shipped, current)
 
 
 def fills(checkout: Course, koan_file: Path) -> dict[int, tuple[str, ...]]:

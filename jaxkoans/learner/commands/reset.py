@@ -63,7 +63,7 @@ def reset_reached(shipped: str, current: str, koan: str) -> tuple[str, list[str]
     helpers = {name: theirs.definitions[name] for name in theirs.reached(koan)[1:]}
     owned = [  # the fills of the helpers' blanks still in the learner's text
         (name, fill)
-        for fill in fills.read_fills(shipped, text).blanks
+        for fill in fills.take(shipped, text).blanks
         for name, (start, end) in helpers.items()
         if start <= fill.blank[0] <= end
     ]
@@ -85,7 +85,7 @@ def _start(node) -> tuple[int, int]:
 def _what_changed(shipped: str, current: str, koan: str, helper_blanks: list[str]) -> list[str]:
     """The places `reset_reached` puts back, in words: the koan's blanks, each TODO function it
     reaches that the learner wrote, each helper whose blanks were filled, its fix regions."""
-    taken = fills.read_fills(shipped, current)
+    taken = fills.take(shipped, current)
     theirs, mine = koan_model.parse(shipped), koan_model.parse(current)
     places = []
     own = sum(1 for fill in taken.blanks if fill.owner == koan)

@@ -20,9 +20,11 @@ from xdist.scheduler import LoadScopeScheduling
 
 from jaxkoans import course
 from jaxkoans.authoring import mutate
-from jaxkoans.course import pristine
+from jaxkoans.course import shipped as as_shipped
 from jaxkoans.learner import koan_runs, runner
 from jaxkoans.plugin import results
+
+HERE = course.Course.here()  # the course these tests check: this checkout, or $JAXKOANS_ROOT
 
 WORKERS = 2
 # The course's `timeout = 60` is a koan's limit. The suite's own tests wait on child processes
@@ -73,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     end_children_with_this_process()
     CHOSEN.clear()
     CHOSEN.update(c.zfill(2) for c in config.getoption("koans_chapter", []) or [])
-    unknown = CHOSEN - {c.number for c in course.all_chapters()}
+    unknown = CHOSEN - {c.number for c in HERE.chapters()}
     if unknown:
         raise pytest.UsageError(f"--koans-chapter: no such chapter {', '.join(sorted(unknown))}")
 
@@ -112,7 +114,7 @@ def complete_course(root: Path) -> Path:
         beta = root / tree / "02" / "test_beta.py"
         text = beta.read_text(encoding="utf-8")
         beta.write_text(text.replace("runs in float64.", "runs each of its koans in float64."))
-    pristine.write(root)
+    as_shipped.write(root)
     return root
 
 
@@ -127,7 +129,7 @@ def _chapter_of(item: pytest.Item) -> str | None:
     for value in params.values():
         if isinstance(value, course.Chapter):
             return value.number
-        if isinstance(value, Path) and course.KOANS in value.parents:
+        if isinstance(value, Path) and HERE.koans in value.parents:
             return value.parent.name
     return None
 
@@ -198,23 +200,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def run_timeout(targets: list[Path]) -> float:
     """A hang guard for one recorded run, from its work (every koan may take pytest-timeout's
     whole limit, shared by the workers, plus the start of the processes)."""
-    return mutate.run_limit(sum(len(koan_runs.listed_koans(f)) for f in targets), WORKERS)
+    return mutate.run_limit(HERE, sum(len(koan_runs.listed_koans(f)) for f in targets), WORKERS)
 
 
 def record_run(tmp_path_factory, tree: str) -> list[dict]:
     """Run `pytest <tree's chosen chapters> -n 2` through koan_runs.py's runner (its own process
     group, ended whatever happens) and return its record's koan events."""
-    root = course.REPO / tree
-    targets = [root / c.number for c in course.all_chapters() if chosen(c.number)]
+    root = HERE.root / tree
+    targets = [root / c.number for c in HERE.chapters() if chosen(c.number)]
     targets = [t for t in targets if t.is_dir()]
     record = tmp_path_factory.mktemp(tree) / "record.jsonl"
     command = [
         *koan_runs.pytest_command(
-            [str(t.relative_to(course.REPO)) for t in targets], record, WORKERS
+            [str(t.relative_to(HERE.root)) for t in targets], record, WORKERS
         ),
-        *("-o", f"timeout={mutate.koan_limit():.0f}"),  # a koan's limit, stretched by the load
+        *("-o", f"timeout={mutate.koan_limit(HERE):.0f}"),  # a koan's limit, stretched by the load
     ]
-    runner.run_in_group(command, run_timeout(koan_files(root)))
+    runner.run_in_group(command, run_timeout(koan_files(root)), cwd=HERE.root)
     events = results.read(record) if record.exists() else []
     return [e for e in events if e["event"] in ("koan", "collect-error")]
 

@@ -10,9 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from jaxkoans.course import pristine
+from jaxkoans.course import Course
+from jaxkoans.course import shipped as as_shipped
 from jaxkoans.learner import cli
-from jaxkoans.learner.checkout import Checkout
 
 REPO = Path(__file__).resolve().parent.parent
 HEADER = "import jax.numpy as jnp\n\nfrom jaxkoans import __, todo  # noqa: F401\n"
@@ -98,7 +98,7 @@ def make_course(root: Path) -> Path:
         root / "koans" / "02" / "chapter.toml",
         MANIFEST.format(zh="第二章", en="Chapter two", x64="true", file="test_beta.py", hints=""),
     )
-    pristine.write(root)  # the course as shipped travels with it (koans/.shipped.json)
+    as_shipped.write(root)  # the course as shipped travels with it (koans/.shipped.json)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
@@ -116,20 +116,20 @@ def progress(
     root: Path, *args: str, env_extra: dict | None = None, **ignored
 ) -> subprocess.CompletedProcess:
     """progress.py's command line on the course at `root`, run in this process: `cli.main` with
-    that course's Checkout, its output captured. `env_extra` is the environment the command
+    that course's Course, its output captured. `env_extra` is the environment the command
     (and the pytest children it starts) sees; stdin is not a terminal."""
     del ignored  # stdin=DEVNULL, timeout=: what a child process needed
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
     os.environ.update({"LANG": "C.UTF-8", **(env_extra or {})})
-    os.environ.pop("JAXKOANS_ROOT", None)  # the Checkout names the course, not the process
+    os.environ.pop("JAXKOANS_ROOT", None)  # the Course names the course, not the process
     try:
         os.chdir(root)
         with open(os.devnull, encoding="utf-8") as nothing:
             sys.stdin = nothing
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
-                    code = cli.main(list(args), checkout=Checkout(root))
+                    code = cli.main(list(args), checkout=Course(root))
                 except SystemExit as stop:  # argparse's usage errors
                     code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
     finally:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import pristine
+from jaxkoans.course import shipped as as_shipped
 
 from .fakecourse import REPO, dedent, make_course, progress, solve, tree_digest
 
@@ -110,7 +110,7 @@ def test_reset_restores_the_file_and_keeps_the_learners(course):
     assert mine.read_text() == (course / "koans/01/test_alpha.py").read_text()
     backups = list(mine.parent.glob("test_alpha.py.*.bak"))
     assert [b.read_text() for b in backups] == [edited]
-    shipped = pristine.read_manifest(course / "koans")["koans/01/test_alpha.py"]["text"]
+    shipped = as_shipped.read_manifest(course / "koans")["koans/01/test_alpha.py"]["text"]
     assert mine.read_text() == shipped
 
 
@@ -182,7 +182,7 @@ def test_reset_in_a_read_only_checkout_says_so_and_changes_nothing(course, monke
     import argparse
     import shutil
 
-    from jaxkoans.learner.checkout import Checkout
+    from jaxkoans.course import Course
     from jaxkoans.learner.commands import reset
 
     mine = course / "koans" / "01" / "test_alpha.py"
@@ -194,7 +194,7 @@ def test_reset_in_a_read_only_checkout_says_so_and_changes_nothing(course, monke
 
     monkeypatch.setattr(shutil, "copy2", refused)
     code = reset.run(
-        argparse.Namespace(target=str(mine), yes=True, ref=None, checkout=Checkout(course))
+        argparse.Namespace(target=str(mine), yes=True, ref=None, checkout=Course(course))
     )
     said = capsys.readouterr().out
     assert code == 1 and "cannot write" in said and "Permission denied" in said, said

@@ -17,7 +17,7 @@ import pytest
 
 from jaxkoans import course
 from jaxkoans.authoring import check, contract_fakes, mutate
-from jaxkoans.course import pristine
+from jaxkoans.course import shipped as as_shipped
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanState
@@ -25,12 +25,13 @@ from jaxkoans.plugin.results import KoanState
 from .conftest import koan_files
 from .fakecourse import is_alive
 
-KOAN_FILES = koan_files(course.KOANS)
-CHAPTERS = course.all_chapters()
+HERE = course.Course.here()
+KOAN_FILES = koan_files(HERE.koans)
+CHAPTERS = HERE.chapters()
 
 
 def ids(paths: list[Path]) -> list[str]:
-    return [p.relative_to(course.KOANS).as_posix() for p in paths]
+    return [p.relative_to(HERE.koans).as_posix() for p in paths]
 
 
 def test_course_has_chapters_with_koans():
@@ -39,12 +40,12 @@ def test_course_has_chapters_with_koans():
 
 
 def test_the_course_as_shipped_travels_with_it():
-    """koans/.shipped.json (course/pristine.py) holds every koan file as it is here and the kind of
+    """koans/.shipped.json (course/shipped.py) holds every koan file as it is here and the kind of
     each prediction blank, read from answers/: the learner's tools never read their git refs."""
-    assert not pristine.stale(course.REPO), (
-        "koans/.shipped.json does not match koans/ and answers/: run python -m jaxkoans.course.pristine"
+    assert not as_shipped.stale(HERE.root), (
+        "koans/.shipped.json does not match koans/ and answers/: run python -m jaxkoans.course.shipped"
     )
-    kinds = [k for e in pristine.read_manifest().values() for k in e["predictions"].values()]
+    kinds = [k for e in HERE.shipped().values() for k in e["predictions"].values()]
     assert len(kinds) > 400 and set(kinds) <= {"literal", "arithmetic", "dtype", "exception"}
 
 
@@ -75,7 +76,7 @@ def test_the_manifest_changes_by_the_lines_the_koan_file_did(tmp_path):
     for tree, nine in (("koans", "__"), ("answers", "9")):
         path = root / tree / "01" / "test_alpha.py"
         path.write_text(path.read_text(encoding="utf-8") + NEW_KOAN.format(nine=nine))
-    pristine.write(root)
+    as_shipped.write(root)
     after = manifest.read_text(encoding="utf-8").splitlines()
     changed = [
         line for line in difflib.unified_diff(before, after, n=0, lineterm="")
@@ -86,35 +87,35 @@ def test_the_manifest_changes_by_the_lines_the_koan_file_did(tmp_path):
     # and a comma after the lines that were last in their lists
     assert added <= sum(line.startswith("+") for line in changed) <= added + 6, changed
     assert sum(line.startswith("-") for line in changed) <= 4, changed
-    entry = pristine.read_manifest(root / "koans")["koans/01/test_alpha.py"]
+    entry = as_shipped.read_manifest(root / "koans")["koans/01/test_alpha.py"]
     assert entry["text"] == koan.read_text(encoding="utf-8")
     assert len(entry["predictions"]) == 3  # the two blanks, and the new one
-    assert not pristine.stale(root)
+    assert not as_shipped.stale(root)
     # A manifest of the first format (one string per file) is still read.
     document = json.loads(manifest.read_text(encoding="utf-8"))
     for each in document["files"].values():
         each["text"] = "".join(each.pop("lines"))
     document["format"] = 1
     manifest.write_text(json.dumps(document), encoding="utf-8")
-    old = pristine.read_manifest(root / "koans")["koans/01/test_alpha.py"]
+    old = as_shipped.read_manifest(root / "koans")["koans/01/test_alpha.py"]
     assert old["text"] == koan.read_text(encoding="utf-8")
 
 
 def test_the_course_as_a_whole():
     """koans/ and answers/ hold the same files; koans/course.toml lists every chapter once."""
-    problems = [p for p in check.course_problems() if ".shipped.json" not in p]
+    problems = [p for p in check.course_problems(HERE) if ".shipped.json" not in p]
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
 def test_chapter_manifest_lists_its_files_and_hints(chapter: course.Chapter):
-    problems = check.manifest_problems(chapter) + check.readme_problems(chapter)
+    problems = check.manifest_problems(HERE, chapter) + check.readme_problems(HERE, chapter)
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
 def test_koan_and_answer_are_twins(koan_file: Path):
-    problems = check.twin_problems(koan_file)
+    problems = check.twin_problems(HERE, koan_file)
     assert not problems, "\n".join(problems)
 
 
@@ -123,31 +124,31 @@ def test_blanks_and_todos_wait_inside_functions(koan_file: Path):
     """A learner's fill runs only where its koan runs: grade's workers import every koan file
     before forking a process per koan, so nothing the learner writes may run at import (a fix
     region's module code is the one exception, and grade runs it only in each koan's process)."""
-    problems = check.import_time_problems(koan_file)
+    problems = check.import_time_problems(HERE, koan_file)
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
 def test_every_todo_and_fix_region_has_a_technique_contract(chapter: course.Chapter):
-    problems = check.contract_problems(chapter)
+    problems = check.contract_problems(HERE, chapter)
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
 def test_fix_regions_are_fingerprinted_as_shipped(chapter: course.Chapter):
-    problems = check.region_problems(chapter)
+    problems = check.region_problems(HERE, chapter)
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
 def test_every_koan_teaches_in_chinese_and_english(koan_file: Path):
-    problems = check.language_problems(koan_file)
+    problems = check.language_problems(HERE, koan_file)
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
 def test_no_hint_gives_the_answer_away(koan_file: Path):
-    problems = check.hint_problems(koan_file)
+    problems = check.hint_problems(HERE, koan_file)
     assert not problems, "\n".join(problems)
 
 
@@ -156,7 +157,7 @@ def test_no_answer_stands_next_to_its_blank(koan_file: Path):
     """A blank whose answer is written in its docstring, its first hint, the lines around it
     or another koan of the file (or whose docstring names its exception class) asks the
     learner to copy, not to predict (authoring/giveaways.py)."""
-    problems = check.giveaway_problems(koan_file)
+    problems = check.giveaway_problems(HERE, koan_file)
     assert not problems, "\n".join(problems)
 
 
@@ -170,7 +171,7 @@ def test_the_static_gate_runs_without_jax_in_one_command():
         "assert bridge is None or not bridge.backends_are_initialized(); sys.exit(code)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=course.REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", code], cwd=HERE.root, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no problem" in done.stdout
@@ -182,7 +183,7 @@ def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, results.K
     assert not errors, f"files of {tree.name}/ that do not import: {errors}"
     seen = results.by_koan(events)  # a parametrized koan is one koan
     expected = [
-        f"{f.relative_to(course.REPO).as_posix()}::{name}"
+        f"{f.relative_to(HERE.root).as_posix()}::{name}"
         for f in koan_files(tree)
         for name, _, _ in listed_koans(f)
     ]
@@ -195,7 +196,7 @@ def results_of_every_koan(events: list[dict], tree: Path) -> dict[str, results.K
 
 
 def test_every_answer_passes_under_xdist(answers_run):
-    seen = results_of_every_koan(answers_run, course.ANSWERS)
+    seen = results_of_every_koan(answers_run, HERE.answers)
     skipped = [n for n, e in seen.items() if e.state == KoanState.SKIPPED]
     assert not skipped, f"answers skipped on this machine: {skipped}"
     failing = [
@@ -213,7 +214,7 @@ def test_every_answer_passes_under_xdist(answers_run):
     ran = {e["nodeid"].split("/")[1] for e in answers_run if e.get("nodeid", "").count("/") >= 2}
     unread = [
         f"{c.number} {key}"
-        for c in course.all_chapters()
+        for c in HERE.chapters()
         if c.number in ran
         for key, contract in c.contracts.items()
         if contract_fakes.asks_of_program(contract) and key not in read
@@ -225,7 +226,7 @@ def test_every_answer_passes_under_xdist(answers_run):
 
 
 def test_every_koan_fails_because_of_its_blank(koans_run):
-    seen = results_of_every_koan(koans_run, course.KOANS)
+    seen = results_of_every_koan(koans_run, HERE.koans)
     passing = [n for n, e in seen.items() if e.state == KoanState.PASSED]
     assert not passing, f"koans that pass as shipped (nothing left to learn): {passing}"
     wrong = [
@@ -240,7 +241,7 @@ def test_every_koan_fails_because_of_its_blank(koans_run):
 
 
 def test_koans_and_answers_collect_together_without_collisions():
-    files = koan_files(course.KOANS) + koan_files(course.ANSWERS)
+    files = koan_files(HERE.koans) + koan_files(HERE.answers)
     listing = subprocess.run(
         [
             sys.executable,
@@ -253,7 +254,7 @@ def test_koans_and_answers_collect_together_without_collisions():
             "-p",
             "no:cacheprovider",
         ],
-        cwd=course.REPO,
+        cwd=HERE.root,
         capture_output=True,
         text=True,
         timeout=mutate.run_limit(len(files), workers=1),  # a file's import: a koan's limit
@@ -263,7 +264,7 @@ def test_koans_and_answers_collect_together_without_collisions():
     assert len(items) == len(set(items)), "two test items with the same nodeid"
     collected = {results.koan_id(item) for item in items}  # a parametrized koan is one koan
     assert listing.returncode == 0, listing.stdout[-2000:] + listing.stderr[-2000:]
-    koans = sum(len(listed_koans(f)) for f in koan_files(course.KOANS))
+    koans = sum(len(listed_koans(f)) for f in koan_files(HERE.koans))
     assert len(collected) == 2 * koans
 
 
@@ -296,7 +297,7 @@ def test_stopping_the_suite_ends_the_children_of_its_tests(tmp_path, stop):
     suite = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", str(tmp_path), "-n", "2",
          "-q", "-p", "no:cacheprovider", "-o", "timeout=0"],
-        cwd=course.REPO, env={**os.environ, "JAXKOANS_TEST_PIDS": str(told)},
+        cwd=HERE.root, env={**os.environ, "JAXKOANS_TEST_PIDS": str(told)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     grandchild = None

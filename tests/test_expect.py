@@ -13,7 +13,7 @@ import pytest
 
 from jaxkoans import BlankError, TodoError, __, raises_exactly, todo, warns_exactly
 from jaxkoans.api.expect import REVEAL_ENV, WrongException
-from jaxkoans.course import pristine
+from jaxkoans.course import shipped as as_shipped
 
 from .fakecourse import make_course, write
 
@@ -197,7 +197,7 @@ def run_koans(root: Path) -> subprocess.CompletedProcess:
 def test_a_pytest_raises_blank_asks_for_the_exact_class(tmp_path, fill, passes, says):
     root = make_course(tmp_path / "course")
     write(root / "koans" / "01" / "test_raises.py", PRISTINE_RAISES)
-    pristine.write(root)  # the course as shipped (koans/.shipped.json)
+    as_shipped.write(root)  # the course as shipped (koans/.shipped.json)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "add", "-A"], check=True, timeout=60)
     subprocess.run([*git, "commit", "-qm", "raises koan"], check=True, timeout=60)

@@ -18,7 +18,8 @@ from jaxkoans.plugin import results
 from .conftest import chosen, complete_course
 from .fakecourse import make_course, python_in, write
 
-FAKED = [c for c in course.all_chapters() if (course.ANSWERS / c.number / mutate.FAKES).is_dir()]
+HERE = course.Course.here()
+FAKED = [c for c in HERE.chapters() if (HERE.answers / c.number / mutate.FAKES).is_dir()]
 
 
 def test_every_fake_makes_its_koan_fail(answers_run):
@@ -29,18 +30,20 @@ def test_every_fake_makes_its_koan_fail(answers_run):
     chosen_chapters = [c for c in FAKED if chosen(c.number)]
     if not chosen_chapters:
         pytest.skip("none of the chapters checked has answers/NN/fakes/")
-    files = {s.chapter.number: set(s.files["fakes"]) for s in gates.stale(chosen_chapters)}
+    files = {s.chapter.number: set(s.files["fakes"]) for s in gates.stale(HERE, chosen_chapters)}
     chapters = [c for c in chosen_chapters if files[c.number]]
     if not chapters:
         pytest.skip("every chosen file's fakes are recorded on its current content")
     passing = {k for k, e in results.by_koan(answers_run).items() if e.state == "passed"}
-    checked = mutate.check_all_fakes(chapters, passing_answers=passing, files=files)
+    checked = mutate.check_all_fakes(HERE, chapters, passing_answers=passing, files=files)
     for chapter in chapters:
         # A koan of the batch that gave no verdict (its worker ended) is never a pass: its
         # files are checked again in a run of their own, and must pass there.
         if None in checked[chapter.number][0].values():
             print(f"{chapter.number}: no verdict in the batch, {checked[chapter.number][2]!r}")
-            checked[chapter.number] = mutate.check_all_fakes([chapter], files=files)[chapter.number]
+            checked[chapter.number] = mutate.check_all_fakes(HERE, [chapter], files=files)[
+                chapter.number
+            ]
     wrong = {}
     for number, (verdicts, missing, problem) in checked.items():
         found = [problem] if problem else []
@@ -111,9 +114,10 @@ STAND_IN = """
 import json, sys
 from jaxkoans import course
 from jaxkoans.authoring import mutate
-chapters = [c for c in course.all_chapters() if c.number == "01"]
+checkout = course.Course.here()
+chapters = [c for c in checkout.chapters() if c.number == "01"]
 for passing in ([], ["answers/01/test_alpha.py::test_double"]):
-    verdicts = mutate.check_all_fakes(chapters, 1, passing_answers=set(passing))["01"][0]
+    verdicts = mutate.check_all_fakes(checkout, chapters, 1, passing_answers=set(passing))["01"][0]
     print(json.dumps(verdicts, sort_keys=True))
 """
 
@@ -133,12 +137,12 @@ def test_answers_that_passed_stand_in_for_the_baselines(tmp_path):
     }
 
 
-def test_the_fake_body_replaces_only_the_todo_body(tmp_path, monkeypatch):
+def test_the_fake_body_replaces_only_the_todo_body(tmp_path):
     root = make_course(tmp_path / "course")
     write(root / "answers" / "01" / "fakes" / "alpha.py", FAKES)
-    monkeypatch.setattr(course, "KOANS", root / "koans")
-    monkeypatch.setattr(course, "ANSWERS", root / "answers")
-    fakes, missing = mutate.chapter_fakes(course.load_chapter(root / "koans/01/chapter.toml"))
+    fakes, missing = mutate.chapter_fakes(
+        course.Course(root), course.load_chapter(root / "koans/01/chapter.toml")
+    )
     assert [f.label for f in fakes] == ["identity", "added_to_itself"] and not missing
     assert fakes[0].koans == ("test_double",)
     faked = mutate.faked_source(fakes[0]).splitlines()

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans.course import fills
-from jaxkoans.course import pristine as shipped_course  # `pristine` is a fixture here
+from jaxkoans.course import shipped as shipped_course  # `pristine` is a fixture here
 from jaxkoans.grader import grading, report_formats, reveals, run_guard, sandbox, tamper
 from jaxkoans.learner import cli, outside
 
@@ -162,7 +162,7 @@ def fake_course(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pristine(fake_course, tmp_path_factory) -> grading.Course:
+def pristine(fake_course, tmp_path_factory) -> grading.PristineCourse:
     return grading.prepare_course(str(fake_course), tmp_path_factory.mktemp("pristine"))
 
 

@@ -513,10 +513,10 @@ def test_answers_that_read_printed_programs_pass_in_a_terminal():
     authoring gate runs answers piped, so this gate runs some in a terminal."""
     from jaxkoans import course
 
-    files = [f for f in PRINTED_PROGRAMS if (course.REPO / f).is_file()]
+    files = [f for f in PRINTED_PROGRAMS if (course.Course.here().root / f).is_file()]
     assert files, "PRINTED_PROGRAMS names no answer file of this course"
     command = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider"]
-    code, shown = in_terminal(command, course.REPO)
+    code, shown = in_terminal(command, course.Course.here().root)
     assert code == 0, shown[-3000:]
 
 

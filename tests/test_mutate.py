@@ -31,6 +31,8 @@ from jax.experimental import checkify
 KEY = jax.random.key(0, impl="rbg")
 """
 
+HERE = course.Course.here()
+
 
 @pytest.fixture(scope="module")
 def context() -> Context:
@@ -167,7 +169,7 @@ def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
     whole run failed is a variant with missing results left without a verdict."""
     from jaxkoans.authoring import mutate
 
-    def fake_run(command, timeout_s):
+    def fake_run(command, timeout_s, cwd):
         record = Path(next(a for a in command if a.startswith("--koans-record=")).partition("=")[2])
         events = [
             {"event": "koan", "path": "x/01/hung.py", "name": "test_a", "state": "passed"},
@@ -184,12 +186,12 @@ def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
         mutate.Variant("clean.py", "", ("test_a",)),
     ]
     monkeypatch.setattr(mutate, "_run", fake_run)
-    assert mutate.run_variants("01", variants) == (
+    assert mutate.run_variants(HERE, "01", variants) == (
         {"hung.py": False, "killed.py": False, "clean.py": True},
         "",
     )
-    monkeypatch.setattr(mutate, "_run", lambda c, t: (fake_run(c, t)[0], "the run was cut"))
-    assert mutate.run_variants("01", variants) == (
+    monkeypatch.setattr(mutate, "_run", lambda c, t, d: (fake_run(c, t, d)[0], "the run was cut"))
+    assert mutate.run_variants(HERE, "01", variants) == (
         {"killed.py": False, "clean.py": True},
         "the run was cut",
     )
@@ -262,10 +264,10 @@ def test_a_koans_limit_in_the_gate_stretches_with_the_load(monkeypatch):
     (and so a whole run's) grows with the load, never below the course's own."""
     monkeypatch.setattr(mutate.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(mutate.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
-    assert mutate.koan_limit() == 60  # pyproject.toml's timeout
+    assert mutate.koan_limit(HERE) == 60  # pyproject.toml's timeout
     monkeypatch.setattr(mutate.os, "getloadavg", lambda: (8.0, 1.0, 1.0))
-    assert mutate.koan_limit() == 4 * 60
-    assert mutate.run_limit(10, workers=2) == mutate.STARTUP_S + 4 * 60 * 10 / 2
+    assert mutate.koan_limit(HERE) == 4 * 60
+    assert mutate.run_limit(HERE, 10, workers=2) == mutate.STARTUP_S + 4 * 60 * 10 / 2
 
 
 def test_a_file_selects_its_koans_and_an_empty_selection_is_a_usage_error(capsys):
@@ -277,7 +279,7 @@ def test_a_file_selects_its_koans_and_an_empty_selection_is_a_usage_error(capsys
     assert "no mutants for" in capsys.readouterr().err
 
 
-GATED = [c for c in course.all_chapters() if chosen(c.number)]
+GATED = [c for c in HERE.chapters() if chosen(c.number)]
 
 
 @pytest.mark.parametrize("chapter", GATED, ids=[c.number for c in GATED])
@@ -285,9 +287,9 @@ def test_the_gate_passes_for_every_file_a_change_touched(chapter):
     """CI runs the mutation gate of the koan files whose koan, answer or `[equivalent]` entries
     changed since it last passed (tests/gate_record.toml); the record of the others must meet
     the target. After a harness edit alone, the canary stands in (the next test)."""
-    names = gates.stale([chapter])[0].files["mutation"]
+    names = gates.stale(HERE, [chapter])[0].files["mutation"]
     if names:
-        outcome = mutate.gate(chapter, set(names))
+        outcome = mutate.gate(HERE, chapter, set(names))
         assert not (outcome.survived or outcome.unknown or outcome.problem), (
             f"{chapter.number}: run `python -m jaxkoans.authoring.mutate answers/{chapter.number}/"
             f"{names[0]}` to see the survivors; once the gates pass, "
@@ -296,7 +298,7 @@ def test_the_gate_passes_for_every_file_a_change_touched(chapter):
         )
     recorded = [
         entry["mutation"]
-        for name, entry in gates.read().get(chapter.number, {}).items()
+        for name, entry in gates.read(gates.record_path(HERE)).get(chapter.number, {}).items()
         if name != "harness" and name not in names and "mutation" in entry
     ]
     if not names and not recorded:
@@ -315,7 +317,7 @@ def test_the_canary_passes_where_the_harness_changed():
     """After an edit of the harness code, a chapter whose content the record still covers runs
     its canary (a few mutants, fakes and generated fakes that must fail, gates.CANARY), not
     every gate: the edit costs minutes, not half an hour."""
-    stale = gates.stale(GATED)
+    stale = gates.stale(HERE, GATED)
     chapters = [s.chapter for s in stale if s.harness and s.recorded]
     if not chapters:
         never = [s.chapter.number for s in stale if not s.recorded]
@@ -324,7 +326,7 @@ def test_the_canary_passes_where_the_harness_changed():
             if never
             else "every chosen chapter's gates were confirmed with the current harness code"
         )
-    wrong = {n: w for n, w in gates.canary(chapters).items() if w}
+    wrong = {n: w for n, w in gates.canary(HERE, chapters).items() if w}
     assert not wrong, wrong
 
 
@@ -417,8 +419,8 @@ def test_a_change_to_the_harness_code_makes_every_gate_record_stale(tmp_path, mo
     (tmp_path / "pyproject.toml").write_text(
         "[tool.pytest.ini_options]\ntimeout = 60\n[tool.ruff]\nline-length = 100\n"
     )
-    monkeypatch.setattr(course, "REPO", tmp_path)
-    before = gate_record.harness_digest(gate_record.MUTATE)
+    there = course.Course(tmp_path)
+    before = gate_record.harness_digest(there, gate_record.MUTATE)
     for rel, counts in (
         ("jaxkoans/learner/status.py", False),
         ("jaxkoans/grader/x.py", False),
@@ -430,13 +432,15 @@ def test_a_change_to_the_harness_code_makes_every_gate_record_stale(tmp_path, mo
         path = tmp_path / rel
         original = path.read_text(encoding="utf-8")
         path.write_text(original + "# an edit\n", encoding="utf-8")
-        assert (gate_record.harness_digest(gate_record.MUTATE) != before) is counts, rel
+        assert (gate_record.harness_digest(there, gate_record.MUTATE) != before) is counts, rel
         path.write_text(original, encoding="utf-8")
     config = tmp_path / "pyproject.toml"
     config.write_text(config.read_text().replace("line-length = 100", "line-length = 99"))
-    assert gate_record.harness_digest(gate_record.MUTATE) == before  # not pytest's configuration
+    assert (
+        gate_record.harness_digest(there, gate_record.MUTATE) == before
+    )  # not pytest's configuration
     config.write_text(config.read_text().replace("timeout = 60", "timeout = 61"))
-    assert gate_record.harness_digest(gate_record.MUTATE) != before
-    assert gate_record.harness_digest(gate_record.MUTATE, shortcuts) != gate_record.harness_digest(
-        gate_record.MUTATE
-    )
+    assert gate_record.harness_digest(there, gate_record.MUTATE) != before
+    assert gate_record.harness_digest(
+        there, gate_record.MUTATE, shortcuts
+    ) != gate_record.harness_digest(there, gate_record.MUTATE)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.learner.checkout import Checkout
+from jaxkoans.course import Course
 from jaxkoans.learner.koan_runs import Koan, inventory, listed_koans, merge
 
-HERE = Checkout.here()
+HERE = Course.here()
 
 CHAPTER = course.Chapter(number="01", title_zh="章", title_en="Chapter", files=("test_a.py",))
 
@@ -79,7 +79,7 @@ def test_next_koan_follows_the_recommended_path():
 
 def test_the_inventory_is_in_course_order():
     koans = inventory(HERE, HERE.chapters())
-    chapter = course.all_chapters()[0]
+    chapter = HERE.chapters()[0]
     files = [k.path.name for k in koans if k.chapter.number == chapter.number]
     assert files == sorted(files, key=chapter.file_rank)
 
@@ -121,7 +121,7 @@ def test_remembered_results_depend_on_the_whole_harness():
     from jaxkoans.learner import memory
 
     package = Path(course.__file__).resolve().parents[1]
-    digested = set(memory.harness_files(course.REPO))
+    digested = set(memory.harness_files(HERE.root))
     for module in (
         "plugin/hooks.py",
         "plugin/classify.py",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import pristine
+from jaxkoans.course import shipped as as_shipped
 
 from .fakecourse import HEADER, make_course, progress, solve, write
 
@@ -52,7 +52,7 @@ ANSWERS = dict(cumsum="[1, 3, 6]", logged="42", expected="6", shape="(3, 1)", la
 
 
 def commit(root: Path) -> None:
-    pristine.write(root)  # the course as shipped (koans/.shipped.json)
+    as_shipped.write(root)  # the course as shipped (koans/.shipped.json)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "add", "-A"], check=True, timeout=60)
     subprocess.run([*git, "commit", "-qm", "more koans"], check=True, timeout=60)

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.authoring.shortcuts import _replace_body
+from jaxkoans.course.koan_model import splice_body
 
 HERE = Path(__file__).parent / "shortcut_kinds"
+CHECKOUT = course.Course.here()
 # body file -> (answer file, TODO function, or None for a fix region's first lines)
 CASES = {
     "A1_silu_bwd_dead_kernel": ("07/test_custom_vjp_kernel.py", "silu_bwd"),
@@ -41,7 +42,7 @@ CASES = {
 def _variant(answer: Path, function: str | None, body: str) -> str:
     text = answer.read_text(encoding="utf-8")
     if function:
-        return _replace_body(text, function, body)
+        return splice_body(text, function, body)
     out = []
     for line in text.splitlines(keepends=True):
         out.append(line)
@@ -54,16 +55,16 @@ def _variant(answer: Path, function: str | None, body: str) -> str:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_shortcut_of_each_kind_fails_its_koan(case, tmp_path):
     relative, function = CASES[case]
-    answer = course.ANSWERS / relative
+    answer = CHECKOUT.answers / relative
     chapter, name = relative.split("/")
     variant = tmp_path / chapter / name.replace(".py", "__r001.py")
     variant.parent.mkdir()
     variant.write_text(_variant(answer, function, (HERE / f"{case}.txt").read_text()), "utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", str(variant), "-p", "jaxkoans.plugin.hooks", "-q",
-         "-p", "no:cacheprovider", "-p", "no:xdist", "-c", str(course.REPO / "pyproject.toml"),
+         "-p", "no:cacheprovider", "-p", "no:xdist", "-c", str(CHECKOUT.root / "pyproject.toml"),
          "--rootdir", str(tmp_path)],
-        cwd=course.REPO, capture_output=True, text=True, timeout=900, check=False,
+        cwd=CHECKOUT.root, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 1 and " failed" in done.stdout, done.stdout[-3000:]
     not_started = [line for line in done.stdout.splitlines() if line.startswith("✍️ ")]

@@ -12,17 +12,18 @@ from jaxkoans.authoring import gates, shortcuts
 from .conftest import chosen
 from .fakecourse import make_course, python_in, write
 
-CHAPTERS = [c for c in course.all_chapters() if chosen(c.number)]
+HERE = course.Course.here()
+CHAPTERS = [c for c in HERE.chapters() if chosen(c.number)]
 
 
 def test_every_generated_shortcut_makes_its_koan_fail():
     if not CHAPTERS:
         pytest.skip("no chapter chosen")
-    files = {s.chapter.number: set(s.files["shortcuts"]) for s in gates.stale(CHAPTERS)}
+    files = {s.chapter.number: set(s.files["shortcuts"]) for s in gates.stale(HERE, CHAPTERS)}
     stale = [c for c in CHAPTERS if files[c.number]]
     if not stale:
         pytest.skip("every chosen file's generated fakes all failed on its current content")
-    outcomes = shortcuts.gate(stale, files=files)
+    outcomes = shortcuts.gate(HERE, stale, files=files)
     wrong = {
         o.chapter: [o.problem] * bool(o.problem) + [f"passes: {s.name}" for s in o.survived]
         for o in outcomes

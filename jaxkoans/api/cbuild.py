@@ -38,8 +38,11 @@ from pathlib import Path
 
 from jaxkoans import course
 
-CSRC = course.REPO / "csrc"
-BUILD_DIR = course.REPO / "build" / "ffi"
+# The koans that import this module run in a pytest child of one course ($JAXKOANS_ROOT): a koan
+# calls build() with no course to pass, so the koan API takes the process's course here.
+COURSE_ROOT = course.Course.here().root
+CSRC = COURSE_ROOT / "csrc"
+BUILD_DIR = COURSE_ROOT / "build" / "ffi"
 COMPILERS = ("g++", "clang++", "c++")  # the first one on PATH builds
 FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC")
 BUILD_TIMEOUT_S = 300
@@ -128,7 +131,7 @@ def _writable(directory: Path) -> bool:
 def fallback_dir() -> Path:
     """Where libraries are built when the course's build/ffi/ cannot be written: the temporary
     directory, one folder per course checkout."""
-    tag = hashlib.sha256(str(course.REPO).encode()).hexdigest()[:12]
+    tag = hashlib.sha256(str(COURSE_ROOT).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"jaxkoans-ffi-{tag}"
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.authoring import gates, giveaways
-from jaxkoans.course import koan_model, pristine, twins
+from jaxkoans.course import koan_model, twins
+from jaxkoans.course import shipped as as_shipped
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 WORD = re.compile(r"[A-Za-z]{2,}")
@@ -34,10 +35,6 @@ def koan_files(root: Path) -> list[Path]:
     return sorted(root.glob("*/test_*.py"))
 
 
-def answer_of(koan_file: Path) -> Path:
-    return course.ANSWERS / koan_file.relative_to(course.KOANS)
-
-
 def listed(test_file: Path) -> list[tuple[str, int, str]]:
     return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
 
@@ -45,17 +42,17 @@ def listed(test_file: Path) -> list[tuple[str, int, str]]:
 # ---- the course ---------------------------------------------------------------------------------
 
 
-def course_problems() -> list[str]:
+def course_problems(checkout: course.Course) -> list[str]:
     """koans/ and answers/ hold the same files; koans/course.toml lists every chapter once;
     koans/.shipped.json is fresh."""
     problems = []
-    koans = {p.relative_to(course.KOANS) for p in koan_files(course.KOANS)}
-    answers = {p.relative_to(course.ANSWERS) for p in koan_files(course.ANSWERS)}
+    koans = {p.relative_to(checkout.koans) for p in koan_files(checkout.koans)}
+    answers = {p.relative_to(checkout.answers) for p in koan_files(checkout.answers)}
     problems += [f"koans/{p}: no answer file in answers/" for p in sorted(koans - answers)]
     problems += [f"answers/{p}: no koan file in koans/" for p in sorted(answers - koans)]
-    numbers = [c.number for c in course.all_chapters()]
+    numbers = [c.number for c in checkout.chapters()]
     try:
-        path = tomllib.loads((course.KOANS / "course.toml").read_text(encoding="utf-8"))["path"]
+        path = tomllib.loads((checkout.koans / "course.toml").read_text(encoding="utf-8"))["path"]
     except (OSError, tomllib.TOMLDecodeError, KeyError) as error:
         return [*problems, f"koans/course.toml: no `path` list ({error})"]
     problems += [
@@ -74,17 +71,17 @@ def course_problems() -> list[str]:
     return problems
 
 
-def record_problems(chapters: list[course.Chapter]) -> list[str]:
+def record_problems(checkout: course.Course, chapters: list[course.Chapter]) -> list[str]:
     """The gates' record (tests/gate_record.toml) where it no longer covers a chapter: a koan
     file whose content a gate reads changed, or the harness code did."""
-    return [line for entry in gates.stale(chapters) for line in entry.lines()]
+    return [line for entry in gates.stale(checkout, chapters) for line in entry.lines()]
 
 
-def shipped_problems() -> list[str]:
-    if pristine.stale(course.REPO):
+def shipped_problems(checkout: course.Course) -> list[str]:
+    if as_shipped.stale(checkout.root):
         return [
             "koans/.shipped.json does not match koans/ and answers/: "
-            "run python -m jaxkoans.course.pristine (or python -m jaxkoans.authoring stamp)"
+            "run python -m jaxkoans.course.shipped (or python -m jaxkoans.authoring stamp)"
         ]
     return []
 
@@ -92,9 +89,9 @@ def shipped_problems() -> list[str]:
 # ---- one chapter --------------------------------------------------------------------------------
 
 
-def manifest_problems(chapter: course.Chapter) -> list[str]:
+def manifest_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
     """chapter.toml: titles, `files` exactly the chapter's test files, a hint for every koan."""
-    directory = course.KOANS / chapter.number
+    directory = checkout.koans / chapter.number
     where = f"koans/{chapter.number}/chapter.toml"
     present = sorted(p.name for p in directory.glob("test_*.py"))
     problems = [] if chapter.title_zh and chapter.title_en else [f"{where}: titles missing"]
@@ -114,10 +111,10 @@ def manifest_problems(chapter: course.Chapter) -> list[str]:
     return problems
 
 
-def region_problems(chapter: course.Chapter) -> list[str]:
+def region_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
     """A failing koan counts as not started while its fix region is as shipped: the harness
     knows that from the fingerprints in chapter.toml, so they must match the koan files."""
-    directory = course.KOANS / chapter.number
+    directory = checkout.koans / chapter.number
     actual = {
         p.name: tuple(twins.region_hashes(p.read_text(encoding="utf-8")))
         for p in sorted(directory.glob("test_*.py"))
@@ -132,8 +129,8 @@ def region_problems(chapter: course.Chapter) -> list[str]:
     ]
 
 
-def readme_problems(chapter: course.Chapter) -> list[str]:
-    readme = course.KOANS / chapter.number / "README.md"
+def readme_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
+    readme = checkout.koans / chapter.number / "README.md"
     if not readme.is_file():
         return [
             f"koans/{chapter.number}/README.md: missing (what the chapter teaches, both languages)"
@@ -144,7 +141,7 @@ def readme_problems(chapter: course.Chapter) -> list[str]:
     return []
 
 
-def shortcut_problems(chapter: course.Chapter) -> list[str]:
+def shortcut_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
     """Each `[shortcuts]` library body parses as a function body (the shortcut gate splices it
     in as written: no indentation after its first line)."""
     problems = []
@@ -160,14 +157,14 @@ def shortcut_problems(chapter: course.Chapter) -> list[str]:
     return problems
 
 
-def contract_problems(chapter: course.Chapter) -> list[str]:
+def contract_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
     """A technique contract for every TODO function and every file's fix regions; none for a
     TODO that does not exist; a contract that reads nothing of the program says why; a koan
     that judges a TODO's technique by the text of a program (a count of a substring, a walk of
     the top level) has a contract that reads the program instead."""
     where = f"koans/{chapter.number}/chapter.toml"
     wanted: dict[str, Path] = {}
-    for koan_file in sorted((course.KOANS / chapter.number).glob("test_*.py")):
+    for koan_file in sorted((checkout.koans / chapter.number).glob("test_*.py")):
         model = koan_model.read(koan_file)
         wanted |= {f"{koan_file.name}::{t.name}": koan_file for t in model.todos}
         if model.regions:
@@ -189,7 +186,7 @@ def contract_problems(chapter: course.Chapter) -> list[str]:
         if not asks and not contract.get("why", "").strip():
             problems.append(f"{where}: contracts.{key!r} asks nothing of the program: say why")
     for koan_file in sorted({*wanted.values()}):
-        answer = answer_of(koan_file)
+        answer = checkout.answer_of(koan_file)
         model = koan_model.read(answer) if answer.is_file() else None
         todos = {t.name for t in koan_model.read(koan_file).todos}
         for koan in model.koans if model else ():
@@ -209,7 +206,7 @@ def contract_problems(chapter: course.Chapter) -> list[str]:
             ]
             if proxy and reached and not judged:
                 problems.append(
-                    f"{answer.relative_to(course.REPO)}:{proxy[0][0]} {koan.name} judges {', '.join(reached)} by "
+                    f"{answer.relative_to(checkout.root)}:{proxy[0][0]} {koan.name} judges {', '.join(reached)} by "
                     f"{proxy[0][1]}: give the TODO a contract the program reader checks "
                     "(on_path / absent / max_intermediate)"
                 )
@@ -238,9 +235,9 @@ def text_proxies(tree: ast.Module, koan: str) -> list[tuple[int, str]]:
 # ---- one koan file ------------------------------------------------------------------------------
 
 
-def twin_problems(koan_file: Path) -> list[str]:
+def twin_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """The koan file and its answer differ only at blanks, TODO bodies and fix regions."""
-    answer = answer_of(koan_file)
+    answer = checkout.answer_of(koan_file)
     report = twins.compare(koan_file, answer)
     problems = list(report.problems)
     if report.ok and not (report.blanks or report.todo_bodies or report.regions):
@@ -264,7 +261,7 @@ def evaluated_at_import(node: ast.AST):
         yield from evaluated_at_import(child)
 
 
-def import_time_problems(koan_file: Path) -> list[str]:
+def import_time_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """A learner's fill runs only where its koan runs: grade's workers import every koan file
     before forking a process per koan, so nothing the learner writes may run at import."""
     tree = ast.parse(koan_file.read_text(encoding="utf-8"))
@@ -281,9 +278,9 @@ def import_time_problems(koan_file: Path) -> list[str]:
     )
 
 
-def language_problems(koan_file: Path) -> list[str]:
+def language_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """A docstring in Chinese and English, and a hint with zh and en levels, for every koan."""
-    chapter = course.chapter_for(koan_file)
+    chapter = checkout.chapter_for(koan_file)
     problems = []
     for name, line, doc in listed(koan_file):
         where = f"{koan_file}:{line} {name}"
@@ -308,10 +305,10 @@ def _gives_away(answer: str, hint: str) -> bool:
     return giveaways.appears(answer, hint)
 
 
-def hint_problems(koan_file: Path) -> list[str]:
+def hint_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """No hint holds its koan's answer or copies a TODO's solution."""
-    report = twins.compare(koan_file, answer_of(koan_file))
-    chapter = course.chapter_for(koan_file)
+    report = twins.compare(koan_file, checkout.answer_of(koan_file))
+    chapter = checkout.chapter_for(koan_file)
     spans = koan_model.read(koan_file).spans
     problems = []
     body_lines = [ln.strip() for b in report.todo_bodies.values() for ln in b.splitlines()]
@@ -329,9 +326,9 @@ def hint_problems(koan_file: Path) -> list[str]:
     return problems
 
 
-def giveaway_problems(koan_file: Path) -> list[str]:
+def giveaway_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """authoring/giveaways.py: an answer written next to its blank."""
-    return [str(f) for f in giveaways.findings(koan_file, answer_of(koan_file))]
+    return [str(f) for f in giveaways.findings(checkout, koan_file, checkout.answer_of(koan_file))]
 
 
 FILE_CHECKS = (
@@ -346,21 +343,23 @@ CHAPTER_CHECKS = (
 )
 
 
-def check(chapters: list[course.Chapter], whole: bool, records: bool = True) -> list[str]:
+def check(
+    checkout: course.Course, chapters: list[course.Chapter], whole: bool, records: bool = True
+) -> list[str]:
     """Every static problem of `chapters` (and of the whole course with `whole`); with
     `records`, the stale gate records and a stale manifest too."""
-    problems = course_problems() if whole else []
+    problems = course_problems(checkout) if whole else []
     for chapter in chapters:
         for each in CHAPTER_CHECKS:
-            problems += each(chapter)
-        for koan_file in sorted((course.KOANS / chapter.number).glob("test_*.py")):
-            if not answer_of(koan_file).is_file():
+            problems += each(checkout, chapter)
+        for koan_file in sorted((checkout.koans / chapter.number).glob("test_*.py")):
+            if not checkout.answer_of(koan_file).is_file():
                 continue  # course_problems names it
             for each in FILE_CHECKS:
-                problems += each(koan_file)
+                problems += each(checkout, koan_file)
     if not records:
         return problems
-    return problems + shipped_problems() + record_problems(chapters)
+    return problems + shipped_problems(checkout) + record_problems(checkout, chapters)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,17 +384,18 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument("-n", "--workers", type=int, default=2)
     args = parser.parse_args(argv)
     wanted = {c.zfill(2) for c in args.chapter}
-    chapters = [c for c in course.all_chapters() if not wanted or c.number in wanted]
+    checkout = course.Course.here()
+    chapters = [c for c in checkout.chapters() if not wanted or c.number in wanted]
     unknown = wanted - {c.number for c in chapters}
     if unknown:
         print(f"no such chapter: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     if args.command == "stamp":
         args.chosen = chapters
-        return gates.main(args)
+        return gates.main(checkout, args)
     started = time.monotonic()
-    problems = check(chapters, whole=not wanted)
-    files = sum(len(list((course.KOANS / c.number).glob("test_*.py"))) for c in chapters)
+    problems = check(checkout, chapters, whole=not wanted)
+    files = sum(len(list((checkout.koans / c.number).glob("test_*.py"))) for c in chapters)
     for problem in problems:
         print(f"❌ {problem}")
     seconds = time.monotonic() - started

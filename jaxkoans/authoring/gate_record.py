@@ -23,9 +23,9 @@ HARNESS = (
 )  # fmt: skip
 
 
-def harness_digest(*gate_modules: str) -> str:
-    """A digest of the harness code (HARNESS) and of `gate_modules` (paths under the root)."""
-    root = course.REPO
+def harness_digest(checkout: course.Course, *gate_modules: str) -> str:
+    """A digest of `checkout`'s harness code (HARNESS) and of `gate_modules` (paths under its root)."""
+    root = checkout.root
     files: set[Path] = set()
     for entry in (*HARNESS, *gate_modules):
         path = root / entry

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.authoring import gate_record, mutate, shortcuts
-from jaxkoans.course import pristine, twins
+from jaxkoans.course import shipped as as_shipped
+from jaxkoans.course import twins
 
 RECORD = "tests/gate_record.toml"
 HEADER = (
@@ -52,9 +53,9 @@ CANARY = {"mutation": 3, "fakes": 2, "shortcuts": 2}  # per chapter
 # ---- what each gate reads ------------------------------------------------------------------
 
 
-def harness() -> str:
+def harness(checkout: course.Course) -> str:
     """The code every gate's verdict depends on: HARNESS, the gates' own modules, this one."""
-    return gate_record.harness_digest(gate_record.MUTATE, shortcuts.SELF, SELF)
+    return gate_record.harness_digest(checkout, gate_record.MUTATE, shortcuts.SELF, SELF)
 
 
 def _hash(*parts: object) -> str:
@@ -95,13 +96,13 @@ def file_digests(chapter: course.Chapter, koan: Path, answer: Path) -> dict[str,
 # ---- the record ----------------------------------------------------------------------------
 
 
-def record_path() -> Path:
-    return course.REPO / RECORD
+def record_path(checkout: course.Course) -> Path:
+    return checkout.root / RECORD
 
 
-def read(path: Path | None = None) -> dict[str, dict]:
-    """{chapter: {"harness": digest, file name: {gate: {"digest": …, counts…}}}}."""
-    path = path or record_path()
+def read(path: Path) -> dict[str, dict]:
+    """{chapter: {"harness": digest, file name: {gate: {"digest": …, counts…}}}} of the record
+    at `path` (record_path(checkout))."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
@@ -125,8 +126,7 @@ def render(record: dict[str, dict]) -> str:
     return "".join(lines)
 
 
-def write(record: dict[str, dict], path: Path | None = None) -> None:
-    path = path or record_path()
+def write(record: dict[str, dict], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_suffix(".part")
     part.write_text(render(record), encoding="utf-8")
@@ -164,18 +164,21 @@ class Stale:
 
 
 def stale(
-    chapters: list[course.Chapter], record: dict | None = None, current: str | None = None
+    checkout: course.Course,
+    chapters: list[course.Chapter],
+    record: dict | None = None,
+    current: str | None = None,
 ) -> list[Stale]:
     """Each chapter's stale entries (reads files, runs nothing)."""
-    record = read() if record is None else record
-    current = harness() if current is None else current
+    record = read(record_path(checkout)) if record is None else record
+    current = harness(checkout) if current is None else current
     found = []
     for chapter in chapters:
         own = record.get(chapter.number, {})
         result = Stale(chapter, {gate: [] for gate in GATES})
         result.harness = own.get("harness") != current
         result.recorded = "harness" in own
-        pairs = mutate.twin_files(chapter)
+        pairs = mutate.twin_files(checkout, chapter)
         for koan, answer in pairs:
             entry = own.get(answer.name, {})
             for gate, digest in file_digests(chapter, koan, answer).items():
@@ -199,19 +202,23 @@ def _spread(items: list, count: int) -> list:
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
-def canary_plan(chapter: course.Chapter) -> tuple[list[mutate.Variant], dict[str, str]]:
+def canary_plan(
+    checkout: course.Course, chapter: course.Chapter
+) -> tuple[list[mutate.Variant], dict[str, str]]:
     """(the variants, {module: what it is}) of a chapter's canary: CANARY mutants, fakes and
     generated fakes that must fail, each file they change unchanged beside them."""
     variants, named, koans_of = [], {}, {}
     mutants = [
-        m for m in mutate.chapter_mutants(chapter) if mutate.equivalent_reason(chapter, m) is None
+        m
+        for m in mutate.chapter_mutants(checkout, chapter)
+        if mutate.equivalent_reason(chapter, m) is None
     ]
     for i, m in enumerate(_spread(mutants, CANARY["mutation"])):
         module = f"{m.site.answer.stem}__cm{i:02d}.py"
         variants.append(mutate.Variant(module, mutate.mutated_source(m.site, m.fill), m.site.koans))
         named[module] = f"mutation: {mutate.describe(m)}"
         koans_of.setdefault(m.site.answer, set()).update(m.site.koans)
-    fakes, _ = mutate.chapter_fakes(chapter)
+    fakes, _ = mutate.chapter_fakes(checkout, chapter)
     for i, fake in enumerate(_spread(fakes, CANARY["fakes"])):
         module = f"{fake.answer.stem}__cf{i:02d}.py"
         variants.append(mutate.Variant(module, mutate.faked_source(fake), fake.koans))
@@ -219,13 +226,13 @@ def canary_plan(chapter: course.Chapter) -> tuple[list[mutate.Variant], dict[str
         koans_of.setdefault(fake.answer, set()).update(fake.koans)
     generated = [
         s
-        for s in shortcuts.chapter_shortcuts(chapter)
+        for s in shortcuts.chapter_shortcuts(checkout, chapter)
         if shortcuts.equivalent_reason(chapter, s) is None
-        and shortcuts._compiles(shortcuts.variant_source(s))
+        and shortcuts._compiles(shortcuts.variant_source(checkout, s))
     ]
     for i, s in enumerate(_spread(generated, CANARY["shortcuts"])):
         module = f"{s.answer.stem}__cs{i:02d}.py"
-        variants.append(mutate.Variant(module, shortcuts.variant_source(s), s.koans))
+        variants.append(mutate.Variant(module, shortcuts.variant_source(checkout, s), s.koans))
         named[module] = f"shortcuts: {s.name}"
         koans_of.setdefault(s.answer, set()).update(s.koans)
     for answer, koans in sorted(koans_of.items()):
@@ -234,11 +241,13 @@ def canary_plan(chapter: course.Chapter) -> tuple[list[mutate.Variant], dict[str
     return variants, named
 
 
-def canary(chapters: list[course.Chapter], workers: int = 2) -> dict[str, list[str]]:
+def canary(
+    checkout: course.Course, chapters: list[course.Chapter], workers: int = 2
+) -> dict[str, list[str]]:
     """Every chapter's canary in ONE pytest run: {chapter: what failed} ([] when it passed)."""
-    plans = {c.number: canary_plan(c) for c in chapters}
+    plans = {c.number: canary_plan(checkout, c) for c in chapters}
     runs = {n: variants for n, (variants, _) in plans.items() if variants}
-    passed, problem = mutate.run_chapters(runs, workers) if runs else ({}, "")
+    passed, problem = mutate.run_chapters(checkout, runs, workers) if runs else ({}, "")
     found = {}
     for number, (variants, named) in plans.items():
         wrong = [problem] if problem and variants else []
@@ -268,9 +277,9 @@ class Failure:
 
 
 def _mutation(
-    chapter: course.Chapter, names: list[str], record: dict, workers: int
+    checkout: course.Course, chapter: course.Chapter, names: list[str], record: dict, workers: int
 ) -> list[Failure]:
-    outcome = mutate.gate(chapter, set(names), workers)
+    outcome = mutate.gate(checkout, chapter, set(names), workers)
     print("\n".join(mutate.table([outcome])), flush=True)
     failures = [Failure(chapter.number, "mutation", outcome.problem)] * bool(outcome.problem)
     failures += [Failure(chapter.number, "mutation", f"survives: {mutate.describe(m)}")
@@ -279,7 +288,7 @@ def _mutation(
                  for m in outcome.unknown]  # fmt: skip
     if outcome.problem:
         return failures
-    digests = _digests(chapter)
+    digests = _digests(checkout, chapter)
     for name in names:
         mine = [m for m in outcome.mutants if m.site.answer.name == name]
         if any(m.site.answer.name == name for m in (*outcome.survived, *outcome.unknown)):
@@ -294,9 +303,11 @@ def _mutation(
     return failures
 
 
-def _fakes(chapters: list[course.Chapter], names: dict[str, list[str]], record: dict,
-           workers: int) -> list[Failure]:  # fmt: skip
-    checked = mutate.check_all_fakes(chapters, workers, files={n: set(v) for n, v in names.items()})
+def _fakes(checkout: course.Course, chapters: list[course.Chapter], names: dict[str, list[str]],
+           record: dict, workers: int) -> list[Failure]:  # fmt: skip
+    checked = mutate.check_all_fakes(
+        checkout, chapters, workers, files={n: set(v) for n, v in names.items()}
+    )
     failures = []
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
@@ -312,7 +323,7 @@ def _fakes(chapters: list[course.Chapter], names: dict[str, list[str]], record: 
               f"fakes fail their koan", flush=True)  # fmt: skip
         if problem:
             continue
-        digests = _digests(chapter)
+        digests = _digests(checkout, chapter)
         for name in names[chapter.number]:
             mine = {k: v for k, v in verdicts.items() if k.split("::")[0] == name}
             if not mine or not all(v is True for v in mine.values()):
@@ -326,9 +337,11 @@ def _fakes(chapters: list[course.Chapter], names: dict[str, list[str]], record: 
     return failures
 
 
-def _shortcuts(chapters: list[course.Chapter], names: dict[str, list[str]], record: dict,
-               workers: int) -> list[Failure]:  # fmt: skip
-    outcomes = shortcuts.gate(chapters, workers, files={n: set(v) for n, v in names.items()})
+def _shortcuts(checkout: course.Course, chapters: list[course.Chapter],
+               names: dict[str, list[str]], record: dict, workers: int) -> list[Failure]:  # fmt: skip
+    outcomes = shortcuts.gate(
+        checkout, chapters, workers, files={n: set(v) for n, v in names.items()}
+    )
     failures = []
     for chapter, outcome in zip(chapters, outcomes, strict=True):
         print(f"{outcome.chapter}: {len(outcome.fakes)} generated fakes, {len(outcome.killed)} "
@@ -339,7 +352,7 @@ def _shortcuts(chapters: list[course.Chapter], names: dict[str, list[str]], reco
                      for s in outcome.survived]  # fmt: skip
         if outcome.problem:
             continue
-        digests = _digests(chapter)
+        digests = _digests(checkout, chapter)
         for name in names[chapter.number]:
             if any(s.answer.name == name for s in outcome.survived):
                 continue
@@ -354,44 +367,48 @@ def _shortcuts(chapters: list[course.Chapter], names: dict[str, list[str]], reco
     return failures
 
 
-def _covers_all(stale: Stale) -> bool:
+def _covers_all(checkout: course.Course, stale: Stale) -> bool:
     """Every gate of every file of the chapter is stale: they all run."""
-    digests = _digests(stale.chapter)
+    digests = _digests(checkout, stale.chapter)
     return all(name in stale.files[gate] for name, own in digests.items() for gate in own)
 
 
-def _digests(chapter: course.Chapter) -> dict[str, dict[str, str]]:
-    return {a.name: file_digests(chapter, k, a) for k, a in mutate.twin_files(chapter)}
+def _digests(checkout: course.Course, chapter: course.Chapter) -> dict[str, dict[str, str]]:
+    return {a.name: file_digests(chapter, k, a) for k, a in mutate.twin_files(checkout, chapter)}
 
 
-def static_failures(chapters: list[course.Chapter]) -> list[Failure]:
+def static_failures(checkout: course.Course, chapters: list[course.Chapter]) -> list[Failure]:
     """check.py's checks of these chapters (the give-away check among them), without records."""
     from jaxkoans.authoring import check
 
     failures = []
     for chapter in chapters:
-        found = check.check([chapter], whole=False, records=False)
+        found = check.check(checkout, [chapter], whole=False, records=False)
         failures += [Failure(chapter.number, "check", problem) for problem in found]
     return failures
 
 
 def stamp(
-    chapters: list[course.Chapter], full: bool = False, workers: int = 2, gates=GATES
+    checkout: course.Course,
+    chapters: list[course.Chapter],
+    full: bool = False,
+    workers: int = 2,
+    gates=GATES,
 ) -> list[Failure]:
     """Run what is stale of `chapters` (with `full`, every file of the `gates` named, and what
     is stale of the others), record what passed, write the manifest; the failures."""
     started = time.monotonic()
-    pristine.write(course.REPO)
-    print(f"wrote {pristine.SOURCE}", flush=True)
-    failures = static_failures(chapters)
-    record = read()
-    current = harness()
-    todo = stale(chapters, record, current)
+    as_shipped.write(checkout.root)
+    print(f"wrote {as_shipped.SOURCE}", flush=True)
+    failures = static_failures(checkout, chapters)
+    record = read(record_path(checkout))
+    current = harness(checkout)
+    todo = stale(checkout, chapters, record, current)
     if full:
         for s in todo:
             s.harness = True
             s.files = {gate: [] if gate in gates else s.files[gate] for gate in GATES}
-            for koan, answer in mutate.twin_files(s.chapter):
+            for koan, answer in mutate.twin_files(checkout, s.chapter):
                 for gate in file_digests(s.chapter, koan, answer):
                     if gate in gates:
                         s.files[gate].append(answer.name)
@@ -400,18 +417,18 @@ def stamp(
             record.get(s.chapter.number, {}).pop(name, None)
     for s in todo:  # one chapter at a time: each mutation run is CPU heavy
         if s.files["mutation"]:
-            failures += _mutation(s.chapter, s.files["mutation"], record, workers)
+            failures += _mutation(checkout, s.chapter, s.files["mutation"], record, workers)
     for gate, run in (("fakes", _fakes), ("shortcuts", _shortcuts)):
         chosen = [s for s in todo if s.files[gate]]
         if chosen:
             names = {s.chapter.number: s.files[gate] for s in chosen}
-            failures += run([s.chapter for s in chosen], names, record, workers)
+            failures += run(checkout, [s.chapter for s in chosen], names, record, workers)
     # A chapter whose every gate ran on every file confirms the harness by itself; one whose
     # record still covers some files runs its canary.
     whole = [
         s.chapter
         for s in todo
-        if s.harness and ((full and set(gates) == set(GATES)) or _covers_all(s))
+        if s.harness and ((full and set(gates) == set(GATES)) or _covers_all(checkout, s))
     ]
     failed = {f.chapter for f in failures if f.gate != "check"}
     for chapter in whole:
@@ -420,24 +437,24 @@ def stamp(
     sampled = [s.chapter for s in todo if s.harness and s.chapter not in whole]
     if sampled:
         print(f"canary: {', '.join(c.number for c in sampled)}", flush=True)
-        for number, wrong in canary(sampled, workers).items():
+        for number, wrong in canary(checkout, sampled, workers).items():
             failures += [Failure(number, "canary", w) for w in wrong]
             if wrong:
                 failures.append(Failure(number, "canary", "run every gate: python -m "
                                         f"jaxkoans.authoring stamp --full --chapter {number}"))  # fmt: skip
             else:
                 record.setdefault(number, {})["harness"] = current
-    write(record)
+    write(record, record_path(checkout))
     print(f"记录已更新 / recorded in {RECORD} ({time.monotonic() - started:.0f} s)")
     return failures
 
 
-def main(args) -> int:
+def main(checkout: course.Course, args) -> int:
     """`python -m jaxkoans.authoring stamp` (args from check.main's parser)."""
     chapters = args.chosen
     if not args.full and not args.chapter:
-        chapters = [s.chapter for s in stale(chapters) if s.any]
-        if not chapters and not pristine.stale(course.REPO):
+        chapters = [s.chapter for s in stale(checkout, chapters) if s.any]
+        if not chapters and not as_shipped.stale(checkout.root):
             print("每章的记录都是最新的 / every chapter's record is current")
             return 0
     gates = tuple(args.gates.split(",")) if getattr(args, "gates", None) else GATES
@@ -445,7 +462,7 @@ def main(args) -> int:
     if unknown:
         print(f"no such gate: {', '.join(sorted(unknown))} (gates: {', '.join(GATES)})")
         return 2
-    failures = stamp(chapters, args.full, args.workers, gates)
+    failures = stamp(checkout, chapters, args.full, args.workers, gates)
     if failures:
         print("\n未通过 / failed:", file=sys.stderr)
         for failure in failures:

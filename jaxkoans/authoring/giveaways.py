@@ -36,14 +36,14 @@ MIN_OTHER_KOAN = 8  # … before another koan's code counts (shorter ones recur 
 
 @dataclass(frozen=True)
 class Finding:
-    file: Path
+    file: Path  # under the course's root: koans/NN/test_x.py
     line: int
     koan: str
     answer: str
     where: str
 
     def __str__(self) -> str:
-        return f"{self.file.relative_to(course.REPO)}:{self.line} ({self.koan}): `{self.answer}` {self.where}"
+        return f"{self.file}:{self.line} ({self.koan}): `{self.answer}` {self.where}"
 
 
 def appears(answer: str, text: str) -> bool:
@@ -259,17 +259,20 @@ def _a_local_name(node, tree) -> bool:
     )
 
 
-def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
+def findings(
+    checkout: course.Course, koan_file: Path, answer_file: Path | None = None
+) -> list[Finding]:
     from jaxkoans.course.file_context import Context
 
-    answer_file = answer_file or course.ANSWERS / koan_file.relative_to(course.KOANS)
+    answer_file = answer_file or checkout.answer_of(koan_file)
+    shown = checkout.relative(koan_file)
     koan_text, answer_text = (
         koan_file.read_text(encoding="utf-8"),
         answer_file.read_text(encoding="utf-8"),
     )
     taken = fills.take(koan_text, answer_text)
     model = koan_model.read(koan_file)
-    chapter = course.chapter_for(koan_file)
+    chapter = checkout.chapter_for(koan_file)
     context = Context.of(answer_text)
     lines = model.lines
     prose = _prose(koan_text, model.tree) if model.tree is not None else []
@@ -286,7 +289,7 @@ def findings(koan_file: Path, answer_file: Path | None = None) -> list[Finding]:
         line = fill.blank[0]
 
         def say(where: str, fill=fill, answer=answer, line=line) -> None:
-            found.append(Finding(koan_file, line, fill.owner, answer, where))
+            found.append(Finding(shown, line, fill.owner, answer, where))
 
         value = (
             value_of(fill.node)
@@ -396,12 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chapter", action="append", default=[])
     args = parser.parse_args(argv)
     wanted = {n.zfill(2) for n in args.chapter}
+    checkout = course.Course.here()
     found = [
         finding
-        for chapter in course.all_chapters()
+        for chapter in checkout.chapters()
         if not wanted or chapter.number in wanted
-        for path in sorted((course.KOANS / chapter.number).glob("test_*.py"))
-        for finding in findings(path)
+        for path in sorted((checkout.koans / chapter.number).glob("test_*.py"))
+        for finding in findings(checkout, path)
     ]
     for finding in found:
         print(finding)

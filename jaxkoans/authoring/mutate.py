@@ -34,13 +34,13 @@ import difflib
 import os
 import sys
 import tempfile
-import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model, predictions, pristine, twins
+from jaxkoans.course import koan_model, predictions, twins
+from jaxkoans.course import shipped as as_shipped
 from jaxkoans.course.file_context import Context
 from jaxkoans.learner import runner
 from jaxkoans.plugin import results
@@ -272,11 +272,14 @@ def _compiles(source: str) -> bool:
 
 
 def chapter_mutants(
-    chapter: course.Chapter, wanted: set[str] | None = None, per_fill: int = PER_FILL
+    checkout: course.Course,
+    chapter: course.Chapter,
+    wanted: set[str] | None = None,
+    per_fill: int = PER_FILL,
 ) -> list[Mutant]:
     """The mutants of a chapter's answers (only the koans in `wanted`, if given)."""
     mutants = []
-    for koan, answer in twin_files(chapter):
+    for koan, answer in twin_files(checkout, chapter):
         context = Context.of(answer.read_text(encoding="utf-8"))
         for site in sites(koan, answer):
             if wanted and not any(_wanted(wanted, answer, k) for k in site.koans):
@@ -287,11 +290,11 @@ def chapter_mutants(
     return mutants
 
 
-def twin_files(chapter: course.Chapter) -> list[tuple[Path, Path]]:
+def twin_files(checkout: course.Course, chapter: course.Chapter) -> list[tuple[Path, Path]]:
     """The chapter's (koan, answer) file pairs, in file-name order; an answer without a koan
     twin is not a koan yet."""
-    answers = sorted((course.ANSWERS / chapter.number).glob("test_*.py"))
-    pairs = [(course.KOANS / chapter.number / answer.name, answer) for answer in answers]
+    answers = sorted((checkout.answers / chapter.number).glob("test_*.py"))
+    pairs = [(checkout.koans / chapter.number / answer.name, answer) for answer in answers]
     return [(koan, answer) for koan, answer in pairs if koan.is_file()]
 
 
@@ -313,18 +316,18 @@ class Variant:
     koans: tuple[str, ...]
 
 
-def run_limit(koans: int, workers: int = 2) -> float:
+def run_limit(checkout: course.Course, koans: int, workers: int = 2) -> float:
     """A whole run's limit, from its work: every koan may take pytest-timeout's whole limit (the
     course's `timeout`), shared by the workers, plus the start of the processes."""
-    return STARTUP_S + koan_limit() * koans / max(1, workers)
+    return STARTUP_S + koan_limit(checkout) * koans / max(1, workers)
 
 
-def koan_limit() -> float:
+def koan_limit(checkout: course.Course) -> float:
     """pytest-timeout's limit of one koan in the gate's runs: the course's own (pyproject.toml's
     `timeout`), stretched by the machine's load. A koan's work does not grow on a loaded machine,
     its wall time does: a slow compile there must not read as a fake killed or an answer that
     fails. A fake that hangs is still stopped, later."""
-    return runner.koan_timeout() * load_factor()
+    return runner.koan_timeout(checkout.root) * load_factor()
 
 
 def load_factor() -> float:
@@ -337,17 +340,24 @@ def load_factor() -> float:
 
 
 def run_variants(
-    chapter: str, variants: list[Variant], workers: int = 2, timeout_s: float | None = None
+    checkout: course.Course,
+    chapter: str,
+    variants: list[Variant],
+    workers: int = 2,
+    timeout_s: float | None = None,
 ) -> tuple[dict[str, bool], str]:
     """Run every variant's koans in one pytest process. Returns ({variant name: True when
     every koan of it reported and passed}, a problem, or ""). A koan that never reported (its
     worker killed) counts as not passed; when the whole run failed, such variants are absent."""
-    verdicts, problem = run_chapters({chapter: variants}, workers, timeout_s)
+    verdicts, problem = run_chapters(checkout, {chapter: variants}, workers, timeout_s)
     return {name: verdict for (_, name), verdict in verdicts.items()}, problem
 
 
 def run_chapters(
-    chapters: dict[str, list[Variant]], workers: int = 2, timeout_s: float | None = None
+    checkout: course.Course,
+    chapters: dict[str, list[Variant]],
+    workers: int = 2,
+    timeout_s: float | None = None,
 ) -> tuple[dict[tuple[str, str], bool], str]:
     """run_variants for several chapters in ONE pytest process (one start of JAX for all of
     them): ({(chapter, variant name): verdict}, a problem, or ""). The limit of the whole run
@@ -361,16 +371,16 @@ def run_chapters(
                 (directory / variant.name).write_text(variant.source, encoding="utf-8")
                 nodeids += [f"{directory / variant.name}::{k}" for k in variant.koans]
         if timeout_s is None:
-            timeout_s = run_limit(len(nodeids), workers)
+            timeout_s = run_limit(checkout, len(nodeids), workers)
         record = Path(scratch) / "record.jsonl"
         arguments = Path(scratch) / "nodeids.txt"
         arguments.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
         command = runner.pytest_command(
             [f"@{arguments}"], record=record, workers=workers,
-            options=("-q", "--tb=no", "-c", str(course.REPO / "pyproject.toml"), "--rootdir", scratch,
-                     "-o", f"timeout={koan_limit():.0f}", *WORKER_ENDS_ON_TIMEOUT),
+            options=("-q", "--tb=no", "-c", str(checkout.root / "pyproject.toml"), "--rootdir", scratch,
+                     "-o", f"timeout={koan_limit(checkout):.0f}", *WORKER_ENDS_ON_TIMEOUT),
         )  # fmt: skip
-        _, problem = _run(command, timeout_s)
+        _, problem = _run(command, timeout_s, checkout.root)
         events = results.read(record) if record.exists() else []
         passed: dict[tuple[str, str], list[bool]] = {}
         reported: dict[tuple[str, str], set[str]] = {}
@@ -404,10 +414,10 @@ def _module_of(path: str) -> tuple[str, str]:
     return Path(path).parent.name, Path(path).name
 
 
-def _run(command: list[str], timeout_s: float) -> tuple[int | None, str]:
+def _run(command: list[str], timeout_s: float, cwd: Path) -> tuple[int | None, str]:
     """The child pytest in a process group of its own, ended with its xdist workers however this
     run stops (a timeout, Ctrl-C, SIGTERM, SIGHUP): progress.py's runner."""
-    code, stderr = runner.run_in_group(command, timeout_s)
+    code, stderr = runner.run_in_group(command, timeout_s, cwd=cwd)
     if code is None:
         return None, f"the run did not finish within {timeout_s:.0f} s"
     if code not in (0, 1):
@@ -449,12 +459,12 @@ def _body(fn: ast.FunctionDef, lines: list[str]) -> list[str]:
 
 
 def chapter_fakes(
-    chapter: course.Chapter, files: set[str] | None = None
+    checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
 ) -> tuple[list[Fake], list[str]]:
     """(every fake of the chapter, "file::function" of each TODO function that has none); only
     of the answer files named in `files`, when given."""
     fakes, missing = [], []
-    for koan, answer in twin_files(chapter):
+    for koan, answer in twin_files(checkout, chapter):
         if files is not None and answer.name not in files:
             continue
         report = twins.compare(koan, answer)
@@ -487,22 +497,22 @@ def _fake_functions(path: Path) -> list[tuple[str, str, list[str]]]:
 
 def faked_source(fake: Fake) -> str:
     """The answer file with the TODO body of `fake.function` replaced by the fake's."""
-    report = twins.compare(course.KOANS / fake.answer.parent.name / fake.answer.name, fake.answer)
-    spans = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
-    start, end = spans[fake.function]
-    lines = fake.answer.read_text(encoding="utf-8").splitlines()
-    body_lines = [line for line in lines[start:end] if line.strip()]
-    indent = " " * (len(body_lines[0]) - len(body_lines[0].lstrip())) if body_lines else "    "
-    body = textwrap.indent(textwrap.dedent("\n".join(fake.body)), indent)
-    return "\n".join([*lines[:start], body, *lines[end:]]) + "\n"
+    text = fake.answer.read_text(encoding="utf-8")
+    return koan_model.splice_body(text, fake.function, "\n".join(fake.body))
 
 
-def check_fakes(chapter: course.Chapter, workers: int = 2, timeout_s: float | None = None):
+def check_fakes(
+    checkout: course.Course,
+    chapter: course.Chapter,
+    workers: int = 2,
+    timeout_s: float | None = None,
+):
     """({fake name: True when it made a koan fail, None without a verdict}, missing, problem)."""
-    return check_all_fakes([chapter], workers, timeout_s)[chapter.number]
+    return check_all_fakes(checkout, [chapter], workers, timeout_s)[chapter.number]
 
 
 def check_all_fakes(
+    checkout: course.Course,
     chapters: list[course.Chapter],
     workers: int = 2,
     timeout_s: float | None = None,
@@ -519,14 +529,14 @@ def check_all_fakes(
     `files` ({chapter: answer file names}) checks only the fakes of those files."""
     planned = {
         chapter.number: _fake_variants(
-            chapter, None if files is None else files.get(chapter.number, set())
+            checkout, chapter, None if files is None else files.get(chapter.number, set())
         )
         for chapter in chapters
     }
     if passing_answers is not None:
         planned = {n: (_one_baseline(v), names, m) for n, (v, names, m) in planned.items()}
     runs = {number: variants for number, (variants, _, _) in planned.items() if variants}
-    passed, problem = run_chapters(runs, workers, timeout_s) if runs else ({}, "")
+    passed, problem = run_chapters(checkout, runs, workers, timeout_s) if runs else ({}, "")
     found = {}
     for number, (variants, names, missing) in planned.items():
         koans = {v.name: v.koans for v in variants}
@@ -556,11 +566,11 @@ def _one_baseline(variants: list[Variant]) -> list[Variant]:
 
 
 def _fake_variants(
-    chapter: course.Chapter, files: set[str] | None = None
+    checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
 ) -> tuple[list[Variant], dict[str, str], list[str]]:
     """(the fakes' modules and one unchanged copy of each faked answer file, {module: fake
     name}, the TODO functions without a fake) of a chapter (of its answer files `files`)."""
-    fakes, missing = chapter_fakes(chapter, files)
+    fakes, missing = chapter_fakes(checkout, chapter, files)
     variants, names = [], {}
     for i, fake in enumerate(fakes):
         module = f"{fake.answer.stem}__f{i:03d}.py"
@@ -582,13 +592,18 @@ def _fake_variants(
 HIDDEN_MARK = "🙈"
 
 
-def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | None = None):
+def leak_check(
+    checkout: course.Course,
+    chapter: course.Chapter,
+    workers: int = 2,
+    timeout_s: float | None = None,
+):
     """[(koan, right fill, wrong fill, verdict, report)], verdict one of: hidden, shows-value (the
     report is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
     import xml.etree.ElementTree as ElementTree
 
     samples: dict[tuple[str, str], tuple[Site, str]] = {}
-    for koan, answer in twin_files(chapter):
+    for koan, answer in twin_files(checkout, chapter):
         context = Context.of(answer.read_text(encoding="utf-8"))
         for site in sites(koan, answer):
             if len(site.koans) != 1 or (answer.name, site.koans[0]) in samples:
@@ -602,18 +617,18 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | Non
     with tempfile.TemporaryDirectory(prefix="jaxkoans-leaks-") as scratch:
         root = Path(scratch) / "course"
         (root / "koans").mkdir(parents=True)
-        for path in course.KOANS.rglob("*.toml"):
-            target = root / "koans" / path.relative_to(course.KOANS)
+        for path in checkout.koans.rglob("*.toml"):
+            target = root / "koans" / path.relative_to(checkout.koans)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
-        (root / "pyproject.toml").write_bytes((course.REPO / "pyproject.toml").read_bytes())
+        (root / "pyproject.toml").write_bytes((checkout.root / "pyproject.toml").read_bytes())
         modules = {}
         for i, ((name, koan), (site, wrong)) in enumerate(sorted(samples.items())):
             module = f"{Path(name).stem}__leak{i:03d}.py"
             modules[module] = (koan, site, wrong)
-            shipped = (course.KOANS / chapter.number / name).read_text(encoding="utf-8")
+            shipped = (checkout.koans / chapter.number / name).read_text(encoding="utf-8")
             (root / "koans" / chapter.number / module).write_text(shipped, encoding="utf-8")
-        pristine.write(root)  # the copy's koans as shipped, before the wrong fills go in
+        as_shipped.write(root)  # the copy's koans as shipped, before the wrong fills go in
         for module, (_, site, wrong) in modules.items():
             (root / "koans" / chapter.number / module).write_text(
                 mutated_source(site, wrong), encoding="utf-8"
@@ -622,11 +637,11 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | Non
         nodeids = [f"koans/{chapter.number}/{m}::{k}" for m, (k, _, _) in modules.items()]
         command = runner.pytest_command(
             nodeids, workers=workers,
-            options=("-q", f"--junitxml={junit}", "-o", f"timeout={koan_limit():.0f}"),
+            options=("-q", f"--junitxml={junit}", "-o", f"timeout={koan_limit(checkout):.0f}"),
         )  # fmt: skip
         env = {**os.environ, "JAXKOANS_ROOT": str(root)}
         env.pop("JAXKOANS_REVEAL", None)
-        limit = timeout_s or run_limit(len(nodeids), workers)
+        limit = timeout_s or run_limit(checkout, len(nodeids), workers)
         runner.run_in_group(command, limit, cwd=root, env=env)  # what finished is still read
         reports: dict[tuple[str, str], str | None] = {}
         if junit.exists():
@@ -658,7 +673,7 @@ def leak_check(chapter: course.Chapter, workers: int = 2, timeout_s: float | Non
 
 
 @dataclass
-class Outcome:
+class MutationResult:
     chapter: str
     mutants: list[Mutant]
     killed: list[Mutant] = field(default_factory=list)
@@ -690,15 +705,16 @@ def equivalent_reason(chapter: course.Chapter, mutant: Mutant) -> str | None:
 
 
 def gate(
+    checkout: course.Course,
     chapter: course.Chapter,
     wanted: set[str] | None = None,
     workers: int = 2,
     per_fill: int = PER_FILL,
     timeout_s: float | None = None,
-) -> Outcome:
+) -> MutationResult:
     started = time.perf_counter()
-    mutants = chapter_mutants(chapter, wanted, per_fill)
-    outcome = Outcome(chapter.number, mutants)
+    mutants = chapter_mutants(checkout, chapter, wanted, per_fill)
+    outcome = MutationResult(chapter.number, mutants)
     variants = []
     baselines: dict[Path, set[str]] = {}
     for i, mutant in enumerate(mutants):
@@ -714,7 +730,9 @@ def gate(
             )
         )
     passed, outcome.problem = (
-        run_variants(chapter.number, variants, workers, timeout_s) if variants else ({}, "")
+        run_variants(checkout, chapter.number, variants, workers, timeout_s)
+        if variants
+        else ({}, "")
     )
     for mutant in mutants:
         base = passed.get(f"{mutant.site.answer.stem}__base.py")
@@ -737,7 +755,7 @@ def describe(mutant: Mutant) -> str:
     return f"{where}  {'/'.join(site.koans[:2])}  `{site.fill}` → `{mutant.fill}`"
 
 
-def table(outcomes: list[Outcome]) -> list[str]:
+def table(outcomes: list[MutationResult]) -> list[str]:
     lines = [
         "chapter  mutants  killed  equivalent  survived  unknown  kill rate  seconds",
     ]
@@ -786,7 +804,8 @@ def main(argv: list[str] | None = None) -> int:
     numbers = {c.zfill(2) for c in args.chapter}
     if wanted and not numbers:
         numbers = {Path(k.split("::")[0]).parent.name for k in wanted if "/" in k}
-    chapters = [c for c in course.all_chapters() if not numbers or c.number in numbers]
+    checkout = course.Course.here()
+    chapters = [c for c in checkout.chapters() if not numbers or c.number in numbers]
     if not chapters:
         print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
         return 2
@@ -794,28 +813,30 @@ def main(argv: list[str] | None = None) -> int:
         from jaxkoans.authoring import gates
 
         gate_name = "fakes" if args.fakes else "mutation"
-        chapters = [s.chapter for s in gates.stale(chapters) if s.files[gate_name] or s.harness]
+        chapters = [
+            s.chapter for s in gates.stale(checkout, chapters) if s.files[gate_name] or s.harness
+        ]
         if not chapters:
             print(f"每章的记录都是最新的 / every chapter's record is current ({gates.RECORD})")
             return 0
     if args.stamp and not (wanted or args.leaks or args.list):
         return stamp_alias(chapters, args.workers)
     if args.fakes:
-        return fakes_main(chapters, args)
+        return fakes_main(checkout, chapters, args)
     if args.leaks:
-        return leaks_main(chapters, args)
+        return leaks_main(checkout, chapters, args)
     if args.list:
         for chapter in chapters:
-            for mutant in chapter_mutants(chapter, wanted, args.per_fill):
+            for mutant in chapter_mutants(checkout, chapter, wanted, args.per_fill):
                 print(describe(mutant))
         return 0
-    if wanted and not any(chapter_mutants(c, wanted, args.per_fill) for c in chapters):
+    if wanted and not any(chapter_mutants(checkout, c, wanted, args.per_fill) for c in chapters):
         print(f"没有选中任何变异 / no mutants for {sorted(wanted)}: name a koan, file.py::koan, "
               "a nodeid or an answer file", file=sys.stderr)  # fmt: skip
         return 2
     outcomes, survivors = [], []
     for chapter in chapters:  # one chapter at a time: each run is CPU heavy
-        outcome = gate(chapter, wanted, args.workers, args.per_fill, args.timeout)
+        outcome = gate(checkout, chapter, wanted, args.workers, args.per_fill, args.timeout)
         outcomes.append(outcome)
         print("\n".join(table([outcome])[-1:]), flush=True)
         survivors += [f"{chapter.number}  {describe(m)}" for m in outcome.survived]
@@ -846,13 +867,13 @@ def stamp_alias(chapters: list[course.Chapter], workers: int) -> int:
     return check.main(["stamp", *numbers, "-n", str(workers)])
 
 
-def fakes_main(chapters: list[course.Chapter], args) -> int:
+def fakes_main(checkout: course.Course, chapters: list[course.Chapter], args) -> int:
     failed = 0
     named = [Path(k.split("::")[0]) for k in args.koans if k.split("::")[0].endswith(".py")]
     files = None  # every fake of the chapters, unless answer files are named
     if named:
         files = {c.number: {p.name for p in named if p.parent.name == c.number} for c in chapters}
-    checked = check_all_fakes(chapters, args.workers, args.timeout, files=files)  # one run
+    checked = check_all_fakes(checkout, chapters, args.workers, args.timeout, files=files)
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
         killed = sum(v is True for v in verdicts.values())
@@ -869,10 +890,10 @@ def fakes_main(chapters: list[course.Chapter], args) -> int:
     return 1 if failed else 0
 
 
-def leaks_main(chapters: list[course.Chapter], args) -> int:
+def leaks_main(checkout: course.Course, chapters: list[course.Chapter], args) -> int:
     leaking = 0
     for chapter in chapters:
-        found = leak_check(chapter, args.workers, args.timeout)
+        found = leak_check(checkout, chapter, args.workers, args.timeout)
         counts = {
             v: sum(f[3] == v for f in found)
             for v in ("hidden", "shows-value", "names-answer", "passed", "no-report")

@@ -34,13 +34,14 @@ TECHNIQUES = (
 )  # fmt: skip
 
 
-def collect(paths: list[str]) -> list[dict]:
-    """Run `paths` (answer files or directories) with every TODO recorded; the log's entries."""
+def collect(checkout: course.Course, paths: list[str]) -> list[dict]:
+    """Run `paths` (answer files or directories of `checkout`) with every TODO recorded; the
+    log's entries."""
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "programs.jsonl"
         env = {**os.environ, PROGRAMS_ENV: str(log)}
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]
-        subprocess.run(command, env=env, cwd=course.REPO, check=False, timeout=3600)
+        subprocess.run(command, env=env, cwd=checkout.root, check=False, timeout=3600)
         if not log.is_file():
             return []
         return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.paths + [f"answers/{n}" for n in args.chapter]
     if not paths:
         parser.error("name a chapter (--chapter NN) or answer files")
-    for todo, item in sorted(summary(collect(paths)).items()):
+    for todo, item in sorted(summary(collect(course.Course.here(), paths)).items()):
         dead = sorted(item["every"] - item["live"])
         if args.toml:
             on_path = sorted(p for p in item["live"] if p in TECHNIQUES)

@@ -323,11 +323,13 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Sh
     return found
 
 
-def chapter_shortcuts(chapter: course.Chapter, files: set[str] | None = None) -> list[Shortcut]:
+def chapter_shortcuts(
+    checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
+) -> list[Shortcut]:
     """The generated fakes of the chapter (of its answer files `files`, when given)."""
     return [
         s
-        for koan, answer in mutate.twin_files(chapter)
+        for koan, answer in mutate.twin_files(checkout, chapter)
         if files is None or answer.name in files
         for s in file_shortcuts(chapter, koan, answer)
     ]
@@ -336,32 +338,17 @@ def chapter_shortcuts(chapter: course.Chapter, files: set[str] | None = None) ->
 # ---- the variant files ---------------------------------------------------------------------
 
 
-def _replace_body(text: str, function: str, body: str) -> str:
-    """`text` with the body (after the docstring) of `function` (at any depth) replaced."""
-    model = koan_model.parse(text)
-    start, end = model.body_of(function)
-    lines = text.splitlines()
-    fn = next(n for n in _functions(model.tree) if n.name == function)
-    indent = " " * (fn.col_offset + 4)
-    if start >= len(lines) or not lines[start].strip():
-        first = next((line for line in lines[start:end] if line.strip()), "")
-        indent = first[: len(first) - len(first.lstrip())] or indent
-    else:
-        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
-    new = textwrap.indent(textwrap.dedent(body), indent).splitlines()
-    return "\n".join([*lines[:start], *new, *lines[end:]]) + "\n"
-
-
-def variant_source(shortcut: Shortcut) -> str:
-    koan = course.KOANS / shortcut.answer.parent.name / shortcut.answer.name
-    koan_model_ = koan_model.read(koan)
-    text = _replace_body(
+def variant_source(checkout: course.Course, shortcut: Shortcut) -> str:
+    """The answer file with the shortcut's body in its TODO function, and each helper the
+    shortcut leaves unwritten as shipped."""
+    koan_model_ = koan_model.read(checkout.koan_of(shortcut.answer))
+    text = koan_model.splice_body(
         shortcut.answer.read_text(encoding="utf-8"), shortcut.function, shortcut.body
     )
     for helper in shortcut.unwritten:
         start, end = koan_model_.body_of(helper)
         shipped = textwrap.dedent("\n".join(koan_model_.lines[start:end]))
-        text = _replace_body(text, helper, shipped)
+        text = koan_model.splice_body(text, helper, shipped)
     return text
 
 
@@ -377,7 +364,7 @@ def _compiles(source: str) -> bool:
 
 
 @dataclass
-class Outcome:
+class ShortcutResult:
     chapter: str
     fakes: list[Shortcut]
     killed: list[Shortcut]
@@ -399,8 +386,11 @@ def equivalent_reason(chapter: course.Chapter, shortcut: Shortcut) -> str | None
 
 
 def gate(
-    chapters: list[course.Chapter], workers: int = 2, files: dict[str, set[str]] | None = None
-) -> list[Outcome]:
+    checkout: course.Course,
+    chapters: list[course.Chapter],
+    workers: int = 2,
+    files: dict[str, set[str]] | None = None,
+) -> list[ShortcutResult]:
     """Every chapter's generated fakes in ONE pytest run, each beside its file's baseline
     (with `files`, {chapter: answer file names}: only those files' fakes)."""
     plan: dict[str, list[Variant]] = {}
@@ -408,10 +398,10 @@ def gate(
     for chapter in chapters:
         variants, named = [], {}
         shortcuts = chapter_shortcuts(
-            chapter, None if files is None else files.get(chapter.number, set())
+            checkout, chapter, None if files is None else files.get(chapter.number, set())
         )
         for i, shortcut in enumerate(shortcuts):
-            source = variant_source(shortcut)
+            source = variant_source(checkout, shortcut)
             module = f"{shortcut.answer.stem}__s{i:03d}.py"
             named[module] = shortcut
             if _compiles(source):
@@ -423,10 +413,12 @@ def gate(
             )
         plan[chapter.number], names[chapter.number] = variants, named
     runs = {number: variants for number, variants in plan.items() if variants}
-    passed, problem = mutate.run_chapters(runs, workers) if runs else ({}, "")
+    passed, problem = mutate.run_chapters(checkout, runs, workers) if runs else ({}, "")
     outcomes = []
     for chapter in chapters:
-        outcome = Outcome(chapter.number, list(names[chapter.number].values()), [], [], [], problem)
+        outcome = ShortcutResult(
+            chapter.number, list(names[chapter.number].values()), [], [], [], problem
+        )
         compiled = {v.name for v in plan[chapter.number]}
         for module, shortcut in names[chapter.number].items():
             base = passed.get((chapter.number, f"{shortcut.answer.stem}__base.py"))
@@ -467,25 +459,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-n", dest="workers", type=int, default=2)
     args = parser.parse_args(argv)
+    checkout = course.Course.here()
     chapters = [
         c
-        for c in course.all_chapters()
+        for c in checkout.chapters()
         if not args.chapter or c.number in {n.zfill(2) for n in args.chapter}
     ]
     if args.changed:
         from jaxkoans.authoring import gates
 
-        chapters = [s.chapter for s in gates.stale(chapters) if s.files["shortcuts"] or s.harness]
+        chapters = [
+            s.chapter for s in gates.stale(checkout, chapters) if s.files["shortcuts"] or s.harness
+        ]
     if args.stamp and not args.list:
         return mutate.stamp_alias(chapters, args.workers)
     if args.list:
         for chapter in chapters:
-            for shortcut in chapter_shortcuts(chapter):
+            for shortcut in chapter_shortcuts(checkout, chapter):
                 print(f"{chapter.number} {shortcut.name}  unwritten={list(shortcut.unwritten)}")
                 print(textwrap.indent(shortcut.body, "    "))
         return 0
     started = time.monotonic()
-    outcomes = gate(chapters, args.workers)
+    outcomes = gate(checkout, chapters, args.workers)
     for outcome in outcomes:
         print(
             f"{outcome.chapter}: {len(outcome.fakes)} generated fakes, {len(outcome.killed)} killed, "

@@ -1,7 +1,13 @@
-"""The course as data: each chapter's `chapter.toml` (titles, devices, float64, file order, hints).
+"""The course as data: each chapter's `chapter.toml` (titles, devices, float64, file order, hints),
+and `Course`, the one object every tool is handed: its root, chapters, the course as shipped
+(`koans/.shipped.json`) and its answers when present.
 
 A chapter's data lives beside its koans, in `koans/NN/chapter.toml`; `answers/NN` shares it, so
 the two trees cannot disagree on order, devices or hints.
+
+Each entry point builds one `Course` (`Course.here()`: $JAXKOANS_ROOT, else the checkout this
+package lives in) and passes it down: progress.py's commands, the pytest plugin's configure
+(`plugin.hooks.COURSE`), grade and the authoring gates. Nothing reads a course root fixed at import.
 """
 
 from __future__ import annotations
@@ -13,12 +19,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-# The course's root: this checkout, or another course (a fake one in tests, a student's copy
-# being graded) named by JAXKOANS_ROOT. Child processes inherit it.
-REPO = Path(os.environ.get("JAXKOANS_ROOT") or Path(__file__).resolve().parents[2]).resolve()
-KOANS = REPO / "koans"
-ANSWERS = REPO / "answers"
 MANIFEST = "chapter.toml"
+ROOT_ENV = "JAXKOANS_ROOT"  # another course (a fake one in tests, a copy being graded); children inherit it
 
 
 @dataclass(frozen=True)
@@ -167,15 +169,110 @@ def twin_name(test_file: Path) -> str:
     return re.sub(r"__(base|[a-z]+\d+)$", "", path.stem) + path.suffix
 
 
-def chapter_for(test_file: Path) -> Chapter | None:
-    """The chapter a test file belongs to: its own directory's manifest, else its koans/ twin's."""
-    directory = Path(test_file).resolve().parent
-    for candidate in (directory / MANIFEST, KOANS / directory.name / MANIFEST):
-        if candidate.is_file():
-            return load_chapter(candidate)
-    return None
+def all_chapters(koans: Path) -> list[Chapter]:
+    """Every chapter under `koans` (a course's koans/ directory), in course order."""
+    return [load_chapter(m) for m in sorted(Path(koans).glob(f"*/{MANIFEST}"))]
 
 
-def all_chapters(root: Path = KOANS) -> list[Chapter]:
-    """Every chapter under `root`, in course order."""
-    return [load_chapter(m) for m in sorted(root.glob(f"*/{MANIFEST}"))]
+@dataclass(frozen=True)
+class Course:
+    """One course on disk: this checkout, a fake one in tests, a copy being graded."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    @classmethod
+    def here(cls) -> Course:
+        """$JAXKOANS_ROOT, else the checkout this package lives in."""
+        return cls(Path(os.environ.get(ROOT_ENV) or Path(__file__).resolve().parents[2]))
+
+    @property
+    def koans(self) -> Path:
+        return self.root / "koans"
+
+    @property
+    def answers(self) -> Path:
+        """The solved twins; absent from a student release."""
+        return self.root / "answers"
+
+    @property
+    def has_answers(self) -> bool:
+        return self.answers.is_dir()
+
+    @property
+    def state(self) -> Path:
+        """The tool's own memory (.jaxkoans/, ignored by git)."""
+        return self.root / ".jaxkoans"
+
+    def relative(self, path: Path) -> Path:
+        return Path(path).resolve().relative_to(self.root)
+
+    def answer_of(self, test_file: Path) -> Path:
+        """answers/NN/test_x.py for koans/NN/test_x.py."""
+        return self.answers / Path(test_file).resolve().relative_to(self.koans)
+
+    def koan_of(self, test_file: Path) -> Path:
+        """koans/NN/test_x.py for answers/NN/test_x.py (or itself)."""
+        path = Path(test_file).resolve()
+        return self.koans / path.relative_to(self.answers) if self.answers in path.parents else path
+
+    def chapters(self) -> list[Chapter]:
+        return all_chapters(self.koans)
+
+    def chapter_for(self, test_file: Path) -> Chapter | None:
+        """A test file's chapter: its own directory's manifest, else its koans/ twin's."""
+        directory = Path(test_file).resolve().parent
+        for candidate in (directory / MANIFEST, self.koans / directory.name / MANIFEST):
+            if candidate.is_file():
+                return load_chapter(candidate)
+        return None
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a pytest child on this course."""
+        return {**os.environ, ROOT_ENV: str(self.root), **(extra or {})}
+
+    # ---- the course as shipped (koans/.shipped.json): its one reader --------------------------
+
+    def shipped(self) -> dict[str, dict]:
+        """{"koans/NN/test_x.py": {"blob", "text", "predictions"}}; {} when missing or damaged."""
+        from jaxkoans.course import shipped
+
+        return shipped.read_manifest(self.koans)
+
+    def shipped_text(self, relative: str) -> tuple[str, str] | None:
+        """(where it came from, text) of the koan file `relative` as shipped, or None."""
+        from jaxkoans.course import shipped
+
+        entry = self.shipped().get(relative)
+        if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
+            return None
+        return shipped.SOURCE, entry["text"]
+
+    def predictions(self, relative: str) -> dict[tuple[int, int], str]:
+        """{(line, column) of a shipped `__`: the kind of answer it takes} (course/predictions.py)."""
+        from jaxkoans.course import shipped
+
+        return shipped.kinds_of(self.shipped().get(relative) or {})
+
+    def is_shipped(self, relative: str) -> bool:
+        """True when the file at `relative` (under the root) is exactly as shipped."""
+        entry = self.shipped().get(relative)
+        wanted = entry.get("blob") if isinstance(entry, dict) else None
+        path = self.root / relative
+        try:
+            stat = path.stat()
+        except OSError:
+            return False
+        return wanted is not None and _blob_of(str(path), stat.st_mtime_ns, stat.st_size) == wanted
+
+
+@cache
+def _blob_of(path: str, mtime_ns: int, size: int) -> str | None:
+    from jaxkoans.course import shipped
+
+    try:
+        return shipped.blob_id(Path(path).read_bytes())
+    except OSError:
+        return None

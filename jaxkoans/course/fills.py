@@ -1,7 +1,7 @@
 """What a learner wrote where the course lets them write, found by syntax tree, and the file
-that grade runs: the pristine file with those fills put in.
+that grade runs: the shipped file with those fills put in.
 
-The pristine and the learner's file are walked together as syntax trees, so comments, blank
+The shipped and the learner's file are walked together as syntax trees, so comments, blank
 lines, whitespace, line breaks inside brackets and a trailing newline never count. Where the
 course lets the learner write:
 
@@ -11,7 +11,7 @@ course lets the learner write:
 - a **helper** the learner adds at module level (a new function or class, not a test) that a
   TODO body uses: graded as part of that TODO, placed before its function.
 
-Every other difference is an *edit outside the fills*: grade ignores it (the pristine code runs
+Every other difference is an *edit outside the fills*: grade ignores it (the shipped code runs
 there) and `Taken.ignored` names it with its line in each file. A statement list that differs
 (an added import, a debugging `print`, a deleted line) is aligned by statement kind, so the
 fills around it are still found.
@@ -55,10 +55,10 @@ def _bound_names(node: ast.AST) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Ignored:
-    """An edit outside the fills: grade runs the pristine code there."""
+    """An edit outside the fills: grade runs the shipped code there."""
 
     owner: str  # the koan whose lines hold it, or MODULE
-    pristine_line: int | None
+    shipped_line: int | None
     student_line: int | None
     what: str  # plain English: "added an import", "a comparison became a constant", …
 
@@ -76,7 +76,7 @@ class BlankFill:
 
 @dataclass
 class Taken:
-    graded: str  # the pristine file with the fills put in
+    graded: str  # the shipped file with the fills put in
     line_map: list[int | None]  # graded line (0-based index) -> the learner's line
     fills: dict[str, int] = field(default_factory=dict)  # owner -> how many fills were taken
     ignored: list[Ignored] = field(default_factory=list)
@@ -122,16 +122,16 @@ def _key(node: ast.AST) -> str:
 class _Walk:
     def __init__(self, p_text: str, s_text: str) -> None:
         self.p_text, self.s_text = p_text, s_text
-        pristine, learner = koan_model.parse(p_text), koan_model.parse(s_text)
-        if pristine.error or learner.error:
-            raise pristine.error or learner.error
-        self.p_tree, self.s_tree = pristine.tree, learner.tree
-        self.p_lines, self.s_lines = pristine.lines, learner.lines
-        self.spans, self.s_spans = pristine.spans, learner.spans
-        self.p_regions, self.s_regions = pristine.regions, learner.regions
+        shipped, learner = koan_model.parse(p_text), koan_model.parse(s_text)
+        if shipped.error or learner.error:
+            raise shipped.error or learner.error
+        self.p_tree, self.s_tree = shipped.tree, learner.tree
+        self.p_lines, self.s_lines = shipped.lines, learner.lines
+        self.spans, self.s_spans = shipped.spans, learner.spans
+        self.p_regions, self.s_regions = shipped.regions, learner.regions
         self.p_in_region = {n for a, b in self.p_regions for n in range(a + 1, b)}
         self.s_in_region = {n for a, b in self.s_regions for n in range(a + 1, b)}
-        # replacements of pristine text: (start line, col, end line, col) -> text, student line
+        # replacements of shipped text: (start line, col, end line, col) -> text, student line
         self.edits: list[tuple[tuple[int, int, int, int], str, int]] = []
         self.ignored: list[Ignored] = []
         self.fills: dict[str, int] = {}
@@ -159,7 +159,7 @@ class _Walk:
         s_line = getattr(s, "lineno", None) or s_line
         self.ignored.append(Ignored(self.owner(p_line), p_line, s_line, what))
 
-    def take(self, here: str, count: int = 1) -> None:
+    def count_fill(self, here: str, count: int = 1) -> None:
         self.fills[here] = self.fills.get(here, 0) + count
 
     def walk(self, p: ast.AST, s: ast.AST, line: int, s_line: int | None = None) -> None:
@@ -199,7 +199,7 @@ class _Walk:
             )
             self.nodes.append((here, s, True))
             self.blank_filled(p, here, s, written if "\n" not in written else ast.unparse(s))
-            self.take(here)
+            self.count_fill(here)
             return
         if type(p) is not type(s):
             self.ignore(p, s, f"{plain(p)} became {plain(s)}", line, s_line)
@@ -245,7 +245,7 @@ class _Walk:
             self.edits.append((span, text, keyword.lineno))
             self.nodes.append((here, keyword.value, True))
             self.blank_filled(blank, here, keyword.value, text)  # one line: checked above
-            self.take(here)
+            self.count_fill(here)
         kept = [k for k in s.keywords if k.arg in known]
         self.walk_list(p.keywords, kept, line, s_line, "keywords")
         return True
@@ -328,7 +328,7 @@ class _Walk:
             self.edits.append(((at, 0, at, 0), text + "\n\n\n", first))
             here = self.owner(at)
             self.nodes.append((here, helper, False))
-            self.take(here)
+            self.count_fill(here)
 
     def s_owner(self, line: int) -> str:
         return owner(self.s_spans, line)
@@ -349,7 +349,7 @@ class _Walk:
         end_col = len(self.p_lines[p.end_lineno - 1].encode("utf-8"))
         self.edits.append(((p_first, 0, p.end_lineno, end_col), text, first))
         self.nodes += [(here, node, False) for node in body]
-        self.take(here)
+        self.count_fill(here)
 
     def regions(self) -> None:
         if len(self.p_regions) != len(self.s_regions):
@@ -374,7 +374,7 @@ class _Walk:
                 for node in ast.walk(self.s_tree)
                 if isinstance(node, ast.stmt) and sb < node.lineno < se
             ]
-            self.take(here)
+            self.count_fill(here)
 
 
 # What a person calls each kind of node (the notes grade and progress.py print).
@@ -422,7 +422,7 @@ def _indent(line: str) -> str:
 
 
 def take(p_text: str, s_text: str) -> Taken:
-    """The graded file (pristine + the learner's fills) and what else the learner changed.
+    """The graded file (shipped + the learner's fills) and what else the learner changed.
     Raises SyntaxError when the learner's file does not parse."""
     walk = _Walk(p_text, s_text)
     walk.walk(walk.p_tree, walk.s_tree, 1)
@@ -434,7 +434,7 @@ def take(p_text: str, s_text: str) -> Taken:
 
 
 def _same_lines(a: list[str], b: list[str]) -> dict[int, int]:
-    """Pristine 0-based line -> the learner's 1-based line, where the text is the same."""
+    """Shipped 0-based line -> the learner's 1-based line, where the text is the same."""
     matcher = difflib.SequenceMatcher(
         a=[x.strip() for x in a], b=[x.strip() for x in b], autojunk=False
     )
@@ -449,13 +449,13 @@ def _same_lines(a: list[str], b: list[str]) -> dict[int, int]:
 def _apply(
     lines: list[str], edits: list[tuple[tuple[int, int, int, int], str, int]], same: dict
 ) -> tuple[str, list[int | None]]:
-    """Put each edit's text over its pristine span (1-based lines, 0-based columns, UTF-8
+    """Put each edit's text over its shipped span (1-based lines, 0-based columns, UTF-8
     byte offsets as ast gives them); returns the text and each line's learner line."""
     encoded = [line.encode("utf-8") for line in lines]
     out: list[str] = []
     origin: list[int | None] = []
     edits = sorted(edits, key=lambda e: e[0])
-    row, col = 1, 0  # where the pristine text not yet copied starts
+    row, col = 1, 0  # where the shipped text not yet copied starts
     pending = b""
     from_fill: int | None = None  # the learner's line of a fill on the line being built
 

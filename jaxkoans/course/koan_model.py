@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import textwrap
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -31,7 +32,7 @@ TEST_DEF = re.compile(r"^(?:async )?def (test\w*)\s*\(", re.MULTILINE)
 
 
 @dataclass(frozen=True)
-class Koan:
+class KoanFunction:
     name: str
     line: int  # its `def` line
     span: tuple[int, int]  # 1-based first (decorators included) and last line
@@ -51,7 +52,7 @@ class KoanFile:
     text: str
     tree: ast.Module | None  # None: the file does not parse (see `error`)
     error: Exception | None = None  # why it does not parse: SyntaxError, RecursionError, …
-    koans: tuple[Koan, ...] = ()
+    koans: tuple[KoanFunction, ...] = ()
     regions: tuple[tuple[int, int], ...] = ()  # 1-based (BEGIN line, END line) of each
 
     # The rest is worked out on first use: listing a course's koans needs only `koans`.
@@ -109,7 +110,7 @@ class KoanFile:
     def blank_lines(self) -> frozenset[int]:
         return frozenset(line for line, _ in self.blanks)
 
-    def koan(self, name: str) -> Koan | None:
+    def koan(self, name: str) -> KoanFunction | None:
         return next((k for k in self.koans if k.name == name), None)
 
     def owner(self, line: int) -> str:
@@ -230,11 +231,11 @@ def parse(text: str) -> KoanFile:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:  # nested too deeply
         # still count the koans of a file the learner broke
         lines = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in TEST_DEF.finditer(text)]
-        koans = tuple(Koan(name, line, (line, line)) for name, line in lines)
+        koans = tuple(KoanFunction(name, line, (line, line)) for name, line in lines)
         return KoanFile(text, None, error, koans, regions)
     spans = koan_spans(tree)
     koans = tuple(
-        Koan(node.name, node.lineno, spans[node.name], ast.get_docstring(node) or "")
+        KoanFunction(node.name, node.lineno, spans[node.name], ast.get_docstring(node) or "")
         for node in tree.body
         if getattr(node, "name", None) in spans
     )
@@ -249,6 +250,24 @@ def read(path: Path) -> KoanFile:
     except OSError:
         return parse("")
     return _read(Path(path), stat.st_mtime_ns, stat.st_size)
+
+
+def splice_body(text: str, function: str, body: str) -> str:
+    """`text` with the body (after the docstring) of `function` (at any depth) replaced by
+    `body`, re-indented to the body's own indent: the one splicer of a TODO body (the gates'
+    fakes and generated shortcuts, and the tests that write one)."""
+    model = parse(text)
+    start, end = model.body_of(function)
+    lines = text.splitlines()
+    fn = next(n for n in ast.walk(model.tree) if isinstance(n, FUNCTIONS) and n.name == function)
+    indent = " " * (fn.col_offset + 4)
+    if start >= len(lines) or not lines[start].strip():
+        first = next((line for line in lines[start:end] if line.strip()), "")
+        indent = first[: len(first) - len(first.lstrip())] or indent
+    else:
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    new = textwrap.indent(textwrap.dedent(body), indent).splitlines()
+    return "\n".join([*lines[:start], *new, *lines[end:]]) + "\n"
 
 
 @lru_cache(maxsize=1024)  # bounded: a long watch session re-reads changed files

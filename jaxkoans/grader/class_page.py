@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 
-from jaxkoans.grader.pristine_course import Course
+from jaxkoans.grader.pristine_course import PristineCourse
 from jaxkoans.grader.report_formats import (
     LABELS,
     MARKS,
@@ -80,7 +80,7 @@ def shown_status(koan: dict) -> str:
     return "revealed" if koan["status"] == "passed" and koan.get("revealed") else koan["status"]
 
 
-def page(documents: dict[str, dict], failed: dict[str, str], course: Course) -> str:
+def page(documents: dict[str, dict], failed: dict[str, str], course: PristineCourse) -> str:
     """The page for `documents` (student -> grade JSON) and the copies that could not be
     graded (student -> why)."""
     koans = [(rel, name) for rel in course.files for name in course.koans[rel]]
@@ -109,7 +109,7 @@ def page(documents: dict[str, dict], failed: dict[str, str], course: Course) -> 
     return "\n".join(parts) + "\n"
 
 
-def _header(documents: dict, failed: dict, course: Course) -> str:
+def _header(documents: dict, failed: dict, course: PristineCourse) -> str:
     commit = f" @ <code>{_e(course.commit[:12])}</code>" if course.commit else ""
     when = datetime.now(UTC).isoformat(timespec="seconds")
     graded = len(documents)
@@ -139,7 +139,7 @@ def _rate(passed: int, total: int) -> str:
     )
 
 
-def _chapter_table(documents: dict, course: Course) -> str:
+def _chapter_table(documents: dict, course: PristineCourse) -> str:
     rows = []
     for chapter in course.chapters:
         passed = total = 0
@@ -160,7 +160,7 @@ def _chapter_table(documents: dict, course: Course) -> str:
     )
 
 
-def _heatmap(documents: dict, course: Course, koans: list, status: dict) -> str:
+def _heatmap(documents: dict, course: PristineCourse, koans: list, status: dict) -> str:
     spans = []
     for chapter in course.chapters:
         count = sum(1 for rel, _ in koans if course.chapter_of(rel) == chapter.number)

@@ -261,7 +261,7 @@ def run(args) -> int:
             return COULD_NOT_GRADE
 
 
-def _single(args, pristine: grading.Course, options: grading.Options) -> int:
+def _single(args, pristine: grading.PristineCourse, options: grading.Options) -> int:
     document = report_formats.as_json(grading.grade(Path(args.student), pristine, options))
     outputs = {}
     if args.json:
@@ -286,7 +286,7 @@ def _code(document: dict) -> int:
     return report_formats.EXIT_CODES[document["status"]]
 
 
-def _batch(args, pristine: grading.Course, options: grading.Options) -> int:
+def _batch(args, pristine: grading.PristineCourse, options: grading.Options) -> int:
     root = Path(args.batch)
     if not root.is_dir():
         raise grading.UsageProblem(f"不是目录 / not a directory: {root}")

@@ -87,7 +87,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 @dataclass
-class Outcome:
+class GradedRunResult:
     """What a run left: its record's events, the guard's events, stderr, how it ended."""
 
     events: list[dict] = field(default_factory=list)
@@ -107,7 +107,7 @@ def run(
     koans: int,
     options: Options,
     reached: Mapping[str, frozenset[str]] | None = None,
-) -> Outcome:
+) -> GradedRunResult:
     """Run the koan files `targets` (holding `koans` koans) of the workdir `work`, in the
     sandbox where there is one; `scratch` takes what the grader keeps of the run.
     `reached`: koan ("file::name") -> the student's definitions its run reaches
@@ -129,7 +129,7 @@ def run(
     availability = (
         sandbox.probe() if options.sandbox else sandbox.Availability(None, reason="--no-sandbox")
     )
-    outcome = Outcome(sandbox=_sandbox_summary(availability))
+    outcome = GradedRunResult(sandbox=_sandbox_summary(availability))
     record_read, record_write = os.pipe()
     guard_read, guard_write = os.pipe()
     inside_tmp = Path("/tmp") if availability.ok else tmp
@@ -317,7 +317,7 @@ def _guard_events(controller: str, workers: str) -> list[dict]:
     return events
 
 
-def _require_pristine_harness(outcome: Outcome, scratch: Path, work: Path) -> None:
+def _require_pristine_harness(outcome: GradedRunResult, scratch: Path, work: Path) -> None:
     harness = [e for e in outcome.guard if e.get("event") == "harness"]
     wrong = [e for e in harness if not e.get("ok")]
     if wrong:

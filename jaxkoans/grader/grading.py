@@ -29,15 +29,15 @@ from jaxkoans.grader import reveals, tamper
 from jaxkoans.grader.graded_run import (
     RUN_TIMEOUT_S,
     Cancelled,
+    GradedRunResult,
     Options,
-    Outcome,
     reset_cancel,
     run,
     stop_all,
 )
 from jaxkoans.grader.pristine_course import (
     CouldNotGrade,
-    Course,
+    PristineCourse,
     UsageProblem,
     prepare_course,
     select,
@@ -50,10 +50,10 @@ __all__ = [
     "RUN_TIMEOUT_S",
     "Cancelled",
     "CouldNotGrade",
-    "Course",
     "Grade",
     "KoanGrade",
     "Options",
+    "PristineCourse",
     "UsageProblem",
     "grade",
     "prepare_course",
@@ -91,7 +91,7 @@ class KoanGrade:
 class Grade:
     student: str
     student_path: Path
-    course: Course
+    course: PristineCourse
     koans: list[KoanGrade]
     findings: list[Finding]  # evidence: the koans named score zero
     notes: list[Finding]  # for a human reader: never cost a point
@@ -113,7 +113,7 @@ def versions() -> dict[str, str]:
     return found
 
 
-def grade(student_dir: Path, pristine: Course, options: Options | None = None) -> Grade:
+def grade(student_dir: Path, pristine: PristineCourse, options: Options | None = None) -> Grade:
     """Grade one student's copy; raises UsageProblem, CouldNotGrade or Cancelled."""
     options = options or Options()
     student_dir = Path(student_dir)
@@ -163,7 +163,9 @@ def grade(student_dir: Path, pristine: Course, options: Options | None = None) -
             for rel, check in checks.items()
             for name, names in check.reached.items()
         }
-        outcome = run(work, scratch, targets, count, options, reached) if targets else Outcome()
+        outcome = (
+            run(work, scratch, targets, count, options, reached) if targets else GradedRunResult()
+        )
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
     revealed = reveals.read(student_dir, {k.nodeid for k in koans})
     for koan in koans:
@@ -201,7 +203,7 @@ def _koans_with(guard: list[dict], event: str) -> int:
     return len({e.get("nodeid") for e in guard if e.get("event") == event})
 
 
-def _vouched(outcome: Outcome) -> list[dict]:
+def _vouched(outcome: GradedRunResult) -> list[dict]:
     """The record's koan results that the guard's own stream confirms: the controller saw a
     report for that item. (A line forged into the record pipe alone does not count.)"""
     seen = {
@@ -219,7 +221,7 @@ def _vouched(outcome: Outcome) -> list[dict]:
     return kept
 
 
-def _selected(found: list[Finding], pristine: Course) -> list[Finding]:
+def _selected(found: list[Finding], pristine: PristineCourse) -> list[Finding]:
     """What concerns the koans being graded (all of a file's, unless only some are)."""
     kept = []
     for finding in found:
@@ -232,7 +234,9 @@ def _selected(found: list[Finding], pristine: Course) -> list[Finding]:
     return kept
 
 
-def _check(rel: str, student_dir: Path, pristine: Course, problems: list[dict]) -> tamper.FileCheck:
+def _check(
+    rel: str, student_dir: Path, pristine: PristineCourse, problems: list[dict]
+) -> tamper.FileCheck:
     names = pristine.koans[rel]
     text, problem = tamper.read_text(student_dir / rel)
     if problem == "missing":
@@ -273,20 +277,19 @@ class _OnFirstUse(Mapping):
 
 
 def _merge(
-    pristine: Course,
+    pristine: PristineCourse,
     checks: dict[str, tamper.FileCheck],
-    outcome: Outcome,
+    outcome: GradedRunResult,
     findings: list[Finding],
     problems: list[dict],
     work: Path,
     as_shipped: set[str] = frozenset(),
 ) -> list[KoanGrade]:
-    results_by_id = results.by_koan(_vouched(outcome))  # a parametrized koan is one koan
-    running = {results.koan_id(e["nodeid"]) for e in outcome.events if e.get("event") == "running"}
-    collect_errors = {
-        e["path"]: e.get("message", "") for e in outcome.events if e.get("event") == "collect-error"
-    }
-    finished = any(e.get("event") == "finish" for e in outcome.events)
+    results_by_id = results.RunRecord.of(_vouched(outcome)).koans  # a parametrized koan is one
+    record = results.RunRecord.of(outcome.events)
+    running = {results.koan_id(n) for n in record.started}
+    collect_errors = dict(record.collect_errors)
+    finished = record.finished
     messages = _messages(outcome.guard, work)
     timed_out = {results.koan_id(n) for n in WATCHDOG_LINE.findall(outcome.stderr)}
     patched = _patched(outcome.guard, pristine, findings)
@@ -432,7 +435,9 @@ def headline(text: str) -> str:
     return f"{head}\n{text}"
 
 
-def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> dict[str, str]:
+def _patched(
+    guard: list[dict], pristine: PristineCourse, findings: list[Finding]
+) -> dict[str, str]:
     """nodeid or file -> why, for what the runtime guard caught; adds a finding for each."""
     caught: dict[str, str] = {}
     for event in guard:
@@ -451,7 +456,7 @@ def _patched(guard: list[dict], pristine: Course, findings: list[Finding]) -> di
 
 
 def _violations(
-    guard: list[dict], pristine: Course, findings: list[Finding], caught: dict[str, str]
+    guard: list[dict], pristine: PristineCourse, findings: list[Finding], caught: dict[str, str]
 ) -> dict[str, str]:
     """What the run's processes did against the run itself: evidence, so the koans score zero.
     A koan that tried (audit hook) is tampered; a worker that sent reports for koans it was not

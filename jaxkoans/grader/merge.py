@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans.grader import report_formats
-from jaxkoans.grader.pristine_course import Course, UsageProblem
+from jaxkoans.grader.pristine_course import PristineCourse, UsageProblem
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def read(paths: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
     return documents, failed
 
 
-def course_of(documents: dict[str, dict]) -> Course:
+def course_of(documents: dict[str, dict]) -> PristineCourse:
     """The course the reports were graded against, as the class page needs it."""
     sources = {(d["course"].get("source"), d["course"].get("commit")) for d in documents.values()}
     if len(sources) > 1:
@@ -70,7 +70,7 @@ def course_of(documents: dict[str, dict]) -> Course:
                 names.append(koan["name"])
     ordered = sorted(chapters)
     files = sorted(koans, key=lambda rel: ordered.index(rel.split("/")[1]))  # stable: in order
-    return Course(
+    return PristineCourse(
         root=Path("."),
         source=str(source),
         commit=commit,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model, pristine
+from jaxkoans.course import koan_model
+from jaxkoans.course import shipped as as_shipped
 from jaxkoans.grader import release, tamper
 
 COURSE_IGNORED = (".git", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache")
@@ -32,7 +33,7 @@ class CouldNotGrade(Exception):
 
 
 @dataclass
-class Course:
+class PristineCourse:
     root: Path  # the extracted pristine course
     source: str  # the ref or the directory it came from
     commit: str | None
@@ -74,7 +75,7 @@ class AnswerFlags(Mapping):
         if self.flags is None:
             self.flags = release.read_flags(self.root) or {}
         entry = self.flags.get(rel) or {}
-        if entry.get("koan") != pristine.blob_id(koan.read_bytes()):
+        if entry.get("koan") != as_shipped.blob_id(koan.read_bytes()):
             return {}  # written for another text of the koan file
         return {owner: set(found) for owner, found in entry.get("flags", {}).items()}
 
@@ -91,9 +92,9 @@ def _git(repo: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
-def prepare_course(source: str | None, into: Path, repo: Path | None = None) -> Course:
+def prepare_course(source: str | None, into: Path, repo: Path | None = None) -> PristineCourse:
     """Build the pristine course under `into` from a directory or a git ref of `repo`."""
-    repo = repo or course.REPO
+    repo = repo or course.Course.here().root  # grade passes its own checkout
     root = into / "pristine"
     if source and Path(source).is_dir():
         directory = Path(source).resolve()
@@ -132,7 +133,7 @@ def _directory_commit(directory: Path) -> tuple[str | None, bool | None]:
     return head.stdout.strip(), bool(status.stdout.strip())
 
 
-def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None) -> Course:
+def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None) -> PristineCourse:
     manifests = sorted((root / "koans").glob(f"*/{course.MANIFEST}"))
     if not manifests:
         raise UsageProblem(
@@ -150,7 +151,7 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
             koans[rel] = [koan.name for koan in koan_model.read(path).koans]
     harness = tamper.harness_entries(root, set(files))
     allowed = AnswerFlags(root, tuple(files))
-    return Course(
+    return PristineCourse(
         root,
         label,
         commit,
@@ -164,7 +165,9 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
     )
 
 
-def select(pristine: Course, chapters: list[str] | None, koans: list[str] | None) -> Course:
+def select(
+    pristine: PristineCourse, chapters: list[str] | None, koans: list[str] | None
+) -> PristineCourse:
     """The part of the course an assignment grades: some chapters (`01`, `1`), some koans
     (`test_name`, `test_file.py::test_name` or `koans/NN/test_file.py::test_name`), or both
     (the koans must lie in the chapters). Unknown names are a UsageProblem."""

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jaxkoans.course import pristine
+from jaxkoans.course import shipped as as_shipped
 from jaxkoans.grader import released, tamper
 
 LEFT_OUT = ("answers", "tests", ".ci")  # the answers, and what only authors run
@@ -105,7 +105,7 @@ def write_flags(root: Path, target: Path) -> Path:
         answer = root / "answers" / koan.relative_to(root / "koans")
         flags = tamper.answer_flags(koan, answer) if answer.is_file() else {}
         files[rel] = {
-            "koan": pristine.blob_id(koan.read_bytes()),
+            "koan": as_shipped.blob_id(koan.read_bytes()),
             "flags": {owner: sorted(found) for owner, found in sorted(flags.items())},
         }
     path = target / FLAGS
@@ -136,9 +136,9 @@ def run(args) -> int:
         )
         return 2
     root = args.checkout.root
-    if pristine.stale(root):
+    if as_shipped.stale(root):
         print(
-            "koans/.shipped.json 过期 / is stale: run python -m jaxkoans.course.pristine first",
+            "koans/.shipped.json 过期 / is stale: run python -m jaxkoans.course.shipped first",
             file=sys.stderr,
         )
         return 1

@@ -269,7 +269,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.when == "teardown":
         changed += _check(nodeid=item.nodeid)
         _KoanWatch.stop()
-        seen = _Audit.take()
+        seen = _Audit.drain()
         if seen:
             report.user_properties.append(("grade_violation", seen))
     if changed:
@@ -1012,7 +1012,7 @@ class _Audit:
         sys.addaudithook(cls.hook)
 
     @classmethod
-    def take(cls) -> list[str]:
+    def drain(cls) -> list[str]:
         seen, cls.seen = cls.seen[:20], []
         return seen
 

@@ -32,8 +32,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.course import fills, koan_model, predictions
-from jaxkoans.course import pristine as shipped
+from jaxkoans.course import Course, fills, koan_model, predictions
 from jaxkoans.grader import course_code, released
 from jaxkoans.grader.fill_audit import MODULE, audit, forbidden, parents_of, tautology
 
@@ -252,8 +251,7 @@ def _prediction_kinds(rel: str, pristine: Path) -> dict[tuple[int, int], str]:
     root = pristine
     for _ in Path(rel).parts:
         root = root.parent
-    entry = shipped.read_manifest(root / "koans").get(rel) or {}
-    return shipped.kinds_of(entry)
+    return Course(root).predictions(rel)
 
 
 def _imported(tree: ast.Module) -> set[str]:
@@ -301,8 +299,8 @@ def _not_reformatting(
     before, after = _strings(p_text), _strings(student_text)
     kept = []
     for edit in ignored:
-        if edit.what in RESTRING and edit.pristine_line and edit.student_line:
-            old = {_words(v) for v in before.get(edit.pristine_line, [])}
+        if edit.what in RESTRING and edit.shipped_line and edit.student_line:
+            old = {_words(v) for v in before.get(edit.shipped_line, [])}
             new = {_words(v) for v in after.get(edit.student_line, [])}
             if old and new and new <= old:
                 continue
@@ -318,14 +316,12 @@ def _ignored_notes(
     for edit in ignored:
         if edit.owner in missing:
             continue  # named by its missing_test note
-        key = (edit.owner, edit.student_line or edit.pristine_line)
+        key = (edit.owner, edit.student_line or edit.shipped_line)
         if key in seen:
             continue
         seen.add(key)
         where = (
-            f"line {edit.student_line}"
-            if edit.student_line
-            else f"course line {edit.pristine_line}"
+            f"line {edit.student_line}" if edit.student_line else f"course line {edit.shipped_line}"
         )
         message = (
             f"grade 不使用 / ignored by grade: {edit.what} ({where}); "

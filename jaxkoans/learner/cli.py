@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from jaxkoans.learner.checkout import Checkout
+from jaxkoans.course import Course
 from jaxkoans.learner.commands import status
 
 # Each command module has add_arguments(parser) and run(args) -> exit code. Only the
@@ -31,7 +31,7 @@ def chosen_command(argv: list[str]) -> str | None:
 
 
 def main(
-    argv: list[str] | None = None, description: str = "", checkout: Checkout | None = None
+    argv: list[str] | None = None, description: str = "", checkout: Course | None = None
 ) -> int:
     """Run the command `argv` names on `checkout` (default: $JAXKOANS_ROOT, else this one)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -50,7 +50,7 @@ def main(
             module = importlib.import_module(path)
             module.add_arguments(subparser)
     args = parser.parse_args(argv)
-    args.checkout = checkout or Checkout.here()
+    args.checkout = checkout or Course.here()
     try:
         return module.run(args)
     except KeyboardInterrupt:

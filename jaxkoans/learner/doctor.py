@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass
 
 from jaxkoans.api import cbuild
-from jaxkoans.learner.checkout import Checkout
+from jaxkoans.course import Course
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(.+)$")
 DEVICE_PROBE = """
@@ -32,7 +32,7 @@ class Check:
     fix: str = ""  # what to do when it failed
 
 
-def pinned_versions(checkout: Checkout) -> dict[str, str]:
+def pinned_versions(checkout: Course) -> dict[str, str]:
     """name -> pinned version of each dependency that applies to this machine (a pin with an
     environment marker, `; sys_platform == 'linux'`, only where the marker holds)."""
     project = tomllib.loads((checkout.root / "pyproject.toml").read_text(encoding="utf-8"))
@@ -74,7 +74,7 @@ def _package(name: str, wanted: str) -> Check:
     return Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
 
 
-def _devices(checkout: Checkout) -> Check:
+def _devices(checkout: Course) -> Check:
     devices = max((c.devices for c in checkout.chapters()), default=1)
     line = f"JAX: {devices} CPU 设备 / CPU devices, float64 per chapter"
     try:
@@ -94,7 +94,7 @@ def _devices(checkout: Checkout) -> Check:
     return Check(False, f"{line}: {why}", "unset JAX_PLATFORMS and XLA_FLAGS, then " + REINSTALL)
 
 
-def _compiler(checkout: Checkout) -> Check:
+def _compiler(checkout: Course) -> Check:
     """A compiler on PATH that really builds chapter 05's kernels (a broken one would read as
     the learner's wrong answer); the library it builds is kept for the koans."""
     install = (
@@ -121,7 +121,7 @@ def _compiler(checkout: Checkout) -> Check:
     return Check(True, f"{line}: {compiler}" + (" (test build ✓)" if sources else ""))
 
 
-def checks(checkout: Checkout) -> list[Check]:
+def checks(checkout: Course) -> list[Check]:
     """Every requirement of the course at `checkout`, in the order a fix should happen."""
     found = [_python()]
     found += [_package(name, wanted) for name, wanted in pinned_versions(checkout).items()]

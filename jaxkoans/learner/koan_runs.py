@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model
+from jaxkoans.course import Course, koan_model
 from jaxkoans.learner import memory, runner
-from jaxkoans.learner.checkout import Checkout
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanResult, KoanState
 
@@ -58,7 +57,7 @@ class Koan:
     def result(self) -> KoanResult:
         return KoanResult(self.nodeid, self.state, self.cause, self.line, note=self.note)
 
-    def take(self, result: KoanResult) -> None:
+    def hold(self, result: KoanResult) -> None:
         """Hold `result`'s state; keep this koan's line where the result names none."""
         self.state, self.cause, self.note = result.state, result.cause, result.note
         self.line = result.line or self.line
@@ -66,7 +65,7 @@ class Koan:
 
 @dataclass
 class Progress:
-    checkout: Checkout
+    checkout: Course
     koans: list[Koan]
     problems: list[str] = field(default_factory=list)  # files that did not run, hangs
     file_problems: dict[str, str] = field(default_factory=dict)  # file -> why it did not run
@@ -107,7 +106,7 @@ def first_open(
     return None
 
 
-def recommended_path(checkout: Checkout) -> list[str]:
+def recommended_path(checkout: Course) -> list[str]:
     manifest = checkout.koans / "course.toml"
     if manifest.is_file():
         return list(tomllib.loads(manifest.read_text(encoding="utf-8"))["path"])
@@ -119,7 +118,7 @@ def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
     return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
 
 
-def inventory(checkout: Checkout, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
+def inventory(checkout: Course, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
     """Every koan of the chosen chapters, in course order, before anything runs; with `naming`,
     only the files whose text (or their answer's) has that word, which is all a search needs
     and spares parsing the rest."""
@@ -143,7 +142,7 @@ def inventory(checkout: Checkout, chapters: list[course.Chapter], naming: str = 
     return koans
 
 
-def _mentions(checkout: Checkout, test_file: Path, word: str) -> bool:
+def _mentions(checkout: Course, test_file: Path, word: str) -> bool:
     answer = checkout.answer_of(test_file)
     for path in (test_file, answer):
         with contextlib.suppress(OSError, UnicodeDecodeError):
@@ -152,7 +151,7 @@ def _mentions(checkout: Checkout, test_file: Path, word: str) -> bool:
     return False
 
 
-def shipped_koans(checkout: Checkout, test_file: Path) -> list[tuple[str, int, str]]:
+def shipped_koans(checkout: Course, test_file: Path) -> list[tuple[str, int, str]]:
     """The koans a koan file has as shipped: from its answer, else (a student release has no
     answers/) from the course as shipped in koans/.shipped.json."""
     answer = checkout.answer_of(test_file)
@@ -165,7 +164,7 @@ def shipped_koans(checkout: Checkout, test_file: Path) -> list[tuple[str, int, s
 
 
 def deleted_koans(
-    checkout: Checkout, chapter: course.Chapter, test_file: Path, present: set[str]
+    checkout: Course, chapter: course.Chapter, test_file: Path, present: set[str]
 ) -> list[Koan]:
     """Koans the shipped file has and the learner's file lost: they count, as failing."""
     relative = checkout.relative(test_file)
@@ -176,7 +175,7 @@ def deleted_koans(
     ]
 
 
-def missing_koans(checkout: Checkout, chapter: course.Chapter, test_file: Path) -> list[Koan]:
+def missing_koans(checkout: Course, chapter: course.Chapter, test_file: Path) -> list[Koan]:
     """The koans of a koan file the learner deleted, as shipped: they count, as failing,
     until `progress.py reset` brings the file back."""
     relative = test_file.relative_to(checkout.root)
@@ -197,7 +196,7 @@ def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
 
 
 def run_koans(
-    checkout: Checkout,
+    checkout: Course,
     targets: list[str],
     workers: int,
     timeout_s: int = RUN_TIMEOUT_S,
@@ -239,30 +238,26 @@ def show_result(result: KoanResult) -> None:
     print(f"   {mark} {result.nodeid}", file=sys.stderr, flush=True)
 
 
-def merge(checkout: Checkout, koans: list[Koan], events: list[dict], problem: str) -> Progress:
+def merge(checkout: Course, koans: list[Koan], events: list[dict], problem: str) -> Progress:
     progress = Progress(checkout, koans)
     by_id = {k.nodeid: k for k in koans}
     finished = set()
-    for nodeid, result in results.by_koan(events).items():
+    record = results.RunRecord.of(events)
+    for nodeid, result in record.koans.items():
         if nodeid in by_id:
             koan = by_id[nodeid]
-            koan.take(result)
+            koan.hold(result)
             finished.add(nodeid)
-    for event in events:
-        if event["event"] == "collect-error":
-            message = f"{event['path']}: 无法导入 / cannot be imported:\n{event['message']}"
-            progress.problems.append(message)
-            progress.file_problems[event["path"]] = message
-            for koan in koans:
-                if koan.path.as_posix() == event["path"]:
-                    koan.state, koan.note = KoanState.FAILING, "file does not import"
-                    finished.add(koan.nodeid)
+    for path, error in record.collect_errors:
+        message = f"{path}: 无法导入 / cannot be imported:\n{error}"
+        progress.problems.append(message)
+        progress.file_problems[path] = message
+        for koan in koans:
+            if koan.path.as_posix() == path:
+                koan.state, koan.note = KoanState.FAILING, "file does not import"
+                finished.add(koan.nodeid)
     if problem:
-        running = [
-            e["nodeid"]
-            for e in events
-            if e["event"] == "running" and results.koan_id(e["nodeid"]) not in finished
-        ]
+        running = [n for n in record.started if results.koan_id(n) not in finished]
         where = f" (still running: {running[-1]})" if running else ""
         progress.problems.append(problem + where)
     for koan in koans:
@@ -280,7 +275,7 @@ def merge(checkout: Checkout, koans: list[Koan], events: list[dict], problem: st
 
 
 def measure(
-    checkout: Checkout,
+    checkout: Course,
     chapter: str | None = None,
     workers: int | None = None,
     reuse: bool = True,
@@ -351,7 +346,7 @@ def recalled(remembered: memory.Memory, koan: Koan) -> bool:
     return True
 
 
-def as_shipped(checkout: Checkout, koan: Koan) -> bool:
+def as_shipped(checkout: Course, koan: Koan) -> bool:
     """A koan of a file identical to the shipped one is not started: no need to run it."""
     if not checkout.is_shipped(koan.path.as_posix()):
         return False
@@ -359,7 +354,7 @@ def as_shipped(checkout: Checkout, koan: Koan) -> bool:
     return True
 
 
-def missing_files(checkout: Checkout, chapters: list[course.Chapter]) -> list[str]:
+def missing_files(checkout: Course, chapters: list[course.Chapter]) -> list[str]:
     """A line for each koan file that chapter.toml lists and the learner's copy lacks."""
     lines = []
     for chapter in chapters:
@@ -373,7 +368,7 @@ def missing_files(checkout: Checkout, chapters: list[course.Chapter]) -> list[st
     return lines
 
 
-def find_koan(checkout: Checkout, wanted: str | None, chapter: str | None = None) -> Koan | None:
+def find_koan(checkout: Course, wanted: str | None, chapter: str | None = None) -> Koan | None:
     """A koan by name (test name, file.py::name or nodeid; a parametrized case's `[...]` is
     ignored), or the next one on the path, from what is known without running anything."""
     if not wanted:

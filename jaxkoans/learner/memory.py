@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model
+from jaxkoans.course import Course, koan_model
 from jaxkoans.learner import state
-from jaxkoans.learner.checkout import Checkout
 from jaxkoans.plugin.results import KoanResult, KoanState
 
 STORE = "results.json"
@@ -125,7 +124,7 @@ class Memory:
         stored = self.files.get(path)
         if not stored or not self._current(stored, path, koan.name):
             return False
-        koan.take(KoanResult.recalled(koan.nodeid, stored["koans"][koan.name]))
+        koan.hold(KoanResult.recalled(koan.nodeid, stored["koans"][koan.name]))
         koan.recalled = True
         return True
 
@@ -203,7 +202,7 @@ def _well_formed(entry: object) -> bool:
     )
 
 
-def load(checkout: Checkout) -> Memory:
+def load(checkout: Course) -> Memory:
     """What is remembered; entries of the wrong shape are dropped (they are measured again)."""
     data = state.load(checkout.state, STORE)
     if data.get("schema") != SCHEMA or not isinstance(data.get("files"), dict):
@@ -211,14 +210,14 @@ def load(checkout: Checkout) -> Memory:
     return Memory(checkout.root, {p: e for p, e in data["files"].items() if _well_formed(e)})
 
 
-def save(checkout: Checkout, memory: Memory) -> None:
+def save(checkout: Course, memory: Memory) -> None:
     state.save(checkout.state, STORE, {"schema": SCHEMA, "files": memory.files})
 
 
-def note_passed(checkout: Checkout, nodeid: str) -> None:
+def note_passed(checkout: Course, nodeid: str) -> None:
     state.save(checkout.state, LAST, {"passed": nodeid})
 
 
-def last_passed(checkout: Checkout) -> str | None:
+def last_passed(checkout: Course) -> str | None:
     value = state.load(checkout.state, LAST).get("passed")
     return value if isinstance(value, str) else None

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import fills
+from jaxkoans.course import Course, fills
 from jaxkoans.course.koan_model import MODULE
-from jaxkoans.learner.checkout import Checkout
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted
 
@@ -31,7 +30,7 @@ class Outside:
         return f"{where} ({self.koan}): {self.what}"
 
 
-def edits_outside(checkout: Checkout, koan_file: Path) -> list[Outside]:
+def edits_outside(checkout: Course, koan_file: Path) -> list[Outside]:
     """The edits of `koan_file` that grade ignores (none when the shipped file is unknown)."""
     found = checkout.shipped_text(checkout.relative(koan_file).as_posix())
     shipped = found[1] if found else None
@@ -48,11 +47,11 @@ def edits_outside(checkout: Checkout, koan_file: Path) -> list[Outside]:
     return [Outside(Path(koan_file), e.student_line, e.owner, e.what) for e in taken.ignored]
 
 
-def course_files(checkout: Checkout, chapters: list[course.Chapter]) -> list[Path]:
+def course_files(checkout: Course, chapters: list[course.Chapter]) -> list[Path]:
     return [checkout.koans / c.number / name for c in chapters for name in c.files]
 
 
-def edits(checkout: Checkout, chapters: list[course.Chapter]) -> list[Outside]:
+def edits(checkout: Course, chapters: list[course.Chapter]) -> list[Outside]:
     """Every edit of the chosen chapters' koan files that grade ignores (read once per summary;
     a file identical to the shipped one has none, known from its blob id alone)."""
     return [
@@ -63,13 +62,13 @@ def edits(checkout: Checkout, chapters: list[course.Chapter]) -> list[Outside]:
     ]
 
 
-def touching(checkout: Checkout, found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
+def touching(checkout: Course, found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
     """The edits of `found` in the lines of `koan` (a module-level edit touches every koan)."""
     koan_file = checkout.root / koan_file
     return [e for e in found if e.file == koan_file and e.koan in (koan, MODULE)]
 
 
-def where(checkout: Checkout, edit: Outside) -> str:
+def where(checkout: Course, edit: Outside) -> str:
     """file:line of an edit, relative to the course."""
     root = checkout.root
     path = edit.file.relative_to(root) if edit.file.is_relative_to(root) else edit.file
@@ -77,7 +76,7 @@ def where(checkout: Checkout, edit: Outside) -> str:
 
 
 def warnings(
-    checkout: Checkout, chapters: list[course.Chapter], found: list[Outside] | None = None
+    checkout: Course, chapters: list[course.Chapter], found: list[Outside] | None = None
 ) -> list[str]:
     """One bilingual line per edit that grade will not use, for the summary."""
     found = edits(checkout, chapters) if found is None else found

@@ -20,8 +20,6 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from jaxkoans import course
-
 PLUGIN = ("-p", "jaxkoans.plugin.hooks")
 COMMON = ("--import-mode=importlib", "-p", "no:cacheprovider", "--no-header")
 TICK_S = 0.25  # how often a running child's `tick` is called (its record read, keys polled)
@@ -29,10 +27,10 @@ OUTPUT_CHARS = 200_000  # of a child's output kept for the caller
 DEFAULT_KOAN_TIMEOUT_S = 60.0  # pytest-timeout's limit when pyproject.toml names none
 
 
-def koan_timeout(root: Path | None = None) -> float:
-    """pytest-timeout's limit of one koan: the course's own (pyproject.toml's `timeout`)."""
+def koan_timeout(root: Path) -> float:
+    """pytest-timeout's limit of one koan: the course's own (`root`/pyproject.toml's `timeout`)."""
     try:
-        with open((root or course.REPO) / "pyproject.toml", "rb") as config:
+        with open(Path(root) / "pyproject.toml", "rb") as config:
             options = tomllib.load(config).get("tool", {}).get("pytest", {}).get("ini_options", {})
         return float(options.get("timeout", DEFAULT_KOAN_TIMEOUT_S))
     except (OSError, ValueError, tomllib.TOMLDecodeError):
@@ -68,7 +66,7 @@ def run_in_group(
     timeout_s: float,
     tick: Callable[[], None] | None = None,
     *,
-    cwd: Path | None = None,
+    cwd: Path,
     env: Mapping[str, str] | None = None,
     keep_stdout: bool = False,
 ) -> tuple[int | None, str]:
@@ -78,7 +76,7 @@ def run_in_group(
     None on a timeout; the end of its stderr, after its stdout when `keep_stdout`)."""
     with stop_signals_leave(), tempfile.TemporaryFile("w+", encoding="utf-8") as output:
         child = subprocess.Popen(
-            command, cwd=cwd or course.REPO, env=None if env is None else dict(env),
+            command, cwd=cwd, env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL, stdout=output if keep_stdout else subprocess.DEVNULL,
             stderr=output, text=True, start_new_session=True,
         )  # fmt: skip

@@ -138,12 +138,12 @@ def preload(test_file: Path) -> None:
         _freeze()
 
 
-def inputs() -> dict[str, tuple[int, int] | None]:
+def inputs(checkout: course.Course) -> dict[str, tuple[int, int] | None]:
     """(mtime, size) of every file a prepared child may have read before it waits: the
     course's pytest settings and conftests, each chapter's chapter.toml, the harness's code."""
-    root = course.REPO
-    files = [root / "conftest.py", root / "pyproject.toml", course.KOANS / "conftest.py"]
-    files += [*course.KOANS.glob("*/chapter.toml"), *course.KOANS.glob("*/conftest.py")]
+    root = checkout.root
+    files = [root / "conftest.py", root / "pyproject.toml", checkout.koans / "conftest.py"]
+    files += [*checkout.koans.glob("*/chapter.toml"), *checkout.koans.glob("*/conftest.py")]
     files += Path(course.__file__).parent.parent.rglob("*.py")  # jaxkoans/
     seen: dict[str, tuple[int, int] | None] = {}
     for path in files:
@@ -189,11 +189,13 @@ class Gate:
             os._exit(0)
 
 
-def pytest_args(nodeids: list[str], record: Path, extra: list[str]) -> list[str]:
+def pytest_args(
+    checkout: course.Course, nodeids: list[str], record: Path, extra: list[str]
+) -> list[str]:
     """The child's pytest command line: the koans, quiet, results to `record`."""
     return runner.pytest_args(
         nodeids, record=record,
-        options=("--rootdir", str(course.REPO), "--disable-plugin-autoload", "-qq", "--no-summary", *extra),
+        options=("--rootdir", str(checkout.root), "--disable-plugin-autoload", "-qq", "--no-summary", *extra),
     )  # fmt: skip
 
 
@@ -234,7 +236,7 @@ class Reports:
 
 
 @dataclass
-class Outcome:
+class RunResult:
     """What a child run left behind."""
 
     events: list[dict]  # the --koans-record events
@@ -245,14 +247,17 @@ class Outcome:
     timed_out: bool = False
     seconds: float = 0.0
 
+    @property
+    def record(self) -> results.RunRecord:
+        return results.RunRecord.of(self.events)
+
     def koan_result(self, nodeid: str) -> results.KoanResult | None:
         """The koan's result (a parametrized koan: passed only when every case passed)."""
-        return results.by_koan(self.events).get(nodeid)
+        return self.record.koans.get(nodeid)
 
-    def collect_error(self, path: str) -> dict | None:
-        return next(
-            (e for e in self.events if e["event"] == "collect-error" and e["path"] == path), None
-        )
+    def collect_error(self, path: str) -> str | None:
+        """The message of the file's collection error, else None."""
+        return self.record.collect_error(path)
 
     def report(self, nodeid: str) -> str:
         """The short report of `nodeid` (a koan, or a file for a collection error)."""
@@ -274,6 +279,7 @@ class Run:
 
     def __init__(
         self,
+        checkout: course.Course,
         nodeids: list[str],
         plugins: list[object],
         scratch: Path,
@@ -282,6 +288,7 @@ class Run:
         prepared: bool = False,
     ) -> None:
         Run._count += 1
+        self.checkout = checkout
         self.nodeids = nodeids
         self.extra = tuple(extra)
         self.timeout_s = timeout_s
@@ -290,10 +297,10 @@ class Run:
         self._output = bytearray()
         self._pidfd: int | None = None
         self._ended = False  # reaped and cleaned up
-        args = pytest_args(nodeids, self.record, list(extra))
+        args = pytest_args(checkout, nodeids, self.record, list(extra))
         reading, writing = os.pipe()
         gate, self._go = os.pipe() if prepared else (None, None)
-        self.inputs = inputs() if prepared else None
+        self.inputs = inputs(checkout) if prepared else None
         for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
             stream.flush()
         parent = os.getpid()
@@ -305,7 +312,7 @@ class Run:
             held = [Gate(gate)] if gate is not None else []
             if self._go is not None:
                 os.close(self._go)
-            _child(args, [*plugins, Reports(self.reports), *held], writing, parent)
+            _child(checkout, args, [*plugins, Reports(self.reports), *held], writing, parent)
         if gate is not None:
             os.close(gate)
         self.started = time.monotonic()
@@ -325,7 +332,7 @@ class Run:
         with contextlib.suppress(AttributeError, OSError):  # ended already (an error in a conftest)
             if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 return False
-        return inputs() == self.inputs
+        return inputs(self.checkout) == self.inputs
 
     def go(self) -> None:
         """Let a prepared run collect and run its koans; its timeout starts now."""
@@ -356,7 +363,7 @@ class Run:
                 return
             self._output += chunk[: max(0, 200_000 - len(self._output))]
 
-    def poll(self) -> Outcome | None:
+    def poll(self) -> RunResult | None:
         """The outcome once the child has ended (or was killed at its deadline), else None."""
         self._drain()
         pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -368,7 +375,7 @@ class Run:
             status = self._kill()
         seconds = time.monotonic() - self.started
         exit_code = os.waitstatus_to_exitcode(status)
-        outcome = Outcome(
+        outcome = RunResult(
             events=results.read(self.record) if self.record.exists() else [],
             reports=_read_reports(self.reports),
             output="",
@@ -425,7 +432,9 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _child(args: list[str], plugins: list[object], output: int, parent: int) -> NoReturn:
+def _child(
+    checkout: course.Course, args: list[str], plugins: list[object], output: int, parent: int
+) -> NoReturn:
     """The forked child: pytest with the harness, then `os._exit`, never back to the caller."""
     code = 70  # EX_SOFTWARE: the harness itself failed
     try:
@@ -444,7 +453,7 @@ def _child(args: list[str], plugins: list[object], output: int, parent: int) -> 
         # No terminal here: breakpoint() is skipped with a note (pytest leaves the hook alone).
         os.environ["PYTHONBREAKPOINT"] = "jaxkoans.plugin.hangs.no_terminal_breakpoint"
         course.load_chapter.cache_clear()  # chapter.toml may have changed since the fork source
-        os.chdir(course.REPO)
+        os.chdir(checkout.root)
         code = int(pytest.main(args, plugins=plugins))
     except BaseException:
         traceback.print_exc()

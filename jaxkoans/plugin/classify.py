@@ -22,8 +22,8 @@ from pathlib import Path
 
 from jaxkoans.api import cbuild
 from jaxkoans.api.blanks import BlankError, TodoError
+from jaxkoans.course import Course, koan_model, predictions, reading
 from jaxkoans.course import fills as _fills
-from jaxkoans.course import koan_model, predictions, pristine, reading
 from jaxkoans.course.koan_model import REGION_BEGIN
 from jaxkoans.plugin.contracts import ContractBroken
 from jaxkoans.plugin.results import KoanState
@@ -199,41 +199,47 @@ def _todo_site(excinfo, koan_file, fallback):
 
 # ---- The learner's fills: which lines of a koan file held `__` as shipped -------------------
 
-PRISTINE_ENV = "JAXKOANS_PRISTINE"  # a pristine course's root (grading); else git
+PRISTINE_ENV = "JAXKOANS_PRISTINE"  # the pristine course's root (grading); else .shipped.json
 
 
-def pristine_text(koan_file: Path) -> str | None:
-    """The koan file as shipped: from $JAXKOANS_PRISTINE, else the course's git refs; for an
-    answer file, its koan twin. None when neither can be read (then nothing counts as a fill)."""
-    from jaxkoans import course
-
+def _relative(checkout: Course, koan_file: Path) -> str | None:
+    """ "koans/NN/test_x.py" for a koan file or its answers/ twin of `checkout`; else None."""
     koan_file = Path(koan_file).resolve()
-    for tree in (course.KOANS, course.ANSWERS):
+    for tree in (checkout.koans, checkout.answers):
         if koan_file.is_relative_to(tree):
-            relative = Path("koans") / koan_file.relative_to(tree)
-            break
-    else:
+            return (Path("koans") / koan_file.relative_to(tree)).as_posix()
+    return None
+
+
+def shipped_text(checkout: Course, koan_file: Path) -> str | None:
+    """The koan file as shipped: from $JAXKOANS_PRISTINE (the pristine course a copy is graded
+    against), else `course`'s koans/.shipped.json; for an answer file, its koan twin. None when
+    neither can be read (then nothing counts as a fill)."""
+    relative = _relative(checkout, koan_file)
+    if relative is None:
         return None
-    return _shipped(str(relative), str(course.REPO), os.environ.get(PRISTINE_ENV, ""))
+    return _shipped(relative, checkout, os.environ.get(PRISTINE_ENV, ""))
 
 
 @functools.cache
-def _shipped(relative: str, repo: str, pristine_root: str) -> str | None:
+def _shipped(relative: str, checkout: Course, pristine_root: str) -> str | None:
     if pristine_root:
         try:
             return (Path(pristine_root) / relative).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             return None
-    found = pristine.shipped_text(relative)  # a learner who commits keeps the course's refs
+    found = checkout.shipped_text(relative)  # a learner who commits keeps the course's refs
     return found[1] if found else None
 
 
-def computed_fills(koan_file: Path, koan: str) -> list[tuple[_fills.BlankFill, str]]:
+def computed_fills(
+    checkout: Course, koan_file: Path, koan: str
+) -> list[tuple[_fills.BlankFill, str]]:
     """(fill, kind) of each fill of `koan` (or of its module's lines) that computes where its
     blank asks for a prediction (course/predictions.py); [] when the shipped file is unknown."""
     koan_file = Path(koan_file)
-    shipped = pristine_text(koan_file)
-    kinds = _kinds(koan_file.resolve())
+    shipped = shipped_text(checkout, koan_file)
+    kinds = _kinds(checkout, koan_file)
     if shipped is None or not kinds:
         return []
     try:
@@ -246,14 +252,14 @@ def computed_fills(koan_file: Path, koan: str) -> list[tuple[_fills.BlankFill, s
 
 
 def reading_refusals(
-    koan_file: Path, koan: str, contracts: dict, twin: Path | None = None
+    checkout: Course, koan_file: Path, koan: str, contracts: dict, twin: Path | None = None
 ) -> list[reading.Refusal]:
     """Each fill `koan` reaches (its own lines, the TODO functions and helpers it calls) that
     reads the test or switches its guard (course/reading.py), less what `contracts` allow.
     `twin`: the koan file `koan_file` stands for (a gate's variant), else itself."""
     koan_file = Path(koan_file)
     twin = Path(twin) if twin else koan_file
-    shipped = pristine_text(twin)
+    shipped = shipped_text(checkout, twin)
     if shipped is None:
         return []
     try:
@@ -266,21 +272,13 @@ def reading_refusals(
     return [r for r in reading.refusals(taken, allowed) if r.owner in reached]
 
 
-def _kinds(koan_file: Path) -> dict[tuple[int, int], str]:
+def _kinds(checkout: Course, koan_file: Path) -> dict[tuple[int, int], str]:
     """The prediction kinds of the shipped file behind `koan_file` (a koan or answer file)."""
-    from jaxkoans import course
-
-    for tree in (course.KOANS, course.ANSWERS):
-        if koan_file.is_relative_to(tree):
-            relative = (Path("koans") / koan_file.relative_to(tree)).as_posix()
-            break
-    else:
+    relative = _relative(checkout, koan_file)
+    if relative is None:
         return {}
     root = os.environ.get(PRISTINE_ENV, "")
-    if root:
-        entry = pristine.read_manifest(Path(root) / "koans").get(relative) or {}
-        return pristine.kinds_of(entry)
-    return pristine.predictions(relative)
+    return (Course(Path(root)) if root else checkout).predictions(relative)
 
 
 @functools.lru_cache(maxsize=64)
@@ -288,19 +286,21 @@ def _taken(shipped: str, current: str) -> _fills.Taken:
     return _fills.take(shipped, current)
 
 
-def fills(koan_file: Path) -> dict[int, tuple[str, ...]]:
+def fills(checkout: Course, koan_file: Path) -> dict[int, tuple[str, ...]]:
     """Learner's line (1-based) -> the source text of each fill, for each line that held `__`
     as shipped and is now filled in. Empty when the shipped file is unknown."""
-    return _against_shipped(Path(koan_file))[0]
+    return _against_shipped(checkout, Path(koan_file))[0]
 
 
-def code_lines(koan_file: Path) -> frozenset[int]:
+def code_lines(checkout: Course, koan_file: Path) -> frozenset[int]:
     """The learner's lines (1-based) where they write code: TODO bodies and fix regions."""
-    return _against_shipped(Path(koan_file))[1]
+    return _against_shipped(checkout, Path(koan_file))[1]
 
 
-def _against_shipped(koan_file: Path) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
-    shipped = pristine_text(koan_file)
+def _against_shipped(
+    checkout: Course, koan_file: Path
+) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
+    shipped = shipped_text(checkout, koan_file)
     try:
         current = koan_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -335,14 +335,14 @@ class Origins:
     effects: tuple[_fills.BlankFill, ...] = ()  # fills of calls made for their effect before it
 
 
-def filled_blanks(koan_file: Path) -> list[_fills.BlankFill]:
+def filled_blanks(checkout: Course, koan_file: Path) -> list[_fills.BlankFill]:
     """Each filled blank of the learner's file, once (a fill spans lines: it is still one)."""
-    taken = _taken_now(Path(koan_file))
+    taken = _taken_now(checkout, Path(koan_file))
     return list(taken.blanks) if taken is not None else []
 
 
-def _taken_now(koan_file: Path) -> _fills.Taken | None:
-    shipped = pristine_text(koan_file)
+def _taken_now(checkout: Course, koan_file: Path) -> _fills.Taken | None:
+    shipped = shipped_text(checkout, koan_file)
     if shipped is None:
         return None
     try:
@@ -353,13 +353,13 @@ def _taken_now(koan_file: Path) -> _fills.Taken | None:
         return None
 
 
-def origins(koan_file: Path, koan: str, lines: list[int]) -> Origins | None:
+def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> Origins | None:
     """Where the failing statement of `koan` got its values. `lines`: the koan file's lines the
     traceback went through, innermost last; the statement is the innermost of them inside the
     koan's function. None when that cannot be told (the shipped file is unknown, the file does
     not parse, the traceback never entered the koan's function)."""
     koan_file = Path(koan_file)
-    taken = _taken_now(koan_file)
+    taken = _taken_now(checkout, koan_file)
     if taken is None or taken.tree is None:
         return None
     function = next(

@@ -23,24 +23,25 @@ from jaxkoans.plugin.classify import (
     attribute,
     computed_fills,
     fills,
-    pristine_text,
     reading_refusals,
+    shipped_text,
 )
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
 from jaxkoans.plugin.report import predict_then_see, render_failure
 from jaxkoans.plugin.results import KoanState, Recorder
 
 ATTRIBUTION = pytest.StashKey[Attribution]()
+COURSE = pytest.StashKey[course.Course]()  # the course this pytest runs, made once at configure
 OVERRIDES = pytest.StashKey[list[str]]()
 
 
-def _chapters_named_by(args: list[str]) -> list[course.Chapter]:
+def _chapters_named_by(checkout: course.Course, args: list[str]) -> list[course.Chapter]:
     """Chapters under the paths on the command line (fake courses in tests included)."""
     found = []
     for arg in args:
         path = Path(arg.split("::")[0])
         if path.is_file():
-            chapter = course.chapter_for(path)
+            chapter = checkout.chapter_for(path)
             found += [chapter] if chapter else []
         elif path.is_dir():
             found += [course.load_chapter(m) for m in path.rglob(course.MANIFEST)]
@@ -61,8 +62,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Configure JAX once per process, before any koan computes anything."""
+    config.stash[COURSE] = checkout = course.Course.here()
     try:
-        chapters = course.all_chapters() + _chapters_named_by(config.args)
+        chapters = checkout.chapters() + _chapters_named_by(checkout, config.args)
     except course.CourseDataError as error:
         raise pytest.UsageError(str(error)) from None
     devices = max([c.devices for c in chapters], default=1)
@@ -103,7 +105,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def _course_key(item: pytest.Item) -> tuple:
     path = Path(item.path)
-    chapter = course.chapter_for(path)
+    chapter = item.config.stash[COURSE].chapter_for(path)
     if chapter is None:
         return (1, str(path), item.reportinfo()[1] or 0)
     return (0, chapter.number, chapter.file_rank(path.name), item.reportinfo()[1] or 0)
@@ -125,7 +127,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """Give each koan its chapter's float64 setting and check its device count; afterwards
     put back every JAX flag the koan changed (jax_debug_nans, jax_disable_jit, …)."""
-    chapter = course.chapter_for(Path(item.path))
+    chapter = item.config.stash[COURSE].chapter_for(Path(item.path))
     if chapter is None:
         return (yield)
     runtime.set_x64(chapter.x64)
@@ -152,23 +154,27 @@ def pytest_runtest_call(item: pytest.Item):
     """A `pytest.raises(X)` filling an exception blank asks for the exact class, as raises_exactly;
     a prediction blank filled with a computation, or a fill that reads the test, is refused
     before the koan runs; a TODO's program is held to its contract once the asserts pass."""
-    chapter = course.chapter_for(Path(item.path))
+    checkout = item.config.stash[COURSE]
+    chapter = checkout.chapter_for(Path(item.path))
     if chapter is None:
         return (yield)
     koan = getattr(item, "originalname", None) or item.name
-    refused = computed_fills(Path(item.path), koan)
+    refused = computed_fills(checkout, Path(item.path), koan)
     if refused:
         raise NotAPrediction(refused)
     # a gate's variant (test_x__s003.py) is judged as the koan file it stands for
-    twin = course.KOANS / chapter.number / course.twin_name(Path(item.path))
-    reads = reading_refusals(Path(item.path), koan, chapter.contracts, twin)
+    twin = checkout.koans / chapter.number / course.twin_name(Path(item.path))
+    reads = reading_refusals(checkout, Path(item.path), koan, chapter.contracts, twin)
     if reads:
         raise ReadsTheTest(reads)
     module = getattr(item, "module", None)
-    shipped = pristine_text(twin)  # the TODO functions, as shipped with todo()
+    shipped = shipped_text(checkout, twin)  # the TODO functions, as shipped with todo()
     todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
     watched = contracts.to_read(chapter, twin.name, todos) if module else {}
-    with exact_raises_on_fills(item.path), contracts.recording(module, watched) as records:
+    with (
+        exact_raises_on_fills(checkout, item.path),
+        contracts.recording(module, watched) as records,
+    ):
         outcome = yield
     met = contracts.check(records, item.nodeid)  # reached only when the koan's asserts passed
     if met:
@@ -180,7 +186,7 @@ def pytest_runtest_call(item: pytest.Item):
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Turn a koan's failure into a short report that names its blank, TODO or wrong answer."""
     report: pytest.TestReport = yield
-    chapter = course.chapter_for(Path(item.path))
+    chapter = item.config.stash[COURSE].chapter_for(Path(item.path))
     if chapter is None or not isinstance(item, pytest.Function):
         return report
     if report.passed and report.when == "call":
@@ -208,7 +214,7 @@ def pytest_make_collect_report(collector: pytest.Collector):
     """A koan file that does not parse: say where, in one short report, not an import traceback."""
     report = yield
     if report.failed and isinstance(collector, pytest.Module):
-        chapter = course.chapter_for(Path(collector.path))
+        chapter = collector.config.stash[COURSE].chapter_for(Path(collector.path))
         problem = syntax_problem(Path(collector.path)) if chapter else None
         if problem:
             report.longrepr = problem
@@ -261,7 +267,7 @@ def _same_file(path, koan_file: Path) -> bool:
 
 
 @contextlib.contextmanager
-def exact_raises_on_fills(koan_file):
+def exact_raises_on_fills(checkout: course.Course, koan_file):
     """While a koan runs: a `pytest.raises(X)` on a line that held `__` as shipped is
     `raises_exactly(X)`, so a copy whose exception blanks still use pytest.raises asks for the
     exact class too. Every other pytest.raises is left as it is."""
@@ -275,7 +281,7 @@ def exact_raises_on_fills(koan_file):
             not args
             and set(kwargs) <= {"match"}
             and os.path.realpath(caller.f_code.co_filename) == koan_file
-            and caller.f_lineno in fills(Path(koan_file))
+            and caller.f_lineno in fills(checkout, Path(koan_file))
         )
         if on_fill:
             return raises_exactly(expected_exception, **kwargs)

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jaxkoans.course import Chapter, koan_model
+from jaxkoans.course import Chapter, Course, koan_model
 from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
@@ -21,6 +21,14 @@ from jaxkoans.plugin.classify import (
     has_blank,
     origins,
 )
+
+
+def _course(item) -> Course:
+    """The course the plugin's configure made for this run (hooks.COURSE)."""
+    from jaxkoans.plugin.hooks import COURSE
+
+    return item.config.stash[COURSE]
+
 
 HEADLINES = {
     Cause.BLANK: "✍️ 填空 / fill in the blank",
@@ -63,7 +71,7 @@ HIDDEN_ADVICE = (
 )
 
 
-def _koan(item) -> koan_model.Koan | None:
+def _koan(item) -> koan_model.KoanFunction | None:
     """The model of `item`'s koan (a parametrized case's too)."""
     name = getattr(item, "originalname", None) or item.name
     return koan_model.read(Path(item.path)).koan(name)
@@ -140,12 +148,13 @@ def hidden_answer(item, found: Attribution, excinfo) -> Hidden | None:
     if found.cause is not Cause.WRONG or _is_spelling(excinfo.value):
         return None
     path = Path(item.path)
-    blanks = filled_blanks(path)
+    checkout = _course(item)
+    blanks = filled_blanks(checkout, path)
     passed_through = _traceback_lines(item, excinfo)
-    if not blanks or set(passed_through) & code_lines(path):
+    if not blanks or set(passed_through) & code_lines(checkout, path):
         return None  # debugging the learner's own code: actual against expected
     koan = getattr(item, "originalname", None) or item.name
-    came_from = origins(path, koan, passed_through)
+    came_from = origins(checkout, path, koan, passed_through)
     if came_from is not None:
         read = {fill.blank: fill for fill in (*came_from.fills, *came_from.effects)}
         if read:  # a fill the values read, or a call made for its effect before them
@@ -250,7 +259,9 @@ def computed_advice(item) -> list[str]:
     from jaxkoans.course import predictions
     from jaxkoans.plugin.classify import computed_fills
 
-    refused = computed_fills(Path(item.path), getattr(item, "originalname", None) or item.name)
+    refused = computed_fills(
+        _course(item), Path(item.path), getattr(item, "originalname", None) or item.name
+    )
     lines = [
         f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
         f"{predictions.WHAT_IT_TAKES[kind]}"
@@ -262,13 +273,16 @@ def computed_advice(item) -> list[str]:
 def reading_advice(item, found: Attribution) -> list[str]:
     """What a fill that reads the test reads: each place, and why it is refused."""
     from jaxkoans import course
-    from jaxkoans.course import chapter_for, reading
+    from jaxkoans.course import reading
     from jaxkoans.plugin.classify import reading_refusals
 
-    chapter = chapter_for(Path(item.path))
+    checkout = _course(item)
+    chapter = checkout.chapter_for(Path(item.path))
     koan = getattr(item, "originalname", None) or item.name
-    twin = course.KOANS / chapter.number / course.twin_name(Path(item.path)) if chapter else None
-    refused = reading_refusals(Path(item.path), koan, chapter.contracts if chapter else {}, twin)
+    twin = checkout.koans / chapter.number / course.twin_name(Path(item.path)) if chapter else None
+    refused = reading_refusals(
+        checkout, Path(item.path), koan, chapter.contracts if chapter else {}, twin
+    )
     lines = [f"   {r.describe()}  ·  {r.owner}" for r in refused]
     return [*lines, "", *("   " + line for line in reading.MESSAGE.splitlines())]
 
@@ -283,7 +297,8 @@ def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report
     hidden = hidden_answer(item, found, excinfo)
     answers = hidden.answers if hidden else None
     if answers is not None and revealing():
-        reveal.record(reveal.koan_nodeid(Path(item.path), item.name))
+        checkout = _course(item)
+        reveal.record(checkout, reveal.koan_nodeid(checkout, Path(item.path), item.name))
         return False
     if answers is None and found.cause is not Cause.BLANK:
         return False

@@ -172,6 +172,35 @@ def by_koan(events: list[dict]) -> dict[str, KoanResult]:
     return koans
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """The one reading of a run's record that status, watch and grade turn into koan states:
+    each koan's result (`by_koan`), each file that did not import, what started, whether the
+    run reached its end. What a koan without a result means is the reader's to say."""
+
+    koans: dict[str, KoanResult]
+    collect_errors: tuple[tuple[str, str], ...]  # (file as the record names it, message), in order
+    started: tuple[str, ...]  # nodeids of the items that started, in order
+    finished: bool  # the run wrote its "finish" event
+
+    @classmethod
+    def of(cls, events: list[dict]) -> RunRecord:
+        return cls(
+            by_koan(events),
+            tuple(
+                (e["path"], e.get("message", ""))
+                for e in events
+                if e.get("event") == "collect-error"
+            ),
+            tuple(e["nodeid"] for e in events if e.get("event") == "running"),
+            any(e.get("event") == "finish" for e in events),
+        )
+
+    def collect_error(self, path: str) -> str | None:
+        """The first collection error of the file `path`, else None."""
+        return next((message for where, message in self.collect_errors if where == path), None)
+
+
 def _last_lines(report, count: int = 6) -> str:
     text = str(report.longrepr or "").strip().splitlines()
     return "\n".join(text[-count:])

@@ -13,29 +13,24 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jaxkoans import course
+from jaxkoans.course import Course
 
 LOG = "reveals.jsonl"
 
 
-def directory() -> Path:
-    """Where the learner's tools keep their files (jaxkoans/learner/state.py writes there too)."""
-    return course.REPO / ".jaxkoans"
-
-
-def koan_nodeid(path: Path, name: str) -> str:
+def koan_nodeid(checkout: Course, path: Path, name: str) -> str:
     """The koan's id as progress.py names it: its file relative to the course, its test name."""
     try:
-        relative = Path(path).resolve().relative_to(course.REPO).as_posix()
+        relative = Path(path).resolve().relative_to(checkout.root).as_posix()
     except ValueError:
         relative = Path(path).as_posix()
     return f"{relative}::{name.split('[', 1)[0]}"
 
 
-def record(nodeid: str) -> None:
+def record(checkout: Course, nodeid: str) -> None:
     """Remember that the learner saw what koan `nodeid` hid."""
     line = json.dumps({"nodeid": nodeid, "at": datetime.now(UTC).isoformat(timespec="seconds")})
-    folder = directory()
+    folder = checkout.state  # where the learner's tools keep their files (learner/state.py too)
     try:
         folder.mkdir(exist_ok=True)
         with (folder / LOG).open("a", encoding="utf-8") as out:
@@ -44,9 +39,10 @@ def record(nodeid: str) -> None:
         pass
 
 
-def revealed(root: Path | None = None) -> set[str]:
-    """The nodeids of every koan whose hidden value the learner has asked to see."""
-    path = (root / ".jaxkoans" if root else directory()) / LOG
+def revealed(root: Path) -> set[str]:
+    """The nodeids of every koan of the course at `root` whose hidden value the learner has
+    asked to see."""
+    path = Path(root) / ".jaxkoans" / LOG
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):

@@ -8,9 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from jaxkoans.course import koan_model
+from jaxkoans.course import Course, koan_model
 from jaxkoans.learner import memory
-from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.koan_runs import Koan, find_koan, measure
 from jaxkoans.plugin.results import KoanState
 
@@ -24,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve(checkout: Checkout, target: str | None) -> tuple[Path | None, Koan | None]:
+def resolve(checkout: Course, target: str | None) -> tuple[Path | None, Koan | None]:
     """(koan file, koan) named by `target`; the koan is None when a whole file was named.
     Without a target: the koan that passed last, else the next koan."""
     if target and Path(target).is_file():
@@ -66,7 +65,7 @@ def syntax_error(path: Path) -> str | None:
     )
 
 
-def unpassed(checkout: Checkout, koan_file: Path, koan: Koan | None) -> list[str]:
+def unpassed(checkout: Course, koan_file: Path, koan: Koan | None) -> list[str]:
     relative = koan_file.relative_to(checkout.root).as_posix()
     chapter = checkout.chapter_for(koan_file)
     progress = measure(checkout, chapter.number if chapter else None, only=relative)
@@ -76,7 +75,7 @@ def unpassed(checkout: Checkout, koan_file: Path, koan: Koan | None) -> list[str
     return [k.name for k in own if k.state != KoanState.PASSED]
 
 
-def answers_note(checkout: Checkout) -> str:
+def answers_note(checkout: Course) -> str:
     """Where the answers are: what the student release says (koans/course.toml `answers`)."""
     try:
         manifest = tomllib.loads((checkout.koans / "course.toml").read_text(encoding="utf-8"))

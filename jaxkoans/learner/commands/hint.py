@@ -6,8 +6,8 @@ import argparse
 import locale
 import os
 
+from jaxkoans.course import Course
 from jaxkoans.learner import state
-from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.koan_runs import Koan, find_koan
 
@@ -38,7 +38,7 @@ def _seen_level(seen: dict, nodeid: str) -> int:
 
 
 def reveal(
-    checkout: Checkout, koan: Koan, lang: str, level: int | None = None, again: str = AGAIN
+    checkout: Course, koan: Koan, lang: str, level: int | None = None, again: str = AGAIN
 ) -> list[str]:
     """The lines to show: one more level than last time (or `level` levels), remembered;
     `again` says how to see the next level."""

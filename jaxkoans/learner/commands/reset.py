@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from jaxkoans.course import fills, koan_model, pristine, unfill
-from jaxkoans.learner.checkout import Checkout
+from jaxkoans.course import Course, fills, koan_model, unfill
+from jaxkoans.course import shipped as as_shipped
 from jaxkoans.learner.commands.diff import resolve
 
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def target_file(checkout: Checkout, target: str) -> Path | None:
+def target_file(checkout: Course, target: str) -> Path | None:
     """The koan file `target` names: a koan, an existing file, or a deleted koan file's path."""
     koan_file, _ = resolve(checkout, target)
     if koan_file is not None:
@@ -42,7 +42,7 @@ def target_file(checkout: Checkout, target: str) -> Path | None:
     return None
 
 
-def _from_git(checkout: Checkout, ref: str, relative: str) -> tuple[str, str] | None:
+def _from_git(checkout: Course, ref: str, relative: str) -> tuple[str, str] | None:
     try:
         shown = subprocess.run(
             ["git", "-C", str(checkout.root), "show", f"{ref}:{relative}"],
@@ -134,7 +134,7 @@ def run(args) -> int:
     relative = koan_file.relative_to(checkout.root).as_posix()
     found = _from_git(checkout, args.ref, relative) if args.ref else checkout.shipped_text(relative)
     if found is None:
-        where = f"git {args.ref}" if args.ref else pristine.SOURCE
+        where = f"git {args.ref}" if args.ref else as_shipped.SOURCE
         print(f"找不到原始文件 / no pristine copy of {koan_file.name} in {where}")
         return 1
     ref, text = found

@@ -10,8 +10,8 @@ import argparse
 import re
 
 from jaxkoans.api import REVEAL_ENV
+from jaxkoans.course import Course
 from jaxkoans.learner import runner
-from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.koan_runs import find_koan
 from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
@@ -49,7 +49,7 @@ def reveal_command(nodeid: str) -> list[str]:
 
 
 def run_revealed(
-    checkout: Checkout, nodeid: str, timeout_s: float = RUN_TIMEOUT_S
+    checkout: Course, nodeid: str, timeout_s: float = RUN_TIMEOUT_S
 ) -> tuple[int | None, str]:
     """Run one koan with its values shown; (pytest's exit code or None on a timeout, output)."""
     code, output = runner.run_in_group(

@@ -25,8 +25,8 @@ from collections.abc import Generator
 from pathlib import Path
 
 from jaxkoans import course
+from jaxkoans.course import Course
 from jaxkoans.learner import memory, warm
-from jaxkoans.learner.checkout import Checkout
 from jaxkoans.learner.commands.hint import default_language, reveal
 from jaxkoans.learner.commands.reveal import WHOLE, shorten_values
 from jaxkoans.learner.keys import Keys
@@ -53,7 +53,7 @@ KEYS_PIPE = (
 
 # A job yields the koans to run (and pytest options), receives the run's outcome, and prints.
 Request = tuple[list[Koan], tuple[str, ...]]
-Job = Generator[Request, warm.Outcome, None]
+Job = Generator[Request, warm.RunResult, None]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def course_koans(checkout: Checkout, chapter: str | None) -> list[Koan]:
+def course_koans(checkout: Course, chapter: str | None) -> list[Koan]:
     """Every koan (of `chapter`) in the course's order (koan_runs.course_order, as progress.py)."""
     chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
     return course_order(inventory(checkout, chapters), recommended_path(checkout))
@@ -88,10 +88,10 @@ def _tail(text: str, count: int = 20, width: int = 300) -> str:
 FAULT_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
 
 
-def crash_site(output: str, koan: Koan) -> str:
+def crash_site(checkout: Course, output: str, koan: Koan) -> str:
     """Where in the learner's file the interpreter died (faulthandler lists the innermost
     frame first), with that line of source; "" when the dump names no frame of it."""
-    koan_file = (course.REPO / koan.path).resolve()
+    koan_file = (checkout.root / koan.path).resolve()
     for line in output.splitlines():
         found = FAULT_FRAME.match(line)
         if found and Path(found["path"]).resolve() == koan_file:
@@ -104,7 +104,9 @@ def crash_site(output: str, koan: Koan) -> str:
     return ""
 
 
-def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[KoanState, str]:
+def verdict(
+    checkout: Course, koan: Koan, outcome: warm.RunResult, timeout_s: float
+) -> tuple[KoanState, str]:
     """(state, the text to show) for `koan` after `outcome`."""
     result = outcome.koan_result(koan.nodeid)
     if result is not None:
@@ -119,9 +121,7 @@ def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[KoanSt
     failing, path = KoanState.FAILING, koan.path.as_posix()
     error = outcome.collect_error(path)
     if error is not None:
-        text = (
-            outcome.report(path) or f"🛠️ {path}: 无法导入 / cannot be imported\n{error['message']}"
-        )
+        text = outcome.report(path) or f"🛠️ {path}: 无法导入 / cannot be imported\n{error}"
         return failing, text
     if outcome.timed_out:
         return failing, (
@@ -130,7 +130,7 @@ def verdict(koan: Koan, outcome: warm.Outcome, timeout_s: float) -> tuple[KoanSt
         ).rstrip()
     if outcome.signal:
         name = signal.Signals(outcome.signal).name
-        site = crash_site(outcome.output, koan)
+        site = crash_site(checkout, outcome.output, koan)
         crash = f"💥 崩溃 / crashed: {name}\n{site or _tail(outcome.output)}".rstrip()
         return KoanState.CRASHED, crash
     return KoanState.CRASHED, (
@@ -176,7 +176,7 @@ class Session:
         self, args, koans: list[Koan], plugins: list[object], scratch: Path, watcher: Watcher
     ) -> None:
         self.args = args
-        self.checkout: Checkout = getattr(args, "checkout", None) or Checkout.here()
+        self.checkout: Course = getattr(args, "checkout", None) or Course.here()
         self.koans = koans
         self.plugins = plugins
         self.scratch = scratch
@@ -211,7 +211,7 @@ class Session:
             self.job.close()
             self.job = None
 
-    def _advance(self, outcome: warm.Outcome | None) -> None:
+    def _advance(self, outcome: warm.RunResult | None) -> None:
         assert self.job is not None
         try:
             koans, extra = self.job.send(outcome) if outcome else next(self.job)
@@ -231,7 +231,9 @@ class Session:
         for file in files:
             with self.keys.listening():
                 warm.preload(self.checkout.root / file)
-        self.run = warm.Run(nodeids, self.plugins, self.scratch, self.args.timeout, extra)
+        self.run = warm.Run(
+            self.checkout, nodeids, self.plugins, self.scratch, self.args.timeout, extra
+        )
 
     def prepare(self) -> None:
         """While the learner edits, a run of the focus koan waits ready for the next save."""
@@ -243,7 +245,7 @@ class Session:
         with self.keys.listening():
             warm.preload(self.checkout.root / self.focus.path)
         self.prepared = warm.Run(
-            wanted, self.plugins, self.scratch, self.args.timeout, prepared=True
+            self.checkout, wanted, self.plugins, self.scratch, self.args.timeout, prepared=True
         )
 
     def discard(self) -> None:
@@ -255,7 +257,7 @@ class Session:
         self.stop()
         self.discard()
 
-    def _learn(self, outcome: warm.Outcome) -> None:
+    def _learn(self, outcome: warm.RunResult) -> None:
         """Keep each verdict for this session and in progress.py's memory (so that `hint`,
         `diff` and the summary after a watch run nothing), for files unchanged since."""
         remembered, verdicts = memory.load(self.checkout), {}
@@ -291,7 +293,7 @@ class Session:
         self.ran_digest = digest(self.checkout.root / koan.path)
         outcome = yield [koan], ()
         self._learn(outcome)
-        state, text = verdict(koan, outcome, self.args.timeout)
+        state, text = verdict(self.checkout, koan, outcome, self.args.timeout)
         if state != PASSED:
             self.show(koan, text, outcome)
             yield from self.recheck(koan)
@@ -305,7 +307,7 @@ class Session:
         self.after(koan)  # the koans of its file as it is now
         yield from self.search(0)  # the course's next koan, as progress.py names it
 
-    def recheck(self, koan: Koan) -> Generator[Request, warm.Outcome, tuple | None]:
+    def recheck(self, koan: Koan) -> Generator[Request, warm.RunResult, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
         as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
         remembered = memory.load(self.checkout)
@@ -323,7 +325,7 @@ class Session:
         self._learn(outcome)
         first = None
         for each in others:
-            state, text = verdict(each, outcome, self.args.timeout)
+            state, text = verdict(self.checkout, each, outcome, self.args.timeout)
             if state not in (PASSED, SKIPPED):
                 self.console.note(
                     f"⚠️ 又坏了 / broken again: {label(each)} 以前通过 / passed before"
@@ -341,7 +343,7 @@ class Session:
         """Run `koan` showing what a wrong prediction hides; it then counts as revealed."""
         outcome = yield [koan], ("--koans-reveal", *WHOLE)
         self._learn(outcome)
-        _, text = verdict(koan, outcome, self.args.timeout)
+        _, text = verdict(self.checkout, koan, outcome, self.args.timeout)
         self.show(koan, shorten_values(text) or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
 
     def after(self, koan: Koan) -> int:
@@ -392,7 +394,7 @@ class Session:
             outcome = yield batch, ("-x",)
             self._learn(outcome)
             for each in batch:
-                state, text = verdict(each, outcome, self.args.timeout)
+                state, text = verdict(self.checkout, each, outcome, self.args.timeout)
                 if state == SKIPPED:  # cannot run here (no compiler, …): not the learner's
                     self.skipped.add(each.nodeid)
                     self.console.note(f"⏭️ 无法在这里运行 / cannot run here  ·  {label(each)}")
@@ -439,7 +441,7 @@ class Session:
 
     # ---- output ---------------------------------------------------------------------------
 
-    def show(self, koan: Koan, text: str, outcome: warm.Outcome) -> None:
+    def show(self, koan: Koan, text: str, outcome: warm.RunResult) -> None:
         header = []
         if self.focus is None or koan.nodeid != self.focus.nodeid or self.console.tty:
             header = [f"━━━ 👀 {label(koan)} ━━━  {koan.path.as_posix()}:{koan.line}"]
@@ -531,8 +533,9 @@ def run(args) -> int:
         print("watch 需要 Linux、macOS 或 WSL / watch needs Linux, macOS or WSL", file=sys.stderr)
         return 1
     chapter = args.chapter.zfill(2) if args.chapter else None
-    if args.checkout.root != course.REPO:  # its runs fork this process, whose harness is there
-        print(f"watch 只监视 / watches only the course at {course.REPO}", file=sys.stderr)
+    here = Course.here()  # its runs fork this process, whose harness is there
+    if args.checkout.root != here.root:
+        print(f"watch 只监视 / watches only the course at {here.root}", file=sys.stderr)
         return 2
     koans = course_koans(args.checkout, chapter)
     if not koans:

@@ -3,21 +3,22 @@ koan file's shipped text and the kind of each of its blanks.
 
 Nothing here reads the learner's git history: a clone, a fork with pushed work, a Classroom
 repository and a ZIP download (no `.git`) know the same shipped course. The authoring tools
-write the manifest (`python -m jaxkoans.course.pristine`) and the course's own tests check that
+write the manifest (`python -m jaxkoans.course.shipped`) and the course's own tests check that
 it matches `koans/` and `answers/`. A koan file identical to its shipped text fails because of
 its blanks, so progress.py counts its koans as not started without running them.
 
 The manifest is line-oriented: each koan file's text is a list of its lines, one JSON line
 each, so an edit of a koan file changes about as many lines of the manifest as of the file,
-and two branches that touch different koan files do not conflict in it. Readers get the whole
-text as `entry["text"]` (`read_manifest`); the first format (one string per file) is still read.
+and two branches that touch different koan files do not conflict in it. Every tool reads it
+through `Course.shipped()` / `shipped_text()` / `predictions()` / `is_shipped()` (course/__init__.py),
+which get the whole text as `entry["text"]` (`read_manifest`); the first format (one string per
+file) is still read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from functools import cache
 from pathlib import Path
@@ -30,11 +31,11 @@ READABLE = (1, 2)
 SOURCE = "koans/.shipped.json"  # how a tool names where the shipped text came from
 
 
-def manifest_path(koans_dir: Path | None = None) -> Path:
-    return (koans_dir or course.KOANS) / MANIFEST_NAME
+def manifest_path(koans_dir: Path) -> Path:
+    return Path(koans_dir) / MANIFEST_NAME
 
 
-def read_manifest(koans_dir: Path | None = None) -> dict[str, dict]:
+def read_manifest(koans_dir: Path) -> dict[str, dict]:
     """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}}
     (the whole text as one string, whatever the format);
     {} when the manifest is missing or damaged (then nothing is known to be as shipped)."""
@@ -62,19 +63,6 @@ def _read(path: str, mtime_ns: int, size: int) -> dict[str, dict]:
         if isinstance(lines, list) and all(isinstance(line, str) for line in lines):
             entry["text"] = "".join(lines)
     return files
-
-
-def shipped_text(relative: str) -> tuple[str, str] | None:
-    """(where it came from, text) of the koan file `relative` as shipped, or None."""
-    entry = read_manifest().get(relative)
-    if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
-        return None
-    return SOURCE, entry["text"]
-
-
-def predictions(relative: str) -> dict[tuple[int, int], str]:
-    """{(line, column) of a shipped `__`: the kind of answer it takes} (course/predictions.py)."""
-    return kinds_of(read_manifest().get(relative) or {})
 
 
 def kinds_of(entry: dict) -> dict[tuple[int, int], str]:
@@ -158,12 +146,12 @@ def stale(root: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m jaxkoans.course.pristine [--check]`: write (or check) koans/.shipped.json."""
+    """`python -m jaxkoans.course.shipped [--check]`: write (or check) koans/.shipped.json."""
     argv = sys.argv[1:] if argv is None else argv
-    root = Path(os.environ.get("JAXKOANS_ROOT") or course.REPO)
+    root = course.Course.here().root
     if "--check" in argv:
         if stale(root):
-            print("koans/.shipped.json is stale: run python -m jaxkoans.course.pristine")
+            print("koans/.shipped.json is stale: run python -m jaxkoans.course.shipped")
             return 1
         print("koans/.shipped.json matches koans/ and answers/")
         return 0

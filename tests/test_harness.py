@@ -753,6 +753,19 @@ def test_the_koan_model_reads_koans_blanks_todos_and_regions():
     assert model.first_blank_line("test_a_blank") == 27
 
 
+def test_a_koan_reaches_the_functions_a_module_level_table_holds():
+    """A fake of `matmul` must run the koan that finds it in a table (07's TPU koan did not)."""
+    from jaxkoans.course import koan_model
+
+    model = koan_model.parse(
+        "import functools\n\ndef matmul(x):\n    return x\n\ndef unused():\n    pass\n\n"
+        "CASES: dict = {'mm': (functools.partial(matmul),)}\nALIAS = CASES\n\n"
+        "def test_cases():\n    for fn, in ALIAS.values():\n        fn(1)\n"
+    )
+    assert model.reached("test_cases") == ["test_cases", "matmul"]
+    assert model.koans_seeing(4) == ("test_cases",)
+
+
 def test_a_todo_in_a_nested_function_makes_only_the_nested_one_a_todo():
     """One meaning everywhere: the function whose own statements call todo() is the TODO; the
     function around it is not, so its other lines must stay as shipped (twins) and an edit there

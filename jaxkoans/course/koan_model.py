@@ -86,9 +86,22 @@ class KoanFile:
         return {name: _definition_span(node) for name, node in self._top_level.items()}
 
     @cached_property
+    def _tables(self) -> dict[str, ast.AST]:
+        """Top-level names bound by an assignment (a table of the file's functions, say): a koan
+        that reads one reaches what its value names."""
+        body = self.tree.body if self.tree is not None else []
+        found = {}
+        for node in body:
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    found |= {n.id: node.value for n in ast.walk(target) if isinstance(n, ast.Name)}
+        return found
+
+    @cached_property
     def uses(self) -> dict[str, tuple[str, ...]]:
-        """Each top-level function or class -> the other top-level definitions it names."""
-        nodes = self._top_level
+        """Each top-level function, class or assigned name -> the others it names."""
+        nodes = self._tables | self._top_level
         return {
             name: tuple(
                 dict.fromkeys(
@@ -119,13 +132,15 @@ class KoanFile:
 
     def reached(self, name: str) -> list[str]:
         """`name` and the top-level definitions it reaches through the names it uses (a koan's
-        helpers, their helpers, …), in the order they are first reached."""
-        found, frontier = [], [name]
+        helpers, their helpers, the functions a module-level table holds, …), in the order they
+        are first reached."""
+        found, seen, frontier = [], set(), [name]
         while frontier:
             current = frontier.pop(0)
-            if current in found or current not in self.uses:
+            if current in seen or current not in self.uses:
                 continue
-            found.append(current)
+            seen.add(current)
+            found += [current] if current in self.definitions else []
             frontier += self.uses[current]
         return found
 

@@ -65,6 +65,10 @@ GUARDS = (
     "numpy.seterr", "numpy.errstate", "os.environ", "os.putenv", "sys.modules",
     "sys.settrace", "sys.setprofile", "pytest.skip", "pytest.xfail", "pytest.importorskip",
     "unittest.mock", "jax.config",
+    # the harness's own instruments: contracts see calls through sys.monitoring, and the
+    # watchdog's limits through signals and threads
+    "sys.monitoring", "threading.settrace", "threading.setprofile", "signal.signal",
+    "signal.alarm", "signal.setitimer", "signal.pthread_sigmask",
 )  # fmt: skip
 NAMES = {"__file__": "file", "__spec__": "file", "__loader__": "file"}
 # The last part of a dotted name that switches a guard wherever it is imported from

@@ -25,17 +25,22 @@ CASES = {
     "A3_accumulate_idle_scan": ("06/test_grad_accumulation.py", "accumulated_grad"),
     "A4_first_crossing_loop_to_argmin": ("01/test_control_flow.py", "first_crossing"),
     "A5_custom_vmap_nested_jit": ("04/test_custom_transforms.py", "sqdist_rule"),
+    "A6_ulysses_all_to_all_discarded": ("03/test_ulysses.py", "ulysses_attention"),
     "B1_deq_dense_solve_in_callback": ("04/test_deq.py", "deq_bwd"),
     "B2_hvp_hessian_in_callback": ("04/test_second_order.py", "hvp"),
     "B3_heat_sine_transform": ("11/test_tridiagonal_heat.py", "heat_step"),
     "B4_implicit_newton_in_callback": ("11/test_nonlinear_implicit.py", "implicit_step"),
+    "B5_ulysses_gather_by_psum": ("03/test_ulysses.py", "ulysses_attention"),
+    "B6_burgers_dense_newton_by_jvps": ("11/test_newton_krylov.py", "burgers_step"),
     "C1_coloring_closure_cells": ("04/test_jacobian_coloring.py", "colored_jacobian"),
     "C2_coloring_computed_getattr": ("04/test_jacobian_coloring.py", "colored_jacobian"),
     "C3_coloring_caller_frame": ("04/test_jacobian_coloring.py", "colored_jacobian"),
     "C4_coloring_reads_answer_file": ("04/test_jacobian_coloring.py", "colored_jacobian"),
+    "C5_burgers_running_frames": ("11/test_newton_krylov.py", "burgers_step"),
     "D1_tools_config_update": ("08/test_capstone_tools.py", None),
     "D2_sharded_private_guard": ("08/test_capstone_sharded.py", None),
     "D3_training_flags_off": ("08/test_capstone_training.py", None),
+    "D4_tools_watchdog_signal_off": ("08/test_capstone_tools.py", None),
 }
 
 

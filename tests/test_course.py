@@ -257,7 +257,7 @@ def test_koans_and_answers_collect_together_without_collisions():
         cwd=HERE.root,
         capture_output=True,
         text=True,
-        timeout=mutate.run_limit(len(files), workers=1),  # a file's import: a koan's limit
+        timeout=mutate.run_limit(HERE, len(files), workers=1),  # a file's import: a koan's limit
         check=False,
     )
     items = [line for line in listing.stdout.splitlines() if "::test" in line]

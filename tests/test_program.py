@@ -307,3 +307,21 @@ def test_a_todo_under_shard_map_is_read_on_the_traces_own_tracers():
         ))(blocks)  # fmt: skip
     with pytest.raises(contracts.ContractBroken, match="all_gather"):
         contracts.check(records)
+
+
+def test_a_value_in_host_memory_is_retraced_in_host_memory():
+    """A TODO handed a state that lives in host memory (06's compute_on koan) is re-traced on a
+    host-memory input, or an honest `state + update` reads as mixing memory spaces."""
+    mesh = jax.make_mesh((jax.device_count(),), ("d",))
+    on_host = jax.NamedSharding(mesh, jax.P("d"), memory_kind="pinned_host")
+    state = jax.device_put(jnp.ones(2 * mesh.size), on_host)
+    specs = []
+    jax.jit(lambda s: specs.append(contracts._spec(s)) or s)(state)
+    with jax.sharding.use_abstract_mesh(jax.typeof(state).sharding.mesh):
+        aval = jax.make_jaxpr(lambda s: s)(specs[0]).jaxpr.invars[0].aval
+    assert aval.memory_space == jax.memory.Space.Host
+    plain = jax.device_put(jnp.ones(2 * mesh.size), jax.NamedSharding(mesh, jax.P("d")))
+    jax.jit(lambda s: specs.append(contracts._spec(s)) or s)(plain)
+    with jax.sharding.use_abstract_mesh(jax.typeof(plain).sharding.mesh):
+        aval = jax.make_jaxpr(lambda s: s)(specs[1]).jaxpr.invars[0].aval
+    assert aval.memory_space == jax.memory.Space.Device

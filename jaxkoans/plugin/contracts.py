@@ -110,13 +110,19 @@ def _spec(leaf):
 
     if isinstance(leaf, jax.Array | np.ndarray) or hasattr(leaf, "aval"):
         sharding = None  # where the array lives matters only on a mesh of named axes
+        memory = {}  # a value in host memory keeps its memory space in its type (compute_on)
         if isinstance(leaf, jax.core.Tracer):
-            typed = getattr(jax.typeof(leaf), "sharding", None)  # an Explicit mesh's type
+            aval = jax.typeof(leaf)
+            typed = getattr(aval, "sharding", None)  # an Explicit mesh's type
             if isinstance(typed, jax.NamedSharding) and any(typed.spec):
                 sharding = typed
+            if getattr(aval, "memory_space", None) == jax.memory.Space.Host:
+                memory = {"_memory_space": jax.memory.Space.Host}
+                if sharding is not None:  # a sharding's own memory kind wins over the space
+                    sharding, memory = sharding.with_memory_kind("pinned_host"), {}
         elif isinstance(getattr(leaf, "sharding", None), jax.NamedSharding):
             sharding = leaf.sharding
-        return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype, sharding=sharding)
+        return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype, sharding=sharding, **memory)
     return leaf
 
 

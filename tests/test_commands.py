@@ -97,6 +97,9 @@ def test_diff_waits_until_the_koan_passes(course):
     solve(course, "01", "test_alpha.py")
     whole = progress(course, "diff", "koans/01/test_alpha.py")
     assert whole.returncode == 0 and "identical" in whole.stdout
+    for named in ("test_alpha.py", "01/test_alpha.py"):  # a koan file by its name, from anywhere
+        by_name = progress(course, "diff", named)
+        assert by_name.returncode == 0 and "identical" in by_name.stdout, by_name.stderr
 
 
 def test_reset_restores_the_file_and_keeps_the_learners(course):

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
@@ -21,7 +23,8 @@ from xdist.scheduler import LoadScopeScheduling
 from jaxkoans import course
 from jaxkoans.authoring import mutate
 from jaxkoans.course import shipped as as_shipped
-from jaxkoans.learner import koan_runs, runner
+from jaxkoans.grader import grading
+from jaxkoans.learner import cli, koan_runs, runner
 from jaxkoans.plugin import results
 
 HERE = course.Course.here()  # the course these tests check: this checkout, or $JAXKOANS_ROOT
@@ -141,7 +144,16 @@ def _chapter_of(item: pytest.Item) -> str | None:
 RECORDED_RUNS = {
     "tests/test_course.py::test_every_answer_passes_under_xdist": "answers_run",
     "tests/test_fakes.py::test_every_fake_makes_its_koan_fail": "answers_run",
+    "tests/test_grade.py::test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point": (
+        "answers_run"
+    ),
     "tests/test_course.py::test_every_koan_fails_because_of_its_blank": "koans_run",
+}
+# The fixtures each run is made by (with --answer-key, answers_run is the answer key's grade).
+RUN_FIXTURES = {
+    "answers_run": "answers_run",
+    "answer_key_graded": "answers_run",
+    "koans_run": "koans_run",
 }
 
 
@@ -156,8 +168,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduli
 
 
 def _check_recorded_runs(item: pytest.Item) -> None:
-    for run in ("answers_run", "koans_run"):
-        if run in getattr(item, "fixturenames", ()) and RECORDED_RUNS.get(item.nodeid) != run:
+    for fixture, run in RUN_FIXTURES.items():
+        if fixture in getattr(item, "fixturenames", ()) and RECORDED_RUNS.get(item.nodeid) != run:
             raise pytest.UsageError(f"tests/conftest.py: add {item.nodeid!r} to RECORDED_RUNS")
 
 
@@ -221,9 +233,52 @@ def record_run(tmp_path_factory, tree: str) -> list[dict]:
     return [e for e in events if e["event"] in ("koan", "collect-error")]
 
 
+class AnswerKeyGrade(NamedTuple):
+    course: grading.PristineCourse  # the course as grade took it
+    document: dict  # grade's JSON report
+    exit_code: int  # what `grade` exited with
+
+
 @pytest.fixture(scope="session")
-def answers_run(tmp_path_factory) -> list[dict]:
+def answer_key_graded(tmp_path_factory) -> AnswerKeyGrade:
+    """Issue 33's copy: every koan file its answer, graded on this checkout in grade's sandbox
+    (`progress.py grade COPY --course=. --json=…`, two workers)."""
+    pristine = grading.prepare_course(str(HERE.root), tmp_path_factory.mktemp("answer-key"))
+    solved = tmp_path_factory.mktemp("solved") / "solved"
+    for rel in pristine.files:
+        answer = pristine.root / "answers" / Path(rel).relative_to("koans")
+        (solved / rel).parent.mkdir(parents=True, exist_ok=True)
+        (solved / rel).write_text(answer.read_text(encoding="utf-8"), encoding="utf-8")
+    out = solved.parent / "solved.json"
+    code = cli.main(["grade", str(solved), f"--course={HERE.root}", f"--json={out}"])
+    return AnswerKeyGrade(pristine, json.loads(out.read_text(encoding="utf-8")), code)
+
+
+@pytest.fixture(scope="session")
+def answers_run(request, tmp_path_factory) -> list[dict]:
+    """The run of answers/ the course checks read. With --answer-key (and every chapter) it is
+    the answer key's graded run: the answers run once, in koans/ under the sandbox, with two
+    workers; each koan's result reads as the answer file's (the same text, line for line)."""
+    if request.config.getoption("answer_key") and not CHOSEN:
+        return as_answer_events(request.getfixturevalue("answer_key_graded").document)
     return record_run(tmp_path_factory, "answers")
+
+
+def as_answer_events(document: dict) -> list[dict]:
+    """A grade document's koans as the record events of a run of answers/."""
+    return [
+        {
+            "event": "koan",
+            "nodeid": f"answers/{Path(k['file']).relative_to('koans').as_posix()}::{k['name']}",
+            "state": k["status"],
+            "cause": k["cause"],
+            "line": k["line"],
+            "duration": k["duration"],
+            "note": k["message"],
+            "contracts": k["contracts"],
+        }
+        for k in document["koans"]
+    ]
 
 
 @pytest.fixture(scope="session")

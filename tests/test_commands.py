@@ -170,7 +170,9 @@ def test_reset_of_one_koan_restores_the_blanks_of_the_helpers_it_calls_and_says_
     done = progress(course, "reset", "test_scaled", "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert mine.read_text() == HEADER + HELPED.format(factor="__", result="__", other="1")
-    assert "test_scaled (1 个空 / blank)" in done.stdout and "scaled (1 个空 / blank)" in done.stdout
+    assert (
+        "test_scaled (1 个空 / blank)" in done.stdout and "scaled (1 个空 / blank)" in done.stdout
+    )
     write(mine, HEADER + HELPED.format(factor="4", result="__", other="1"))
     done = progress(course, "reset", "test_scaled", "--yes")  # only the helper was filled
     assert done.returncode == 0 and "already as shipped" not in done.stdout, done.stdout
@@ -404,7 +406,7 @@ def test_diff_of_a_koan_shows_the_todo_helper_it_calls(course):
     assert spoiled.returncode == 0
     assert '-    todo("return 2 * x")' in spoiled.stdout and "+    return 2 * x" in spoiled.stdout
     # the file's two blank lines between the helper and the koan are kept (issue 45)
-    assert '+    return 2 * x\n \n \n def test_double():' in spoiled.stdout, spoiled.stdout
+    assert "+    return 2 * x\n \n \n def test_double():" in spoiled.stdout, spoiled.stdout
 
 
 def test_diff_without_a_target_right_after_a_pass_shows_that_koan(course):

@@ -926,24 +926,21 @@ def test_the_real_course_solved_passes_and_an_edited_assert_is_only_a_note(tmp_p
     assert note["file"] == "koans/01/test_scan.py" and note["line"] == scan.splitlines().index("    assert int(carry) == 10") + 1  # fmt: skip
 
 
-def test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point(tmp_path):
+def test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point(answer_key_graded):
     """Issue 33: honest work loses no point. A copy whose every koan file is its answer, graded
-    on this course (HEAD) in the sandbox where this machine has one: every koan passes, chapter
-    03's processes (gloo looks up the sandbox's host name) and chapter 05's C++ kernels (built
-    where a read-only course lets them) included. Only `--answer-key` runs it (CI does)."""
-    head = grading.prepare_course("HEAD", tmp_path / "head")
-    solved = tmp_path / "solved"
-    for rel in head.files:
-        answer = head.root / "answers" / Path(rel).relative_to("koans")
-        write(solved / rel, answer.read_text(encoding="utf-8"))
-    out = tmp_path / "solved.json"
-    code = cli.main(["grade", str(solved), "--course=HEAD", f"--json={out}"])
-    document = json.loads(out.read_text(encoding="utf-8"))
+    on this course in the sandbox where this machine has one (conftest.answer_key_graded): every
+    koan passes, chapter 03's processes (gloo looks up the sandbox's host name) and chapter 05's
+    C++ kernels (built where a read-only course lets them) included, and every TODO the answers
+    reach meets its contract. Only `--answer-key` runs it (CI does); its run is then also the
+    suite's run of answers/."""
+    document = answer_key_graded.document
     not_passed = [(k["nodeid"], k["status"], k["message"][:300]) for k in document["koans"] if k["status"] != "passed"]  # fmt: skip
     assert not_passed == [] and document["findings"] == [] and document["problems"] == []
     assert document["run"]["sandbox"]["used"] == bool(sandbox.probe().ok)
-    assert document["total"]["passed"] == sum(len(names) for names in head.koans.values())
-    assert code == 0
+    assert document["total"]["passed"] == sum(
+        len(n) for n in answer_key_graded.course.koans.values()
+    )
+    assert answer_key_graded.exit_code == 0
 
 
 # ---- a corpus of tampered and honest copies, graded as one batch, and the class page -----------

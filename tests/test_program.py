@@ -100,7 +100,10 @@ def _refusals(body: str, allowed=None):
         # the harness's instruments: contracts' sys.monitoring, the watchdog's signals
         ("import sys\nsys.monitoring.free_tool_id(4)\nreturn fn(x)", "sys.monitoring"),
         ("from sys import monitoring as m\nm.set_events(4, 0)\nreturn fn(x)", "sys.monitoring"),
-        ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nreturn fn(x)", "signal.signal"),
+        (
+            "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nreturn fn(x)",
+            "signal.signal",
+        ),
     ],
 )
 def test_a_fill_that_reads_the_test_is_refused(body, category):
@@ -112,7 +115,8 @@ def test_a_fill_that_reads_the_test_is_refused(body, category):
 def test_a_contract_allows_what_its_answer_needs_and_honest_code_passes():
     assert not _refusals("return fn.__code__", {"solve": {"code"}})
     assert not _refusals("return jnp.abs(x) if fn is abs else fn(x)")
-    assert not _refusals("import signal\nreturn fn(x) * -signal.SIGABRT")  # a constant switches nothing
+    # a constant switches nothing
+    assert not _refusals("import signal\nreturn fn(x) * -signal.SIGABRT")
 
 
 def test_a_broken_contract_names_what_is_missing():

@@ -339,7 +339,11 @@ FILE_CHECKS = (
     giveaway_problems,
 )
 CHAPTER_CHECKS = (
-    manifest_problems, region_problems, readme_problems, contract_problems, shortcut_problems
+    manifest_problems,
+    region_problems,
+    readme_problems,
+    contract_problems,
+    shortcut_problems,
 )
 
 

@@ -81,6 +81,7 @@ class KoanGrade:
     duration: float = 0.0
     message: str = ""
     revealed: bool = False  # the student's reveal log names it (a self-report: reveals.py)
+    contracts: tuple[str, ...] = ()  # its TODOs whose programs met their technique contracts
 
     @property
     def nodeid(self) -> str:
@@ -356,6 +357,7 @@ def _merge(
                 koan.cause = result.cause
                 koan.line = _student_line(check, result.line) or koan.line
                 koan.duration = result.duration
+                koan.contracts = result.contracts
                 koan.message = messages.get(koan.nodeid, "")
                 if result.state == KoanState.SKIPPED:
                     koan.message = "跳过不算通过 / a skip is not a pass. " + koan.message

@@ -22,13 +22,15 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts",
                    "passed_revealed", "passed_noted"}]
     koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
-                   "duration", "message", "revealed", "noted"}]  in course order
+                   "duration", "message", "revealed", "noted", "contracts"}]  in course order
                  status: passed | failing | not_started | tampered | missing | crashed
                  revealed: the student's reveal log names the koan (they asked to see what a
                  wrong answer hid); "passed" with revealed true is "passed (revealed)". A
                  self-report: it never changes a status or a score (see `reveals`)
                  noted: a note of kind unusual_code or ignored_edit names the koan; a pass
                  with it reads "passed with a note", set apart from a clean pass (no zero)
+                 contracts: the koan's TODO functions whose programs met their technique
+                 contracts (chapter.toml) in the graded run; [] for a koan without one
                  cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
                  line: in the student's file (null when unknown);  message: ≤ 1000 characters
     findings     [{"kind", "file", "line", "koans", "message"}]  evidence that the graded run
@@ -153,6 +155,7 @@ def as_json(grade: Grade) -> dict:
             "message": k.message,
             "revealed": k.revealed,
             "noted": (k.file, k.name) in noted,
+            "contracts": list(k.contracts),
         }
         for k in grade.koans
     ]

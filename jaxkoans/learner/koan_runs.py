@@ -94,9 +94,7 @@ def course_order(koans: list[Koan], path: list[str], chapter: str | None = None)
     return sorted(chosen, key=lambda k: order.get(k.chapter.number, len(order)))
 
 
-def first_open(
-    koans: list[Koan], path: list[str], chapter: str | None, state_of
-) -> Koan | None:
+def first_open(koans: list[Koan], path: list[str], chapter: str | None, state_of) -> Koan | None:
     """The course's next koan: the first in `course_order` whose state (`state_of(koan)`, or
     None while unknown) is not settled. Watch asks this after each pass, running koans whose
     state it does not know yet; progress.py's summary asks it of what it measured."""

@@ -59,6 +59,7 @@ class KoanResult:
     line: int | None = None  # where the blank, TODO or failure is (1-based)
     duration: float = 0.0
     note: str = ""  # why, when the state alone does not say (a crash, a deleted file)
+    contracts: tuple[str, ...] = ()  # the TODOs whose programs met their technique contracts
 
     @property
     def path(self) -> str:
@@ -78,10 +79,11 @@ class KoanResult:
             line=line if isinstance(line, int) else None,
             duration=float(event.get("duration") or 0.0),
             note=event.get("note") or "",
+            contracts=tuple(event.get("contracts") or ()),
         )
 
     def as_event(self) -> dict:
-        return {
+        event = {
             "event": "koan",
             "nodeid": self.nodeid,
             "path": self.path,
@@ -92,6 +94,9 @@ class KoanResult:
             "duration": self.duration,
             "note": self.note,
         }
+        if self.contracts:
+            event["contracts"] = list(self.contracts)
+        return event
 
     def remembered(self) -> list:
         """The form progress.py's memory keeps: [state, cause, line, note]."""
@@ -103,10 +108,12 @@ class KoanResult:
         return cls(nodeid, KoanState(state), cause, line, note=note)
 
     def worse(self, other: KoanResult) -> KoanResult:
-        """One result for two cases of a parametrized koan: the worse state, both durations."""
+        """One result for two cases of a parametrized koan: the worse state, both durations,
+        the contracts either case met."""
         worst = other if RANK[other.state] < RANK[self.state] else self
         duration = round(self.duration + other.duration, 3)
-        return replace(worst, nodeid=koan_id(self.nodeid), duration=duration)
+        contracts = tuple(dict.fromkeys(self.contracts + other.contracts))
+        return replace(worst, nodeid=koan_id(self.nodeid), duration=duration, contracts=contracts)
 
 
 class Recorder:
@@ -143,11 +150,9 @@ class Recorder:
             cause=properties.get("koan_cause", ""),
             line=properties.get("koan_line"),
             duration=round(report.duration, 3),
+            contracts=tuple(properties.get("koan_contracts", ())),
         )
-        event = result.as_event()
-        if properties.get("koan_contracts"):  # the TODOs whose programs met their contracts
-            event["contracts"] = properties["koan_contracts"]
-        self._write(event)
+        self._write(result.as_event())
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
         self._write({"event": "finish", "exitstatus": int(exitstatus)})

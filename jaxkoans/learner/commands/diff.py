@@ -54,7 +54,7 @@ def koan_lines(path: Path, names: list[str]) -> list[str]:
         gap = start - 1
         while shown and gap > 0 and not lines[gap - 1].strip():
             gap -= 1
-        shown += lines[gap : end]
+        shown += lines[gap:end]
     return shown
 
 

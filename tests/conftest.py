@@ -161,6 +161,15 @@ class ByFileAndRecordedRun(LoadScopeScheduling):
     def _split_scope(self, nodeid: str) -> str:
         return RECORDED_RUNS.get(nodeid, nodeid.split("::", 1)[0])
 
+    def _assign_work_unit(self, node) -> None:
+        # The recorded runs first, the longest first: xdist orders scopes by their number of
+        # tests, which would start a run of minutes (one to three tests) last, on one worker
+        # while the other has nothing left to do.
+        for scope in ("koans_run", "answers_run"):
+            if scope in self.workqueue:
+                self.workqueue.move_to_end(scope, last=False)
+        super()._assign_work_unit(node)
+
 
 @pytest.hookimpl(optionalhook=True)  # xdist may be off (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduling:

@@ -3,17 +3,18 @@ the technique kept as a proxy (A), another algorithm (B), the test read instead 
 (C), the lesson's guard switched off inside a fix region (D). Each must make its koan fail, by
 the koan's asserts, its contract (plugin/contracts.py) or the refusal of test reads
 (course/reading.py). A variant runs as the gates run theirs: `test_x__r001.py` in a directory
-named after its chapter, judged as the koan file it stands for (course.twin_name)."""
+named after its chapter, judged as the koan file it stands for (course.twin_name), every
+variant in one run (mutate.run_chapter_events)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from jaxkoans import course
+from jaxkoans.authoring import mutate
+from jaxkoans.course import koan_model
 from jaxkoans.course.koan_model import splice_body
 
 HERE = Path(__file__).parent / "shortcut_kinds"
@@ -57,20 +58,38 @@ def _variant(answer: Path, function: str | None, body: str) -> str:
     return "".join(out)
 
 
+@pytest.fixture(scope="module")
+def runs() -> tuple[dict[str, list[dict]], str]:
+    """Every case's variant run as the gates run theirs, all in one pytest process (one start of
+    JAX and its workers): {case: its koans' record events}, and a problem of the run, or ""."""
+    chapters: dict[str, list[mutate.Variant]] = {}
+    modules = {}
+    for number, case in enumerate(sorted(CASES), 1):
+        relative, function = CASES[case]
+        chapter, name = relative.split("/")
+        answer = CHECKOUT.answers / relative
+        source = _variant(answer, function, (HERE / f"{case}.txt").read_text(encoding="utf-8"))
+        variant = name.replace(".py", f"__r{number:03d}.py")
+        koans = tuple(k.name for k in koan_model.parse(source).koans)
+        chapters.setdefault(chapter, []).append(mutate.Variant(variant, source, koans))
+        modules[case] = (chapter, variant)
+    events, problem = mutate.run_chapter_events(CHECKOUT, chapters)
+    by_case = {case: [] for case in CASES}
+    for event in events:
+        if event.get("event") in ("koan", "collect-error"):
+            found = Path(event["path"])
+            for case, module in modules.items():
+                if (found.parent.name, found.name) == module:
+                    by_case[case].append(event)
+    return by_case, problem
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_shortcut_of_each_kind_fails_its_koan(case, tmp_path):
-    relative, function = CASES[case]
-    answer = CHECKOUT.answers / relative
-    chapter, name = relative.split("/")
-    variant = tmp_path / chapter / name.replace(".py", "__r001.py")
-    variant.parent.mkdir()
-    variant.write_text(_variant(answer, function, (HERE / f"{case}.txt").read_text()), "utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(variant), "-p", "jaxkoans.plugin.hooks", "-q",
-         "-p", "no:cacheprovider", "-p", "no:xdist", "-c", str(CHECKOUT.root / "pyproject.toml"),
-         "--rootdir", str(tmp_path)],
-        cwd=CHECKOUT.root, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1 and " failed" in done.stdout, done.stdout[-3000:]
-    not_started = [line for line in done.stdout.splitlines() if line.startswith("✍️ ")]
-    assert not not_started, "the variant failed as not started: " + done.stdout[-3000:]
+def test_a_shortcut_of_each_kind_fails_its_koan(case, runs):
+    by_case, problem = runs
+    events = by_case[case]
+    assert events, f"no koan of the variant reported (the run: {problem or 'finished'})"
+    states = {e.get("name", e["path"]): e.get("state", "collect-error") for e in events}
+    assert any(state != "passed" for state in states.values()), states
+    not_started = [name for name, state in states.items() if state == "not_started"]
+    assert not not_started, f"the variant failed as not started: {not_started}"

@@ -362,6 +362,43 @@ def run_chapters(
     """run_variants for several chapters in ONE pytest process (one start of JAX for all of
     them): ({(chapter, variant name): verdict}, a problem, or ""). The limit of the whole run
     is worked out from its koans unless given."""
+    events, problem = run_chapter_events(checkout, chapters, workers, timeout_s)
+    passed: dict[tuple[str, str], list[bool]] = {}
+    reported: dict[tuple[str, str], set[str]] = {}
+    for event in events:
+        if event.get("event") == "koan":
+            module = _module_of(event["path"])
+            passed.setdefault(module, []).append(event["state"] == "passed")
+            reported.setdefault(module, set()).add(event["name"].split("[", 1)[0])
+        elif event.get("event") == "collect-error":
+            passed.setdefault(_module_of(event["path"]), []).append(False)
+    verdicts = {}
+    for chapter, variants in chapters.items():
+        for variant in variants:
+            key = (chapter, variant.name)
+            states = passed.get(key, [])
+            complete = set(variant.koans) <= reported.get(key, set())
+            if not all(states):
+                verdicts[key] = False
+            elif complete:
+                verdicts[key] = True
+            elif not problem:
+                # The run finished, yet a koan of this variant never reported: its worker
+                # was killed (a crash, a hang past the timeout). A missing result is never
+                # a pass.
+                verdicts[key] = False
+    return verdicts, problem
+
+
+def run_chapter_events(
+    checkout: course.Course,
+    chapters: dict[str, list[Variant]],
+    workers: int = 2,
+    timeout_s: float | None = None,
+) -> tuple[list[dict], str]:
+    """Every variant's koans in ONE pytest process, each in a directory named like its
+    chapter: the run record's events (a variant is `_module_of` an event's path), a problem,
+    or ""."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-mutants-") as scratch:
         nodeids = []
         for chapter, variants in chapters.items():
@@ -381,32 +418,7 @@ def run_chapters(
                      "-o", f"timeout={koan_limit(checkout):.0f}", *WORKER_ENDS_ON_TIMEOUT),
         )  # fmt: skip
         _, problem = _run(command, timeout_s, checkout.root)
-        events = results.read(record) if record.exists() else []
-        passed: dict[tuple[str, str], list[bool]] = {}
-        reported: dict[tuple[str, str], set[str]] = {}
-        for event in events:
-            if event.get("event") == "koan":
-                module = _module_of(event["path"])
-                passed.setdefault(module, []).append(event["state"] == "passed")
-                reported.setdefault(module, set()).add(event["name"].split("[", 1)[0])
-            elif event.get("event") == "collect-error":
-                passed.setdefault(_module_of(event["path"]), []).append(False)
-        verdicts = {}
-        for chapter, variants in chapters.items():
-            for variant in variants:
-                key = (chapter, variant.name)
-                states = passed.get(key, [])
-                complete = set(variant.koans) <= reported.get(key, set())
-                if not all(states):
-                    verdicts[key] = False
-                elif complete:
-                    verdicts[key] = True
-                elif not problem:
-                    # The run finished, yet a koan of this variant never reported: its worker
-                    # was killed (a crash, a hang past the timeout). A missing result is never
-                    # a pass.
-                    verdicts[key] = False
-        return verdicts, problem
+        return (results.read(record) if record.exists() else []), problem
 
 
 def _module_of(path: str) -> tuple[str, str]:

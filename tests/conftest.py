@@ -52,8 +52,8 @@ CHAPTER_CHECKS = (
     "test_mutate.py::test_the_canary_passes_where_the_harness_changed",
     "test_harness.py::test_answers_that_read_printed_programs_pass_in_a_terminal",
 )
-# Checks only `--answer-key` runs: they repeat the whole answer key under grade (CI runs them,
-# `pytest tests -n 2` alone stays within its few minutes).
+# Checks only `--answer-key` runs: they grade the whole answer key in the sandbox (CI runs them;
+# that graded run then stands in for the plain run of answers/, see answers_run).
 ANSWER_KEY_ONLY = (
     "test_grade.py::test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point",
 )
@@ -70,7 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("jax-koans").addoption(
         "--answer-key",
         action="store_true",
-        help="also grade the whole answer key in grade's sandbox (CI does; about 4 minutes)",
+        help="grade the whole answer key in grade's sandbox; that run is also the run of answers/ (CI)",
     )
 
 
@@ -260,6 +260,8 @@ def answer_key_graded(tmp_path_factory) -> AnswerKeyGrade:
         (solved / rel).write_text(answer.read_text(encoding="utf-8"), encoding="utf-8")
     out = solved.parent / "solved.json"
     code = cli.main(["grade", str(solved), f"--course={HERE.root}", f"--json={out}"])
+    if not out.is_file():
+        pytest.fail(f"grade wrote no report for the answer key (exit code {code}): see its output")
     return AnswerKeyGrade(pristine, json.loads(out.read_text(encoding="utf-8")), code)
 
 

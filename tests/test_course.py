@@ -22,7 +22,7 @@ from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanState
 
-from .conftest import koan_files
+from .conftest import as_answer_events, koan_files
 from .fakecourse import is_alive
 
 HERE = course.Course.here()
@@ -223,6 +223,30 @@ def test_every_answer_passes_under_xdist(answers_run):
         "contracts that no koan of the answers read (its TODO is never called with arrays "
         "from a koan: mark it traced = false with why, or call it):\n  " + "\n  ".join(unread)
     )
+
+
+def test_a_graded_answer_key_reads_as_a_run_of_answers():
+    """With --answer-key, answers_run is the answer key's grade: a koan its grade did not pass
+    is a failing answer (its cause and line kept), and the contracts a passed koan met are read
+    (a parametrized koan's cases together)."""
+    koan = {"file": "koans/01/test_a.py", "cause": "", "line": 3, "duration": 0.1, "message": ""}
+    document = {
+        "koans": [
+            {**koan, "name": "test_x", "status": "passed", "contracts": ["double"]},
+            {**koan, "name": "test_y", "status": "failing", "cause": "wrong", "line": 9, "contracts": []},
+        ]
+    }  # fmt: skip
+    seen = results.by_koan(as_answer_events(document))
+    assert set(seen) == {"answers/01/test_a.py::test_x", "answers/01/test_a.py::test_y"}
+    assert seen["answers/01/test_a.py::test_x"].state == KoanState.PASSED
+    assert seen["answers/01/test_a.py::test_x"].contracts == ("double",)
+    failing = seen["answers/01/test_a.py::test_y"]
+    assert (failing.state, failing.cause, failing.line) == (KoanState.FAILING, "wrong", 9)
+    cases = [
+        results.KoanResult("a.py::test_z[1]", KoanState.PASSED, contracts=("f",)),
+        results.KoanResult("a.py::test_z[2]", KoanState.PASSED, contracts=("g",)),
+    ]
+    assert results.by_koan([c.as_event() for c in cases])["a.py::test_z"].contracts == ("f", "g")
 
 
 def test_every_koan_fails_because_of_its_blank(koans_run):

@@ -74,13 +74,12 @@ def runs() -> tuple[dict[str, list[dict]], str]:
         chapters.setdefault(chapter, []).append(mutate.Variant(variant, source, koans))
         modules[case] = (chapter, variant)
     events, problem = mutate.run_chapter_events(CHECKOUT, chapters)
+    case_of = {module: case for case, module in modules.items()}
     by_case = {case: [] for case in CASES}
     for event in events:
-        if event.get("event") in ("koan", "collect-error"):
-            found = Path(event["path"])
-            for case, module in modules.items():
-                if (found.parent.name, found.name) == module:
-                    by_case[case].append(event)
+        found = Path(event.get("path", ""))
+        if (found.parent.name, found.name) in case_of:
+            by_case[case_of[found.parent.name, found.name]].append(event)
     return by_case, problem
 
 

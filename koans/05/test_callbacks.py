@@ -369,13 +369,14 @@ def rows_on_two_devices(rows=4):
 
 
 def test_a_pure_callback_gathers_a_sharded_operand():
-    """⚠️ 陷阱 / trap: x 的行分在两个设备上，但 pure_callback 的回调只在一个地方运行：编译器先
-    all-gather，把整个数组交给它一次。jax.debug.callback(..., partitioned=True) 不收集：每个设备
-    用自己的那一块调用一次回调。预测：两种回调各被调用几次，每次看到什么形状？
-    x's rows live on two devices, but a pure_callback's callback runs in one place: the compiler
-    all-gathers first and hands it the whole array once. jax.debug.callback(..., partitioned=True)
-    gathers nothing: each device calls the callback once with its own block. Predict: how many
-    times is each callback called, and with what shape each time?
+    """⚠️ 陷阱 / trap: x 的行分在两个设备上。pure_callback 的回调是 XLA 看不见内部的主机函数，
+    编译器不能替它把数组切开；jax.debug.callback(..., partitioned=True) 声明回调可以按分片运行。
+    预测：两种回调各被调用几次，每次看到什么形状？编译后的程序里各有什么集合通信？
+    x's rows live on two devices. A pure_callback's callback is a host function XLA cannot see
+    into, so the compiler cannot split the array for it; jax.debug.callback(...,
+    partitioned=True) declares that the callback may run per shard. Predict: how many times is
+    each callback called, and with what shape each time? Which collectives does each compiled
+    program hold?
     """
     _, x = rows_on_two_devices()
     pure_shapes, debug_shapes = [], []

@@ -94,12 +94,12 @@ def test_the_memory_space_is_part_of_the_type():
 def test_adam_state_waits_in_pinned_host_between_steps():
     """补全：每一步先把状态搬到设备上（在 jit 里用 jax.device_put 加一个内存空间），在设备上
     更新，再把新状态搬回主机。编译后的入口布局里，状态的参数和输出都标着主机内存；这台 CPU 的
-    memory_analysis() 把它们算在普通的参数字节里。预测：主机参数字节数是多少？
+    memory_analysis() 把它们算在普通的参数字节里。预测：它给一个设备的程序算出多少参数字节？
     Complete: each step moves the state to the device first (jax.device_put with a memory space,
     inside jit), updates it there, and moves the new state back to the host. In the compiled
     entry layout the state's parameters and outputs are marked as host memory; this CPU's
-    memory_analysis() counts them with the ordinary argument bytes. Predict: how many host
-    argument bytes are there?
+    memory_analysis() counts them with the ordinary argument bytes. Predict: how many argument
+    bytes does it count for one device's program?
     """
     mesh, w, g, opt = _problem()
     state = park(opt.init(w), mesh, "pinned_host")

@@ -1,24 +1,24 @@
 """08 · 综合一：第 k 步才出现的 NaN / capstone one: a NaN that waits for step k.
 
 一个逻辑回归训练（小批量梯度下降），数据是按种子生成的一串小批量，有的特征带着重尾。损失函数
-写得很小心：softplus(z) = log(1 + e^z) 按 z 的正负分两支算，哪一支都不会上溢，前向处处是有限的
-数。可在种子 5 的数据上，参数在某一步突然全变成 NaN。哪一步、哪一行数据、哪个原语造出了第一个
-NaN？读代码说不出来：这取决于数据和训练一路走下来的参数。要用工具：checkify 的浮点检查放在按行
-的 vmap 里面，说出是哪一行、哪个原语。生产环境里跑的那一版损失留在 loss_v1 里给事后分析用；
-`# ✍️ BEGIN` 与 `# ✍️ END` 之间是它的一份副本 loss_fn，由你修好。第一个测试要你预测工具的报告，
-其余测试钉住症状。只修改标记之间的代码。
+写得很小心：softplus(z) = log(1 + e^z) 按 z 的正负分两支算，每一支只在它不会上溢的那一侧被
+选中，前向处处是有限的数。可在种子 5 的数据上，参数在某一步突然全变成 NaN。哪一步、哪一行
+数据、哪个原语造出了第一个 NaN？读代码说不出来：这取决于数据和训练一路走下来的参数。要用工具：
+checkify 的浮点检查放在按行的 vmap 里面，说出是哪一行、哪个原语。生产环境里跑的那一版损失留在
+loss_v1 里给事后分析用；`# ✍️ BEGIN` 与 `# ✍️ END` 之间是它的一份副本 loss_fn，由你修好。第一个
+测试要你预测工具的报告，其余测试钉住症状。只修改标记之间的代码。
 
 Logistic regression trained by mini-batch gradient descent, on a stream of mini-batches
 generated from a seed, some features heavy-tailed. The loss is written with care:
-softplus(z) = log(1 + e^z) is computed in two branches by the sign of z, neither of which
-overflows, so the forward pass is finite everywhere. Yet on seed 5's data the parameters all
-turn NaN at some step. Which step, which row of data, which primitive made the first NaN?
-Reading cannot tell: that depends on the data and on the parameters training reaches on the
-way. Use the tools: checkify's float checks inside a vmap over the rows name the row and the
-primitive. The loss as it ran in production stays in loss_v1 for the post-mortem; between
-`# ✍️ BEGIN` and `# ✍️ END` is a copy of it, loss_fn, for you to repair. The first test asks you
-to predict the tool's report; the others pin the symptoms. Change only the code between the
-markers.
+softplus(z) = log(1 + e^z) is computed in two branches by the sign of z, each selected only on
+the side where it does not overflow, so the forward pass is finite everywhere. Yet on seed 5's
+data the parameters all turn NaN at some step. Which step, which row of data, which primitive
+made the first NaN? Reading cannot tell: that depends on the data and on the parameters
+training reaches on the way. Use the tools: checkify's float checks inside a vmap over the rows
+name the row and the primitive. The loss as it ran in production stays in loss_v1 for the
+post-mortem; between `# ✍️ BEGIN` and `# ✍️ END` is a copy of it, loss_fn, for you to repair.
+The first test asks you to predict the tool's report; the others pin the symptoms. Change only
+the code between the markers.
 """
 
 import re

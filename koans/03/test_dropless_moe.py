@@ -208,13 +208,12 @@ def grouped_inputs():
 
 def test_what_ragged_dot_lowers_to_on_cpu():
     """lax.ragged_dot 在 jaxpr 里是一个原语 ragged_dot_general；JAX 为 CPU 降级时把它写成什么？交给
-    XLA 的 StableHLO 里还有 ragged 的指令吗？dot_general 的左操作数是什么形状（每个专家一份遮掉
-    别的专家的行的 token）？于是 cost_analysis() 的浮点运算数不少于每个专家都乘全部的行。
+    XLA 的 StableHLO 里还有 ragged 的指令吗？dot_general 的左操作数是什么形状？把 cost_analysis()
+    的浮点运算数和每个专家都乘全部的行比一比：在 CPU 上 ragged_dot 省下运算了吗？
     lax.ragged_dot is one primitive in the jaxpr, ragged_dot_general; what does JAX write for
     it when lowering for the CPU? Does the StableHLO handed to XLA still hold a ragged
-    instruction? What shape is the dot_general's left operand (per expert, a copy of the tokens
-    with the other experts' rows masked out)? Hence cost_analysis()'s flops are no fewer than
-    every expert multiplying every row.
+    instruction? What shape is the dot_general's left operand? Compare cost_analysis()'s flops
+    with every expert multiplying every row: does ragged_dot save work on the CPU?
     """
     tokens, ids, w_local = grouped_inputs()
     ragged = jax.jit(lambda t, i, w: lax.ragged_dot(t, w, jnp.bincount(i, length=LOCAL)))

@@ -121,16 +121,17 @@ def test_a_kv_cache_row_is_written_in_place(dtype):
     """✍️ 实现 append_to_cache。检查：TPU 解释器下（未初始化的内存是 NaN，竞争检测开着），在
     第一行、中间、最后一行写入后，结果等于 cache.at[pos].set(row)：没写的 7 块完整保留（不别名时
     它们是新缓冲区里的 NaN）；结构：块形状 (1, D)、(ROWS, D)、(ROWS, D)，pallas_call 的
-    input_output_aliases 是 ((2, 0),)；为 TPU 降级（donate 了 cache）后，tpu_custom_call 带着
-    output_operand_aliases（operand_index = 2），入口参数 0 标着 tf.aliasing_output。float32
-    和 bfloat16 都检查。
+    input_output_aliases 是 ((2, 0),)，返回的就是 pallas_call 的输出（之后不再算什么）；为 TPU
+    降级（donate 了 cache）后，tpu_custom_call 带着 output_operand_aliases（operand_index = 2），
+    入口参数 0 标着 tf.aliasing_output。float32 和 bfloat16 都检查。
     Write append_to_cache. Checked: under the TPU interpreter (uninitialized memory NaN, race
     detection on), after writing the first, a middle and the last row the result equals
     cache.at[pos].set(row): the 7 blocks not written are kept whole (without the alias they are
     NaN in a fresh buffer); the structure: blocks (1, D), (ROWS, D), (ROWS, D), and the
-    pallas_call's input_output_aliases ((2, 0),); lowered for TPU (cache donated), the
-    tpu_custom_call carries output_operand_aliases (operand_index = 2) and the entry's argument 0
-    is marked tf.aliasing_output. Both float32 and bfloat16.
+    pallas_call's input_output_aliases ((2, 0),), the result being the pallas_call's output
+    itself (nothing computed after it); lowered for TPU (cache donated), the tpu_custom_call
+    carries output_operand_aliases (operand_index = 2) and the entry's argument 0 is marked
+    tf.aliasing_output. Both float32 and bfloat16.
     """
     length, d = 8 * ROWS, 128
     cache = jax.random.normal(jax.random.key(0), (length, d)).astype(dtype)
@@ -148,6 +149,11 @@ def test_a_kv_cache_row_is_written_in_place(dtype):
     assert kernel["blocks"] == [(1, d), (ROWS, d), (ROWS, d)]  # row, cache, the output
     (call,) = equations("pallas_call", append_to_cache, cache, row, pos)
     assert call.params["input_output_aliases"] == ((2, 0),)
+    # 写这一行的是内核：返回值就是 pallas_call 的输出 / the kernel writes the row: the result is
+    # the pallas_call's own output, not something computed from it afterwards
+    program = jax.make_jaxpr(append_to_cache)(cache, row, pos).jaxpr
+    last = [e.primitive.name for e in program.eqns if e.outvars == program.outvars]
+    assert last == ["pallas_call"]
 
     text = _lower_for_tpu(append_to_cache, cache, row, pos, donate_argnums=0).as_text()
     assert text.count("tpu_custom_call") == 1

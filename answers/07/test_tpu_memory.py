@@ -266,7 +266,7 @@ def _cores_of_each_point(semantics):
     return cores
 
 
-def test_the_interpreter_splits_only_parallel_axes_over_its_cores():
+def test_which_simulated_cores_run_the_grid():
     """⚠️ 陷阱 / trap：上一个 koan 在两个模拟的核上跑得对，可这说明不了核之间怎么分。
     grid_point_recorder 记下 TPU 解释器（num_cores_or_threads=2，JAX 0.12.0.1）在哪个模拟的核上
     运行每个 grid 点。同一个 (2, 4) 的 grid，第一个轴分别标成 "parallel" 和 pltpu.CORE_PARALLEL：

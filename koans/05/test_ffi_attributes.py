@@ -141,7 +141,7 @@ def test_array_and_dictionary_attributes_and_any_number_of_operands():
     assert "affine = {scale = 2.000000e+00 : f32, shift = 1.000000e+00 : f32}" in line
 
 
-def test_attributes_are_typed_and_checked_when_the_kernel_runs():
+def test_what_attributes_accept_and_when_a_wrong_dtype_fails():
     """⚠️ 陷阱 / trap: 属性值只有少数几种 Python 类型能用（NumPy 数组、标量、字符串、字典……），
     而属性的 dtype 要和 C++ 绑定里写的一致，否则 XLA 解码属性时报错；属性的个数对不对，只有内核
     自己能发现。预测：把权重写成 Python 列表时抛出什么异常？float64 的权重走到哪一步才失败？

@@ -1,20 +1,19 @@
 """06 · 两个进程一起存、一起读一个全局数组 / two processes saving and restoring one global array.
 
 多主机训练里，一个全局数组的每一块只在拥有它的那个进程里：没有哪个进程能把整个数组拿到手再
-存盘。Orbax 的办法是所有进程用同一个路径一起调用 save：每个进程只写自己那几块（各自一个
-ocdbt.process_<i> 目录），由主进程写元数据、最后写提交标记。恢复时每个进程给出目标分片
+存盘。Orbax 的办法是所有进程用同一个路径一起调用 save：每个进程只写自己那几块，由主进程写
+元数据、最后写提交标记。恢复时每个进程给出目标分片
 （jax.ShapeDtypeStruct 带 sharding），只读目标分片里属于自己设备的那几块：同一个检查点可以
-按行切开读回，也可以在每个设备上复制一份。这里沿用 test_multihost_training.py 的两个本机进程
+按行切开读回，也可以按另一种分片读回。这里沿用 test_multihost_training.py 的两个本机进程
 （各 2 个 CPU 设备，每个进程都有超时）：你写的两个函数在两个进程里各跑一次，本进程只检查它们
 报告的结果。
 
 In multi-host training each block of a global array lives only in the process that owns it: no
 process can get hold of the whole array to write it out. Orbax's answer is that every process
-calls save together, with the same path: each process writes only its own blocks (one
-ocdbt.process_<i> folder each), the primary process writes the metadata and, last, the commit
-marker. On restore each process names the target sharding (jax.ShapeDtypeStruct with a
+calls save together, with the same path: each process writes only its own blocks, the primary
+process writes the metadata and, last, the commit marker. On restore each process names the target sharding (jax.ShapeDtypeStruct with a
 sharding) and reads only the blocks of that sharding that belong to its own devices: one
-checkpoint can come back split by rows, or copied whole onto every device. The two local
+checkpoint can come back split by rows, or under another sharding. The two local
 processes of test_multihost_training.py are reused (2 CPU devices each, every process under a
 timeout): the two functions you write run once in each process, and this process only checks
 what they report.
@@ -217,12 +216,11 @@ def reported(reports, function):
 
 def test_both_processes_write_one_checkpoint(reports):
     """✍️ 写 save_sharded。两个进程用同一个路径一起保存，得到的是一个检查点：一份元数据、一个
-    提交标记，和每个进程各写的一个 ocdbt 目录（里面只有它自己那几块）。两个进程看到的目录内容
-    相同。预测：有哪几个 ocdbt.process_* 目录？
+    提交标记，和进程们写下自己那几块的 ocdbt 目录。两个进程看到的目录内容相同。预测：有哪几个
+    ocdbt.process_* 目录？
     Write save_sharded. Two processes saving together under one path make one checkpoint: one set
-    of metadata, one commit marker, and one ocdbt folder written by each process (holding only its
-    own blocks). Both processes see the same folder. Predict: which ocdbt.process_* folders are
-    there?
+    of metadata, one commit marker, and the ocdbt folders in which the processes wrote their own
+    blocks. Both processes see the same folder. Predict: which ocdbt.process_* folders are there?
     """
     got = reported(reports, save_sharded)
     listings = [report["save_sharded"]["listing"] for report in got]
@@ -252,13 +250,11 @@ def test_each_process_restores_only_its_own_rows(reports):
 
 
 def test_the_same_checkpoint_restores_replicated(reports):
-    """同一个检查点也能按另一种分片读回：目标是 P() 时，每个进程的每个设备都拿到整个数组（两个
-    进程合起来读了整个检查点两遍）。保存时的分片不限制恢复时的分片。预测：每个进程有几块，每块
-    多少行？
-    The same checkpoint also comes back under another sharding: with the target P(), every device
-    of every process gets the whole array (the two processes together read the whole checkpoint
-    twice). The sharding it was saved with does not constrain the sharding it is restored with.
-    Predict: how many blocks does each process hold, and how many rows each?
+    """同一个检查点也能按另一种分片读回：目标是 P()（复制）。保存时的分片不限制恢复时的分片。
+    预测：每个进程有几块，每块多少行？
+    The same checkpoint also comes back under another sharding: the target P() (replicated). The
+    sharding it was saved with does not constrain the sharding it is restored with. Predict: how
+    many blocks does each process hold, and how many rows each?
     """
     got = reported(reports, restore_onto)
     for report in got:

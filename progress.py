@@ -6,7 +6,7 @@
     python progress.py watch [KOAN]    re-run the koan you work on at every save (keys: h, n, q)
     python progress.py hint [KOAN]     the hint of the next (or named) koan, one level more each time
     python progress.py diff [KOAN]     your file against its answer, once the koan passes
-    python progress.py reset KOAN      restore a pristine koan file (yours is kept beside it)
+    python progress.py reset KOAN      restore a pristine koan file (yours is kept in .jaxkoans/backups/)
     python progress.py doctor          is this machine ready for the course?
 
 It runs the koans in a separate process and never modifies your files (only `reset` does, after

@@ -17,7 +17,15 @@ import pytest
 
 from jaxkoans.course import shipped as as_shipped
 
-from .fakecourse import REPO, dedent, make_course, progress, solve, tree_digest
+from .fakecourse import (
+    REPO,
+    dedent,
+    make_course,
+    progress,
+    progress_process,
+    solve,
+    tree_digest,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "progress"
 PROCESS_TIMEOUT_S = 600  # a guard against a hung child, far above the work it waits for
@@ -102,19 +110,34 @@ def test_diff_waits_until_the_koan_passes(course):
         assert by_name.returncode == 0 and "identical" in by_name.stdout, by_name.stderr
 
 
-def test_reset_restores_the_file_and_keeps_the_learners(course):
+def backups(course: Path) -> list[Path]:
+    return list((course / ".jaxkoans" / "backups" / "koans" / "01").glob("test_alpha.py.*.bak"))
+
+
+def test_reset_restores_the_file_and_keeps_the_learners_where_git_ignores_it(course):
+    """The learner's version is kept in .jaxkoans/backups/, which the course's .gitignore
+    ignores (a .bak left in koans/ was committed by students), and the command says where."""
+    (course / ".gitignore").write_text((REPO / ".gitignore").read_text(), encoding="utf-8")
+    git = ["git", "-C", str(course), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", ".gitignore"], check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "ignore"], check=True, timeout=60)
     mine = course / "koans" / "01" / "test_alpha.py"
     mine.write_text(mine.read_text().replace("== __", "== 3", 1), encoding="utf-8")
     edited = mine.read_text()
-    asked = progress(course, "reset", "test_sum", stdin=subprocess.DEVNULL)
+    asked = progress_process(course, "reset", "test_sum", stdin=subprocess.DEVNULL)
     assert asked.returncode == 1 and mine.read_text() == edited  # not a terminal: needs --yes
-    done = progress(course, "reset", "koans/01/test_alpha.py", "--yes")
+    done = progress_process(course, "reset", "koans/01/test_alpha.py", "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert mine.read_text() == (course / "koans/01/test_alpha.py").read_text()
-    backups = list(mine.parent.glob("test_alpha.py.*.bak"))
-    assert [b.read_text() for b in backups] == [edited]
     shipped = as_shipped.read_manifest(course / "koans")["koans/01/test_alpha.py"]["text"]
     assert mine.read_text() == shipped
+    [backup] = backups(course)
+    assert backup.read_text() == edited
+    assert f"yours: {backup.relative_to(course).as_posix()}" in done.stdout, done.stdout
+    status = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert status.stdout == "", status.stdout  # nothing for `git add -A` to pick up
 
 
 def test_reset_of_one_koan_resets_only_its_blanks_and_todos(course):
@@ -129,7 +152,7 @@ def test_reset_of_one_koan_resets_only_its_blanks_and_todos(course):
     text = mine.read_text()
     assert "__  # mine" in text  # its blank is open again, the learner's comment kept
     assert "== jnp.float32" in text and "    return 2 * x" in text  # the other koans kept
-    assert [b.read_text() for b in mine.parent.glob("test_alpha.py.*.bak")] == [solved]
+    assert [b.read_text() for b in backups(course)] == [solved]
     progress(course, "reset", "test_double", "--yes")
     assert 'todo("return 2 * x")' in mine.read_text() and "== jnp.float32" in mine.read_text()
     again = progress(course, "reset", "test_double", "--yes")
@@ -203,7 +226,7 @@ def test_reset_in_a_read_only_checkout_says_so_and_changes_nothing(course, monke
     )
     said = capsys.readouterr().out
     assert code == 1 and "cannot write" in said and "Permission denied" in said, said
-    assert mine.read_text() == before and not list(mine.parent.glob("*.bak"))
+    assert mine.read_text() == before and not backups(course)
 
 
 def test_no_command_but_reset_writes_into_koans(course):

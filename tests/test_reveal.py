@@ -14,7 +14,7 @@ import pytest
 
 from jaxkoans.course import shipped as as_shipped
 
-from .fakecourse import HEADER, make_course, progress, solve, write
+from .fakecourse import HEADER, make_course, progress, progress_process, solve, write
 
 GAMMA = '''
 import numpy as np
@@ -252,6 +252,38 @@ def test_watch_v_shows_the_hidden_value_and_remembers_it(course):
         watching.expect("🙈", unless="ACTUAL")  # the first verdict hides the value
         watching.send("v")
         watching.expect("ACTUAL")
+        watching.send("q")
+        assert watching.close() == 0
+    finally:
+        watching.release()
+    log = (course / ".jaxkoans" / "reveals.jsonl").read_text()
+    assert "koans/01/test_gamma.py::test_cumsum" in log
+
+
+def test_reveal_of_an_open_blank_shows_its_answer_and_counts_it(course):
+    """A blank not filled yet raises before JAX computes anything: `reveal` shows the answer's
+    text for it (and for no other koan's blank), and the koan counts as revealed."""
+    fill(course, logged="41")
+    shown = progress_process(course, "reveal", "test_cumsum", timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert "> np.testing.assert_array_equal(np.cumsum([1, 2, 3]), __)" in shown.stdout
+    assert "__ = [1, 3, 6]" in shown.stdout, shown.stdout
+    assert "__ = 42" not in shown.stdout and "__ = 6" not in shown.stdout
+    log = (course / ".jaxkoans" / "reveals.jsonl").read_text().splitlines()
+    assert [json.loads(line)["nodeid"] for line in log] == ["koans/01/test_gamma.py::test_cumsum"]
+    filled = progress_process(course, "reveal", "test_logged", timeout=300)
+    assert "not filled yet" not in filled.stdout, filled.stdout  # a wrong fill: its value
+
+
+def test_watch_v_on_an_open_blank_shows_its_answer_in_a_terminal(course):
+    from .test_watch import Watch
+
+    watching = Watch(course, "test_cumsum", terminal=True)
+    try:
+        watching.expect("✍️ 填空 / fill in the blank", unless="__ = [1, 3, 6]")
+        watching.send("v")
+        watching.expect("__ = [1, 3, 6]")
+        assert "\x1b[2J" in watching.output  # a terminal: each verdict clears the screen
         watching.send("q")
         assert watching.close() == 0
     finally:

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -61,13 +62,18 @@ def like_the_course(root: Path) -> None:
 
 
 class Watch:
-    """`progress.py watch` in a child process: its output collected, commands sent by line."""
+    """`progress.py watch` in a child process: its output collected, commands sent by line;
+    with `terminal`, in a real terminal (a pty that `script` makes), one key at a time."""
 
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, terminal: bool = False) -> None:
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
         env.update(JAXKOANS_ROOT=str(root), PYTHONIOENCODING="utf-8")
+        command = [sys.executable, str(REPO / "progress.py"), "watch", *args]
+        if terminal:
+            command = ["script", "-qfec", shlex.join(command), "/dev/null"]
+        self.terminal = terminal
         self.process = subprocess.Popen(
-            [sys.executable, str(REPO / "progress.py"), "watch", *args],
+            command,
             cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, encoding="utf-8", bufsize=1,
         )  # fmt: skip
@@ -102,7 +108,7 @@ class Watch:
                 self.changed.wait(left)
 
     def send(self, line: str) -> None:
-        self.process.stdin.write(line + "\n")
+        self.process.stdin.write(line if self.terminal else line + "\n")
         self.process.stdin.flush()
 
     def close(self) -> int:
@@ -125,8 +131,8 @@ class Watch:
 def watch():
     started: list[Watch] = []
 
-    def start(root: Path, *args: str) -> Watch:
-        started.append(Watch(root, *args))
+    def start(root: Path, *args: str, terminal: bool = False) -> Watch:
+        started.append(Watch(root, *args, terminal=terminal))
         return started[-1]
 
     yield start

@@ -17,7 +17,7 @@ SUBCOMMANDS = {
     "hint": ("jaxkoans.learner.commands.hint", "the hint of the next (or a named) koan, one level more each time"),
     "reveal": ("jaxkoans.learner.commands.reveal", "show what JAX computed for a koan you answered wrongly (counts as revealed)"),
     "diff": ("jaxkoans.learner.commands.diff", "your file against its answer, once the koan passes"),
-    "reset": ("jaxkoans.learner.commands.reset", "restore a koan file as shipped; your version is saved beside it"),
+    "reset": ("jaxkoans.learner.commands.reset", "restore a koan file as shipped; your version is kept in .jaxkoans/backups/"),
     "doctor": ("jaxkoans.learner.commands.doctor", "check Python, the pinned packages, JAX's devices and float64, a compiler"),
     "watch": ("jaxkoans.learner.commands.watch", "run the koan you work on at every save (h hint, n next, q quit)"),
     "grade": ("jaxkoans.grader.command", "grade a student's copy against the pristine course (instructors)"),

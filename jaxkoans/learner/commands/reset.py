@@ -1,7 +1,7 @@
 """Start over: `reset KOAN` puts back as shipped every blank and TODO the koan reaches (its own,
 those of the helpers it calls, its TODO functions) and its fix regions, says which, and keeps
 the rest of your file; `reset FILE` brings the whole file back. Either way your version is kept
-beside it as a .bak first."""
+first, in .jaxkoans/backups/ (ignored by git, so it is never committed by mistake)."""
 
 from __future__ import annotations
 
@@ -158,14 +158,14 @@ def run(args) -> int:
     if current == text:
         print(f"{what} 已是原始版本 / is already as shipped ({ref})")
         return 0
-    backup = koan_file.with_name(f"{koan_file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-    question = (
-        f"重置 / reset {what} to {ref}? 你的版本将保存为 / yours would be saved as {backup.name}"
-    )
+    backup = checkout.state / "backups" / f"{relative}.{time.strftime('%Y%m%d-%H%M%S')}.bak"
+    kept = backup.relative_to(checkout.root).as_posix()
+    question = f"重置 / reset {what} to {ref}? 你的版本将保存为 / yours would be saved as {kept}"
     if not args.yes and not confirm(question):
         print("没有改动 / nothing changed")
         return 1
     try:
+        backup.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(koan_file, backup)
         koan_file.write_text(text, encoding="utf-8")
     except OSError as error:
@@ -174,7 +174,7 @@ def run(args) -> int:
             " — 文件没有改动 / your file is unchanged (a read-only checkout?)"
         )
         return 1
-    print(f"✅ {what} ← {ref};  你的版本 / yours: {backup.relative_to(checkout.root).as_posix()}")
+    print(f"✅ {what} ← {ref};  你的版本 / yours: {kept}")
     if places:
         print("   恢复原样 / put back as shipped: " + ", ".join(places))
     return 0

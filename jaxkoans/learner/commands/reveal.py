@@ -1,5 +1,6 @@
 """Predict, then see: show what a wrong prediction hides (the value JAX computed, the exception
-raised), on the learner's request; a koan passed after that counts as passed (revealed).
+raised), and the answer of each blank not filled yet, on the learner's request; a koan passed
+after that counts as passed (revealed).
 
 The reveals are remembered in `.jaxkoans/reveals.jsonl` (jaxkoans/plugin/reveal_log.py).
 """
@@ -10,10 +11,11 @@ import argparse
 import re
 
 from jaxkoans.api import REVEAL_ENV
-from jaxkoans.course import Course
+from jaxkoans.course import Course, fills, koan_model
 from jaxkoans.learner import runner
 from jaxkoans.learner.commands.chapters import chosen_chapters
-from jaxkoans.learner.koan_runs import find_koan
+from jaxkoans.learner.commands.diff import answers_note
+from jaxkoans.learner.koan_runs import Koan, find_koan
 from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
 
 RUN_TIMEOUT_S = 300
@@ -61,6 +63,37 @@ def run_revealed(
     return code, shorten_values(output)
 
 
+def open_blanks(checkout: Course, koan: Koan) -> str:
+    """The answer of each blank `koan` reaches (its own, its helpers') that the learner has not
+    filled yet, from its answers/ twin, and the reveal remembered; "" when every blank is filled.
+    A blank left open raises before JAX computes anything, so its answer is what there is to see."""
+    _, shipped = checkout.shipped_text(koan.path.as_posix()) or (None, "")
+    answer = checkout.answer_of(checkout.root / koan.path)
+    try:
+        current = (checkout.root / koan.path).read_text(encoding="utf-8")
+        filled = {fill.blank for fill in fills.take(shipped, current).blanks}
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return ""  # a file that does not parse: the run says what is wrong
+    model = koan_model.parse(shipped)
+    spans = [model.definitions[name] for name in model.reached(koan.name)]
+    waiting = [b for b in model.blanks if b not in filled and any(s <= b[0] <= e for s, e in spans)]
+    if not waiting:
+        return ""
+    if not answer.is_file():
+        return f"👁 还没填的空 / blanks not filled yet: {len(waiting)}\n  {answers_note(checkout)}"
+    answers = {
+        fill.blank: fill.text for fill in fills.take(shipped, answer.read_text("utf-8")).blanks
+    }
+    lines = [f"👁 还没填的空的答案 / the answer of each blank not filled yet ({answer.name}):"]
+    for line, column in waiting:
+        lines += [
+            f"   > {model.lines[line - 1].strip()}",
+            f"     __ = {answers.get((line, column), '?')}",
+        ]
+    record(checkout, koan.nodeid)
+    return "\n".join(lines)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("koan", help="test name, file.py::test_name, or its nodeid")
     parser.add_argument("--chapter", metavar="NN", help="look for the koan in this chapter")
@@ -79,6 +112,9 @@ def run(args) -> int:
     )
     code, output = run_revealed(args.checkout, koan.nodeid)
     print(output.rstrip())
-    if code == 0:
+    answers = open_blanks(args.checkout, koan)
+    if answers:
+        print("\n" + answers)
+    elif code == 0:
         print("\n✅ 这个 koan 已经通过，没有隐藏的值 / this koan passes: nothing was hidden")
     return 0 if code in (0, 1) else 1

@@ -28,7 +28,7 @@ from jaxkoans import course
 from jaxkoans.course import Course
 from jaxkoans.learner import memory, warm
 from jaxkoans.learner.commands.hint import default_language, reveal
-from jaxkoans.learner.commands.reveal import WHOLE, shorten_values
+from jaxkoans.learner.commands.reveal import WHOLE, open_blanks, shorten_values
 from jaxkoans.learner.keys import Keys
 from jaxkoans.learner.koan_runs import (
     Koan,
@@ -340,11 +340,13 @@ class Session:
         return remembered.passed_before(koan.path.as_posix(), koan.name)
 
     def uncover(self, koan: Koan) -> Job:
-        """Run `koan` showing what a wrong prediction hides; it then counts as revealed."""
+        """Run `koan` showing what a wrong prediction hides, and the answers of its blanks not
+        filled yet; it then counts as revealed."""
         outcome = yield [koan], ("--koans-reveal", *WHOLE)
         self._learn(outcome)
         _, text = verdict(self.checkout, koan, outcome, self.args.timeout)
-        self.show(koan, shorten_values(text) or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
+        text = "\n\n".join(filter(None, [shorten_values(text), open_blanks(self.checkout, koan)]))
+        self.show(koan, text or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
 
     def after(self, koan: Koan) -> int:
         """Where the koans after `koan` start, in its file as it is now: the learner may have

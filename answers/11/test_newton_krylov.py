@@ -67,38 +67,42 @@ def weights():
 # ---- 你来实现 / your code ---------------------------------------------------------------
 
 
-def burgers_step(b, nu):
-    """向后 Euler 一步：解 residual(u, b, nu) = 0，初值取 b。
-    1. 牛顿法 newton(g, u0)：lax.while_loop，直到 ‖g(u)‖ ≤ 1e-11·‖u0‖（最多 30 步）；每一步
-       r, jvp = jax.linearize(g, u)，再 u - gmres_solve(jvp, r)。
-    2. lax.custom_root(f, b, newton, tangent_solve)，tangent_solve(g, y) =
-       lax.custom_linear_solve(g, y, solve=gmres_solve, transpose_solve=gmres_solve)。
+def burgers_step(b, nu, tol=1e-11):
+    """向后 Euler 一步：解 residual(u, b, nu) = 0，初值取 b；返回 (u, 牛顿步数)。
+    1. 牛顿法 newton(g, u0)：lax.while_loop，只要 ‖g(u)‖ > tol·‖u0‖ 就再走一步（最多 30 步）；
+       每一步 r, jvp = jax.linearize(g, u)，再 u - gmres_solve(jvp, r)；返回 (u, 步数)。
+    2. lax.custom_root(f, b, newton, tangent_solve, has_aux=True)（步数是 aux，不参与求导），
+       tangent_solve(g, y) = lax.custom_linear_solve(g, y, solve=gmres_solve,
+       transpose_solve=gmres_solve)。
     不要造稠密的 Jacobian（jax.jacfwd / jax.jacrev）。大约 12 行。
 
-    One backward-Euler step: solve residual(u, b, nu) = 0 starting from b.
-    1. Newton newton(g, u0): a lax.while_loop until ‖g(u)‖ <= 1e-11·‖u0‖ (at most 30 steps);
-       each step r, jvp = jax.linearize(g, u), then u - gmres_solve(jvp, r).
-    2. lax.custom_root(f, b, newton, tangent_solve), with tangent_solve(g, y) =
-       lax.custom_linear_solve(g, y, solve=gmres_solve, transpose_solve=gmres_solve).
+    One backward-Euler step: solve residual(u, b, nu) = 0 starting from b; return (u, the
+    number of Newton steps).
+    1. Newton newton(g, u0): a lax.while_loop that takes another step while
+       ‖g(u)‖ > tol·‖u0‖ (at most 30 steps); each step r, jvp = jax.linearize(g, u), then
+       u - gmres_solve(jvp, r); it returns (u, steps).
+    2. lax.custom_root(f, b, newton, tangent_solve, has_aux=True) (the count is aux, never
+       differentiated), with tangent_solve(g, y) = lax.custom_linear_solve(g, y,
+       solve=gmres_solve, transpose_solve=gmres_solve).
     Build no dense Jacobian (jax.jacfwd / jax.jacrev). About 12 lines.
     """
 
     def newton(g, u0):
         def keep_going(carry):
             u, k = carry
-            return (jnp.linalg.norm(g(u)) > 1e-11 * jnp.linalg.norm(u0)) & (k < 30)
+            return (jnp.linalg.norm(g(u)) > tol * jnp.linalg.norm(u0)) & (k < 30)
 
         def step(carry):
             u, k = carry
             r, jvp = jax.linearize(g, u)
             return u - gmres_solve(jvp, r), k + 1
 
-        return lax.while_loop(keep_going, step, (u0, 0))[0]
+        return lax.while_loop(keep_going, step, (u0, 0))
 
     def tangent_solve(g, y):
         return lax.custom_linear_solve(g, y, solve=gmres_solve, transpose_solve=gmres_solve)
 
-    return lax.custom_root(lambda u: residual(u, b, nu), b, newton, tangent_solve)
+    return lax.custom_root(lambda u: residual(u, b, nu), b, newton, tangent_solve, has_aux=True)
 
 
 # ---- 检查 / checks ----------------------------------------------------------------------
@@ -115,13 +119,37 @@ def test_newton_krylov_solves_without_a_jacobian():
     """
     b, nu = start(), 0.01
     compiled = jax.jit(burgers_step).lower(b, nu).compile()
-    u = compiled(b, nu)
+    u, _ = compiled(b, nu)
     assert jnp.linalg.norm(residual(u, b, nu)) < 1e-10
     np.testing.assert_allclose(u, jax.jit(dense_newton)(b, nu), rtol=0, atol=1e-10)
     assert jnp.abs(u - b).max() > 0.1
     assert f"{N},{N}]" not in compiled.as_text()
     assert compiled.memory_analysis().temp_size_in_bytes < N * N * 8
     assert "CustomRoot" in str(jax.make_jaxpr(burgers_step)(b, nu))
+
+
+def test_newton_stops_at_its_tolerance():
+    """牛顿法收敛得多快，看它走了几步：对三个容差 1e-1、1e-6、1e-11，burgers_step 返回的步数
+    k 正好是第一个让残差降到 tol·‖b‖ 以下的步数：稠密牛顿法走 k 步已经到了，走 k - 1 步还没到。
+    步数随容差变化（二次收敛，每步有效数字大约翻倍）：不检查停止条件、总走 30 步的循环过不了。
+    How fast Newton converges shows in its step count: for each of three tolerances 1e-1, 1e-6
+    and 1e-11, the count k that burgers_step returns is the first at which the residual falls
+    below tol·‖b‖: dense Newton is there after k steps and not yet after k - 1. The count moves
+    with the tolerance (quadratic convergence roughly doubles the correct digits each step): a
+    loop that always runs 30 steps without a stopping test fails.
+    """
+    b, nu = start(), 0.01
+    step = jax.jit(burgers_step)
+    counts = []
+    for tol in (1e-1, 1e-6, 1e-11):
+        u, k = step(b, nu, tol)
+        k = int(k)
+        counts.append(k)
+        bound = tol * jnp.linalg.norm(b)
+        assert jnp.linalg.norm(residual(u, b, nu)) <= bound, (tol, k)
+        assert jnp.linalg.norm(residual(dense_newton(b, nu, k), b, nu)) <= bound, (tol, k)
+        assert jnp.linalg.norm(residual(dense_newton(b, nu, k - 1), b, nu)) > bound, (tol, k)
+    print(f"Newton steps for tolerances 1e-1, 1e-6, 1e-11: {counts}")
 
 
 def test_the_root_is_differentiated_implicitly():
@@ -134,7 +162,7 @@ def test_the_root_is_differentiated_implicitly():
     with GMRES once more.
     """
     b, nu, w = start(), 0.01, weights()
-    compiled = jax.jit(jax.grad(lambda nu: jnp.sum(w * burgers_step(b, nu)))).lower(nu).compile()
+    compiled = jax.jit(jax.grad(lambda nu: jnp.sum(w * burgers_step(b, nu)[0]))).lower(nu).compile()
     u = jax.jit(dense_newton)(b, nu)
     dg_du = jax.jacfwd(residual)(u, b, nu)
     dg_dnu = jax.jacfwd(residual, argnums=2)(u, b, nu)

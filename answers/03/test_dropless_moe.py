@@ -3,7 +3,9 @@
 专家并行那个文件给每个 (设备, 专家) 定了容量，超出的 token 被丢掉。不丢 token（dropless）的做法
 从路由器算出真实的个数：每个专家分到几个 token（token counts），于是每个设备知道要给每个设备送几个
 （send counts），一次 all_to_all 把这些个数交换过去，每个设备就知道要从每个设备收几个（recv
-counts）——这正是 ragged_all_to_all 要的参数。设备上有几个专家时，它们的 token 按专家排好，
+counts）。ragged_all_to_all 的六个参数里 send_sizes、recv_sizes 就是这两组个数，input_offsets 是
+send counts 在本地的累加和；还有一个 output_offsets：每段送到对方后从哪一行写起，那是接收方按
+自己的 recv counts 累加出来的，要再一次 all_to_all 才传回发送方。设备上有几个专家时，它们的 token 按专家排好，
 lax.ragged_dot 一次乘完：group_sizes 说前几行属于专家 0、接下来几行属于专家 1……
 XLA:CPU 不实现 ragged_all_to_all（专家并行那个文件），所以这里 token 的交换用定长的 all_to_all，
 缓冲区按最坏情况（一个设备的全部 token）留位置：一个 token 也不丢。这里 8 个设备、16 个专家、
@@ -13,7 +15,11 @@ The expert-parallel file gave each (device, expert) pair a capacity and dropped 
 beyond it. A dropless layer computes the real numbers from the router: how many tokens each
 expert gets (the token counts), hence how many each device sends each device (the send
 counts); one all_to_all exchanges those numbers, and every device knows how many it receives
-from each device (the recv counts): exactly the arguments ragged_all_to_all takes. With
+from each device (the recv counts). Of ragged_all_to_all's six arguments, send_sizes and
+recv_sizes are those two sets of counts and input_offsets the send counts' local cumulative
+sums; output_offsets, the row where each sent segment lands on its receiver, is the
+receiver's cumulative sum of its recv counts and takes a second all_to_all back to the
+senders. With
 several experts on a device, their tokens sorted by expert go through lax.ragged_dot at once:
 group_sizes says that the first rows belong to expert 0, the next ones to expert 1, ...
 XLA:CPU does not implement ragged_all_to_all (the expert-parallel file), so here the tokens

@@ -4,7 +4,9 @@
 ZeRO-3）把它们沿设备切开，每个设备只存 1/N；用到某个权重时才把它收齐（all-gather），梯度
 算完再求和并切开（reduce-scatter），每个设备只更新自己那一块。手写的 fsdp_loss 里每个权重
 只在前向收齐一次，收齐的副本一直留到反向用完它为止；要让反向再收齐一次、前向之后就丢掉
-完整的权重（ZeRO-3 的本意），每一层得放进 `jax.checkpoint`：最后一个 koan 在 HLO 里数这件事。
+完整的权重（ZeRO-3 的本意），每一层得放进 `jax.checkpoint`：倒数第二个 koan 在 HLO 里数这件事。这个
+两层的模型只看得出收齐的次数，看不出内存：加不加重算，编译出的临时内存一样大；最后一个 koan 换成
+lax.scan 走过的 8 层，量出省下的内存。
 本文件的字节数都从数组的分片（`addressable_shards` 的 `nbytes`）和编译器的
 `memory_analysis()` 里量出来。模型：w1 (64, 96)、b1 (96,)、w2 (96, 10)、b2 (10,)，float32。
 
@@ -14,8 +16,10 @@ a weight is gathered (all-gather) when it is used, and the gradients are summed 
 (reduce-scatter), so each device updates only its own piece. In the hand-written fsdp_loss
 each weight is gathered once, in the forward pass, and the gathered copy stays alive until
 the backward pass has used it; to gather again in the backward pass and drop the whole weight
-after the forward one (what ZeRO-3 means), each layer goes inside `jax.checkpoint`: the last
-koan counts that in the HLO. Every byte count here is measured from the arrays' shards (`nbytes` of
+after the forward one (what ZeRO-3 means), each layer goes inside `jax.checkpoint`: the koan
+before last counts that in the HLO. This two-layer model shows the gathers only, not the
+memory: its compiled temporary memory is the same with and without the recomputation; the
+last koan measures the memory saved over 8 layers walked by lax.scan. Every byte count here is measured from the arrays' shards (`nbytes` of
 `addressable_shards`) and from the compiler's `memory_analysis()`. The model: w1 (64, 96),
 b1 (96,), w2 (96, 10), b2 (10,), float32.
 """
@@ -340,3 +344,47 @@ def test_zero3_gathers_every_weight_again_in_the_backward_pass():
     once = collectives(fsdp_step.lower(*args).compile().as_text())
     assert once["all-gather"] and sorted(found["all-gather"]) == sorted(once["all-gather"] * 2)
     assert len(found["reduce-scatter"]) == len(once["reduce-scatter"])
+
+
+def test_zero3_memory_shows_in_a_scan_over_layers():
+    """上一个 koan 数的是收齐的次数。两层、展开写的 zero3_loss 在内存上看不出区别：它和 fsdp_loss 的
+    训练步编译出的临时内存（memory_analysis 的 temp_size_in_bytes）都是 28432 B，重算只改变了收齐的
+    次数。放进 lax.scan 就看得出来：8 层 (256, 256) 的权重叠成 (8, 256, 256)，沿第 1 轴按 FSDP 切开，
+    scan 一层一层走，每一步在层里收齐这一层的权重。不加 jax.checkpoint 时，scan 的反向要用每一步的
+    残差，每一层收齐的完整权重都留到反向：临时内存至少是 8 份完整的权重。把层放进 jax.checkpoint，
+    反向在每一步重算这一层（又收齐一次）：训练步的临时内存是几份完整权重的大小（取整数部分）？
+    The last koan counts gathers. The two-layer, unrolled zero3_loss shows no difference in
+    memory: its training step and fsdp_loss's compile to the same temporary memory
+    (memory_analysis's temp_size_in_bytes), 28432 B; the recomputation changes the number of
+    gathers only. A lax.scan shows it: 8 layers of (256, 256) weights stacked into
+    (8, 256, 256), split FSDP's way along axis 1, the scan walking layer by layer and each step
+    gathering its own layer's weights inside the layer. Without jax.checkpoint the scan's
+    backward pass needs every step's residuals, and every layer's gathered whole weight is kept
+    for it: the temporary memory is at least 8 whole weights. Put the layer inside
+    jax.checkpoint and the backward pass recomputes it at each step (gathering again): how many
+    whole weights is the step's temporary memory (the integer part)?
+    """
+    layers, width = 8, 256
+    rng = np.random.default_rng(1)
+    weights = rng.standard_normal((layers, width, width), dtype=np.float32) / np.sqrt(width)
+    x = rng.standard_normal((4 * N, width), dtype=np.float32)
+    mesh = fsdp_mesh()
+    args = (place(weights, mesh, P(None, "fsdp")), place(x, mesh, P("fsdp")))
+    whole = width * width * 4  # 一份完整的权重 / one whole weight
+
+    def layer(h, w):
+        return jnp.tanh(h @ lax.all_gather(w, "fsdp", tiled=True)), None
+
+    def temp_bytes(body):
+        def scanned(ws, h):
+            h, _ = lax.scan(body, h, ws)
+            return lax.pmean(jnp.mean(h**2), "fsdp")
+
+        specs = {"in_specs": (P(None, "fsdp"), P("fsdp")), "out_specs": P(None, "fsdp")}
+        step = jax.jit(jax.shard_map(jax.grad(scanned), mesh=mesh, **specs))
+        return step.lower(*args).compile().memory_analysis().temp_size_in_bytes
+
+    kept = temp_bytes(layer)
+    regathered = temp_bytes(jax.checkpoint(layer))
+    assert kept >= layers * whole  # 每层收齐的权重都是残差 / every gathered weight a residual
+    assert regathered // whole == __

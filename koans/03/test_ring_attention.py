@@ -4,15 +4,22 @@
 每个查询要看见所有的键，所以 K、V 的块沿环一站一站传（ppermute），每个设备一次只拿着一块：先用
 手里这一块算分数，把它并进在线 softmax（online softmax：到目前为止的最大值 m、分母 l、加权和 o，
 遇到更大的分数时按 exp(m_旧 - m_新) 缩放旧的部分），再把块交给下一个设备。N 步之后 o / l 就是
-完整的注意力，没有哪个设备存过整个 K、V 或一整行 (S_块, S) 的分数。
+完整的注意力，前向传播里没有哪个设备存过整个 K、V 或一整行 (S_块, S) 的分数。只是前向：对它求导
+（jax.grad 穿过 fori_loop）时，循环的每一步都把手里那块 K、V 留作残差，反向传播时每个设备
+存着 N 块叠成的 (N, S/N, d)，也就是整个 K 和 V；要让反向也只拿一块，得用 custom_vjp 让 K、V
+（以及 dK、dV）在反向时再沿环传一遍。
 
 When the sequence is long, attention's (S, S) score matrix does not fit on one device: split the
 sequence, device k holding segment k of Q, K and V. Every query must see every key, so the K and
 V blocks travel around the ring (ppermute), each device holding one block at a time: score the
 block at hand, fold it into an online softmax (the running maximum m, denominator l and weighted
 sum o, rescaling the old part by exp(m_old - m_new) when a larger score arrives), then hand the
-block on. After N steps o / l is the full attention, and no device has stored all of K and V or
-a whole (S_block, S) row of scores.
+block on. After N steps o / l is the full attention, and in the forward pass no device has
+stored all of K and V or a whole (S_block, S) row of scores. The forward pass only:
+differentiated (jax.grad through the fori_loop), every step keeps its K and V blocks as
+residuals, and each device holds N of them stacked, (N, S/N, d), all of K and V, for the
+backward pass; keeping the backward pass to one block too takes a custom_vjp that sends K
+and V (and dK, dV) around the ring again.
 """
 
 import re

@@ -1,16 +1,17 @@
 """03 · 序列并行：Ulysses / sequence parallelism: Ulysses.
 
-环形注意力让 K、V 的块沿环走 N 步。另一种序列并行（DeepSpeed-Ulysses）只通信两次：输入按序列切开，
+环形注意力让 K、V 的块沿环走 N 步。另一种序列并行（DeepSpeed-Ulysses）只换两趟，不随设备数变：输入按序列切开，
 设备 k 拿着第 k 段位置的所有头；一次 all_to_all 把它换成“所有位置、第 k 组头”，每个设备对自己的
 几个头做完整的注意力（头与头互不相干），再一次 all_to_all 换回按序列切开。Q、K、V 各换一次，
-输出换回一次。头数必须能被设备数整除。
+输出换回一次：进去一趟三条 all_to_all，回来一趟一条。头数必须能被设备数整除。
 
 Ring attention walks the K and V blocks around the ring in N steps. Another kind of sequence
-parallelism (DeepSpeed-Ulysses) communicates only twice: the input is split along the
+parallelism (DeepSpeed-Ulysses) exchanges data in two rounds, however many devices: the input is split along the
 sequence, device k holding every head of segment k; one all_to_all turns that into "every
 position, head group k", each device runs full attention on its own heads (heads do not
 interact), and another all_to_all turns it back into sequence blocks. Q, K and V are
-exchanged once each, the output once back. The number of heads must divide by the devices.
+exchanged once each, the output once back: three all_to_alls in, one back. The number of
+heads must divide by the devices.
 """
 
 import re

@@ -4,7 +4,8 @@
 就分得很不均匀：第一个设备的查询几乎什么都不看，最后一个设备的查询看整个序列。zig-zag 布局把序列
 切成 2N 块，设备 i 拿第 i 块和第 2N-1-i 块：一块靠前、一块靠后，每个设备分到的有效分数一样多。
 K、V 仍沿环传（和环形注意力那个文件一样），只是每个设备要知道手里每一行的全局位置，才能遮掉
-未来的键。反向传播由 JAX 对 fori_loop 和 ppermute 求导得到。
+未来的键。反向传播由 JAX 对 fori_loop 和 ppermute 求导得到：每一步把手里的 K、V 块留作残差，
+所以“每个设备一次只拿一块”只对前向成立，反向时每个设备存着全部 N 块。
 
 In causal attention the query at position p sees the keys at positions ≤ p only. Cut the
 sequence into N consecutive segments for N devices and the scores' lower triangle is shared
@@ -13,7 +14,8 @@ sequence. The zig-zag layout cuts the sequence into 2N chunks and gives device i
 2N-1-i: one early, one late, so every device gets as many live scores. K and V still travel
 around the ring (as in the ring-attention file); each device only needs every row's global
 position to mask out the future. The backward pass is JAX's derivative of the fori_loop and
-the ppermutes.
+the ppermutes: every step keeps its K and V blocks as residuals, so "one block at a time"
+holds for the forward pass only, and each device holds all N blocks for the backward one.
 """
 
 import jax

@@ -1,8 +1,10 @@
-"""Is this machine ready for the course? Python, the pinned packages, JAX's devices, a compiler."""
+"""Is this machine ready for the course? Python, the pinned packages, JAX's devices, a compiler,
+and a TPU where the machine has one."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -10,7 +12,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 
-from jaxkoans.api import cbuild
+from jaxkoans.api import cbuild, tpu
 from jaxkoans.course import Course
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(.+)$")
@@ -23,6 +25,27 @@ assert jnp.ones(1).dtype == jnp.float64, "float64 cannot be switched on"
 print(jax.device_count())
 """
 REINSTALL = "bash setup.sh  (reinstalls the pinned versions into .venv)"
+# The chip, its libtpu, and one trivial kernel compiled by Mosaic (interpret=False) and run.
+TPU_PROBE = """
+import json
+from jaxkoans.api import tpu
+notes = tpu.neutralise()  # before JAX imports libtpu
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+jax.config.update("jax_platforms", "tpu")
+device = jax.devices("tpu")[0]
+found = {"chip": tpu.describe(device), "libtpu": tpu.libtpu_version(), "notes": notes}
+def add_one(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1.0
+try:
+    x = jnp.zeros((8, 128), jnp.float32)
+    y = pl.pallas_call(add_one, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=False)(x)
+    found["pallas"] = bool((jax.device_get(y) == 1.0).all())
+except Exception as error:
+    found["pallas_error"] = (str(error).strip().splitlines() or [type(error).__name__])[-1][:300]
+print(json.dumps(found))
+"""
+TPU_FIX = "bash setup.sh --tpu  (jax[tpu] with its libtpu into .venv)"
 
 
 @dataclass(frozen=True)
@@ -121,8 +144,36 @@ def _compiler(checkout: Course) -> Check:
     return Check(True, f"{line}: {compiler}" + (" (test build ✓)" if sources else ""))
 
 
+def _tpu(checkout: Course) -> Check:
+    """The TPU, where this machine has one: the chip, the libtpu, whether Pallas compiles."""
+    if not tpu.chips_on_this_machine():
+        return Check(True, "TPU: 没有 / none on this machine (the course runs on the CPU)")
+    line = "TPU"
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", TPU_PROBE], cwd=checkout.root, capture_output=True,
+            text=True, timeout=300, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return Check(False, f"{line}: 启动超时 / did not start in 300 s", TPU_FIX)
+    try:
+        found = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        why = (probe.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return Check(False, f"{line}: 无法启动 / JAX cannot start it: {why}", TPU_FIX)
+    version = found.get("libtpu")
+    line = f"{line}: {found['chip']}"
+    line += "".join(f"; {note}" for note in found.get("notes", []))
+    if tpu.libtpu_older_than(version):
+        return Check(False, f"{line}: Pallas needs libtpu >= 0.0.46", TPU_FIX)
+    if found.get("pallas"):
+        return Check(True, f"{line}; pallas_call 编译运行 / compiles and runs (interpret=False)")
+    why = found.get("pallas_error", "a wrong result")
+    return Check(False, f"{line}; pallas_call 不能编译 / does not compile: {why}", TPU_FIX)
+
+
 def checks(checkout: Course) -> list[Check]:
     """Every requirement of the course at `checkout`, in the order a fix should happen."""
     found = [_python()]
     found += [_package(name, wanted) for name, wanted in pinned_versions(checkout).items()]
-    return [*found, _devices(checkout), _compiler(checkout)]
+    return [*found, _devices(checkout), _compiler(checkout), _tpu(checkout)]

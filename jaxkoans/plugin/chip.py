@@ -1,0 +1,235 @@
+"""pytest --tpu (or JAXKOANS_TPU=1): each kernel koan also runs the learner's kernel compiled on
+a TPU, at the koan's own inputs, against what it computed in the interpreter.
+
+The koan runs as in the CPU course (the CPU stays JAX's default device). While it runs, each
+call of a TODO kernel that takes `interpret` is recorded with its inputs and the result the
+interpreter gave (a call made while tracing is recorded by its shapes and given fresh normal
+inputs); once the koan's own asserts pass, the same kernel is compiled with interpret=False on
+the TPU and compared, at the tolerance of jaxkoans.api.tpu (float32 kernels with their dots at
+Precision.HIGHEST). The interpreter's result is what the koan has just checked against its
+reference, so a kernel that differs on the chip fails the koan. A call the chip cannot take for
+a reason that is not the learner's (a block shape of the koan that Mosaic refuses, a GPU
+kernel, CORE_PARALLEL on a one-core chip) is skipped on the chip, saying why.
+Without a TPU, one line says so and the CPU course runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+import pytest
+
+from jaxkoans.api import tpu
+from jaxkoans.course import koan_model
+
+ATTACHED = pytest.StashKey[tpu.Attached]()
+LINES = pytest.StashKey[list[str]]()
+MAX_CALLS = 2  # distinct argument signatures checked per kernel and koan
+PROPERTY = "koan_tpu"  # report.user_properties: one line per kernel call checked or skipped
+
+
+class DiffersOnChip(AssertionError):
+    """The learner's kernel, compiled on the TPU, failed or differs from the interpreter."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """--tpu: also compile the kernels on a TPU (the environment's JAXKOANS_TPU=1 does the same)."""
+    parser.getgroup("jax-koans").addoption(
+        "--tpu", action="store_true",
+        help="also run each kernel koan's kernel compiled on a TPU (JAXKOANS_TPU=1 does the same)",
+    )  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """After the harness set JAX to the CPU (its tryfirst configure): add the TPU if asked."""
+    config.stash[LINES] = []
+    config.pluginmanager.register(_Lines(config), "koans-tpu-lines")
+    if config.getoption("tpu", False):
+        os.environ[tpu.ENV] = "1"  # xdist workers and a koan's own subprocesses see it too
+    if not tpu.requested() or _controller(config):
+        return
+    config.stash[ATTACHED] = tpu.attach()
+
+
+def _controller(config: pytest.Config) -> bool:
+    """The xdist controller of `-n 2`: its workers run the koans and attach the TPU."""
+    workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
+    return bool(workers) and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Record the kernel calls of a koan (innermost, so the contracts see the learner's own
+    functions); once it passes, compare each on the chip."""
+    attached = item.config.stash.get(ATTACHED, None)
+    module = getattr(item, "module", None)
+    if attached is None or attached.device is None or module is None:
+        return (yield)
+    kernels = _kernels(item, module)
+    calls: dict[str, list] = {name: [] for name in kernels}
+    for name, function in kernels.items():
+        setattr(module, name, _watched(function, calls[name]))
+    try:
+        outcome = yield
+    finally:
+        for name, function in kernels.items():
+            setattr(module, name, function)
+    lines, failures = [], []
+    for name, recorded in calls.items():
+        for record in recorded:
+            line, failed = _check(name, kernels[name], record, attached.device)
+            lines.append(line)
+            failures += [line] if failed else []
+    item.user_properties += [(PROPERTY, line) for line in lines]
+    if failures:
+        raise DiffersOnChip(
+            f"在 TPU 上编译后不对 / compiled on the TPU ({attached.device.device_kind}) your kernel "
+            "does not match what it computed in the interpreter:\n"
+            + "\n".join(f"  - {line}" for line in failures)
+        )
+    return outcome
+
+
+def _kernels(item: pytest.Item, module) -> dict[str, object]:
+    """The koan file's TODO functions that take `interpret` (the learner's kernels)."""
+    path = Path(item.path)
+    twin = path.parent.parent.parent / "koans" / path.parent.name / path.name
+    source = twin if twin.is_file() else path
+    try:
+        todos = [t.name for t in koan_model.parse(source.read_text(encoding="utf-8")).todos]
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return {}
+    found = {}
+    for name in todos:
+        function = getattr(module, name, None)
+        try:
+            if callable(function) and "interpret" in inspect.signature(function).parameters:
+                found[name] = function
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
+def _watched(function, calls: list):
+    def watched(*args, **kwargs):
+        result = function(*args, **kwargs)
+        if len(calls) < MAX_CALLS and kwargs.get("interpret", True) is not False:
+            _record(calls, args, kwargs, result)
+        return result
+
+    watched.__name__ = getattr(function, "__name__", "kernel")
+    watched.__doc__ = getattr(function, "__doc__", None)
+    return watched
+
+
+def _record(calls: list, args: tuple, kwargs: dict, result) -> None:
+    """Keep (args, kwargs, result), or (shapes, kwargs, None) for a call made while tracing."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves = jax.tree.leaves((args, kwargs, result))
+    traced = any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
+    if traced:
+        arrays = [leaf for leaf in jax.tree.leaves((args, kwargs)) if hasattr(leaf, "dtype")]
+        if any(not jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in arrays):
+            return  # integer inputs (indices, a page table) cannot be invented
+        shapes = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype) if hasattr(x, "dtype") else x,
+            (args, kwargs),
+        )
+        record = (*shapes, None)
+    else:
+        record = (args, kwargs, result)
+    key = _signature(record[0], record[1])
+    if all(_signature(a, k) != key for a, k, _ in calls):
+        calls.append(record)
+
+
+def _signature(args, kwargs) -> str:
+    import jax
+
+    def spec(leaf):
+        return (tuple(leaf.shape), str(leaf.dtype)) if hasattr(leaf, "dtype") else leaf
+
+    kwargs = {k: v for k, v in kwargs.items() if k != "interpret"}
+    return repr(jax.tree.map(spec, (args, kwargs)))
+
+
+def _shapes(args) -> str:
+    import jax
+
+    return ", ".join(
+        f"{leaf.dtype}{list(leaf.shape)}" for leaf in jax.tree.leaves(args) if hasattr(leaf, "dtype")
+    )
+
+
+def _check(name: str, function, record, device) -> tuple[str, bool]:
+    """(one line saying what happened, whether the kernel failed on the chip)."""
+    import jax
+
+    args, kwargs, reference = record
+    if reference is None:  # shapes only: fresh normal inputs, the interpreter's result
+        keys = iter(jax.random.split(jax.random.key(0), 64))
+
+        def fresh(leaf):
+            if isinstance(leaf, jax.ShapeDtypeStruct):
+                return jax.random.normal(next(keys), leaf.shape).astype(leaf.dtype)
+            return leaf
+
+        args, kwargs = jax.tree.map(fresh, (args, kwargs))
+        reference = function(*args, **{**kwargs, "interpret": True})
+    what = f"{name}({_shapes(args)})"
+    try:
+        why = tpu.why_not_on_chip(function, args, kwargs, device)
+    except Exception as error:  # the kernel does not even trace with interpret=False
+        return f"{what}: interpret=False 无法追踪 / does not trace: {_first_line(error)}", True
+    if why:
+        return f"{what}: 在芯片上跳过 / skipped on the chip: {why}", False
+    try:
+        got = tpu.on_chip(function, args, kwargs, device)
+    except Exception as error:
+        return f"{what}: 编译或运行失败 / failed to compile or run: {_first_line(error)}", True
+    dtypes = [x.dtype for x in jax.tree.leaves((args, kwargs, reference)) if hasattr(x, "dtype")]
+    error, limit = tpu.relative_error(got, reference), tpu.tolerance(dtypes)
+    verdict = "✓" if error <= limit else "✗"
+    return f"{what}: {verdict} relative error {error:.2e} (tolerance {limit:.0e})", error > limit
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300] if text else ''}"
+
+
+class _Lines:
+    """Collects the chip's lines from each koan's report (xdist workers' reports too)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            koan = report.nodeid.split("::")[-1]
+            found = [value for key, value in report.user_properties if key == PROPERTY]
+            self.config.stash[LINES].extend(f"{koan}: {line}" for line in found)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """One line without a TPU; with one, the chip and each kernel call checked on it."""
+    if not tpu.requested():
+        return
+    attached = config.stash.get(ATTACHED, None)
+    if attached is not None:
+        headline = attached.line
+    elif tpu.chips_on_this_machine():
+        headline = "TPU: the xdist workers compiled the kernels on it"
+    else:
+        headline = tpu.NO_TPU
+    lines = config.stash.get(LINES, [])
+    if not lines:
+        terminalreporter.write_line(f"jax-koans --tpu: {headline}")
+        return
+    terminalreporter.section("jax-koans --tpu")
+    for line in (headline, *lines):
+        terminalreporter.write_line(line)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from jaxkoans.course import fills
 from jaxkoans.course import shipped as as_shipped
 
 from .fakecourse import (
@@ -424,6 +425,17 @@ def test_hint_takes_a_parametrized_case_as_its_koan(course):
     assert shown.returncode == 0 and "test_alpha.py::test_sum" in shown.stdout
 
 
+def test_diff_of_one_koan_runs_that_koan_only(course):
+    solve(course, "01", "test_alpha.py")
+    shown = progress_process(course, "diff", "test_sum")
+    assert shown.returncode == 0 and "identical to the answer" in shown.stdout, shown.stderr
+    assert "running 1 koan(s) of 1 file(s)" in shown.stderr, shown.stderr
+    ran = [line.split()[-1] for line in shown.stderr.splitlines() if line.startswith("   ✅")]
+    assert ran == ["koans/01/test_alpha.py::test_sum"], shown.stderr
+    again = progress_process(course, "diff", "test_dtype")  # test_sum's result is kept
+    assert "running 1 koan(s)" in again.stderr and "test_sum" not in again.stderr, again.stderr
+
+
 def test_diff_of_a_koan_shows_the_todo_helper_it_calls(course):
     spoiled = progress(course, "diff", "test_double", "--force")
     assert spoiled.returncode == 0
@@ -496,6 +508,26 @@ def test_a_failed_cpp_build_is_not_an_attempt_and_never_next(course):
     # the file is unchanged, but a failed build is measured again: the machine may be fixed
     fixed = json.loads(progress(course, "--json", env_extra={"FAKE_COMPILER_FIXED": "1"}).stdout)
     assert fixed["total"]["environment"] == 0 and fixed["total"]["passed"] == 4
+
+
+def test_a_deleted_todo_docstring_is_no_edit_and_a_changed_one_marks_only_its_callers(course):
+    """Deleting a TODO function's docstring changes nothing grade runs: its body is still the
+    learner's, and no koan is marked. A changed docstring is an edit grade ignores, noted on the
+    koans that call the function only."""
+    solve(course, "01", "test_alpha.py")
+    mine = course / "koans" / "01" / "test_alpha.py"
+    solved = mine.read_text(encoding="utf-8")
+    mine.write_text(solved.replace('    """Doubles x."""\n', ""), encoding="utf-8")
+    shown = progress_process(course, "--chapter", "01")
+    assert "3/3    ✅ 3  ❌ 0  ✍️ 0\n" in shown.stdout, shown.stdout
+    assert "grade" not in shown.stdout, shown.stdout
+    shipped = as_shipped.read_manifest(course / "koans")["koans/01/test_alpha.py"]["text"]
+    graded = fills.take(shipped, mine.read_text(encoding="utf-8")).graded
+    assert '"""Doubles x."""\n    return 2 * x' in graded  # grade runs the learner's body
+    mine.write_text(solved.replace('"""Doubles x."""', '"""Twice x."""'), encoding="utf-8")
+    data = json.loads(progress_process(course, "--json", "--chapter", "01").stdout)
+    marked = {k["name"] for k in data["koans"] if k["ignored_edits"]}
+    assert marked == {"test_double"}, data["koans"]
 
 
 def test_a_pass_that_needs_an_edit_grade_ignores_is_not_a_plain_pass(course):

@@ -335,10 +335,10 @@ class _Walk:
 
     def todo_body(self, p: ast.FunctionDef, s: ast.FunctionDef, here: str) -> None:
         skip = 1 if has_docstring(p) else 0
-        if skip and (not s.body or ast.dump(p.body[0]) != ast.dump(s.body[0])):
+        if skip and has_docstring(s) and ast.dump(p.body[0]) != ast.dump(s.body[0]):
             self.ignore(p, s, "a TODO function's docstring changed", p.lineno, s.lineno)
             return
-        body = s.body[skip:]
+        body = s.body[1 if has_docstring(s) else 0 :]  # a deleted docstring is no edit
         if not body:
             return
         first = min([body[0].lineno] + [d.lineno for d in getattr(body[0], "decorator_list", [])])

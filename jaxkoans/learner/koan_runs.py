@@ -284,11 +284,10 @@ def measure(
     for files as shipped, run otherwise (with `run=False` not run: left as not started, as
     `hint` and `diff` need only "not known to pass"). `reuse=False` runs every file again;
     the other chapters' remembered results are kept. `only` (a koan file's path under the
-    course): that file's koans alone (`diff` of one koan needs no chapter run)."""
+    course, or a koan's nodeid): that file's or that koan's alone (`diff` needs no more)."""
     chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
-    koans = inventory(checkout, chapters)
-    if only is not None:
-        koans = [k for k in koans if k.path.as_posix() == only]
+    inventoried = inventory(checkout, chapters)
+    koans = [k for k in inventoried if only in (None, k.path.as_posix(), k.nodeid)]
     remembered = memory.load(checkout)
     present = [k for k in koans if k.state != KoanState.MISSING]
     stale = [k for k in present if not (reuse and recalled(remembered, k))]
@@ -304,7 +303,7 @@ def measure(
     files = sorted({k.path.as_posix() for k in stale})
     if files and run:
         workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
-        targets = run_targets(stale, present)
+        targets = run_targets(stale, [k for k in inventoried if k.state != KoanState.MISSING])
         print(
             f"⏳ 运行 / running {len(stale)} koan(s) of {len(files)} file(s); "
             "其余的结果记得 / the rest are remembered",
@@ -318,7 +317,11 @@ def measure(
         if passed:
             memory.note_passed(checkout, passed[-1].nodeid)
         ran = [k for k in present if k.path.as_posix() in files]  # recalled ones keep theirs
-        remembered.remember(ran, fresh.file_problems, complete)
+        if only is not None and "::" in only:  # one koan ran: its file's others stay known
+            kept = [k for k in ran if complete or k.state != KoanState.CRASHED]
+            remembered.learn(only.partition("::")[0], {k.name: k.result for k in kept})
+        else:
+            remembered.remember(ran, fresh.file_problems, complete)
         memory.save(checkout, remembered)
     return Progress(checkout, koans, problems)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import Course, fills
+from jaxkoans.course import Course, fills, koan_model
 from jaxkoans.course.koan_model import MODULE
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted
@@ -63,9 +63,16 @@ def edits(checkout: Course, chapters: list[course.Chapter]) -> list[Outside]:
 
 
 def touching(checkout: Course, found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
-    """The edits of `found` in the lines of `koan` (a module-level edit touches every koan)."""
+    """The edits of `found` in the lines of `koan` or of a helper it reaches (an edit in a
+    helper touches only the koans that call it; one elsewhere at module level, every koan)."""
     koan_file = checkout.root / koan_file
-    return [e for e in found if e.file == koan_file and e.koan in (koan, MODULE)]
+    seeing = koan_model.read(koan_file).koans_seeing
+    return [
+        e
+        for e in found
+        if e.file == koan_file
+        and (e.koan == koan or (e.koan == MODULE and (not e.line or koan in seeing(e.line))))
+    ]
 
 
 def where(checkout: Course, edit: Outside) -> str:

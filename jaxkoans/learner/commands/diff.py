@@ -70,13 +70,11 @@ def syntax_error(path: Path) -> str | None:
 
 
 def unpassed(checkout: Course, koan_file: Path, koan: Koan | None) -> list[str]:
-    relative = koan_file.relative_to(checkout.root).as_posix()
+    """The koans of the file (or the one koan) that do not pass: only they run, if anything."""
+    only = koan.nodeid if koan else koan_file.relative_to(checkout.root).as_posix()
     chapter = checkout.chapter_for(koan_file)
-    progress = measure(checkout, chapter.number if chapter else None, only=relative)
-    own = list(progress.koans)
-    if koan is not None:
-        own = [k for k in own if k.name == koan.name]
-    return [k.name for k in own if k.state != KoanState.PASSED]
+    progress = measure(checkout, chapter.number if chapter else None, only=only)
+    return [k.name for k in progress.koans if k.state != KoanState.PASSED]
 
 
 def answers_note(checkout: Course) -> str:

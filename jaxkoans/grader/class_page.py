@@ -7,7 +7,8 @@ line of its message), so the page can be read by a person and checked by a brows
 passed after the student revealed what a wrong answer hid has a status of its own here,
 "revealed" (it still counts as passed), and so has a pass that carries a note of what it ran,
 "noted"; "attempted and failed most" leaves tampered koans out (findings say why); "revealed most" counts every koan a student's reveal log
-names, passed or not. The log is the student's self-report (grader/reveals.py).
+names, passed or not. The log is the student's self-report (grader/reveals.py). Statuses are
+shown by colour swatches and words, never by emoji: the page reads without an emoji font.
 """
 
 from __future__ import annotations
@@ -18,11 +19,8 @@ from datetime import UTC, datetime
 from jaxkoans.grader.pristine_course import PristineCourse
 from jaxkoans.grader.report_formats import (
     LABELS,
-    MARKS,
     NOTED_LABEL,
-    NOTED_MARK,
     REVEALED_LABEL,
-    REVEALED_MARK,
     SELF_REPORT,
     UNKNOWN_REVEALS,
     headline,
@@ -40,10 +38,9 @@ COLORS = {
     "crashed": "#ef6c00",
 }
 EXTRA_LABELS = {"revealed": REVEALED_LABEL, "noted": NOTED_LABEL}
-MARKS_EXTRA = {"revealed": REVEALED_MARK, "noted": NOTED_MARK}
 TOP = 10  # rows of the "most failed" tables
 STYLE = """
-body { font: 14px/1.4 system-ui, "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif, "Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji"; margin: 1.5em; color: #212121; }
+body { font: 14px/1.4 system-ui, "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif; margin: 1.5em; color: #212121; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 table { border-collapse: collapse; }
 th, td { padding: 2px 6px; border: 1px solid #e0e0e0; text-align: left; }
@@ -68,8 +65,8 @@ def _label(status: str) -> str:
     return LABELS.get(status) or EXTRA_LABELS.get(status, status)
 
 
-def _mark(status: str) -> str:
-    return MARKS.get(status) or MARKS_EXTRA.get(status, "")
+def _swatch(status: str) -> str:
+    return f'<i class="swatch" style="background:{COLORS[status]}"></i>'
 
 
 def shown_status(koan: dict) -> str:
@@ -124,10 +121,7 @@ def _header(documents: dict, failed: dict, course: PristineCourse) -> str:
 
 
 def _legend(statuses: list[str]) -> str:
-    items = "".join(
-        f'<span><i class="swatch" style="background:{COLORS[s]}"></i>{_mark(s)} {_e(_label(s))}</span>'
-        for s in statuses
-    )
+    items = "".join(f"<span>{_swatch(s)}{_e(_label(s))}</span>" for s in statuses)
     return f'<p class="legend">{items}</p>'
 
 
@@ -252,18 +246,20 @@ def _students(documents: dict, failed: dict) -> str:
             for n in notes
         )
         items += "".join(
-            f'<li class="problem">🛠️ {_e(p["message"])}</li>' for p in document["problems"]
+            f'<li class="problem">问题 / problem: {_e(p["message"])}</li>'
+            for p in document["problems"]
         )
         unknown = (
-            f'<span class="reveals-unknown" title="{_e(UNKNOWN_REVEALS)}">{REVEALED_MARK} ?</span> · '
+            f'<span class="reveals-unknown" title="{_e(UNKNOWN_REVEALS)}">揭晓记录 / reveal log ?</span> · '
             if reveals_unknown(document)
             else ""
         )
         blocks.append(
             f'<details data-student="{_e(student)}"{" open" if shown else ""}><summary>'
             f"<b>{_e(student)}</b> · {total['passed']}/{total['total']} · "
-            f'<span class="revealed">{REVEALED_MARK} {total.get("passed_revealed", 0)}</span> · '
-            f'<span class="noted">{NOTED_MARK} {total.get("passed_noted", 0)}</span> · '
+            f'<span class="revealed">{_swatch("revealed")}揭晓 / revealed'
+            f" {total.get('passed_revealed', 0)}</span> · "
+            f'<span class="noted">{_swatch("noted")}备注 / noted {total.get("passed_noted", 0)}</span> · '
             f'<span class="status">{_e(document["status"])}</span> · '
             f"{unknown}"
             f"{len(findings)} 发现 / findings · {len(notes)} 备注 / notes</summary>"

@@ -5,6 +5,7 @@
                                          [--classroom FILE] [--timeout S] [--run-timeout S]
     python progress.py grade --batch DIR --csv OUT.csv [--html OUT.html] [--jobs N] [--reports DIR]
     python progress.py grade --merge REPORT.json... --csv OUT.csv [--html OUT.html]
+                             [--course REF_OR_DIR] [--chapter …] [--koans …] [--unsigned]
 
 The pristine course is a git ref of this repository (default HEAD, through `git archive`) or a
 directory. Of the student's copy only the blanks, TODO bodies and fix regions of the koan
@@ -16,7 +17,10 @@ guarantees without it). The student's copy is only read. Reports: a summary on s
 --classroom (the base64 payload of GitHub Classroom's autograding reporter) and, with
 --batch, --html (one self-contained page for the class) are written whole or not at all.
 --merge builds the CSV and the page from students' JSON reports graded elsewhere (one job
-per student in a GitHub Actions matrix: templates/grade-matrix.yml), grading nothing.
+per student in a GitHub Actions matrix: templates/grade-matrix.yml), grading nothing: each
+report must be signed with $JAXKOANS_GRADE_KEY (grade signs its JSON when the key is set) and
+graded against the --course, --chapter and --koans given, or it is an error row
+(jaxkoans/grader/merge.py).
 
 Exit codes:
     0   graded, no findings (notes cost nothing)
@@ -33,7 +37,7 @@ Exit codes:
     130 interrupted (Ctrl-C or SIGTERM): the workdir is removed, no report file is written
 With --batch: 3 when some copy could not be graded (its CSV row says why, the others are
 graded) or only in part, else 1 when some copy has findings, else 0; --merge the same of
-its reports (one that cannot be read counts as a copy that could not be graded).
+its reports (one that cannot be read or is refused counts as a copy that could not be graded).
 """
 
 from __future__ import annotations
@@ -126,7 +130,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "cores / --workers)",
     )
     parser.add_argument(
-        "--reports", metavar="DIR", help="with --batch: each copy's JSON report as DIR/NAME.json"
+        "--reports",
+        metavar="DIR",
+        help="with --batch: each copy's JSON report as DIR/NAME.json (DIR is created)",
     )
     parser.add_argument(
         "--html",
@@ -138,6 +144,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="REPORT.json",
         help="build --csv (and --html) from students' JSON reports graded elsewhere",
+    )
+    parser.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="with --merge: take reports whose signature cannot be checked (graded locally)",
     )
 
 
@@ -181,13 +192,25 @@ def _merge(args) -> int:
         return _usage("--merge 不与 STUDENT_DIR 或 --batch 同用 / --merge grades nothing")
     if not args.csv:
         return _usage("--merge 需要 --csv / --merge needs --csv OUT.csv")
+    key = os.environ.get(report_formats.KEY_ENV)
+    if not key and not args.unsigned:
+        return _usage(f"--merge 需要 {report_formats.KEY_ENV} / needs the key (or --unsigned)")
     problem = _check_outputs([args.csv, args.html])
     if problem:
         return _usage(problem)
     try:
-        written, code = merge.outputs(args.merge, args.csv, args.html)
+        with tempfile.TemporaryDirectory(prefix="jaxkoans-course-") as scratch:
+            checkout = getattr(args, "checkout", None) and args.checkout.root
+            pristine = grading.prepare_course(args.course, Path(scratch), checkout)
+            pristine = grading.select(pristine, _names(args.chapter), _names(args.koans))
+            written, code = merge.outputs(
+                args.merge, args.csv, args.html, pristine, key, args.unsigned
+            )
     except grading.UsageProblem as error:
         return _usage(str(error))
+    except grading.CouldNotGrade as error:
+        print(f"grade: 无法读课程 / could not read the course: {error}", file=sys.stderr)
+        return COULD_NOT_GRADE
     report_formats.write_all(written)
     print(f"grade: {len(args.merge)} reports → {args.csv}")
     return code
@@ -196,6 +219,7 @@ def _merge(args) -> int:
 def run(args) -> int:
     if getattr(args, "merge", None):
         return _merge(args)
+    args.key = os.environ.pop(report_formats.KEY_ENV, None)  # no run of a student's code sees it
     if args.batch and args.student:
         return _usage("STUDENT_DIR 与 --batch 只能选一个 / give STUDENT_DIR or --batch, not both")
     if not args.batch and not args.student:
@@ -204,8 +228,6 @@ def run(args) -> int:
         return _usage("--batch 需要 --csv / --batch needs --csv OUT.csv")
     if args.student and not Path(args.student).is_dir():
         return _usage(f"不是目录 / not a directory: {args.student}")
-    if args.reports and not Path(args.reports).is_dir():
-        return _usage(f"不是目录 / not a directory: {args.reports}")
     if args.jobs is None:
         args.jobs = max(1, (os.cpu_count() or 1) // max(1, args.workers))
     if args.workers < 1 or args.jobs < 1 or args.points < 1:
@@ -218,6 +240,11 @@ def run(args) -> int:
     problem = _check_outputs(outputs)
     if problem:
         return _usage(problem)
+    if args.reports:
+        try:
+            Path(args.reports).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            return _usage(f"--reports {args.reports}: {error.strerror}")
     if args.require_sandbox and not sandbox.probe().ok:
         print(
             f"grade: 无法评分 / could not grade: --require-sandbox: {sandbox.probe().reason}",
@@ -262,7 +289,8 @@ def run(args) -> int:
 
 
 def _single(args, pristine: grading.PristineCourse, options: grading.Options) -> int:
-    document = report_formats.as_json(grading.grade(Path(args.student), pristine, options))
+    grade = grading.grade(Path(args.student), pristine, options)
+    document = report_formats.as_json(grade, args.key)
     outputs = {}
     if args.json:
         outputs[args.json] = report_formats.to_json_text(document)
@@ -299,7 +327,7 @@ def _batch(args, pristine: grading.PristineCourse, options: grading.Options) -> 
 
     def one(student: Path) -> tuple[list, int]:
         try:
-            document = report_formats.as_json(grading.grade(student, pristine, options))
+            document = report_formats.as_json(grading.grade(student, pristine, options), args.key)
             graded[student.name] = document
             if args.reports:
                 target = str(Path(args.reports) / f"{student.name}.json")

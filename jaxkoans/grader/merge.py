@@ -1,28 +1,25 @@
 """`progress.py grade --merge REPORTS... --csv OUT.csv [--html OUT.html]`: the class's CSV and
 page from students' JSON reports graded elsewhere (a GitHub Actions matrix, one job per
-student: templates/grade-matrix.yml), without grading anything or building the course.
+student: templates/grade-matrix.yml), without grading anything.
 
 Each report is one student's `grade --json` (schema 1), named by its file (REPORTS/alice.json is
-alice). The course of the page is read from the reports themselves: their chapters and koans in
-course order. Reports of different courses (another source or commit) are not merged. A report
-that cannot be read is a row with status "error", as a copy `--batch` could not grade.
+alice). No report is taken as given: its signature (report_formats.signature, keyed by
+$JAXKOANS_GRADE_KEY) must match, its course (commit and digest) be the grading course's and its
+koans the ones this merge's --chapter/--koans select of it, in order; its status and every
+total are then recomputed from its koans. A report that fails any of these, or cannot be read,
+is a row with status "error", as a copy `--batch` could not grade. --unsigned takes reports
+whose signature cannot be checked (none, or no key here): for reports graded on the
+instructor's own machine without a key, never for reports that passed through other hands.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans.grader import report_formats
 from jaxkoans.grader.pristine_course import PristineCourse, UsageProblem
-
-
-@dataclass(frozen=True)
-class _Chapter:
-    number: str
-    title_zh: str
-    title_en: str
 
 
 def read(paths: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
@@ -49,45 +46,50 @@ def read(paths: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
     return documents, failed
 
 
-def course_of(documents: dict[str, dict]) -> PristineCourse:
-    """The course the reports were graded against, as the class page needs it."""
-    sources = {(d["course"].get("source"), d["course"].get("commit")) for d in documents.values()}
-    if len(sources) > 1:
-        listed = ", ".join(f"{s}@{(c or '')[:12]}" for s, c in sorted(sources, key=str))
-        raise UsageProblem(f"--merge: 报告来自不同的课程 / reports of different courses: {listed}")
-    source, commit = next(iter(sources)) if sources else ("", None)
-    chapters: dict[str, _Chapter] = {}
-    koans: dict[str, list[str]] = {}
-    for document in documents.values():
-        for chapter in document["chapters"]:
-            chapters.setdefault(
-                chapter["number"],
-                _Chapter(chapter["number"], chapter["title_zh"], chapter["title_en"]),
-            )
-        for koan in document["koans"]:
-            names = koans.setdefault(koan["file"], [])
-            if koan["name"] not in names:
-                names.append(koan["name"])
-    ordered = sorted(chapters)
-    files = sorted(koans, key=lambda rel: ordered.index(rel.split("/")[1]))  # stable: in order
-    return PristineCourse(
-        root=Path("."),
-        source=str(source),
-        commit=commit,
-        dirty=None,
-        chapters=[chapters[n] for n in ordered],  # type: ignore[misc]
-        files=files,
-        koans={rel: koans[rel] for rel in files},
-        shipped=frozenset(files),
-    )
+def refusal(document: dict, course: tuple, koans: list, key: str | None, unsigned: bool) -> str:
+    """Why `document` is not merged ("" when it is): its signature, its course (commit, digest)
+    or its koans ((file, name, chapter) in order)."""
+    signature = document.get("signature")
+    if signature is not None and key:
+        if not hmac.compare_digest(str(signature), report_formats.signature(document, key)):
+            return "签名不符 / signature does not match: altered, or signed with another key"
+    elif not unsigned:
+        why = "未签名 / unsigned" if signature is None else f"no {report_formats.KEY_ENV} here"
+        return f"{why}: its signature cannot be checked (--unsigned takes it)"
+    identity = document["course"]
+    if (identity.get("commit"), identity.get("digest")) != course:
+        return f"另一个课程 / another course: {identity.get('commit')}, not {course[0]}"
+    if [(k["file"], k["name"], k["chapter"]) for k in document["koans"]] != koans:
+        return "koan 列表不同 / its koans are not the ones graded (--chapter, --koans)"
+    if not all(k["status"] in report_formats.STATUSES for k in document["koans"]):
+        return "未知状态 / a koan's status is not one grade writes"
+    return ""
 
 
-def outputs(paths: list[str], csv_path: str, html_path: str | None) -> tuple[dict[str, str], int]:
+def outputs(
+    paths: list[str],
+    csv_path: str,
+    html_path: str | None,
+    course: PristineCourse,
+    key: str | None,
+    unsigned: bool = False,
+) -> tuple[dict[str, str], int]:
     """The files to write and grade's exit code (as --batch: 3, else 1, else 0)."""
     from jaxkoans.grader import class_page
 
     documents, failed = read(paths)
-    course = course_of(documents)
+    identity = (course.commit, report_formats.course_digest(course))
+    koans = [(rel, name, course.chapter_of(rel)) for rel in course.files for name in course.koans[rel]]  # fmt: skip
+    for name, document in list(documents.items()):
+        try:
+            why = refusal(document, identity, koans, key, unsigned)
+            if not why:
+                report_formats.retally(document, course.chapters)
+        except (KeyError, TypeError, AttributeError) as error:
+            why = f"报告格式不对 / malformed report: {type(error).__name__}: {error}"[:500]
+        if why:
+            failed[name] = f"{name}.json: {why}"
+            del documents[name]
     numbers = [c.number for c in course.chapters]
     rows = [report_formats.csv_header(numbers)]
     codes = []

@@ -156,12 +156,14 @@ def test_a_counter_based_generator_of_your_own_draws_sharded():
     """（先写好 fmix_random_bits。）用它定义的实现在 jit 里给出参考的比特（三种位宽、两个 key，
     包括 split 出来的子 key），uniform 的值就是这些比特变出来的；lower 出的程序里没有 threefry。
     按行分到 8 个设备上生成 (64, 16) 的比特：编译后的程序没有集合通信，最大的 uint32 数组就是
-    一个设备的一块 (8·16 个字)——和 partitionable threefry 一样，每个设备只哈希自己的计数器。
+    一个设备的一块 (8·16 个字)；程序里没有循环，它的浮点运算数（cost_analysis 的 flops）是不分片时的
+    1/8 左右——和 partitionable threefry 一样，每个设备只哈希自己的计数器。
     (Write fmix_random_bits first.) The implementation it defines gives the reference bits under
     jit (three widths, two keys, a split child among them), and uniform's values are made from
     those bits; the lowered program holds no threefry. Drawing (64, 16) bits split by rows over
     8 devices: the compiled program has no collectives, and its largest uint32 array is one
-    device's block (8·16 words): as with partitionable threefry, each device hashes its own
+    device's block (8·16 words); the program has no loop, and its flops (cost_analysis) are about
+    1/8 of the unsharded draw's: as with partitionable threefry, each device hashes its own
     counters only.
     """
     impl = define(fmix_random_bits, name="fmix32", tag="fm")
@@ -192,3 +194,8 @@ def test_a_counter_based_generator_of_your_own_draws_sharded():
         for d in re.findall(r"u32\[([\d,]*)\]", hlo)
     ]
     assert max(sizes) == 64 * 16 // 8
+    # 没有循环（CPU 的 cost_analysis 只数一次循环体），每个设备的运算量是整个的 1/8 左右
+    # no loop (CPU's cost_analysis counts a loop body once), and each device does about 1/8 of the work
+    assert " while(" not in hlo
+    whole = jax.jit(lambda k: jax.random.bits(k, (64, 16))).lower(root).compile().cost_analysis()
+    assert whole["flops"] / 8 <= compiled.cost_analysis()["flops"] < whole["flops"] / 4

@@ -122,13 +122,14 @@ def test_adam_state_waits_in_pinned_host_between_steps():
 
 def host_adam_step(opt, w, g, state):
     """✍️ 一步 Adam，更新本身在主机上算：把 opt.update 和 optax.apply_updates 包进
-    jax.experimental.compute_on（compute_type="device_host"），它的输出一个放回设备内存（新的
-    参数）、一个留在主机内存（新的状态）。三个输入都先用 jax.device_put 放到主机内存（Host、Device
-    是文件开头的两个内存空间）：g 和 w 在设备上；state 通常已经在主机上，这时 device_put 什么也
-    不做。返回 (新参数, 新状态)。大约 6 行。
+    jax.experimental.compute_on（compute_type="device_host"；它还要求 out_memory_spaces，每个输出
+    一个内存空间），它的输出一个放回设备内存（新的参数）、一个留在主机内存（新的状态）。三个输入
+    都先用 jax.device_put 放到主机内存（Host、Device 是文件开头的两个内存空间）：g 和 w 在设备上；
+    state 通常已经在主机上，这时 device_put 什么也不做。返回 (新参数, 新状态)。大约 6 行。
     One Adam step with the update itself computed on the host: wrap opt.update and
-    optax.apply_updates in jax.experimental.compute_on (compute_type="device_host"), one of its
-    outputs back in device memory (the new parameters), one left in host memory (the new state).
+    optax.apply_updates in jax.experimental.compute_on (compute_type="device_host"; it also
+    requires out_memory_spaces, one memory space per output), one of its outputs back in device
+    memory (the new parameters), one left in host memory (the new state).
     Put all three inputs in host memory first with jax.device_put (Host and Device are the two
     memory spaces at the top of the file): g and w are on the device; state usually is on the
     host already, and then device_put does nothing. Return (new parameters, new state). About 6

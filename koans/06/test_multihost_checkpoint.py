@@ -230,10 +230,12 @@ def test_both_processes_write_one_checkpoint(reports):
 
 
 def test_each_process_restores_only_its_own_rows(reports):
-    """✍️ 写 restore_onto。目标分片按行切开时，每个进程只读回落在自己两个设备上的那几行：进程 0
-    的两块从第 0、2 行开始。预测：进程 1 的两块从第几行开始？
-    Write restore_onto. With the target sharding split by rows, each process reads back only the
-    rows that fall on its own two devices: process 0's two blocks start at rows 0 and 2. Predict:
+    """✍️ 写 restore_onto。目标分片按行切开时，每个进程拿到的只是落在自己两个设备上的那几行（它的
+    addressable_shards；它从文件里读了哪些字节，这里不检查）：进程 0 的两块从第 0、2 行开始。
+    预测：进程 1 的两块从第几行开始？
+    Write restore_onto. With the target sharding split by rows, each process ends up holding only
+    the rows that fall on its own two devices (its addressable_shards; which bytes it reads from
+    the files is not checked here): process 0's two blocks start at rows 0 and 2. Predict:
     at which rows do process 1's two blocks start?
     """
     got = reported(reports, restore_onto)

@@ -413,14 +413,19 @@ def test_stateful_prng_is_fold_in_with_a_counter_in_a_ref():
     """`jax.experimental.random.stateful_rng(seed)` 给出一个 `StatefulPRNG`：一个根 key 加一个
     放在 `jax.Ref` 里的计数器，每要一个 key 就返回 fold_in(根 key, 计数器) 并把计数器加 1。
     jit 过的抽样也会推进它吗？数一数发出了几个 key。方便是有代价的：它不能当 scan 的 carry
-    （Ref 不能从被追踪的函数里返回），对用到它的函数求 grad 在 0.12 上会失败：各是哪个异常？
+    （Ref 不能从被追踪的函数里返回），对用到它的函数求 grad 在 0.12 上会失败：各是哪个异常类？
+    （grad 的失败不是文档写明的规则，是 0.12 的实现里求导碰上计数器的更新时出的错，以后的版本可能
+    换一种报法，所以这里只问异常类，不问消息。）
     需要这些变换的地方，用 rng.key() 取出一个普通 key。
     `jax.experimental.random.stateful_rng(seed)` gives a `StatefulPRNG`: a root key plus a
     counter held in a `jax.Ref`; each key requested is fold_in(root key, counter) and the counter
     goes up by one. Does a jitted draw advance it too? Count the keys handed out. The
     convenience has a price: it cannot be a scan carry (a Ref cannot be returned from a traced
-    function), and grad of a function that uses it fails on 0.12: with which exceptions? Where
-    those transformations are needed, take a plain key out with rng.key().
+    function), and grad of a function that uses it fails on 0.12: with which exception classes?
+    (The grad failure is no documented rule but 0.12's differentiation tripping over the
+    counter's update, which a later version may report otherwise: so only the class is asked,
+    not the message.) Where those transformations are needed, take a plain key out with
+    rng.key().
     """
     root = jax.random.key(0)
     rng = stateful.stateful_rng(0)

@@ -129,11 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --batch: copies graded at once (default: as many as the cores hold, "
         "cores / --workers)",
     )
-    parser.add_argument(
-        "--reports",
-        metavar="DIR",
-        help="with --batch: each copy's JSON report as DIR/NAME.json (DIR is created)",
-    )
+    parser.add_argument("--reports", metavar="DIR", help="with --batch: each JSON as DIR/NAME.json")
     parser.add_argument(
         "--html",
         metavar="OUT.html",
@@ -185,66 +181,59 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _merge(args) -> int:
+def _merge_problem(args) -> str:
+    if args.student or args.batch:
+        return "--merge 不与 STUDENT_DIR 或 --batch 同用 / --merge grades nothing"
+    if not args.csv:
+        return "--merge 需要 --csv / --merge needs --csv OUT.csv"
+    if not args.key and not args.unsigned:
+        return f"--merge 需要 {report_formats.KEY_ENV} / needs the key (or --unsigned)"
+    return _check_outputs([args.csv, args.html])
+
+
+def _grade_problem(args) -> str:
+    if args.batch and args.student:
+        return "STUDENT_DIR 与 --batch 只能选一个 / give STUDENT_DIR or --batch, not both"
+    if not args.batch and not args.student:
+        return "需要 STUDENT_DIR 或 --batch DIR / STUDENT_DIR or --batch DIR is needed"
+    if args.batch and not args.csv:
+        return "--batch 需要 --csv / --batch needs --csv OUT.csv"
+    if args.student and not Path(args.student).is_dir():
+        return f"不是目录 / not a directory: {args.student}"
+    if args.jobs is None:
+        args.jobs = max(1, (os.cpu_count() or 1) // max(1, args.workers))
+    if args.workers < 1 or args.jobs < 1 or args.points < 1:
+        return "--workers, --jobs and --points must be at least 1"
+    if args.html and not args.batch:
+        return "--html 需要 --batch 或 --merge / --html needs --batch or --merge"
+    if args.no_sandbox and args.require_sandbox:
+        return "--no-sandbox 与 --require-sandbox 只能选一个 / not both"
+    outputs = [args.json, args.junit, args.markdown, args.csv, args.classroom, args.html]
+    problem = _check_outputs(outputs)
+    if not problem and args.reports:
+        try:
+            Path(args.reports).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            return f"--reports {args.reports}: {error.strerror}"
+    return problem
+
+
+def _merge(args, pristine: grading.PristineCourse) -> int:
     from jaxkoans.grader import merge
 
-    if args.student or args.batch:
-        return _usage("--merge 不与 STUDENT_DIR 或 --batch 同用 / --merge grades nothing")
-    if not args.csv:
-        return _usage("--merge 需要 --csv / --merge needs --csv OUT.csv")
-    key = os.environ.get(report_formats.KEY_ENV)
-    if not key and not args.unsigned:
-        return _usage(f"--merge 需要 {report_formats.KEY_ENV} / needs the key (or --unsigned)")
-    problem = _check_outputs([args.csv, args.html])
-    if problem:
-        return _usage(problem)
-    try:
-        with tempfile.TemporaryDirectory(prefix="jaxkoans-course-") as scratch:
-            checkout = getattr(args, "checkout", None) and args.checkout.root
-            pristine = grading.prepare_course(args.course, Path(scratch), checkout)
-            pristine = grading.select(pristine, _names(args.chapter), _names(args.koans))
-            written, code = merge.outputs(
-                args.merge, args.csv, args.html, pristine, key, args.unsigned
-            )
-    except grading.UsageProblem as error:
-        return _usage(str(error))
-    except grading.CouldNotGrade as error:
-        print(f"grade: 无法读课程 / could not read the course: {error}", file=sys.stderr)
-        return COULD_NOT_GRADE
+    written, code = merge.outputs(
+        args.merge, args.csv, args.html, pristine, args.key, args.unsigned
+    )
     report_formats.write_all(written)
     print(f"grade: {len(args.merge)} reports → {args.csv}")
     return code
 
 
 def run(args) -> int:
-    if getattr(args, "merge", None):
-        return _merge(args)
     args.key = os.environ.pop(report_formats.KEY_ENV, None)  # no run of a student's code sees it
-    if args.batch and args.student:
-        return _usage("STUDENT_DIR 与 --batch 只能选一个 / give STUDENT_DIR or --batch, not both")
-    if not args.batch and not args.student:
-        return _usage("需要 STUDENT_DIR 或 --batch DIR / STUDENT_DIR or --batch DIR is needed")
-    if args.batch and not args.csv:
-        return _usage("--batch 需要 --csv / --batch needs --csv OUT.csv")
-    if args.student and not Path(args.student).is_dir():
-        return _usage(f"不是目录 / not a directory: {args.student}")
-    if args.jobs is None:
-        args.jobs = max(1, (os.cpu_count() or 1) // max(1, args.workers))
-    if args.workers < 1 or args.jobs < 1 or args.points < 1:
-        return _usage("--workers, --jobs and --points must be at least 1")
-    if args.html and not args.batch:
-        return _usage("--html 需要 --batch 或 --merge / --html needs --batch or --merge")
-    if args.no_sandbox and args.require_sandbox:
-        return _usage("--no-sandbox 与 --require-sandbox 只能选一个 / not both")
-    outputs = [args.json, args.junit, args.markdown, args.csv, args.classroom, args.html]
-    problem = _check_outputs(outputs)
+    problem = _merge_problem(args) if getattr(args, "merge", None) else _grade_problem(args)
     if problem:
         return _usage(problem)
-    if args.reports:
-        try:
-            Path(args.reports).mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            return _usage(f"--reports {args.reports}: {error.strerror}")
     if args.require_sandbox and not sandbox.probe().ok:
         print(
             f"grade: 无法评分 / could not grade: --require-sandbox: {sandbox.probe().reason}",
@@ -268,6 +257,8 @@ def run(args) -> int:
                     getattr(args, "checkout", None) and args.checkout.root,
                 )
                 pristine = grading.select(pristine, _names(args.chapter), _names(args.koans))
+                if getattr(args, "merge", None):
+                    return _merge(args, pristine)
                 if args.batch:
                     return _batch(args, pristine, options)
                 return _single(args, pristine, options)

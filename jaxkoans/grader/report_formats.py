@@ -62,6 +62,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -185,26 +186,8 @@ def as_json(grade: Grade, key: str | None = None) -> dict:
         "duration_s": grade.duration_s,
         **dict.fromkeys(("status", "exit_code", "total", "chapters")),  # retally sets them
         "koans": koans,
-        "findings": [
-            {
-                "kind": f.kind,
-                "file": f.file,
-                "line": f.line,
-                "koans": list(f.koans),
-                "message": f.message,
-            }
-            for f in grade.findings
-        ],
-        "notes": [
-            {
-                "kind": f.kind,
-                "file": f.file,
-                "line": f.line,
-                "koans": list(f.koans),
-                "message": f.message,
-            }
-            for f in grade.notes
-        ],
+        "findings": [{**dataclasses.asdict(f), "koans": list(f.koans)} for f in grade.findings],
+        "notes": [{**dataclasses.asdict(f), "koans": list(f.koans)} for f in grade.notes],
         "problems": grade.problems,
         "run": grade.run,
         "reveals": grade.reveals,

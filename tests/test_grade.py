@@ -527,7 +527,8 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
     out = tmp_path / "reports"
     out.mkdir()
     command = workflow_command(copy, out)  # --course HEAD: a git ref of the course at root
-    done = progress_py(*command, "--workers=1", root=fake_course, cwd=fake_course)
+    key = {report_formats.KEY_ENV: "the instructor's key"}
+    done = progress_py(*command, "--workers=1", root=fake_course, cwd=fake_course, env=key)
     assert done.returncode == 0, done.stdout + done.stderr  # graded; notes cost nothing
     assert digest(copy) == before, "grade changed the student's copy"
     document = json.loads((out / "g.json").read_text(encoding="utf-8"))
@@ -571,6 +572,12 @@ def test_the_workflows_command_grades_a_copy_and_writes_every_report(fake_course
     assert len(payload["tests"]) == 7 and sum(t["score"] for t in payload["tests"]) == 3
     assert {t["status"] for t in payload["tests"]} == {"pass", "fail"}
     assert all(t["name"].startswith("koans/0") and "message" in t for t in payload["tests"])
+    # Signed with the key: `grade --merge` of the same course and chapters takes it as it is.
+    assert document["signature"] == report_formats.signature(document, *key.values())
+    merged = progress_py("--merge", str(out / "g.json"), f"--csv={out / 'c.csv'}", "--chapter=01,02", root=fake_course, cwd=fake_course, env=key)  # fmt: skip
+    assert merged.returncode == 0, merged.stderr
+    row = report_formats.csv_row("g", document, ["01", "02"])
+    assert (out / "c.csv").read_text(encoding="utf-8").splitlines()[1] == ",".join(map(str, row))
     document = normalised(document)
     matches_golden("alice.json", report_formats.to_json_text(document))
     matches_golden("alice.md", report_formats.markdown(document))

@@ -218,9 +218,10 @@ KEY_ENV = "JAXKOANS_GRADE_KEY"
 
 
 def signature(document: dict, key: str) -> str:
-    """HMAC-SHA256 of the report's canonical JSON (sorted keys, no spaces), `signature` left out."""
+    """HMAC-SHA256 of the report's canonical JSON (ASCII, sorted keys, no spaces), without
+    `signature`."""
     body = {name: value for name, value in document.items() if name != "signature"}
-    text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
 
 

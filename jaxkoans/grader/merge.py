@@ -54,11 +54,13 @@ def refusal(document: dict, course: tuple, koans: list, key: str | None, unsigne
         if not hmac.compare_digest(str(signature), report_formats.signature(document, key)):
             return "签名不符 / signature does not match: altered, or signed with another key"
     elif not unsigned:
-        why = "未签名 / unsigned" if signature is None else f"no {report_formats.KEY_ENV} here"
-        return f"{why}: its signature cannot be checked (--unsigned takes it)"
-    identity = document["course"]
-    if (identity.get("commit"), identity.get("digest")) != course:
-        return f"另一个课程 / another course: {identity.get('commit')}, not {course[0]}"
+        return "未签名 / unsigned (or no key here to check it): --unsigned takes it"
+    found = (document["course"].get("commit"), document["course"].get("digest"))
+    if found != course:
+        shown = ", ".join(
+            f"{str(a)[:12]} not {str(b)[:12]}" for a, b in zip(found, course, strict=True)
+        )
+        return f"另一个课程 / another course (commit, digest): {shown}"
     if [(k["file"], k["name"], k["chapter"]) for k in document["koans"]] != koans:
         return "koan 列表不同 / its koans are not the ones graded (--chapter, --koans)"
     if not all(k["status"] in report_formats.STATUSES for k in document["koans"]):

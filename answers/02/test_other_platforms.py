@@ -76,7 +76,8 @@ def test_lower_for_gpu_and_tpu_on_this_cpu():
 
     with raises_exactly(jax.errors.JaxRuntimeError) as info:
         for_gpu.compile()
-    assert "No FFI handler registered for cusolver_syevd_ffi" in str(info.value)
+    (gpu_call,) = custom_calls(for_gpu)
+    assert f"No FFI handler registered for {gpu_call}" in str(info.value)
     eigenvalues = on_cpu.compile()(spd_matrix())
     np.testing.assert_allclose(eigenvalues, np.linalg.eigvalsh(spd_matrix()), rtol=1e-5)
 
@@ -184,7 +185,8 @@ def test_write_one_artifact_for_this_cpu_and_a_gpu():
         restored = export.deserialize(exported.serialize())  # bytes, as shipped
         np.testing.assert_allclose(restored.call(m), exported.call(m))
         if f is jnp.linalg.eigvalsh:
-            assert "cusolver_syevd_ffi" in custom_call_targets(restored.mlir_module())
+            # the GPU implementation survives the round trip / GPU 的实现在往返之后还在
+            assert set(each_alone["cuda"]) <= set(custom_call_targets(restored.mlir_module()))
 
     gpu_only = export.export(jax.jit(jnp.linalg.eigvalsh), platforms=("cuda",))(m)
     with raises_exactly(ValueError) as info:

@@ -12,7 +12,6 @@ cost of a few gradients, with intermediates of n numbers only.
 """
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -20,29 +19,29 @@ from jax import lax
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
-def test_a_straight_through_round():
-    """直通估计器：前向是 round(x)，反向假装它是恒等映射（导数 1）。round 本身的导数处处是 0，
-    梯度根本传不过去；x + c(round(x) - x) 里的 c 前向是恒等、反向导数为 0，于是前向得到 round(x)，
-    梯度只剩下第一项 x 的 1。梯度程序里 round 不见了：输出是一个常数。
-    The straight-through estimator: round(x) going forward, the identity (derivative 1) going
-    backward. round's own derivative is 0 everywhere, so no gradient gets through; in
-    x + c(round(x) - x), c is the identity forward with derivative 0, so the forward value is
-    round(x) and only the first term's 1 is left of the gradient. The gradient program has no
-    round in it: its output is a constant.
+def test_stop_gradient_holds_a_value_fixed_for_grad():
+    """前向照常计算、反向却当常数：目标网络给出的目标、EM 里固定的那一半、梯度控制那个文件里的直通
+    估计器，都要这样一个 c：前向是恒等，反向导数为 0。这里用它把向量除以自己的平方和 s = Σx²：
+    挡住 s 以后，对 grad 来说 x / c(s) 就是 x 除以一个常数，每个分量的导数都是 1/s；不挡的话，
+    s 随 x 变化的那一项也进了梯度。
+    Computed as usual going forward, a constant going backward: the target a target network
+    gives, the fixed half of EM, the straight-through estimator of the gradient-control file
+    all need such a c, the identity forward with derivative 0. Here it divides a vector by its
+    own sum of squares s = Σx²: with s blocked, x / c(s) is x over a constant to grad, and
+    every component's derivative is 1/s; unblocked, the way s moves with x enters the gradient
+    too.
     """
-    xs = jnp.array([0.2, 1.7, -2.4])
-    np.testing.assert_array_equal(jax.grad(lambda x: jnp.round(x).sum())(xs), [0.0, 0.0, 0.0])
+    xs = jnp.array([1.0, -1.0, 1.0, 1.0])  # s = 4
 
     block = lax.stop_gradient  # c: the identity forward, derivative 0 / 前向恒等、导数为 0
 
-    def ste_round(x):
-        return x + block(jnp.round(x) - x)
+    def normalised(x):
+        return x / block(jnp.sum(x**2))
 
-    np.testing.assert_array_equal(ste_round(xs), [0.0, 2.0, -2.0])
-    np.testing.assert_array_equal(jax.grad(lambda x: ste_round(x).sum())(xs), [1.0, 1.0, 1.0])
-    program = jax.make_jaxpr(jax.grad(ste_round))(0.2).jaxpr
-    (out,) = program.outvars
-    assert isinstance(out, jax.extend.core.Literal) and float(out.val) == 1.0
+    np.testing.assert_array_equal(normalised(xs), xs / 4.0)
+    np.testing.assert_array_equal(jax.grad(lambda x: normalised(x).sum())(xs), [0.25] * 4)
+    unblocked = jax.grad(lambda x: (x / jnp.sum(x**2)).sum())(xs)  # 1/s - 2x·Σx / s²
+    np.testing.assert_allclose(unblocked, [0.0, 0.5, 0.0, 0.0], atol=1e-7)
 
     # a blocked factor is a constant to grad, though computed from x / 被挡住的因子对 grad 是常数
     assert float(jax.grad(lambda x: block(x) * x)(3.0)) == 3.0

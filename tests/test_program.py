@@ -329,3 +329,73 @@ def test_a_value_in_host_memory_is_retraced_in_host_memory():
     with jax.sharding.use_abstract_mesh(jax.typeof(plain).sharding.mesh):
         aval = jax.make_jaxpr(lambda s: s)(specs[1]).jaxpr.invars[0].aval
     assert aval.memory_space == jax.memory.Space.Device
+
+
+# ---- the cost reader: figures computed by hand ----------------------------------------------
+
+
+def test_a_matmul_costs_two_flops_per_multiply_add():
+    costs = program.of(lambda x, w: x @ w, jnp.ones((8, 16)), jnp.ones((16, 4))).costs()
+    assert costs.flops == {"outside": 2 * 8 * 16 * 4}
+    assert costs.largest_intermediate == 8 * 4 * 4  # the f32[8,4] result
+    assert costs.bytes_accessed == (8 * 16 + 16 * 4 + 8 * 4) * 4
+    assert costs.serial_steps == 0 and costs.kernel_launches == 0
+
+
+def test_a_loop_body_counts_times_its_trip_count():
+    def scanned(x):  # 8 steps of tanh over 16 elements; the loop's carry is the result
+        return lax.scan(lambda c, r: (c * jnp.tanh(r), None), jnp.ones(16), x)[0]
+
+    costs = program.of(scanned, jnp.ones((8, 16))).costs()
+    assert costs.flops == {"outside": 8 * (16 + 16)}  # tanh and mul, 16 each, 8 times
+    assert costs.serial_steps == 8 and costs.data_dependent_loops == 0
+
+    def nested(x):  # 3 outer steps of a 5-step fori_loop: 3 + 15 serial steps
+        def inner(c):
+            return lax.fori_loop(0, 5, lambda i, v: v * 2.0, c)
+
+        return lax.scan(lambda c, _: (inner(c), None), x, None, length=3)[0]
+
+    costs = program.of(nested, jnp.ones(4)).costs()
+    assert costs.serial_steps == 3 + 3 * 5 and costs.flops == {"outside": 3 * 5 * 4}
+
+
+def test_a_while_whose_trip_count_the_data_decides_is_flagged():
+    def doubling(x):
+        return lax.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0, x)
+
+    costs = program.of(doubling, jnp.ones(4)).costs()
+    assert costs.data_dependent_loops == 1 and costs.serial_steps == 1
+
+
+def test_collective_bytes_per_device_follow_the_ring():
+    mesh = jax.make_mesh((8,), ("i",))
+    a = jax.device_put(jnp.ones((64, 4)), jax.NamedSharding(mesh, jax.P("i")))
+    shard = 8 * 4 * 4  # f32[8,4] on each device
+    total = lambda f: program.of(f, a).costs().collective_bytes  # noqa: E731
+    psum = jax.shard_map(
+        lambda b: lax.psum(b, "i"), mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P()
+    )
+    assert total(psum) == {"all-reduce": 2 * shard * 7 // 8}  # reduce-scatter, then all-gather
+    gather = jax.shard_map(
+        lambda b: lax.all_gather(b, "i", tiled=True), mesh=mesh, in_specs=jax.P("i"),
+        out_specs=jax.P(), check_vma=False,
+    )  # fmt: skip
+    assert total(gather) == {"all-gather": 8 * shard * 7 // 8}
+
+
+def test_a_kernel_body_counts_times_its_grid_and_apart_from_the_rest():
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0 + 1.0
+
+    def doubled(x):
+        spec = pl.BlockSpec((2, 16), lambda i: (i, 0))
+        y = pl.pallas_call(kernel, grid=(4,), in_specs=[spec], out_specs=spec,
+                           out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)  # fmt: skip
+        return jnp.exp(y)
+
+    costs = program.of(doubled, jnp.ones((8, 16))).costs()
+    assert costs.flops == {"outside": 8 * 16, "kernel": 4 * 2 * (2 * 16)}
+    assert costs.kernel_launches == 1 and costs.grids == ((4,),)

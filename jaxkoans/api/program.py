@@ -12,12 +12,25 @@ discarded. JAX's own `dce_jaxpr` keeps such a product (it is used), hence this r
 Compiled HLO is read the same way (`hlo_ops`): instructions reachable from ENTRY's ROOT through
 their operands, descending into the computations a live instruction calls (fusions, `to_apply`,
 `called_computations`, loop bodies), never a count of a substring.
+
+What a program costs (`Program.costs`) is read from the same walk: flops by place (inside Pallas
+kernels, in opaque calls such as callbacks and FFI, outside), bytes each collective kind moves
+per device, the largest live intermediate, serial loop steps, kernel launches and grids. Flops per
+primitive come from `jax.experimental.roofline`'s rules; what they skip, this reader adds: every
+loop body counts times its trip count, a kernel body times its grid, and a `while` whose trip
+count is not a constant is counted once and flagged as data-dependent.
+
+The koans' instruments that read jaxprs (`primitives`, `equations`, `pallas_call_structure`) and
+compiled HLO (`collectives`) live here too, so there is one reader; `jaxkoans.api.probes`
+re-exports them for the koan files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -44,6 +57,51 @@ class Equation:
     sizes: tuple[int, ...]  # elements of each of its outputs
     params: dict = field(compare=False, repr=False)
     in_loop: bool = False  # inside a while or scan body: run once per iteration
+    times: int = 1  # how often it runs: the product of the enclosing trip counts and grids
+    place: str = "outside"  # "kernel" (inside a pallas_call) or "outside"
+    flops: int = 0  # one run's flops (roofline's rule; 0 where it has none)
+    out_bytes: int = 0  # bytes of its outputs
+    moved: int = 0  # for a collective: bytes it moves per device, one run
+    trips: int = 0  # for a loop: its trip count (0: depends on the data); for a kernel: its grid
+    primitive_object: object = field(default=None, compare=False, repr=False)
+
+
+COLLECTIVE_KINDS = {  # primitive -> (kind, bytes moved per device per byte of payload, ring)
+    "psum": ("all-reduce", 2), "psum_invariant": ("all-reduce", 2), "pmax": ("all-reduce", 2),
+    "pmin": ("all-reduce", 2), "all_gather": ("all-gather", 1), "all_gather_invariant":
+    ("all-gather", 1), "reduce_scatter": ("reduce-scatter", 1), "all_to_all": ("all-to-all", 1),
+    "ragged_all_to_all": ("all-to-all", 1), "ppermute": ("collective-permute", 1),
+}  # fmt: skip
+OPAQUE = ("pure_callback", "io_callback", "ffi_call", "custom_call", "debug_callback")
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What a program costs, every loop body times its trip count (see `Program.costs`)."""
+
+    flops: dict[str, int]  # by place: "outside", "kernel"
+    opaque_calls: int  # callbacks and FFI calls run (their work is not visible as flops)
+    collective_bytes: dict[str, int]  # by HLO kind: bytes moved per device
+    bytes_accessed: int  # outside kernels: each live equation's inputs and outputs (unfused)
+    largest_intermediate: int  # bytes of the largest array a live equation makes
+    serial_steps: int  # loop iterations run one after another, nested ones included
+    data_dependent_loops: int  # while loops whose trip count is not a constant
+    kernel_launches: int
+    grids: tuple[tuple[int, ...], ...]
+
+    @property
+    def total_flops(self) -> int:
+        return sum(self.flops.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "flops": dict(self.flops), "opaque_calls": self.opaque_calls,
+            "collective_bytes": dict(self.collective_bytes),
+            "bytes_accessed": self.bytes_accessed,
+            "largest_intermediate": self.largest_intermediate,
+            "serial_steps": self.serial_steps, "data_dependent_loops": self.data_dependent_loops,
+            "kernel_launches": self.kernel_launches, "grids": [list(g) for g in self.grids],
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -84,6 +142,44 @@ class Program:
         """Elements of the largest array a live equation makes, at any depth."""
         return max((s for e in self.equations if e.live for s in e.sizes), default=0)
 
+    def primitive(self, name: str):
+        """The Primitive object of the equations named `name` (None when there is none)."""
+        return next((e.primitive_object for e in self.equations if e.primitive == name), None)
+
+    def costs(self) -> Costs:
+        """Flops by place, collective bytes by kind, the largest live intermediate (bytes),
+        serial loop steps and kernel launches of the live equations, each counted as often as
+        it runs."""
+        flops: Counter = Counter({"outside": 0})
+        moved: Counter = Counter()
+        live = [e for e in self.equations if e.live]
+        for e in live:
+            flops[e.place] += e.flops * e.times
+            if e.primitive in COLLECTIVE_KINDS:
+                moved[COLLECTIVE_KINDS[e.primitive][0]] += e.moved * e.times
+        loops = [e for e in live if e.primitive in ("scan", "while")]
+        kernels = [e for e in live if e.primitive == "pallas_call"]
+        return Costs(
+            flops=dict(flops),
+            opaque_calls=sum(e.times for e in live if e.primitive in OPAQUE),
+            collective_bytes=dict(moved),
+            bytes_accessed=sum(
+                e.times * (e.out_bytes + e.params.get("_in_bytes", 0))
+                for e in live
+                if e.place == "outside" and not _sub_programs_of(e)
+            ),
+            largest_intermediate=max((e.out_bytes for e in live), default=0),
+            serial_steps=sum(e.times * max(e.trips, 1) for e in loops),
+            data_dependent_loops=sum(1 for e in loops if e.trips == 0),
+            kernel_launches=sum(e.times for e in kernels),
+            grids=tuple(tuple(e.params["grid_mapping"].grid) for e in kernels),
+        )
+
+
+def _sub_programs_of(equation: Equation) -> bool:
+    """True for an equation that holds sub-programs (its cost is theirs)."""
+    return equation.primitive in (*_CALLS, "scan", "while", "cond")
+
 
 def of(fn, *args, **kwargs) -> Program:
     """The program `fn(*args, **kwargs)` builds, traced with jax.make_jaxpr."""
@@ -96,6 +192,9 @@ def read(jaxpr, output: int | None = None) -> Program:
     found: list[Equation] = []
     needed = [output is None or i == output for i in range(len(inner.outvars))]
     _NEEDS.clear()
+    from jax._src import core  # the named axes in scope (a read under shard_map): no public reader
+
+    _AXES[:] = [dict(core.get_axis_env().axis_sizes)]
     try:
         _walk(inner, needed, 0, True, found)
     finally:
@@ -173,6 +272,9 @@ def _needed_inputs(eqn, needed_out: list[bool], zero: set, known: dict) -> list[
 
 _LOOPS = [0]  # how many loop bodies the marking walk is inside
 _KERNELS = [0]  # inside a kernel or rule body: every equation lives with the equation holding it
+_TIMES = [1]  # how often the body being walked runs: enclosing trip counts times grids
+_PLACE = ["outside"]  # "kernel" inside a pallas_call's body
+_AXES: list[dict] = [{}]  # the mesh axis sizes in scope (shard_map's mesh)
 _NEEDS: dict = {}  # one read's memo of needs-only walks: (jaxpr, outputs, seeds) -> inputs
 
 
@@ -225,14 +327,23 @@ def _walk(
     by_eqn = {id(eqn): (outs, live) for eqn, outs, live in marks}
     for eqn in jaxpr.eqns:
         outs, live = by_eqn[id(eqn)]  # live: an equation with no outputs (a ref write) too
+        params = dict(eqn.params)
+        params["_in_bytes"] = sum(_bytes(v) for v in eqn.invars)
         found.append(
             Equation(
                 eqn.primitive.name,
                 live,
                 depth,
                 tuple(_size(v) for v in eqn.outvars),
-                dict(eqn.params),
+                params,
                 _LOOPS[0] > 0,
+                _TIMES[-1],
+                _PLACE[-1],
+                _flops(eqn) if live else 0,
+                sum(_bytes(v) for v in eqn.outvars),
+                _moved(eqn),
+                _trips(eqn),
+                eqn.primitive,
             )
         )
         _descend(eqn, outs, live, depth, found, (zero, known, eqn.invars))
@@ -266,6 +377,110 @@ def _call_needs(eqn, outs: list[bool], facts, depth: int) -> list[bool] | None:
     return _walk(subs[0], outs, depth + 1, True, None, facts)
 
 
+def _bytes(atom) -> int:
+    aval = getattr(atom, "aval", None)
+    dtype = getattr(aval, "dtype", None)
+    try:
+        return _size(atom) * np.dtype(dtype).itemsize if dtype is not None else 0
+    except TypeError:  # an extended dtype (PRNG keys): its words
+        return _size(atom) * 8
+
+
+def _flops(eqn) -> int:
+    """One run's flops of a leaf equation, by roofline's rule for its primitive (0: none, or an
+    equation that holds sub-programs, whose flops are its body's)."""
+    import jax.experimental.roofline  # noqa: F401 - registers the rules
+    from jax.experimental.roofline import roofline as _  # noqa: F401
+
+    rl = sys.modules["jax.experimental.roofline.roofline"]  # the package shadows the module
+
+    rule = rl._rooflines.get(eqn.primitive)
+    if rule is None or eqn.primitive.name in (*_CALLS, "scan", "while", "cond", "shard_map"):
+        return 0
+    try:
+        shapes = [rl.RooflineShape.from_aval(_aval(a)) for a in eqn.invars]
+        context = rl.RooflineRuleContext(
+            name_stack=None, primitive=eqn.primitive, avals_in=[_aval(a) for a in eqn.invars],
+            avals_out=[v.aval for v in eqn.outvars], jaxpr_eqn_ctx=eqn.ctx, mesh=None,
+            pin_lhs_in_vmem=False, pin_rhs_in_vmem=False)  # fmt: skip
+        result = rule(context, *shapes, **eqn.params)
+        counted = max(int(result.flops), int(result.unfused_flops))
+    except Exception:  # a rule that needs a mesh, or an aval it does not take
+        counted = 0
+    if counted or eqn.primitive.name in _MOVES_DATA or eqn.primitive.name in COLLECTIVE_KINDS:
+        return counted
+    return sum(_size(v) for v in eqn.outvars)  # arithmetic roofline has no rule for (tanh, …)
+
+
+# Primitives that only move, reshape or select data (no arithmetic flops).
+_MOVES_DATA = frozenset((
+    "reshape", "broadcast_in_dim", "transpose", "slice", "dynamic_slice", "dynamic_update_slice",
+    "concatenate", "squeeze", "expand_dims", "convert_element_type", "copy", "copy_p", "select_n",
+    "iota", "gather", "pad", "rev", "device_put", "pvary", "sharding_constraint", "bitcast_convert_type",
+    "stop_gradient", "optimization_barrier", "split", "tile", "random_wrap", "random_unwrap",
+    "get", "swap", "load", "store", "program_id", "num_programs", "empty", "zeros_like", "mesh_cast",
+    "reshard", "name", "platform_index", "create_token", "after_all", "dma_start", "dma_wait",
+    "semaphore_signal", "semaphore_wait", "broadcast", "squeeze_p", "clamp", "with_memory_space_constraint",
+    "pure_callback", "io_callback", "ffi_call", "custom_call", "debug_callback", "random_seed",
+))  # fmt: skip
+
+
+def _aval(atom):
+    return atom.aval if _is_var(atom) else jax.typeof(atom.val)
+
+
+def _moved(eqn) -> int:
+    """Bytes a collective moves per device, one run: its payload (an all-gather's result, any
+    other's operand) times the ring's factor (an all-reduce moves it twice) times (n-1)/n over
+    the named axes' n devices, where the axes' sizes are known."""
+    kind = COLLECTIVE_KINDS.get(eqn.primitive.name)
+    if kind is None:
+        return 0
+    payload = sum(_bytes(v) for v in (eqn.outvars if kind[0] == "all-gather" else eqn.invars))
+    names = eqn.params.get("axis_name", eqn.params.get("axes", ()))
+    names = names if isinstance(names, tuple | list) else (names,)
+    sizes = [_AXES[-1].get(n) for n in names]
+    if kind[0] == "collective-permute" or not sizes or None in sizes:
+        return payload * kind[1]
+    n = math.prod(sizes)
+    return payload * kind[1] * (n - 1) // max(n, 1)
+
+
+def _trips(eqn) -> int:
+    """A loop's trip count (0 when the data decides it); a kernel's grid size."""
+    p = eqn.params
+    if eqn.primitive.name == "scan":
+        return int(p["length"])
+    if eqn.primitive.name == "pallas_call":
+        return math.prod(int(g) for g in p["grid_mapping"].grid)
+    if eqn.primitive.name == "while":
+        return _constant_trips(eqn)
+    return 0
+
+
+def _constant_trips(eqn) -> int:
+    """`while i < N` with a literal start, a literal N and `i + 1` in the body (how fori_loop
+    lowers when its bounds are not static): N - start; 0 otherwise."""
+    p = eqn.params
+    cond, body = p["cond_jaxpr"].jaxpr, p["body_jaxpr"].jaxpr
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return 0
+    counter, bound = cond.eqns[0].invars
+    if not _is_var(counter) or _is_var(bound) or counter not in cond.invars:
+        return 0
+    at = cond.invars.index(counter) - p["cond_nconsts"]
+    start = eqn.invars[p["cond_nconsts"] + p["body_nconsts"] + at]
+    step = next((e for e in body.eqns if body.outvars[at] in e.outvars), None)
+    steps_by_one = (
+        step is not None and step.primitive.name == "add"
+        and body.invars[p["body_nconsts"] + at] in step.invars
+        and any(not _is_var(a) and _literal_value(a) == 1 for a in step.invars)
+    )  # fmt: skip
+    if _is_var(start) or not steps_by_one:
+        return 0
+    return max(int(_literal_value(bound)) - int(_literal_value(start)), 0)
+
+
 def _size(var) -> int:
     shape = getattr(getattr(var, "aval", None), "shape", ())
     try:
@@ -280,6 +495,18 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
     if not subs:
         return
     name, p = eqn.primitive.name, eqn.params
+    if name == "pallas_call":
+        with _scope(_trips(eqn) or 1, "kernel"):
+            _descend_subs(eqn, subs, outs, live, depth, found, facts)
+        return
+    if name == "shard_map":
+        mesh = p.get("mesh")
+        _AXES.append({**_AXES[-1], **dict(getattr(mesh, "shape", {}) or {})})
+        try:
+            _descend_subs(eqn, subs, outs, live, depth, found, facts)
+        finally:
+            _AXES.pop()
+        return
     if name == "cond":
         for branch in subs:
             _walk(branch, outs if len(branch.outvars) == len(outs) else [live] * len(branch.outvars),
@@ -287,7 +514,9 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
         return
     if name == "scan":
         consts, carry, _ = p["ft_in"].unpack()  # jax 0.12: flat trees (consts, carry, xs)
-        _fixpoint(subs[0], len(list(consts.vals)), len(list(carry.vals)), outs, depth, live, found)
+        with _scope(int(p["length"]), None):
+            _fixpoint(subs[0], len(list(consts.vals)), len(list(carry.vals)), outs, depth, live,
+                      found)  # fmt: skip
         return
     if name == "while":
         body, cond = p["body_jaxpr"].jaxpr, p["cond_jaxpr"].jaxpr
@@ -295,8 +524,26 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
         # the trip count needs the condition, and the condition needs the carry it reads
         cond_needs = _walk(cond, [live], depth + 1, live, found)[p["cond_nconsts"] :]
         wanted = [o or c for o, c in zip(outs, cond_needs, strict=True)]
-        _fixpoint(body, p["body_nconsts"], carry, wanted, depth, live, found)
+        with _scope(_constant_trips(eqn) or 1, None):
+            _fixpoint(body, p["body_nconsts"], carry, wanted, depth, live, found)
         return
+    _descend_subs(eqn, subs, outs, live, depth, found, facts)
+
+
+@contextlib.contextmanager
+def _scope(times: int, place: str | None):
+    """Equations walked inside run `times` times as often, in `place` (None: unchanged)."""
+    _TIMES.append(_TIMES[-1] * times)
+    _PLACE.append(place or _PLACE[-1])
+    try:
+        yield
+    finally:
+        _TIMES.pop()
+        _PLACE.pop()
+
+
+def _descend_subs(eqn, subs, outs, live, depth, found, facts) -> None:
+    name = eqn.primitive.name
     for sub in subs:
         if len(sub.outvars) == len(outs) and name in _CALLS:
             mapped = facts if len(sub.invars) == len(eqn.invars) else None

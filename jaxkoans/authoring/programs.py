@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from jaxkoans import course
+from jaxkoans.plugin import costs
 from jaxkoans.plugin.contracts import PROGRAMS_ENV
 
 # Primitives that name a technique (worth requiring on the path), as opposed to arithmetic.
@@ -70,11 +71,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", help="answer files (default: the chapters' answers)")
     parser.add_argument("--chapter", action="append", default=[])
     parser.add_argument("--toml", action="store_true", help="print a [contracts] table to edit")
+    parser.add_argument(
+        "--costs",
+        action="store_true",
+        help="write each chapter's koans/NN/costs.json (the answers' cost profiles)",
+    )
     args = parser.parse_args(argv)
     paths = args.paths + [f"answers/{n}" for n in args.chapter]
     if not paths:
         parser.error("name a chapter (--chapter NN) or answer files")
-    for todo, item in sorted(summary(collect(course.Course.here(), paths)).items()):
+    checkout = course.Course.here()
+    if args.costs:
+        for number in args.chapter:
+            count = costs.write(checkout.koans / number, collect(checkout, [f"answers/{number}"]))
+            print(f"koans/{number}/{costs.FILE}: {count} profiles")
+        return 0
+    for todo, item in sorted(summary(collect(checkout, paths)).items()):
         dead = sorted(item["every"] - item["live"])
         if args.toml:
             on_path = sorted(p for p in item["live"] if p in TECHNIQUES)

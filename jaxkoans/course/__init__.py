@@ -95,6 +95,8 @@ CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "traced": bool,  # false: the TODO builds no JAX program to read
     "why": str,  # what the contract rests on, or why nothing is traced
     "fresh": str,  # a reference of the koan's file the TODO must match on new random inputs
+    "costs": dict,  # dimension -> factor against the answer's profile, or why it is free
+    "liveness": bool,  # false: the technique need not vary with the inputs (say why)
 }
 
 

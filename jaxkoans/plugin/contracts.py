@@ -18,6 +18,8 @@ import inspect
 import sys
 from dataclasses import dataclass, field
 
+from jaxkoans.plugin import costs
+
 ASKS = ("on_path", "in_loop", "absent", "max_intermediate")  # what a contract asks of a program
 # JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
 
@@ -50,6 +52,7 @@ class _Calls:
     module: object = None  # the koan's module: where `fresh` finds its reference
     # (signature, the program read, or (function, args, kwargs, mesh) to read after the koan)
     seen: list = field(default_factory=list)
+    values: dict = field(default_factory=dict)  # signature -> the call's own (args, kwargs)
 
     def record(self, args: tuple, kwargs: dict) -> None:
         import jax
@@ -79,6 +82,8 @@ class _Calls:
             self.seen.append((signature, _read(self.function, *traced, mesh)))
         else:
             self.seen.append((signature, (self.function, *abstract, mesh)))
+            if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
+                self.values[signature] = (args, kwargs)  # concrete: to run again (liveness)
 
 
 def _closes_over_tracer(value, depth: int = 2) -> bool:
@@ -203,24 +208,64 @@ def recording(module, contracts: dict[str, dict]):
             _WATCHED.pop(code, None)
 
 
-def check(records: list[_Calls], koan: str = "") -> list[str]:
-    """Raise ContractBroken for the first TODO whose recorded program breaks its contract;
-    return the TODOs whose programs were read and met theirs."""
+def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -> list[str]:
+    """Raise ContractBroken for the first TODO whose recorded program breaks its contract (its
+    primitives, its costs against the answer's `profiles`, its technique's liveness, fresh
+    inputs); return the TODOs whose programs were read and met theirs."""
+    import os
+
     met = []
     for calls in records:
         problems: list[str] = []
-        for _, pending in calls.seen:
+        for signature, pending in calls.seen:
             read = _read(*pending) if isinstance(pending, tuple) else pending
-            _log(koan, calls.name, read)
+            _log(koan, calls.name, read, signature)
             problems += broken(read, calls.contract)
-            if isinstance(pending, tuple) and calls.contract.get("fresh") and not problems:
-                with jax_x64(pending[3][1]):
+            if problems or isinstance(read, str) or os.environ.get(PROGRAMS_ENV):
+                continue  # an author's run that records the answers' profiles judges nothing
+            answer = (profiles or {}).get(calls.name, {}).get(costs.signature_key(signature))
+            problems += costs.exceeded(read.costs(), answer, calls.contract.get("costs", {}))
+            if not isinstance(pending, tuple) or problems:
+                continue
+            with jax_x64(pending[3][1]):
+                if calls.contract.get("liveness", True):
+                    problems += _liveness(calls, read, signature, koan)
+                if calls.contract.get("fresh") and not problems:
                     problems += disagreements(calls, pending[1], pending[2], koan)
         if problems:
             raise ContractBroken(calls.name, list(dict.fromkeys(problems)))
         if calls.seen and calls.contract:
             met.append(calls.name)
     return met
+
+
+def _liveness(calls: _Calls, read, signature: str, koan: str) -> list[str]:
+    """The contract's technique, run on the koan's own inputs, must vary with them and carry
+    the result (plugin/liveness.py)."""
+    import zlib
+
+    from jaxkoans.plugin import liveness
+
+    techniques = {n: read.primitive(n) for n in calls.contract.get("on_path", ())}
+    techniques = {n: p for n, p in techniques.items() if p is not None and n not in _STRUCTURE}
+    if signature in calls.values:
+        args, kwargs = calls.values[signature]
+    else:  # called by JAX on tracers (a rule, a body under jit): new values of their types
+        _, args, kwargs, _ = next(p for s, p in calls.seen if s == signature)
+        args, kwargs = fresh_inputs(args, kwargs, zlib.crc32(koan.encode()))
+    _READING[0] = True
+    try:
+        return liveness.problems(
+            calls.function, techniques, args, kwargs, zlib.crc32(koan.encode())
+        )
+    finally:
+        _READING[0] = False
+
+
+# Primitives that only hold a program (their outputs are their body's): the body's technique,
+# not the holder, is perturbed.
+_STRUCTURE = ("pjit", "jit", "closed_call", "remat2", "checkpoint", "custom_jvp_call",
+              "custom_vjp_call", "shard_map", "scan", "while", "cond")  # fmt: skip
 
 
 def jax_x64(on: bool):
@@ -281,19 +326,19 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
     return []
 
 
-def _log(koan: str, name: str, read) -> None:
+def _log(koan: str, name: str, read, signature: str = "") -> None:
     import json
     import os
 
     path = os.environ.get(PROGRAMS_ENV)
     if not path:
         return
-    entry = {"koan": koan, "todo": name}
+    entry = {"koan": koan, "todo": name, "signature": costs.signature_key(signature)}
     if isinstance(read, str):
         entry["error"] = read
     else:
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
-                  "largest_live": read.largest_live()}  # fmt: skip
+                  "largest_live": read.largest_live(), "costs": read.costs().as_dict()}  # fmt: skip
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
 

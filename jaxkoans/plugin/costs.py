@@ -1,0 +1,104 @@
+"""What a TODO's program may cost against its answer's: the profiles and the bounds.
+
+`python -m jaxkoans.authoring.programs --costs` runs a chapter's answers and writes, per TODO
+and argument signature, the answer's cost profile (`Program.costs`, jaxkoans/api/program.py) to
+`koans/NN/costs.json`. A koan's TODO is then held to it: by default each dimension below may be
+at most `factor` times the answer's plus `slack`; a contract's `costs` table sets another factor
+for a dimension, or frees it with a string that says why (`largest_intermediate = "…"`). A
+different correct program with the same costs passes; the same numbers bought by more work
+(a dense loop beside the kernel, a gather done by an all-reduce, rows one at a time, a second
+algorithm) do not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+FILE = "costs.json"
+# dimension -> (factor, slack): the TODO's figure may be at most factor x the answer's + slack
+BOUNDS = {
+    "flops": (4.0, 1024),
+    "outside_flops": (2.0, 256),  # only where the answer works inside kernels
+    "opaque_calls": (1.0, 0),
+    "collective_bytes": (1.5, 0),
+    "serial_steps": (1.0, 0),
+    "largest_intermediate": (4.0, 1024),
+}
+WORDS = {
+    "flops": ("浮点运算", "flops"),
+    "outside_flops": ("内核之外的浮点运算", "flops outside the kernels"),
+    "opaque_calls": ("回调 / FFI 调用次数", "callback and FFI calls run"),
+    "collective_bytes": ("每个设备的集合通信字节数", "bytes of collectives per device"),
+    "serial_steps": ("串行的循环步数", "serial loop steps"),
+    "largest_intermediate": ("最大的中间数组（字节）", "bytes of the largest intermediate"),
+}
+
+
+def signature_key(signature: str) -> str:
+    """A short stable name for a call's argument signature (shapes, dtypes, shardings)."""
+    return hashlib.sha256(signature.encode()).hexdigest()[:16]
+
+
+def figures(profile: dict) -> dict[str, int]:
+    """The bounded dimensions of a profile (`Costs.as_dict()`)."""
+    flops = profile["flops"]
+    return {
+        "flops": sum(flops.values()),
+        "outside_flops": flops.get("outside", 0),
+        "opaque_calls": profile["opaque_calls"],
+        "collective_bytes": sum(profile["collective_bytes"].values()),
+        "serial_steps": profile["serial_steps"],
+        "largest_intermediate": profile["largest_intermediate"],
+    }
+
+
+def exceeded(costs, answer: dict | None, overrides: dict) -> list[str]:
+    """What `costs` (a Program's Costs) spends beyond the answer's profile, in words."""
+    if answer is None:
+        return []
+    mine, theirs = figures(costs.as_dict()), figures(answer)
+    problems = []
+    for dimension, (factor, slack) in BOUNDS.items():
+        wanted = overrides.get(dimension, factor)
+        if isinstance(wanted, str):
+            continue  # freed by the contract, with its reason
+        if dimension == "outside_flops":
+            if not answer["flops"].get("kernel"):
+                continue
+            slack += int(0.05 * theirs["flops"])
+        limit = wanted * theirs[dimension] + slack
+        if mine[dimension] > limit:
+            zh, en = WORDS[dimension]
+            problems.append(
+                f"{zh} {mine[dimension]} 超过参考答案的 {wanted:g} 倍（{theirs[dimension]}）/ "
+                f"{en}: {mine[dimension]}, more than {wanted:g} x the answer's "
+                f"{theirs[dimension]}: the result is bought with work the technique saves"
+            )
+    return problems
+
+
+def profiles_for(chapter_dir: Path, filename: str) -> dict[str, dict]:
+    """{TODO: {signature key: the answer's profile}} of one koan file."""
+    try:
+        data = json.loads((chapter_dir / FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    prefix = f"{filename}::"
+    return {k[len(prefix) :]: v for k, v in data.items() if k.startswith(prefix)}
+
+
+def write(chapter_dir: Path, entries: list[dict]) -> int:
+    """Write the answers' profiles of one chapter from programs' log entries; how many."""
+    found: dict[str, dict] = {}
+    for entry in entries:
+        if "costs" not in entry:
+            continue
+        filename = entry["koan"].split("::")[0].rsplit("/", 1)[-1].split("__")[0]
+        filename = filename if filename.endswith(".py") else f"{filename}.py"
+        todo = found.setdefault(f"{filename}::{entry['todo']}", {})
+        todo[entry["signature"]] = entry["costs"]
+    text = json.dumps(dict(sorted(found.items())), indent=1, sort_keys=True) + "\n"
+    (chapter_dir / FILE).write_text(text, encoding="utf-8")
+    return sum(len(v) for v in found.values())

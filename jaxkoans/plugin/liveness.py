@@ -1,0 +1,180 @@
+"""Does the technique carry the result? A TODO is run again with its technique's outputs observed
+and then perturbed, one use at a time.
+
+A contract's technique (its `on_path` primitives: a kernel, a collective, a custom rule, a
+ragged dot) must (a) vary with the TODO's inputs: on the koan's own inputs and on the same
+inputs moved a little, what it computes must differ and must not be all zeros; and (b) carry
+the result: with its outputs changed, the TODO's outputs must change. Zeros fed to the
+technique, an identity around it, or a computed `where` that selects it away fails (a) or (b),
+whatever primitive does the work instead. The runs re-trace the TODO under a fresh
+`jax.make_user_context` value, so no trace cached before (a nested jit) escapes the patch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the first that
+# carries the result ends the search)
+_ROUND = itertools.count(1)
+_FRESH = []  # the user context, made on first use (making one at import would import JAX)
+
+
+def _context():
+    import jax
+
+    if not _FRESH:
+        _FRESH.append(jax.make_user_context(None))
+    return _FRESH[0]
+
+
+class _Patch:
+    """While active, each bind of the watched primitives is a numbered use: in "observe" mode
+    its float outputs are sent to the host, in "perturb" mode use `target`'s are changed."""
+
+    def __init__(self, primitives, mode: str, target: int = -1) -> None:
+        self.primitives, self.mode, self.target = primitives, mode, target
+        self.uses = 0
+        self.seen: dict[int, list] = {}
+
+    def _wrap(self, primitive, bind):
+        def patched(*args, **params):
+            out = bind(*args, **params)
+            use = self.uses
+            self.uses += 1
+            outs = list(out) if primitive.multiple_results else [out]
+            outs = [self._touch(use, o) for o in outs]
+            return outs if primitive.multiple_results else outs[0]
+
+        return patched
+
+    def _touch(self, use: int, value):
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        dtype = getattr(value, "dtype", None)
+        if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+            return value
+        if self.mode == "perturb":
+            return value * 1.5 + 0.25 if use == self.target else value
+        jax.debug.callback(lambda v: self.seen.setdefault(use, []).append(np.asarray(v)), value)
+        return value
+
+    @contextlib.contextmanager
+    def active(self):
+        saved = {}
+        for primitive in self.primitives:
+            saved[primitive] = primitive.__dict__.get("bind")
+            primitive.bind = self._wrap(primitive, primitive.bind)
+        try:
+            with _context()(next(_ROUND)):
+                yield self
+        finally:
+            for primitive, bind in saved.items():
+                if bind is None:
+                    del primitive.bind
+                else:
+                    primitive.bind = bind
+
+
+def _run(function, args, kwargs):
+    import jax
+    import numpy as np
+
+    return [
+        np.asarray(x) for x in jax.tree.leaves(jax.block_until_ready(function(*args, **kwargs)))
+    ]
+
+
+def nudged(args, kwargs, seed: int):
+    """The same inputs with every float array moved by a small random step."""
+    import jax
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+
+    def move(leaf):
+        dtype = getattr(leaf, "dtype", None)
+        if (
+            dtype is None
+            or not np.issubdtype(np.dtype(dtype), np.floating)
+            or not hasattr(leaf, "shape")
+        ):
+            return leaf
+        step = generator.standard_normal(np.shape(leaf)) * 0.05 * (1.0 + np.abs(np.asarray(leaf)))
+        return (np.asarray(leaf) + step).astype(np.dtype(dtype))
+
+    return jax.tree.map(move, (args, kwargs))
+
+
+def _has_floats(args, kwargs) -> bool:
+    import jax
+    import numpy as np
+
+    return any(
+        np.issubdtype(np.dtype(getattr(x, "dtype", np.int8)), np.floating)
+        for x in jax.tree.leaves((args, kwargs)) if hasattr(x, "shape")
+    )  # fmt: skip
+
+
+def _same(a: list, b: list) -> bool:
+    import numpy as np
+
+    return len(a) == len(b) and all(
+        x.shape == y.shape and np.array_equal(x, y, equal_nan=True)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def problems(function, primitives: dict, args, kwargs, seed: int) -> list[str]:
+    """What shows that `primitives` ({name: Primitive}) do not carry `function`'s result on
+    `args`/`kwargs`; [] when some use of each varies with the inputs and carries the result,
+    or when the TODO cannot be run again (then its asserts and program are the judges)."""
+    found = []
+    try:
+        moved = nudged(args, kwargs, seed)
+    except Exception:
+        return []  # inputs that cannot be moved (not arrays): the asserts judged the TODO
+    for name, primitive in primitives.items():
+        try:
+            with _Patch([primitive], "observe").active() as first:
+                base = _run(function, args, kwargs)
+            with _Patch([primitive], "observe").active() as second:
+                _run(function, *moved)
+        except Exception:
+            continue  # a program that cannot be run twice: the asserts judged it
+        varies = _has_floats(args, kwargs)  # integer-only inputs cannot be nudged
+        informative = [
+            use for use, values in first.seen.items()
+            if any(v.any() for v in values)
+            and (not varies or not _same(values, second.seen.get(use, [])))
+        ]  # fmt: skip
+        if not first.seen:
+            continue  # no float output to watch (integer or key outputs)
+        if not informative:
+            found.append(
+                f"`{name}` 的输出不随输入变化（它算的是常数或零）/ what `{name}` computes does "
+                "not change with the TODO's inputs (it is fed zeros or constants): the work is "
+                "done elsewhere"
+            )
+            continue
+        if not any(
+            _carries(function, primitive, use, args, kwargs, base) for use in informative[:MAX_USES]
+        ):
+            found.append(
+                f"改变 `{name}` 的输出不改变结果 / changing what `{name}` computes does not "
+                "change the TODO's result: it is selected away, scaled to nothing or beside the "
+                "work that counts"
+            )
+    return found
+
+
+def _carries(function, primitive, use: int, args, kwargs, base: list) -> bool:
+    try:
+        with _Patch([primitive], "perturb", use).active():
+            changed = _run(function, args, kwargs)
+    except Exception:
+        return True  # the perturbed run could not finish: the value was used
+    return not _same(base, changed)

@@ -362,6 +362,8 @@ class _Walk:
             if self.s_owner(sb) != here:
                 self.ignored.append(Ignored(here, pb, sb, "a fix region moved"))
                 continue
+            if _region_code(self.p_tree, pb, pe) == _region_code(self.s_tree, sb, se):
+                continue  # a formatter's change, comments: the code as shipped, no attempt
             text = textwrap.dedent(_stripped(self.s_lines[sb : se - 1]))
             text = textwrap.indent(text, _indent(self.p_lines[pb - 1]))
             end_col = len(self.p_lines[pe - 2].encode("utf-8")) if pe - 1 > pb else 0
@@ -375,6 +377,15 @@ class _Walk:
                 if isinstance(node, ast.stmt) and sb < node.lineno < se
             ]
             self.count_fill(here)
+
+
+def _region_code(tree: ast.Module, begin: int, end: int) -> list[str]:
+    """The statements between a region's markers, by syntax tree (no lines, no comments)."""
+    return [
+        ast.dump(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt) and begin < node.lineno < end
+    ]
 
 
 # What a person calls each kind of node (the notes grade and progress.py print).

@@ -39,6 +39,11 @@ ATTRIBUTES = {
     "tb_frame": "frames", "gi_frame": "frames", "cr_frame": "frames", "_getframe": "frames",
     "__self__": "closure", "__func__": "closure", "__dict__": "globals",
     "__traceback__": "frames", "tb_next": "frames", "gi_code": "code",
+    # issue 55: the same kinds by every other route (plugin/boundary.py refuses them at run time)
+    "_current_frames": "frames", "_current_exceptions": "frames", "ag_frame": "frames",
+    "cr_code": "code", "ag_code": "code", "CodeType": "code", "FunctionType": "code",
+    "FrameType": "frames", "__getattribute__": "code", "__setattr__": "code",
+    "__delattr__": "code", "get_referrers": "inspect", "get_referents": "inspect",
 }  # fmt: skip
 # Builtins that read an attribute by a name computed at run time ("__clo" + "sure__"): what
 # they read cannot be told from the text, so a computed name is refused like the attribute.
@@ -47,7 +52,8 @@ DYNAMIC = ("getattr", "setattr", "delattr", "hasattr", "attrgetter", "methodcall
 MODULES = {
     "inspect": "inspect", "traceback": "frames", "gc": "inspect", "ctypes": "inspect",
     "importlib": "globals", "dis": "code", "linecache": "file", "tokenize": "file",
-    "builtins": "globals",
+    "builtins": "globals", "marshal": "code", "jaxkoans.plugin": "harness",
+    "jaxkoans.grader": "harness", "_pytest": "harness", "pluggy": "harness",
 }  # fmt: skip
 # Calls of builtins that read the test: category.
 BUILTINS = {
@@ -144,6 +150,13 @@ def _guard(dotted: str) -> str | None:
     return None
 
 
+def _module_category(module: str) -> str | None:
+    """The category of a module (or a package of it: `jaxkoans.plugin.boundary`)."""
+    parts = module.split(".")
+    prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+    return next((MODULES[p] for p in prefixes if p in MODULES), None)
+
+
 def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
     """(line, what, category) of each construct in `node` that reads the test or switches a
     guard; `names` are the file's imports (aliases())."""
@@ -174,8 +187,10 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
                 found.append((line, sub.id, guard))
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
             module = (sub.module or "") if isinstance(sub, ast.ImportFrom) else sub.names[0].name
-            if module.split(".")[0] in MODULES:
-                found.append((line, f"import {module}", MODULES[module.split(".")[0]]))
+            full = [f"{module}.{a.name}" if isinstance(sub, ast.ImportFrom) else a.name for a in sub.names]  # fmt: skip
+            category = next(filter(None, map(_module_category, [module, *full])), None)
+            if category:
+                found.append((line, f"import {module}", category))
         if isinstance(sub, ast.Call):
             callee = _dotted(sub.func, local) or ""
             named = sub.args[1] if len(sub.args) > 1 else None

@@ -13,17 +13,12 @@ what they find to the controller inside their reports as well (`user_properties`
   instructor's editable install, the student's own harness) stops the run before any koan;
 - `collecting`, `collected`: a koan file's import begins and ends (names a file whose import
   crashed the interpreter);
-- `patched`: after a koan's teardown (or a file's import), a function of numpy, JAX, pytest,
-  builtins or the harness is not what it was, e.g. `np.testing.assert_allclose = lambda *a,
-  **k: None`. The originals are put back at once, so the other koans run on the real ones;
-  grading marks the koan tampered. (A koan's own `monkeypatch` is undone before the check.)
-- `patched` too, after each phase of a koan (setup, call, teardown): a name of the koan's own
-  module rebound (`global np`, `fn.__globals__.update(...)`, a frame's `f_globals`), a new
-  module name that hides a builtin, a different `__builtins__` (`_KoanWatch`; the koan's own
-  `monkeypatch` excepted until its teardown undoes it), or an assert of `numpy.testing` the
-  koan's body calls at its top level that its call phase never reached although it passed
-  (the call went to a replacement, even one put back before teardown: `sys.monitoring`
-  counts the calls the koan's own code object makes);
+- `patched`: an assert of `numpy.testing` the koan's body calls at its top level that its
+  call phase never reached although it passed (the call went to a replacement, even one put
+  back before the phase ended: `sys.monitoring` counts the calls the koan's own code object
+  makes); and, relayed from the reports, what the plugin's boundary found: a function of the
+  libraries or the harness, or a name of the koan's own module, not what it was by value
+  (jaxkoans/plugin/boundary.py, the same in pytest and watch);
 - `message`: the text of a failed or skipped report, as the controller received it;
 - `violation`: a koan's process tried what no koan needs (an audit hook sees it; the sandbox
   refuses most of it anyway): writing or deleting a file the run loads or the course's files,
@@ -38,11 +33,9 @@ each koan's process runs the whole file before its koan (`_DeferRegions`).
 from __future__ import annotations
 
 import ast
-import builtins
 import contextlib
 import gc
 import importlib
-import inspect
 import json
 import os
 import signal
@@ -53,54 +46,6 @@ from typing import ClassVar
 import pytest
 
 MESSAGE_LIMIT = 4000
-WATCHED_MODULES = (
-    "builtins",
-    "math",
-    "operator",
-    "functools",
-    "numpy",
-    "numpy.testing",
-    "jax",
-    "jax.numpy",
-    "jax.lax",
-    "jax.random",
-    "jax.tree",
-    "jax.tree_util",
-    "jax.nn",
-    "pytest",
-    "_pytest.python_api",
-    "_pytest.outcomes",
-    "_pytest.runner",
-    "_pytest.reports",
-    "_pytest.skipping",
-    "xdist.remote",
-    "jaxkoans",
-    "jaxkoans.api.blanks",
-    "jaxkoans.plugin.classify",
-    "jaxkoans.plugin.hooks",
-    "jaxkoans.plugin.results",
-    "jaxkoans.plugin.hangs",
-    "jaxkoans.plugin.runtime",
-    "jaxkoans.course",
-    "jaxkoans.plugin.report",
-)
-WATCHED_CLASSES = (
-    ("jax._src.array", "ArrayImpl"),
-    ("jaxkoans.api.blanks", "_Blank"),
-    ("_pytest.reports", "TestReport"),
-    ("_pytest.runner", "CallInfo"),
-    ("_pytest.python_api", "ApproxScalar"),
-    ("_pytest.python_api", "ApproxNumpy"),
-    ("xdist.remote", "WorkerInteractor"),
-)
-# Beyond those: every loaded module of these packages, its functions and classes (a private
-# comparison module such as numpy.testing._private.utils included). Data is not compared:
-# libraries keep caches in module globals.
-WATCHED_ROOTS = frozenset(
-    {"numpy", "jax", "jaxlib", "pytest", "_pytest", "pluggy", "xdist", "execnet", "jaxkoans"}
-)
-IGNORED = {"__warningregistry__"}  # `warnings` writes it into modules by itself
-_MISSING = object()
 _state: dict = {}
 
 
@@ -143,57 +88,6 @@ def _non_dumpable() -> None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
 
 
-class Snapshot:
-    """The objects that watched modules and classes hold, to find and undo replacements."""
-
-    def __init__(self) -> None:
-        self.namespaces: dict[str, tuple[object, dict]] = {}
-        self.modules: dict[str, object] = {}
-        for name in WATCHED_MODULES:
-            try:
-                module = importlib.import_module(name)
-            except Exception:  # not installed here: nothing to watch
-                continue
-            self.modules[name] = module
-            self.namespaces[name] = (module, dict(vars(module)))
-        for name, module in list(sys.modules.items()):
-            if name in self.namespaces or name.partition(".")[0] not in WATCHED_ROOTS:
-                continue
-            try:
-                names = dict(vars(module))
-            except TypeError:
-                continue
-            kept = {k: v for k, v in names.items() if callable(v) or inspect.ismodule(v)}
-            self.namespaces[name] = (module, kept)
-        for module_name, class_name in WATCHED_CLASSES:
-            owner = sys.modules.get(module_name)
-            cls = getattr(owner, class_name, None) if owner else None
-            if isinstance(cls, type):
-                self.namespaces[f"{module_name}.{class_name}"] = (cls, dict(vars(cls)))
-        self.trace = (sys.gettrace(), sys.getprofile())
-
-    def restore(self) -> list[str]:
-        """Names whose value changed since the snapshot; each is put back."""
-        changed = []
-        for label, (owner, saved) in self.namespaces.items():
-            current = vars(owner)
-            for key, value in saved.items():
-                if key in IGNORED or current.get(key, _MISSING) is value:
-                    continue
-                changed.append(f"{label}.{key}")
-                with contextlib.suppress(AttributeError, TypeError):
-                    setattr(owner, key, value)
-        for name, module in self.modules.items():
-            if sys.modules.get(name) is not module:
-                changed.append(f"sys.modules[{name!r}]")
-                sys.modules[name] = module
-        if (sys.gettrace(), sys.getprofile()) != self.trace:
-            changed.append("sys.settrace/setprofile")
-            sys.settrace(self.trace[0])
-            sys.setprofile(self.trace[1])
-        return changed
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Stop before any koan runs when `jaxkoans` is not the pristine course's copy."""
@@ -224,25 +118,9 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Remember the watched objects before any koan file is imported, where koans run: the
-    xdist controller imports no koan file and runs no koan, so it needs no snapshot (taking
-    one would import JAX there, a second's start and end of every graded run)."""
-    if not _state["controller"]:
-        _state["snapshot"] = Snapshot()
-
-
-def _check(**where) -> list[str]:
-    snapshot = _state.get("snapshot")
-    changed = snapshot.restore() if snapshot else []
-    if changed:
-        _emit({"event": "patched", **where, "names": changed[:20]})
-    return changed[:20]
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_make_collect_report(collector: pytest.Collector):
-    """Name the file being imported; catch replacements made by a file's module-level code."""
+    """Name the file being imported (a file whose import crashes the interpreter is named)."""
     if not isinstance(collector, pytest.Module):
         return (yield)
     _emit({"event": "collecting", "file": collector.nodeid})
@@ -250,7 +128,6 @@ def pytest_make_collect_report(collector: pytest.Collector):
         return (yield)
     finally:
         _emit({"event": "collected", "file": collector.nodeid})
-        _check(file=collector.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -261,41 +138,31 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """After each phase: undo and report what the koan rebound in its own module, and after
-    its call, the asserts its body calls that it never reached. After its teardown (its
-    fixtures, `monkeypatch` included, are undone by then): undo and report whatever it
-    replaced in the libraries."""
+    """After its call: the asserts of `numpy.testing` its body calls that it never reached.
+    What else a koan changes or reads is the plugin's boundary (jaxkoans/plugin/boundary.py),
+    per phase, in pytest and watch as in grade; its findings reach the controller in reports."""
     report = yield
-    changed = _KoanWatch.check(item, call.when, passed=report.passed)
+    changed = _KoanWatch.unreached(item) if call.when == "call" and report.passed else []
     if changed:
-        _emit({"event": "patched", "nodeid": item.nodeid, "names": changed[:20]})
+        _emit({"event": "patched", "nodeid": item.nodeid, "names": changed})
+        report.user_properties.append(("grade_patched", changed))
     if call.when == "teardown":
-        changed += _check(nodeid=item.nodeid)
         _KoanWatch.stop()
         seen = _Audit.drain()
         if seen:
             report.user_properties.append(("grade_violation", seen))
-    if changed:
-        report.user_properties.append(("grade_patched", changed[:20]))
     return report
 
 
 class _KoanWatch:
-    """The koan's own module, per phase, and the asserts of `numpy.testing` its body calls.
+    """The asserts of `numpy.testing` a koan's body calls at its top level: a `sys.monitoring`
+    tool counts the calls the koan's code object makes to the real ones, so a passed call phase
+    that never reached one called a replacement (even one put back before the phase ended, which
+    no comparison after it sees)."""
 
-    At setup (after a fix region's file ran whole) the module's namespace is saved; after each
-    phase a name bound to another object, a new name that hides a builtin, or another
-    `__builtins__` is evidence, and is put back. Names the koan's own `monkeypatch` changed
-    (the course's koans use `monkeypatch.setitem(globals(), ...)`) count only once its
-    teardown should have undone them. A `sys.monitoring` tool counts the calls the koan's code
-    object makes to the real asserts: a passed call phase that never reached an assert its
-    body calls at its top level called something else."""
-
-    TOOL = 3  # sys.monitoring: 0-2 and 5 are named tools; 4 is the plugin's contracts.py
+    TOOL = 3  # sys.monitoring: 0-2 are named tools; 4 is contracts.py's, 5 result_types.py's
     NAME = "jaxkoans-grade"
-    item: ClassVar[object] = None
     module: ClassVar[object] = None
-    saved: ClassVar[dict] = {}
     code: ClassVar[object] = None
     counts: ClassVar[dict[str, int]] = {}
     real: ClassVar[dict[int, str]] = {}  # id of a real assert -> its name
@@ -331,11 +198,8 @@ class _KoanWatch:
     @classmethod
     def start(cls, item) -> None:
         cls.stop()
-        module = getattr(item, "module", None)
-        cls.item, cls.module, cls.counts = item, module, {}
-        cls.saved = dict(vars(module)) if module is not None else {}
-        function = getattr(item, "function", None)
-        cls.code = getattr(function, "__code__", None)
+        cls.module, cls.counts = getattr(item, "module", None), {}
+        cls.code = getattr(getattr(item, "function", None), "__code__", None)
         if cls.armed and cls.code is not None:
             with contextlib.suppress(Exception):
                 sys.monitoring.set_local_events(cls.TOOL, cls.code, sys.monitoring.events.CALL)
@@ -345,41 +209,7 @@ class _KoanWatch:
         if cls.armed and cls.code is not None:
             with contextlib.suppress(Exception):
                 sys.monitoring.set_local_events(cls.TOOL, cls.code, 0)
-        cls.item = cls.module = cls.code = None
-        cls.saved = {}
-
-    @staticmethod
-    def monkeypatched(item, namespace: dict) -> set[str]:
-        """Names of `namespace` the koan's own `monkeypatch` fixture changed (not yet undone)."""
-        fixture = getattr(item, "funcargs", {}).get("monkeypatch")
-        names = set()
-        for target, name, _ in getattr(fixture, "_setitem", ()):
-            if target is namespace:
-                names.add(name)
-        for target, name, _ in getattr(fixture, "_setattr", ()):
-            if getattr(target, "__dict__", None) is namespace:
-                names.add(name)
-        return names
-
-    @classmethod
-    def check(cls, item, when: str, passed: bool) -> list[str]:
-        if item is not cls.item or cls.module is None:
-            return []
-        current, changed = vars(cls.module), []
-        label = item.nodeid.split("::")[0]
-        excused = set() if when == "teardown" else cls.monkeypatched(item, current)
-        for key, value in cls.saved.items():
-            if key in IGNORED or key in excused or current.get(key, _MISSING) is value:
-                continue
-            changed.append(f"{label}:{key}")
-            current[key] = value
-        hidden = {k for k in current if k not in cls.saved and k in vars(builtins)}
-        for key in sorted(hidden - excused):
-            changed.append(f"{label}:{key} (hides the builtin)")
-            del current[key]
-        if when == "call" and passed:
-            changed += cls.unreached(item)
-        return changed
+        cls.module = cls.code = None
 
     @classmethod
     def unreached(cls, item) -> list[str]:
@@ -1019,38 +849,25 @@ class _Audit:
         seen, cls.seen = cls.seen[:20], []
         return seen
 
-    # Reads of the program a koan file's own code makes while a koan runs (the frames of its
-    # callers, a function's code): what course/reading.py refuses in a fill's text, caught
-    # when it is spelled past the text (getattr(sys, "_get" + "frame")). A file whose chapter
-    # contracts allow the category for any of its TODOs is left alone.
-    READS: ClassVar[dict[str, str]] = {"sys._getframe": "frames", "object.__getattr__": "code"}
+    # A koan file opened by the koan file's own code (its expected values read from its
+    # text) is refused unless its chapter's contracts allow "file"; reads of frames and code
+    # objects are the plugin's (jaxkoans/plugin/boundary.py), in pytest and watch as here.
     allows: ClassVar[dict[str, set[str]]] = {}  # koan file -> categories its contracts allow
 
     @staticmethod
     def hook(event: str, args: tuple) -> None:
-        if _Audit.quiet:
+        if _Audit.quiet or event not in _Audit.EVENTS:
             return
-        if event in _Audit.READS:
-            _Audit.quiet = True
-            try:
-                what = _Audit.reads(event, args)
-            except Exception:
-                what = ""
-            finally:
-                _Audit.quiet = False
-        elif event not in _Audit.EVENTS:
+        try:
+            what = _Audit.judge(event, args)
+            if not what and event == "open":
+                _Audit.quiet = True
+                try:
+                    what = _Audit.reads_file(args)
+                finally:
+                    _Audit.quiet = False
+        except Exception:
             return
-        else:
-            try:
-                what = _Audit.judge(event, args)
-                if not what and event == "open":
-                    _Audit.quiet = True
-                    try:
-                        what = _Audit.reads_file(args)
-                    finally:
-                        _Audit.quiet = False
-            except Exception:
-                return
         if what and what not in _Audit.seen:
             _Audit.seen.append(what)
             _Audit.quiet = True  # sent at once: the process may not live to report it
@@ -1059,25 +876,6 @@ class _Audit:
                 _emit({"event": "violation", "nodeid": current, "what": [what]})
             finally:
                 _Audit.quiet = False
-
-    @staticmethod
-    def reads(event: str, args: tuple) -> str:
-        if event == "object.__getattr__" and (len(args) < 2 or args[1] != "__code__"):
-            return ""
-        if not os.environ.get("PYTEST_CURRENT_TEST"):
-            return ""  # collection, the worker's own work
-        frame = sys._getframe(2)  # reads(), the hook, then the code that read
-        filename = frame.f_code.co_filename
-        base = os.path.basename(filename)
-        if not (base.startswith("test_") and base.endswith(".py")):
-            return ""
-        if not filename.startswith(_Audit.root + os.sep):
-            return ""
-        category = _Audit.READS[event]
-        if category in _Audit.allowed(filename):
-            return ""
-        what = "sys._getframe" if event == "sys._getframe" else "a function's __code__"
-        return f"{what}: the koan file's code read the program ({base}:{frame.f_lineno})"
 
     @staticmethod
     def reads_file(args: tuple) -> str:

@@ -16,7 +16,7 @@ from jaxkoans.api.expect import REVEAL_ENV, raises_exactly
 from jaxkoans.course import koan_model
 from jaxkoans.course.predictions import NotAPrediction
 from jaxkoans.course.reading import ReadsTheTest
-from jaxkoans.plugin import contracts, runtime
+from jaxkoans.plugin import boundary, contracts, result_types, runtime
 from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
@@ -35,6 +35,7 @@ pytest_plugins = ["jaxkoans.plugin.chip"]  # --tpu: the kernels compiled on a TP
 ATTRIBUTION = pytest.StashKey[Attribution]()
 COURSE = pytest.StashKey[course.Course]()  # the course this pytest runs, made once at configure
 OVERRIDES = pytest.StashKey[list[str]]()
+BOUNDARY = pytest.StashKey[boundary.Watch]()  # where koans run: plugin/boundary.py
 
 
 def _chapters_named_by(checkout: course.Course, args: list[str]) -> list[course.Chapter]:
@@ -79,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
             runtime.configure(devices)
         except runtime.SetupError as error:
             raise pytest.UsageError(str(error)) from None
+        config.stash[BOUNDARY] = boundary.Watch(boundary.learner_lines_of(checkout))
     watchdog = HangGuard(config)  # armed by pytest-timeout's own timer hooks
     config.pluginmanager.register(watchdog, "koans-watchdog")
     if not _hands_koans_to_workers(config):
@@ -144,6 +146,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     # only its own objects, not every earlier koan's (08's leak koan took 28.9 s in a full answers run, 0.66 s alone).
     gc.collect()
     gc.freeze()
+    item.config.stash[BOUNDARY].start(item)
     try:
         return (yield)
     finally:
@@ -173,9 +176,11 @@ def pytest_runtest_call(item: pytest.Item):
     shipped = shipped_text(checkout, twin)  # the TODO functions, as shipped with todo()
     todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
     watched = contracts.to_read(chapter, twin.name, todos) if module else {}
+    item.config.stash[BOUNDARY].watch_module(item)
     with (
         exact_raises_on_fills(checkout, item.path),
         contracts.recording(module, watched) as records,
+        result_types.checking(item, chapter, twin.name, shipped),
     ):
         outcome = yield
     met = contracts.check(records, item.nodeid)  # reached only when the koan's asserts passed
@@ -190,6 +195,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report: pytest.TestReport = yield
     chapter = item.config.stash[COURSE].chapter_for(Path(item.path))
     if chapter is None or not isinstance(item, pytest.Function):
+        return report
+    if boundary.judge(item.config.stash[BOUNDARY], item, call.when, report):
         return report
     if report.passed and report.when == "call":
         report.user_properties.append(("koan_state", KoanState.PASSED.value))

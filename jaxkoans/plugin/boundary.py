@@ -1,0 +1,438 @@
+"""The boundary a koan's checks run behind: what they call is compared by value, and the
+routes to frames and code objects are refused by kind, while the learner's code runs.
+
+1. **State by value.** Before any koan file is imported, every function of the watched
+   packages (numpy, JAX, pytest, the harness; builtins, math, operator …) is fingerprinted by
+   what it runs: its `__code__`, `__defaults__`, `__kwdefaults__` items, `__dict__` items and
+   the contents of its closure cells, beside each watched module's and class's namespace
+   (functions, classes, descriptors). The identity of a function says nothing: `__code__`
+   swapped for one `marshal` built keeps it. After each phase of each koan the whole state is
+   compared (a C-speed pass of `operator.is_` over the saved values); a difference fails the
+   koan, is named, and is put back. The koan's own module is compared the same way per phase.
+2. **Refusals by kind.** An audit hook (it cannot be removed) sees the reads and writes of a
+   program's internals (`sys._getframe`, `sys._current_frames`, a function's `__code__`,
+   `gi_frame`/`tb_frame`, `code.__new__` and `marshal.loads`, `gc.get_referrers`, `ctypes.*`)
+   and refuses those made from a line the learner wrote (a blank, a TODO body, a fix region),
+   directly or through the standard library (`inspect.stack`, `traceback.extract_stack`),
+   however they are spelled. A TODO whose contract allows the category (chapter.toml `allow`)
+   keeps it. Its findings live in the hook's closure, which nothing else can reach.
+
+A difference or a refusal fails the koan in pytest and watch with one message, and grade
+reads it (`grade_patched`, `grade_violation`) as evidence: the koan is tampered.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+import os
+import sys
+import types
+from collections.abc import Callable
+
+PACKAGES = ("numpy", "jax", "jaxlib", "ml_dtypes", "pytest", "_pytest", "pluggy", "xdist", "execnet", "jaxkoans")  # fmt: skip
+MODULES = ("builtins", "math", "operator", "functools", "sys", "inspect", "traceback", "types")
+IGNORED = frozenset({"__warningregistry__", "__loader__", "__spec__"})
+# A function whose state a library changes by itself (lazy caches in closures): none known.
+MESSAGE = (
+    "这个 koan 运行时改变了检查所用的代码（函数的代码、默认值、闭包或模块里的名字），或者读取了程序本身"
+    "（帧、代码对象）。检查要比较的是你算出的值，而不是被改过的检查：请用本课的技术计算结果。\n"
+    "While this koan ran, code changed what its checks call (a function's code, defaults, closure "
+    "or a module's names) or read the program itself (frames, code objects). The checks compare "
+    "the values you compute, not a changed check: compute the result with the lesson's technique."
+)
+
+_is, _MISSING = operator.is_, object()
+_code, _defaults = operator.attrgetter("__code__"), operator.attrgetter("__defaults__")
+_kwdefaults, _contents = operator.attrgetter("__kwdefaults__"), operator.attrgetter("cell_contents")
+_mapping_get = types.MappingProxyType.get
+
+
+class BoundaryCrossed(AssertionError):
+    """A koan's run changed what its checks call, or read the program, from the learner's code."""
+
+    def __init__(self, found: list[str]) -> None:
+        self.found = found
+        super().__init__(MESSAGE + "\n" + "\n".join(f"  - {f}" for f in found[:8]))
+
+
+class _Entries:
+    """(holder, key, value) triples compared at C speed by `getter(holder, key) is value`."""
+
+    def __init__(self, getter: Callable) -> None:
+        self.getter, self.holders, self.keys, self.values = getter, [], [], []
+
+    def add(self, holder, key, value) -> None:
+        self.holders.append(holder)
+        self.keys.append(key)
+        self.values.append(value)
+
+    def intact(self) -> bool:
+        current = map(self.getter, self.holders, self.keys)
+        return all(map(_is, current, self.values))
+
+    def changed(self) -> list[tuple[object, object, object]]:
+        get = self.getter
+        return [
+            (h, k, v)
+            for h, k, v in zip(self.holders, self.keys, self.values, strict=True)
+            if get(h, k) is not v
+        ]
+
+
+def _cell(holder, _key):
+    try:
+        return holder.cell_contents
+    except ValueError:  # emptied
+        return _MISSING
+
+
+def _label(holder, key) -> str:
+    if isinstance(holder, types.CellType):
+        return f"a closure cell of {key}"
+    name = getattr(holder, "__qualname__", None) or getattr(holder, "__name__", "?")
+    module = getattr(holder, "__module__", None)
+    if isinstance(holder, dict):
+        name = holder.get("__name__", "a namespace")
+        return f"{name}.{key}" if isinstance(key, str) else f"{name}[{key!r}]"
+    if isinstance(holder, types.ModuleType) or not module:
+        return f"{name}.{key}"
+    return f"{module}.{name}.{key}"
+
+
+class Fingerprint:
+    """The state of every watched module, class and function, by value."""
+
+    def __init__(self) -> None:
+        self.names = _Entries(dict.get)  # module namespaces and functions' __dict__
+        self.classes = _Entries(_mapping_get)  # vars(cls)
+        self.cells = _Entries(_cell)
+        self.functions: list[types.FunctionType] = []
+        self.codes: list = []  # each function's __code__, __defaults__, __kwdefaults__
+        self.defaults: list = []
+        self.kwdefaults: list = []
+        self.modules: dict[str, types.ModuleType] = {}
+        self.seen: set[int] = set()
+        self.class_of: dict[int, type] = {}  # id(vars(cls)) -> cls
+        for name, module in list(sys.modules.items()):
+            if name in MODULES or name.partition(".")[0] in PACKAGES:
+                self.add_module(name, module)
+        self.trace = (sys.gettrace(), sys.getprofile())
+
+    def add_module(self, name: str, module) -> None:
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict) or id(namespace) in self.seen:
+            return
+        self.seen.add(id(namespace))
+        self.modules[name] = module
+        for key, value in list(namespace.items()):
+            if key in IGNORED or not (callable(value) or isinstance(value, types.ModuleType)):
+                continue  # data: libraries keep caches in module globals
+            if name == "sys" and key.endswith("hook"):
+                continue  # pytest installs its own excepthook, unraisablehook
+            self.names.add(namespace, key, value)
+            self.add_value(value)
+
+    def add_value(self, value) -> None:
+        if isinstance(value, types.FunctionType):
+            self.add_function(value)
+        elif isinstance(value, type) and id(value) not in self.seen:
+            self.seen.add(id(value))
+            if getattr(value, "__module__", "").partition(".")[0] not in PACKAGES + MODULES:
+                return
+            proxy = vars(value)
+            self.class_of[id(proxy)] = value
+            for key, member in list(proxy.items()):
+                if key in ("__dict__", "__weakref__", "__doc__") or not _is_code(member):
+                    continue
+                self.classes.add(proxy, key, member)
+                for inner in _functions_of(member):
+                    self.add_function(inner)
+
+    def add_function(self, function: types.FunctionType) -> None:
+        if id(function) in self.seen:
+            return
+        self.seen.add(id(function))
+        self.functions.append(function)
+        self.codes.append(function.__code__)
+        self.defaults.append(function.__defaults__)
+        self.kwdefaults.append(kwdefaults := function.__kwdefaults__)
+        for key, value in (kwdefaults or {}).items():
+            self.names.add(kwdefaults, key, value)
+        for key, value in function.__dict__.items():
+            if callable(value):  # `__wrapped__`, a rule; data there is a cache
+                self.names.add(function.__dict__, key, value)
+        for cell in function.__closure__ or ():
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                continue
+            self.cells.add(cell, function.__qualname__, contents)
+            if isinstance(contents, types.FunctionType):
+                self.add_function(contents)  # what a decorator wraps
+
+    def intact(self) -> bool:
+        functions = self.functions
+        try:
+            cells = all(map(_is, map(_contents, self.cells.holders), self.cells.values))
+        except ValueError:  # a cell emptied
+            cells = False
+        return (
+            all(map(_is, map(_code, functions), self.codes))
+            and all(map(_is, map(_defaults, functions), self.defaults))
+            and all(map(_is, map(_kwdefaults, functions), self.kwdefaults))
+            and self.names.intact()
+            and self.classes.intact()
+            and cells
+            and all(sys.modules.get(n) is m for n, m in self.modules.items() if n in MODULES)
+            and (sys.gettrace(), sys.getprofile()) == self.trace
+        )
+
+    def restore(self) -> list[str]:
+        """What differs from the fingerprint, named; each is put back."""
+        if self.intact():
+            return []
+        found = []
+        saved = zip(self.functions, self.codes, self.defaults, self.kwdefaults, strict=True)
+        for function, *values in saved:
+            for key, value in zip(
+                ("__code__", "__defaults__", "__kwdefaults__"), values, strict=True
+            ):
+                if getattr(function, key) is not value:
+                    found.append(_label(function, key))
+                    setattr(function, key, value)
+        for holder, key, value in self.names.changed():
+            found.append(_label(holder, key))
+            holder[key] = value
+        for proxy, key, value in self.classes.changed():
+            owner = self.class_of[id(proxy)]
+            found.append(f"{owner.__module__}.{owner.__qualname__}.{key}")
+            type.__setattr__(owner, key, value)
+        for cell, name, value in self.cells.changed():
+            found.append(_label(cell, name))
+            cell.cell_contents = value
+        for name, module in self.modules.items():
+            if name in MODULES and sys.modules.get(name) is not module:
+                found.append(f"sys.modules[{name!r}]")
+                sys.modules[name] = module
+        if (sys.gettrace(), sys.getprofile()) != self.trace:
+            found.append("sys.settrace/setprofile")
+            sys.settrace(self.trace[0])
+            sys.setprofile(self.trace[1])
+        return found
+
+
+def _is_code(member) -> bool:
+    kinds = (types.FunctionType, classmethod, staticmethod, property, type)
+    return isinstance(member, kinds) or callable(member)
+
+
+def _functions_of(member) -> list[types.FunctionType]:
+    if isinstance(member, (classmethod, staticmethod)):
+        member = member.__func__
+    if isinstance(member, property):
+        return [f for f in (member.fget, member.fset, member.fdel) if isinstance(f, types.FunctionType)]  # fmt: skip
+    return [member] if isinstance(member, types.FunctionType) else []
+
+
+class KoanModule:
+    """The koan's own module per phase: a name bound to another object, or a new name hiding a
+    builtin (`global np`, `fn.__globals__.update(...)`). Names the koan's `monkeypatch` set are
+    left to its teardown, which undoes them."""
+
+    def __init__(self, module) -> None:
+        self.namespace = vars(module) if module is not None else {}
+        self.saved = dict(self.namespace)
+
+    def restore(self, excused: set[str]) -> list[str]:
+        found, current = [], self.namespace
+        label = current.get("__name__", "the koan's module")
+        for key, value in self.saved.items():
+            if key in IGNORED or key in excused or current.get(key, _MISSING) is value:
+                continue
+            found.append(f"{label}.{key}")
+            current[key] = value
+        for key in sorted(set(current) - set(self.saved) - excused):
+            if key in vars(builtins):
+                found.append(f"{label}.{key} (hides the builtin)")
+                del current[key]
+        return found
+
+
+def monkeypatched(item, namespace: dict) -> set[str]:
+    """Names of `namespace` the koan's own `monkeypatch` fixture changed (not yet undone)."""
+    fixture = getattr(item, "funcargs", {}).get("monkeypatch")
+    names = {name for target, name, _ in getattr(fixture, "_setitem", ()) if target is namespace}
+    for target, name, _ in getattr(fixture, "_setattr", ()):
+        if getattr(target, "__dict__", None) is namespace:
+            names.add(name)
+    return names
+
+
+# ---- Refusals by kind: an audit hook --------------------------------------------------------
+
+# event -> category; object.__getattr__/__setattr__ by the attribute's name.
+EVENTS = {
+    "sys._getframe": "frames", "sys._current_frames": "frames",
+    "sys._current_exceptions": "frames", "sys._getframemodulename": "frames",
+    "code.__new__": "code", "marshal.loads": "code", "marshal.load": "code",
+    "gc.get_referrers": "inspect", "gc.get_referents": "inspect", "gc.get_objects": "inspect",
+    "sys.setprofile": "sys.settrace", "sys.settrace": "sys.settrace",
+}  # fmt: skip
+ATTRIBUTES = {
+    "__code__": "code", "__defaults__": "code", "__kwdefaults__": "code",
+    "gi_frame": "frames", "cr_frame": "frames", "ag_frame": "frames", "tb_frame": "frames",
+    "f_code": "frames", "gi_code": "code", "cr_code": "code", "ag_code": "code",
+}  # fmt: skip
+PREFIXES = {"ctypes.": "inspect"}
+
+
+def _category(event: str, args: tuple) -> str | None:
+    if event in EVENTS:
+        return EVENTS[event]
+    if event in ("object.__getattr__", "object.__setattr__", "object.__delattr__"):
+        name = args[1] if len(args) > 1 else None
+        category = ATTRIBUTES.get(name) if isinstance(name, str) else None
+        return category
+    return next((c for p, c in PREFIXES.items() if event.startswith(p)), None)
+
+
+def install(is_learners: Callable[[str, int], str | None]) -> tuple[Callable, Callable]:
+    """Add the audit hook; (arm, drain): `arm(nodeid or None)` starts or stops a koan's watch,
+    `drain()` returns and forgets what it refused. `is_learners(file, line)`: None where that
+    line is not the learner's, else the categories it is allowed ("" for none)."""
+    state: dict = {"koan": None, "busy": False, "found": []}
+    getframe, stdlib = sys._getframe, os.path.dirname(os.__file__) + os.sep
+
+    def hook(event: str, args: tuple) -> None:
+        if state["koan"] is None or state["busy"]:
+            return
+        if not (event in EVENTS or event.startswith(("object.__", "ctypes."))):
+            return
+        state["busy"] = True
+        try:
+            category = _category(event, args)
+            if category is None:
+                return
+            frame = getframe(1)
+            while frame is not None:  # through the standard library to who asked
+                name = frame.f_code.co_filename
+                if not (name.startswith((stdlib, "<")) or name == __file__):
+                    break
+                frame = frame.f_back
+            if frame is None:
+                return
+            allowed = is_learners(frame.f_code.co_filename, frame.f_lineno)
+            if allowed is None or category in allowed.split():
+                return
+            what = event if not event.startswith("object.") else f"{event}({args[1]!r})"
+            base = os.path.basename(frame.f_code.co_filename)
+            found = f"{what}: {category}, from the learner's code ({base}:{frame.f_lineno})"
+            if found not in state["found"]:
+                state["found"].append(found)
+        except Exception:
+            return
+        finally:
+            state["busy"] = False
+
+    def arm(koan: str | None) -> None:
+        state["koan"] = koan
+
+    def drain() -> list[str]:
+        found, state["found"] = state["found"][:20], []
+        return found
+
+    sys.addaudithook(hook)
+    return arm, drain
+
+
+class Watch:
+    """One process's boundary: the fingerprint taken before any koan file is imported, the
+    audit hook, and the koan now running. `learner_lines(file)`: the lines of a koan file the
+    learner wrote and the categories its contracts allow ("code frames"), or None."""
+
+    def __init__(self, learner_lines: Callable[[str], tuple[frozenset[int], str] | None]) -> None:
+        import numpy.testing  # noqa: F401  (numpy loads it on first use: the asserts)
+
+        self.fingerprint = Fingerprint()
+        self.learner_lines, self.lines = learner_lines, {}
+        self.arm, self.drain = install(self.is_learners)
+        self.module: KoanModule | None = None
+        self.known = len(sys.modules)
+
+    def is_learners(self, filename: str, line: int) -> str | None:
+        if filename not in self.lines:
+            self.lines[filename] = self.learner_lines(filename)
+        found = self.lines[filename]
+        return found[1] if found is not None and line in found[0] else None
+
+    def start(self, item) -> None:
+        """A koan begins: modules imported since (JAX loads some on first use) join the
+        fingerprint as they are now, and the audit hook watches."""
+        if len(sys.modules) != self.known:
+            for name, module in list(sys.modules.items()):
+                if name.partition(".")[0] in PACKAGES and name not in self.fingerprint.modules:
+                    self.fingerprint.add_module(name, module)
+            self.known = len(sys.modules)
+        self.module = None
+        self.arm(item.nodeid)
+
+    def watch_module(self, item) -> None:
+        """Before the koan's call: its module as its setup left it (a fix region run)."""
+        self.module = KoanModule(getattr(item, "module", None))
+
+    def check(self, item, when: str) -> tuple[list[str], list[str]]:
+        """After a phase: (what changed, what was refused); each change is put back."""
+        changed = []
+        if self.module is not None:
+            excused = set() if when == "teardown" else monkeypatched(item, self.module.namespace)
+            changed += self.module.restore(excused)
+        if when != "setup":
+            self.arm(None)
+            try:
+                changed += self.fingerprint.restore()
+            finally:
+                self.arm(None if when == "teardown" else item.nodeid)
+        return changed[:20], self.drain()
+
+
+def learner_lines_of(checkout) -> Callable[[str], tuple[frozenset[int], str] | None]:
+    """For `Watch`: a koan file's lines the learner wrote (its filled blanks, TODO bodies and
+    fix regions, read against the file as shipped) and what its contracts allow."""
+    from pathlib import Path
+
+    from jaxkoans import course
+    from jaxkoans.plugin import classify
+
+    def lines(filename: str) -> tuple[frozenset[int], str] | None:
+        path = Path(filename)
+        chapter = checkout.chapter_for(path) if path.name.startswith("test_") else None
+        if chapter is None:
+            return None
+        twin = course.twin_name(path)
+        allowed = {
+            category
+            for key, contract in chapter.contracts.items()
+            if key.partition("::")[0] == twin
+            for category in contract.get("allow", ())
+        }
+        written = frozenset(classify.fills(checkout, path)) | classify.code_lines(checkout, path)
+        return written, " ".join(sorted(allowed))
+
+    return lines
+
+
+def judge(watch: Watch, item, when: str, report) -> bool:
+    """After a phase: a koan whose run crossed the boundary fails with what it did, which grade
+    reads as evidence (`grade_patched`, `grade_violation`). True where it did."""
+    changed, refused = watch.check(item, when)
+    if not (changed or refused):
+        return False
+    if changed:
+        report.user_properties.append(("grade_patched", changed))
+    if refused:
+        report.user_properties.append(("grade_violation", refused))
+    report.outcome = "failed"
+    report.longrepr = str(BoundaryCrossed(changed + refused))
+    report.user_properties += [("koan_state", "failing"), ("koan_cause", "reads_test")]
+    return True

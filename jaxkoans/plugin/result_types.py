@@ -1,0 +1,156 @@
+"""What an untraced TODO returns is of a type the libraries or the course define, checked as
+it returns, before any assert of the koan sees it.
+
+A TODO whose contract says `traced = false` (chapter.toml) is judged by its result alone, and
+a result is only as honest as its type: a `float` subclass whose `__sub__` returns 0.0 passes
+`abs(result - measured) < 1e-12`. So each value such a TODO returns (through
+`sys.monitoring`'s PY_RETURN on its code object, whoever calls it) is walked, into tuples,
+lists, sets, dicts, namedtuples, dataclasses and namespaces: every type met must be one a
+library defines (builtins, NumPy, JAX: `float`, `jax.Array`, `PartitionSpec`, …), found
+under its own name in its own module, or a class of the course's file as shipped. A type the
+learner's code defines (a subclass, a class built by `type()`, one that names itself after
+another) fails the koan there, and grade reads it as evidence.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import sys
+import types
+
+TOOL = 5  # sys.monitoring: 3 is the grade guard's, 4 contracts'; 5 (optimizer) is unused here
+LIMIT = 10_000  # values walked per result
+HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class statement or type() made it
+
+
+class ForeignResult(AssertionError):
+    """An untraced TODO returned a value of a type the learner's code defines."""
+
+    def __init__(self, function: str, what: str) -> None:
+        self.function, self.what = function, what
+        super().__init__(
+            f"TODO {function} 返回的值的类型是你的代码定义的（{what}）：它的运算可以任意改写，"
+            "检查不能相信它。请返回内置或 JAX/NumPy 的类型。\n"
+            f"TODO {function} returned a value of a type your code defines ({what}): its "
+            "operators can say anything, so no check can trust it. Return a builtin, NumPy or "
+            "JAX type."
+        )
+
+
+def _library_type(cls: type, own: set[type]) -> bool:
+    """Defined by a library under its own name, or a class of the koan file as shipped."""
+    if cls in own or not cls.__flags__ & HEAP_TYPE:
+        return True  # a type written in C (NoneType, float, jaxlib's): no Python code makes one
+    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    found = module
+    for part in (getattr(cls, "__qualname__", "") or "<>").split("."):
+        found = getattr(found, part, None)
+    if found is not cls or module is None:
+        return False
+    origin = getattr(module, "__file__", None) or ""
+    name = origin.rsplit("/", 1)[-1]
+    return not (name.startswith("test_") or "/koans/" in origin or "/answers/" in origin)
+
+
+def foreign(value, own: set[type]) -> str | None:
+    """The first type in `value` that is not a library's (`own`: the shipped file's classes)."""
+    stack, seen = [value], 0
+    while stack and seen < LIMIT:
+        value = stack.pop()
+        seen += 1
+        cls = type(value)
+        if not _library_type(cls, own):
+            bases = ", ".join(b.__qualname__ for b in cls.__mro__[1:-1]) or "object"
+            return f"{cls.__qualname__}({bases})"
+        if isinstance(value, (tuple, list, set, frozenset)):
+            stack += list(value)
+        elif isinstance(value, dict):
+            stack += [*value.keys(), *value.values()]
+        elif isinstance(value, types.SimpleNamespace):
+            stack += list(vars(value).values())
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            stack += [getattr(value, f.name, None) for f in dataclasses.fields(value)]
+    return None
+
+
+def _untraced(chapter, filename: str) -> list[str]:
+    return [
+        key.partition("::")[2]
+        for key, contract in chapter.contracts.items()
+        if key.partition("::")[0] == filename and not contract.get("traced", True)
+    ]
+
+
+def _shipped_classes(module, shipped: str | None) -> set[type]:
+    """The koan module's classes that the file as shipped defines outside its fix regions."""
+    from jaxkoans.course import koan_model
+
+    if not shipped:
+        return set()
+    try:
+        tree = ast.parse(shipped)
+    except (SyntaxError, ValueError):
+        return set()
+    regions = koan_model.parse(shipped).regions
+    names = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef) and not any(b <= node.lineno <= e for b, e in regions)
+    }
+    return {v for n in names if isinstance(v := vars(module).get(n), type)}
+
+
+@contextlib.contextmanager
+def checking(item, chapter, filename: str, shipped: str | None):
+    """While the block runs, each return of `item`'s module's untraced TODOs is checked."""
+    module = getattr(item, "module", None)
+    codes = {}
+    for name in _untraced(chapter, filename) if module is not None else ():
+        function = inspect_unwrap(getattr(module, name, None))
+        if isinstance(function, types.FunctionType):
+            codes[function.__code__] = name
+    if not codes:
+        yield
+        return
+    own, found = _shipped_classes(module, shipped), []
+    monitoring = sys.monitoring
+
+    def on_return(code, offset, value):
+        name = codes.get(code)
+        if name is None:
+            return None
+        what = foreign(value, own)
+        if what:
+            found.append((name, what))
+            raise ForeignResult(name, what)
+        return None
+
+    if monitoring.get_tool(TOOL) is None:
+        monitoring.use_tool_id(TOOL, "jaxkoans result types")
+    monitoring.register_callback(TOOL, monitoring.events.PY_RETURN, on_return)
+    for code in codes:
+        monitoring.set_local_events(TOOL, code, monitoring.events.PY_RETURN)
+    try:
+        yield
+    finally:
+        for code in codes:
+            monitoring.set_local_events(TOOL, code, 0)
+        monitoring.register_callback(TOOL, monitoring.events.PY_RETURN, None)
+        if found:
+            what = [
+                f"{name} returned {kind}: a type the learner's code defines" for name, kind in found
+            ]
+            item.user_properties.append(("grade_violation", what[:5]))
+            if sys.exc_info()[0] is None or not isinstance(sys.exc_info()[1], ForeignResult):
+                raise ForeignResult(*found[0])
+
+
+def inspect_unwrap(function):
+    """`function` under jit's and functools' wrappers (contracts.py reads them the same way)."""
+    for _ in range(8):
+        if isinstance(function, types.FunctionType) or function is None:
+            return function
+        function = getattr(function, "__wrapped__", None) or getattr(function, "fun", None)
+    return None

@@ -52,10 +52,12 @@ def test_pure_callback_calls_python_from_compiled_code():
 
 
 def test_unused_results_are_dead_code_only_for_pure_callback():
-    """⚠️ 陷阱 / trap: pure_callback 承诺“没有副作用”，所以 jit 会把结果没人用的调用当死代码
-    删掉；io_callback 和 jax.debug.callback 带有副作用（effect），一定会执行。
-    pure_callback promises "no side effects", so jit deletes a call whose result nobody uses as
-    dead code; io_callback and jax.debug.callback carry an effect and always run.
+    """⚠️ 陷阱 / trap: pure_callback 承诺“没有副作用”；io_callback 和 jax.debug.callback 带有
+    副作用（effect）。三个调用的结果都没人用：jit 之后各执行几次？降级出的程序里还剩几个
+    custom_call？
+    pure_callback promises "no side effects"; io_callback and jax.debug.callback carry an
+    effect. Nobody uses any of the three results: how many times does each run once jitted? How
+    many custom_calls are left in the lowered program?
     """
     calls = {"pure": 0, "io": 0, "debug": 0}
 
@@ -76,18 +78,18 @@ def test_unused_results_are_dead_code_only_for_pure_callback():
     jax.block_until_ready(jax.jit(f)(x))
     jax.effects_barrier()
     assert calls == {"pure": 0, "io": 1, "debug": 1}
-    # The jaxpr still holds all three; lowering drops the pure one.
+    # The jaxpr still holds all three; what does lowering keep?
     hlo = jax.jit(f).lower(x).as_text()
     assert len(jax.make_jaxpr(f)(x).eqns) == 4
     assert hlo.count("stablehlo.custom_call") == 2
 
 
 def test_pure_callback_can_be_hoisted_out_of_a_loop():
-    """⚠️ 陷阱 / trap: 纯回调可以被编译器自由移动、合并。循环体里参数不随循环变化的
-    pure_callback 会被 XLA 提到循环外，只调用一次；io_callback 每一步都执行。
-    A pure callback may be moved and merged freely. A pure_callback in a loop body whose
-    argument does not change across iterations is hoisted out of the loop by XLA and runs once;
-    io_callback runs at every step.
+    """⚠️ 陷阱 / trap: 纯回调可以被编译器自由移动、合并；有副作用的回调不行。一个 5 步的 scan，
+    循环体里一个 pure_callback（参数不随循环变化）、一个 io_callback：各调用几次？
+    A pure callback may be moved and merged freely by the compiler; an effectful one may not.
+    A 5-step scan whose body holds a pure_callback (its argument the same at every step) and an
+    io_callback: how many times is each called?
     """
     calls = {"pure": 0, "io": 0}
 
@@ -138,12 +140,11 @@ def test_vmap_of_a_pure_callback_needs_a_vmap_method():
 
 
 def test_vmap_methods_decide_what_the_callback_sees():
-    """vmap_method 的三种主要取法：sequential 对每个元素调用一次（未批处理的形状）；
-    expand_dims 调用一次，未批处理的参数补一根长度为 1 的轴；broadcast_all 调用一次，
-    所有参数都广播到批大小。
-    The three main vmap_methods: sequential calls once per element (unbatched shapes);
-    expand_dims calls once and gives unbatched arguments a new axis of length 1;
-    broadcast_all calls once with every argument broadcast to the batch size.
+    """vmap_method 的三种主要取法：sequential、expand_dims、broadcast_all。a 有批次（3 行、每行 2
+    个数），b 由整批共用：每种取法下回调被调用几次，每次看到的 (a, b) 各是什么形状？名字就是线索。
+    The three main vmap_methods: sequential, expand_dims and broadcast_all. a is batched (3 rows
+    of 2), b shared by the whole batch: under each method, how many calls does the callback get,
+    and which shapes of (a, b) does each call see? The names are the clue.
     """
     seen = {}
 

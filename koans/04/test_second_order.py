@@ -19,7 +19,7 @@ from jax import lax
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 
 
-def test_stop_gradient_holds_a_value_fixed_for_grad():
+def test_a_blocked_value_is_a_constant_to_grad():
     """前向照常计算、反向却当常数：目标网络给出的目标、EM 里固定的那一半、梯度控制那个文件里的直通
     估计器，都要这样一个 c：前向是恒等，反向导数为 0。这里用它把向量除以自己的平方和 s = Σx²：
     挡住 s 以后，对 grad 来说 x / c(s) 就是 x 除以一个常数，每个分量的导数都是 1/s；不挡的话，

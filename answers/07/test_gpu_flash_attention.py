@@ -180,14 +180,16 @@ SHAPES = [
 
 @pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), SHAPES)
 def test_gpu_flash_attention_loops_over_the_keys_inside_the_kernel(lq, lk, d, bq, bk):
-    """✍️ 实现 gpu_flash_attention_forward。检查：interpret=True 下等于参考实现（分数放大 30 倍），
+    """✍️ 实现 gpu_flash_attention_forward。检查：interpret=True 下等于参考实现（分数放大 30 倍；
+    第一个键块的分数很小、最后一个很大，只用一个固定的最大值平移 softmax 就溢出），
     bfloat16 输入时输出是 bfloat16、与参考相差不到 0.03；结构：grid (Lq // bq,)、块 (bq, D)、
     (Lk, D)、(Lk, D)、(bq, D)，没有 scratch，内核里有循环，bfloat16 输入时两个矩阵乘的结果是
     float32；为 H100 降级（bfloat16）后是一个 Triton custom_call，grid_x = Lq // bq，Triton IR 里
     一个 scf.for 的 carry 是 (bq, 1)、(bq, 1)、(bq, D) 的 float32，两个 tt.dot 都在循环里，输入
     bfloat16、累加 float32。
     Write gpu_flash_attention_forward. Checked: with interpret=True it equals the reference (the
-    scores scaled 30 times), and with bfloat16 inputs the output is bfloat16 and within 0.03 of
+    scores scaled 30 times; the first key block's scores small and the last's large, where a
+    softmax shifted by one fixed max overflows), and with bfloat16 inputs the output is bfloat16 and within 0.03 of
     the reference; the structure: the grid (Lq // bq,), blocks (bq, D), (Lk, D), (Lk, D), (bq, D),
     no scratch, a loop in the kernel whose two matmuls give float32 on bfloat16 inputs; lowered
     for an H100 (bfloat16) it is one Triton custom_call with grid_x = Lq // bq, whose Triton IR
@@ -197,6 +199,11 @@ def test_gpu_flash_attention_loops_over_the_keys_inside_the_kernel(lq, lk, d, bq
     run = jax.jit(functools.partial(gpu_flash_attention_forward, bq=bq, bk=bk))
     q, k, v = _data((lq, d), 0, 30.0), _data((lk, d), 1), _data((lk, d), 2)
     np.testing.assert_allclose(run(q, k, v), reference_attention(q, k, v), rtol=2e-5, atol=2e-5)
+    # 第一个键块的分数小、最后一个大：固定的平移会溢出 / the first key block's scores small, the
+    # last's large: a softmax shifted by one fixed max overflows
+    plain, rising = _data((lq, d), 0), k.at[:bk].multiply(0.1).at[-bk:].multiply(100.0)
+    expected = reference_attention(plain, rising, v)
+    np.testing.assert_allclose(run(plain, rising, v), expected, rtol=2e-5, atol=2e-5)
     half = [a.astype(jnp.bfloat16) for a in (q, k, v)]
     out = run(*half)
     assert out.dtype == jnp.bfloat16

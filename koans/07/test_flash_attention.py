@@ -119,13 +119,17 @@ SHAPES = [
 
 @pytest.mark.parametrize(("lq", "lk", "d", "bq", "bk"), SHAPES)
 def test_flash_attention_matches_the_reference(lq, lk, d, bq, bk):
-    """在几种形状上等于 jnp 参考实现；分数放大 30 倍后（每个键块的最大值都不同，漏掉重新缩放
-    就错）也一样。
-    Equal to the jnp reference on several shapes, and still with the scores scaled up 30
-    times (each key block then has its own max, so a missing rescale shows).
+    """在几种形状上等于 jnp 参考实现；分数放大 30 倍后也一样；第一个键块的分数很小、最后一个键块
+    的分数很大时也一样（后面的分数比第一块的最大值大出 float32 的 exp 能表示的范围：只用一个固定的
+    最大值平移 softmax、不随新的最大值重新缩放的内核在这里溢出）。
+    Equal to the jnp reference on several shapes, still with the scores scaled up 30 times, and
+    still when the first key block's scores are small and the last block's large (the later
+    scores exceed the first block's max by more than float32's exp can hold: a kernel that
+    shifts the softmax by one fixed max, never rescaling for a new one, overflows here).
     """
-    for scale in (1.0, 30.0):
-        q, k, v = _data((lq, d), 0, scale), _data((lk, d), 1), _data((lk, d), 2)
+    queries, keys, v = _data((lq, d), 0), _data((lk, d), 1), _data((lk, d), 2)
+    rising = keys.at[:bk].multiply(0.1).at[-bk:].multiply(100.0)  # small first, large last
+    for q, k in ((queries, keys), (queries * 30.0, keys), (queries, rising)):
         out = flash_attention_forward(q, k, v, bq=bq, bk=bk)
         np.testing.assert_allclose(out, reference_attention(q, k, v), rtol=2e-5, atol=2e-5)
 
@@ -205,8 +209,10 @@ def causal_flash_attention_forward(q, k, v, *, bq, bk, interpret=True):
       （这里的测试放了 NaN）与结果无关。
     - 不算的块也不该拷进来：流水线只在块的下标和上一步不同时才拷贝一块（Pallas 的
       emit_pipeline 里的 will_change_fetch 就是这么判断的）。让 k 和 v 的 index map 对跳过的块
-      夹紧到这一行最后一个可见的键块（jnp.minimum），下标不变，什么也不拷——JAX 自己的 flash
-      内核（jax/experimental/pallas/ops/tpu/flash_attention.py 的 kv_index_map）也这么做。
+      夹紧到这一行最后一个可见的键块（jnp.minimum），下标不变，什么也不拷。JAX 自己的 flash
+      内核（jax/experimental/pallas/ops/tpu/flash_attention.py 的 kv_index_map）用另一种写法：
+      lax.select(below_or_on_diag(...), kv_seq_index, 0) 把跳过的块指向块 0，也就是下一行查询
+      最先要的那一块，于是它在跳过的那几步里就被预取，而不是等到换行时才拷。
     bfloat16、preferred_element_type 和 interpret 都和 flash_attention_forward 一样。
     初始化和最后一步的写出照旧。大约 35 行。
 
@@ -223,8 +229,11 @@ def causal_flash_attention_forward(q, k, v, *, bq, bk, interpret=True):
     - nor should a skipped block be copied in: the pipeline copies a block only when its index
       differs from the step before (Pallas's emit_pipeline decides so in will_change_fetch).
       Clamp the k and v index maps so that a skipped block asks for the row's last visible key
-      block (jnp.minimum): the index does not change and nothing is copied, as JAX's own flash
-      kernel does (kv_index_map in jax/experimental/pallas/ops/tpu/flash_attention.py).
+      block (jnp.minimum): the index does not change and nothing is copied. JAX's own flash
+      kernel (kv_index_map in jax/experimental/pallas/ops/tpu/flash_attention.py) writes it
+      another way: lax.select(below_or_on_diag(...), kv_seq_index, 0) points a skipped block at
+      block 0, the first block the next query row needs, which is then fetched during the
+      skipped steps instead of at the change of row.
     bfloat16, preferred_element_type and interpret as in flash_attention_forward. The
     initialisation and the write-out on the last step stay as they were. About 35 lines.
     """

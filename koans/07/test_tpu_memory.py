@@ -2,15 +2,16 @@
 
 pallas_call 默认为每个输出分配新的 HBM 缓冲区。input_output_aliases={输入序号: 输出序号} 让输出
 就是那个输入的缓冲区：内核没写到的块保留原来的值，一次只写一行的 KV 缓存不必把整个缓存复制一遍。
-有两个 TensorCore 的芯片（megacore）上，pltpu.CORE_PARALLEL 把一个 grid 轴标成分给各个核；
+有两个 TensorCore 的芯片（megacore：TPU v4、v5p；v5e、v6e 每个设备只有一个）上，pltpu.CORE_PARALLEL
+把一个 grid 轴标成分给各个核；
 每个 BlockSpec 默认在 VMEM 里占两个缓冲区（算这一块时预取下一块），scratch 占一个；加起来是内核的
 VMEM 预算，CompilerParams(vmem_limit_bytes=...) 把上限交给编译器。
 
 A pallas_call allocates a fresh HBM buffer for each output by default.
 input_output_aliases={input index: output index} makes the output that input's buffer: the blocks
 the kernel does not write keep their old values, and a KV cache written one row at a time is not
-copied whole. On a chip with two TensorCores (megacore), pltpu.CORE_PARALLEL marks a grid
-axis to be split over the cores. By default each BlockSpec takes two VMEM buffers (the next block is prefetched
+copied whole. On a chip with two TensorCores per device (megacore: TPU v4 and v5p; v5e and
+v6e have one), pltpu.CORE_PARALLEL marks a grid axis to be split over the cores. By default each BlockSpec takes two VMEM buffers (the next block is prefetched
 while this one is computed), each scratch one; their sum is the kernel's VMEM budget, and
 CompilerParams(vmem_limit_bytes=...) hands a limit to the compiler.
 """
@@ -162,12 +163,19 @@ def test_megacore_splits_the_core_parallel_axis(shape, dtype):
     """✍️ 实现 double_on_both_cores。检查：TPU 解释器模拟两个核（num_cores_or_threads=2）、开着
     竞争检测，结果是 2·x，没有竞争；结构：grid (2, n)、块 (ROWS, C)、每个块只被一个 grid 点
     读写；为一块 megacore 的 TPU v4（两个核）降级后，Mosaic 内核记着
-    dimension_semantics<core_parallel> 和 arbitrary。float32 和 bfloat16。
+    dimension_semantics<core_parallel> 和 arbitrary。float32 和 bfloat16。只有 TPU v4、v5p 每个设备
+    有两个 TensorCore；用 `pytest --tpu` 在 v5e、v6e 这样的单核芯片上运行时，这个内核在芯片上跳过并说明
+    原因。竞争检测只检查解释器模拟的东西：它把
+    CORE_PARALLEL 轴的各点放在哪些模拟的核上，是下一个 koan 的问题。
     Write double_on_both_cores. Checked: with the TPU interpreter simulating two cores
     (num_cores_or_threads=2) and race detection on, the result is 2·x with no race; the
     structure: the grid (2, n), (ROWS, C) blocks, each block read and written by one grid point;
     lowered for a megacore TPU v4 (two cores), the Mosaic kernel records
-    dimension_semantics<core_parallel> and arbitrary. float32 and bfloat16.
+    dimension_semantics<core_parallel> and arbitrary. float32 and bfloat16. Only TPU v4 and v5p
+    have two TensorCores per device; run with `pytest --tpu` on a one-core chip such as v5e or
+    v6e, this kernel is skipped on the chip, saying why. The race detector checks only what the
+    interpreter simulates: on which simulated cores it puts the points of a CORE_PARALLEL axis
+    is the next koan's question.
     """
     x = jax.random.normal(jax.random.key(0), shape).astype(dtype)
     params = pltpu.InterpretParams(detect_races=True, num_cores_or_threads=2, random_seed=0)

@@ -169,3 +169,47 @@ def gpu_flash_attention_forward__bf16_accumulators(q, k, v, *, bq, bk, interpret
         compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=2),
         interpret=interpret,
     )(q, k, v)
+
+
+def gpu_flash_attention_forward__fixed_shift(q, k, v, *, bq, bk, interpret=True):
+    """Shifts every key block by the first block's row max, never updated (no rescale): right
+    until a later block's scores exceed that shift by more than float32's exp range."""
+    lq, d = q.shape
+    lk, _ = k.shape
+
+    def kernel(q_ref, k_ref, v_ref, o_ref):
+        q_block = q_ref[...]
+
+        def scores(j):
+            k_block = k_ref[pl.ds(j * bk, bk), :]
+            return jnp.dot(q_block, k_block.T, preferred_element_type=jnp.float32) / jnp.sqrt(
+                jnp.float32(d)
+            )
+
+        shift = jnp.max(scores(0), axis=-1, keepdims=True)
+
+        def step(j, carry):
+            l_prev, acc = carry
+            v_block = v_ref[pl.ds(j * bk, bk), :]
+            p = jnp.exp(scores(j) - shift)
+            l_new = l_prev + jnp.sum(p, axis=-1, keepdims=True)
+            acc = acc + jnp.dot(p.astype(v_block.dtype), v_block, preferred_element_type=jnp.float32)
+            return l_new, acc
+
+        init = (jnp.zeros((bq, 1), jnp.float32), jnp.zeros((bq, d), jnp.float32))
+        l_final, acc = jax.lax.fori_loop(0, lk // bk, step, init)
+        o_ref[...] = (acc / l_final).astype(o_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((lq, d), q.dtype),
+        grid=(lq // bq,),
+        in_specs=[
+            pl.BlockSpec((bq, d), lambda i: (i, 0)),
+            pl.BlockSpec((lk, d), lambda i: (0, 0)),
+            pl.BlockSpec((lk, d), lambda i: (0, 0)),
+        ],
+        out_specs=pl.BlockSpec((bq, d), lambda i: (i, 0)),
+        compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=2),
+        interpret=interpret,
+    )(q, k, v)

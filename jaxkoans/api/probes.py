@@ -1,20 +1,29 @@
-"""Instruments the koans read JAX with: its compilations, the collectives in compiled HLO, the
-structure of a pallas_call in a jaxpr, the stage at which a program fails, and a fresh process to
-measure in. They measure; the lessons are
-in the koans that use them."""
+"""Instruments the koans read JAX with: its compilations, its logs, the stage at which a program
+fails, a fresh process to measure in, and (from the program reader, jaxkoans/api/program.py) the
+primitives, equations and pallas_call structure of a jaxpr and the collectives of compiled HLO.
+They measure; the lessons are in the koans that use them."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-import re
 import subprocess
 import sys
 
 import jax
 
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+# The instruments that read programs are the program reader's (one reader for koans and contracts).
+from jaxkoans.api.program import HLO_COLLECTIVES as COLLECTIVES
+from jaxkoans.api.program import collectives as collectives
+from jaxkoans.api.program import equations as equations
+from jaxkoans.api.program import pallas_call_structure as pallas_call_structure
+from jaxkoans.api.program import primitives as primitives
+
+__all__ = [
+    "COLLECTIVES", "collectives", "counting_compiles", "equations", "first_failing_stage",
+    "pallas_call_structure", "primitives", "recording_jax_logs", "run_python",
+]  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -59,92 +68,6 @@ def recording_jax_logs(level=logging.WARNING):
         logger.removeHandler(handler)
         logger.setLevel(saved_level)  # setLevel, not assignment: it clears logging's cache
         logger.propagate = saved_propagate
-
-
-def collectives(hlo_text):
-    """编译后 HLO 里的集合通信：{指令: [结果类型, ...]}，例如 {"all-reduce": ["f32[16,32]"]}
-    （类型去掉布局 {1,0}；合并成元组的算一条）。
-    The compiled HLO's collectives: {instruction: [result type, ...]} (types without their
-    {1,0} layout; a tuple counts once)."""
-    found = {}
-    for kind in COLLECTIVES:
-        types = re.findall(rf"^\s*(?:ROOT )?%\S+ = (.*?) {kind}(?:-start)?\(", hlo_text, re.M)
-        if types:
-            found[kind] = [re.sub(r"\{[\d,]*\}", "", t) for t in types]
-    return found
-
-
-def _sub_jaxprs(params):
-    """jaxprs nested in an equation's params (jit bodies, cond branches, custom_vjp calls)."""
-    for value in params.values():
-        for item in value if isinstance(value, tuple | list) else (value,):
-            inner = getattr(item, "jaxpr", item)
-            if hasattr(inner, "eqns"):
-                yield inner
-
-
-def primitives(jaxpr):
-    """jaxpr 里出现的每个原语的名字（包括嵌套的 jaxpr）。
-    Every primitive name in a jaxpr, nested jaxprs included."""
-    names = set()
-    for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for sub in _sub_jaxprs(eqn.params):
-            names |= primitives(sub)
-    return names
-
-
-def equations(primitive, fn, *args):
-    """fn(*args) 的 jaxpr 里名为 primitive 的每个方程（包括嵌套的 jaxpr，按出现顺序）。
-    Every equation of the primitive named `primitive` in fn(*args)'s jaxpr, nested jaxprs
-    included, in order."""
-    found = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == primitive:
-                found.append(eqn)
-            for sub in _sub_jaxprs(eqn.params):
-                walk(sub)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return found
-
-
-def pallas_call_structure(fn, *args):
-    """fn(*args) 的 jaxpr 里唯一的 pallas_call 的结构（可以在 jit 里）：grid、每个 BlockSpec 的
-    块形状（先输入后输出）、scratch 的 (形状, dtype)、dimension_semantics（"parallel" 这样的
-    字符串，pltpu 的枚举也读成它的值；没给就是空元组）、内核里的原语和内核外的原语。
-    The structure of the one pallas_call in fn(*args)'s jaxpr (it may sit inside a jit): its
-    grid, every BlockSpec's block shape (inputs, then outputs), the scratch (shape, dtype)s, the
-    dimension_semantics (strings such as "parallel"; pltpu's enums read as their value; () when
-    none is given), the primitives inside the kernel and those outside it."""
-    calls, outside = [], set()
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "pallas_call":
-                calls.append(eqn)
-                continue
-            outside.add(eqn.primitive.name)
-            for sub in _sub_jaxprs(eqn.params):
-                walk(sub)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    assert len(calls) == 1, f"expected one pallas_call, found {len(calls)}"
-    mapping, params = calls[0].params["grid_mapping"], calls[0].params["compiler_params"]
-    semantics = getattr(params, "dimension_semantics", None) or ()
-    return {
-        "grid": tuple(mapping.grid),
-        "blocks": [
-            tuple(getattr(d, "block_size", d) for d in b.block_shape)
-            for b in mapping.block_mappings
-        ],
-        "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
-        "semantics": tuple(getattr(s, "value", s) for s in semantics),
-        "kernel_ops": primitives(calls[0].params["jaxpr"]),
-        "outside_ops": outside,
-    }
 
 
 def first_failing_stage(f, *args):

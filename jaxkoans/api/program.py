@@ -63,7 +63,7 @@ class Equation:
     out_bytes: int = 0  # bytes of its outputs
     moved: int = 0  # for a collective: bytes it moves per device, one run
     trips: int = 0  # for a loop: its trip count (0: depends on the data); for a kernel: its grid
-    primitive_object: object = field(default=None, compare=False, repr=False)
+    eqn: object = field(default=None, compare=False, repr=False)  # the jaxpr equation read
 
 
 COLLECTIVE_KINDS = {  # primitive -> (kind, bytes moved per device per byte of payload, ring)
@@ -144,7 +144,7 @@ class Program:
 
     def primitive(self, name: str):
         """The Primitive object of the equations named `name` (None when there is none)."""
-        return next((e.primitive_object for e in self.equations if e.primitive == name), None)
+        return next((e.eqn.primitive for e in self.equations if e.primitive == name), None)
 
     def costs(self) -> Costs:
         """Flops by place, collective bytes by kind, the largest live intermediate (bytes),
@@ -343,7 +343,7 @@ def _walk(
                 sum(_bytes(v) for v in eqn.outvars),
                 _moved(eqn),
                 _trips(eqn),
-                eqn.primitive,
+                eqn,
             )
         )
         _descend(eqn, outs, live, depth, found, (zero, known, eqn.invars))
@@ -627,3 +627,61 @@ def hlo_ops(hlo_text: str) -> Counter:
     if entry:
         visit(entry)
     return counts
+
+
+# ---- the koans' instruments (jaxkoans.api.probes re-exports them) -------------------------------
+
+
+def primitives(jaxpr) -> set[str]:
+    """jaxpr 里出现的每个原语的名字（包括嵌套的 jaxpr）。
+    Every primitive name in a jaxpr, nested jaxprs included."""
+    return set(read(jaxpr).every())
+
+
+def equations(primitive: str, fn, *args) -> list:
+    """fn(*args) 的 jaxpr 里名为 primitive 的每个方程（包括嵌套的 jaxpr，按出现顺序）。
+    Every equation of the primitive named `primitive` in fn(*args)'s jaxpr, nested jaxprs
+    included, in order."""
+    return [e.eqn for e in of(fn, *args).equations if e.primitive == primitive]
+
+
+def pallas_call_structure(fn, *args) -> dict:
+    """fn(*args) 的 jaxpr 里唯一的 pallas_call 的结构（可以在 jit 里）：grid、每个 BlockSpec 的
+    块形状（先输入后输出）、scratch 的 (形状, dtype)、dimension_semantics（"parallel" 这样的
+    字符串，pltpu 的枚举也读成它的值；没给就是空元组）、内核里的原语和内核外的原语。
+    The structure of the one pallas_call in fn(*args)'s jaxpr (it may sit inside a jit): its
+    grid, every BlockSpec's block shape (inputs, then outputs), the scratch (shape, dtype)s, the
+    dimension_semantics (strings such as "parallel"; pltpu's enums read as their value; () when
+    none is given), the primitives inside the kernel and those outside it."""
+    found = of(fn, *args).equations
+    calls = [e.eqn for e in found if e.primitive == "pallas_call"]
+    assert len(calls) == 1, f"expected one pallas_call, found {len(calls)}"
+    mapping, params = calls[0].params["grid_mapping"], calls[0].params["compiler_params"]
+    semantics = getattr(params, "dimension_semantics", None) or ()
+    return {
+        "grid": tuple(mapping.grid),
+        "blocks": [
+            tuple(getattr(d, "block_size", d) for d in b.block_shape)
+            for b in mapping.block_mappings
+        ],
+        "scratch": [(tuple(a.shape), a.dtype) for a in mapping.scratch_avals],
+        "semantics": tuple(getattr(s, "value", s) for s in semantics),
+        "kernel_ops": {e.primitive for e in found if e.place == "kernel"},
+        "outside_ops": {e.primitive for e in found if e.place == "outside"} - {"pallas_call"},
+    }
+
+
+HLO_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def collectives(hlo_text: str) -> dict[str, list[str]]:
+    """编译后 HLO 里的集合通信：{指令: [结果类型, ...]}，例如 {"all-reduce": ["f32[16,32]"]}
+    （类型去掉布局 {1,0}；合并成元组的算一条）。
+    The compiled HLO's collectives: {instruction: [result type, ...]} (types without their
+    {1,0} layout; a tuple counts once)."""
+    found = {}
+    for kind in HLO_COLLECTIVES:
+        types = re.findall(rf"^\s*(?:ROOT )?%\S+ = (.*?) {kind}(?:-start)?\(", hlo_text, re.M)
+        if types:
+            found[kind] = [re.sub(r"\{[\d,]*\}", "", t) for t in types]
+    return found

@@ -123,7 +123,7 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
     blank_site = _blank_site(excinfo, koan_file, None)
     if blank_site[0] is not None:
         return Attribution(Cause.BLANK, *blank_site)
-    region_line = _untouched_region(koan_file, shipped_regions)
+    region_line = _untouched_region(koan_file, shipped_regions, _koan_of(excinfo, koan_file))
     if region_line is not None:
         return Attribution(Cause.REGION, koan_file, region_line, REGION_BEGIN)
     return Attribution(Cause.WRONG, *where)
@@ -136,8 +136,23 @@ def _line_of(path: Path, line: int) -> str:
         return ""
 
 
-def _untouched_region(path: Path, shipped: tuple[str, ...]) -> int | None:
-    return koan_model.read(path).untouched_region(shipped) if shipped else None
+def _untouched_region(path: Path, shipped: tuple[str, ...], koan: str | None) -> int | None:
+    """The BEGIN line of a fix region still as shipped that `koan` reaches (through the
+    definitions inside it; a region holding none reaches every koan), else None: a koan that
+    never runs the region fails for its own answer."""
+    model = koan_model.read(path)
+    begin = model.untouched_region(shipped) if shipped else None
+    if begin is None or koan is None:
+        return begin
+    end = next(e for b, e in model.regions if b == begin)
+    inside = [n for n, (s, e) in model.definitions.items() if begin <= s and e <= end]
+    return begin if not inside or set(inside) & set(model.reached(koan)) else None
+
+
+def _koan_of(excinfo, koan_file: Path) -> str | None:
+    """The koan function: the outermost frame of the koan's file."""
+    entry = next(iter(_koan_entries(excinfo, koan_file)), None)
+    return getattr(entry, "name", None) if entry is not None else None
 
 
 def _is_timeout(excinfo) -> bool:
@@ -530,10 +545,18 @@ def _own_nodes(function: ast.AST, guards: tuple = ()):
             continue
         inner = guards
         if isinstance(node, (ast.With, ast.AsyncWith)):
-            inner = (*guards, *(item.context_expr for item in node.items))
+            checks = [item.context_expr for item in node.items]  # a raises check computes nothing
+            inner = (*guards, *(c for c in checks if not _is_raises(c)))
         elif isinstance(node, (ast.If, ast.While)):
             inner = (*guards, node.test)
         yield from _own_nodes(node, inner)
+
+
+def _is_raises(call: ast.AST) -> bool:
+    """`raises_exactly(…)`, `pytest.raises(…)`: a check of the exception the body raises."""
+    func = call.func if isinstance(call, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("raises", "raises_exactly")
 
 
 def _is_check(call: ast.AST) -> bool:

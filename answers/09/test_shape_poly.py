@@ -71,12 +71,13 @@ def test_an_inconclusive_comparison_needs_a_constraint():
     """⚠️ 陷阱 / trap：Python 代码里的 `if x.shape[0] >= 2` 在符号形状下没有确定答案
     （默认只知道 b ≥ 1），导出失败。给 symbolic_shape 加上约束就能判定；约束会在调用时被检查。
     约束是一个字符串，比较符只能是 >=、<= 或 ==（例如 "a <= 8"）。只加判定所需的约束：导出的
-    程序仍要服务每一个 b ≥ 2，不能把 b 钉死在一个值上。
+    程序仍要服务 if 那一支要的所有批大小，不能把 b 钉死在一个值上。
     ⚠️ trap: `if x.shape[0] >= 2` in Python has no definite answer for a symbolic shape (by
     default only b >= 1 is known), so the export fails. A constraint on symbolic_shape decides
     it, and the constraint is checked when the artifact is called. A constraint is a string
     whose comparison is one of >=, <= or == (say "a <= 8"). Add only what decides the
-    comparison: the artifact must still serve every b >= 2, not pin b to one value.
+    comparison: the artifact must still serve every batch size that branch of the if was
+    written for, not pin b to one value.
     """
 
     def first_two_rows(x):
@@ -93,7 +94,7 @@ def test_an_inconclusive_comparison_needs_a_constraint():
     shape = export.symbolic_shape("b, 3", constraints=("b >= 2",))
     exp = export.export(jax.jit(first_two_rows))(jax.ShapeDtypeStruct(shape, jnp.float32))
     assert str(exp.out_avals[0]) == "float32[2,3]"
-    assert [exp.call(_ones(n, 3)).shape for n in (2, 64)] == [(2, 3), (2, 3)]  # any b >= 2
+    assert [exp.call(_ones(n, 3)).shape for n in (2, 64)] == [(2, 3), (2, 3)]  # not one size only
     with raises_exactly(ValueError) as info:
         exp.call(_ones(1, 3))
     assert "constraint" in str(info.value)

@@ -204,6 +204,7 @@ def test_the_payload_figures_in_the_docs_are_todays():
     from jaxkoans.course import koan_model
 
     count = sum(len(koan_model.read(REPO / rel).koans) for rel in done.stdout.split())
-    assert f"this course ({count} koans" in (REPO / "docs" / "grading.md").read_text(
-        encoding="utf-8"
+    docs = (REPO / "docs" / "grading.md").read_text(encoding="utf-8")
+    assert f"this course ({count} koans" in docs, (
+        "re-measure with the command docs/grading.md quotes"
     )

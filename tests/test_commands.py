@@ -425,6 +425,18 @@ def test_hint_takes_a_parametrized_case_as_its_koan(course):
     assert shown.returncode == 0 and "test_alpha.py::test_sum" in shown.stdout
 
 
+def test_hint_with_lang_speaks_that_language_only(course):
+    for lang, hint, other in (
+        ("en", "Three ones added up.", "再运行"),
+        ("zh", "三个一相加。", "run it"),
+    ):
+        shown = progress_process(course, "hint", "test_sum", "--lang", lang, "--level", "1")
+        assert shown.returncode == 0 and f"1. {hint}" in shown.stdout, shown.stdout
+        assert other not in shown.stdout and " / " not in shown.stdout, shown.stdout
+    missing = progress_process(course, "hint", "no_such_koan", "--lang", "en")
+    assert missing.stdout.strip() == "no such koan: no_such_koan", missing.stdout
+
+
 def test_diff_of_one_koan_runs_that_koan_only(course):
     solve(course, "01", "test_alpha.py")
     shown = progress_process(course, "diff", "test_sum")

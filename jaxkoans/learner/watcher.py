@@ -23,6 +23,8 @@ from pathlib import Path
 
 import watchfiles
 
+from jaxkoans.learner.language import say
+
 POLL_S = 0.2
 VERIFY_S = 1.0
 STEP_MS = 30  # a batch ends when STEP_MS pass without a new path: one batch per save
@@ -67,7 +69,7 @@ def polling_reason(root: Path, poll: bool) -> str | None:
     if forced and forced.lower() not in ("false", "disable", "disabled"):
         return f"WATCHFILES_FORCE_POLLING={forced}"
     if kind in REMOTE_FILESYSTEMS:
-        return f"{kind} 收不到 inotify 事件 / inotify misses changes on {kind}"
+        return say(f"{kind} 收不到 inotify 事件", f"inotify misses changes on {kind}")
     return None
 
 
@@ -152,7 +154,7 @@ def _hidden(name: str) -> bool:
 
 
 def _polling(reason: str) -> str:
-    return f"轮询 / polling every {POLL_S} s ({reason})"
+    return say(f"每 {POLL_S} s 轮询一次", f"polling every {POLL_S} s") + f" ({reason})"
 
 
 class Watcher:
@@ -172,7 +174,7 @@ class Watcher:
         self.mode, self.why = ("poll", _polling(reason)) if reason else (NATIVE, NATIVE)
         self.stream = Stream(root, polling=reason is not None)
         if self.stream.error is not None and self.mode != "poll":
-            self._poll(f"{NATIVE} 不可用 / {NATIVE} unavailable: {self.stream.error}")
+            self._poll(f"{say(f'{NATIVE} 不可用', f'{NATIVE} unavailable')}: {self.stream.error}")
 
     def _poll(self, reason: str) -> None:
         self.stream.close()
@@ -196,7 +198,7 @@ class Watcher:
     def changes(self) -> set[Path]:
         changed = self.stream.drain()
         if self.stream.error is not None and self.mode != "poll":
-            self._poll(f"{NATIVE} 出错 / {NATIVE} failed: {self.stream.error}")
+            self._poll(f"{say(f'{NATIVE} 出错', f'{NATIVE} failed')}: {self.stream.error}")
         if self.focus in changed:
             self._content, self._suspect = digest(self.focus), False
         elif self.focus is not None and time.monotonic() >= self._check_at:
@@ -210,7 +212,7 @@ class Watcher:
         elif self.mode != "poll" and not self._suspect:  # watchfiles may be gathering its batch
             self._suspect, content = True, self._content
         elif self.mode != "poll":  # it changed a whole check ago and no event said so
-            self._poll(f"{NATIVE} 没有报告修改 / {NATIVE} missed a change")
+            self._poll(say(f"{NATIVE} 没有报告修改", f"{NATIVE} missed a change"))
         self._check_at = time.monotonic() + self._period()
         changed, self._content = content != self._content, content
         return {focus} if changed else set()

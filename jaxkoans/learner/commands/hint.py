@@ -3,33 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import locale
-import os
 
 from jaxkoans.course import Course
-from jaxkoans.learner import state
+from jaxkoans.learner import language, state
 from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.koan_runs import Koan, find_koan
 
 SEEN = "hints.json"  # {nodeid: levels revealed so far}
 
 
-def default_language() -> str:
-    for variable in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        if os.environ.get(variable):
-            return "zh" if os.environ[variable].lower().startswith("zh") else "en"
-    code = locale.getlocale()[0] or ""
-    return "zh" if code.lower().startswith("zh") else "en"
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("koan", nargs="?", help="test name, file.py::test_name, or its nodeid")
-    parser.add_argument("--lang", choices=("zh", "en"), default=default_language())
+    parser.add_argument(
+        "--lang", choices=("zh", "en"), help="one language (default: both; hints: yours)"
+    )
     parser.add_argument("--level", type=int, help="reveal exactly this many levels")
     parser.add_argument("--chapter", metavar="NN", help="the next koan of this chapter")
-
-
-AGAIN = "  再运行一次看下一层 / run it again for the next level"
 
 
 def _seen_level(seen: dict, nodeid: str) -> int:
@@ -38,14 +27,14 @@ def _seen_level(seen: dict, nodeid: str) -> int:
 
 
 def reveal(
-    checkout: Course, koan: Koan, lang: str, level: int | None = None, again: str = AGAIN
+    checkout: Course, koan: Koan, lang: str | None, level: int | None = None, again: str = ""
 ) -> list[str]:
     """The lines to show: one more level than last time (or `level` levels), remembered;
     `again` says how to see the next level."""
     hint = koan.chapter.hint(koan.path.name, koan.name)
     if hint is None:
-        return [f"没有提示 / no hint for {koan.name}"]
-    levels = hint.zh if lang == "zh" else hint.en
+        return [language.say(f"没有提示 {koan.name}", f"no hint for {koan.name}")]
+    levels = hint.zh if (lang or language.default_language()) == "zh" else hint.en
     seen = state.load(checkout.state, SEEN)
     shown = level if level is not None else _seen_level(seen, koan.nodeid) + 1
     shown = max(1, min(shown, len(levels)))
@@ -54,16 +43,21 @@ def reveal(
     lines = [f"💡 {koan.chapter.number} · {koan.path.name}::{koan.name}  ({shown}/{len(levels)})"]
     lines += [f"  {i}. {text}" for i, text in enumerate(levels[:shown], start=1)]
     if shown < len(levels):
-        lines.append(again)
+        lines.append(
+            again or "  " + language.say("再运行一次看下一层", "run it again for the next level")
+        )
     return lines
 
 
 def run(args) -> int:
+    language.SPOKEN = args.lang
     _, wanted = chosen_chapters(args)
     koan = find_koan(args.checkout, args.koan, wanted)
     if koan is None:
         print(
-            f"找不到 koan / no such koan: {args.koan}" if args.koan else "🎉 全部通过 / all passed"
+            language.say("找不到 koan", "no such koan") + f": {args.koan}"
+            if args.koan
+            else "🎉 " + language.say("全部通过", "all passed")
         )
         return 1
     print("\n".join(reveal(args.checkout, koan, args.lang, args.level)))

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import Course
-from jaxkoans.learner import memory, warm
-from jaxkoans.learner.commands.hint import default_language, reveal
+from jaxkoans.learner import language, memory, warm
+from jaxkoans.learner.commands.hint import reveal
 from jaxkoans.learner.commands.reveal import WHOLE, open_blanks, shorten_values
 from jaxkoans.learner.keys import Keys
 from jaxkoans.learner.koan_runs import (
@@ -45,11 +45,9 @@ from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanState
 
 PASSED, SKIPPED = KoanState.PASSED, KoanState.SKIPPED
-AGAIN_KEY = "  再按 h 看下一层 / press h for the next level"
-KEYS_TTY = "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit"
-KEYS_PIPE = (
-    "h 提示/hint · n 下一个/next · r 重跑/rerun · v 揭晓/reveal · q 退出/quit  (one per line)"
-)
+say = language.say
+KEYS = (("h", "提示", "hint"), ("n", "下一个", "next"), ("r", "重跑", "rerun"))
+KEYS += (("v", "揭晓", "reveal"), ("q", "退出", "quit"))
 
 # A job yields the koans to run (and pytest options), receives the run's outcome, and prints.
 Request = tuple[list[Koan], tuple[str, ...]]
@@ -62,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--poll", action="store_true", help="poll files every 0.2 s (when saves go unnoticed)"
     )
-    parser.add_argument("--lang", choices=("zh", "en"), default=default_language())
+    parser.add_argument(
+        "--lang", choices=("zh", "en"), help="one language (default: both; hints: yours)"
+    )
     parser.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="stop a run after S seconds"
     )
@@ -113,29 +113,30 @@ def verdict(
         if result.state == PASSED:
             return PASSED, ""
         if result.state == SKIPPED:
-            return (
-                SKIPPED,
-                f"⏭️ 被跳过 / skipped: {koan.name} 没有运行 / did not run (a skip mark?)",
+            return SKIPPED, (
+                f"⏭️ {say('被跳过', 'skipped')}: {koan.name} {say('没有运行', 'did not run')} "
+                "(a skip mark?)"
             )
         return result.state, outcome.report(koan.nodeid) or f"❌ {result.state}"
     failing, path = KoanState.FAILING, koan.path.as_posix()
     error = outcome.collect_error(path)
     if error is not None:
-        text = outcome.report(path) or f"🛠️ {path}: 无法导入 / cannot be imported\n{error}"
+        text = outcome.report(path) or f"🛠️ {path}: {say('无法导入', 'cannot be imported')}\n{error}"
         return failing, text
     if outcome.timed_out:
-        return failing, (
-            f"⏱️ 超时 / timed out: {koan.name} 运行超过 {timeout_s:.0f} s，已停止（死循环？）/ was "
-            f"stopped after {timeout_s:.0f} s (an endless loop?)\n{_tail(outcome.output)}"
-        ).rstrip()
+        said = say(
+            f"{koan.name} 运行超过 {timeout_s:.0f} s，已停止（死循环？）",
+            f"{koan.name} was stopped after {timeout_s:.0f} s (an endless loop?)",
+        )
+        return failing, f"⏱️ {say('超时', 'timed out')}: {said}\n{_tail(outcome.output)}".rstrip()
     if outcome.signal:
         name = signal.Signals(outcome.signal).name
         site = crash_site(checkout, outcome.output, koan)
-        crash = f"💥 崩溃 / crashed: {name}\n{site or _tail(outcome.output)}".rstrip()
+        crash = f"💥 {say('崩溃', 'crashed')}: {name}\n{site or _tail(outcome.output)}".rstrip()
         return KoanState.CRASHED, crash
+    said = say(f"没有结果：{koan.nodeid}", f"no result for {koan.nodeid}")
     return KoanState.CRASHED, (
-        f"❓ 没有结果 / no result for {koan.nodeid} (pytest exit code {outcome.exit_code})\n"
-        f"{_tail(outcome.output)}"
+        f"❓ {said} (pytest exit code {outcome.exit_code})\n{_tail(outcome.output)}"
     ).rstrip()
 
 
@@ -299,13 +300,18 @@ class Session:
             yield from self.recheck(koan)
             return
         self.announced.add(koan.nodeid)
-        self.console.note(f"✅ 通过 / passed  ·  {label(koan)}  ({outcome.seconds:.1f} s)")
+        self.console.note(
+            f"✅ {say('通过', 'passed')}  ·  {label(koan)}  ({outcome.seconds:.1f} s)"
+        )
         broken = yield from self.recheck(koan)
         if broken:
             self.show(*broken)
             return
         self.after(koan)  # the koans of its file as it is now
-        yield from self.search(0)  # the course's next koan, as progress.py names it
+        chapter = koan.chapter.number  # its chapter's next open koan, then the next chapter's
+        yield from self.search(
+            next(i for i, k in enumerate(self.koans) if k.chapter.number == chapter)
+        )
 
     def recheck(self, koan: Koan) -> Generator[Request, warm.RunResult, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
@@ -327,9 +333,8 @@ class Session:
         for each in others:
             state, text = verdict(self.checkout, each, outcome, self.args.timeout)
             if state not in (PASSED, SKIPPED):
-                self.console.note(
-                    f"⚠️ 又坏了 / broken again: {label(each)} 以前通过 / passed before"
-                )
+                again = say("又坏了", "broken again")
+                self.console.note(f"⚠️ {again}: {label(each)} {say('以前通过', 'passed before')}")
                 first = first or (each, text, outcome)
         return first
 
@@ -346,7 +351,7 @@ class Session:
         self._learn(outcome)
         _, text = verdict(self.checkout, koan, outcome, self.args.timeout)
         text = "\n\n".join(filter(None, [shorten_values(text), open_blanks(self.checkout, koan)]))
-        self.show(koan, text or f"✅ 通过 / passed  ·  {label(koan)}", outcome)
+        self.show(koan, text or f"✅ {say('通过', 'passed')}  ·  {label(koan)}", outcome)
 
     def after(self, koan: Koan) -> int:
         """Where the koans after `koan` start, in its file as it is now: the learner may have
@@ -371,8 +376,9 @@ class Session:
     def search(self, start: int) -> Job:
         """Focus on the course's next koan from `start` on (wrapping around): the first that
         does not pass in the course's order, found by koan_runs.first_open, the function
-        progress.py's summary names its next koan with (after a pass the search starts at 0, so
-        an open koan earlier in the chapter comes before the next chapter). What this session
+        progress.py's summary names its next koan with (after a pass the search starts at the
+        first koan of the chapter being worked on: an open koan earlier in the chapter comes
+        before the next chapter, and the chapters before it come last). What this session
         or progress.py knows is trusted; the rest runs, a file's koans together and stopping at
         the first that does not pass (-x)."""
         ordered = self.koans[start:] + self.koans[:start]  # self.koans is in course order
@@ -392,18 +398,22 @@ class Session:
                 if self._state(following, remembered) is None:
                     batch.append(following)
             if len(batch) > 1 or self.focus is None:
-                self.console.say(f"⏳ 检查 / checking {koan.path.as_posix()} …")
+                self.console.say(f"⏳ {say('检查', 'checking')} {koan.path.as_posix()} …")
             outcome = yield batch, ("-x",)
             self._learn(outcome)
             for each in batch:
                 state, text = verdict(self.checkout, each, outcome, self.args.timeout)
                 if state == SKIPPED:  # cannot run here (no compiler, …): not the learner's
                     self.skipped.add(each.nodeid)
-                    self.console.note(f"⏭️ 无法在这里运行 / cannot run here  ·  {label(each)}")
+                    self.console.note(
+                        f"⏭️ {say('无法在这里运行', 'cannot run here')}  ·  {label(each)}"
+                    )
                     continue
                 if state != PASSED:
                     if self.focus is not None and each.nodeid == self.focus.nodeid:
-                        self.console.note("↩️ 只剩这一个 / this is the only koan left to do")
+                        self.console.note(
+                            "↩️ " + say("只剩这一个", "this is the only koan left to do")
+                        )
                     elif (
                         self.focus is not None and each.chapter.number != self.focus.chapter.number
                     ):
@@ -412,34 +422,33 @@ class Session:
                     return
                 if each.nodeid not in self.announced:  # said once, not again after a re-check
                     self.announced.add(each.nodeid)
-                    self.console.note(f"✅ 已通过 / already passes  ·  {label(each)}")
+                    self.console.note(f"✅ {say('已通过', 'already passes')}  ·  {label(each)}")
         self.console.screen(self.finished())
         self.exit_code = 0
 
     def next_chapter(self, chapter: course.Chapter) -> str:
         """Where the watch goes next, and why there: the course's recommended path."""
         path = " → ".join(recommended_path(self.checkout))
+        number, order = chapter.number, say("课程顺序", "the course's path")
         return (
-            f"➡️ 第 {chapter.number} 章 / on to chapter {chapter.number}: "
-            f"{chapter.title_zh} / {chapter.title_en}  (课程顺序 / the course's path: {path})"
+            f"➡️ {say(f'第 {number} 章', f'on to chapter {number}')}: "
+            f"{say(chapter.title_zh, chapter.title_en)}  ({order}: {path})"
         )
 
     def finished(self) -> str:
         """The last word: what passes is all this watch looked at (a chapter, or the course)."""
+        count = len(self.skipped)
         skipped = (
-            f"（{len(self.skipped)} 个无法在这里运行 / {len(self.skipped)} cannot run here）"
-            if self.skipped
-            else ""
+            f"（{say(f'{count} 个无法在这里运行', f'{count} cannot run here')}）" if count else ""
         )
         chapter = self.args.chapter.zfill(2) if self.args.chapter else None
         if chapter is None:
-            return f"🎉 全部通过！/ every koan passes!{skipped}"
+            return f"🎉 {say('全部通过！', 'every koan passes!')}{skipped}"
         path = recommended_path(self.checkout)
         later = path[path.index(chapter) + 1 :] if chapter in path else []
-        following = (
-            f"  下一章 / next: python progress.py watch --chapter {later[0]}" if later else ""
-        )
-        return f"🎉 第 {chapter} 章全部通过 / every koan of chapter {chapter} passes{skipped}{following}"
+        following = f"  {say('下一章', 'next')}: python progress.py watch --chapter {later[0]}"
+        every = say(f"第 {chapter} 章全部通过", f"every koan of chapter {chapter} passes")
+        return f"🎉 {every}{skipped}{following if later else ''}"
 
     # ---- output ---------------------------------------------------------------------------
 
@@ -452,7 +461,8 @@ class Session:
             self.focus = koan
             self.ran_digest = self.digests.get(koan.path.as_posix())
             self.watcher.watch_closely(self.checkout.root / koan.path)
-        keys = KEYS_TTY if self.keys.tty else KEYS_PIPE
+        keys = " · ".join(f"{key} {say(zh, en).replace(' / ', '/')}" for key, zh, en in KEYS)
+        keys += "" if self.keys.tty else "  (one per line)"
         stamp = f"⌚ {outcome.seconds:.1f} s · {time.strftime('%H:%M:%S')}"
         self.console.screen(*header, text, f"{stamp}    {keys}")
 
@@ -470,9 +480,10 @@ class Session:
                 or self.focus.chapter
             )
             koan = dataclasses.replace(self.focus, chapter=chapter)
-            self.console.say(*reveal(self.checkout, koan, self.args.lang, again=AGAIN_KEY))
+            again = "  " + say("再按 h 看下一层", "press h for the next level")
+            self.console.say(*reveal(self.checkout, koan, self.args.lang, again=again))
         elif key == "n":
-            self.console.note(f"⏭️ 跳过 / skipped  ·  {label(self.focus)}")
+            self.console.note(f"⏭️ {say('跳过', 'skipped')}  ·  {label(self.focus)}")
             self.start(self.search(self.after(self.focus)))
         elif key == "r":
             self.start(self.check(self.focus))
@@ -495,7 +506,7 @@ class Session:
         unless nothing really changed."""
         if self.watcher.why != self.why:  # it fell back to polling: said once
             self.why = self.watcher.why
-            self.console.note(f"👀 监视 / watching: {self.why}")
+            self.console.note(f"👀 {say('监视', 'watching')}: {self.why}")
         paths = {p for p in changes if self._relevant(p)}
         if not paths or self.focus is None:
             return
@@ -530,28 +541,54 @@ class Session:
         return self.exit_code
 
 
+def starting_place(checkout: Course, koans: list[Koan], target: str) -> int | Koan | None:
+    """Where `watch TARGET` starts: the koan it names, else the index in `koans` of the first
+    koan of the chapter (03) or koan file (test_x.py, 03/test_x.py, a path) it names."""
+    if target.isdigit():
+        place = [i for i, k in enumerate(koans) if k.chapter.number == target.zfill(2)]
+    else:
+        named = Path(target).resolve() if Path(target).is_file() else None
+        parts = Path(target).parts
+        place = [
+            i
+            for i, k in enumerate(koans)
+            if (checkout.root / k.path).resolve() == named or k.path.parts[-len(parts) :] == parts
+        ]
+    if place:
+        return place[0]
+    found = find_koan(checkout, target)
+    return next((k for k in koans if found and k.nodeid == found.nodeid), None)
+
+
 def run(args) -> int:
+    language.SPOKEN = args.lang
     if not hasattr(os, "fork"):
-        print("watch 需要 Linux、macOS 或 WSL / watch needs Linux, macOS or WSL", file=sys.stderr)
+        print(
+            say("watch 需要 Linux、macOS 或 WSL", "watch needs Linux, macOS or WSL"),
+            file=sys.stderr,
+        )
         return 1
     chapter = args.chapter.zfill(2) if args.chapter else None
     here = Course.here()  # its runs fork this process, whose harness is there
     if args.checkout.root != here.root:
-        print(f"watch 只监视 / watches only the course at {here.root}", file=sys.stderr)
+        print(f"{say('watch 只监视', 'watches only the course at')} {here.root}", file=sys.stderr)
         return 2
     koans = course_koans(args.checkout, chapter)
     if not koans:
-        print(f"没有 koan / no koans{f' in chapter {chapter}' if chapter else ''}", file=sys.stderr)
+        print(
+            say("没有 koan", "no koans") + (f" (chapter {chapter})" if chapter else ""),
+            file=sys.stderr,
+        )
         return 2
-    focus = None
-    if args.koan:
-        found = find_koan(args.checkout, args.koan, chapter)
-        focus = next((k for k in koans if found and k.nodeid == found.nodeid), None)
-        if focus is None:
-            print(f"找不到 koan / no such koan: {args.koan}", file=sys.stderr)
-            return 2
+    start = starting_place(args.checkout, koans, args.koan) if args.koan else 0
+    if start is None:
+        print(f"{say('找不到 koan', 'no such koan')}: {args.koan}", file=sys.stderr)
+        return 2
     console = Console()
-    console.say("⏳ 预热 / warming up: pytest and JAX are imported once …")
+    console.say(
+        "⏳ "
+        + say("预热：pytest 和 JAX 只导入一次 …", "warming up: pytest and JAX are imported once …")
+    )
     try:
         plugins = warm.prepare()
     except warm.WarmError as error:
@@ -565,11 +602,15 @@ def run(args) -> int:
         stack.enter_context(stop_signals_leave())  # ends the watch like q
         stack.callback(session.close)
         console = session.console
-        say = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
-        say(f"👀 监视 / watching {args.checkout.koans.name}/ ({watcher.why}); Ctrl-C 退出 / quits")
+        tell = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
+        watching = say("监视", "watching")
+        tell(
+            f"👀 {watching} {args.checkout.koans.name}/ ({watcher.why}); Ctrl-C {say('退出', 'quits')}"
+        )
         try:
-            session.start(session.check(focus) if focus else session.search(0))
+            first = session.search(start) if isinstance(start, int) else session.check(start)
+            session.start(first)
             return session.loop()
         except KeyboardInterrupt:
-            console.say("", "👋 再见 / bye")
+            console.say("", "👋 " + say("再见", "bye"))
             return 0

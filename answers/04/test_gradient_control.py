@@ -3,7 +3,8 @@ stop_gradient, custom rules, the complex convention, optimize_remat.
 
 lax.stop_gradient 把一个值变成常数：值照算，导数（前向、反向、任意阶）都当它是 0。它能写出
 直通估计器（前向取整、反向当作恒等），却写不出“反向时改写余切”的规则（梯度裁剪），那要
-custom_vjp。复数输入时，grad 对实值函数返回的是共轭方向，对复值函数要 holomorphic=True。
+custom_vjp。复数输入时，grad 对实值函数返回的是共轭方向，对复值函数要 holomorphic=True；整数
+输入要 allow_int=True 才能通过。
 custom_vjp 的 optimize_remat=True 改变 checkpoint 下谁在前向运行：原函数，还是 fwd。
 
 lax.stop_gradient turns a value into a constant: the value is computed, every derivative
@@ -11,8 +12,8 @@ lax.stop_gradient turns a value into a constant: the value is computed, every de
 (round on the way forward, identity on the way back), but not a rule that rewrites the
 cotangent on the way back (gradient clipping): that takes custom_vjp. With complex inputs,
 grad of a real-valued function returns the conjugate direction, and a complex-valued function
-needs holomorphic=True. custom_vjp's optimize_remat=True changes what runs forward under
-checkpoint: the primal function, or fwd.
+needs holomorphic=True; integer inputs get through only with allow_int=True. custom_vjp's
+optimize_remat=True changes what runs forward under checkpoint: the primal function, or fwd.
 """
 
 import io
@@ -22,6 +23,7 @@ from contextlib import redirect_stdout
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax import lax
 from jax.ad_checkpoint import print_saved_residuals
 
@@ -159,6 +161,47 @@ def test_complex_grad_conjugates_and_holomorphic_must_be_said():
     with raises_exactly(TypeError) as info:
         jax.grad(lambda z: jnp.abs(z) ** 2, holomorphic=True)(z0)
     assert "requires outputs with complex dtype" in str(info.value)
+
+
+def test_integer_inputs_get_a_gradient_that_holds_nothing():
+    """⚠️ 陷阱 / trap：整数没有切空间：对一个 int32 参数求 jax.grad 会报错（哪一个异常？）。参数树里
+    常有整数（步数、索引、掩码），grad(..., allow_int=True) 让它们通过：整数参数拿到的“梯度”是什么
+    dtype，形状和字节数呢？它不参与任何算术，所以更新参数时要跳过它。jvp 也一样：整数原始值的
+    切向量必须是那个 dtype，给一个 int32 的切向量会报错。
+    ⚠️ trap: integers have no tangent space: jax.grad with respect to an int32 argument raises
+    (which exception?). Parameter trees often hold integers (a step count, indices, a mask), and
+    grad(..., allow_int=True) lets them through: what dtype is an integer argument's
+    "gradient", and what are its shape and its bytes? It takes part in no arithmetic, so a
+    parameter update must skip it. jvp alike: an integer primal's tangent must have that dtype,
+    and an int32 tangent raises.
+    """
+
+    def scale(x, n):
+        return x * n
+
+    with raises_exactly(TypeError):
+        jax.grad(scale, argnums=1)(2.0, 3)
+    dx, dn = jax.grad(scale, argnums=(0, 1), allow_int=True)(2.0, 3)
+    assert float(dx) == 3.0
+    assert dn.dtype == jax.dtypes.float0
+    assert (dn.shape, dn.nbytes) == ((), 0)
+
+    params = {"w": jnp.ones(2), "step": jnp.int32(5)}
+    grads = jax.grad(lambda p: jnp.sum(p["w"] * p["step"]), allow_int=True)(params)
+    with pytest.raises(TypeError):  # 不能参与算术 / no arithmetic on it
+        jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    def sgd(p, g):
+        return p if g.dtype == dn.dtype else p - 0.1 * g
+
+    updated = jax.tree.map(sgd, params, grads)
+    np.testing.assert_allclose(updated["w"], [0.5, 0.5])
+    assert int(updated["step"]) == 5
+
+    with raises_exactly(TypeError):
+        jax.jvp(scale, (2.0, 3), (1.0, 1))
+    _, tangent = jax.jvp(scale, (2.0, 3), (1.0, np.zeros((), dn.dtype)))
+    assert float(tangent) == 3.0
 
 
 def test_optimize_remat_runs_the_primal_forward_under_checkpoint():

@@ -42,6 +42,22 @@ CASES = {
     "D2_sharded_private_guard": ("08/test_capstone_sharded.py", None),
     "D3_training_flags_off": ("08/test_capstone_training.py", None),
     "D4_tools_watchdog_signal_off": ("08/test_capstone_tools.py", None),
+    # issue 54: the technique fed nothing, selected away or copying work done elsewhere (E), the
+    # same work by another primitive (F), the right primitives in the wrong structure (G)
+    "E1_dropless_ragged_dot_on_zeros": ("03/test_dropless_moe.py", "grouped_experts"),
+    "E2_matmul_kernel_copies_xla_result": ("07/test_kernels.py", "matmul"),
+    "E3_ffi_selected_away_by_isnan": ("05/test_ffi_kernel.py", "leaky_sum_fwd"),
+    "F1_softmax_by_exp2_outside_kernel": ("07/test_kernels.py", "row_softmax"),
+    "G1_chunked_map_one_row_per_step": ("01/test_control_flow.py", "chunked_apply"),
+}
+HONEST = Path(__file__).parent / "honest_routes"
+# honest routes the lessons allow: every koan of the variant keeps its point
+ROUTES = {
+    "safe_norm_library_norm_behind_where": ("01/test_masking.py", "safe_norm"),
+    "quantize_mx_block_max_by_sort": ("06/test_fp8.py", "quantize_mx"),
+    "dropout_key_split_then_index": ("10/test_sharded_randomness.py", "dropout_key"),
+    "standardize_by_all_gather": ("01/test_vmap_axes.py", "standardize"),
+    "chunked_map_by_fori_loop": ("01/test_control_flow.py", "chunked_apply"),
 }
 
 
@@ -64,18 +80,22 @@ def runs() -> tuple[dict[str, list[dict]], str]:
     JAX and its workers): {case: its koans' record events}, and a problem of the run, or ""."""
     chapters: dict[str, list[mutate.Variant]] = {}
     modules = {}
-    for number, case in enumerate(sorted(CASES), 1):
-        relative, function = CASES[case]
+    every = {
+        **{c: (HERE, *v) for c, v in CASES.items()},
+        **{c: (HONEST, *v) for c, v in ROUTES.items()},
+    }
+    for number, case in enumerate(sorted(every), 1):
+        folder, relative, function = every[case]
         chapter, name = relative.split("/")
         answer = CHECKOUT.answers / relative
-        source = _variant(answer, function, (HERE / f"{case}.txt").read_text(encoding="utf-8"))
+        source = _variant(answer, function, (folder / f"{case}.txt").read_text(encoding="utf-8"))
         variant = name.replace(".py", f"__r{number:03d}.py")
         koans = tuple(k.name for k in koan_model.parse(source).koans)
         chapters.setdefault(chapter, []).append(mutate.Variant(variant, source, koans))
         modules[case] = (chapter, variant)
     events, problem = mutate.run_chapter_events(CHECKOUT, chapters)
     case_of = {module: case for case, module in modules.items()}
-    by_case = {case: [] for case in CASES}
+    by_case = {case: [] for case in every}
     for event in events:
         found = Path(event.get("path", ""))
         if (found.parent.name, found.name) in case_of:
@@ -92,3 +112,14 @@ def test_a_shortcut_of_each_kind_fails_its_koan(case, runs):
     assert any(state != "passed" for state in states.values()), states
     not_started = [name for name, state in states.items() if state == "not_started"]
     assert not not_started, f"the variant failed as not started: {not_started}"
+
+
+@pytest.mark.parametrize("case", sorted(ROUTES))
+def test_an_honest_route_keeps_every_point(case, runs):
+    by_case, problem = runs
+    events = by_case[case]
+    assert events, f"no koan of the variant reported (the run: {problem or 'finished'})"
+    states = {e.get("name", e["path"]): e.get("state", "collect-error") for e in events}
+    failed = {name: state for name, state in states.items() if state != "passed"}
+    assert not failed, {n: (s, e.get("message", "")[-600:]) for e in events
+                        for n, s in failed.items() if e.get("name") == n}  # fmt: skip

@@ -22,6 +22,7 @@ from jaxkoans import course
 from jaxkoans.authoring import gates, giveaways
 from jaxkoans.course import koan_model, twins
 from jaxkoans.course import shipped as as_shipped
+from jaxkoans.plugin import costs
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 WORD = re.compile(r"[A-Za-z]{2,}")
@@ -138,7 +139,76 @@ def readme_problems(checkout: course.Course, chapter: course.Chapter) -> list[st
     text = readme.read_text(encoding="utf-8")
     if not (CJK.search(text) and is_english(text, 20)):
         return [f"koans/{chapter.number}/README.md: needs Chinese and English"]
-    return []
+    koans, tests = chapter_counts(checkout.koans / chapter.number)
+    return [
+        f"koans/{chapter.number}/README.md: says {said[0]} koans ({said[1]} tests), the chapter "
+        f"has {koans} ({tests if tests is not None else '?'} tests)"
+        for said in README_COUNTS[0].findall(text) + README_COUNTS[1].findall(text)
+        if int(said[0]) != koans or (tests is not None and int(said[1]) != tests)
+    ]
+
+
+# "56 个 koan（56 个测试）" and "56 koans (56 tests)": a parametrized koan is several tests.
+README_COUNTS = (
+    re.compile(r"(\d+) 个 koan（(\d+) 个测试）"),
+    re.compile(r"(\d+) koans? \((\d+) tests?\)"),
+)
+
+
+def chapter_counts(directory: Path) -> tuple[int, int | None]:
+    """(koans, tests) of a chapter's koan files, read without running them; tests is None when
+    a parametrize's cases are not a list (or a module-level list, or a slice of one)."""
+    koans, tests = 0, 0
+    for path in sorted(directory.glob("test_*.py")):
+        model = koan_model.read(path)
+        names = {k.name for k in model.koans}
+        body = model.tree.body if model.tree is not None else []
+        lists = {
+            t.id: node.value for node in body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name)
+        }  # fmt: skip
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
+                koans += 1
+                cases = [_cases(d, lists) for d in node.decorator_list]
+                known = tests is not None and None not in cases
+                tests = tests + _product(cases) if known else None
+    return koans, tests
+
+
+def _product(counts: list) -> int:
+    total = 1
+    for count in counts:
+        total *= count
+    return total
+
+
+def _cases(decorator: ast.expr, lists: dict[str, ast.expr]) -> int | None:
+    """How many tests a decorator makes of its koan: a parametrize's cases, else 1."""
+    if not (
+        isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith("parametrize")
+    ):
+        return 1
+    values = [k.value for k in decorator.keywords if k.arg == "argvalues"] + decorator.args[1:2]
+    return _length(values[0], lists) if values else None
+
+
+def _length(node: ast.expr, lists: dict[str, ast.expr]) -> int | None:
+    if isinstance(node, ast.Name) and node.id in lists:
+        return _length(lists[node.id], lists)
+    if isinstance(node, ast.List | ast.Tuple):
+        return len(node.elts)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        whole = _length(node.value, lists)
+        try:
+            parts = [
+                ast.literal_eval(b) if b else None
+                for b in (node.slice.lower, node.slice.upper, node.slice.step)
+            ]
+        except ValueError:
+            return None
+        return len(range(whole)[slice(*parts)]) if whole is not None else None
+    return None
 
 
 def shortcut_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
@@ -154,6 +224,41 @@ def shortcut_problems(checkout: course.Course, chapter: course.Chapter) -> list[
                     f'koans/{chapter.number}/chapter.toml: [shortcuts."{key}"] a library body '
                     f"does not parse ({error.msg}, its line {error.lineno}): {body[:60]!r}"
                 )
+    return problems
+
+
+def profile_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
+    """Every traced contract has its answer's cost profile (koans/NN/costs.json), and a
+    dimension a contract frees says why (plugin/costs.py)."""
+    where = f"koans/{chapter.number}/chapter.toml"
+    problems = []
+    for key, contract in sorted(chapter.contracts.items()):
+        for dimension, value in contract.get("costs", {}).items():
+            if dimension not in costs.BOUNDS:
+                problems.append(
+                    f"{where}: contracts.{key!r}.costs: unknown dimension {dimension!r}"
+                )
+            elif isinstance(value, str) and not value.strip():
+                problems.append(f"{where}: contracts.{key!r}.costs.{dimension}: say why it is free")
+    traced = [
+        k for k, c in chapter.contracts.items() if c.get("traced", True) and "::regions" not in k
+    ]
+    profiled = set()
+    for filename in {k.split("::")[0] for k in traced}:
+        found = costs.profiles_for(checkout.koans / chapter.number, filename)
+        profiled |= {f"{filename}::{todo}" for todo in found}
+    missing = sorted(set(traced) - profiled)
+    if traced and not profiled:
+        problems.append(
+            f"koans/{chapter.number}/{costs.FILE}: no cost profile of the answers: run "
+            f"python -m jaxkoans.authoring.programs --costs --chapter {chapter.number}"
+        )
+    elif missing:
+        problems.append(
+            f"koans/{chapter.number}/{costs.FILE}: no profile for {', '.join(missing)} (its answer is "
+            "never called on arrays, or the file is stale: run python -m jaxkoans.authoring.programs "
+            f"--costs --chapter {chapter.number})"
+        )
     return problems
 
 
@@ -185,6 +290,7 @@ def contract_problems(checkout: course.Course, chapter: course.Chapter) -> list[
         )
         if not asks and not contract.get("why", "").strip():
             problems.append(f"{where}: contracts.{key!r} asks nothing of the program: say why")
+    problems += profile_problems(checkout, chapter)
     for koan_file in sorted({*wanted.values()}):
         answer = checkout.answer_of(koan_file)
         model = koan_model.read(answer) if answer.is_file() else None

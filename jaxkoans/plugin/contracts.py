@@ -210,8 +210,8 @@ def recording(module, contracts: dict[str, dict]):
 
 def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -> list[str]:
     """Raise ContractBroken for the first TODO whose recorded program breaks its contract (its
-    primitives, its costs against the answer's `profiles`, its technique's liveness, fresh
-    inputs); return the TODOs whose programs were read and met theirs."""
+    primitives, its costs against the answer's `profiles`, its results on fresh inputs, its
+    technique's liveness); return the TODOs whose programs were read and met theirs."""
     import os
 
     met = []
@@ -219,12 +219,18 @@ def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -
         problems: list[str] = []
         for signature, pending in calls.seen:
             read = _read(*pending) if isinstance(pending, tuple) else pending
-            _log(koan, calls.name, read, signature)
             problems += broken(read, calls.contract)
-            if problems or isinstance(read, str) or os.environ.get(PROGRAMS_ENV):
-                continue  # an author's run that records the answers' profiles judges nothing
-            answer = (profiles or {}).get(calls.name, {}).get(costs.signature_key(signature))
+            if problems or isinstance(read, str):
+                _log(koan, calls.name, read, signature)
+                continue
+            key = costs.signature_key(signature)
+            case = _fresh_case(calls, pending, signature, key)
+            if os.environ.get(PROGRAMS_ENV):  # an author's run that records the answers' profiles
+                _log(koan, calls.name, read, signature, case)
+                continue
+            answer = (profiles or {}).get(calls.name, {}).get(key)
             problems += costs.exceeded(read.costs(), answer, calls.contract.get("costs", {}))
+            problems += _fresh_problems(case, answer)
             if not isinstance(pending, tuple) or problems:
                 continue
             with jax_x64(pending[3][1]):
@@ -239,6 +245,50 @@ def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -
     return met
 
 
+def _inputs(calls: _Calls, pending, signature: str, seed: int):
+    """The call's own (args, kwargs), or new values of its types where JAX called it on tracers."""
+    if signature in calls.values:
+        return calls.values[signature]
+    return fresh_inputs(pending[1], pending[2], seed)
+
+
+def _fresh_case(calls: _Calls, pending, signature: str, key: str):
+    """The TODO's fingerprint on moved inputs (plugin/fresh.py); None when it cannot run there
+    (read in place under shard_map, or raising)."""
+    import zlib
+
+    from jaxkoans.plugin import fresh
+
+    if not isinstance(pending, tuple):
+        return None
+    seed = zlib.crc32(f"{calls.name}::{key}".encode())
+    _READING[0] = True
+    try:
+        with jax_x64(pending[3][1]):
+            args, kwargs = _inputs(calls, pending, signature, seed)
+            return fresh.run(calls.function, args, kwargs, seed)
+    except Exception as error:
+        return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+    finally:
+        _READING[0] = False
+
+
+def _fresh_problems(case, answer: dict | None) -> list[str]:
+    from jaxkoans.plugin import fresh
+
+    expected = (answer or {}).get("fresh")
+    if not isinstance(expected, list):
+        return []  # no answer's run to compare with (or the answer could not run there)
+    why = case if isinstance(case, str) else fresh.differs(case, expected) if case else ""
+    if not why:
+        return []
+    return [
+        f"在测试没有见过的输入上（同一个调用，数值略作移动）结果与参考答案不同 / on inputs the test "
+        f"never showed (its own call, the numbers moved a little) the result is not the "
+        f"answer's: {why}"
+    ]
+
+
 def _liveness(calls: _Calls, read, signature: str, koan: str) -> list[str]:
     """The contract's technique, run on the koan's own inputs, must vary with them and carry
     the result (plugin/liveness.py)."""
@@ -248,11 +298,8 @@ def _liveness(calls: _Calls, read, signature: str, koan: str) -> list[str]:
 
     techniques = {n: read.primitive(n) for n in calls.contract.get("on_path", ())}
     techniques = {n: p for n, p in techniques.items() if p is not None and n not in _STRUCTURE}
-    if signature in calls.values:
-        args, kwargs = calls.values[signature]
-    else:  # called by JAX on tracers (a rule, a body under jit): new values of their types
-        _, args, kwargs, _ = next(p for s, p in calls.seen if s == signature)
-        args, kwargs = fresh_inputs(args, kwargs, zlib.crc32(koan.encode()))
+    pending = next(p for s, p in calls.seen if s == signature)
+    args, kwargs = _inputs(calls, pending, signature, zlib.crc32(koan.encode()))
     _READING[0] = True
     try:
         return liveness.problems(
@@ -326,7 +373,7 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
     return []
 
 
-def _log(koan: str, name: str, read, signature: str = "") -> None:
+def _log(koan: str, name: str, read, signature: str = "", case=None) -> None:
     import json
     import os
 
@@ -338,7 +385,8 @@ def _log(koan: str, name: str, read, signature: str = "") -> None:
         entry["error"] = read
     else:
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
-                  "largest_live": read.largest_live(), "costs": read.costs().as_dict()}  # fmt: skip
+                  "largest_live": read.largest_live(),
+                  "costs": read.costs().as_dict() | {"fresh": case if isinstance(case, list) else None}}  # fmt: skip
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
 

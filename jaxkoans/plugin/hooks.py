@@ -16,7 +16,7 @@ from jaxkoans.api.expect import REVEAL_ENV, raises_exactly
 from jaxkoans.course import koan_model
 from jaxkoans.course.predictions import NotAPrediction
 from jaxkoans.course.reading import ReadsTheTest
-from jaxkoans.plugin import boundary, contracts, result_types, runtime
+from jaxkoans.plugin import boundary, contracts, costs, result_types, runtime
 from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
@@ -183,7 +183,8 @@ def pytest_runtest_call(item: pytest.Item):
         result_types.checking(item, chapter, twin.name, shipped),
     ):
         outcome = yield
-    met = contracts.check(records, item.nodeid)  # reached only when the koan's asserts passed
+    profiles = costs.profiles_for(checkout.koans / chapter.number, twin.name)
+    met = contracts.check(records, item.nodeid, profiles)  # only once the asserts passed
     if met:
         item.user_properties.append(("koan_contracts", met))
     return outcome

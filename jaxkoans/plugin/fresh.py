@@ -1,0 +1,108 @@
+"""Fresh cases: a TODO run on inputs its test never showed, against its answer on the same ones.
+
+The inputs are the koan's own call moved a little (every float array and every Python float
+argument: a step size, a rate, a threshold), so a table of the test's numbers, a hard-coded
+block count or step size, or a result right only on the tested values gives another answer,
+while the inputs stay ones the problem allows (integers, shapes and keys are kept). The answer's
+outputs on them travel with its cost profile (`koans/NN/costs.json`) as a fingerprint: a few
+seeded random projections of each output and its norm, never the values, so the file states no
+answer. The TODO must match them within a tolerance that separates another result from
+rounding (1e-3 of the output's norm).
+"""
+
+from __future__ import annotations
+
+PROJECTIONS = 4
+RTOL = 1e-3
+
+
+def moved(args, kwargs, seed: int):
+    """`args`/`kwargs` with float arrays and Python floats moved by a small seeded step."""
+    import jax
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+
+    def move(leaf):
+        if type(leaf) is float:
+            return leaf * (1.0 + 0.05 * generator.uniform(0.5, 1.0))
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is None or not hasattr(leaf, "shape"):
+            return leaf
+        if not np.issubdtype(np.dtype(dtype), np.floating):
+            return leaf
+        value = np.asarray(leaf, dtype=np.float64)
+        step = generator.standard_normal(value.shape) * 0.05 * (1.0 + np.abs(value))
+        out = (value + step).astype(np.dtype(dtype))
+        sharding = getattr(leaf, "sharding", None)
+        return jax.device_put(out, sharding) if isinstance(leaf, jax.Array) else out
+
+    return jax.tree.map(move, (args, kwargs))
+
+
+def _as_floats(leaf):
+    import jax
+    import numpy as np
+
+    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        leaf = jax.random.key_data(leaf)
+    value = np.asarray(leaf)
+    if value.dtype == object:
+        raise TypeError("not an array")
+    return value.astype(np.float64).ravel()
+
+
+def fingerprint(outputs, seed: int) -> list[list[float]]:
+    """Per output leaf: [norm, NaN count, bits of its dtype, PROJECTIONS seeded projections]
+    (NaN and inf read as 0)."""
+    import jax
+    import numpy as np
+
+    found = []
+    for i, leaf in enumerate(jax.tree.leaves(outputs)):
+        bits = (
+            8 * np.dtype(getattr(leaf, "dtype", np.float64)).itemsize
+            if hasattr(leaf, "dtype")
+            else 64
+        )
+        value = _as_floats(leaf)
+        nans = np.isnan(value)
+        value = np.where(nans | np.isinf(value), 0.0, value)
+        directions = np.random.default_rng(seed + i).standard_normal((PROJECTIONS, value.size))
+        found.append(
+            [
+                float(np.linalg.norm(value)),
+                float(nans.sum()),
+                float(bits),
+                *map(float, directions @ value),
+            ]
+        )
+    return found
+
+
+def _tolerance(bits: float) -> float:
+    """Relative to the output's norm: rounding of another honest order of operations."""
+    return RTOL if bits >= 32 else 5e-2 if bits >= 16 else 2e-1
+
+
+def differs(mine: list, answer: list) -> str:
+    """Why `mine` is another result than `answer` (two fingerprints), or ""."""
+    if len(mine) != len(answer):
+        return f"{len(mine)} outputs, the answer has {len(answer)}"
+    for i, (m, a) in enumerate(zip(mine, answer, strict=True)):
+        if m[1] != a[1]:
+            return f"output {i}: {int(m[1])} NaN, the answer has {int(a[1])}"
+        scale = _tolerance(a[2]) * max(a[0], 1e-6) + 1e-6
+        if abs(m[0] - a[0]) > scale or any(
+            abs(x - y) > scale for x, y in zip(m[3:], a[3:], strict=True)
+        ):
+            return f"output {i}: another result (norm {m[0]:.6g}, the answer's {a[0]:.6g})"
+    return ""
+
+
+def run(function, args, kwargs, seed: int) -> list[list[float]]:
+    """The fingerprint of `function` on the moved inputs."""
+    import jax
+
+    new_args, new_kwargs = moved(args, kwargs, seed)
+    return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)

@@ -13,12 +13,11 @@ what they find to the controller inside their reports as well (`user_properties`
   instructor's editable install, the student's own harness) stops the run before any koan;
 - `collecting`, `collected`: a koan file's import begins and ends (names a file whose import
   crashed the interpreter);
-- `patched`: an assert of `numpy.testing` the koan's body calls at its top level that its
-  call phase never reached although it passed (the call went to a replacement, even one put
-  back before the phase ended: `sys.monitoring` counts the calls the koan's own code object
-  makes); and, relayed from the reports, what the plugin's boundary found: a function of the
-  libraries or the harness, or a name of the koan's own module, not what it was by value
-  (jaxkoans/plugin/boundary.py, the same in pytest and watch);
+- `patched`, `violation` relayed from the reports: what the plugin's boundary found
+  (jaxkoans/plugin/boundary.py, the same in pytest and watch): a function of the libraries or
+  the harness, or a name of the koan's own module, not what it was by value (after each phase,
+  and at each check the koan's code calls), a read of frames or code objects from the
+  learner's code, a result of a type the learner's code defines;
 - `message`: the text of a failed or skipped report, as the controller received it;
 - `violation`: a koan's process tried what no koan needs (an audit hook sees it; the sandbox
   refuses most of it anyway): writing or deleting a file the run loads or the course's files,
@@ -110,7 +109,6 @@ def pytest_configure(config: pytest.Config) -> None:
         _Audit.install(root)
         _DeferRegions.install()
         _ForkEachKoan.install(config)
-        _KoanWatch.install()
     _emit({"event": "harness", "worker": worker, "jaxkoans": str(where), "ok": ok})
     if not ok:
         raise pytest.UsageError(
@@ -133,167 +131,19 @@ def pytest_make_collect_report(collector: pytest.Collector):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     _DeferRegions.run_whole_file(item)
-    _KoanWatch.start(item)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """After its call: the asserts of `numpy.testing` its body calls that it never reached.
-    What else a koan changes or reads is the plugin's boundary (jaxkoans/plugin/boundary.py),
-    per phase, in pytest and watch as in grade; its findings reach the controller in reports."""
+    """After its teardown: what the koan's process tried against the run. What a koan changes
+    or reads of the program is the plugin's boundary (jaxkoans/plugin/boundary.py), per phase,
+    in pytest and watch as in grade; its findings reach the controller in the reports."""
     report = yield
-    changed = _KoanWatch.unreached(item) if call.when == "call" and report.passed else []
-    if changed:
-        _emit({"event": "patched", "nodeid": item.nodeid, "names": changed})
-        report.user_properties.append(("grade_patched", changed))
     if call.when == "teardown":
-        _KoanWatch.stop()
         seen = _Audit.drain()
         if seen:
             report.user_properties.append(("grade_violation", seen))
     return report
-
-
-class _KoanWatch:
-    """The asserts of `numpy.testing` a koan's body calls at its top level: a `sys.monitoring`
-    tool counts the calls the koan's code object makes to the real ones, so a passed call phase
-    that never reached one called a replacement (even one put back before the phase ended, which
-    no comparison after it sees)."""
-
-    TOOL = 3  # sys.monitoring: 0-2 are named tools; 4 is contracts.py's, 5 result_types.py's
-    NAME = "jaxkoans-grade"
-    module: ClassVar[object] = None
-    code: ClassVar[object] = None
-    counts: ClassVar[dict[str, int]] = {}
-    real: ClassVar[dict[int, str]] = {}  # id of a real assert -> its name
-    parsed: ClassVar[dict[str, object]] = {}  # file -> its syntax tree
-    armed = False
-
-    @classmethod
-    def install(cls) -> None:
-        monitoring = getattr(sys, "monitoring", None)
-        if monitoring is None:
-            return
-        try:
-            testing = importlib.import_module("numpy.testing")
-            monitoring.use_tool_id(cls.TOOL, cls.NAME)
-            monitoring.register_callback(cls.TOOL, monitoring.events.CALL, cls.on_call)
-        except Exception:
-            return
-        cls.real = {
-            id(value): name
-            for name, value in vars(testing).items()
-            if name.startswith("assert") and callable(value)
-        }
-        cls.keep = [vars(testing)[name] for name in cls.real.values()]  # ids stay theirs
-        cls.armed = True
-
-    @classmethod
-    def on_call(cls, code, offset, target, arg0):
-        if code is cls.code:
-            name = cls.real.get(id(target))
-            if name is not None:
-                cls.counts[name] = cls.counts.get(name, 0) + 1
-
-    @classmethod
-    def start(cls, item) -> None:
-        cls.stop()
-        cls.module, cls.counts = getattr(item, "module", None), {}
-        cls.code = getattr(getattr(item, "function", None), "__code__", None)
-        if cls.armed and cls.code is not None:
-            with contextlib.suppress(Exception):
-                sys.monitoring.set_local_events(cls.TOOL, cls.code, sys.monitoring.events.CALL)
-
-    @classmethod
-    def stop(cls) -> None:
-        if cls.armed and cls.code is not None:
-            with contextlib.suppress(Exception):
-                sys.monitoring.set_local_events(cls.TOOL, cls.code, 0)
-        cls.module = cls.code = None
-
-    @classmethod
-    def unreached(cls, item) -> list[str]:
-        if not cls.armed or cls.code is None:
-            return []
-        try:
-            intact = sys.monitoring.get_tool(cls.TOOL) == cls.NAME and (
-                sys.monitoring.get_local_events(cls.TOOL, cls.code) & sys.monitoring.events.CALL
-            )
-        except Exception:
-            intact = False
-        if not intact:
-            return ["sys.monitoring (the grade's count of the koan's asserts)"]
-        if getattr(item, "function", None) is None or item.function.__code__ is not cls.code:
-            return [f"{item.nodeid}.__code__"]
-        return [
-            f"numpy.testing.{name} (the koan's call never reached it)"
-            for name in sorted(cls.asserts_of(item))
-            if not cls.counts.get(name)
-        ]
-
-    @classmethod
-    def asserts_of(cls, item) -> set[str]:
-        """The real asserts of `numpy.testing` the koan's function calls as statements of its
-        body (inside `with` blocks too, except those that expect an exception or a warning)."""
-        origin = getattr(cls.module, "__file__", None)
-        name = getattr(item, "originalname", None) or getattr(item, "name", "")
-        if not origin:
-            return set()
-        if origin not in cls.parsed:
-            _Audit.quiet = True
-            try:
-                cls.parsed[origin] = ast.parse(Path(origin).read_bytes())
-            except (OSError, SyntaxError, ValueError):
-                cls.parsed[origin] = None
-            finally:
-                _Audit.quiet = False
-        tree = cls.parsed[origin]
-        if tree is None:
-            return set()
-        imported = {}
-        for node in tree.body:
-            if isinstance(node, ast.ImportFrom) and node.module == "numpy.testing":
-                imported.update({a.asname or a.name: a.name for a in node.names})
-        known = set(cls.real.values())
-        found: set[str] = set()
-
-        def leaves(statement) -> bool:  # a return or raise that may end the body early
-            return any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(statement))
-
-        def statements(body) -> bool:
-            for statement in body:
-                if isinstance(statement, (ast.With, ast.AsyncWith)):
-                    guards = " ".join(ast.unparse(i.context_expr) for i in statement.items)
-                    if any(word in guards for word in ("raises", "warns", "suppress")):
-                        if leaves(statement):
-                            return False
-                        continue
-                    if not statements(statement.body):
-                        return False
-                elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-                    func = statement.value.func
-                    if isinstance(func, ast.Name) and imported.get(func.id) in known:
-                        found.add(imported[func.id])
-                    elif (
-                        isinstance(func, ast.Attribute)
-                        and func.attr in known
-                        and ast.unparse(func.value).endswith("testing")
-                    ):
-                        found.add(func.attr)
-                elif leaves(statement):
-                    return False
-            return True
-
-        function = getattr(item, "function", None)
-        if function is None or hasattr(function, "__wrapped__"):
-            return set()  # its body is not the code object the count watches
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == name:
-                marks = all(ast.unparse(d).startswith("pytest.mark.") for d in node.decorator_list)
-                start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                if marks and start <= function.__code__.co_firstlineno <= node.body[0].lineno:
-                    statements(node.body)
-        return found
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -849,23 +699,12 @@ class _Audit:
         seen, cls.seen = cls.seen[:20], []
         return seen
 
-    # A koan file opened by the koan file's own code (its expected values read from its
-    # text) is refused unless its chapter's contracts allow "file"; reads of frames and code
-    # objects are the plugin's (jaxkoans/plugin/boundary.py), in pytest and watch as here.
-    allows: ClassVar[dict[str, set[str]]] = {}  # koan file -> categories its contracts allow
-
     @staticmethod
     def hook(event: str, args: tuple) -> None:
         if _Audit.quiet or event not in _Audit.EVENTS:
             return
         try:
             what = _Audit.judge(event, args)
-            if not what and event == "open":
-                _Audit.quiet = True
-                try:
-                    what = _Audit.reads_file(args)
-                finally:
-                    _Audit.quiet = False
         except Exception:
             return
         if what and what not in _Audit.seen:
@@ -876,45 +715,6 @@ class _Audit:
                 _emit({"event": "violation", "nodeid": current, "what": [what]})
             finally:
                 _Audit.quiet = False
-
-    @staticmethod
-    def reads_file(args: tuple) -> str:
-        """A koan file opened by a koan file's own code while a koan runs (its expected values
-        read from its text): `open(__file__)` spelled past the reading engine."""
-        path = args[0]
-        if isinstance(path, int) or not os.environ.get("PYTEST_CURRENT_TEST"):
-            return ""
-        absolute = os.path.abspath(os.fsdecode(path))
-        base = os.path.basename(absolute)
-        inside = absolute.startswith(os.path.join(_Audit.root, "koans") + os.sep)
-        if not (inside and base.startswith("test_") and base.endswith(".py")):
-            return ""
-        frame = sys._getframe(2)  # reads_file(), the hook, then the code that opened
-        caller = frame.f_code.co_filename
-        if not os.path.basename(caller).startswith("test_") or not caller.startswith(
-            _Audit.root + os.sep
-        ):
-            return ""
-        if "file" in _Audit.allowed(caller):
-            return ""
-        return f"open {base}: the koan file's code read a koan's text ({os.path.basename(caller)}:{frame.f_lineno})"
-
-    @staticmethod
-    def allowed(filename: str) -> set[str]:
-        if filename not in _Audit.allows:
-            import tomllib
-
-            found: set[str] = set()
-            try:
-                with open(os.path.join(os.path.dirname(filename), "chapter.toml"), "rb") as f:
-                    contracts = tomllib.load(f).get("contracts", {})
-                for key, contract in contracts.items():
-                    if key.partition("::")[0] == os.path.basename(filename):
-                        found |= set(contract.get("allow", ()))
-            except (OSError, ValueError, AttributeError, TypeError):
-                pass
-            _Audit.allows[filename] = found
-        return _Audit.allows[filename]
 
     @staticmethod
     def judge(event: str, args: tuple) -> str:

@@ -24,6 +24,7 @@ reads it (`grade_patched`, `grade_violation`) as evidence: the koan is tampered.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import operator
 import os
 import sys
@@ -31,6 +32,7 @@ import types
 from collections.abc import Callable
 
 PACKAGES = ("numpy", "jax", "jaxlib", "ml_dtypes", "pytest", "_pytest", "pluggy", "xdist", "execnet", "jaxkoans")  # fmt: skip
+TOOL, TOOL_NAME = 3, "jaxkoans boundary"  # sys.monitoring: 4 is contracts.py's, 5 result_types'
 MODULES = ("builtins", "math", "operator", "functools", "sys", "inspect", "traceback", "types")
 IGNORED = frozenset({"__warningregistry__", "__loader__", "__spec__"})
 # A function whose state a library changes by itself (lazy caches in closures): none known.
@@ -171,6 +173,16 @@ class Fingerprint:
             if isinstance(contents, types.FunctionType):
                 self.add_function(contents)  # what a decorator wraps
 
+    def expect(self, namespace: dict, key: str, value) -> object:
+        """`namespace[key]` is to be `value` from now on (the harness's own patch while a koan
+        runs: hooks.exact_raises_on_fills); the value expected before."""
+        entries = self.names
+        for index, (holder, name) in enumerate(zip(entries.holders, entries.keys, strict=True)):
+            if holder is namespace and name == key:
+                entries.values[index], value = value, entries.values[index]
+                return value
+        return value
+
     def intact(self) -> bool:
         functions = self.functions
         try:
@@ -284,10 +296,19 @@ ATTRIBUTES = {
     "gi_frame": "frames", "cr_frame": "frames", "ag_frame": "frames", "tb_frame": "frames",
     "f_code": "frames", "gi_code": "code", "cr_code": "code", "ag_code": "code",
 }  # fmt: skip
-PREFIXES = {"ctypes.": "inspect"}
+# ctypes reaching memory or a library of its own; not a symbol of the course's FFI library (05)
+PREFIXES = dict.fromkeys(
+    ("ctypes.dlopen", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "ctypes.addressof", "ctypes.call_function"),
+    "inspect",
+)  # fmt: skip
 
 
 def _category(event: str, args: tuple) -> str | None:
+    if event == "open":  # a koan file's text: its expected values read, not computed
+        name = args[0] if isinstance(args[0], str) else ""
+        return (
+            "file" if os.path.basename(name).startswith("test_") and name.endswith(".py") else None
+        )
     if event in EVENTS:
         return EVENTS[event]
     if event in ("object.__getattr__", "object.__setattr__", "object.__delattr__"):
@@ -307,7 +328,7 @@ def install(is_learners: Callable[[str, int], str | None]) -> tuple[Callable, Ca
     def hook(event: str, args: tuple) -> None:
         if state["koan"] is None or state["busy"]:
             return
-        if not (event in EVENTS or event.startswith(("object.__", "ctypes."))):
+        if not (event in EVENTS or event.startswith(("object.__", "ctypes.", "open"))):
             return
         state["busy"] = True
         try:
@@ -317,7 +338,9 @@ def install(is_learners: Callable[[str, int], str | None]) -> tuple[Callable, Ca
             frame = getframe(1)
             while frame is not None:  # through the standard library to who asked
                 name = frame.f_code.co_filename
-                if not (name.startswith((stdlib, "<")) or name == __file__):
+                if name == __file__:
+                    return  # the boundary's own reads
+                if not name.startswith((stdlib, "<")):
                     break
                 frame = frame.f_back
             if frame is None:
@@ -352,13 +375,21 @@ class Watch:
     learner wrote and the categories its contracts allow ("code frames"), or None."""
 
     def __init__(self, learner_lines: Callable[[str], tuple[frozenset[int], str] | None]) -> None:
-        import numpy.testing  # noqa: F401  (numpy loads it on first use: the asserts)
+        import jax.numpy as jnp
+        import numpy
+        import numpy.testing  # numpy loads it on first use: the asserts
+        import pytest
 
         self.fingerprint = Fingerprint()
         self.learner_lines, self.lines = learner_lines, {}
         self.arm, self.drain = install(self.is_learners)
         self.module: KoanModule | None = None
         self.known = len(sys.modules)
+        self.code, self.busy, self.at_checks, self.calls_lines = None, False, [], {}
+        self.harness: tuple | None = None  # (namespace, key, value the fingerprint holds)
+        checks = [*vars(numpy.testing).values(), pytest.approx, pytest.raises, numpy.allclose]
+        checks += [numpy.array_equal, numpy.isclose, jnp.allclose, jnp.array_equal, jnp.isclose]
+        self.checks = {id(f): f for f in checks if callable(f)}  # held: their ids stay theirs
 
     def is_learners(self, filename: str, line: int) -> str | None:
         if filename not in self.lines:
@@ -378,12 +409,70 @@ class Watch:
         self.arm(item.nodeid)
 
     def watch_module(self, item) -> None:
-        """Before the koan's call: its module as its setup left it (a fix region run)."""
+        """Before the koan's call: its module as its setup left it (a fix region run), and
+        the calls its own code makes."""
         self.module = KoanModule(getattr(item, "module", None))
+        self.code = getattr(getattr(item, "function", None), "__code__", None)
+        self.at_checks, self.calls_lines = [], {}
+        if self.code is not None and sys.monitoring.get_tool(TOOL) in (None, TOOL_NAME):
+            for start, end, line in self.code.co_lines():
+                self.calls_lines.update(dict.fromkeys(range(start, end, 2), line))
+            if sys.monitoring.get_tool(TOOL) is None:
+                sys.monitoring.use_tool_id(TOOL, TOOL_NAME)
+            sys.monitoring.register_callback(TOOL, sys.monitoring.events.CALL, self.on_call)
+            sys.monitoring.set_local_events(TOOL, self.code, sys.monitoring.events.CALL)
+
+    def on_call(self, code, offset: int, target, arg0) -> None:
+        """A call the koan's own code makes: where it calls a check (an assert of numpy.testing,
+        pytest.approx, allclose), calls code the learner wrote, or calls from a learner's line
+        (a blank), everything its checks call must be as fingerprinted at that moment, so a
+        change put back before the phase ends is seen too."""
+        if code is not self.code or self.busy:
+            return
+        line = self.calls_lines.get(offset, 0)
+        checked = id(target) in self.checks or self.is_learners(code.co_filename, line) is not None
+        if not checked:
+            function = getattr(target, "__func__", target)
+            inner = getattr(function, "__code__", None)
+            if inner is None and not isinstance(target, type):  # an object with __call__
+                inner = getattr(vars(type(target)).get("__call__"), "__code__", None)
+            checked = inner is not None and self.is_learners(inner.co_filename, inner.co_firstlineno) is not None  # fmt: skip
+        if checked and self.harness is None:  # the harness's own patches during the call
+            import pytest
+
+            raises, plugin = vars(pytest).get("raises"), os.path.dirname(__file__) + os.sep
+            own = getattr(getattr(raises, "__code__", None), "co_filename", "").startswith(plugin)
+            self.harness = (vars(pytest), "raises", self.fingerprint.expect(vars(pytest), "raises", raises)) if own else ()  # fmt: skip
+        if checked and not self.fingerprint.intact():
+            self.busy = True
+            try:
+                name = getattr(target, "__qualname__", type(target).__qualname__)
+                found = self.fingerprint.restore()
+                self.at_checks += [f"{f} (before the call of {name}, line {line})" for f in found]
+            finally:
+                self.busy = False
+
+    def stop_calls(self) -> list[str]:
+        """The call is over: what was found at its checks, and whether the watch was left on."""
+        found, code = list(self.at_checks), self.code
+        self.at_checks, self.code = [], None
+        if self.harness:
+            self.fingerprint.expect(*self.harness)
+        self.harness = None
+        if code is None:
+            return found
+        monitoring = sys.monitoring
+        if monitoring.get_tool(TOOL) != TOOL_NAME or not (
+            monitoring.get_local_events(TOOL, code) & monitoring.events.CALL
+        ):
+            found.append("sys.monitoring (the watch on the koan's calls was switched off)")
+        with contextlib.suppress(ValueError):
+            monitoring.set_local_events(TOOL, code, 0)
+        return found
 
     def check(self, item, when: str) -> tuple[list[str], list[str]]:
         """After a phase: (what changed, what was refused); each change is put back."""
-        changed = []
+        changed = self.stop_calls() if when == "call" else []
         if self.module is not None:
             excused = set() if when == "teardown" else monkeypatched(item, self.module.namespace)
             changed += self.module.restore(excused)

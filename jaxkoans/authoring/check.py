@@ -141,18 +141,19 @@ def readme_problems(checkout: course.Course, chapter: course.Chapter) -> list[st
         return [f"koans/{chapter.number}/README.md: needs Chinese and English"]
     koans, tests = chapter_counts(checkout.koans / chapter.number)
     return [
-        f"koans/{chapter.number}/README.md: says {said[0]} koans ({said[1]} tests), the chapter "
-        f"has {koans} ({tests if tests is not None else '?'} tests)"
-        for said in README_COUNTS[0].findall(text) + README_COUNTS[1].findall(text)
+        f"koans/{chapter.number}/README.md: its {language} says {said[0]} koans ({said[1]} tests), "
+        f"the chapter has {koans} ({tests if tests is not None else '?'} tests)"
+        for language, pattern in README_COUNTS.items()
+        for said in pattern.findall(text)
         if int(said[0]) != koans or (tests is not None and int(said[1]) != tests)
     ]
 
 
 # "56 个 koan（56 个测试）" and "56 koans (56 tests)": a parametrized koan is several tests.
-README_COUNTS = (
-    re.compile(r"(\d+) 个 koan（(\d+) 个测试）"),
-    re.compile(r"(\d+) koans? \((\d+) tests?\)"),
-)
+README_COUNTS = {
+    "Chinese": re.compile(r"(\d+) 个 koan（(\d+) 个测试）"),
+    "English": re.compile(r"(\d+) koans? \((\d+) tests?\)"),
+}
 
 
 def chapter_counts(directory: Path) -> tuple[int, int | None]:
@@ -196,8 +197,10 @@ def _cases(decorator: ast.expr, lists: dict[str, ast.expr]) -> int | None:
 def _length(node: ast.expr, lists: dict[str, ast.expr]) -> int | None:
     if isinstance(node, ast.Name) and node.id in lists:
         return _length(lists[node.id], lists)
-    if isinstance(node, ast.List | ast.Tuple):
-        return len(node.elts)
+    if isinstance(node, ast.List | ast.Tuple | ast.Dict):
+        return len(node.keys if isinstance(node, ast.Dict) else node.elts)
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in ("list", "tuple", "sorted"):
+        return _length(node.args[0], lists) if len(node.args) == 1 else None
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
         whole = _length(node.value, lists)
         try:

@@ -28,6 +28,10 @@ ATTACHED = pytest.StashKey[tpu.Attached]()
 LINES = pytest.StashKey[list[str]]()
 MAX_CALLS = 2  # distinct argument signatures checked per kernel and koan
 PROPERTY = "koan_tpu"  # report.user_properties: one line per kernel call checked or skipped
+ONE_PROCESS = (
+    "一个进程打开 TPU / one process opens the TPU: under -n only worker gw0's koans are compiled "
+    "on the chip (run without -n to check them all)"
+)
 
 
 class DiffersOnChip(AssertionError):
@@ -49,6 +53,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("tpu", False):
         os.environ[tpu.ENV] = "1"  # xdist workers and a koan's own subprocesses see it too
     if not tpu.requested() or _controller(config):
+        return
+    worker = getattr(config, "workerinput", {}).get("workerid", "gw0")
+    if worker != "gw0":  # one process opens the TPU: the first xdist worker
+        config.stash[ATTACHED] = tpu.Attached(None, f"{worker}: {ONE_PROCESS}")
         return
     config.stash[ATTACHED] = tpu.attach()
 
@@ -253,7 +261,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if attached is not None:
         headline = attached.line
     elif tpu.chips_on_this_machine():
-        headline = "TPU: the xdist workers compiled the kernels on it"
+        headline = f"TPU: {ONE_PROCESS}"
     else:
         headline = tpu.NO_TPU
     lines = config.stash.get(LINES, [])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import re
 import sys
 import textwrap
@@ -173,15 +174,8 @@ def chapter_counts(directory: Path) -> tuple[int, int | None]:
                 koans += 1
                 cases = [_cases(d, lists) for d in node.decorator_list]
                 known = tests is not None and None not in cases
-                tests = tests + _product(cases) if known else None
+                tests = tests + math.prod(cases) if known else None
     return koans, tests
-
-
-def _product(counts: list) -> int:
-    total = 1
-    for count in counts:
-        total *= count
-    return total
 
 
 def _cases(decorator: ast.expr, lists: dict[str, ast.expr]) -> int | None:

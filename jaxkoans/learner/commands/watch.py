@@ -308,10 +308,8 @@ class Session:
             self.show(*broken)
             return
         self.after(koan)  # the koans of its file as it is now
-        chapter = koan.chapter.number  # its chapter's next open koan, then the next chapter's
-        yield from self.search(
-            next(i for i, k in enumerate(self.koans) if k.chapter.number == chapter)
-        )
+        own = [i for i, k in enumerate(self.koans) if k.chapter.number == koan.chapter.number]
+        yield from self.search(own[0] if own else 0)  # its chapter's next open koan, then on
 
     def recheck(self, koan: Koan) -> Generator[Request, warm.RunResult, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass

@@ -399,3 +399,59 @@ def test_a_kernel_body_counts_times_its_grid_and_apart_from_the_rest():
     costs = program.of(doubled, jnp.ones((8, 16))).costs()
     assert costs.flops == {"outside": 8 * 16, "kernel": 4 * 2 * (2 * 16)}
     assert costs.kernel_launches == 1 and costs.grids == ((4,),)
+
+
+# ---- liveness by perturbation and fresh cases ------------------------------------------------
+
+_W = jnp.arange(6.0).reshape(3, 2)
+_XS = jnp.asarray(np.random.default_rng(0).standard_normal((4, 3)), jnp.float32)
+
+
+def _dot_problems(fn):
+    from jaxkoans.plugin import liveness
+
+    dot = program.of(lambda x, w: x @ w, _XS, _W).primitive("dot_general")
+    return liveness.problems(fn, {"dot_general": dot}, (_XS, _W), {}, 0)
+
+
+def _by_hand(x, w):  # the same product without a dot
+    return (x[:, :, None] * w[None]).sum(1)
+
+
+def test_a_technique_that_carries_the_result_is_live():
+    assert _dot_problems(jax.jit(lambda x, w: jnp.tanh(x @ w))) == []
+
+
+@pytest.mark.parametrize(
+    "fn, said",
+    [
+        (
+            lambda x, w: jnp.where(jnp.isnan(x @ w), x @ w, _by_hand(x, w)),
+            "does not change the TODO",
+        ),
+        (lambda x, w: 0.5 * (0.0 * (x @ w)) + _by_hand(x, w), "does not change the TODO"),
+        (
+            lambda x, w: jnp.zeros_like(x) @ w + _by_hand(x, w),
+            "does not change with the TODO's inputs",
+        ),
+        (lambda x, w: jnp.ones((4, 3)) @ jnp.ones((3, 2)) + _by_hand(x, w), "does not change with"),
+    ],
+    ids=["selected-away-by-a-computed-where", "scaled-to-zero", "fed-zeros", "fed-constants"],
+)
+def test_a_technique_fed_nothing_or_selected_away_is_named(fn, said):
+    (problem,) = _dot_problems(fn)
+    assert said in problem
+
+
+def test_a_fresh_case_tells_a_lookup_of_the_tests_numbers_from_the_work():
+    from jaxkoans.plugin import fresh
+
+    def step(x, dt):  # the work
+        return x + dt * jnp.sin(x)
+
+    def looked_up(x, dt):  # right at the test's dt only
+        return x + {0.1: 0.1}.get(round(dt, 6), 0.1) * jnp.sin(x)
+
+    answer = fresh.run(step, (_XS, 0.1), {}, 7)
+    assert fresh.differs(fresh.run(step, (_XS, 0.1), {}, 7), answer) == ""
+    assert "another result" in fresh.differs(fresh.run(looked_up, (_XS, 0.1), {}, 7), answer)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 
+from jaxkoans.plugin import fresh
+
 MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the first that
 # carries the result ends the search)
 _ROUND = itertools.count(1)
@@ -36,7 +38,8 @@ class _Patch:
     def __init__(self, primitives, mode: str, target: int = -1) -> None:
         self.primitives, self.mode, self.target = primitives, mode, target
         self.uses = 0
-        self.seen: dict[int, list] = {}
+        self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
+        self.seen: dict[tuple[int, int], list] = {}
 
     def _wrap(self, primitive, bind):
         def patched(*args, **params):
@@ -59,7 +62,9 @@ class _Patch:
             return value
         if self.mode == "perturb":
             return value * 1.5 + 0.25 if use == self.target else value
-        jax.debug.callback(lambda v: self.seen.setdefault(use, []).append(np.asarray(v)), value)
+        jax.debug.callback(
+            lambda v: self.seen.setdefault((self.run, use), []).append(np.asarray(v)), value
+        )
         return value
 
     @contextlib.contextmanager
@@ -88,27 +93,6 @@ def _run(function, args, kwargs):
     ]
 
 
-def nudged(args, kwargs, seed: int):
-    """The same inputs with every float array moved by a small random step."""
-    import jax
-    import numpy as np
-
-    generator = np.random.default_rng(seed)
-
-    def move(leaf):
-        dtype = getattr(leaf, "dtype", None)
-        if (
-            dtype is None
-            or not np.issubdtype(np.dtype(dtype), np.floating)
-            or not hasattr(leaf, "shape")
-        ):
-            return leaf
-        step = generator.standard_normal(np.shape(leaf)) * 0.05 * (1.0 + np.abs(np.asarray(leaf)))
-        return (np.asarray(leaf) + step).astype(np.dtype(dtype))
-
-    return jax.tree.map(move, (args, kwargs))
-
-
 def _has_floats(args, kwargs) -> bool:
     import jax
     import numpy as np
@@ -134,24 +118,24 @@ def problems(function, primitives: dict, args, kwargs, seed: int) -> list[str]:
     or when the TODO cannot be run again (then its asserts and program are the judges)."""
     found = []
     try:
-        moved = nudged(args, kwargs, seed)
+        moved = fresh.moved(args, kwargs, seed)
     except Exception:
         return []  # inputs that cannot be moved (not arrays): the asserts judged the TODO
     for name, primitive in primitives.items():
-        try:
-            with _Patch([primitive], "observe").active() as first:
+        try:  # one trace and compile, two runs: the inputs, then the inputs moved
+            with _Patch([primitive], "observe").active() as watch:
                 base = _run(function, args, kwargs)
-            with _Patch([primitive], "observe").active() as second:
+                watch.run = 1
                 _run(function, *moved)
         except Exception:
             continue  # a program that cannot be run twice: the asserts judged it
         varies = _has_floats(args, kwargs)  # integer-only inputs cannot be nudged
-        informative = [
-            use for use, values in first.seen.items()
-            if any(v.any() for v in values)
-            and (not varies or not _same(values, second.seen.get(use, [])))
-        ]  # fmt: skip
-        if not first.seen:
+        informative = sorted(
+            use for (run, use), values in watch.seen.items()
+            if run == 0 and any(v.any() for v in values)
+            and (not varies or not _same(values, watch.seen.get((1, use), [])))
+        )  # fmt: skip
+        if not watch.seen:
             continue  # no float output to watch (integer or key outputs)
         if not informative:
             found.append(

@@ -2019,8 +2019,8 @@ def test_a_route_through_the_koans_module_or_a_patch_put_back_is_a_finding(fake_
         assert found & {"reads_the_test", "forbidden_code"}, grade.findings
     elif route in SPELLED_APART:
         assert found & {"reads_the_test", "run_violation", "runtime_patch"}, grade.findings
-    elif "-read-" in route:
-        assert "run_violation" in found, grade.findings  # the audit hook saw the read
+    elif "-read-" in route:  # the audit hook saw the read; issue 55's table reads it as text too
+        assert found & {"run_violation", "reads_the_test"}, grade.findings
     else:
         assert "runtime_patch" in found, grade.findings  # the run's own evidence
     assert statuses(grade)["test_sum"] == "not_started"  # nothing leaks to another koan
@@ -2045,11 +2045,11 @@ def test_prepared():
     np.testing.assert_array_equal(got, [0, 2, 4])
 '''
 PUT_BACK = _body("""
-    import numpy.testing as t
+    t = np.testing  # no name the text refuses (object.__setattr__ is): the run must see it
     real = t.assert_array_equal
     def fake(*a, **k):
-        object.__setattr__(t, "assert_array_equal", real)  # put back before teardown looks
-    object.__setattr__(t, "assert_array_equal", fake)
+        t.assert_array_equal = real  # put back before teardown looks
+    t.assert_array_equal = fake
     return jnp.zeros(3)
 """)
 

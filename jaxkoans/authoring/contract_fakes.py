@@ -10,7 +10,12 @@ of the module that takes the TODO's arguments):
 - `nested_jit`: the reference inside a nested `jax.jit` (a large intermediate hidden a level down);
 - `idle_loop`: the reference passed through a loop that does nothing;
 - `reads_closure`, `reads_frame`, `guard_off`: the test read through closures or the caller's
-  frame, or the transfer guard switched off (refused before the koan runs, course/reading.py).
+  frame, or the transfer guard switched off (refused before the koan runs, course/reading.py);
+- `selected_away`: the technique computed and selected away by a computed `where`
+  (`where(isnan(technique), technique, reference)`: live to a reader, dead in fact);
+- `on_zeros`: the technique fed zeros (its float arrays) and added to the reference.
+The last two pass a list of primitive names; the technique's liveness (plugin/liveness.py)
+refuses them.
 
 Each must make a koan fail, like every generated fake; a true equivalent is recorded with its
 reason in chapter.toml (`[shortcuts."file::fn"] equivalent = [{ fake = "contract_…", why = … }]`).
@@ -22,7 +27,7 @@ import ast
 import textwrap
 
 FAMILIES = ("dead", "zero", "callback", "nested_jit", "idle_loop", "reads_closure",
-            "reads_frame", "guard_off")  # fmt: skip
+            "reads_frame", "guard_off", "selected_away", "on_zeros")  # fmt: skip
 ASKS = ("on_path", "in_loop", "absent", "max_intermediate")
 
 
@@ -93,5 +98,20 @@ def families(
             f"import sys as _sys\n_ = _sys._getframe(1).f_locals\nreturn _reference({args})"
         ),
         "guard_off": f"with _jax.transfer_guard('allow'):\n    return _reference({args})",
+        "selected_away": (
+            "def _pick(r, t):\n"
+            "    if not _jax.numpy.issubdtype(_jax.numpy.result_type(t), _jax.numpy.floating):\n"
+            "        return r\n"
+            "    return _jax.numpy.where(_jax.numpy.isnan(t), t, r)\n"
+            f"return _jax.tree.map(_pick, _reference({args}), _technique({args}))"
+        ),
+        "on_zeros": (
+            "def _zero(v):\n"
+            "    floating = hasattr(v, 'dtype') and _jax.numpy.issubdtype(v.dtype, _jax.numpy.floating)\n"
+            "    return _jax.numpy.zeros_like(v) if floating else v\n"
+            f"_za, _zk = _jax.tree.map(_zero, {packed})\n"
+            f"_t = _technique(*_za, **_zk)\n"
+            f"return _jax.tree.map(lambda r, t: r + t if hasattr(t, 'dtype') else r, _reference({args}), _t)"
+        ),
     }
     return [(f"contract_{name}_{ref_label}", prelude + "\n" + bodies[name]) for name in FAMILIES]

@@ -106,22 +106,22 @@ def test_the_interleaved_schedule_equals_the_sequential_model():
         np.testing.assert_allclose(out, sequential(layers, xs), rtol=1e-5, atol=1e-5)
 
 
-def test_the_bubble_is_read_from_the_loops_trip_count(monkeypatch):
+def test_the_bubble_is_read_from_the_loops_trip_count():
     """bubble 从编译后的程序里量：HLO 里 while 的 known_trip_count 是时间步数 T，每个设备在其中
     M·V 步里算有用的层，其余 T - M·V 步空等。V = 2 时 T 是多少？空等几步？V = 1 的同一个函数就是
     GPipe。把 V = 2 的 16 层按 GPipe 放（每个设备连续 2 层）时，每个时间步要算 2 层，空等的比例和
     V = 1 的一样：交错调度空等的比例更小。循环体里只有一条 collective-permute，它的环从最后一个设备
-    回到设备 0。循环里没有多余的一步：让循环少走一步，最后一个微批次就出不来（测试这样做了），所以 T
-    是这个调度本身的长度，不是多垫了几步的。
+    回到设备 0。循环里没有多余的一步：同一个函数在一个设备、一个微批次上正好循环 V 次，每步一层
+    （测试检查了这一点），所以 T 是这个调度本身的长度，不是多垫了几步的。
     Measure the bubble from the compiled program: the HLO's while records known_trip_count, the
     number of time steps T; in M·V of them each device computes a useful layer, and idles in the
     other T - M·V. With V = 2, what is T? How many steps idle? The same function with V = 1 is
     GPipe. Lay V = 2's 16 layers out GPipe's way (2 consecutive layers per device) and each time
     step computes 2 layers, idling the same share as V = 1: the interleaved schedule idles a
     smaller share. The loop's body holds one collective-permute only, its ring running from the
-    last device back to device 0. No step is spare: run the loop one step short and the last
-    microbatch never comes out (the test does that), so T is the schedule's own length, not a
-    padded one.
+    last device back to device 0. No step is spare: on one device with one microbatch the same
+    function loops exactly V times, one layer a step (the test checks it), so T is the
+    schedule's own length, not a padded one.
     """
 
     def trip_count(virtual):
@@ -140,13 +140,16 @@ def test_the_bubble_is_read_from_the_loops_trip_count(monkeypatch):
     (pairs,) = re.findall(r"collective-permute\(.*source_target_pairs=(\{[^ ]*\})", hlo)
     assert "{7,0}" in pairs  # 环闭合 / the ring closes
 
-    # 少走一步：前 M-1 个微批次照样对，最后一个出不来 / one step short: the first M-1 microbatches
-    # still right, the last one missing
-    fori_loop = lax.fori_loop
-    monkeypatch.setattr(lax, "fori_loop", lambda lo, hi, body, init: fori_loop(lo, hi - 1, body, init))
-    for virtual in (2, 1):
-        layers, weights, xs = model(virtual)
-        compiled, args = compiled_schedule(weights, xs)
-        out, want = np.asarray(compiled(*args))[N - 1], np.asarray(sequential(layers, xs))
-        np.testing.assert_allclose(out[:-1], want[:-1], rtol=1e-5, atol=1e-5)
-        assert not np.allclose(out[-1], want[-1], rtol=1e-5, atol=1e-5)
+    # 一个设备、一个微批次：V 层正好 V 步，没有一步空等 / one device, one microbatch: V layers
+    # take exactly V steps, not one idle
+    layers, weights, xs = model(2)
+    lone = jax.make_mesh((1,), ("stage",), devices=jax.devices()[:1])
+    args = (
+        jax.device_put(weights[:1], NamedSharding(lone, P("stage"))),
+        jax.device_put(xs[:1], NamedSharding(lone, P())),
+    )
+    alone = jax.jit(jax.shard_map(interleaved_pipeline, mesh=lone, **SPECS)).lower(*args).compile()
+    np.testing.assert_allclose(
+        alone(*args)[0], sequential(layers[::N], xs[:1]), rtol=1e-5, atol=1e-5
+    )  # device 0's layers 0 and N / 设备 0 的第 0 层和第 N 层
+    assert re.findall(r'"known_trip_count":\{"n":"(\d+)"\}', alone.as_text()) == ["2"]

@@ -1,24 +1,28 @@
-"""08 · 综合一：第 k 步才出现的 NaN / capstone one: a NaN that waits for step k.
+"""08 · 综合一：只有梯度程序做的除法 / capstone one: a division only the gradient program makes.
 
-一个逻辑回归训练（小批量梯度下降），数据是按种子生成的一串小批量，有的特征带着重尾。损失函数
-写得很小心：softplus(z) = log(1 + e^z) 按 z 的正负分两支算，每一支只在它不会上溢的那一侧被
-选中，前向处处是有限的数。可在种子 5 的数据上，参数在某一步突然全变成 NaN。哪一步、哪一行
-数据、哪个原语造出了第一个 NaN？读代码说不出来：这取决于数据和训练一路走下来的参数。要用工具：
-checkify 的浮点检查放在按行的 vmap 里面，说出是哪一行、哪个原语。生产环境里跑的那一版损失留在
-loss_v1 里给事后分析用；`# ✍️ BEGIN` 与 `# ✍️ END` 之间是它的一份副本 loss_fn，由你修好。第一个
-测试要你预测工具的报告，其余测试钉住症状。只修改标记之间的代码。
+一个二维输出的回归，用小批量梯度下降训练，数据是按种子生成的一串小批量。损失是每一行预测误差的
+欧氏长度，带一个容差：绝对值不超过 EPS 的误差分量算作 0（jnp.where）。生产环境在 checkify 的
+浮点检查之下跑每一步（它的 NaN 守卫）：程序里任何地方出现 NaN 或除以零，任务就中止。在种子 5 的
+数据上它在某一步中止了，可它返回过的每个损失、梯度和参数都是有限的数：对每一行的梯度查 isnan、
+每一步打印 isfinite、关掉 jit 打印损失的每个中间值，都找不到它。出事的值只活在梯度程序里面，
+从来不是输出。哪一步、哪一行、checkify 说了什么？要用工具：checkify 的浮点检查放在按行的 vmap
+里面。生产环境里跑的那一版损失留在 loss_v1 里给事后分析用；`# ✍️ BEGIN` 与 `# ✍️ END` 之间是它
+的一份副本 loss_fn，由你修好。第一个测试要你预测工具的报告，其余测试钉住症状。只修改标记之间的
+代码。
 
-Logistic regression trained by mini-batch gradient descent, on a stream of mini-batches
-generated from a seed, some features heavy-tailed. The loss is written with care:
-softplus(z) = log(1 + e^z) is computed in two branches by the sign of z, each selected only on
-the side where it does not overflow, so the forward pass is finite everywhere. Yet on seed 5's
-data the parameters all turn NaN at some step. Which step, which row of data, which primitive
-made the first NaN? Reading cannot tell: that depends on the data and on the parameters
-training reaches on the way. Use the tools: checkify's float checks inside a vmap over the rows
-name the row and the primitive. The loss as it ran in production stays in loss_v1 for the
-post-mortem; between `# ✍️ BEGIN` and `# ✍️ END` is a copy of it, loss_fn, for you to repair.
-The first test asks you to predict the tool's report; the others pin the symptoms. Change only
-the code between the markers.
+Regression with two outputs, trained by mini-batch gradient descent on a stream of mini-batches
+generated from a seed. The loss is the Euclidean length of each row's prediction error, with a
+tolerance: error components within EPS of zero count as 0 (jnp.where). Production runs every
+step under checkify's float checks, its NaN guard: a NaN or a division by zero anywhere in the
+program aborts the job. On seed 5's data it aborted at some step, yet every loss, gradient and
+parameter it ever returned is a finite number: isnan on every row's gradient, isfinite printed
+at every step, and every intermediate of the loss printed with jit switched off all miss it.
+The value at fault lives only inside the gradient program and is never an output. Which step,
+which row, and what does checkify say? Use the tool: checkify's float checks inside a vmap over
+the rows. The loss as it ran in production stays in loss_v1 for the post-mortem; between
+`# ✍️ BEGIN` and `# ✍️ END` is a copy of it, loss_fn, for you to repair. The first test asks
+you to predict the tool's report; the others pin the symptoms. Change only the code between
+the markers.
 """
 
 import re
@@ -30,77 +34,97 @@ from jax.experimental import checkify
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
-B, D, STEPS, LR = 32, 3, 12, 0.5
+B, D, OUT, STEPS, LR, EPS = 32, 3, 2, 12, 0.5, 0.05
+# 生产环境的守卫，在标记之前取好 / production's guard, taken before the markers
+GUARD, FLOAT_CHECKS = checkify.checkify, checkify.float_checks
 
 
 def loss_v1(params, x, y):
-    """生产环境里跑的那一版：逻辑模型的平均二元交叉熵，softplus 分两支算。
-    The version that ran in production: the logistic model's mean binary cross-entropy, with
-    softplus computed in two branches."""
-    z = x @ params["w"] + params["b"]
-    softplus = jnp.where(z > 0, z + jnp.log1p(jnp.exp(-z)), jnp.log1p(jnp.exp(z)))
-    return jnp.mean(softplus - y * z)
+    """生产环境里跑的那一版：每一行误差（容差以内的分量算作 0）的欧氏长度的平均。
+    The version that ran in production: the mean Euclidean length of each row's error, the
+    components within the tolerance counted as 0."""
+    e = x @ params["w"] + params["b"] - y
+    e = jnp.where(jnp.abs(e) > EPS, e, 0.0)  # within the tolerance counts as exact / 容差以内算准
+    return jnp.mean(jnp.sqrt(jnp.sum(e**2, axis=1)))
 
 
 # ✍️ BEGIN
 def loss_fn(params, x, y):
-    """逻辑模型的平均二元交叉熵：mean(softplus(z) - y·z)，z = x @ w + b。
-    The logistic model's mean binary cross-entropy: mean(softplus(z) - y·z), z = x @ w + b."""
-    z = x @ params["w"] + params["b"]
-    softplus = jnp.logaddexp(0.0, z)
-    return jnp.mean(softplus - y * z)
+    """每一行误差（容差以内的分量算作 0）的欧氏长度的平均。
+    The mean Euclidean length of each row's error, the components within the tolerance
+    counted as 0."""
+    e = x @ params["w"] + params["b"] - y
+    e = jnp.where(jnp.abs(e) > EPS, e, 0.0)  # within the tolerance counts as exact / 容差以内算准
+    squared = jnp.sum(e**2, axis=1)
+    inside = squared > 0
+    return jnp.mean(jnp.where(inside, jnp.sqrt(jnp.where(inside, squared, 1.0)), 0.0))
 
 
 # ✍️ END
 
 
 def make_stream(seed=5):
-    """STEPS 个小批量 (x (B, D), y (B,))（NumPy）：特征取自自由度为 2 的 t 分布（重尾）。
-    STEPS mini-batches (x (B, D), y (B,)) as NumPy: features from a t distribution with 2
-    degrees of freedom (heavy-tailed)."""
+    """STEPS 个小批量 (x (B, D), y (B, OUT))（NumPy），由种子生成。
+    STEPS mini-batches (x (B, D), y (B, OUT)) as NumPy, generated from the seed."""
     rng = np.random.default_rng(seed)
+    w_true = np.array([[1.0, -0.5], [0.5, 2.0], [-1.0, 0.3]])
     stream = []
     for _ in range(STEPS):
-        x = rng.standard_t(2.0, size=(B, D)).astype(np.float32)
-        y = (x @ np.array([2.0, -1.0, 0.5]) + rng.logistic(size=B) > 0).astype(np.float32)
+        x = rng.normal(size=(B, D)).astype(np.float32)
+        y = (x @ w_true + 0.03 * rng.normal(size=(B, OUT))).astype(np.float32)
         stream.append((x, y))
     return stream
 
 
+def start():
+    return {"w": jnp.zeros((D, OUT)), "b": jnp.zeros(OUT)}
+
+
 def train(loss, stream):
-    """从零开始，每个小批量一步梯度下降（学习率 LR）。返回 (参数, 每一步之前的损失)。
-    From zero, one gradient step (rate LR) per mini-batch. Returns (params, the loss before
-    every step)."""
-    step = jax.jit(jax.value_and_grad(loss))
-    params, losses = {"w": jnp.zeros(D), "b": jnp.zeros(())}, []
+    """生产环境的训练：从零开始，每个小批量一步梯度下降（学习率 LR），每一步都在 checkify 的
+    浮点检查之下算损失和梯度，检查不过就抛出（err.throw()）。返回 (参数, 每一步之前的损失)。
+    Production's training: from zero, one gradient step (rate LR) per mini-batch, the loss and
+    gradient of every step computed under checkify's float checks, and a failed check raised
+    (err.throw()). Returns (params, the loss before every step)."""
+    step = jax.jit(GUARD(jax.value_and_grad(loss), errors=FLOAT_CHECKS))
+    params, losses = start(), []
     for x, y in stream:
-        value, grads = step(params, x, y)
+        err, (value, grads) = step(params, x, y)
+        err.throw()
         params = jax.tree.map(lambda p, g: p - LR * g, params, grads)
         losses.append(value)
     return params, jnp.stack(losses)
 
 
 def numpy_reference(stream):
-    """同一个训练，用 float64 的 NumPy 写（稳定的 softplus 与 sigmoid）。
-    The same training in float64 NumPy (a stable softplus and sigmoid)."""
-    w, b, losses = np.zeros(D), 0.0, []
+    """同一个训练，用 float64 的 NumPy 写：一行的梯度是 e / |e|（e 为零向量的行是 0）。
+    The same training in float64 NumPy: a row's gradient is e / |e| (0 for a row whose e is
+    the zero vector)."""
+    w, b, losses = np.zeros((D, OUT)), np.zeros(OUT), []
     for x, y in stream:
         x, y = x.astype(np.float64), y.astype(np.float64)
-        z = x @ w + b
-        losses.append(np.mean(np.logaddexp(0.0, z) - y * z))
-        r = 0.5 * (1 + np.tanh(z / 2)) - y  # sigmoid(z) - y
-        w, b = w - LR * x.T @ r / len(y), b - LR * r.mean()
+        e = x @ w + b - y
+        e = np.where(np.abs(e) > EPS, e, 0.0)
+        length = np.sqrt((e**2).sum(axis=1))
+        losses.append(length.mean())
+        r = e / np.where(length > 0, length, 1.0)[:, None]
+        w, b = w - LR * x.T @ r / len(y), b - LR * r.mean(axis=0)
     return w, b, np.array(losses)
 
 
-def test_checkify_names_the_step_row_and_primitive():
+def test_checkify_names_the_step_row_and_fault():
     """先诊断，再修。测试拿 loss_v1 训练种子 5 的数据，每一步之前用 checkify 的浮点检查、按行
-    vmap 检查这一批每一行的梯度。预测：第一个 NaN 出现在第几步（从 0 数起）、这一批的第几行、
-    由哪个原语造出？读代码说不出这些：要自己跑工具。
+    vmap 检查这一批每一行的梯度，也看 isnan 会看到的东西：这些梯度本身是不是都是有限的数。预测：
+    checkify 第一次报告是在第几步（从 0 数起）、这一批的第几行，它说了什么（消息里
+    "at mapped index N: " 后面的那句，去掉句末的点）？那一步每一行的梯度都是有限的吗？读代码说不出
+    这些：要自己跑工具。
     Diagnose first, then repair. The test trains loss_v1 on seed 5's data and, before every
     step, checks the gradient of every row of the batch with checkify's float checks, vmapped
-    over the rows. Predict: at which step (from 0) does the first NaN appear, in which row of
-    that batch, made by which primitive? Reading cannot tell: run the tool yourself.
+    over the rows, and looks at what isnan would see: whether those gradients are all finite.
+    Predict: at which step (from 0) does checkify first report, in which row of that batch, and
+    what does it say (the words after "at mapped index N: " in its message, without the final
+    full stop)? Are all the row gradients of that step finite? Reading cannot tell: run the tool
+    yourself.
     """
 
     def row_grad(params, x, y):
@@ -108,45 +132,51 @@ def test_checkify_names_the_step_row_and_primitive():
 
     checked = checkify.checkify(row_grad, errors=checkify.float_checks)
     check, grad = jax.jit(jax.vmap(checked, (None, 0, 0))), jax.jit(jax.grad(loss_v1))
-    params, report = {"w": jnp.zeros(D), "b": jnp.zeros(())}, None
+    params, report, finite = start(), None, None
     for k, (x, y) in enumerate(make_stream()):
-        err, _ = check(params, x, y)
+        err, row_grads = check(params, x, y)
         if err.get() is not None:
-            found = re.search(r"mapped index (\d+): nan generated by primitive: (\w+)", err.get())
-            report = (k, int(found[1]), found[2])
+            found = re.search(r"mapped index (\d+): ([^\n]*)", err.get())
+            report = (k, int(found[1]), found[2].rstrip("."))
+            finite = all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(row_grads))
             break
         grads = grad(params, x, y)
         params = jax.tree.map(lambda p, g: p - LR * g, params, grads)
-    assert report == (8, 11, "mul")
+    assert report == (5, 10, "division by zero")
+    assert finite is True
 
 
-def test_the_gradient_is_finite_for_confident_predictions():
-    """症状一：模型很自信时（|z| 很大）损失是有限的数，梯度却不是。修好之后，梯度等于解析式
-    mean((sigmoid(z) - y)·x)。
-    Symptom one: when the model is confident (a large |z|) the loss is finite and the gradient
-    is not. Once repaired, the gradient equals the analytic mean((sigmoid(z) - y)·x).
+def test_the_guard_passes_a_row_inside_the_tolerance():
+    """症状一：一行的误差整个落在容差以内时，它的损失和梯度都是 0，另一行的梯度是 e / |e|，全是
+    有限的数；可生产环境的守卫（checkify 的浮点检查）照样拦下这一步。修好之后守卫什么也不报，
+    损失和梯度不变。
+    Symptom one: when a row's error lies wholly within the tolerance, its loss and gradient are
+    0 and the other row's gradient is e / |e|, all finite numbers; yet production's guard
+    (checkify's float checks) stops the step. Once repaired the guard reports nothing, and the
+    loss and gradient are unchanged.
     """
-    x = jnp.array([[1.0], [-1.0], [1.0]])
-    y = jnp.array([1.0, 0.0, 0.0])  # the third example is confidently wrong
-    params = {"w": jnp.array([200.0]), "b": jnp.array(0.0)}
-    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-    print(f"loss {loss}; gradients {grads}")
-    np.testing.assert_allclose(loss, 200.0 / 3, rtol=1e-5)
-    np.testing.assert_allclose(grads["w"], [1.0 / 3], rtol=1e-5)
-    np.testing.assert_allclose(grads["b"], 1.0 / 3, rtol=1e-5)
+    x = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    y = jnp.zeros((2, OUT))
+    params = {"w": jnp.array([[0.01, -0.02], [3.0, 4.0], [0.0, 0.0]]), "b": jnp.zeros(OUT)}
+    guarded = jax.jit(GUARD(jax.value_and_grad(loss_fn), errors=FLOAT_CHECKS))
+    err, (loss, grads) = guarded(params, x, y)
+    print(f"loss {loss}; gradients {grads}; the guard says {err.get()}")
+    np.testing.assert_allclose(loss, 2.5, rtol=1e-6)  # row 0: 0, row 1: |(3, 4)| = 5
+    np.testing.assert_allclose(grads["w"], [[0, 0], [0.3, 0.4], [0, 0]], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(grads["b"], [0.3, 0.4], rtol=1e-6)
+    assert err.get() is None
 
 
 def test_training_matches_the_numpy_reference():
-    """症状二：种子 5 的数据上，参数在训练中途变成 NaN。修好之后参数处处有限，每一步的损失和最后
-    的参数与 NumPy 参考实现一致。
-    Symptom two: on seed 5's data the parameters turn NaN halfway through training. Once
-    repaired, they stay finite, and every step's loss and the final parameters match the NumPy
-    reference.
+    """症状二：种子 5 的数据上，生产环境的训练（每一步都在守卫之下）中途中止。修好之后它跑完全部
+    STEPS 步，每一步的损失和最后的参数与 NumPy 参考实现一致。
+    Symptom two: on seed 5's data production's training (every step under the guard) aborts
+    halfway. Once repaired it runs all STEPS steps, and every step's loss and the final
+    parameters match the NumPy reference.
     """
     stream = make_stream()
     params, losses = train(loss_fn, stream)
     print(f"losses {np.asarray(losses)}; w {np.asarray(params['w'])}")
-    assert np.isfinite(np.asarray(params["w"])).all()
     w, b, ref_losses = numpy_reference(stream)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
     np.testing.assert_allclose(params["w"], w, rtol=1e-4, atol=1e-5)

@@ -1,8 +1,8 @@
-"""08 · 综合一：只有梯度程序做的除法 / capstone one: a division only the gradient program makes.
+"""08 · 综合一：只活在梯度程序里的错 / capstone one: a fault that lives only in the gradient program.
 
 一个二维输出的回归，用小批量梯度下降训练，数据是按种子生成的一串小批量。损失是每一行预测误差的
 欧氏长度，带一个容差：绝对值不超过 EPS 的误差分量算作 0（jnp.where）。生产环境在 checkify 的
-浮点检查之下跑每一步（它的 NaN 守卫）：程序里任何地方出现 NaN 或除以零，任务就中止。在种子 5 的
+浮点检查之下跑每一步（它的 NaN 守卫）：程序里任何地方有一项浮点检查不过，任务就中止。在种子 5 的
 数据上它在某一步中止了，可它返回过的每个损失、梯度和参数都是有限的数：对每一行的梯度查 isnan、
 每一步打印 isfinite、关掉 jit 打印损失的每个中间值，都找不到它。出事的值只活在梯度程序里面，
 从来不是输出。哪一步、哪一行、checkify 说了什么？要用工具：checkify 的浮点检查放在按行的 vmap
@@ -13,7 +13,7 @@
 Regression with two outputs, trained by mini-batch gradient descent on a stream of mini-batches
 generated from a seed. The loss is the Euclidean length of each row's prediction error, with a
 tolerance: error components within EPS of zero count as 0 (jnp.where). Production runs every
-step under checkify's float checks, its NaN guard: a NaN or a division by zero anywhere in the
+step under checkify's float checks, its NaN guard: a float check failing anywhere in the
 program aborts the job. On seed 5's data it aborted at some step, yet every loss, gradient and
 parameter it ever returned is a finite number: isnan on every row's gradient, isfinite printed
 at every step, and every intermediate of the loss printed with jit switched off all miss it.

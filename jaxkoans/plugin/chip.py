@@ -25,6 +25,7 @@ from jaxkoans.api import tpu
 from jaxkoans.course import koan_model
 
 ATTACHED = pytest.StashKey[tpu.Attached]()
+NOTES = pytest.StashKey[list[str]]()  # what neutralise() set aside before JAX was imported
 LINES = pytest.StashKey[list[str]]()
 MAX_CALLS = 2  # distinct argument signatures checked per kernel and koan
 PROPERTY = "koan_tpu"  # report.user_properties: one line per kernel call checked or skipped
@@ -46,19 +47,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )  # fmt: skip
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Before anything imports JAX (the harness's configure does): --tpu into the environment
+    (xdist workers and a koan's own subprocesses see it too), a shadowing libtpu set aside."""
+    if config.getoption("tpu", False):
+        os.environ[tpu.ENV] = "1"
+    if tpu.requested():
+        config.stash[NOTES] = tpu.neutralise()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """After the harness set JAX to the CPU (its tryfirst configure): add the TPU if asked."""
     config.stash[LINES] = []
     config.pluginmanager.register(_Lines(config), "koans-tpu-lines")
     if config.getoption("tpu", False):
-        os.environ[tpu.ENV] = "1"  # xdist workers and a koan's own subprocesses see it too
+        os.environ[tpu.ENV] = "1"  # also when pytest_cmdline_main did not run (pytester)
     if not tpu.requested() or _controller(config):
         return
     worker = getattr(config, "workerinput", {}).get("workerid", "gw0")
     if worker != "gw0":  # one process opens the TPU: the first xdist worker
         config.stash[ATTACHED] = tpu.Attached(None, f"{worker}: {ONE_PROCESS}")
         return
-    config.stash[ATTACHED] = tpu.attach()
+    attached = tpu.attach()
+    notes = config.stash.get(NOTES, [])
+    config.stash[ATTACHED] = tpu.Attached(attached.device, "; ".join([attached.line, *notes]))
 
 
 def _controller(config: pytest.Config) -> bool:

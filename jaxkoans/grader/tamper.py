@@ -16,8 +16,10 @@ A student's koan file is read as a syntax tree against the pristine one (`fills.
    (`carry + 0`, an always-equal object: course/predictions.py), which pytest refuses too;
    and a construct no koan needs that changes the run from inside (`fill_audit.forbidden`:
    a function's code replaced, a module patched, the process ended before its verdict). The
-   grading run adds the rest of the evidence (`run_guard.py`: replaced functions, actions
-   against the run, forged reports).
+   grading run adds the rest of the evidence: what the checks call changed by value, frames or
+   code objects read, a result of a type the student's code defines (`plugin/boundary.py`,
+   `plugin/result_types.py`, as in pytest), actions against the run and forged reports
+   (`run_guard.py`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import types
 from collections.abc import Callable
 
 PACKAGES = ("numpy", "jax", "jaxlib", "ml_dtypes", "pytest", "_pytest", "pluggy", "xdist", "execnet", "jaxkoans")  # fmt: skip
+STARTS = sys.monitoring.events.PY_START | sys.monitoring.events.PY_RESUME
 TOOL, TOOL_NAME = 3, "jaxkoans boundary"  # sys.monitoring: 4 is contracts.py's, 5 result_types'
 MODULES = ("builtins", "math", "operator", "functools", "sys", "inspect", "traceback", "types")
 IGNORED = frozenset({"__warningregistry__", "__loader__", "__spec__"})
@@ -45,9 +46,7 @@ MESSAGE = (
 )
 
 _is, _MISSING = operator.is_, object()
-_code, _defaults = operator.attrgetter("__code__"), operator.attrgetter("__defaults__")
-_kwdefaults, _contents = operator.attrgetter("__kwdefaults__"), operator.attrgetter("cell_contents")
-_mapping_get = types.MappingProxyType.get
+_contents = operator.attrgetter("cell_contents")
 
 
 class BoundaryCrossed(AssertionError):
@@ -82,6 +81,48 @@ class _Entries:
         ]
 
 
+class _Namespaces(_Entries):
+    """Entries of dicts and class namespaces, compared a namespace at a time (`itemgetter`)."""
+
+    def __init__(self) -> None:
+        super().__init__(_get)
+        self.groups: dict[int, list] = {}  # id(namespace) -> [namespace, keys, values, getter]
+
+    def add(self, holder, key, value) -> None:
+        super().add(holder, key, value)
+        group = self.groups.setdefault(id(holder), [holder, [], [], None])
+        group[1].append(key)
+        group[2].append(value)
+        group[3] = None
+
+    def intact(self) -> bool:
+        try:
+            for group in self.groups.values():
+                if group[3] is None:
+                    group[3] = operator.itemgetter(*group[1], group[1][0])  # always a tuple
+                if not all(map(_is, group[3](group[0]), group[2])):
+                    return False
+        except KeyError:  # a name deleted
+            return False
+        return True
+
+    def expect(self, holder, key, value) -> object:
+        """`holder[key]` is to be `value` from now on; the value expected before."""
+        group = self.groups.get(id(holder))
+        if group is None or key not in group[1]:
+            return value
+        index = group[1].index(key)
+        group[2][index], value = value, group[2][index]
+        for at, (h, k) in enumerate(zip(self.holders, self.keys, strict=True)):
+            if h is holder and k == key:
+                self.values[at] = group[2][index]
+        return value
+
+
+def _get(holder, key):
+    return holder.get(key, _MISSING)
+
+
 def _cell(holder, _key):
     try:
         return holder.cell_contents
@@ -106,8 +147,8 @@ class Fingerprint:
     """The state of every watched module, class and function, by value."""
 
     def __init__(self) -> None:
-        self.names = _Entries(dict.get)  # module namespaces and functions' __dict__
-        self.classes = _Entries(_mapping_get)  # vars(cls)
+        self.names = _Namespaces()  # module namespaces, functions' __dict__ and __kwdefaults__
+        self.classes = _Namespaces()  # vars(cls)
         self.cells = _Entries(_cell)
         self.functions: list[types.FunctionType] = []
         self.codes: list = []  # each function's __code__, __defaults__, __kwdefaults__
@@ -176,33 +217,29 @@ class Fingerprint:
     def expect(self, namespace: dict, key: str, value) -> object:
         """`namespace[key]` is to be `value` from now on (the harness's own patch while a koan
         runs: hooks.exact_raises_on_fills); the value expected before."""
-        entries = self.names
-        for index, (holder, name) in enumerate(zip(entries.holders, entries.keys, strict=True)):
-            if holder is namespace and name == key:
-                entries.values[index], value = value, entries.values[index]
-                return value
-        return value
+        return self.names.expect(namespace, key, value)
 
     def intact(self) -> bool:
-        functions = self.functions
+        """Every namespace, function `__dict__`, `__kwdefaults__` item and closure cell as
+        fingerprinted. A function's `__code__`, `__defaults__` and `__kwdefaults__` change only
+        through their setters, and CPython raises an audit event in each: `Watch.touched`
+        says when to compare those (reading `__code__` raises one per function, 18,000 here)."""
         try:
             cells = all(map(_is, map(_contents, self.cells.holders), self.cells.values))
         except ValueError:  # a cell emptied
             cells = False
         return (
-            all(map(_is, map(_code, functions), self.codes))
-            and all(map(_is, map(_defaults, functions), self.defaults))
-            and all(map(_is, map(_kwdefaults, functions), self.kwdefaults))
-            and self.names.intact()
+            self.names.intact()
             and self.classes.intact()
             and cells
             and all(sys.modules.get(n) is m for n, m in self.modules.items() if n in MODULES)
             and (sys.gettrace(), sys.getprofile()) == self.trace
         )
 
-    def restore(self) -> list[str]:
-        """What differs from the fingerprint, named; each is put back."""
-        if self.intact():
+    def restore(self, touched: bool = True) -> list[str]:
+        """What differs from the fingerprint, named; each is put back. `touched`: a function's
+        code or defaults was set (the audit hook saw it), so theirs are compared too."""
+        if not touched and self.intact():
             return []
         found = []
         saved = zip(self.functions, self.codes, self.defaults, self.kwdefaults, strict=True)
@@ -297,6 +334,7 @@ ATTRIBUTES = {
     "f_code": "frames", "gi_code": "code", "cr_code": "code", "ag_code": "code",
 }  # fmt: skip
 # ctypes reaching memory or a library of its own; not a symbol of the course's FFI library (05)
+SETTERS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 PREFIXES = dict.fromkeys(
     ("ctypes.dlopen", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "ctypes.addressof", "ctypes.call_function"),
     "inspect",
@@ -318,14 +356,20 @@ def _category(event: str, args: tuple) -> str | None:
     return next((c for p, c in PREFIXES.items() if event.startswith(p)), None)
 
 
-def install(is_learners: Callable[[str, int], str | None]) -> tuple[Callable, Callable]:
+def install(
+    is_learners: Callable[[str, int], str | None], touched: list | None = None
+) -> tuple[Callable, Callable]:
     """Add the audit hook; (arm, drain): `arm(nodeid or None)` starts or stops a koan's watch,
     `drain()` returns and forgets what it refused. `is_learners(file, line)`: None where that
-    line is not the learner's, else the categories it is allowed ("" for none)."""
+    line is not the learner's, else the categories it is allowed ("" for none). `touched`
+    gets each object whose `__code__`, `__defaults__` or `__kwdefaults__` is set, from
+    anywhere: CPython raises the event in those setters, the only way to change them."""
     state: dict = {"koan": None, "busy": False, "found": []}
     getframe, stdlib = sys._getframe, os.path.dirname(os.__file__) + os.sep
 
     def hook(event: str, args: tuple) -> None:
+        if event == "object.__setattr__" and touched is not None and args[1] in SETTERS:
+            touched.append(args[0])  # armed or not: a fix region's code runs at import
         if state["koan"] is None or state["busy"]:
             return
         if not (event in EVENTS or event.startswith(("object.__", "ctypes.", "open"))):
@@ -382,10 +426,13 @@ class Watch:
 
         self.fingerprint = Fingerprint()
         self.learner_lines, self.lines = learner_lines, {}
-        self.arm, self.drain = install(self.is_learners)
+        self.touched: list = []  # functions whose code or defaults were set (the audit hook)
+        self.arm, self.drain = install(self.is_learners, self.touched)
         self.module: KoanModule | None = None
         self.known = len(sys.modules)
         self.code, self.busy, self.at_checks, self.calls_lines = None, False, [], {}
+        self.learners: set = set()  # code objects holding a learner's line (PY_START)
+        self.dirty = True  # a learner's code ran since the last comparison
         self.harness: tuple | None = None  # (namespace, key, value the fingerprint holds)
         checks = [*vars(numpy.testing).values(), pytest.approx, pytest.raises, numpy.allclose]
         checks += [numpy.array_equal, numpy.isclose, jnp.allclose, jnp.array_equal, jnp.isclose]
@@ -413,14 +460,47 @@ class Watch:
         the calls its own code makes."""
         self.module = KoanModule(getattr(item, "module", None))
         self.code = getattr(getattr(item, "function", None), "__code__", None)
-        self.at_checks, self.calls_lines = [], {}
-        if self.code is not None and sys.monitoring.get_tool(TOOL) in (None, TOOL_NAME):
+        self.at_checks, self.calls_lines, self.dirty = [], {}, True
+        monitoring = sys.monitoring
+        if self.code is not None and monitoring.get_tool(TOOL) in (None, TOOL_NAME):
             for start, end, line in self.code.co_lines():
                 self.calls_lines.update(dict.fromkeys(range(start, end, 2), line))
-            if sys.monitoring.get_tool(TOOL) is None:
-                sys.monitoring.use_tool_id(TOOL, TOOL_NAME)
-            sys.monitoring.register_callback(TOOL, sys.monitoring.events.CALL, self.on_call)
-            sys.monitoring.set_local_events(TOOL, self.code, sys.monitoring.events.CALL)
+            if monitoring.get_tool(TOOL) is None:
+                monitoring.use_tool_id(TOOL, TOOL_NAME)
+            monitoring.register_callback(TOOL, monitoring.events.CALL, self.on_call)
+            monitoring.register_callback(TOOL, monitoring.events.PY_START, self.on_start)
+            monitoring.register_callback(TOOL, monitoring.events.PY_RESUME, self.on_start)
+            self.learners = self.learner_codes(getattr(item, "module", None))
+            for code in self.learners:
+                monitoring.set_local_events(TOOL, code, STARTS)
+            monitoring.set_local_events(TOOL, self.code, monitoring.events.CALL)
+
+    def learner_codes(self, module) -> set:
+        """The code objects of the koan's module and its own code that hold a learner's line
+        (TODO bodies, functions of a fix region, lambdas in a blank): when one starts, what
+        the checks call may change, so the next check compares."""
+        stack = [self.code]
+        for value in list(vars(module).values()) if module is not None else ():
+            with contextlib.suppress(Exception):  # a blank refuses every attribute
+                wrapped = value if isinstance(value, types.FunctionType) else value.__wrapped__
+                stack.append(wrapped.__code__)
+        found, seen = set(), set()
+        while stack:
+            code = stack.pop()
+            if not isinstance(code, types.CodeType) or code in seen:
+                continue
+            seen.add(code)
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            lines = {line for _, _, line in code.co_lines() if line}
+            if any(self.is_learners(code.co_filename, line) is not None for line in lines):
+                found.add(code)
+        found.discard(self.code)
+        return found
+
+    def on_start(self, code, offset: int):
+        """A learner's code started: the next check compares (then it is watched again)."""
+        self.dirty = True
+        return sys.monitoring.DISABLE
 
     def on_call(self, code, offset: int, target, arg0) -> None:
         """A call the koan's own code makes: where it calls a check (an assert of numpy.testing,
@@ -437,17 +517,22 @@ class Watch:
             if inner is None and not isinstance(target, type):  # an object with __call__
                 inner = getattr(vars(type(target)).get("__call__"), "__code__", None)
             checked = inner is not None and self.is_learners(inner.co_filename, inner.co_firstlineno) is not None  # fmt: skip
-        if checked and self.harness is None:  # the harness's own patches during the call
+        if not checked or not (self.touched or self.dirty):
+            return  # no learner's code ran since the last comparison
+        self.dirty = False
+        sys.monitoring.restart_events()  # each learner's code object says it started again
+        if self.harness is None:  # the harness's own patch during the call
             import pytest
 
             raises, plugin = vars(pytest).get("raises"), os.path.dirname(__file__) + os.sep
             own = getattr(getattr(raises, "__code__", None), "co_filename", "").startswith(plugin)
             self.harness = (vars(pytest), "raises", self.fingerprint.expect(vars(pytest), "raises", raises)) if own else ()  # fmt: skip
-        if checked and not self.fingerprint.intact():
+        if self.touched or not self.fingerprint.intact():
             self.busy = True
             try:
                 name = getattr(target, "__qualname__", type(target).__qualname__)
-                found = self.fingerprint.restore()
+                found = self.fingerprint.restore(bool(self.touched))
+                self.touched.clear()
                 self.at_checks += [f"{f} (before the call of {name}, line {line})" for f in found]
             finally:
                 self.busy = False
@@ -456,6 +541,9 @@ class Watch:
         """The call is over: what was found at its checks, and whether the watch was left on."""
         found, code = list(self.at_checks), self.code
         self.at_checks, self.code = [], None
+        for learners in self.learners:
+            sys.monitoring.set_local_events(TOOL, learners, 0)
+        self.learners = set()
         if self.harness:
             self.fingerprint.expect(*self.harness)
         self.harness = None
@@ -471,15 +559,18 @@ class Watch:
         return found
 
     def check(self, item, when: str) -> tuple[list[str], list[str]]:
-        """After a phase: (what changed, what was refused); each change is put back."""
+        """After a phase: (what changed, what was refused); each change is put back. After the
+        call, where no learner's code ran since the last comparison, there is nothing new."""
+        unchanged = when == "call" and self.code is not None and not (self.dirty or self.touched)
         changed = self.stop_calls() if when == "call" else []
         if self.module is not None:
             excused = set() if when == "teardown" else monkeypatched(item, self.module.namespace)
             changed += self.module.restore(excused)
-        if when != "setup":
+        if when != "setup" and not unchanged:
             self.arm(None)
             try:
-                changed += self.fingerprint.restore()
+                changed += self.fingerprint.restore(bool(self.touched))
+                self.touched.clear()
             finally:
                 self.arm(None if when == "teardown" else item.nodeid)
         return changed[:20], self.drain()

@@ -1,21 +1,22 @@
 """The boundary a koan's checks run behind: what they call is compared by value, and the
 routes to frames and code objects are refused by kind, while the learner's code runs.
 
-1. **State by value.** Before any koan file is imported, every function of the watched
-   packages (numpy, JAX, pytest, the harness; builtins, math, operator …) is fingerprinted by
-   what it runs: its `__code__`, `__defaults__`, `__kwdefaults__` items, `__dict__` items and
-   the contents of its closure cells, beside each watched module's and class's namespace
-   (functions, classes, descriptors). The identity of a function says nothing: `__code__`
-   swapped for one `marshal` built keeps it. After each phase of each koan the whole state is
-   compared (a C-speed pass of `operator.is_` over the saved values); a difference fails the
-   koan, is named, and is put back. The koan's own module is compared the same way per phase.
-2. **Refusals by kind.** An audit hook (it cannot be removed) sees the reads and writes of a
-   program's internals (`sys._getframe`, `sys._current_frames`, a function's `__code__`,
-   `gi_frame`/`tb_frame`, `code.__new__` and `marshal.loads`, `gc.get_referrers`, `ctypes.*`)
-   and refuses those made from a line the learner wrote (a blank, a TODO body, a fix region),
-   directly or through the standard library (`inspect.stack`, `traceback.extract_stack`),
-   however they are spelled. A TODO whose contract allows the category (chapter.toml `allow`)
-   keeps it. Its findings live in the hook's closure, which nothing else can reach.
+1. **State by value.** Before any koan file is imported, the watched packages (numpy, JAX,
+   pytest, the harness; builtins, math, operator …) are fingerprinted: each module's and
+   class's namespace (functions, classes, descriptors), and each function's `__code__`,
+   `__defaults__`, `__kwdefaults__` items, callables in its `__dict__` and closure cells.
+   A function keeps its identity when `marshal` builds its new `__code__`; not its
+   fingerprint. The state is compared at each check the koan's code calls (once a learner's
+   code ran since the last comparison: `sys.monitoring`) and after its call and teardown; a
+   difference fails the koan, is named, and is put back. The koan's own module is compared
+   per phase. `__code__` and the defaults change only through setters that raise an audit
+   event, so those are compared where the hook saw one (reading them costs an event each).
+2. **Refusals by kind.** An audit hook (it cannot be removed; its findings live in its
+   closure) sees the routes to frames and code objects however they are spelled
+   (`sys._getframe`, `sys._current_frames`, `gi_frame`/`tb_frame`, a function's `__code__`,
+   `code.__new__`, `marshal.loads`, `gc.get_referrers`, ctypes reaching memory, a koan file
+   opened) and refuses those made from a learner's line (a blank, a TODO body, a fix region),
+   directly or through the standard library, less what the TODO's contract allows.
 
 A difference or a refusal fails the koan in pytest and watch with one message, and grade
 reads it (`grade_patched`, `grade_violation`) as evidence: the koan is tampered.
@@ -57,39 +58,13 @@ class BoundaryCrossed(AssertionError):
         super().__init__(MESSAGE + "\n" + "\n".join(f"  - {f}" for f in found[:8]))
 
 
-class _Entries:
-    """(holder, key, value) triples compared at C speed by `getter(holder, key) is value`."""
-
-    def __init__(self, getter: Callable) -> None:
-        self.getter, self.holders, self.keys, self.values = getter, [], [], []
-
-    def add(self, holder, key, value) -> None:
-        self.holders.append(holder)
-        self.keys.append(key)
-        self.values.append(value)
-
-    def intact(self) -> bool:
-        current = map(self.getter, self.holders, self.keys)
-        return all(map(_is, current, self.values))
-
-    def changed(self) -> list[tuple[object, object, object]]:
-        get = self.getter
-        return [
-            (h, k, v)
-            for h, k, v in zip(self.holders, self.keys, self.values, strict=True)
-            if get(h, k) is not v
-        ]
-
-
-class _Namespaces(_Entries):
-    """Entries of dicts and class namespaces, compared a namespace at a time (`itemgetter`)."""
+class _Namespaces:
+    """(namespace, key, value) entries, compared a namespace at a time at C speed."""
 
     def __init__(self) -> None:
-        super().__init__(_get)
         self.groups: dict[int, list] = {}  # id(namespace) -> [namespace, keys, values, getter]
 
     def add(self, holder, key, value) -> None:
-        super().add(holder, key, value)
         group = self.groups.setdefault(id(holder), [holder, [], [], None])
         group[1].append(key)
         group[2].append(value)
@@ -98,49 +73,35 @@ class _Namespaces(_Entries):
     def intact(self) -> bool:
         try:
             for group in self.groups.values():
-                if group[3] is None:
-                    group[3] = operator.itemgetter(*group[1], group[1][0])  # always a tuple
+                if group[3] is None:  # one more key: always a tuple
+                    group[3] = operator.itemgetter(*group[1], group[1][0])
                 if not all(map(_is, group[3](group[0]), group[2])):
                     return False
         except KeyError:  # a name deleted
             return False
         return True
 
+    def changed(self) -> list[tuple[object, object, object]]:
+        return [
+            (holder, key, value)
+            for holder, keys, values, _ in self.groups.values()
+            for key, value in zip(keys, values, strict=True)
+            if holder.get(key, _MISSING) is not value
+        ]
+
     def expect(self, holder, key, value) -> object:
         """`holder[key]` is to be `value` from now on; the value expected before."""
-        group = self.groups.get(id(holder))
-        if group is None or key not in group[1]:
-            return value
-        index = group[1].index(key)
-        group[2][index], value = value, group[2][index]
-        for at, (h, k) in enumerate(zip(self.holders, self.keys, strict=True)):
-            if h is holder and k == key:
-                self.values[at] = group[2][index]
+        _, keys, values, _ = self.groups.get(id(holder), (None, [], [], None))
+        if key in keys:
+            index = keys.index(key)
+            values[index], value = value, values[index]
         return value
 
 
-def _get(holder, key):
-    return holder.get(key, _MISSING)
-
-
-def _cell(holder, _key):
-    try:
-        return holder.cell_contents
-    except ValueError:  # emptied
-        return _MISSING
-
-
 def _label(holder, key) -> str:
-    if isinstance(holder, types.CellType):
-        return f"a closure cell of {key}"
-    name = getattr(holder, "__qualname__", None) or getattr(holder, "__name__", "?")
-    module = getattr(holder, "__module__", None)
-    if isinstance(holder, dict):
-        name = holder.get("__name__", "a namespace")
-        return f"{name}.{key}" if isinstance(key, str) else f"{name}[{key!r}]"
-    if isinstance(holder, types.ModuleType) or not module:
-        return f"{name}.{key}"
-    return f"{module}.{name}.{key}"
+    if isinstance(holder, dict):  # a module's namespace, a function's __dict__ or kwdefaults
+        return f"{holder.get('__name__', 'a namespace')}.{key}"
+    return f"{getattr(holder, '__module__', '?')}.{holder.__qualname__}.{key}"
 
 
 class Fingerprint:
@@ -149,7 +110,8 @@ class Fingerprint:
     def __init__(self) -> None:
         self.names = _Namespaces()  # module namespaces, functions' __dict__ and __kwdefaults__
         self.classes = _Namespaces()  # vars(cls)
-        self.cells = _Entries(_cell)
+        self.cells: list[types.CellType] = []
+        self.contents: list = []  # each cell's, as fingerprinted
         self.functions: list[types.FunctionType] = []
         self.codes: list = []  # each function's __code__, __defaults__, __kwdefaults__
         self.defaults: list = []
@@ -210,7 +172,8 @@ class Fingerprint:
                 contents = cell.cell_contents
             except ValueError:
                 continue
-            self.cells.add(cell, function.__qualname__, contents)
+            self.cells.append(cell)
+            self.contents.append(contents)
             if isinstance(contents, types.FunctionType):
                 self.add_function(contents)  # what a decorator wraps
 
@@ -225,7 +188,7 @@ class Fingerprint:
         through their setters, and CPython raises an audit event in each: `Watch.touched`
         says when to compare those (reading `__code__` raises one per function, 18,000 here)."""
         try:
-            cells = all(map(_is, map(_contents, self.cells.holders), self.cells.values))
+            cells = all(map(_is, map(_contents, self.cells), self.contents))
         except ValueError:  # a cell emptied
             cells = False
         return (
@@ -257,9 +220,10 @@ class Fingerprint:
             owner = self.class_of[id(proxy)]
             found.append(f"{owner.__module__}.{owner.__qualname__}.{key}")
             type.__setattr__(owner, key, value)
-        for cell, name, value in self.cells.changed():
-            found.append(_label(cell, name))
-            cell.cell_contents = value
+        for cell, value in zip(self.cells, self.contents, strict=True):
+            if getattr(cell, "cell_contents", _MISSING) is not value:
+                found.append(f"a closure cell holding {type(value).__qualname__}")
+                cell.cell_contents = value
         for name, module in self.modules.items():
             if name in MODULES and sys.modules.get(name) is not module:
                 found.append(f"sys.modules[{name!r}]")

@@ -472,6 +472,16 @@ PAST_THE_TEXT = _body("""
 """)  # no name the reading engine refuses: only the run's fingerprint sees it
 
 
+PUT_BACK = _body("""
+    t = np.testing
+    real = t.assert_allclose
+    def fake(*a, **k):
+        t.assert_allclose = real  # put back as the koan calls it: no comparison after sees it
+    t.assert_allclose = fake
+    return x
+""")
+
+
 @pytest.fixture(scope="module")
 def course_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("boundary") / "course"
@@ -520,6 +530,9 @@ def test_the_learners_pytest_fails_each_route_and_passes_honest_work(course_root
     patched = _pytest(course_root, KOAN.format(**{**ANSWERS, "scaled": PAST_THE_TEXT}))
     assert "FAILED koans/01/test_k.py::test_scaled" in patched.stdout, patched.stdout[-3000:]
     assert "numpy.testing.assert_allclose" in patched.stdout  # named, and put back
+    put_back = _pytest(course_root, KOAN.format(**{**ANSWERS, "scaled": PUT_BACK}))
+    assert "FAILED koans/01/test_k.py::test_scaled" in put_back.stdout, put_back.stdout[-3000:]
+    assert "before the call of" in put_back.stdout  # seen at the check itself
 
 
 def test_grade_finds_each_route_and_honest_work_keeps_its_points(course_root, tmp_path):

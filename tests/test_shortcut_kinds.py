@@ -57,7 +57,7 @@ ROUTES = {
     "quantize_mx_block_max_by_sort": ("06/test_fp8.py", "quantize_mx"),
     "dropout_key_split_then_index": ("10/test_sharded_randomness.py", "dropout_key"),
     "standardize_by_all_gather": ("01/test_vmap_axes.py", "standardize"),
-    "chunked_map_by_fori_loop": ("01/test_control_flow.py", "chunked_apply"),
+    "chunked_map_by_scan_of_chunks": ("01/test_control_flow.py", "chunked_apply"),
 }
 
 

@@ -136,7 +136,7 @@ def test_honest_use_of_the_libraries_changes_nothing(fingerprint):
 @pytest.fixture(scope="module")
 def hook():
     """An audit hook for which every line of this file is the learner's, no category allowed."""
-    arm, drain = boundary.install(lambda filename, line: "" if filename == __file__ else None)
+    arm, drain = boundary.install(lambda code, offset: "" if code.co_filename == __file__ else None)
     return arm, drain
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import itertools
 import operator
 import os
 import sys
@@ -199,7 +200,7 @@ class Fingerprint:
             and (sys.gettrace(), sys.getprofile()) == self.trace
         )
 
-    def restore(self, touched: bool = True) -> list[str]:
+    def restore(self, touched: bool = True, excused: set = frozenset()) -> list[str]:
         """What differs from the fingerprint, named; each is put back. `touched`: a function's
         code or defaults was set (the audit hook saw it), so theirs are compared too."""
         if not touched and self.intact():
@@ -214,10 +215,14 @@ class Fingerprint:
                     found.append(_label(function, key))
                     setattr(function, key, value)
         for holder, key, value in self.names.changed():
+            if (id(holder), key) in excused:
+                continue
             found.append(_label(holder, key))
             holder[key] = value
         for proxy, key, value in self.classes.changed():
             owner = self.class_of[id(proxy)]
+            if (id(owner), key) in excused:
+                continue
             found.append(f"{owner.__module__}.{owner.__qualname__}.{key}")
             type.__setattr__(owner, key, value)
         for cell, value in zip(self.cells, self.contents, strict=True):
@@ -272,14 +277,14 @@ class KoanModule:
         return found
 
 
-def monkeypatched(item, namespace: dict) -> set[str]:
-    """Names of `namespace` the koan's own `monkeypatch` fixture changed (not yet undone)."""
+def monkeypatched(item) -> set[tuple[int, str]]:
+    """(id of a namespace or class, name) for each name the koan's own `monkeypatch` fixture
+    set and has not yet undone (its teardown does): the koan's, not the learner's."""
     fixture = getattr(item, "funcargs", {}).get("monkeypatch")
-    names = {name for target, name, _ in getattr(fixture, "_setitem", ()) if target is namespace}
+    found = {(id(target), name) for target, name, _ in getattr(fixture, "_setitem", ())}
     for target, name, _ in getattr(fixture, "_setattr", ()):
-        if getattr(target, "__dict__", None) is namespace:
-            names.add(name)
-    return names
+        found.add((id(target if isinstance(target, type) else vars(target)), name))
+    return found
 
 
 # ---- Refusals by kind: an audit hook --------------------------------------------------------
@@ -321,11 +326,11 @@ def _category(event: str, args: tuple) -> str | None:
 
 
 def install(
-    is_learners: Callable[[str, int], str | None], touched: list | None = None
+    learner_at: Callable[[object, int], str | None], touched: list | None = None
 ) -> tuple[Callable, Callable]:
     """Add the audit hook; (arm, drain): `arm(nodeid or None)` starts or stops a koan's watch,
-    `drain()` returns and forgets what it refused. `is_learners(file, line)`: None where that
-    line is not the learner's, else the categories it is allowed ("" for none). `touched`
+    `drain()` returns and forgets what it refused. `learner_at(code, offset)`: None where that
+    instruction is not the learner's, else the categories it is allowed ("" for none). `touched`
     gets each object whose `__code__`, `__defaults__` or `__kwdefaults__` is set, from
     anywhere: CPython raises the event in those setters, the only way to change them."""
     state: dict = {"koan": None, "busy": False, "found": []}
@@ -353,7 +358,7 @@ def install(
                 frame = frame.f_back
             if frame is None:
                 return
-            allowed = is_learners(frame.f_code.co_filename, frame.f_lineno)
+            allowed = learner_at(frame.f_code, frame.f_lasti)
             if allowed is None or category in allowed.split():
                 return
             what = event if not event.startswith("object.") else f"{event}({args[1]!r})"
@@ -382,7 +387,7 @@ class Watch:
     audit hook, and the koan now running. `learner_lines(file)`: the lines of a koan file the
     learner wrote and the categories its contracts allow ("code frames"), or None."""
 
-    def __init__(self, learner_lines: Callable[[str], tuple[frozenset[int], str] | None]) -> None:
+    def __init__(self, learner_lines: Callable[[str], tuple | None]) -> None:
         import jax.numpy as jnp
         import numpy
         import numpy.testing  # numpy loads it on first use: the asserts
@@ -391,8 +396,10 @@ class Watch:
         self.fingerprint = Fingerprint()
         self.learner_lines, self.lines = learner_lines, {}
         self.touched: list = []  # functions whose code or defaults were set (the audit hook)
-        self.arm, self.drain = install(self.is_learners, self.touched)
+        self.written: dict = {}  # code object -> whether it holds the learner's code
+        self.arm, self.drain = install(self.learner_at, self.touched)
         self.module: KoanModule | None = None
+        self.item = None  # the koan whose call is watched
         self.known = len(sys.modules)
         self.code, self.busy, self.at_checks, self.calls_lines = None, False, [], {}
         self.learners: set = set()  # code objects holding a learner's line (PY_START)
@@ -402,11 +409,29 @@ class Watch:
         checks += [numpy.array_equal, numpy.isclose, jnp.allclose, jnp.array_equal, jnp.isclose]
         self.checks = {id(f): f for f in checks if callable(f)}  # held: their ids stay theirs
 
-    def is_learners(self, filename: str, line: int) -> str | None:
+    def learner_at(self, code, offset: int) -> str | None:
+        """The categories allowed where `code`'s instruction at `offset` is the learner's (a
+        TODO body or fix region line, or inside a blank's fill), else None."""
+        found = self.learner_file(code.co_filename)
+        if found is None:
+            return None
+        lines, spans, allowed = found
+        position = next(itertools.islice(code.co_positions(), offset // 2, None), (None,) * 4)
+        return allowed if position[0] in lines or _inside(position, spans) else None
+
+    def learner_file(self, filename: str):
         if filename not in self.lines:
             self.lines[filename] = self.learner_lines(filename)
-        found = self.lines[filename]
-        return found[1] if found is not None and line in found[0] else None
+        return self.lines[filename]
+
+    def written_by_learner(self, code) -> bool:
+        """Does `code` hold an instruction the learner wrote?"""
+        if code not in self.written:
+            found = self.learner_file(code.co_filename)
+            self.written[code] = found is not None and any(
+                p[0] in found[0] or _inside(p, found[1]) for p in code.co_positions()
+            )
+        return self.written[code]
 
     def start(self, item) -> None:
         """A koan begins: modules imported since (JAX loads some on first use) join the
@@ -422,7 +447,7 @@ class Watch:
     def watch_module(self, item) -> None:
         """Before the koan's call: its module as its setup left it (a fix region run), and
         the calls its own code makes."""
-        self.module = KoanModule(getattr(item, "module", None))
+        self.module, self.item = KoanModule(getattr(item, "module", None)), item
         self.code = getattr(getattr(item, "function", None), "__code__", None)
         self.at_checks, self.calls_lines, self.dirty = [], {}, True
         monitoring = sys.monitoring
@@ -455,8 +480,7 @@ class Watch:
                 continue
             seen.add(code)
             stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-            lines = {line for _, _, line in code.co_lines() if line}
-            if any(self.is_learners(code.co_filename, line) is not None for line in lines):
+            if self.written_by_learner(code):
                 found.add(code)
         found.discard(self.code)
         return found
@@ -474,13 +498,13 @@ class Watch:
         if code is not self.code or self.busy:
             return
         line = self.calls_lines.get(offset, 0)
-        checked = id(target) in self.checks or self.is_learners(code.co_filename, line) is not None
+        checked = id(target) in self.checks or self.learner_at(code, offset) is not None
         if not checked:
             function = getattr(target, "__func__", target)
             inner = getattr(function, "__code__", None)
             if inner is None and not isinstance(target, type):  # an object with __call__
                 inner = getattr(vars(type(target)).get("__call__"), "__code__", None)
-            checked = inner is not None and self.is_learners(inner.co_filename, inner.co_firstlineno) is not None  # fmt: skip
+            checked = isinstance(inner, types.CodeType) and self.written_by_learner(inner)
         if not checked or not (self.touched or self.dirty):
             return  # no learner's code ran since the last comparison
         self.dirty = False
@@ -495,7 +519,7 @@ class Watch:
             self.busy = True
             try:
                 name = getattr(target, "__qualname__", type(target).__qualname__)
-                found = self.fingerprint.restore(bool(self.touched))
+                found = self.fingerprint.restore(bool(self.touched), monkeypatched(self.item))
                 self.touched.clear()
                 self.at_checks += [f"{f} (before the call of {name}, line {line})" for f in found]
             finally:
@@ -528,27 +552,37 @@ class Watch:
         unchanged = when == "call" and self.code is not None and not (self.dirty or self.touched)
         changed = self.stop_calls() if when == "call" else []
         if self.module is not None:
-            excused = set() if when == "teardown" else monkeypatched(item, self.module.namespace)
+            excused = set() if when == "teardown" else monkeypatched(item)
+            excused = {name for where, name in excused if where == id(self.module.namespace)}
             changed += self.module.restore(excused)
         if when != "setup" and not unchanged:
             self.arm(None)
             try:
-                changed += self.fingerprint.restore(bool(self.touched))
+                excused = set() if when == "teardown" else monkeypatched(item)
+                changed += self.fingerprint.restore(bool(self.touched), excused)
                 self.touched.clear()
             finally:
                 self.arm(None if when == "teardown" else item.nodeid)
         return changed[:20], self.drain()
 
 
-def learner_lines_of(checkout) -> Callable[[str], tuple[frozenset[int], str] | None]:
-    """For `Watch`: a koan file's lines the learner wrote (its filled blanks, TODO bodies and
-    fix regions, read against the file as shipped) and what its contracts allow."""
+def _inside(position: tuple, spans: tuple) -> bool:
+    line, end_line, col, end_col = position
+    if line is None or col is None:
+        return False
+    return any((a, b) <= (line, col) and (end_line, end_col) <= (c, d) for a, b, c, d in spans)
+
+
+def learner_lines_of(checkout) -> Callable[[str], tuple | None]:
+    """For `Watch`: a koan file's code the learner wrote, read against the file as shipped:
+    (lines of its TODO bodies and fix regions, (line, col, end line, end col) of each blank's
+    fill, what its contracts allow); None for a file that is not a koan file."""
     from pathlib import Path
 
     from jaxkoans import course
     from jaxkoans.plugin import classify
 
-    def lines(filename: str) -> tuple[frozenset[int], str] | None:
+    def lines(filename: str) -> tuple | None:
         path = Path(filename)
         chapter = checkout.chapter_for(path) if path.name.startswith("test_") else None
         if chapter is None:
@@ -560,8 +594,11 @@ def learner_lines_of(checkout) -> Callable[[str], tuple[frozenset[int], str] | N
             if key.partition("::")[0] == twin
             for category in contract.get("allow", ())
         }
-        written = frozenset(classify.fills(checkout, path)) | classify.code_lines(checkout, path)
-        return written, " ".join(sorted(allowed))
+        spans = tuple(
+            (f.node.lineno, f.node.col_offset, f.node.end_lineno, f.node.end_col_offset)
+            for f in classify.filled_blanks(checkout, path)
+        )
+        return classify.code_lines(checkout, path), spans, " ".join(sorted(allowed))
 
     return lines
 

@@ -231,7 +231,7 @@ def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -
             answer = (profiles or {}).get(calls.name, {}).get(key)
             if answer is not None:
                 problems += costs.exceeded(read.costs(), answer, calls.contract.get("costs", {}))
-            problems += _fresh_problems(case, answer)
+            problems += _fresh_problems(case, answer, costs.koan_key(koan))
             if not isinstance(pending, tuple) or problems:
                 continue
             with jax_x64(pending[3][1]):
@@ -276,10 +276,10 @@ def _fresh_case(calls: _Calls, pending, signature: str, key: str):
         _READING[0] = False
 
 
-def _fresh_problems(case, answer: dict | None) -> list[str]:
+def _fresh_problems(case, answer: dict | None, koan: str) -> list[str]:
     from jaxkoans.plugin import fresh
 
-    expected = (answer or {}).get("fresh")
+    expected = ((answer or {}).get("fresh") or {}).get(koan)  # this koan's call, moved
     if not isinstance(expected, list):
         return []  # no answer's run to compare with (or the answer could not run there)
     why = case if isinstance(case, str) else fresh.differs(case, expected) if case else ""
@@ -394,7 +394,8 @@ def _log(koan: str, name: str, read, signature: str = "", case=None) -> None:
     else:
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),
-                  "costs": read.costs().as_dict() | {"fresh": case if isinstance(case, list) else None}}  # fmt: skip
+                  "costs": read.costs().as_dict()
+                  | {"fresh": {costs.koan_key(koan): case} if isinstance(case, list) else {}}}  # fmt: skip
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
 

@@ -41,6 +41,11 @@ def signature_key(signature: str) -> str:
     return hashlib.sha256(signature.encode()).hexdigest()[:16]
 
 
+def koan_key(nodeid: str) -> str:
+    """A koan's name with its case (`test_x[case]`): a gate's variant of the file keeps it."""
+    return nodeid.split("::", 1)[-1]
+
+
 def figures(profile: dict) -> dict[str, int]:
     """The bounded dimensions of a profile (`Costs.as_dict()`)."""
     flops = profile["flops"]
@@ -98,7 +103,8 @@ def write(chapter_dir: Path, entries: list[dict]) -> int:
         filename = entry["koan"].split("::")[0].rsplit("/", 1)[-1].split("__")[0]
         filename = filename if filename.endswith(".py") else f"{filename}.py"
         todo = found.setdefault(f"{filename}::{entry['todo']}", {})
-        todo[entry["signature"]] = entry["costs"]
+        known = todo.setdefault(entry["signature"], {**entry["costs"], "fresh": {}})
+        known["fresh"] |= entry["costs"].get("fresh") or {}  # each koan's own call, moved
     text = json.dumps(dict(sorted(found.items())), indent=1, sort_keys=True) + "\n"
     (chapter_dir / FILE).write_text(text, encoding="utf-8")
     return sum(len(v) for v in found.values())

@@ -279,7 +279,8 @@ def _fresh_case(calls: _Calls, pending, signature: str, key: str):
 def _fresh_problems(case, answer: dict | None, koan: str) -> list[str]:
     from jaxkoans.plugin import fresh
 
-    expected = ((answer or {}).get("fresh") or {}).get(koan)  # this koan's call, moved
+    by_koan = (answer or {}).get("fresh")
+    expected = by_koan.get(koan) if isinstance(by_koan, dict) else None  # this koan's call, moved
     if not isinstance(expected, list):
         return []  # no answer's run to compare with (or the answer could not run there)
     why = case if isinstance(case, str) else fresh.differs(case, expected) if case else ""

@@ -176,12 +176,6 @@ def _texts(blanks) -> list[str]:
     return [fill.text for fill in blanks]
 
 
-def predicted_fills(item, found: Attribution, excinfo) -> list[str] | None:
-    """The texts of `hidden_answer`'s fills (None: nothing hidden)."""
-    hidden = hidden_answer(item, found, excinfo)
-    return hidden.answers if hidden else None
-
-
 MIXED_ADVICE = (
     "这里检查的值既来自你的代码（{code}），也来自你的预测：两者至少有一个不对。\n"
     "JAX 算出的值先不显示（它会说出预测的答案）。先确认代码：前面只检查代码的断言都通过了吗？\n"

@@ -546,6 +546,7 @@ def test_grade_finds_each_route_and_honest_work_keeps_its_points(course_root, tm
         copies[name] = grading.grade(where, pristine, grading.Options(workers=1))
     status = {n: {k.name: k.status for k in g.koans} for n, g in copies.items()}
     assert status["honest"] == dict.fromkeys(("test_scaled", "test_measured", "test_sizes"), "passed"), copies["honest"].findings  # fmt: skip
+    assert copies["honest"].findings == []  # honest work: no finding at all
     assert status["routes"]["test_scaled"] == "tampered", copies["routes"].findings
     assert status["routes"]["test_measured"] == "tampered", copies["routes"].findings
     assert status["routes"]["test_sizes"] == "passed"  # dict(x=0, y=2) is a literal

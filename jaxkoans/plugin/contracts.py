@@ -304,12 +304,11 @@ def _liveness(calls: _Calls, read, signature: str, koan: str) -> list[str]:
     techniques = {n: read.primitive(n) for n in calls.contract.get("on_path", ())}
     techniques = {n: p for n, p in techniques.items() if p is not None and n not in _STRUCTURE}
     pending = next(p for s, p in calls.seen if s == signature)
-    args, kwargs = _inputs(calls, pending, signature, zlib.crc32(koan.encode()))
+    seed = zlib.crc32(costs.koan_key(koan).encode())  # the same in a gate's copy of the file
+    args, kwargs = _inputs(calls, pending, signature, seed)
     _READING[0] = True
     try:
-        return liveness.problems(
-            calls.function, techniques, args, kwargs, zlib.crc32(koan.encode())
-        )
+        return liveness.problems(calls.function, techniques, args, kwargs, seed)
     finally:
         _READING[0] = False
 

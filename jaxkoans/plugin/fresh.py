@@ -16,8 +16,9 @@ PROJECTIONS = 4
 RTOL = 1e-3
 
 
-def moved(args, kwargs, seed: int):
-    """`args`/`kwargs` with float arrays and Python floats moved by a small seeded step."""
+def moved(args, kwargs, seed: int, scale: float = 0.05):
+    """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
+    each value's size plus one)."""
     import jax
     import numpy as np
 
@@ -25,14 +26,14 @@ def moved(args, kwargs, seed: int):
 
     def move(leaf):
         if type(leaf) is float:
-            return leaf * (1.0 + 0.05 * generator.uniform(0.5, 1.0))
+            return leaf * (1.0 + scale * generator.uniform(0.5, 1.0))
         dtype = getattr(leaf, "dtype", None)
         if dtype is None or not hasattr(leaf, "shape"):
             return leaf
         if not np.issubdtype(np.dtype(dtype), np.floating):
             return leaf
         value = np.asarray(leaf, dtype=np.float64)
-        step = generator.standard_normal(value.shape) * 0.05 * (1.0 + np.abs(value))
+        step = generator.standard_normal(value.shape) * scale * (1.0 + np.abs(value))
         out = (value + step).astype(np.dtype(dtype))
         sharding = getattr(leaf, "sharding", None)
         return jax.device_put(out, sharding) if isinstance(leaf, jax.Array) else out

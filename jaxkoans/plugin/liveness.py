@@ -40,6 +40,7 @@ class _Patch:
         self.uses = 0
         self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
         self.seen: dict[tuple[int, int], list] = {}
+        self.fed: dict[tuple[int, int], list] = {}  # what each use was given (observe)
 
     def _wrap(self, primitive, bind):
         def patched(*args, **params):
@@ -47,25 +48,37 @@ class _Patch:
             use = self.uses
             self.uses += 1
             outs = list(out) if primitive.multiple_results else [out]
+            if self.mode == "observe":
+                for a in args:
+                    self._observe(self.fed, use, a)
             outs = [self._touch(use, o) for o in outs]
             return outs if primitive.multiple_results else outs[0]
 
         return patched
 
     def _touch(self, use: int, value):
-        import jax
         import jax.numpy as jnp
-        import numpy as np
 
         dtype = getattr(value, "dtype", None)
         if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
             return value
         if self.mode == "perturb":
             return value * 1.5 + 0.25 if use == self.target else value
-        jax.debug.callback(
-            lambda v: self.seen.setdefault((self.run, use), []).append(np.asarray(v)), value
-        )
+        self._observe(self.seen, use, value)
         return value
+
+    def _observe(self, into: dict, use: int, value) -> None:
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        dtype = getattr(value, "dtype", None)
+        if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+            return
+        # the run is read when the value arrives: one compiled program serves both runs
+        jax.debug.callback(
+            lambda v: into.setdefault((self.run, use), []).append(np.asarray(v)), value
+        )
 
     @contextlib.contextmanager
     def active(self):
@@ -88,9 +101,9 @@ def _run(function, args, kwargs):
     import jax
     import numpy as np
 
-    return [
-        np.asarray(x) for x in jax.tree.leaves(jax.block_until_ready(function(*args, **kwargs)))
-    ]
+    out = jax.tree.leaves(jax.block_until_ready(function(*args, **kwargs)))
+    jax.effects_barrier()  # every observed value has reached the host before the next run
+    return [np.asarray(x) for x in out]
 
 
 def _has_floats(args, kwargs) -> bool:
@@ -118,7 +131,7 @@ def problems(function, primitives: dict, args, kwargs, seed: int) -> list[str]:
     or when the TODO cannot be run again (then its asserts and program are the judges)."""
     found = []
     try:
-        moved = fresh.moved(args, kwargs, seed)
+        moved = fresh.moved(args, kwargs, seed, scale=0.5)  # far enough to move a round
     except Exception:
         return []  # inputs that cannot be moved (not arrays): the asserts judged the TODO
     for name, primitive in primitives.items():
@@ -130,10 +143,14 @@ def problems(function, primitives: dict, args, kwargs, seed: int) -> list[str]:
         except Exception:
             continue  # a program that cannot be run twice: the asserts judged it
         varies = _has_floats(args, kwargs)  # integer-only inputs cannot be nudged
+        # a use is informative when it computes something (not all zeros) from what varies
+        # with the TODO's inputs: its results change, or what it was given does (a round, a
+        # sign, a comparison keeps its result under a small move)
         informative = sorted(
             use for (run, use), values in watch.seen.items()
-            if run == 0 and any(v.any() for v in values)
-            and (not varies or not _same(values, watch.seen.get((1, use), [])))
+            if run == 0 and any(v.any() for v in values + watch.seen.get((1, use), []))
+            and (not varies or not _same(values, watch.seen.get((1, use), []))
+                 or not _same(watch.fed.get((0, use), []), watch.fed.get((1, use), [])))
         )  # fmt: skip
         if not watch.seen:
             continue  # no float output to watch (integer or key outputs)

@@ -14,7 +14,7 @@ their operands, descending into the computations a live instruction calls (fusio
 `called_computations`, loop bodies), never a count of a substring.
 
 What a program costs (`Program.costs`) is read from the same walk: flops by place (inside Pallas
-kernels, in opaque calls such as callbacks and FFI, outside), bytes each collective kind moves
+kernels, on the host under `compute_on`, outside; opaque calls such as callbacks and FFI counted), bytes each collective kind moves
 per device, the largest live intermediate, serial loop steps, kernel launches and grids. Flops per
 primitive come from `jax.experimental.roofline`'s rules; what they skip, this reader adds: every
 loop body counts times its trip count, a kernel body times its grid, and a `while` whose trip
@@ -58,7 +58,7 @@ class Equation:
     params: dict = field(compare=False, repr=False)
     in_loop: bool = False  # inside a while or scan body: run once per iteration
     times: int = 1  # how often it runs: the product of the enclosing trip counts and grids
-    place: str = "outside"  # "kernel" (inside a pallas_call) or "outside"
+    place: str = "outside"  # "kernel" (inside a pallas_call), "host" (compute_on), "outside"
     flops: int = 0  # one run's flops (roofline's rule; 0 where it has none)
     out_bytes: int = 0  # bytes of its outputs
     moved: int = 0  # for a collective: bytes it moves per device, one run
@@ -497,6 +497,10 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
     name, p = eqn.primitive.name, eqn.params
     if name == "pallas_call":
         with _scope(_trips(eqn) or 1, "kernel"):
+            _descend_subs(eqn, subs, outs, live, depth, found, facts)
+        return
+    if name == "compute_on":  # jax.experimental.compute_on: its body runs on the host
+        with _scope(1, "host" if "host" in str(p.get("compute_type", "")) else None):
             _descend_subs(eqn, subs, outs, live, depth, found, facts)
         return
     if name == "shard_map":

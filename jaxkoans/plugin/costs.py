@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 FILE = "costs.json"
@@ -37,8 +38,10 @@ WORDS = {
 
 
 def signature_key(signature: str) -> str:
-    """A short stable name for a call's argument signature (shapes, dtypes, shardings)."""
-    return hashlib.sha256(signature.encode()).hexdigest()[:16]
+    """A short stable name for a call's argument signature (shapes, dtypes, shardings, static
+    arguments without the memory addresses their reprs carry: `<function f at 0x7f…>`)."""
+    stable = re.sub(r" at 0x[0-9a-fA-F]+", "", signature)
+    return hashlib.sha256(stable.encode()).hexdigest()[:16]
 
 
 def koan_key(nodeid: str) -> str:

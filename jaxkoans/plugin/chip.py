@@ -212,7 +212,9 @@ def _shapes(args) -> str:
     import jax
 
     return ", ".join(
-        f"{leaf.dtype}{list(leaf.shape)}" for leaf in jax.tree.leaves(args) if hasattr(leaf, "dtype")
+        f"{leaf.dtype}{list(leaf.shape)}"
+        for leaf in jax.tree.leaves(args)
+        if hasattr(leaf, "dtype")
     )
 
 

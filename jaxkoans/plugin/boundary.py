@@ -351,8 +351,8 @@ def install(
             frame = getframe(1)
             while frame is not None:  # through the standard library to who asked
                 name = frame.f_code.co_filename
-                if name == __file__:
-                    return  # the boundary's own reads
+                if name == __file__ or name.startswith("<frozen importlib"):
+                    return  # the boundary's own reads; an import statement's (marshal, open)
                 if not name.startswith((stdlib, "<")):
                     break
                 frame = frame.f_back

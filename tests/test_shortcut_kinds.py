@@ -49,6 +49,9 @@ CASES = {
     "E3_ffi_selected_away_by_isnan": ("05/test_ffi_kernel.py", "leaky_sum_fwd"),
     "F1_softmax_by_exp2_outside_kernel": ("07/test_kernels.py", "row_softmax"),
     "G1_chunked_map_one_row_per_step": ("01/test_control_flow.py", "chunked_apply"),
+    "F2_fsdp_gather_by_psum_beside_idle_all_gather": ("03/test_fsdp.py", "fsdp_loss"),
+    "F3_layer_norm_by_ones_dot_outside_kernel": ("07/test_kernels.py", "layer_norm"),
+    "G2_chunked_map_whole_batch_in_one_step": ("01/test_control_flow.py", "chunked_apply"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point

@@ -52,6 +52,9 @@ CASES = {
     "F2_fsdp_gather_by_psum_beside_idle_all_gather": ("03/test_fsdp.py", "fsdp_loss"),
     "F3_layer_norm_by_ones_dot_outside_kernel": ("07/test_kernels.py", "layer_norm"),
     "G2_chunked_map_whole_batch_in_one_step": ("01/test_control_flow.py", "chunked_apply"),
+    "G3_chunked_map_unrolled_python_loop": ("01/test_control_flow.py", "chunked_apply"),
+    # right only on the tested inputs (H)
+    "H1_rk4_step_sizes_looked_up": ("01/test_capstone_rk4.py", "rk4_step"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point

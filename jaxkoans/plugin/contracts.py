@@ -18,7 +18,7 @@ import inspect
 import sys
 from dataclasses import dataclass, field
 
-from jaxkoans.plugin import costs
+from jaxkoans.plugin import costs, fresh
 
 ASKS = ("on_path", "in_loop", "absent", "max_intermediate")  # what a contract asks of a program
 # JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
@@ -253,15 +253,13 @@ def _inputs(calls: _Calls, pending, signature: str, seed: int):
     """The call's own (args, kwargs), or new values of its types where JAX called it on tracers."""
     if signature in calls.values:
         return calls.values[signature]
-    return fresh_inputs(pending[1], pending[2], seed)
+    return fresh.drawn(pending[1], pending[2], seed)
 
 
 def _fresh_case(calls: _Calls, pending, signature: str, key: str):
     """The TODO's fingerprint on moved inputs (plugin/fresh.py); None when it cannot run there
     (read in place under shard_map, or raising)."""
     import zlib
-
-    from jaxkoans.plugin import fresh
 
     if not isinstance(pending, tuple):
         return None
@@ -278,8 +276,6 @@ def _fresh_case(calls: _Calls, pending, signature: str, key: str):
 
 
 def _fresh_problems(case, answer: dict | None, koan: str) -> list[str]:
-    from jaxkoans.plugin import fresh
-
     by_koan = (answer or {}).get("fresh")
     expected = by_koan.get(koan) if isinstance(by_koan, dict) else None  # this koan's call, moved
     if not isinstance(expected, list):
@@ -325,32 +321,6 @@ def jax_x64(on: bool):
     return jax.enable_x64(on)
 
 
-def fresh_inputs(args, kwargs, seed: int):
-    """New values for the arrays among `args`/`kwargs` (shapes and dtypes as recorded): what no
-    table in the test anticipates. Floats are normal, integers in [0, 4), booleans fair."""
-    import jax
-    import numpy as np
-
-    generator = np.random.default_rng(seed)
-
-    def draw(leaf):
-        if not isinstance(leaf, jax.ShapeDtypeStruct):
-            return leaf
-        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # typed keys: new ones
-            keys = jax.random.split(
-                jax.random.key(int(generator.integers(1 << 30))), max(leaf.size, 1)
-            )
-            return keys.reshape(leaf.shape) if leaf.shape else keys[0]
-        dtype = np.dtype(leaf.dtype)
-        if dtype == np.bool_:
-            return generator.random(leaf.shape) < 0.5
-        if np.issubdtype(dtype, np.integer):
-            return generator.integers(0, 4, leaf.shape).astype(dtype)
-        return generator.standard_normal(leaf.shape).astype(dtype)
-
-    return jax.tree.map(draw, (args, kwargs))
-
-
 def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
     """The TODO called on fresh inputs must agree with the koan file's reference named by its
     contract's `fresh`: a TODO that reads the test's own data instead of its arguments does not."""
@@ -362,7 +332,7 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
     reference = getattr(calls.module, calls.contract["fresh"], None)
     if not callable(reference):
         return [f"`fresh` names no function of the koan's file: {calls.contract['fresh']}"]
-    new_args, new_kwargs = fresh_inputs(args, kwargs, zlib.crc32(koan.encode()))
+    new_args, new_kwargs = fresh.drawn(args, kwargs, zlib.crc32(koan.encode()))
     _READING[0] = True
     try:
         got = jax.tree.map(np.asarray, calls.function(*new_args, **new_kwargs))

@@ -41,6 +41,32 @@ def moved(args, kwargs, seed: int, scale: float = 0.05):
     return jax.tree.map(move, (args, kwargs))
 
 
+def drawn(args, kwargs, seed: int):
+    """New values for the arrays among `args`/`kwargs` (shapes and dtypes as recorded): what no
+    table in the test anticipates. Floats are normal, integers in [0, 4), booleans fair."""
+    import jax
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+
+    def draw(leaf):
+        if not isinstance(leaf, jax.ShapeDtypeStruct):
+            return leaf
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # typed keys: new ones
+            keys = jax.random.split(
+                jax.random.key(int(generator.integers(1 << 30))), max(leaf.size, 1)
+            )
+            return keys.reshape(leaf.shape) if leaf.shape else keys[0]
+        dtype = np.dtype(leaf.dtype)
+        if dtype == np.bool_:
+            return generator.random(leaf.shape) < 0.5
+        if np.issubdtype(dtype, np.integer):
+            return generator.integers(0, 4, leaf.shape).astype(dtype)
+        return generator.standard_normal(leaf.shape).astype(dtype)
+
+    return jax.tree.map(draw, (args, kwargs))
+
+
 def _as_floats(leaf):
     import jax
     import numpy as np

@@ -1,26 +1,29 @@
-"""08 · 综合二：一份读不出毛病的学习率表 / capstone two: a learning-rate schedule that reads fine.
+"""08 · 综合二：一个读不出毛病的加载器 / capstone two: a loader that reads fine.
 
-`# ✍️ BEGIN` 与 `# ✍️ END` 之间是 8 个 CPU 设备上的数据并行线性回归的驱动循环：批沿 "data" 轴
-切开，参数复制到每个设备，每一步用学习率表 rates 里的一个数。学习率表由别处的工具按种子拼成
-（schedule(seed)），每个数都对；驱动循环也没毛病：jit 只建一次、数据一次放好。可训练越长，编译
-越多，而且每一步都往设备上搬东西。哪一步开始重新编译、编译几次、因为哪个参数，读代码说不出来：
-这取决于表里每个数是怎么来的。要用工具：`jax.explain_cache_misses` 在每次没命中缓存时说出是哪个
-参数、哪里不同；`jax.transfer_guard("disallow")` 说出搬的是什么。第一个测试要你预测工具的报告；
-其余测试钉住症状。只修改标记之间的代码。
+`# ✍️ BEGIN` 与 `# ✍️ END` 之间是 8 个 CPU 设备上的数据并行线性回归的驱动循环：每一批沿 "data"
+轴切开、明确地放上设备，参数复制到每个设备，jit 只建一次。小批量来自别处拼成的生产加载器
+loader(seed)：每一批都在准备它的那套数值设置里交出来，设置由种子抽取。可训练越长，编译越多，
+而且每一步都在主机和设备之间搬东西。每一步交给 jit 的参数类型、形状、dtype 和分片都一样（测试
+会核对：逐步打印 type()、jax.typeof() 和 .sharding 什么也看不出），用 NumPy 重跑一遍数值也全对；
+它们说不出哪一步开始重新编译、编译几次、因为什么。要用工具：`jax.explain_cache_misses` 在每次
+没命中缓存时说出哪里和上次不同；`jax.transfer_guard("disallow")` 说出搬的是什么。第一个测试要你
+预测工具的报告；其余测试钉住症状。只修改标记之间的代码。
 
 Between `# ✍️ BEGIN` and `# ✍️ END` is the driver loop of data-parallel linear regression on 8
-CPU devices: the batch split along the "data" axis, the parameters replicated on every device,
-each step using one number of the schedule rates. The schedule is assembled elsewhere from a
-seed (schedule(seed)), and every number in it is right; the driver looks right too: jit built
-once, the data placed once. Yet the longer the run, the more it compiles, and every step moves
-something to the devices. At which step it starts recompiling, how often it compiles and
-because of which argument, reading cannot say: that depends on how each number of the schedule
-came to be. Use the tools: `jax.explain_cache_misses` names, at every cache miss, the argument
-and what differs; `jax.transfer_guard("disallow")` names what moves. The first test asks you to
-predict the tool's report; the others pin the symptoms. Change only the code between the
-markers.
+CPU devices: every batch split along the "data" axis and put on the devices explicitly, the
+parameters replicated on every device, jit built once. The mini-batches come from a production
+loader assembled elsewhere, loader(seed): each batch is handed over in the numeric settings it
+was prepared with, the settings drawn from the seed. Yet the longer the run, the more it
+compiles, and every step moves something between host and devices. Every step hands jit
+arguments of the same types, shapes, dtypes and shardings (the test checks it: printing
+type(), jax.typeof() and .sharding at every step shows nothing), and a NumPy re-run gets every
+number right; none of them says from which step it recompiles, how often, or why. Use the
+tools: `jax.explain_cache_misses` names, at every cache miss, what differs from before;
+`jax.transfer_guard("disallow")` names what moves. The first test asks you to predict the
+tool's report; the others pin the symptoms. Change only the code between the markers.
 """
 
+import contextlib
 import functools
 import re
 
@@ -33,7 +36,7 @@ from jax.sharding import PartitionSpec as P
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
 from jaxkoans.api.probes import counting_compiles, recording_jax_logs
 
-STEPS = 8
+STEPS, LR = 8, 0.05
 
 
 def data_mesh():
@@ -41,28 +44,28 @@ def data_mesh():
     return jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
 
 
-def sgd_step(w, x, y, lr):
-    """一步梯度下降（均方误差），返回 (新参数, 这一步之前的损失)。
-    One gradient step on the mean squared error: (new params, the loss before the step)."""
+def sgd_step(w, x, y):
+    """一步梯度下降（均方误差，学习率 LR），返回 (新参数, 这一步之前的损失)。
+    One gradient step on the mean squared error (rate LR): (new params, the loss before the
+    step)."""
     loss, grad = jax.value_and_grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
-    return w - lr * grad, loss
+    return w - LR * grad, loss
 
 
 # ✍️ BEGIN
-def train(x, y, rates):
-    """批沿 "data" 切开、参数复制；第 i 步的学习率是 rates[i]。返回 (参数, 每一步的损失)。
-    The batch split along "data", the parameters replicated; step i uses rates[i]. Returns
-    (params, the loss of every step).
+def train(batches):
+    """在 batches 的每个 (x, y) 上走一步：批沿 "data" 切开、参数复制。
+    返回 (参数, 每一步的损失)。
+    One step on every (x, y) of batches, the batch split along "data", the parameters
+    replicated. Returns (params, the loss of every step).
     """
     mesh = data_mesh()
     rows, replicated = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
-    x, y = jax.device_put(x, rows), jax.device_put(y, rows)
-    w = jax.device_put(np.zeros(x.shape[1], np.float32), replicated)
-    rates = jax.device_put(np.asarray(rates, np.float32), replicated)
+    w = jax.device_put(np.zeros(4, np.float32), replicated)
     step = jax.jit(sgd_step)
     losses = []
-    for lr in rates:
-        w, loss = step(w, x, y, lr)
+    for x, y in list(batches):
+        w, loss = step(w, jax.device_put(x, rows), jax.device_put(y, rows))
         losses.append(loss)
     return w, jnp.stack(losses)
 
@@ -70,31 +73,37 @@ def train(x, y, rates):
 # ✍️ END
 
 
-def schedule(seed):
-    """别处的工具拼成的学习率表：STEPS 个数，0.3 / (1 + i / 2)，每个数的来历由种子决定。
-    The schedule another tool assembles: STEPS numbers, 0.3 / (1 + i / 2), each number's
-    origin drawn from the seed."""
+# 准备一批数据时可能用到的数值设置 / the numeric settings a batch may be prepared with
+SETTINGS = (
+    contextlib.nullcontext,
+    lambda: jax.numpy_dtype_promotion("standard"),
+    lambda: jax.default_matmul_precision("highest"),
+    lambda: jax.numpy_rank_promotion("warn"),
+)
+
+
+def loader(seed, n=64):
+    """别处拼成的生产加载器：STEPS 个小批量 (x (n, 4), y (n,))（NumPy），每一批在准备它的那套
+    数值设置（SETTINGS 之一，由种子抽取）里交出来。
+    A production loader assembled elsewhere: STEPS mini-batches (x (n, 4), y (n,)) as NumPy,
+    each handed over in the numeric settings it was prepared with (one of SETTINGS, drawn from
+    the seed)."""
     rng = np.random.default_rng(seed)
-    origins = (float, np.float32, np.float16)
-    return [origins[rng.choice(3, p=[0.6, 0.3, 0.1])](0.3 / (1 + i / 2)) for i in range(STEPS)]
+    for _ in range(STEPS):
+        x = rng.normal(size=(n, 4)).astype(np.float32)
+        y = (x @ np.array([1.0, -2.0, 0.5, 3.0]) + 0.1 * rng.normal(size=n)).astype(np.float32)
+        with SETTINGS[rng.choice(len(SETTINGS), p=[0.4, 0.3, 0.2, 0.1])]():
+            yield x, y
 
 
-def make_data(seed=0, n=64):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 4)).astype(np.float32)
-    y = (x @ np.array([1.0, -2.0, 0.5, 3.0]) + 0.1 * rng.normal(size=n)).astype(np.float32)
-    return x, y
-
-
-def numpy_reference(x, y, rates):
-    """同一个算法的 NumPy（float64）版本，学习率按 float32 取值。
-    The same algorithm in NumPy (float64), each rate taken as a float32."""
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    w, losses = np.zeros(x.shape[1]), []
-    for lr in rates:
+def numpy_reference(batches):
+    """同一个算法的 NumPy（float64）版本。/ The same algorithm in NumPy (float64)."""
+    w, losses = np.zeros(4), []
+    for x, y in batches:
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         r = x @ w - y
         losses.append(np.mean(r**2))
-        w = w - float(np.float32(lr)) * 2 * x.T @ r / len(y)
+        w = w - LR * 2 * x.T @ r / len(y)
     return w, np.array(losses)
 
 
@@ -158,47 +167,54 @@ def host_traffic(monkeypatch):
     return moved
 
 
-def test_explain_cache_misses_names_the_schedule():
-    """先诊断，再修。测试自己的循环：一个新 jit 的 sgd_step，按 schedule(6) 的学习率一步步调用，
-    打开 jax.explain_cache_misses，数编译次数。预测：一共编译几次？第一次重新编译发生在第几步
-    （从 0 数起）？日志里 "* at 名字," 点名的是哪个参数？读代码说不出这些：要自己跑工具。
+def test_explain_cache_misses_names_what_differs():
+    """先诊断，再修。测试自己的循环：一个新 jit 的 sgd_step，在 loader(6) 的每一批上一步步调用，
+    打开 jax.explain_cache_misses，数编译次数。它同时记下每一步交给 jit 的参数的 type()、
+    jax.typeof() 和 .sharding：它们每一步都一样。预测：一共编译几次？第一次重新编译发生在第几步
+    （从 0 数起）？日志里第一条 "* 名字 differs" 点名的是什么？读代码说不出这些，逐步打印参数、
+    用 NumPy 重跑也说不出：要自己跑工具。
     Diagnose first, then repair. The test's own loop: a freshly jitted sgd_step called step by
-    step with the rates of schedule(6), under jax.explain_cache_misses, counting compilations.
-    Predict: how many compilations in all? At which step (from 0) does the first recompilation
-    happen? Which argument does the log's "* at NAME," line name? Reading cannot tell: run the
-    tool yourself.
+    step on the batches of loader(6), under jax.explain_cache_misses, counting compilations. It
+    also records the type(), jax.typeof() and .sharding of every argument handed to jit: they
+    are the same at every step. Predict: how many compilations in all? At which step (from 0)
+    does the first recompilation happen? What does the log's first "* NAME differs" line name?
+    Reading cannot tell, nor can printing the arguments at every step or a NumPy re-run: run
+    the tool yourself.
     """
     jax.clear_caches()  # a cold start, whatever ran before / 冷启动，不管之前跑过什么
     mesh = data_mesh()
-    x, y = (jax.device_put(a, NamedSharding(mesh, P("data"))) for a in make_data())
+    rows = NamedSharding(mesh, P("data"))
     w = jax.device_put(np.zeros(4, np.float32), NamedSharding(mesh, P()))
-    step, first_recompile = jax.jit(sgd_step), None
+    step, first_recompile, seen = jax.jit(sgd_step), None, set()
     with (
         counting_compiles() as compiled,
         recording_jax_logs() as logs,
         jax.explain_cache_misses(True),
     ):
-        for i, lr in enumerate(schedule(6)):
-            w, _ = step(w, x, y, lr)
+        for i, (x, y) in enumerate(loader(6)):
+            args = (w, jax.device_put(x, rows), jax.device_put(y, rows))
+            seen.add(tuple((type(a), jax.typeof(a), a.sharding) for a in args))
+            w, _ = step(*args)
             if len(compiled) > 1 and first_recompile is None:
                 first_recompile = i
-    named = re.findall(r"\* at (\w+),", "\n".join(logs))
-    assert (len(compiled), first_recompile) == (3, 4)
-    assert named[0] == "lr"
+    named = re.findall(r"\* (\w+) differs", "\n".join(logs))
+    assert len(seen) == 1  # what printing the arguments shows / 逐步打印参数能看到的
+    assert (len(compiled), first_recompile) == (3, 2)
+    assert named[0] == "jax_numpy_rank_promotion"
 
 
 def test_the_run_compiles_its_step_once():
-    """症状一：训练越长，编译越多。从冷缓存开始，一次训练里没有哪个程序被编译两次；换一份学习率表
-    （形状相同的数据）再训练一次，什么也不该再编译。
+    """症状一：训练越长，编译越多。从冷缓存开始，一次训练里没有哪个程序被编译两次；换一个种子的
+    加载器（形状相同的数据）再训练一次，什么也不该再编译。
     Symptom one: the longer the run, the more it compiles. From a cold cache, no program should
-    compile twice in one run, and a second run with another schedule (data of the same shapes)
-    should compile nothing at all.
+    compile twice in one run, and a second run on another seed's loader (data of the same
+    shapes) should compile nothing at all.
     """
     jax.clear_caches()  # a cold start, whatever ran before / 冷启动，不管之前跑过什么
     with counting_compiles() as first:
-        train(*make_data(0), schedule(6))
+        train(loader(0))
     with counting_compiles() as second:
-        train(*make_data(1), schedule(11))
+        train(loader(11))
     print(f"the first run compiled {first}, the second {second}")
     assert sorted({name for name in first if first.count(name) > 1}) == []
     assert second == []
@@ -216,13 +232,11 @@ def test_the_loop_moves_nothing_implicitly(monkeypatch):
     the devices already, and no array is read back to the host. The parameters and every
     step's loss still match the NumPy reference, the parameters replicated on the 8 devices.
     """
-    x, y = make_data()
-    rates = schedule(6)
     refusing_the_reference(monkeypatch)
     moved = host_traffic(monkeypatch)
     try:
         with jax.transfer_guard("disallow"):
-            w, losses = jax.block_until_ready(train(x, y, rates))
+            w, losses = jax.block_until_ready(train(loader(6)))
     except jax.errors.JaxRuntimeError:
         monkeypatch.undo()
         print("the transfer guard refused a transfer inside train")
@@ -231,7 +245,7 @@ def test_the_loop_moves_nothing_implicitly(monkeypatch):
     print(f"host values handed to jitted calls: {moved['to_device']}")
     print(f"arrays read back to the host: {moved['to_host']}")
     assert moved == {"to_device": [], "to_host": []}
-    w_ref, losses_ref = numpy_reference(x, y, rates)
+    w_ref, losses_ref = numpy_reference(loader(6))
     np.testing.assert_allclose(losses, losses_ref, rtol=1e-4)
     np.testing.assert_allclose(w, w_ref, rtol=1e-4, atol=1e-5)
     assert len(w.sharding.device_set) == 8 and w.sharding.is_fully_replicated

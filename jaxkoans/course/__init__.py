@@ -7,7 +7,7 @@ the two trees cannot disagree on order, devices or hints.
 
 Each entry point builds one `Course` (`Course.here()`: $JAXKOANS_ROOT, else the checkout this
 package lives in) and passes it down: progress.py's commands, the pytest plugin's configure
-(`plugin.hooks.COURSE`), grade and the authoring gates. Nothing reads a course root fixed at import.
+(`plugin.report.COURSE`), grade and the authoring gates. Nothing reads a course root fixed at import.
 """
 
 from __future__ import annotations

@@ -27,13 +27,12 @@ from jaxkoans.plugin.classify import (
     shipped_text,
 )
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
-from jaxkoans.plugin.report import predict_then_see, render_failure
+from jaxkoans.plugin.report import COURSE, predict_then_see, render_failure
 from jaxkoans.plugin.results import KoanState, Recorder
 
 pytest_plugins = ["jaxkoans.plugin.chip"]  # --tpu: the kernels compiled on a TPU too (opt-in)
 
 ATTRIBUTION = pytest.StashKey[Attribution]()
-COURSE = pytest.StashKey[course.Course]()  # the course this pytest runs, made once at configure
 OVERRIDES = pytest.StashKey[list[str]]()
 BOUNDARY = pytest.StashKey[boundary.Watch]()  # where koans run: plugin/boundary.py
 

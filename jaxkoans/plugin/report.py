@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from jaxkoans.course import Chapter, Course, koan_model
 from jaxkoans.plugin.classify import (
     Attribution,
@@ -22,11 +24,10 @@ from jaxkoans.plugin.classify import (
     origins,
 )
 
+COURSE = pytest.StashKey[Course]()  # the course this pytest runs, made once at configure (hooks)
+
 
 def _course(item) -> Course:
-    """The course the plugin's configure made for this run (hooks.COURSE)."""
-    from jaxkoans.plugin.hooks import COURSE
-
     return item.config.stash[COURSE]
 
 

@@ -20,6 +20,7 @@ import ast
 import hashlib
 import re
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -76,14 +77,15 @@ class KoanFile:
         return tuple(sorted(found, key=lambda todo: todo.line))
 
     @cached_property
-    def _top_level(self) -> dict[str, ast.AST]:
+    def top_level(self) -> dict[str, ast.AST]:
+        """Each top-level function or class -> its node."""
         body = self.tree.body if self.tree is not None else []
         return {n.name: n for n in body if isinstance(n, (*FUNCTIONS, ast.ClassDef))}
 
     @cached_property
     def definitions(self) -> dict[str, tuple[int, int]]:
         """Each top-level function or class -> its lines (1-based, decorators included)."""
-        return {name: _definition_span(node) for name, node in self._top_level.items()}
+        return {name: _definition_span(node) for name, node in self.top_level.items()}
 
     @cached_property
     def _tables(self) -> dict[str, ast.AST]:
@@ -101,13 +103,18 @@ class KoanFile:
     @cached_property
     def uses(self) -> dict[str, tuple[str, ...]]:
         """Each top-level function, class or assigned name -> the others it names."""
-        nodes = self._tables | self._top_level
+        return self._uses(fixtures=False)
+
+    @cached_property
+    def fixture_uses(self) -> dict[str, tuple[str, ...]]:
+        """`uses`, and the fixtures pytest runs for it: one taken as an argument, one a string
+        names (`usefixtures("…")`, `getfixturevalue`)."""
+        return self._uses(fixtures=True)
+
+    def _uses(self, fixtures: bool) -> dict[str, tuple[str, ...]]:
+        nodes = self._tables | self.top_level
         return {
-            name: tuple(
-                dict.fromkeys(
-                    n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in nodes
-                )
-            )
+            name: tuple(dict.fromkeys(n for n in _names(node, fixtures) if n in nodes))
             for name, node in nodes.items()
         }
 
@@ -130,18 +137,19 @@ class KoanFile:
         """The koan whose lines hold `line`, else MODULE."""
         return owner(self.spans, line)
 
-    def reached(self, name: str) -> list[str]:
+    def reached(self, name: str, *, fixtures: bool = False) -> list[str]:
         """`name` and the top-level definitions it reaches through the names it uses (a koan's
-        helpers, their helpers, the functions a module-level table holds, …), in the order they
-        are first reached."""
+        helpers, their helpers, the functions a module-level table holds, …; with `fixtures`,
+        its fixtures too), in the order they are first reached."""
+        uses = self.fixture_uses if fixtures else self.uses
         found, seen, frontier = [], set(), [name]
         while frontier:
             current = frontier.pop(0)
-            if current in seen or current not in self.uses:
+            if current in seen or current not in uses:
                 continue
             seen.add(current)
             found += [current] if current in self.definitions else []
-            frontier += self.uses[current]
+            frontier += uses[current]
         return found
 
     def first_blank_line(self, name: str) -> int | None:
@@ -187,6 +195,16 @@ class KoanFile:
 def owner(spans: dict[str, tuple[int, int]], line: int) -> str:
     """The koan whose lines (1-based, inclusive) hold `line`, else MODULE."""
     return next((name for name, (start, end) in spans.items() if start <= line <= end), MODULE)
+
+
+def _names(node: ast.AST, fixtures: bool) -> Iterator[str]:
+    for each in ast.walk(node):
+        if isinstance(each, ast.Name):
+            yield each.id
+        elif fixtures and isinstance(each, ast.arg):
+            yield each.arg
+        elif fixtures and isinstance(each, ast.Constant) and isinstance(each.value, str):
+            yield each.value
 
 
 def has_docstring(fn: ast.AST) -> bool:

@@ -16,89 +16,41 @@ from __future__ import annotations
 import ast
 import builtins
 
-from jaxkoans.course import predictions
+from jaxkoans.course import koan_model, predictions
+from jaxkoans.course.koan_model import MODULE
 
 PREDICTION_NAMES = (predictions.DTYPE, predictions.EXCEPTION)
-MODULE = "<module>"  # the file's module-level code, where the student changed it
 
 
 def student_code_reached(
     pristine_text: str, graded_text: str, koans: list[str], kinds: dict[tuple[int, int], str]
 ) -> dict[str, frozenset[str]]:
-    """koan -> the student's code its run can reach: the top-level definitions of the graded
-    file that differ from the pristine ones (but for literal predictions), and `MODULE` where
-    the module-level code differs (it runs before every koan). Empty: the koan runs only course
-    code and literal predictions. A koan left out (a file that does not parse) reaches what no
-    one can say.
+    """koan -> the student's code its run can reach (`KoanFile.reached` with its fixtures): the
+    top-level definitions of the graded file that differ from the pristine ones (but for
+    literal predictions), and `MODULE` where the module-level code differs (it runs before
+    every koan). Empty: the koan runs only course code and literal predictions. A koan left
+    out (a file that does not parse) reaches what no one can say.
 
     `kinds`: the pristine file's prediction blanks, (line, column) -> kind (predictions.py)."""
-    try:
-        pristine, graded = ast.parse(pristine_text), ast.parse(graded_text)
-    except (SyntaxError, RecursionError, MemoryError, ValueError):
+    pristine, graded = koan_model.parse(pristine_text), koan_model.parse(graded_text)
+    if pristine.tree is None or graded.tree is None:
         return {}
-    p_defs, g_defs = _definitions(pristine), _definitions(graded)
-    trusted = _Trusted(kinds, graded)
-    module = set() if trusted.same(_module_code(pristine), _module_code(graded)) else {MODULE}
+    p_defs, g_defs = pristine.top_level, graded.top_level
+    trusted = _Trusted(kinds, graded.tree)
+    same_module = trusted.same(_module_code(pristine.tree), _module_code(graded.tree))
+    module = set() if same_module else {MODULE}
     changed = {name for name, node in g_defs.items() if not trusted.same(p_defs.get(name), node)}
     autouse = {name for name, node in g_defs.items() if _autouse(node)}
-    nodes = {**_assigned(graded), **g_defs}  # a module constant may name a definition
-    names_in = {name: _names(node) & nodes.keys() for name, node in nodes.items()}
     return {
-        koan: frozenset(((_reach(koan, names_in) | autouse) & changed) | module)
+        koan: frozenset(((set(graded.reached(koan, fixtures=True)) | autouse) & changed) | module)
         for koan in koans
         if koan in g_defs
     }
 
 
-def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return {node.name: node for node in tree.body if isinstance(node, kinds)}
-
-
-def _assigned(tree: ast.Module) -> dict[str, ast.AST]:
-    """Module-level names bound by an assignment -> its value (`STAGES = ["load", …]`)."""
-    found: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets = [node.target]
-        else:
-            continue
-        for name in (n for target in targets for n in ast.walk(target)):
-            if isinstance(name, ast.Name):
-                found[name.id] = node
-    return found
-
-
 def _module_code(tree: ast.Module) -> ast.Module:
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     return ast.Module([n for n in tree.body if not isinstance(n, kinds)], [])
-
-
-def _reach(name: str, names_in: dict[str, set[str]]) -> set[str]:
-    """`name` and every top-level definition it reaches through `names_in` (`_names`)."""
-    found, frontier = set(), [name]
-    while frontier:
-        current = frontier.pop()
-        if current not in found and current in names_in:
-            found.add(current)
-            frontier += names_in[current]
-    return found
-
-
-def _names(node: ast.AST) -> set[str]:
-    """What a definition can reach a top-level one by: a name it uses, a fixture it takes as
-    an argument, a string that names one (`usefixtures("…")`, `getfixturevalue`)."""
-    found = set()
-    for each in ast.walk(node):
-        if isinstance(each, ast.Name):
-            found.add(each.id)
-        elif isinstance(each, ast.arg):
-            found.add(each.arg)
-        elif isinstance(each, ast.Constant) and isinstance(each.value, str):
-            found.add(each.value)
-    return found
 
 
 def _autouse(node: ast.AST) -> bool:

@@ -18,8 +18,6 @@ import ast
 import builtins
 import re
 
-from jaxkoans.course.koan_model import MODULE  # noqa: F401  (tamper imports it from here)
-
 # Modules a student's code could reach the machine, the files or the test machinery through.
 RISKY_MODULES = frozenset(
     {

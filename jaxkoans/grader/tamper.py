@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans.course import Course, fills, koan_model, predictions
+from jaxkoans.course.koan_model import MODULE
 from jaxkoans.grader import course_code, released
-from jaxkoans.grader.fill_audit import MODULE, audit, forbidden, parents_of, tautology
+from jaxkoans.grader.fill_audit import audit, forbidden, parents_of, tautology
 
 MAX_FILE_BYTES = 4 << 20  # a koan file is ~10 KB; long notes in it (290 KB seen) are no attack
 

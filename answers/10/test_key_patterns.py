@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.ad_checkpoint import checkpoint_name
+from jax.extend.core import jaxprs_in_params
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
@@ -259,3 +261,51 @@ def test_vmap_needs_one_key_per_example():
     assert distinct_rows(shared) == 1
     own = jax.vmap(dropout)(jax.random.split(key, 4), xs)
     assert distinct_rows(own) == 4
+
+
+def random_draws(jaxpr) -> int:
+    """jaxpr 里（连同所有子 jaxpr）有几个 random_bits 方程：程序抽了几次比特。
+    How many random_bits equations a jaxpr holds, its sub-jaxprs included: how many times the
+    program draws bits."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += eqn.primitive.name == "random_bits"
+        count += sum(random_draws(sub) for sub in jaxprs_in_params(eqn.params))
+    return count
+
+
+def test_remat_draws_the_dropout_mask_again_from_its_key():
+    """`jax.checkpoint`（remat）不保存前向的中间值，反向传播时把前向再算一遍：dropout 的掩码
+    也在其中。掩码是 key 的纯函数，所以重算出的掩码和前向用的一样，梯度逐位相同；代价是再抽一次
+    比特。数一数三种写法的梯度程序各抽几次：不用 remat、用 remat、用 remat 但按名字保存掩码
+    （`save_only_these_names`）。
+    `jax.checkpoint` (remat) keeps none of the forward pass's intermediates and runs the forward
+    again in the backward pass, the dropout mask included. The mask is a pure function of its
+    key, so the recomputed mask is the one the forward used and the gradients agree bit for
+    bit; the price is drawing the bits again. Count how many times each gradient program draws:
+    without remat, with remat, and with remat saving the mask by name
+    (`save_only_these_names`).
+    """
+    rng = np.random.default_rng(0)
+    w = jnp.asarray(rng.normal(size=(16, 16)), jnp.float32)
+    x = jnp.asarray(rng.normal(size=(8, 16)), jnp.float32)
+    key = jax.random.key(3)
+
+    def layer(w, key, x):
+        h = jnp.tanh(x @ w)
+        keep = checkpoint_name(jax.random.bernoulli(key, 0.5, h.shape), "mask")
+        return jnp.sum(jnp.tanh(jnp.where(keep, h / 0.5, 0.0)) ** 2)
+
+    saving = jax.checkpoint_policies.save_only_these_names("mask")
+    grads = {
+        "plain": jax.jit(jax.grad(layer)),
+        "remat": jax.jit(jax.grad(jax.checkpoint(layer))),
+        "saved": jax.jit(jax.grad(jax.checkpoint(layer, policy=saving))),
+    }
+    draws = {name: random_draws(jax.make_jaxpr(g)(w, key, x).jaxpr) for name, g in grads.items()}
+    assert draws == {"plain": 1, "remat": 2, "saved": 1}
+    plain = grads["plain"](w, key, x)
+    assert bool(np.array_equal(grads["remat"](w, key, x), plain)) is True
+    np.testing.assert_array_equal(grads["saved"](w, key, x), plain)
+    other = grads["remat"](w, jax.random.key(4), x)  # another key, another mask
+    assert not np.allclose(other, plain)

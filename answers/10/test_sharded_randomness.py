@@ -384,6 +384,41 @@ def test_explicit_meshes_shard_the_init_in_the_draw():
     assert largest_u32_buffer(cut_hlo) == 16384
 
 
+def test_an_auto_constraint_reaches_back_into_the_draw():
+    """Auto 网格上，抽样之后（哪怕中间隔着逐元素运算）的 `lax.with_sharding_constraint` 不只管
+    它自己那一个值：分区器沿数据流向回传播分片。值仍和不分片的抽样逐位相同；每个设备最多同时
+    持有几个随机比特的字？Explicit 网格上同样的约束会怎样，改用 `reshard` 又要生成多少？
+    On an Auto mesh a `lax.with_sharding_constraint` after the draw (even with an elementwise op
+    in between) does not govern its one value only: the partitioner propagates shardings back
+    along the data flow. The values are still bit for bit those of the unsharded draw; how many
+    random words does each device hold at most? What does the same constraint do on an
+    Explicit mesh, and how much does `reshard` generate instead?
+    """
+    key = jax.random.key(0)
+    shape = (64, 256)
+    reference = 2.0 * jax.random.normal(key, shape)
+
+    def draw(k):
+        return 2.0 * jax.random.normal(k, shape)
+
+    columns = NamedSharding(auto_mesh((N,), ("model",)), P(None, "model"))
+    compiled = (
+        jax.jit(lambda k: lax.with_sharding_constraint(draw(k), columns)).lower(key).compile()
+    )
+    np.testing.assert_array_equal(compiled(key), reference)
+    assert largest_u32_buffer(compiled.as_text()) == 2048
+
+    with jax.set_mesh(jax.make_mesh((N,), ("model",))):  # Explicit axes by default
+        with raises_exactly(AssertionError) as info:
+            jax.jit(lambda k: lax.with_sharding_constraint(draw(k), P(None, "model"))).lower(key)
+        cut_compiled = (
+            jax.jit(lambda k: jax.sharding.reshard(draw(k), P(None, "model"))).lower(key).compile()
+        )
+    assert "acts as an assert" in str(info.value)
+    np.testing.assert_array_equal(cut_compiled(key), reference)
+    assert largest_u32_buffer(cut_compiled.as_text()) == 16384
+
+
 def test_stateful_prng_where_it_helps():
     """✅ `StatefulPRNG` 的用处：像 NumPy 的 `default_rng` 那样写，不必把 key 一路传下去。闭包
     里的生成器在 scan 的循环体里每一轮都前进（每轮一个新 key，不放进 carry）；给 vmap 用时，

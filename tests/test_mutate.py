@@ -284,9 +284,9 @@ GATED = [c for c in HERE.chapters() if chosen(c.number)]
 
 @pytest.mark.parametrize("chapter", GATED, ids=[c.number for c in GATED])
 def test_the_gate_passes_for_every_file_a_change_touched(chapter):
-    """CI runs the mutation gate of the koan files whose koan, answer or `[equivalent]` entries
-    changed since it last passed (tests/gate_record.toml); the record of the others must meet
-    the target. After a harness edit alone, the canary stands in (the next test)."""
+    """CI runs the mutation gate of the koans whose lines, their file's lines outside its koans
+    or `[equivalent]` entries changed since it last passed (tests/gate_record.toml); the record
+    of the others must meet the target. After a harness edit alone, the canary stands in."""
     names = gates.stale(HERE, [chapter])[0].files["mutation"]
     if names:
         outcome = mutate.gate(HERE, chapter, set(names))
@@ -296,10 +296,11 @@ def test_the_gate_passes_for_every_file_a_change_touched(chapter):
             f"`python -m jaxkoans.authoring stamp --chapter {chapter.number}`\n"
             + "\n".join(mutate.table([outcome]))
         )
+    own = gates.read(gates.record_path(HERE)).get(chapter.number, {})
     recorded = [
-        entry["mutation"]
-        for name, entry in gates.read(gates.record_path(HERE)).get(chapter.number, {}).items()
-        if name != "harness" and name not in names and "mutation" in entry
+        entry
+        for key in gates.chapter_digests(HERE, chapter)["mutation"]
+        if key not in names and (entry := gates.recorded(own, "mutation", key))
     ]
     if not names and not recorded:
         pytest.skip(f"{chapter.number}: no koan file with a blank")
@@ -357,14 +358,24 @@ def test_one_stamp_runs_every_gate_and_records_what_each_file_passed(tmp_path):
     record = tomllib.loads((root / gates.RECORD).read_text(encoding="utf-8"))
     alpha, beta = record["01"]["test_alpha.py"], record["02"]["test_beta.py"]
     assert set(alpha) == {"mutation", "fakes", "shortcuts"} and set(beta) == {"mutation"}
+    per_koan = alpha["mutation"]  # the mutation gate: one entry per koan
     assert (
-        alpha["fakes"]["fakes"] == 1
-        and alpha["mutation"]["killed"] == alpha["mutation"]["mutants"] > 4
+        set(per_koan) == {"test_sum", "test_dtype", "test_double"} and alpha["fakes"]["fakes"] == 1
     )
+    assert all(e["killed"] == e["mutants"] for e in per_koan.values())
+    assert per_koan["test_sum"]["mutants"] > 2 and per_koan["test_dtype"]["mutants"] > 2
     assert authoring(root, "check").returncode == 0
     assert "is current" in authoring(root, "stamp").stdout
 
-    # A prediction koan in a new file: only its own file's mutation record, and the manifest.
+    # A prediction koan edited in a file with a TODO, another in a new file: those two koans'
+    # mutants, no fakes, no generated fakes, and the manifest.
+    for tree in ("koans", "answers"):
+        path = root / tree / "01" / "test_alpha.py"
+        path.write_text(
+            path.read_text().replace(
+                "The sum of three ones is three.", "The sum of three ones, counted again, is three."
+            )
+        )
     for tree, two in (("koans", "__"), ("answers", "2")):
         write(root / tree / "01" / "test_gamma.py", HEADER_LINE + GAMMA.format(two=two))
     toml = root / "koans" / "01" / "chapter.toml"
@@ -372,13 +383,23 @@ def test_one_stamp_runs_every_gate_and_records_what_each_file_passed(tmp_path):
                     + '\n[hints."test_gamma.py::test_three"]\nzh = ["减一。"]\nen = ["One is taken away."]\n')  # fmt: skip
     stale = authoring(root, "check", "--chapter", "01").stdout
     assert "koans/.shipped.json does not match" in stale, stale
-    assert "01: the mutation record is stale for test_gamma.py: " in stale, stale
+    assert (
+        "01: the mutation record is stale for test_alpha.py (test_sum), test_gamma.py (test_three): "
+        in stale
+    ), stale
     assert (
         "fakes record" not in stale and "shortcuts record" not in stale and "harness" not in stale
     )
     again = authoring(root, "stamp", "--chapter", "01", "-n", "1")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "fakes fail" not in again.stdout and "generated fakes" not in again.stdout
+    restamped = tomllib.loads((root / gates.RECORD).read_text(encoding="utf-8"))["01"]
+    ran = (
+        per_koan["test_sum"]["mutants"]
+        + restamped["test_gamma.py"]["mutation"]["test_three"]["mutants"]
+    )
+    assert f"     01  {ran:>7}  {ran:>6}" in again.stdout, again.stdout  # the mutants of two koans
+    assert restamped["test_alpha.py"]["mutation"]["test_dtype"] == per_koan["test_dtype"]
     assert authoring(root, "check").returncode == 0
 
     # An edit of the harness (here pytest's configuration): the canary, not the gates.

@@ -1,8 +1,9 @@
 """The harness code every gate's verdict depends on (`harness_digest`).
 
-The gates' record itself is tests/gate_record.toml (jaxkoans/authoring/gates.py): a digest per
-koan file and gate of what that gate reads, and per chapter the digest of this harness code
-when its verdicts were last confirmed (by every gate, or by the canary after a harness edit).
+The gates' record itself is tests/gate_record.toml (jaxkoans/authoring/gates.py): a digest of
+what each gate reads, per koan for the mutation gate and per koan file for the others, and per
+chapter the digest of this harness code when its verdicts were last confirmed (by every gate,
+or by the canary after a harness edit).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.authoring import check, contract_fakes, mutate
+from jaxkoans.authoring import contract_fakes, mutate
 from jaxkoans.course import shipped as as_shipped
 from jaxkoans.learner.koan_runs import listed_koans
 from jaxkoans.plugin import results
@@ -28,10 +28,6 @@ from .fakecourse import is_alive
 HERE = course.Course.here()
 KOAN_FILES = koan_files(HERE.koans)
 CHAPTERS = HERE.chapters()
-
-
-def ids(paths: list[Path]) -> list[str]:
-    return [p.relative_to(HERE.koans).as_posix() for p in paths]
 
 
 def test_course_has_chapters_with_koans():
@@ -99,66 +95,6 @@ def test_the_manifest_changes_by_the_lines_the_koan_file_did(tmp_path):
     manifest.write_text(json.dumps(document), encoding="utf-8")
     old = as_shipped.read_manifest(root / "koans")["koans/01/test_alpha.py"]
     assert old["text"] == koan.read_text(encoding="utf-8")
-
-
-def test_the_course_as_a_whole():
-    """koans/ and answers/ hold the same files; koans/course.toml lists every chapter once."""
-    problems = [p for p in check.course_problems(HERE) if ".shipped.json" not in p]
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
-def test_chapter_manifest_lists_its_files_and_hints(chapter: course.Chapter):
-    problems = check.manifest_problems(HERE, chapter) + check.readme_problems(HERE, chapter)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
-def test_koan_and_answer_are_twins(koan_file: Path):
-    problems = check.twin_problems(HERE, koan_file)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
-def test_blanks_and_todos_wait_inside_functions(koan_file: Path):
-    """A learner's fill runs only where its koan runs: grade's workers import every koan file
-    before forking a process per koan, so nothing the learner writes may run at import (a fix
-    region's module code is the one exception, and grade runs it only in each koan's process)."""
-    problems = check.import_time_problems(HERE, koan_file)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
-def test_every_todo_and_fix_region_has_a_technique_contract(chapter: course.Chapter):
-    problems = check.contract_problems(HERE, chapter)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.number for c in CHAPTERS])
-def test_fix_regions_are_fingerprinted_as_shipped(chapter: course.Chapter):
-    problems = check.region_problems(HERE, chapter)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
-def test_every_koan_teaches_in_chinese_and_english(koan_file: Path):
-    problems = check.language_problems(HERE, koan_file)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
-def test_no_hint_gives_the_answer_away(koan_file: Path):
-    problems = check.hint_problems(HERE, koan_file)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("koan_file", KOAN_FILES, ids=ids(KOAN_FILES))
-def test_no_answer_stands_next_to_its_blank(koan_file: Path):
-    """A blank whose answer is written in its docstring, its first hint, the lines around it
-    or another koan of the file (or whose docstring names its exception class) asks the
-    learner to copy, not to predict (authoring/giveaways.py)."""
-    problems = check.giveaway_problems(HERE, koan_file)
-    assert not problems, "\n".join(problems)
 
 
 def test_the_static_gate_runs_without_jax_in_one_command():

@@ -247,20 +247,33 @@ def _shipped(relative: str, checkout: Course, pristine_root: str) -> str | None:
     return found[1] if found else None
 
 
+def _taken_now(checkout: Course, koan_file: Path, twin: Path | None = None) -> _fills.Taken | None:
+    """The one reading of what the learner wrote (course/fills.py, by syntax tree, so a fill
+    wrapped over lines or reformatted reads as the same fill on one line): `koan_file` against
+    the shipped text of `twin` (the koan file a gate's variant stands for), else of itself.
+    None when the shipped file is unknown or the learner's does not parse."""
+    shipped = shipped_text(checkout, Path(twin or koan_file))
+    if shipped is None:
+        return None
+    try:
+        return _taken(shipped, Path(koan_file).read_text(encoding="utf-8"))
+    except Exception:  # whatever the learner's text makes the reader raise: no fills known
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _taken(shipped: str, current: str) -> _fills.Taken:
+    return _fills.take(shipped, current)
+
+
 def computed_fills(
     checkout: Course, koan_file: Path, koan: str
 ) -> list[tuple[_fills.BlankFill, str]]:
     """(fill, kind) of each fill of `koan` (or of its module's lines) that computes where its
     blank asks for a prediction (course/predictions.py); [] when the shipped file is unknown."""
-    koan_file = Path(koan_file)
-    shipped = shipped_text(checkout, koan_file)
-    kinds = _kinds(checkout, koan_file)
-    if shipped is None or not kinds:
-        return []
-    try:
-        current = koan_file.read_text(encoding="utf-8")
-        taken = _taken(shipped, current)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+    kinds = _kinds(checkout, Path(koan_file))
+    taken = _taken_now(checkout, koan_file) if kinds else None
+    if taken is None:
         return []
     owners = {koan, koan_model.MODULE}
     return [(f, k) for f, k in predictions.refusals(taken, kinds) if f.owner in owners]
@@ -272,18 +285,11 @@ def reading_refusals(
     """Each fill `koan` reaches (its own lines, the TODO functions and helpers it calls) that
     reads the test or switches its guard (course/reading.py), less what `contracts` allow.
     `twin`: the koan file `koan_file` stands for (a gate's variant), else itself."""
-    koan_file = Path(koan_file)
-    twin = Path(twin) if twin else koan_file
-    shipped = shipped_text(checkout, twin)
-    if shipped is None:
+    taken = _taken_now(checkout, koan_file, twin)
+    if taken is None:
         return []
-    try:
-        current = koan_file.read_text(encoding="utf-8")
-        taken = _taken(shipped, current)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
-        return []
-    reached = {koan, koan_model.MODULE, *koan_model.parse(current).reached(koan)}
-    allowed = reading.allowed_by(contracts, twin.name)
+    reached = {koan, koan_model.MODULE, *koan_model.read(Path(koan_file)).reached(koan)}
+    allowed = reading.allowed_by(contracts, Path(twin or koan_file).name)
     return [r for r in reading.refusals(taken, allowed) if r.owner in reached]
 
 
@@ -296,44 +302,17 @@ def _kinds(checkout: Course, koan_file: Path) -> dict[tuple[int, int], str]:
     return (Course(Path(root)) if root else checkout).predictions(relative)
 
 
-@functools.lru_cache(maxsize=64)
-def _taken(shipped: str, current: str) -> _fills.Taken:
-    return _fills.take(shipped, current)
-
-
 def fills(checkout: Course, koan_file: Path) -> dict[int, tuple[str, ...]]:
     """Learner's line (1-based) -> the source text of each fill, for each line that held `__`
     as shipped and is now filled in. Empty when the shipped file is unknown."""
-    return _against_shipped(checkout, Path(koan_file))[0]
+    taken = _taken_now(checkout, koan_file)
+    return taken.filled_lines() if taken is not None else {}
 
 
 def code_lines(checkout: Course, koan_file: Path) -> frozenset[int]:
     """The learner's lines (1-based) where they write code: TODO bodies and fix regions."""
-    return _against_shipped(checkout, Path(koan_file))[1]
-
-
-def _against_shipped(
-    checkout: Course, koan_file: Path
-) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
-    shipped = shipped_text(checkout, koan_file)
-    try:
-        current = koan_file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return {}, frozenset()
-    if shipped is None:
-        return {}, frozenset()
-    return _compare(shipped, current)
-
-
-@functools.cache
-def _compare(shipped: str, current: str) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
-    """The one reading of what the learner wrote (course/fills.py, by syntax tree), so a fill
-    wrapped over lines or reformatted reads as the same fill on one line."""
-    try:
-        taken = _taken(shipped, current)
-    except (SyntaxError, ValueError, RecursionError):
-        return {}, frozenset()
-    return taken.filled_lines(), taken.code_lines()
+    taken = _taken_now(checkout, koan_file)
+    return taken.code_lines() if taken is not None else frozenset()
 
 
 # ---- Where a failing statement's values come from: a prediction, the learner's code, both ----
@@ -352,20 +331,8 @@ class Origins:
 
 def filled_blanks(checkout: Course, koan_file: Path) -> list[_fills.BlankFill]:
     """Each filled blank of the learner's file, once (a fill spans lines: it is still one)."""
-    taken = _taken_now(checkout, Path(koan_file))
+    taken = _taken_now(checkout, koan_file)
     return list(taken.blanks) if taken is not None else []
-
-
-def _taken_now(checkout: Course, koan_file: Path) -> _fills.Taken | None:
-    shipped = shipped_text(checkout, koan_file)
-    if shipped is None:
-        return None
-    try:
-        return _taken(shipped, koan_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
-        return None
-    except Exception:
-        return None
 
 
 def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> Origins | None:

@@ -223,6 +223,19 @@ class Course:
     def chapters(self) -> list[Chapter]:
         return all_chapters(self.koans)
 
+    def manifest(self) -> dict:
+        """koans/course.toml, its one reader: the recommended `path` through the chapters and,
+        in a student release, where the `answers` are; {} when missing or damaged."""
+        try:
+            return tomllib.loads((self.koans / "course.toml").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return {}
+
+    def recommended_path(self) -> list[str]:
+        """The chapters in the course's recommended order (course.toml), else their own."""
+        path = self.manifest().get("path")
+        return list(path) if isinstance(path, list) else [c.number for c in self.chapters()]
+
     def chapter_for(self, test_file: Path) -> Chapter | None:
         """A test file's chapter: its own directory's manifest, else its koans/ twin's."""
         directory = Path(test_file).resolve().parent

@@ -11,7 +11,6 @@ import contextlib
 import os
 import sys
 import tempfile
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,13 +101,6 @@ def first_open(koans: list[Koan], path: list[str], chapter: str | None, state_of
         if state_of(koan) not in results.SETTLED_STATES:
             return koan
     return None
-
-
-def recommended_path(checkout: Course) -> list[str]:
-    manifest = checkout.koans / "course.toml"
-    if manifest.is_file():
-        return list(tomllib.loads(manifest.read_text(encoding="utf-8"))["path"])
-    return [c.number for c in checkout.chapters()]
 
 
 def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
@@ -374,7 +366,7 @@ def find_koan(checkout: Course, wanted: str | None, chapter: str | None = None) 
     ignored), or the next one on the path, from what is known without running anything."""
     if not wanted:
         progress = measure(checkout, chapter, run=False)
-        return progress.next_koan(recommended_path(checkout), chapter)
+        return progress.next_koan(checkout.recommended_path(), chapter)
     wanted = results.koan_id(wanted)
     chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
     for koan in inventory(checkout, chapters, naming=wanted.rpartition("::")[2]):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-import tomllib
 from pathlib import Path
 
 from jaxkoans.course import Course, koan_model
@@ -79,11 +78,7 @@ def unpassed(checkout: Course, koan_file: Path, koan: Koan | None) -> list[str]:
 
 def answers_note(checkout: Course) -> str:
     """Where the answers are: what the student release says (koans/course.toml `answers`)."""
-    try:
-        manifest = tomllib.loads((checkout.koans / "course.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        manifest = {}
-    note = manifest.get("answers")
+    note = checkout.manifest().get("answers")
     if isinstance(note, str) and note:
         return note
     return "这份副本里没有 answers/ / this copy has no answers/ (a student release, or deleted)"

@@ -9,7 +9,7 @@ from jaxkoans import course
 from jaxkoans.course import predictions, reading
 from jaxkoans.learner import outside
 from jaxkoans.learner.commands.chapters import chosen_chapters
-from jaxkoans.learner.koan_runs import Koan, Progress, measure, recommended_path
+from jaxkoans.learner.koan_runs import Koan, Progress, measure
 from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import Cause
 from jaxkoans.plugin.contracts import HEADLINE as CONTRACT_HEADLINE
@@ -199,7 +199,7 @@ def run(args) -> int:
     progress = measure(args.checkout, wanted, reuse=not args.all)
     found = outside.edits(args.checkout, chapters)  # read once: the marks and the warnings
     mark_ignored_edits(progress, found)
-    following = progress.next_koan(recommended_path(args.checkout), wanted)
+    following = progress.next_koan(args.checkout.recommended_path(), wanted)
     if args.json:
         print(json.dumps(as_json(progress, chapters, following), ensure_ascii=False, indent=2))
     else:

@@ -37,7 +37,6 @@ from jaxkoans.learner.koan_runs import (
     first_open,
     inventory,
     listed_koans,
-    recommended_path,
 )
 from jaxkoans.learner.runner import stop_signals_leave
 from jaxkoans.learner.watcher import Watcher, digest
@@ -71,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def course_koans(checkout: Course, chapter: str | None) -> list[Koan]:
     """Every koan (of `chapter`) in the course's order (koan_runs.course_order, as progress.py)."""
     chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
-    return course_order(inventory(checkout, chapters), recommended_path(checkout))
+    return course_order(inventory(checkout, chapters), checkout.recommended_path())
 
 
 def label(koan: Koan) -> str:
@@ -426,7 +425,7 @@ class Session:
 
     def next_chapter(self, chapter: course.Chapter) -> str:
         """Where the watch goes next, and why there: the course's recommended path."""
-        path = " → ".join(recommended_path(self.checkout))
+        path = " → ".join(self.checkout.recommended_path())
         number, order = chapter.number, say("课程顺序", "the course's path")
         return (
             f"➡️ {say(f'第 {number} 章', f'on to chapter {number}')}: "
@@ -442,7 +441,7 @@ class Session:
         chapter = self.args.chapter.zfill(2) if self.args.chapter else None
         if chapter is None:
             return f"🎉 {say('全部通过！', 'every koan passes!')}{skipped}"
-        path = recommended_path(self.checkout)
+        path = self.checkout.recommended_path()
         later = path[path.index(chapter) + 1 :] if chapter in path else []
         following = f"  {say('下一章', 'next')}: python progress.py watch --chapter {later[0]}"
         every = say(f"第 {chapter} 章全部通过", f"every koan of chapter {chapter} passes")

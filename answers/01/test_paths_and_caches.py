@@ -13,6 +13,8 @@ carry keeps a fixed shape, and lax.dynamic_update_slice writes one row at the tr
 which XLA can do in place instead of copying or concatenating at every step.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,6 +49,56 @@ def test_key_paths_name_every_leaf():
 
     mask = jax.tree_util.tree_map_with_path(decays, params)
     assert mask == {"encoder": {"b": False, "w": True}, "head": [False, False]}
+
+
+def test_a_custom_node_names_its_leaves_only_when_registered_with_keys():
+    """自己的类要成为 pytree 节点，得先注册。`register_pytree_node` 只交出孩子（一个序列），
+    `register_pytree_with_keys` 把每个孩子和它的键（这里是 `GetAttrKey`）一起交出，
+    `register_dataclass` 从字段生成这些。预测 keystr 给三种节点的叶子写出什么（也试试
+    `simple=True` 和 `separator=`）；再用按名字挑叶子的权重衰减（只衰减名为 w 的叶子）：
+    它碰到了哪几个 w？
+    A class of your own becomes a pytree node once registered. `register_pytree_node` hands
+    over the children only (a sequence), `register_pytree_with_keys` hands each child over with
+    its key (here a `GetAttrKey`), and `register_dataclass` derives them from the fields.
+    Predict what keystr writes for the leaves of the three kinds of node (try `simple=True`
+    and `separator=` as well); then a weight decay that picks leaves by name (decay only the
+    leaves named w): which of the w's does it reach?
+    """
+    tu = jax.tree_util
+
+    class Plain:
+        def __init__(self, w, b):
+            self.w, self.b = w, b
+
+    class Keyed:
+        def __init__(self, w, b):
+            self.w, self.b = w, b
+
+    @tu.register_dataclass
+    @dataclasses.dataclass
+    class Fields:
+        w: float
+        b: float
+        width: int = dataclasses.field(default=3, metadata={"static": True})
+
+    tu.register_pytree_node(Plain, lambda n: ((n.w, n.b), None), lambda _, ch: Plain(*ch))
+    tu.register_pytree_with_keys(
+        Keyed,
+        lambda n: (((tu.GetAttrKey("w"), n.w), (tu.GetAttrKey("b"), n.b)), None),
+        lambda _, ch: Keyed(*ch),
+    )
+    tree = {"layers": [Plain(1.0, 2.0), Keyed(3.0, 4.0), Fields(5.0, 6.0)]}
+    paths = [path for path, _ in tu.tree_flatten_with_path(tree)[0]]
+    assert len(paths) == 6
+    assert tu.keystr(paths[1]) == "['layers'][0][<flat index 1>]"
+    assert tu.keystr(paths[2]) == "['layers'][1].w"
+    assert tu.keystr(paths[5], simple=True, separator="/") == "layers/2/b"
+
+    def decay(path, leaf):
+        return leaf * 0.5 if path[-1] == tu.GetAttrKey("w") else leaf
+
+    decayed = tu.tree_map_with_path(decay, tree)["layers"]
+    assert [layer.w for layer in decayed] == [1.0, 1.5, 2.5]
 
 
 def causal_attention(q, k, v):

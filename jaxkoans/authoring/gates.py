@@ -169,6 +169,9 @@ def render(record: dict[str, dict]) -> str:
                 if gate in chapter[name]:
                     lines.append(f"{gate} = {_inline(chapter[name][gate])}\n")
             mutation = chapter[name].get("mutation", {})
+            if "digest" in mutation:  # of the whole file, in a chapter not stamped since (_current)
+                lines.append(f"mutation = {_inline(mutation)}\n")
+                continue
             lines += [f"mutation.{k} = {_inline(mutation[k])}\n" for k in sorted(mutation)]
     return "".join(lines)
 

@@ -177,3 +177,16 @@ def checks(checkout: Course) -> list[Check]:
     found = [_python()]
     found += [_package(name, wanted) for name, wanted in pinned_versions(checkout).items()]
     return [*found, _devices(checkout), _compiler(checkout), _tpu(checkout)]
+
+
+def add_arguments(parser) -> None:
+    """`progress.py doctor`: no options."""
+
+
+def run(args) -> int:
+    found = checks(args.checkout)
+    for check in found:
+        print(("✅ " if check.ok else "❌ ") + check.line)
+        if not check.ok and check.fix:
+            print(f"   → {check.fix}")
+    return 0 if all(c.ok for c in found) else 1

@@ -55,6 +55,10 @@ CASES = {
     "G3_chunked_map_unrolled_python_loop": ("01/test_control_flow.py", "chunked_apply"),
     # right only on the tested inputs (H)
     "H1_rk4_step_sizes_looked_up": ("01/test_capstone_rk4.py", "rk4_step"),
+    # issue 58: ring attention's backward rule by autodiff, by gathering, by whole buffers
+    "B8_ring_bwd_autodiff_of_the_forward": ("03/test_ring_attention.py", "ring_attention_bwd"),
+    "B9_ring_bwd_all_gather_kv": ("03/test_ring_attention.py", "ring_attention_bwd"),
+    "G4_ring_bwd_whole_buffers_passed_around": ("03/test_ring_attention.py", "ring_attention_bwd"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point

@@ -1,28 +1,26 @@
-"""08 · 综合三：只以字节交来的训练步 / capstone three: a training step that arrives as bytes.
+"""08 · 综合三：只以字节交来的模型 / capstone three: a model that arrives as bytes.
 
-合作方把他们的训练步用 jax.export 导出、序列化，交给你的只是一串字节（下面的 ARTIFACT，压缩后
-用 base64 写成文本）：`jax.export.deserialize` 把它变回一个 Exported，`.call(w, x, y)` 执行一步，
-返回 (新参数, 这一步之前的损失)。它的源码你拿不到。`# ✍️ BEGIN` 与 `# ✍️ END` 之间是你这边的
-驱动循环：在一串由种子生成的小批量上一步步调用它，某一步的更新不是有限的数时就跳过这一步。循环
-读起来没毛病，也不报错；可参数变成了 NaN，而且循环每一步都在主机和设备之间搬数据。哪一步出的
-NaN、是谁造出来的，读代码说不出来：这取决于字节里的程序和数据一路走下来的值。要用工具：
-`jax.debug_nans` 停在造出 NaN 的那一步（可它只看得到整个 Exported 这一个原语，看不到里面），
-`jax.transfer_guard("disallow")` 说出搬了什么、往哪个方向。第一个测试要你预测工具的报告；其余
-测试钉住症状。只修改标记之间的代码。
+合作方把他们的模型用 jax.export 导出（带上导数规则）、序列化，交给你的只是一串字节（下面的
+ARTIFACT，压缩后用 base64 写成文本）：`jax.export.deserialize` 把它变回一个 Exported，
+`.call(w, x)` 给出这一批每一行的预测。它的源码你拿不到，用 NumPy 重写它也就无从谈起。
+`# ✍️ BEGIN` 与 `# ✍️ END` 之间是你这边的训练驱动：在一串由种子生成的小批量上，对均方误差求
+梯度、一步步下降。生产环境在 `jax.debug_nans`（它的 NaN 守卫）之下跑训练，任务在某一步中止了，
+可它算出的每个损失、梯度和参数都是有限的数：逐步打印 isfinite、看每一批数据的类型和形状、把
+驱动里的中间值都打印出来，都找不到它。哪一步、守卫一共拦下几步、它点名的是什么，读代码说不出来：
+要用工具。第一个测试要你预测工具的报告；其余测试钉住症状。只修改标记之间的代码。
 
-A partner exported their training step with jax.export and serialized it; all you get is bytes
-(ARTIFACT below, compressed and written as base64 text): `jax.export.deserialize` turns them
-back into an Exported, whose `.call(w, x, y)` runs one step and returns (new params, the loss
-before the step). Its source is not yours to read. Between `# ✍️ BEGIN` and `# ✍️ END` is your
-driver loop: it calls the step on a stream of mini-batches generated from a seed and skips a
-step whose update is not finite. The loop reads fine and raises nothing, yet the parameters
-turn NaN and the loop moves data between host and devices at every step. Which step makes the
-NaN, and what makes it, reading cannot say: that depends on the program inside the bytes and
-on the values the data takes on the way. Use the tools: `jax.debug_nans` stops at the step
-that makes a NaN (though it sees the whole Exported as one primitive and nothing inside it),
-`jax.transfer_guard("disallow")` names what moved and in which direction. The first test asks
-you to predict what the tool reports; the others pin the symptoms. Change only the code between
-the markers.
+A partner exported their model with jax.export (its derivative rule included) and serialized
+it; all you get is bytes (ARTIFACT below, compressed and written as base64 text):
+`jax.export.deserialize` turns them back into an Exported whose `.call(w, x)` predicts every
+row of a batch. Its source is not yours to read, so there is no rewriting it in NumPy either.
+Between `# ✍️ BEGIN` and `# ✍️ END` is your side, the training driver: on a stream of
+mini-batches generated from a seed it takes the gradient of the mean squared error and descends
+step by step. Production runs training under `jax.debug_nans`, its NaN guard, and the job
+stopped at some step, yet every loss, gradient and parameter it computed is a finite number:
+printing isfinite at every step, looking at every batch's types and shapes, and printing every
+intermediate of the driver all miss it. Which step, how many steps the guard stops, and what it
+names, reading cannot say: use the tool. The first test asks you to predict the tool's report;
+the others pin the symptoms. Change only the code between the markers.
 """
 
 import base64
@@ -34,37 +32,45 @@ import numpy as np
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
-B, D, STEPS = 16, 4, 8
-# 合作方交来的训练步：jax.export 序列化的字节，zlib 压缩，base64 编码。
-# The partner's training step: jax.export's serialized bytes, zlib-compressed, base64-encoded.
+B, D, STEPS, LR = 16, 4, 8, 0.5
+# 合作方交来的模型：jax.export 序列化的字节，zlib 压缩，base64 编码。
+# The partner's model: jax.export's serialized bytes, zlib-compressed, base64-encoded.
 ARTIFACT = (
-    "eNqNVgtsHEcZntm5/8br8bFZNsvmuA4b92qcres7X9zUcV4X1+TSKjZOSEuI0nA9322dS++Ve9i1oipFCPESqqqC"
-    "EEIIIYQA8RZCCIGVWqGCqo0qhCJAgBAvAUKoQqg8ROH4Z+9sX3wkMKd/5v+//zXz/3OrOUrUOEAKZJE8Qt5BHiIn"
-    "yRwibyFHySGyn9xLJsg95G5yV2D3ANlN7iC7yE6ygwyRARJCT0IeRSohNZGeQnof0od7aCdVvoNkFw2WTfqNTshr"
-    "SEPIK9VuXB9CqiH9HmlOKD+Vh5CJRGpvAieFaGRrMHLz0HrwDR3d5hNCKiDtR9rVlb/6aruNloOhrs1zPTLt2qgY"
-    "qfsI+VmPTmE7unpld2+PXeiv/TE2bFh3Z8r2Bh5wfu6Vt0VON3OLJf+BuYXsciqR2p+YIDQFFIYpE8w1LCfmxkfH"
-    "kpNTB9Ozx9mXtQPaMF3jQhhqiM1JLcJx4jgrnTBiRky4RiB1f2qKoS6gwEIhHVYosSMLgx1DJukEoVxLCMsSOOMq"
-    "XDWSQjiCykARc9SEGgroJy3DsrjDrbjLYxbX3jrgwgiM2g8K+xiX8wvycWF/loNnv5/bn+TyM4bJAMbkGSrPUvsS"
-    "l60V+eQV6VkwLj9tQ1IOaq/TZELbqzG+b2o6ejAKKZMSmIR9MCVjM3JWh2kJx8cZN928NE8gYzvzcBDXaOQDmoyd"
-    "lg/rcBjSMCPPU5iVOQrHpE/huCxSeBBOyOowzEtooIMRjcOCvcolXA6kJJyy34XSu1X0ycPyvRaclvBBJc2ckU/r"
-    "8LB89iNwxv4o2nwMUWtyVn7ChrMSPqWk1AKcg/MSPq8E95T0DPkVA7Ly6wbk5Lgtv6VDXo5joVxJI9S1zM27zdfX"
-    "16XP2LpckkX5uMv1AIYbNxwatxn89BcR9r2fyzLOv5RVeUk24g6D9fV4DE2vvzR3JPB4aqbjeLSzpDtgGhPRbiKd"
-    "ce5RStujVIa1YWjBiv16TUjzDRru2XHH5Ju0OzVYtd+swLsD0BmDy/I+jcKTVKea5rGZiEcjHjORZqK6BzNmRHoM"
-    "TJPrBoDOTS6AM6AmCGDgMWrOhgbDQE/RScpDvwJGI+IkZTz0zhCbvcKtrJsXSwTujwDjcD/lao7owSwCJBLMBnYh"
-    "U1a3h1GWiVsMmGmF4yhbNsuMKNmIZUZsJsCJysx7sEDMYZlRpYhEwqNo6Eo786EoAx6ThhN+BpE48PDHcR0ZYZkx"
-    "ZSl4eAxlb8R9uxPDvKMGD2EVBBgpI0WssIMYZXoIo0fCX0BhXI+Ev4SrqbPM11SEFA9/AyNMjtmZb0pkYvt4+Nu4"
-    "Tg2bGU1zGd5fxjJJi6lmhJMoHz7ohN+oIUPTeigCM0lxMj3MQydYxOK2HiHR8DmGBWUZqeJzI+ziEXATegi/F+Lk"
-    "qTgPHWfCAlsnnWp1LWHDkitLPcwoUHLnjitYHrlgCNu2TGN4/mx6ypv2psZGvWkb8K9pxdOWZ41402lPiNEx23Sc"
-    "qGm4tm3a0ahnCHOxVSw1ixWyfKFUJeVqoVXyyWK9mivkc41mtljJFopl/K6RfLXSaOYqTcWXW+hSK60qvu43W/WK"
-    "4h5rVfJqLRSXiwVfcQ2/5OcDj0K1mV3yK349V8ou7yW5QiGImSuVArvWYrOe61hinmW/3mXLtVy9E+mSgvZitkIr"
-    "HyDJZrmWXPYrhWo9qc5QSNRWSaPp1xKHSlUM3DiSKFUbjQAiF4vNA2raoyQveXG5tsdL4j57MNxApVGrNvw9gdZL"
-    "4iHJxdwTiVbDb2QbF3I1P1urllbL1XrtQrFRJmUsWKLSKmdxj81is4j12cLqfq1UxAqqBNmNLdyUHWVyqFPvI7fb"
-    "hrLb3o+NwlY2q4Vy2cfmNFdrPlkhT5DVrZj9B99qRp8OO9OHLTX7INWPbaCSsisX/Lrv9afEDvdhxUrTX/LrWNWV"
-    "Pl1Q/G1Yt/eNVvl29fofXe0r5a1se4/jBReh7jfw3qPfY1XS0ZBavbica/pdMTtBOjbnJs5vcKnzpJzDv1ettYgX"
-    "4rYb/69dubkQqoxbZTjQw5OBZ0fgMhXP/+gnv/4t+xN7hf2Z/YX9gL0aXVu7uva3tbUfXl27tsauwj/+yf7FXmTX"
-    "2MuB5lpXI57/3QsvXhd/+OMLL1/vefeo906+1up7qw119Z/7d7v9RSRlt7MHfw6x7yJ9H0nrea892r75vVZr3/qt"
-    "NYG6gW7K3px3IL673cn5CNJdXfw77Vu//X7c/v/efkNBlgHCSTjgbrW3l7bt7Z5uTPVAHiIisB4MIm0+XZFXmlCA"
-    "bfiybm02zvZ3jPsaUoiEAllR8PnA8R/gEnZn"
+    "eNqtmHFsW0cZwO98/vzycnl6fXt98izv9BaZyDVp4qRpyNK0ZCHUadVGSSldVnWR5zhu6taO3dhOG7KqrapSylaNaZ1G"
+    "VaYxbSON2lKgTGgaE0xoMEQnhBACBAhNgBj/0Im/qIQUvnt+dpykLvmDl37v7r7vu7vvvju/+6mPE/lsI0fIYfI0eYo8"
+    "Sb5IRlGzi3yePE62k8fIVtJB2skm1H2K7CWPkkfIw2Qj2UCaSAPxYk9CJlHyKEWUZ1DOoHylRjZT1DfJeRqd8oaxLF9D"
+    "uYbyHRR0Iz/E8o+ubH0I7Q/JfnIuQjraO7e040tqKCk/HrL8ULftqWlXHoYy6qyBYNRY/+fSEno0el0/r9uv8zOEZGps"
+    "UrfBtUu/rTV+l+8zRtlnG+ZkoprNvairzeZm8mknDpnl++XzaZSMm89KLi/XSHlhjcSL5TV1WZ5DeQPl+2rZ5QMsNzZi"
+    "3lC+gfJx4/1z6VmVp9qnNpdsVZ7r5fbG3fq5/eDu+nL7yd16ua3EQR3fy7iY4b13v6DtLyYmMqlde0fis53tnY+1dxDa"
+    "CRSaKePM1k1/0A6FW6NdPX39g0Nsm+cfzXRB4TrX3YdXyxBqOZe1IA9iIZ14WVep6kGdB912UHYN6q6RDeIrqpsjfvTn"
+    "dhQL0+Qmd1rctkdGohS4zoTp1/2KaSpmyG+biudLig0tYnAnhMUYtfpBDFORBasAlo3/TIMBRMQ4FXFVKPPilCVOW9ZF"
+    "EJEXoFW8ZjAl2tnl7/ZDm0EJRKETukSgT+zg0C2UgTam6EOXoAdLU78iArvFHg690Cf2UdghDlDohwFxiMIg7IQhkaSw"
+    "W0xR2COOURiGEXHcgH1CKclRIl1izoT9survhgMwJs5ZcFBcaIFDQnlWqqfmxfMcxq0XQSgvSUXfJXGFQ1y80gIJETEh"
+    "Kd40IBWybUE1altG9Qyx6wzef982msmqXy9Trl+/LqZEWhwTWVtVpQ47VswRSumf/DTkZ/CLX2rsBx+KHL5/JY6LgiiF"
+    "AqFguUt/mGLlwzt3djjtM/040wZ3CK9bomr1Z8U2qhFSlXo8ETagRWBA1SJUloamRpihRZhqiggD01B0DqBz3BEGhqIA"
+    "MCXCqDno/SoA3UfbqOKdAEY1bZQyxftTD4uOKXbCn+JponxOB6biW5FvqjJVj+U4bjyjgdgJjQHTINasY8lVXzPqDR1i"
+    "Iacd9IWwbenMdxZL0y9i52UEzIhdMtEehFhY+qnMF0a7DUbsZYspSlA027GrfsYhpDDfq2iCgB5rDTAdwgwrQbSEqep7"
+    "HcuWVu7VIdKmjfYKxXubGSGmYcjUlsGqztgaU4BS8wlVBqeA4sX952AKUxDVh8sB/Cl6VQZW7KBcjQqxoIyK+X1B7KBx"
+    "7qVM10aHQor3GDOCioYbJUfFsBjERlpwRYo7izubisHtx5JrTl8fo0DJtzac0Lll6QZvPjA+PDbQ19PT0zsU6uvrC6jc"
+    "b4TUYbOnuSXSO8wN/C4EDAv/bMPSA5EAbtxEKZ0ppqfJ7JFMjmRzk6VMimRLqMpn5vDLQiZmconJZKJQjKen45PprNQl"
+    "c9OFYmK6KOuJyUlZzKSKpZlpWTtcmk7KcjJXjE+lplMziUx8dgtJJjKZsuNkKZmStcLxmaK0TKZn05OOBsc8IjWF0kRx"
+    "JpF0xi9k0mX3fMKZKFrM5qPJrigO3Z6fI3kcL50skqPp4jb52oTTx2eP5uNHEycjURxlupDPFVKbjs7mN0UiUVwZQUt7"
+    "qZAqxAtHEvlUPJ/LzGVzM/kj6UKWZDEL7dOlbDyfmCmmi2lc6LJuJpXHYBIFOU+8Zp618zqzRVFNtpdT+tl1xCbdZXyr"
+    "M+6kODE9V0ldoZR1cicTV6PbRhIzUwV0nIznSsV4sliIH84kinKyQx3jDzB2Psi4ZXxN5PWWW7Ph9VzkBtez4SrrmfA8"
+    "1DM5G1qnlzw59zdK5XRuJhuJ/K99WfaMrGML8Yyuw+uBiVrjXdl9eWxnUgX8aeK5OJwjMio8/unZRDHlNOIdpGyX2+3W"
+    "cG+zCfx150sTmA3ScDsMOcrf+tnPf/0b9iP2Z/ZRYGFhceG9hYXvLi7cXGA/YYvKX27/jb3N3lX+fvu2Y7zpGp3GotNY"
+    "XOC3fnvr7XfYH9h7/K3f33r3HXazwiySVZL50hqmanLtT/57aekpFOm3sUafR10R5SSK9O9w9Q331sdPHffq89MnOGaD"
+    "G0ptLH9F/cduLLU898y9+jz39XXG8+MHxHPm3sp4Hnbt31vWO1f0tRq/1fn6JtreQJE+HNu13yOPyxM21GfFVmTFoGTF"
+    "QC0rso9u2XR+mRNDyxyIcFjFQee1TILyVa2ybgcmkQRNrpdBUJKgGR0ZGXFQMGjqikRBvxnEwvMvvJ9t0RaFZtFJkfus"
+    "CIg+VewEkT7GFH8gyAXe15LzWiCMUBhqQQQMa9AmlFaX9KIO6R2DTtFNkQR7KXRDj+in0CsGKfQh9O3eA/3WMDLaiIt1"
+    "+w/AgDWGioNluBPjcRi0EqhIulg3pUk8tLKoyrlgVyjBbusEKuacTpdCQUQ6QRk7JfasIrTX/JTBqVNIaewFjb34khgW"
+    "I2Kf2B8KiAO24jAdApriABqDixdryNDW14KavoYSUbWa3SrApkaoqkpoU5HRkNyYIVv4YqAZYCAhGbjvMIigpnm/7ZGc"
+    "ZiGnfdnDqAoOp11lVhhCO8IDSDwGIp0RG1IcMDNj+xBomGLFDnEcg/ljKYk2PBAzJdqA6sPRQde47ziWqsG8BjNhtNlQ"
+    "vBcY9zMLB1RNpqi+LmQsSrUnVMvhHRee5JkjHOEJmYcxCU96rMeZkSHwqGXgmW4YM/CoNfNQKBpu6QoixXHVb4Z4ACnH"
+    "sCOGWeYbRJ06gLOWVmqRphZ/qnizhlpW4k0VXSq4UuGd+/FTPYb5v4DJGiJyFat4pAYm5B3qAEUtTJwgJ1f0XjnU6ius"
+    "aqje8FXN8jVcG0j5Ul2prtzlVYVEAueaW333lesrrrbKTdhwyA/9lD976fmXr7DXA/Pzp+fPz8+/eXp+YZ5dUBav32Tn"
+    "2Gl+9urZc6+wV9l58qB7q2JrWirfSZVv7yPYfhSlYr+xVP++2OX23e7qf7e0vvujyZmtgSjE59Tq3SV3llbeJZvdMeX/"
+    "lzQR7ng3OiMtf1EaHIvX0dX2rcTyHxzTS7xOXZF3s3uk/gsgB+MM"
 )
 
 
@@ -74,21 +80,29 @@ def artifact():
     return bytearray(zlib.decompress(base64.b64decode("".join(ARTIFACT))))
 
 
+def squared_error(model, w, x, y):
+    """模型在这一批上的均方误差。/ The model's mean squared error on the batch."""
+    return jnp.mean((model.call(w, x) - y) ** 2)
+
+
 # ✍️ BEGIN
 def train(blob, stream):
-    """把序列化的训练步读回来，从 w = 0 开始在 stream 的每个 (x, y) 上执行一步；这一步的更新
-    不是有限的数时就跳过它（参数保持不变）。返回 (参数, 每一步的损失)。
-    Read the serialized step back and, from w = 0, run one step on every (x, y) of stream;
-    skip a step whose update is not finite (the parameters stay as they were). Returns
-    (params, the loss of every step).
+    """把序列化的模型读回来，从 w = 0 开始在 stream 的每个 (x, y) 上走一步梯度下降（学习率 LR）。
+    返回 (参数, 每一步之前的损失)。
+    Read the serialized model back and, from w = 0, take one gradient step (rate LR) on every
+    (x, y) of stream. Returns (params, the loss before every step).
     """
-    step = jax.export.deserialize(blob)
+    model = jax.export.deserialize(blob)
+
+    @jax.jit
+    def step(w, x, y):
+        loss, grad = jax.value_and_grad(squared_error, argnums=1)(model, w, x, y)
+        return w - LR * grad, loss
+
     w = jax.device_put(np.zeros(D, np.float32))
     losses = []
     for x, y in stream:
-        x, y = jax.device_put((x, y))
-        new_w, loss = step.call(w, x, y)
-        w = jnp.where(jnp.isfinite(new_w).all() & jnp.isfinite(loss), new_w, w)
+        w, loss = step(w, *jax.device_put((x, y)))
         losses.append(loss)
     return w, jnp.stack(losses)
 
@@ -96,31 +110,30 @@ def train(blob, stream):
 # ✍️ END
 
 
-def make_stream(seed=7):
-    """STEPS 个小批量 (x (B, D), y (B,))（NumPy），由种子生成。
-    STEPS mini-batches (x (B, D), y (B,)) as NumPy arrays, generated from the seed."""
+def make_stream(seed=16):
+    """STEPS 个小批量 (x (B, D), y (B,))（NumPy），由种子生成；缺失的读数记作 0。
+    STEPS mini-batches (x (B, D), y (B,)) as NumPy arrays, generated from the seed; missing
+    readings are recorded as 0."""
     rng = np.random.default_rng(seed)
     w_true = np.array([0.8, -0.6, 0.5, 0.3])
     stream = []
     for _ in range(STEPS):
         x = rng.normal(size=(B, D)).astype(np.float32)
-        y = np.sqrt(np.maximum(x @ w_true + 1.0, 0.0)) + 0.05 * rng.normal(size=B)
-        stream.append((x, y.astype(np.float32)))
+        x[rng.random(size=(B, D)) < 0.15] = 0.0
+        y = np.tanh(x @ w_true) + 0.1 * np.linalg.norm(x[:, 1::2], axis=1)
+        stream.append((x, (y + 0.05 * rng.normal(size=B)).astype(np.float32)))
     return stream
 
 
 def reference_run(blob, stream):
-    """测试自己的驱动：同一个训练步，更新不是有限的数时保留原来的参数。
-    The test's own driver: the same step, keeping the old parameters when an update is not
-    finite."""
-    step = jax.export.deserialize(blob)
-    w, losses = np.zeros(D, np.float32), []
+    """测试自己的驱动：同一个模型、同一个损失，不开守卫，逐步执行。
+    The test's own driver: the same model and loss, step by step, without the guard."""
+    model, w, losses = jax.export.deserialize(blob), jnp.zeros(D, jnp.float32), []
     for x, y in stream:
-        new_w, loss = (np.asarray(v) for v in step.call(jnp.asarray(w), x, y))
+        loss, grad = jax.value_and_grad(squared_error, argnums=1)(model, w, x, y)
+        w = w - LR * grad
         losses.append(loss)
-        if np.isfinite(new_w).all() and np.isfinite(loss):
-            w = new_w
-    return w, np.array(losses)
+    return np.asarray(w), np.asarray(losses)
 
 
 def refusing_the_reference(monkeypatch):
@@ -176,59 +189,88 @@ def host_traffic(monkeypatch):
     return moved
 
 
-def test_debug_nans_stops_at_the_artifact_not_inside_it():
-    """先诊断，再修。测试自己的驱动在 jax.debug_nans 下执行训练步：第一个输出里有 NaN 的调用
-    抛出 FloatingPointError，消息的最后一个词是造出 NaN 的原语。预测：这是第几步（从 0 数起）、
-    消息点名的是哪个原语？然后不开 debug_nans，在同一步上再执行一次：这一步的损失是有限的数吗？
-    它的更新呢？读代码说不出这些：要自己跑工具。
-    Diagnose first, then repair. The test's own driver runs the step under jax.debug_nans: the
-    first call with a NaN in its outputs raises FloatingPointError, and the message's last word
-    is the primitive that made it. Predict: which step is it (counting from 0), and which
-    primitive does the message name? Then, without debug_nans, run that same step again: is its
-    loss a finite number? And its update? Reading cannot tell: run the tool yourself.
+def test_debug_nans_stops_where_no_output_is_nan():
+    """先诊断，再修。测试自己的驱动在 jax.debug_nans 之下逐步训练：守卫拦下一步时抛出
+    FloatingPointError，消息的最后一个词是它点名的原语，这一步再不开守卫重算一遍。每一步测试都
+    记下逐步打印 isfinite 会看到的：损失、梯度、参数是不是都是有限的数（每一步都是）。预测：守卫第一次
+    拦下是在第几步（从 0 数起），整个训练里一共拦下几步，点名的是哪个原语？读代码说不出这些，逐步
+    打印也说不出：要自己跑工具。
+    Diagnose first, then repair. The test's own driver trains step by step under
+    jax.debug_nans: when the guard stops a step it raises FloatingPointError, the message's last
+    word is the primitive it names, and the step is computed again without the guard. At every
+    step the test notes what printing isfinite would show: whether the loss, the gradient and
+    the parameters are all finite (at every step they are).
+    Predict: at which step (from 0) does the guard first stop, at how many steps of the run
+    does it stop in all, and which primitive does it name? Reading cannot tell, nor can
+    printing at every step: run the tool yourself.
     """
-    step = jax.export.deserialize(artifact())
-    w, report = jnp.zeros(D, jnp.float32), None
-    with jax.debug_nans(True):
-        for k, (x, y) in enumerate(make_stream()):
-            try:
-                new_w, _ = step.call(w, jnp.asarray(x), jnp.asarray(y))
-            except FloatingPointError as err:
-                report = (k, str(err).split()[-1])
-                break
-            w = new_w
-    new_w, loss = step.call(w, jnp.asarray(x), jnp.asarray(y))
-    assert report == (4, "call_exported")
-    assert (bool(jnp.isfinite(loss)), bool(jnp.isfinite(new_w).all())) == (True, False)
+    model = jax.export.deserialize(artifact())
+    value_and_grad = jax.value_and_grad(squared_error, argnums=1)
+    w, stopped, named, finite = jnp.zeros(D, jnp.float32), [], set(), []
+    for k, (x, y) in enumerate(make_stream()):
+        x, y = jnp.asarray(x), jnp.asarray(y)
+        try:
+            with jax.debug_nans(True):
+                loss, grad = value_and_grad(model, w, x, y)
+        except FloatingPointError as err:
+            stopped.append(k)
+            named.add(str(err).split()[-1])
+            loss, grad = value_and_grad(model, w, x, y)  # the step without the guard / 不开守卫
+        finite.append(all(bool(jnp.isfinite(v).all()) for v in (loss, grad, w)))
+        w = w - LR * grad
+    assert all(finite)  # what an isfinite print per step shows / 逐步打印 isfinite 看到的
+    assert (stopped[0], len(stopped)) == (5, 2)
+    assert sorted(named) == ["call_exported"]
 
 
-def test_the_parameters_stay_finite():
-    """症状一：训练之后参数该是有限的数，每一步的损失也是；最后一步的损失不到第一步的一半。
-    Symptom one: after training the parameters should be finite numbers, and so every step's
-    loss; the last step's loss under half the first's.
+def test_the_guard_lets_every_step_through(monkeypatch):
+    """症状一：生产环境在 jax.debug_nans 之下跑 train，它中途被拦下。修好之后整个训练在守卫之下
+    跑完，模型的每一次调用都在守卫之下（守卫不能在标记之间关掉）；参数是有限的数，最后一步的损失
+    不到第一步的一半。
+    Symptom one: production runs train under jax.debug_nans and it is stopped halfway. Once
+    repaired, the whole run completes under the guard, every call of the model made with the
+    guard on (it may not be switched off between the markers); the parameters are finite, and
+    the last step's loss is under half the first's.
     """
-    w, losses = train(artifact(), make_stream())
-    print(f"losses {np.asarray(losses)}; w {np.asarray(w)}")
+    guard_on, real_call = [], jax.export.Exported.call
+
+    def call(self, *args, **kwargs):
+        guard_on.append(jax.config.jax_debug_nans)
+        return real_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.export.Exported, "call", call)
+    try:
+        with jax.debug_nans(True):
+            w, losses = jax.block_until_ready(train(artifact(), make_stream()))
+    except FloatingPointError:
+        monkeypatch.undo()
+        print("production's guard (jax.debug_nans) stopped train")
+        raise AssertionError("the guard stopped train") from None
+    monkeypatch.undo()
+    print(f"losses {np.asarray(losses)}; w {np.asarray(w)}; guard on at each call: {guard_on}")
+    assert guard_on and all(guard_on)
     assert np.isfinite(np.asarray(w)).all()
-    assert np.isfinite(np.asarray(losses)).all()
     assert float(losses[-1]) < float(losses[0]) / 2
 
 
 def test_the_loop_moves_nothing_implicitly(monkeypatch):
     """症状二：除了 train 自己明确地用 jax.device_put 放上设备的东西，循环不该在主机和设备之间
     搬任何数据。在 jax.transfer_guard("disallow") 之下跑 train 不该被拒绝；不看守卫的计数
-    （host_traffic）也该是空的：交给 Exported.call 的全是设备上的数组，没有数组被读回主机。
+    （host_traffic）也该是空的：交给 Exported.call 的全是设备上的数组，没有数组被读回主机。参数和
+    每一步的损失与测试自己的驱动一致。
     Symptom two: beyond what train puts on the devices explicitly with jax.device_put, its
     loop should move no data between host and devices. Running train under
     jax.transfer_guard("disallow") should not be refused, and a count that does not rely on the
     guard (host_traffic) should come back empty: every value handed to Exported.call is on the
-    devices already, and no array is read back to the host.
+    devices already, and no array is read back to the host. The parameters and every step's
+    loss match the test's own driver.
     """
     blob, stream = artifact(), make_stream()
+    refusing_the_reference(monkeypatch)
     moved = host_traffic(monkeypatch)
     try:
         with jax.transfer_guard("disallow"):
-            jax.block_until_ready(train(blob, stream))
+            w, losses = jax.block_until_ready(train(blob, stream))
     except jax.errors.JaxRuntimeError:
         monkeypatch.undo()
         print("the transfer guard refused a transfer inside train")
@@ -237,20 +279,7 @@ def test_the_loop_moves_nothing_implicitly(monkeypatch):
     print(f"host values handed to Exported.call: {moved['to_device']}")
     print(f"arrays read back to the host: {moved['to_host']}")
     assert moved == {"to_device": [], "to_host": []}
-
-
-def test_training_matches_the_reference(monkeypatch):
-    """两个症状都修好后，参数和每一步的损失与测试自己的驱动一致：更新不是有限的数的那一步被跳过，
-    其余每一步都算数。
-    With both symptoms repaired, the parameters and every step's loss match the test's own
-    driver: the step whose update is not finite is skipped, every other step counts.
-    """
-    blob, stream = artifact(), make_stream()
-    refusing_the_reference(monkeypatch)
-    w, losses = train(blob, stream)
-    monkeypatch.undo()
     assert isinstance(w, jax.Array) and isinstance(losses, jax.Array)
     w_ref, losses_ref = reference_run(blob, stream)
-    print(f"JAX w {np.asarray(w)}; reference w {w_ref}")
-    np.testing.assert_allclose(losses, losses_ref, rtol=1e-6)
-    np.testing.assert_allclose(w, w_ref, rtol=1e-6)
+    np.testing.assert_allclose(losses, losses_ref, rtol=1e-5)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-6)

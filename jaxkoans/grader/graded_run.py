@@ -78,12 +78,7 @@ def stop_all() -> None:
     with _LOCK:
         _CANCELLED.set()
         for process in _RUNNING:
-            _kill_group(process)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+            runner.kill_group(process)
 
 
 @dataclass
@@ -180,41 +175,33 @@ def run(
             target=_drain, args=(fifo_read, scratch / "workers.jsonl", evidence), daemon=True
         ),
     ]
-    process = None
     with open(scratch / "stdout", "wb") as stdout, open(scratch / "stderr", "wb") as stderr:
         try:
-            with _LOCK:
-                if _CANCELLED.is_set():
-                    raise Cancelled()
-                process = subprocess.Popen(
-                    command,
-                    cwd=work,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=stdout,
-                    stderr=stderr,
-                    pass_fds=(record_write, guard_write),
-                    start_new_session=True,  # its own process group, out of the terminal's reach
-                )
-                _RUNNING.add(process)
-            os.close(record_write)
-            os.close(guard_write)
-            record_write = guard_write = -1
-            for reader in readers:
-                reader.start()
-            outcome.exit_code, outcome.stopped = _wait(
-                process, options.run_timeout, stall, progress
-            )
-            outcome.timed_out = outcome.stopped.startswith("time limit")
-        finally:  # also on Ctrl-C: nothing of the run may outlive it
+            if _CANCELLED.is_set():
+                raise Cancelled()
+            with runner.in_group(
+                command, cwd=work, env=env, stdout=stdout, stderr=stderr,
+                pass_fds=(record_write, guard_write),
+            ) as process:  # fmt: skip
+                os.close(record_write)
+                os.close(guard_write)
+                record_write = guard_write = -1
+                for reader in readers:
+                    reader.start()
+                with _LOCK:
+                    _RUNNING.add(process)
+                try:
+                    if not _CANCELLED.is_set():  # stop_all before the run was known: stop now
+                        run = _wait(process, options.run_timeout, stall, progress)
+                        outcome.exit_code, outcome.stopped = run
+                        outcome.timed_out = outcome.stopped.startswith("time limit")
+                finally:
+                    with _LOCK:
+                        _RUNNING.discard(process)
+        finally:  # also on Ctrl-C: nothing of the run may outlive it (in_group kills the group)
             for fd in (record_write, guard_write):
                 if fd >= 0:
                     os.close(fd)
-            if process is not None:
-                _kill_group(process)
-                process.wait()
-                with _LOCK:
-                    _RUNNING.discard(process)
             os.close(fifo_keep)
             if not readers[-1].is_alive() and not readers[-1].ident:
                 os.close(fifo_read)  # never started: no one else closes it

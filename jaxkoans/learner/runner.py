@@ -75,13 +75,9 @@ def run_in_group(
     terminal (SIGHUP). `tick` is called every TICK_S while it runs. Returns (exit code, or
     None on a timeout; the end of its stderr, after its stdout when `keep_stdout`)."""
     with stop_signals_leave(), tempfile.TemporaryFile("w+", encoding="utf-8") as output:
-        child = subprocess.Popen(
-            command, cwd=cwd, env=None if env is None else dict(env),
-            stdin=subprocess.DEVNULL, stdout=output if keep_stdout else subprocess.DEVNULL,
-            stderr=output, text=True, start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + timeout_s
-        try:
+        stdout = output if keep_stdout else subprocess.DEVNULL
+        with in_group(command, cwd=cwd, env=env, stdout=stdout, stderr=output) as child:
+            deadline = time.monotonic() + timeout_s
             while True:
                 try:
                     child.wait(timeout=max(0.0, min(TICK_S, deadline - time.monotonic())))
@@ -95,13 +91,29 @@ def run_in_group(
                 tick()
             output.seek(0)
             return child.returncode, output.read()[-OUTPUT_CHARS:]
-        finally:
-            if child.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            with contextlib.suppress(ProcessLookupError, PermissionError):  # its workers
-                os.killpg(child.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def in_group(
+    command: list[str], *, cwd: Path, env: Mapping[str, str] | None = None, **popen
+) -> Iterator[subprocess.Popen]:
+    """The one start of a child run (`run_in_group`'s, grade's): `command` in a process group
+    of its own, the whole group (pytest and its xdist workers) ended however the block leaves."""
+    child = subprocess.Popen(
+        command, cwd=cwd, env=None if env is None else dict(env), stdin=subprocess.DEVNULL,
+        start_new_session=True, **popen,
+    )  # fmt: skip
+    try:
+        yield child
+    finally:
+        kill_group(child)
+        child.wait()
+        kill_group(child)  # the workers of a child that ended first
+
+
+def kill_group(child: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager

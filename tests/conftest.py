@@ -1,7 +1,7 @@
 """Fixtures of the suite's own checks: one recorded run of answers/ and one of koans/.
 
 `pytest tests --koans-chapter 03` (repeatable) collects chapter 03's checks only: the recorded
-runs cover its koans and answers, the per-file and per-chapter tests run for its files, the gates
+runs cover its koans and answers, the per-chapter checks run for it, the gates
 for its stale files; the harness's own tests, the other chapters' checks and the few checks that
 only make sense for the whole course are deselected (the header says so).
 """
@@ -40,8 +40,7 @@ WHOLE_COURSE_ONLY = (  # checks that compare the whole of koans/ with the whole 
 )
 
 CHOSEN: set[str] = set()  # --koans-chapter: the chapters checked (empty: all)
-# With --koans-chapter, a chapter's checks are the checks parametrized by one of its chapters or
-# koan files, and these, which check the chosen chapters inside (conftest.chosen); the harness's
+# With --koans-chapter, a chapter's checks are the checks parametrized by the chapter, and these, which check the chosen chapters inside (conftest.chosen); the harness's
 # own tests, about no chapter, are deselected (the header says so).
 CHAPTER_CHECKS = (
     "test_course.py::test_the_course_as_shipped_travels_with_it",
@@ -127,14 +126,9 @@ def koan_files(tree: Path) -> list[Path]:
 
 
 def _chapter_of(item: pytest.Item) -> str | None:
-    """The chapter a parametrized check is about (a Chapter or a koan file parameter)."""
+    """The chapter a parametrized check is about (its Chapter parameter)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    for value in params.values():
-        if isinstance(value, course.Chapter):
-            return value.number
-        if isinstance(value, Path) and HERE.koans in value.parents:
-            return value.parent.name
-    return None
+    return next((v.number for v in params.values() if isinstance(v, course.Chapter)), None)
 
 
 # `pytest tests -n 2`: each file's checks run on one worker (its module fixtures are made once),

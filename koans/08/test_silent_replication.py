@@ -157,7 +157,7 @@ def test_inspect_array_sharding_names_the_replicated_layers(seed, expected, monk
     assert found == expected
 
 
-def test_the_compiled_model_gathers_once():
+def test_a_split_layer_may_gather_inside():
     """种子 0 的模型：第 1 层单独执行时会把整批收齐，可编译后的程序里，上一个测试说每一层的输出
     都是切开的。编译后的程序里有几条 all-gather？先预测，再自己读
     jax.jit(serve).lower(x).compile().as_text()。

@@ -142,6 +142,42 @@ def test_fori_loop_with_static_bounds_is_a_scan():
     np.testing.assert_allclose(jax.grad(lambda x: power(x, 3))(x), 3 * x**2, rtol=1e-6)
 
 
+def test_a_ref_is_written_in_a_loop_without_being_carried():
+    """`jax.new_ref` 造一个可变的引用（`jax.Ref`）：循环体用 `ref[...]` 读它、写它，写入在
+    迭代之间保留，而它不必经过循环的 carry。比较两种累加：一个写进 Ref，一个放在 carry 里。
+    预测：两个 scan 方程各有几个输出，写进 Ref 的那个 scan 的第一个输入是什么类型？一个 Ref
+    能不能自己当 carry？
+    `jax.new_ref` makes a mutable reference (a `jax.Ref`): a loop body reads and writes it with
+    `ref[...]`, the writes persist from one iteration to the next, and it need not pass through
+    the loop's carry. Compare two sums: one written into a Ref, one kept in the carry. Predict
+    how many outputs each scan equation has and the type of the first input of the scan that
+    writes the Ref. Can a Ref be a carry itself?
+    """
+    xs = jnp.arange(5.0)
+
+    def into_ref(xs):
+        total = jax.new_ref(jnp.zeros(()))
+
+        def body(i, carry):
+            total[...] += xs[i]
+            return carry
+
+        lax.fori_loop(0, xs.shape[0], body, None)
+        return total[...]
+
+    def in_carry(xs):
+        return lax.fori_loop(0, xs.shape[0], lambda i, total: total + xs[i], 0.0)
+
+    assert float(jax.jit(into_ref)(xs)) == float(jax.jit(in_carry)(xs)) == 10.0
+    (written,) = [e for e in jax.make_jaxpr(into_ref)(xs).eqns if e.primitive.name == "scan"]
+    (carried,) = [e for e in jax.make_jaxpr(in_carry)(xs).eqns if e.primitive.name == "scan"]
+    assert (len(written.outvars), len(carried.outvars)) == (__, __)
+    assert str(written.invars[0].aval) == __
+    with raises_exactly(__) as info:
+        lax.fori_loop(0, 3, lambda i, ref: ref, jax.new_ref(jnp.zeros(())))
+    assert "cannot be returned" in str(info.value)
+
+
 def chunked_apply(f, xs, chunk):
     """对 xs 的每一行（沿第 0 轴）应用 f，一次 chunk 行：块内向量化，块与块之间顺序执行，
     所以同一时刻只有一块的中间值。
@@ -162,6 +198,7 @@ def chunked_apply(f, xs, chunk):
       (what lax.map's batch_size does, which will not do here). No Python loop; about 6 lines.
     """
     todo("chunked_apply: a sequential loop over vectorised chunks / 块内向量化、块间顺序")
+
 
 def test_write_a_chunked_map():
     """✍️ 实现 chunked_apply：vmap 一次算完整批，中间值的内存随批大小增长；lax.map（一个 scan）

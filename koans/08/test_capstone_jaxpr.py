@@ -6,7 +6,7 @@ jax.named_scope("layerK") 里。生产环境里，某个种子的模型在一批
 输出，有的被“稳健”的层悄悄换成 0，输出全是有限的。你拿到的只有它的 jaxpr（jax.make_jaxpr 的
 程序）和那批数据：事后分析时生成器和种子都不在手边，分析时调用生成器会被拒绝。哪一层、哪个
 原语、哪一行数据？把最外层的每个中间值都变成输出、或者在 debug_nans 下逐个方程执行，都只看到
-一层层的 jit：NaN 造出来又被换掉，都发生在某一层的 jit 里面。要用工具：读 jaxpr
+一层层的 jit：NaN 是在某一层的 jit 里面造出来的，也可能就在那里面被换掉。要用工具：读 jaxpr
 （program.pretty_print(name_stack=True) 在每个方程旁边标出它所在的层），像 JAX 自己的解释器
 那样逐个方程求值，遇到 jit 就进到它的子程序里去，看第一个造出 NaN 的方程。
 
@@ -19,10 +19,10 @@ finite. All you get is its jaxpr (the program jax.make_jaxpr gives) and that bat
 post-mortem the generator and the seed are not at hand, and calling the generator while you
 analyse is refused. Which layer, which primitive, which row of data? Making every intermediate of
 the top level an output, or running the equations one by one under debug_nans, shows only one
-jit per layer: the NaN is made, and turned into 0, inside some layer's jit. Use the tools: read
-the jaxpr (program.pretty_print(name_stack=True) marks each equation with its layer), evaluate it
-equation by equation as JAX's own interpreters do, stepping into a jit's sub-program, and look for
-the first equation that makes a NaN.
+jit per layer: the NaN is made inside some layer's jit, and may be turned into 0 right there.
+Use the tools: read the jaxpr (program.pretty_print(name_stack=True) marks each equation with
+its layer), evaluate it equation by equation as JAX's own interpreters do, stepping into a jit's
+sub-program, and look for the first equation that makes a NaN.
 """
 
 import re

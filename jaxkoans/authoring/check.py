@@ -3,8 +3,8 @@
 
 Nothing here runs a koan or starts JAX's backend (a blank's kind may import a JAX module to
 resolve a name), so the whole course is checked in seconds:
-`python -m jaxkoans.authoring check [--chapter NN]`. tests/test_course.py runs the same checks
-one file or chapter at a time, beside the checks that run the koans and their answers.
+`python -m jaxkoans.authoring check [--chapter NN]`. tests/test_check.py runs them on each
+chapter, and finds each kind of problem on a small course made wrong one way at a time.
 """
 
 from __future__ import annotations

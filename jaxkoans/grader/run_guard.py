@@ -598,7 +598,7 @@ class _DeferRegions:
     them need none of them to be collected), and each koan's process runs the whole file (its
     asserts rewritten as pytest's import would) before its koan's setup. A region's code then
     reaches only the koans of its own file, each of which uses it. Blanks and TODO bodies need
-    nothing of this: the course keeps them inside functions (tests/test_course.py)."""
+    nothing of this: the course keeps them inside functions (tests/test_check.py)."""
 
     BEGIN, END = "# ✍️ BEGIN", "# ✍️ END"  # koan_model's markers: the guard imports no course
     deferred: ClassVar[set[str]] = set()  # files imported without their regions

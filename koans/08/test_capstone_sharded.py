@@ -2,7 +2,7 @@
 
 `# ✍️ BEGIN` 与 `# ✍️ END` 之间是 8 个 CPU 设备上的数据并行线性回归的驱动循环：每一批沿 "data"
 轴切开、明确地放上设备，参数复制到每个设备，jit 只建一次。小批量来自别处拼成的生产加载器
-loader(seed)：每一批都在准备它的那套数值设置里交出来，设置由种子抽取。可训练越长，编译越多，
+loader(seed)：每一批都在准备它的那套设置里交出来，设置由种子抽取。可训练越长，编译越多，
 而且每一步都在主机和设备之间搬东西。每一步交给 jit 的参数类型、形状、dtype 和分片都一样（测试
 会核对：逐步打印 type()、jax.typeof() 和 .sharding 什么也看不出），用 NumPy 重跑一遍数值也全对；
 它们说不出哪一步开始重新编译、编译几次、因为什么。要用工具：`jax.explain_cache_misses` 在每次
@@ -12,8 +12,8 @@ loader(seed)：每一批都在准备它的那套数值设置里交出来，设�
 Between `# ✍️ BEGIN` and `# ✍️ END` is the driver loop of data-parallel linear regression on 8
 CPU devices: every batch split along the "data" axis and put on the devices explicitly, the
 parameters replicated on every device, jit built once. The mini-batches come from a production
-loader assembled elsewhere, loader(seed): each batch is handed over in the numeric settings it
-was prepared with, the settings drawn from the seed. Yet the longer the run, the more it
+loader assembled elsewhere, loader(seed): each batch is handed over in the settings it was
+prepared with, the settings drawn from the seed. Yet the longer the run, the more it
 compiles, and every step moves something between host and devices. Every step hands jit
 arguments of the same types, shapes, dtypes and shardings (the test checks it: printing
 type(), jax.typeof() and .sharding at every step shows nothing), and a NumPy re-run gets every
@@ -73,20 +73,20 @@ def train(batches):
 # ✍️ END
 
 
-# 准备一批数据时可能用到的数值设置 / the numeric settings a batch may be prepared with
+# 准备一批数据时可能用到的设置 / the settings a batch may be prepared with
 SETTINGS = (
     contextlib.nullcontext,
     lambda: jax.numpy_dtype_promotion("standard"),
     lambda: jax.default_matmul_precision("highest"),
-    lambda: jax.numpy_rank_promotion("warn"),
+    lambda: jax.set_mesh(data_mesh()),
 )
 
 
 def loader(seed, n=64):
     """别处拼成的生产加载器：STEPS 个小批量 (x (n, 4), y (n,))（NumPy），每一批在准备它的那套
-    数值设置（SETTINGS 之一，由种子抽取）里交出来。
+    设置（SETTINGS 之一，由种子抽取）里交出来。
     A production loader assembled elsewhere: STEPS mini-batches (x (n, 4), y (n,)) as NumPy,
-    each handed over in the numeric settings it was prepared with (one of SETTINGS, drawn from
+    each handed over in the settings it was prepared with (one of SETTINGS, drawn from
     the seed)."""
     rng = np.random.default_rng(seed)
     for _ in range(STEPS):

@@ -170,22 +170,22 @@ def host_traffic(monkeypatch):
 def test_explain_cache_misses_names_what_differs():
     """先诊断，再修。测试自己的循环：一个新 jit 的 sgd_step，在 loader(6) 的每一批上一步步调用，
     打开 jax.explain_cache_misses，数编译次数。它同时记下每一步交给 jit 的参数的 type()、
-    jax.typeof() 和 .sharding：它们每一步都一样。预测：一共编译几次？第一次重新编译发生在第几步
-    （从 0 数起）？日志里第一条 "* 名字 differs" 点名的是什么？读代码说不出这些，逐步打印参数、
-    用 NumPy 重跑也说不出：要自己跑工具。
+    jax.typeof() 和 .sharding（每一步都一样），还有 jax.config.values。预测：一共编译几次？
+    第一次重新编译发生在第几步（从 0 数起）？日志里第一条 "* 名字 differs" 点名的是什么？读代码
+    说不出这些，逐步打印参数和配置、用 NumPy 重跑也说不出：要自己跑工具。
     Diagnose first, then repair. The test's own loop: a freshly jitted sgd_step called step by
     step on the batches of loader(6), under jax.explain_cache_misses, counting compilations. It
-    also records the type(), jax.typeof() and .sharding of every argument handed to jit: they
-    are the same at every step. Predict: how many compilations in all? At which step (from 0)
-    does the first recompilation happen? What does the log's first "* NAME differs" line name?
-    Reading cannot tell, nor can printing the arguments at every step or a NumPy re-run: run
-    the tool yourself.
+    also records the type(), jax.typeof() and .sharding of every argument handed to jit (the
+    same at every step) and jax.config.values. Predict: how many compilations in all? At which
+    step (from 0) does the first recompilation happen? What does the log's first
+    "* NAME differs" line name? Reading cannot tell, nor can printing the arguments and the
+    configuration at every step or a NumPy re-run: run the tool yourself.
     """
     jax.clear_caches()  # a cold start, whatever ran before / 冷启动，不管之前跑过什么
     mesh = data_mesh()
     rows = NamedSharding(mesh, P("data"))
     w = jax.device_put(np.zeros(4, np.float32), NamedSharding(mesh, P()))
-    step, first_recompile, seen = jax.jit(sgd_step), None, set()
+    step, first_recompile, seen, configs = jax.jit(sgd_step), None, set(), []
     with (
         counting_compiles() as compiled,
         recording_jax_logs() as logs,
@@ -194,11 +194,13 @@ def test_explain_cache_misses_names_what_differs():
         for i, (x, y) in enumerate(loader(6)):
             args = (w, jax.device_put(x, rows), jax.device_put(y, rows))
             seen.add(tuple((type(a), jax.typeof(a), a.sharding) for a in args))
+            configs.append(dict(jax.config.values))
             w, _ = step(*args)
             if len(compiled) > 1 and first_recompile is None:
                 first_recompile = i
     named = re.findall(r"\* (\w+) differs", "\n".join(logs))
     assert len(seen) == 1  # what printing the arguments shows / 逐步打印参数能看到的
+    assert configs[first_recompile] == configs[0]  # what diffing jax.config shows / 比较配置看到的
     assert (len(compiled), first_recompile) == (3, 2)
     assert named[0] == "abstract_mesh_context_manager"
 

@@ -200,10 +200,6 @@ class Course:
         return self.root / "answers"
 
     @property
-    def has_answers(self) -> bool:
-        return self.answers.is_dir()
-
-    @property
     def state(self) -> Path:
         """The tool's own memory (.jaxkoans/, ignored by git)."""
         return self.root / ".jaxkoans"

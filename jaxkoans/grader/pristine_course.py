@@ -134,12 +134,11 @@ def _directory_commit(directory: Path) -> tuple[str | None, bool | None]:
 
 
 def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None) -> PristineCourse:
-    manifests = sorted((root / "koans").glob(f"*/{course.MANIFEST}"))
-    if not manifests:
+    chapters = course.Course(root).chapters()
+    if not chapters:
         raise UsageProblem(
             f"--course {label}: 不是 jax-koans 课程 / not a jax-koans course (no koans/NN/chapter.toml)"
         )
-    chapters = [course.load_chapter(m) for m in manifests]
     files, koans = [], {}
     for chapter in chapters:
         directory = root / "koans" / chapter.number

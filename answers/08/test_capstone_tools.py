@@ -192,14 +192,14 @@ def host_traffic(monkeypatch):
 def test_debug_nans_stops_where_no_output_is_nan():
     """先诊断，再修。测试自己的驱动在 jax.debug_nans 之下逐步训练：守卫拦下一步时抛出
     FloatingPointError，消息的最后一个词是它点名的原语，这一步再不开守卫重算一遍。每一步测试都
-    记下逐步打印 isfinite 会看到的：损失、梯度、参数是不是都是有限的数（每一步都是）。预测：守卫第一次
-    拦下是在第几步（从 0 数起），整个训练里一共拦下几步，点名的是哪个原语？读代码说不出这些，逐步
-    打印也说不出：要自己跑工具。
+    记下逐步打印 isfinite 会看到的：损失、梯度、参数和每一行的误差是不是都是有限的数（每一步
+    都是）。预测：守卫第一次拦下是在第几步（从 0 数起），整个训练里一共拦下几步，点名的是哪个
+    原语？读代码说不出这些，逐步打印也说不出：要自己跑工具。
     Diagnose first, then repair. The test's own driver trains step by step under
     jax.debug_nans: when the guard stops a step it raises FloatingPointError, the message's last
     word is the primitive it names, and the step is computed again without the guard. At every
-    step the test notes what printing isfinite would show: whether the loss, the gradient and
-    the parameters are all finite (at every step they are).
+    step the test notes what printing isfinite would show: whether the loss, the gradient, the
+    parameters and every row's error are all finite (at every step they are).
     Predict: at which step (from 0) does the guard first stop, at how many steps of the run
     does it stop in all, and which primitive does it name? Reading cannot tell, nor can
     printing at every step: run the tool yourself.
@@ -216,7 +216,8 @@ def test_debug_nans_stops_where_no_output_is_nan():
             stopped.append(k)
             named.add(str(err).split()[-1])
             loss, grad = value_and_grad(model, w, x, y)  # the step without the guard / 不开守卫
-        finite.append(all(bool(jnp.isfinite(v).all()) for v in (loss, grad, w)))
+        seen = (loss, grad, w, model.call(w, x) - y)  # what printing shows / 打印能看到的
+        finite.append(all(bool(jnp.isfinite(v).all()) for v in seen))
         w = w - LR * grad
     assert all(finite)  # what an isfinite print per step shows / 逐步打印 isfinite 看到的
     assert (stopped[0], len(stopped)) == (5, 2)

@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import ad, batching, mlir
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
@@ -155,6 +157,90 @@ def test_jit_needs_a_lowering():
     np.testing.assert_allclose(jax.jit(f)(x), leaky_sum_reference(x, decay=0.5, reverse=False))
     hlo = jax.jit(f).lower(x).as_text()
     assert ("leaky_sum" in hlo, hlo.count("stablehlo.while")) == (False, 1)
+
+
+def batch_norm_reference(x, scale, offset, mean, var, *, epsilon, feature_index):
+    """Inference batch norm in plain JAX: each feature (the axis feature_index) normalised by
+    its given mean and variance, then scaled and shifted."""
+    shape = [1] * x.ndim
+    shape[feature_index] = -1
+    scale, offset, mean, var = (v.reshape(shape) for v in (scale, offset, mean, var))
+    return (x - mean) * lax.rsqrt(var + epsilon) * scale + offset
+
+
+def batch_norm_lowering(ctx, x, scale, offset, mean, var, *, epsilon, feature_index):
+    """Lowering rule of batch_norm_inference written by hand: emit one StableHLO op,
+    stablehlo.BatchNormInferenceOp (the dialect of jax.extend.mlir.dialects), on the five
+    operands, which arrive as MLIR values. The primitive's params become the op's attributes:
+    epsilon an ir.FloatAttr of 32-bit floats, feature_index an ir.IntegerAttr of 64-bit signless
+    integers. Return a list holding the op's result. About 5 lines.
+    手写的 lowering 规则：对五个操作数（MLIR 值）发出一个 StableHLO 运算 BatchNormInferenceOp；
+    原语的 params 变成它的属性：epsilon 是 32 位浮点的 ir.FloatAttr，feature_index 是 64 位
+    不区分符号（signless）整数的 ir.IntegerAttr。返回装着它的结果的列表。
+    """
+    f32 = ir.F32Type.get()
+    i64 = ir.IntegerType.get_signless(64)
+    op = stablehlo.BatchNormInferenceOp(
+        x, scale, offset, mean, var,
+        epsilon=ir.FloatAttr.get(f32, epsilon),
+        feature_index=ir.IntegerAttr.get(i64, feature_index),
+    )  # fmt: skip
+    return [op.result]
+
+
+def make_batch_norm():
+    """A fresh batch_norm_inference primitive whose only lowering is batch_norm_lowering."""
+    prim = jax.extend.core.Primitive("batch_norm_inference")
+    prim.def_abstract_eval(lambda x, *stats, **params: jax.core.ShapedArray(x.shape, x.dtype))
+    mlir.register_lowering(prim, batch_norm_lowering)
+    return prim
+
+
+def stablehlo_ops(lowered):
+    """The operations of a lowered module's functions, in order, read by MLIR's own walk
+    (func.func and func.return left out)."""
+    names = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    names.append(inner.operation.name)
+                    visit(inner.operation)
+
+    visit(lowered.compiler_ir("stablehlo").operation)
+    return [n for n in names if not n.startswith("func.")]
+
+
+@pytest.mark.parametrize(
+    "shape, feature_index, epsilon", [((3, 4, 3), 0, 1e-3), ((3, 4, 3), 2, 1e-5)]
+)
+def test_a_lowering_written_by_hand_emits_exactly_its_ops(shape, feature_index, epsilon):
+    """mlir.register_lowering 也接受手写的规则：它收到 ctx（ctx.avals_in、ctx.avals_out）和
+    MLIR 值形式的操作数，用 StableHLO 方言的运算类（jax.extend.mlir.dialects.stablehlo）构造
+    运算，返回结果值的列表。写出 batch_norm_lowering：模块里只有你发出的那一个运算，数值与纯
+    JAX 的参考一致（同样形状的操作数，两种特征轴和 epsilon）；XLA 的 CPU 编译器再把它展开成逐元素运算。
+    mlir.register_lowering also takes a rule written by hand: it receives ctx (ctx.avals_in,
+    ctx.avals_out) and the operands as MLIR values, builds operations with the op classes of the
+    StableHLO dialect (jax.extend.mlir.dialects.stablehlo) and returns a list of result values.
+    Write batch_norm_lowering: the module holds the one op you emitted and nothing else, and the
+    values match the plain-JAX reference (operands of the same shapes, two feature axes and epsilons); XLA's CPU
+    compiler then expands it into elementwise instructions.
+    """
+    prim = make_batch_norm()
+    keys = jax.random.split(jax.random.key(feature_index), 5)
+    x = 2.0 * jax.random.normal(keys[0], shape) + 0.5
+    n = shape[feature_index]
+    scale, offset = jax.random.normal(keys[1], (n,)), jax.random.normal(keys[2], (n,))
+    mean = jax.random.normal(keys[3], (n,))
+    var = jax.random.uniform(keys[4], (n,), minval=1e-4, maxval=1e-2)  # epsilon matters
+    args = (x, scale, offset, mean, var)
+    params = {"epsilon": epsilon, "feature_index": feature_index}
+    f = jax.jit(lambda *a: prim.bind(*a, **params))
+    np.testing.assert_allclose(f(*args), batch_norm_reference(*args, **params), rtol=2e-5, atol=1e-5)
+    lowered = f.lower(*args)
+    assert stablehlo_ops(lowered) == ["stablehlo.batch_norm_inference"]
+    assert "batch-norm-inference" not in lowered.compile().as_text()
 
 
 def test_jvp_rule_gives_forward_mode():

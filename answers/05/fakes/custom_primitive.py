@@ -53,3 +53,57 @@ def scale_jvp__instantiated_zeros(prim, primals, tangents):
     """Turns the symbolic zero into an array of zeros and computes both terms."""
     (a, x), (ta, tx) = primals, [ad.instantiate_zeros(t) for t in tangents]
     return prim.bind(a, x), ta * x + a * tx
+
+
+def batch_norm_lowering__lower_fun_reference(ctx, x, scale, offset, mean, var, *, epsilon, feature_index):
+    """Lets JAX lower the plain-JAX reference: the right numbers, a module of reshapes and arithmetic."""
+    rule = mlir.lower_fun(
+        partial(batch_norm_reference, epsilon=epsilon, feature_index=feature_index),
+        multiple_results=False,
+    )
+    return rule(ctx, x, scale, offset, mean, var)
+
+
+def batch_norm_lowering__op_as_dead_code(ctx, x, scale, offset, mean, var, *, epsilon, feature_index):
+    """Emits the op but returns the lowered reference: the op stays in the module, unused."""
+    stablehlo.BatchNormInferenceOp(
+        x, scale, offset, mean, var,
+        epsilon=ir.FloatAttr.get(ir.F32Type.get(), epsilon),
+        feature_index=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), feature_index),
+    )  # fmt: skip
+    rule = mlir.lower_fun(
+        partial(batch_norm_reference, epsilon=epsilon, feature_index=feature_index),
+        multiple_results=False,
+    )
+    return rule(ctx, x, scale, offset, mean, var)
+
+
+def batch_norm_lowering__zero_mean(ctx, x, scale, offset, mean, var, *, epsilon, feature_index):
+    """Feeds the op a constant zero mean instead of the operand."""
+    zeros = mlir.ir_constant(np.zeros(ctx.avals_in[3].shape, np.float32))
+    op = stablehlo.BatchNormInferenceOp(
+        x, scale, offset, zeros, var,
+        epsilon=ir.FloatAttr.get(ir.F32Type.get(), epsilon),
+        feature_index=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), feature_index),
+    )  # fmt: skip
+    return [op.result]
+
+
+def batch_norm_lowering__first_case_attributes(ctx, x, scale, offset, mean, var, *, epsilon, feature_index):
+    """Writes the first case's epsilon and feature axis as constants instead of the params."""
+    op = stablehlo.BatchNormInferenceOp(
+        x, scale, offset, mean, var,
+        epsilon=ir.FloatAttr.get(ir.F32Type.get(), 1e-3),
+        feature_index=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1),
+    )  # fmt: skip
+    return [op.result]
+
+
+def batch_norm_lowering__epsilon_dropped(ctx, x, scale, offset, mean, var, *, epsilon, feature_index):
+    """Writes epsilon as zero: the variance alone under the square root."""
+    op = stablehlo.BatchNormInferenceOp(
+        x, scale, offset, mean, var,
+        epsilon=ir.FloatAttr.get(ir.F32Type.get(), 0.0),
+        feature_index=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), feature_index),
+    )  # fmt: skip
+    return [op.result]

@@ -33,6 +33,11 @@ CASES = {
     "B4_implicit_newton_in_callback": ("11/test_nonlinear_implicit.py", "implicit_step"),
     "B5_ulysses_gather_by_psum": ("03/test_ulysses.py", "ulysses_attention"),
     "B6_burgers_dense_newton_by_jvps": ("11/test_newton_krylov.py", "burgers_step"),
+    # issue 59: a preconditioner by a fixed inner iteration count, by none at all (the library
+    # solver alone), by the grid step of the test's size
+    "B20_lines_by_fixed_inner_cg_steps": ("11/test_krylov_counts.py", "line_preconditioner"),
+    "B21_lines_left_to_plain_cg": ("11/test_krylov_counts.py", "line_preconditioner"),
+    "H20_lines_grid_step_of_the_test": ("11/test_krylov_counts.py", "line_preconditioner"),
     "C1_coloring_closure_cells": ("04/test_jacobian_coloring.py", "colored_jacobian"),
     "C2_coloring_computed_getattr": ("04/test_jacobian_coloring.py", "colored_jacobian"),
     "C3_coloring_caller_frame": ("04/test_jacobian_coloring.py", "colored_jacobian"),
@@ -59,6 +64,14 @@ CASES = {
     "B8_ring_bwd_autodiff_of_the_forward": ("03/test_ring_attention.py", "ring_attention_bwd"),
     "B9_ring_bwd_all_gather_kv": ("03/test_ring_attention.py", "ring_attention_bwd"),
     "G4_ring_bwd_whole_buffers_passed_around": ("03/test_ring_attention.py", "ring_attention_bwd"),
+    # issue 58: a hand-written lowering and fp8 delayed scaling
+    "A7_batch_norm_op_dead_beside_lower_fun": ("05/test_custom_primitive.py", "batch_norm_lowering"),
+    "E4_batch_norm_op_on_zero_mean": ("05/test_custom_primitive.py", "batch_norm_lowering"),
+    "F4_batch_norm_lowered_by_lower_fun": ("05/test_custom_primitive.py", "batch_norm_lowering"),
+    "H2_batch_norm_attributes_by_operand_shape": ("05/test_custom_primitive.py", "batch_norm_lowering"),
+    "B7_fp8_scale_from_current_amax": ("06/test_fp8.py", "delayed_scaling_quantize"),
+    "E5_fp8_history_recorded_never_read": ("06/test_fp8.py", "delayed_scaling_quantize"),
+    "H3_fp8_window_maxima_looked_up": ("06/test_fp8.py", "delayed_scaling_quantize"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point

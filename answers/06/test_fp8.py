@@ -113,3 +113,57 @@ def test_block_scaled_fp8_matmul():
     np.testing.assert_array_equal(out, library)
     exact = np.einsum("bmk,bnk->bmn", np.asarray(lhs, np.float64), np.asarray(rhs, np.float64))
     assert np.abs(np.asarray(out) - exact).max() < 0.05 * np.abs(exact).max()
+
+
+E4M3_MAX = 448.0
+
+
+def delayed_scaling_quantize(x, amax_history):
+    """✍️ 延迟缩放（delayed scaling）：把 x（float32）量化成 float8_e4m3fn，缩放因子不看 x 自己，
+    而是来自前几步记下的 amax：scale = max(amax_history) / 448。数值是 x / scale 先截到
+    [-448, 448]（e4m3fn 没有 inf：比历史大的数要饱和，而不是变成 NaN），再转成 float8_e4m3fn。
+    然后记下这一步的 amax：历史整体往后挪一格（最老的那个丢掉），max|x| 放在第 0 格。
+    返回 (数值, scale, 新的历史)。大约 5 行。
+    Delayed scaling: quantize x (float32) to float8_e4m3fn with a scale that does not look at x
+    but at the amax the previous steps recorded: scale = max(amax_history) / 448. The values are
+    x / scale clipped to [-448, 448] (e4m3fn has no inf: a value above the history must saturate,
+    not become NaN), then cast to float8_e4m3fn. Then record this step's amax: the history moves
+    back by one slot (the oldest dropped) and max|x| goes into slot 0. Return (values, scale,
+    the new history). About 5 lines.
+    """
+    scale = jnp.max(amax_history) / E4M3_MAX
+    values = jnp.clip(x / scale, -E4M3_MAX, E4M3_MAX).astype(jnp.float8_e4m3fn)
+    history = jnp.roll(amax_history, 1).at[0].set(jnp.max(jnp.abs(x)))
+    return values, scale, history
+
+
+def test_delayed_scaling_takes_the_scale_from_past_steps():
+    """✍️ 实现 delayed_scaling_quantize。按当前张量的 amax 缩放，转换要等整个张量的归约算完；
+    延迟缩放用前几步的 amax，这一步的 amax 只是顺手记下、留给后面的步。代价是：数值突然变大的那一步，
+    超出历史的数饱和在 448；记下之后，后面几步的 scale 跟上来，窗口里最大的 amax 说了算。这里跑六步，
+    每一步的 scale 都等于参考（到 float32 的舍入），数值和历史与 NumPy 的参考逐位相同。
+    Write delayed_scaling_quantize. Scaling by the current tensor's amax makes the cast wait for a
+    reduction over the whole tensor; delayed scaling uses the previous steps' amax and only records
+    this step's for the steps after. The price: on the step where the values jump, those above the
+    history saturate at 448; once recorded, the following steps' scale catches up, and the largest
+    amax in the window decides it. Six steps run here: every step's scale equals the reference (to
+    float32 rounding), and its values and history match a NumPy reference bit for bit.
+    """
+    rng = np.random.default_rng(1)
+    sizes = (1.0, 1.2, 0.9, 8.0, 6.0, 1.0)  # a jump at step 3, and a window that remembers it
+    xs = [jnp.asarray(rng.normal(size=(16, 32)).astype(np.float32) * s) for s in sizes]
+    history = jnp.array([2.0, 3.0, 1.5, 2.5], jnp.float32)
+    step = jax.jit(delayed_scaling_quantize)
+    saturated = []
+    for x in xs:
+        values, scale, new_history = step(x, history)
+        want_scale = np.float32(np.max(np.asarray(history))) / np.float32(E4M3_MAX)
+        np.testing.assert_allclose(np.asarray(scale), want_scale, rtol=1e-6)
+        want = np.clip(np.asarray(x) / np.asarray(scale), -E4M3_MAX, E4M3_MAX).astype(jnp.float8_e4m3fn)
+        assert values.dtype == jnp.float8_e4m3fn
+        np.testing.assert_array_equal(np.asarray(values).astype(np.float32), want.astype(np.float32))
+        amax = np.max(np.abs(np.asarray(x)))
+        np.testing.assert_array_equal(new_history, np.concatenate([[amax], np.asarray(history)[:-1]]))
+        saturated.append(int(np.sum(np.abs(want.astype(np.float32)) == E4M3_MAX)))
+        history = new_history
+    assert saturated[3] > 100 and saturated[4] == saturated[5] == 0

@@ -190,8 +190,9 @@ def test_explain_cache_misses_names_what_differs():
         counting_compiles() as compiled,
         recording_jax_logs() as logs,
         jax.explain_cache_misses(True),
+        contextlib.closing(loader(6)) as batches,
     ):
-        for i, (x, y) in enumerate(loader(6)):
+        for i, (x, y) in enumerate(batches):
             args = (w, jax.device_put(x, rows), jax.device_put(y, rows))
             seen.add(tuple((type(a), jax.typeof(a), a.sharding) for a in args))
             configs.append(dict(jax.config.values))
@@ -213,10 +214,11 @@ def test_the_run_compiles_its_step_once():
     shapes) should compile nothing at all.
     """
     jax.clear_caches()  # a cold start, whatever ran before / 冷启动，不管之前跑过什么
-    with counting_compiles() as first:
-        train(loader(0))
-    with counting_compiles() as second:
-        train(loader(11))
+    # closing: a loader left halfway by an error leaves its with block / 中途出错也退出加载器的块
+    with counting_compiles() as first, contextlib.closing(loader(0)) as batches:
+        train(batches)
+    with counting_compiles() as second, contextlib.closing(loader(11)) as batches:
+        train(batches)
     print(f"the first run compiled {first}, the second {second}")
     assert sorted({name for name in first if first.count(name) > 1}) == []
     assert second == []
@@ -237,8 +239,8 @@ def test_the_loop_moves_nothing_implicitly(monkeypatch):
     refusing_the_reference(monkeypatch)
     moved = host_traffic(monkeypatch)
     try:
-        with jax.transfer_guard("disallow"):
-            w, losses = jax.block_until_ready(train(loader(6)))
+        with jax.transfer_guard("disallow"), contextlib.closing(loader(6)) as batches:
+            w, losses = jax.block_until_ready(train(batches))
     except jax.errors.JaxRuntimeError:
         monkeypatch.undo()
         print("the transfer guard refused a transfer inside train")

@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import roofline
+from jax.sharding import AbstractMesh, AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __  # noqa: F401  (the koans' blanks)
 
@@ -86,3 +88,27 @@ def test_what_roofline_makes_of_ten_steps():
     assert mapped.flops == 1 * once.flops
     assert batched.flops == 10 * once.flops
     assert until_n.flops == 0
+
+
+def test_roofline_counts_the_bytes_each_collective_moves_on_a_mesh():
+    """给 roofline 一个网格和 specs，它把 f 当作 shard_map 的函数体来估计，`ici_bytes` 按网格轴
+    记下每个设备在集合通信里发出的字节。网格只需是抽象的（`AbstractMesh`，不要真的 8 个设备）。
+    一个 1024 个 float32 的数组按 8 份切开，每个设备 512 字节：把整块传给下一个设备的
+    `ppermute` 记 512 字节；`psum` 和 `psum_scatter` 呢？
+    Given a mesh and specs, roofline estimates f as the body of a shard_map, and `ici_bytes`
+    records per mesh axis the bytes each device sends in collectives. The mesh may be abstract
+    (an `AbstractMesh`, no 8 real devices needed). An array of 1024 float32 split 8 ways, 512
+    bytes per device: a `ppermute` passing the whole block to the next device records 512
+    bytes; what about a `psum` and a `psum_scatter`?
+    """
+    mesh = AbstractMesh((8,), ("x",), axis_types=(AxisType.Explicit,))
+    x = jax.ShapeDtypeStruct((1024,), jnp.float32, sharding=NamedSharding(mesh, P("x")))
+
+    def moved(f, out_specs):
+        _, result = roofline.roofline(f, mesh=mesh, in_specs=P("x"), out_specs=out_specs)(x)
+        return result.ici_bytes
+
+    ring = [(i, (i + 1) % 8) for i in range(8)]
+    assert moved(lambda b: lax.ppermute(b, "x", ring), P("x")) == {"x": 512}
+    assert moved(lambda b: lax.psum(b, "x"), P()) == {"x": 896}
+    assert moved(lambda b: lax.psum_scatter(b, "x", tiled=True), P("x")) == {"x": 448}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -455,3 +456,51 @@ def test_a_fresh_case_tells_a_lookup_of_the_tests_numbers_from_the_work():
     answer = fresh.run(step, (_XS, 0.1), {}, 7)
     assert fresh.differs(fresh.run(step, (_XS, 0.1), {}, 7), answer) == ""
     assert "another result" in fresh.differs(fresh.run(looked_up, (_XS, 0.1), {}, 7), answer)
+
+
+def test_a_grown_case_tells_a_block_count_of_the_tests_width_from_the_work():
+    from jaxkoans.plugin import fresh
+
+    def block_max(x):  # the work: the max of every 4 neighbours
+        return jnp.abs(x.reshape(*x.shape[:-1], -1, 4)).max(-1)
+
+    def two_blocks(x):  # right at the test's width of 8 only
+        return jnp.stack([jnp.abs(x[..., :4]).max(-1), jnp.abs(x[..., 4:]).max(-1)], -1)
+
+    x = jnp.arange(24.0).reshape(3, 8)
+    assert fresh.lengths((x,), {}) == [8, 3]
+    grown, _ = fresh.grown((x,), {}, 8, 7)
+    assert grown[0].shape == (3, 16)
+    answer = fresh.run(block_max, (x,), {}, 7, length=8)
+    assert (
+        fresh.differs(fresh.run(two_blocks, (x,), {}, 7), fresh.run(block_max, (x,), {}, 7)) == ""
+    )
+    assert "output 0" in fresh.differs(fresh.run(two_blocks, (x,), {}, 7, length=8), answer)
+
+
+def _first_above(xs, threshold, to_the_end=False):
+    n = xs.shape[0]
+
+    def step(carry):
+        i, found = carry
+        return i + 1, jnp.where((xs[i] > threshold) & (found == n), i, found)
+
+    def going(carry):
+        searching = carry[1] == n
+        return (carry[0] < n) & (jnp.isfinite(threshold) if to_the_end else searching)
+
+    return jax.lax.while_loop(going, step, (0, n))[1]
+
+
+def test_run_time_steps_tell_a_loop_that_stops_from_one_that_runs_to_its_end():
+    from jaxkoans.plugin import costs, trips
+
+    xs, counted = jnp.array([0.0, 0.0, 5.0] + [0.0] * 13), {}
+    for name, fn in [("stops", _first_above), ("runs on", partial(_first_above, to_the_end=True))]:
+        with trips.counting() as steps:
+            assert int(jax.jit(fn)(xs, 1.0)) == 2
+            jax.effects_barrier()
+        counted[name] = len(steps)
+    assert counted == {"stops": 3, "runs on": 16}
+    assert costs.more_steps(counted["stops"] + 1, counted["stops"]) == []
+    assert "16 steps" in costs.more_steps(counted["runs on"], counted["stops"])[0]

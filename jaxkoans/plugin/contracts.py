@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -212,7 +213,6 @@ def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -
     """Raise ContractBroken for the first TODO whose recorded program breaks its contract (its
     primitives, its costs against the answer's `profiles`, its results on fresh inputs, its
     technique's liveness); return the TODOs whose programs were read and met theirs."""
-    import os
 
     met = []
     for calls in records:
@@ -224,12 +224,14 @@ def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -
                 _log(koan, calls.name, read, signature)
                 continue
             key = costs.signature_key(signature)
+            answer = (profiles or {}).get(calls.name, {}).get(key)
             # only a traced contract's TODO runs again (an author's run lists every TODO)
-            case = _fresh_case(calls, pending, signature, key) if calls.contract else None
+            case = (
+                _fresh_case(calls, pending, signature, read, koan, answer) if calls.contract else {}
+            )
             if os.environ.get(PROGRAMS_ENV):  # an author's run that records the answers' profiles
                 _log(koan, calls.name, read, signature, case)
                 continue
-            answer = (profiles or {}).get(calls.name, {}).get(key)
             if answer is not None:
                 problems += costs.exceeded(read.costs(), answer, calls.contract.get("costs", {}))
             problems += _fresh_problems(case, answer, costs.koan_key(koan))
@@ -256,38 +258,103 @@ def _inputs(calls: _Calls, pending, signature: str, seed: int):
     return fresh.drawn(pending[1], pending[2], seed)
 
 
-def _fresh_case(calls: _Calls, pending, signature: str, key: str):
-    """The TODO's fingerprint on moved inputs (plugin/fresh.py); None when it cannot run there
-    (read in place under shard_map, or raising)."""
+def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer) -> dict:
+    """What the TODO gives on inputs the test never showed (plugin/fresh.py): its fingerprint on
+    the call moved ("moved"), the steps its data-dependent loops took there ("steps",
+    plugin/trips.py), and its fingerprint on the call grown along one length ("grown": the one
+    the answer's profile names, or in an author's run the first length the answer runs at).
+    A run that raises gives its error's first line; none runs where the TODO was read in place
+    under shard_map."""
     import zlib
 
     if not isinstance(pending, tuple):
-        return None
-    seed = zlib.crc32(f"{calls.name}::{key}".encode())
+        return {}
+    seed = zlib.crc32(f"{calls.name}::{costs.signature_key(signature)}".encode())
+    mine = costs.koan_key(koan)
+    found: dict = {}
     _READING[0] = True
     try:
         with jax_x64(pending[3][1]):
             args, kwargs = _inputs(calls, pending, signature, seed)
-            return fresh.run(calls.function, args, kwargs, seed)
+            found["moved"], found["steps"] = _moved_run(calls.function, args, kwargs, seed, read)
+            if os.environ.get(PROGRAMS_ENV):
+                lengths = fresh.lengths(args, kwargs)[:3]
+            else:
+                lengths = [((answer or {}).get("grown") or {}).get(mine, {}).get("length")]
+            for length in filter(None, lengths):
+                printed = _outcome(
+                    lambda n=length: fresh.run(calls.function, args, kwargs, seed, n)
+                )
+                found["grown"] = {"length": length, "print": printed}
+                if isinstance(printed, list) or not os.environ.get(PROGRAMS_ENV):
+                    break  # an author's run tries the next length where the answer raised
     except Exception as error:
-        return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+        found["moved"] = _first_line(error)
     finally:
         _READING[0] = False
+    return found
 
 
-def _fresh_problems(case, answer: dict | None, koan: str) -> list[str]:
-    by_koan = (answer or {}).get("fresh")
-    expected = by_koan.get(koan) if isinstance(by_koan, dict) else None  # this koan's call, moved
+def _moved_run(function, args, kwargs, seed: int, read):
+    """The fingerprint on the moved call, and the steps taken by data-dependent loops there
+    (None when the program has none)."""
+    import jax
+
+    if not read.costs().data_dependent_loops:
+        return _outcome(lambda: fresh.run(function, args, kwargs, seed)), None
+    from jaxkoans.plugin import trips
+
+    try:
+        with trips.counting() as steps:
+            printed = fresh.run(function, args, kwargs, seed)
+            jax.effects_barrier()
+        return printed, len(steps)
+    except Exception:  # a loop the counter cannot rewrite: the fingerprint alone
+        return _outcome(lambda: fresh.run(function, args, kwargs, seed)), None
+
+
+def _outcome(run):
+    try:
+        return run()
+    except Exception as error:
+        return _first_line(error)
+
+
+def _first_line(error: Exception) -> str:
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+
+
+def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
+    """Where the TODO's fresh case is not the answer's: another result on the moved call or the
+    grown one, or more loop steps."""
+    answer = answer or {}
+    problems = []
+    expected = (answer.get("fresh") or {}).get(koan)  # this koan's call, moved
+    why = _why(case.get("moved"), expected)
+    if why:
+        problems.append(
+            f"在测试没有见过的输入上（同一个调用，数值略作移动）结果与参考答案不同 / on inputs the "
+            f"test never showed (its own call, the numbers moved a little) the result is not the "
+            f"answer's: {why}"
+        )
+    grown = (answer.get("grown") or {}).get(koan)
+    why = _why((case.get("grown") or {}).get("print"), (grown or {}).get("print"))
+    if why:
+        length = grown["length"]
+        problems.append(
+            f"在更大的输入上（每个长度为 {length} 的轴加倍到 {2 * length}）结果与参考答案不同 / "
+            f"on a larger input the test never showed (every axis of length {length} doubled to "
+            f"{2 * length}) the result is not the answer's: {why}"
+        )
+    steps = (answer.get("steps") or {}).get(koan)
+    problems += costs.more_steps(case.get("steps"), steps)
+    return problems
+
+
+def _why(mine, expected) -> str:
     if not isinstance(expected, list):
-        return []  # no answer's run to compare with (or the answer could not run there)
-    why = case if isinstance(case, str) else fresh.differs(case, expected) if case else ""
-    if not why:
-        return []
-    return [
-        f"在测试没有见过的输入上（同一个调用，数值略作移动）结果与参考答案不同 / on inputs the test "
-        f"never showed (its own call, the numbers moved a little) the result is not the "
-        f"answer's: {why}"
-    ]
+        return ""  # no answer's run to compare with (or the answer could not run there)
+    return mine if isinstance(mine, str) else fresh.differs(mine, expected) if mine else ""
 
 
 def _liveness(calls: _Calls, read, signature: str, koan: str) -> list[str]:
@@ -352,9 +419,8 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
     return []
 
 
-def _log(koan: str, name: str, read, signature: str = "", case=None) -> None:
+def _log(koan: str, name: str, read, signature: str = "", case: dict | None = None) -> None:
     import json
-    import os
 
     path = os.environ.get(PROGRAMS_ENV)
     if not path:
@@ -363,10 +429,16 @@ def _log(koan: str, name: str, read, signature: str = "", case=None) -> None:
     if isinstance(read, str):
         entry["error"] = read
     else:
+        mine, case = costs.koan_key(koan), case or {}
+        ran = {  # the answer's fresh case, where it ran (costs.json: per koan)
+            "fresh": case.get("moved") if isinstance(case.get("moved"), list) else None,
+            "grown": case.get("grown") if isinstance((case.get("grown") or {}).get("print"), list) else None,
+            "steps": case.get("steps"),
+        }  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),
                   "costs": read.costs().as_dict()
-                  | {"fresh": {costs.koan_key(koan): case} if isinstance(case, list) else {}}}  # fmt: skip
+                  | {k: {mine: v} if v is not None else {} for k, v in ran.items()}}  # fmt: skip
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
 
@@ -374,7 +446,6 @@ def _log(koan: str, name: str, read, signature: str = "", case=None) -> None:
 def to_read(chapter, filename: str, todos) -> dict[str, dict]:
     """The TODO functions to record in `filename`: the contracted ones, and with PROGRAMS_ENV
     set every TODO function (`todos`: their names) with an empty contract."""
-    import os
 
     found = contracted(chapter, filename)
     if os.environ.get(PROGRAMS_ENV):

@@ -29,12 +29,36 @@ BOUNDS = {
 }
 WORDS = {
     "flops": ("浮点运算", "flops"),
-    "outside_flops": ("内核与主机之外（设备上）的浮点运算", "flops outside the kernels and the host"),
+    "outside_flops": (
+        "内核与主机之外（设备上）的浮点运算",
+        "flops outside the kernels and the host",
+    ),
     "opaque_calls": ("回调 / FFI 调用次数", "callback and FFI calls run"),
     "collective_bytes": ("每个设备的集合通信字节数", "bytes of collectives per device"),
     "serial_steps": ("串行的循环步数", "serial loop steps"),
     "largest_intermediate": ("最大的中间数组（字节）", "bytes of the largest intermediate"),
 }
+
+
+PER_KOAN = ("fresh", "grown", "steps")  # a profile's fresh cases, one per koan calling the TODO
+# a TODO's data-dependent loops may take at most factor x the answer's steps + slack when run
+# (plugin/trips.py): another honest stopping test may take a step or two more, a loop that
+# always runs to its end takes many
+STEPS = (1.25, 1)
+
+
+def more_steps(mine: int | None, answer: int | None) -> list[str]:
+    """Why `mine` steps of data-dependent loops are more than the answer's allow, in words."""
+    if mine is None or answer is None:
+        return []
+    factor, slack = STEPS
+    if mine <= factor * answer + slack:
+        return []
+    return [
+        f"数据决定的循环运行了 {mine} 步，参考答案只需 {answer} 步 / its data-dependent loops ran "
+        f"{mine} steps where the answer's stop after {answer}: a loop that does not stop when its "
+        "test holds does the work the technique saves"
+    ]
 
 
 def signature_key(signature: str) -> str:
@@ -106,8 +130,10 @@ def write(chapter_dir: Path, entries: list[dict]) -> int:
         filename = entry["koan"].split("::")[0].rsplit("/", 1)[-1].split("__")[0]
         filename = filename if filename.endswith(".py") else f"{filename}.py"
         todo = found.setdefault(f"{filename}::{entry['todo']}", {})
-        known = todo.setdefault(entry["signature"], {**entry["costs"], "fresh": {}})
-        known["fresh"] |= entry["costs"].get("fresh") or {}  # each koan's own call, moved
+        per_koan = {k: {} for k in PER_KOAN}
+        known = todo.setdefault(entry["signature"], {**entry["costs"], **per_koan})
+        for k in PER_KOAN:  # each koan's own call: moved, grown, its loops' steps
+            known[k] |= entry["costs"].get(k) or {}
     text = json.dumps(dict(sorted(found.items())), indent=1, sort_keys=True) + "\n"
     (chapter_dir / FILE).write_text(text, encoding="utf-8")
     return sum(len(v) for v in found.values())

@@ -8,6 +8,10 @@ outputs on them travel with its cost profile (`koans/NN/costs.json`) as a finger
 seeded random projections of each output and its norm, never the values, so the file states no
 answer. The TODO must match them within a tolerance that separates another result from
 rounding (1e-3 of the output's norm).
+
+A second case grows the call: every axis of one length is doubled (`grown`), so a block count,
+a size table or a shape written into the TODO meets a shape the test never used. The answer's
+profile names the length it grew (the first, largest first, on which the answer ran).
 """
 
 from __future__ import annotations
@@ -41,9 +45,51 @@ def moved(args, kwargs, seed: int, scale: float = 0.05):
     return jax.tree.map(move, (args, kwargs))
 
 
+def lengths(args, kwargs) -> list[int]:
+    """The axis lengths (above 1) of the float arrays among `args`/`kwargs`, largest first: the
+    lengths `grown` may double."""
+    import jax
+    import numpy as np
+
+    found = {
+        n
+        for leaf in jax.tree.leaves((args, kwargs))
+        if hasattr(leaf, "shape") and np.issubdtype(np.dtype(leaf.dtype), np.floating)
+        for n in leaf.shape
+        if n > 1
+    }
+    return sorted(found, reverse=True)
+
+
+def grown(args, kwargs, length: int, seed: int):
+    """`args`/`kwargs` (concrete) with every axis of `length` doubled: each array repeated along
+    it (so a mask, an index or a key stays one the problem allows), then the floats moved so
+    that the two halves differ."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    def grow(leaf):
+        shape = getattr(leaf, "shape", None)
+        if shape is None or length not in shape:
+            return leaf
+        keys = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+        value = leaf if keys else np.asarray(leaf)
+        for axis, n in enumerate(shape):
+            if n == length:
+                value = (jnp if keys else np).concatenate([value, value], axis=axis)
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(leaf, jax.Array) and isinstance(sharding, jax.NamedSharding):
+            return jax.device_put(value, sharding)
+        return jnp.asarray(value) if isinstance(leaf, jax.Array) else value
+
+    return moved(*jax.tree.map(grow, (args, kwargs)), seed)
+
+
 def drawn(args, kwargs, seed: int):
     """New values for the arrays among `args`/`kwargs` (shapes and dtypes as recorded): what no
-    table in the test anticipates. Floats are normal, integers in [0, 4), booleans fair."""
+    table in the test anticipates. Floats are normal, integers in [0, 4), booleans fair; each
+    a jax.Array, as the tracers it stands for were (numpy cannot be indexed by a tracer)."""
     import jax
     import numpy as np
 
@@ -59,10 +105,12 @@ def drawn(args, kwargs, seed: int):
             return keys.reshape(leaf.shape) if leaf.shape else keys[0]
         dtype = np.dtype(leaf.dtype)
         if dtype == np.bool_:
-            return generator.random(leaf.shape) < 0.5
-        if np.issubdtype(dtype, np.integer):
-            return generator.integers(0, 4, leaf.shape).astype(dtype)
-        return generator.standard_normal(leaf.shape).astype(dtype)
+            value = generator.random(leaf.shape) < 0.5
+        elif np.issubdtype(dtype, np.integer):
+            value = generator.integers(0, 4, leaf.shape).astype(dtype)
+        else:
+            value = generator.standard_normal(leaf.shape).astype(dtype)
+        return jax.numpy.asarray(value)
 
     return jax.tree.map(draw, (args, kwargs))
 
@@ -127,9 +175,11 @@ def differs(mine: list, answer: list) -> str:
     return ""
 
 
-def run(function, args, kwargs, seed: int) -> list[list[float]]:
-    """The fingerprint of `function` on the moved inputs."""
+def run(function, args, kwargs, seed: int, length: int = 0) -> list[list[float]]:
+    """The fingerprint of `function` on the moved inputs (grown along `length`, when given)."""
     import jax
 
-    new_args, new_kwargs = moved(args, kwargs, seed)
+    new_args, new_kwargs = (
+        grown(args, kwargs, length, seed) if length else moved(args, kwargs, seed)
+    )
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)

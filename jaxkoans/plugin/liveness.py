@@ -23,12 +23,14 @@ _ROUND = itertools.count(1)
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 
 
-def _context():
+def fresh_traces():
+    """A block in which JAX traces anew: a user-context value no earlier trace was cached under
+    (liveness's and trips' patched binds then reach every nested jit)."""
     import jax
 
     if not _FRESH:
         _FRESH.append(jax.make_user_context(None))
-    return _FRESH[0]
+    return _FRESH[0](next(_ROUND))
 
 
 class _Patch:
@@ -87,7 +89,7 @@ class _Patch:
             saved[primitive] = primitive.__dict__.get("bind")
             primitive.bind = self._wrap(primitive, primitive.bind)
         try:
-            with _context()(next(_ROUND)):
+            with fresh_traces():
                 yield self
         finally:
             for primitive, bind in saved.items():

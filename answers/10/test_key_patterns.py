@@ -275,12 +275,12 @@ def random_draws(jaxpr) -> int:
 
 
 def test_remat_draws_the_dropout_mask_again_from_its_key():
-    """`jax.checkpoint`（remat）不保存前向的中间值，反向传播时把前向再算一遍：dropout 的掩码
-    也在其中。掩码是 key 的纯函数，所以重算出的掩码和前向用的一样，梯度逐位相同；代价是再抽一次
+    """`jax.checkpoint`（remat）默认不为反向保存它所包住的前向的中间值，反向传播时把前向再算
+    一遍：dropout 的掩码也在其中。掩码是 key 的纯函数，所以重算出的掩码和前向用的一样，梯度逐位相同；代价是再抽一次
     比特。数一数三种写法的梯度程序各抽几次：不用 remat、用 remat、用 remat 但按名字保存掩码
     （`save_only_these_names`）。
-    `jax.checkpoint` (remat) keeps none of the forward pass's intermediates and runs the forward
-    again in the backward pass, the dropout mask included. The mask is a pure function of its
+    By default `jax.checkpoint` (remat) saves none of the intermediates of the forward it wraps
+    for the backward pass, and runs that forward again there, the dropout mask included. The mask is a pure function of its
     key, so the recomputed mask is the one the forward used and the gradients agree bit for
     bit; the price is drawing the bits again. Count how many times each gradient program draws:
     without remat, with remat, and with remat saving the mask by name

@@ -47,6 +47,7 @@ CASES = {
     "D2_sharded_private_guard": ("08/test_capstone_sharded.py", None),
     "D3_training_flags_off": ("08/test_capstone_training.py", None),
     "D4_tools_watchdog_signal_off": ("08/test_capstone_tools.py", None),
+    "D5_tools_skip_the_steps_the_guard_stops": ("08/test_capstone_tools.py", "train"),
     # issue 54: the technique fed nothing, selected away or copying work done elsewhere (E), the
     # same work by another primitive (F), the right primitives in the wrong structure (G)
     "E1_dropless_ragged_dot_on_zeros": ("03/test_dropless_moe.py", "grouped_experts"),

@@ -17,6 +17,7 @@ import numpy as np
 from jax import lax
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api import program as program_reader
 
 
 def test_a_blocked_value_is_a_constant_to_grad():
@@ -92,3 +93,38 @@ def test_write_a_hessian_vector_product():
 
         program = jax.make_jaxpr(lambda x, v: hvp(f, x, v))(x, vs[0]).jaxpr
         assert max(sizes(program)) < n * n, "an n×n intermediate: the Hessian was built"
+
+
+def test_forward_over_reverse_runs_a_loop_half_as_often():
+    """同一个 H·v 也可以对 v·∇f 再求一次梯度（reverse-over-reverse）：数值一样，flops 几乎一样
+    （相差不到 1%）。差别在循环上：f 里有一个 T 步的 scan 时，每种写法把它跑几遍（Program.costs()
+    的 serial_steps 是每个循环体乘以它的步数之和）？你的 hvp 编译后的临时内存也不到另一种的一半。
+    The same H·v can also be taken as the gradient of v·∇f (reverse-over-reverse): the same numbers
+    and almost the same flops (within 1 %). The difference is in the loops: when f holds a scan of
+    T steps, how many times does each way run it (Program.costs()'s serial_steps sums every loop
+    body times its trip count)? Your hvp's compiled program also keeps less than half the other's
+    temporary memory.
+    """
+    n, steps = 16, 100
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(1)
+        w = rng.normal(size=(n, n)) / 4
+
+        def f(x):  # a recurrence driven by x / 由 x 驱动的递推
+            h, _ = lax.scan(lambda h, _: (jnp.tanh(w @ h + x), None), jnp.zeros(n), None, length=steps)
+            return jnp.sum(h**2)
+
+        def reverse_over_reverse(x, v):
+            return jax.grad(lambda x: jnp.vdot(jax.grad(f)(x), v))(x)
+
+        def forward_over_reverse(x, v):
+            return hvp(f, x, v)
+
+        x, v = rng.normal(size=n), rng.normal(size=n)
+        fwd, rev = (jax.jit(g).lower(x, v).compile() for g in (forward_over_reverse, reverse_over_reverse))
+        np.testing.assert_allclose(fwd(x, v), rev(x, v), rtol=1e-10)
+        mine, theirs = (program_reader.of(g, x, v).costs() for g in (forward_over_reverse, reverse_over_reverse))
+        assert abs(mine.flops["outside"] - theirs.flops["outside"]) < 0.01 * theirs.flops["outside"]
+        assert (mine.serial_steps // steps, theirs.serial_steps // steps) == __
+        temp = [c.memory_analysis().temp_size_in_bytes for c in (fwd, rev)]
+        assert temp[0] < temp[1] / 2

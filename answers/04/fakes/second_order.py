@@ -29,3 +29,13 @@ def hvp__finite_differences(f, x, v):
 def hvp__gradient_times_v(f, x, v):
     """First order only: the gradient scaled elementwise by v."""
     return jax.grad(f)(x) * v
+
+
+def hvp__reverse_over_reverse(f, x, v):
+    """The gradient of v·∇f: the right H·v, but a loop in f runs four times instead of two."""
+    return jax.grad(lambda x: jnp.vdot(jax.grad(f)(x), v))(x)
+
+
+def hvp__reverse_over_forward(f, x, v):
+    """The gradient of the JVP: the right H·v, but it keeps about twice the temporary memory."""
+    return jax.grad(lambda x: jax.jvp(f, (x,), (v,))[1])(x)

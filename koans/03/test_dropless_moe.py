@@ -234,3 +234,103 @@ def test_what_ragged_dot_lowers_to_on_cpu():
     dense = every_expert.lower(tokens, ids, w_local).compile().cost_analysis()["flops"]
     assert dense == 2 * tokens.shape[0] * D * D * LOCAL
     assert flops >= dense
+
+
+# ---- ragged_all_to_all 的参数 / ragged_all_to_all's arguments ---------------------------
+
+
+def ragged_all_to_all_args(send):
+    """本设备调用 lax.ragged_all_to_all 的四个整数参数，从 send（(N,)：给每个设备送几个 token）
+    算出来；本设备的 token 已按目标设备排好，每个接收方把收到的段按发送方的顺序从第 0 行起挨着放。
+    返回 (input_offsets, send_sizes, output_offsets, recv_sizes)，都是 (N,) int32：input_offsets
+    是送给每个设备的那段在本地从哪一行起；recv_sizes 是从每个设备收几个（一次 all_to_all）；
+    output_offsets[j] 是送给设备 j 的那段在 j 那里从哪一行写起，这要接收方 j 按自己的 recv
+    算出来，再一次 all_to_all 送回给发送方。不许收集所有设备的 send（all_gather）。大约 5 行。
+    This device's four integer arguments to lax.ragged_all_to_all, computed from send ((N,):
+    how many tokens it sends each device); this device's tokens are already sorted by target
+    device, and each receiver places the segments it receives one after another from row 0,
+    in the senders' order. Return (input_offsets, send_sizes, output_offsets, recv_sizes), all
+    (N,) int32: input_offsets, the local row where the segment for each device starts;
+    recv_sizes, how many come from each device (one all_to_all); output_offsets[j], the row
+    where the segment sent to device j is written on j, which receiver j works out from its
+    own recv and which a second all_to_all carries back to the senders. No gathering every
+    device's send (all_gather). About 5 lines.
+    """
+    todo("ragged_all_to_all_args: 个数、累加和、两次 all_to_all / counts, cumulative sums, two all_to_alls")
+
+
+def ragged_plan(x, w_gate):
+    """每个设备：按目标设备排好的 token 顺序 (1, TOKENS)、它的四个参数 (1, 4, N)，和文档要求与
+    send_sizes 相等的 all_to_all(recv_sizes) (1, N)（给定代码）。
+    Per device: its tokens' order sorted by target device, its four arguments, and
+    all_to_all(recv_sizes), which the documentation requires to equal send_sizes (given)."""
+    expert, _ = route(x, w_gate)
+    _, send = counts(expert)
+    args = ragged_all_to_all_args(send.astype(jnp.int32))
+    back = lax.all_to_all(args[3], "e", 0, 0, tiled=True)
+    return jnp.argsort(expert // LOCAL, stable=True)[None], jnp.stack(args)[None], back[None]
+
+
+def ragged_exchange(x, w_gate):
+    """用 lax.ragged_all_to_all 把排好的 token 送到它们的专家所在的设备（给定代码）。
+    Sends the sorted tokens to their experts' devices with lax.ragged_all_to_all (given)."""
+    expert, _ = route(x, w_gate)
+    _, send = counts(expert)
+    args = ragged_all_to_all_args(send.astype(jnp.int32))
+    order = jnp.argsort(expert // LOCAL, stable=True)
+    return lax.ragged_all_to_all(x[order], jnp.zeros((N * TOKENS, D), x.dtype), *args, axis_name="e")
+
+
+def simulate(operands, args):
+    """按 lax.ragged_all_to_all 文档里的伪代码，在 NumPy 里替 N 个设备执行一次：发送方 i 把
+    operand 从 input_offsets[j] 起的 send_sizes[j] 行写到接收方 j 的 output_offsets[j] 行起
+    （每个设备的 output 是 N·TOKENS 行的 -1）。
+    One ragged_all_to_all for N devices in NumPy, as the pseudocode of its documentation says:
+    sender i writes send_sizes[j] rows of its operand from input_offsets[j] on, into receiver
+    j's output from row output_offsets[j] (each device's output N·TOKENS rows of -1)."""
+    input_offsets, send_sizes, output_offsets, _ = (args[:, k] for k in range(4))
+    results = np.full((N, N * TOKENS), -1)
+    for i in range(N):
+        for j in range(N):
+            rows = operands[i, input_offsets[i, j] : input_offsets[i, j] + send_sizes[i, j]]
+            results[j, output_offsets[i, j] : output_offsets[i, j] + len(rows)] = rows
+    return results
+
+
+def test_ragged_all_to_all_arguments_come_from_the_router():
+    """（先写好 ragged_all_to_all_args。）recv_sizes 经 all_to_all 换回来等于 send_sizes（文档的
+    要求）。在 NumPy 里按文档的伪代码替 8 个设备执行 ragged_all_to_all（XLA:CPU 跑不了它）：
+    两组数据下，每个设备收到的正好是所有去它的专家的 token，按发送方的顺序从第 0 行起挨着放，后面的行没有被写。再把真正的 lax.ragged_all_to_all
+    降级（lower）：StableHLO 里有一条 ragged_all_to_all 和两条 (N,) 整数的 all_to_all，
+    ragged_all_to_all 的最后两个参数（output_offsets、recv_sizes）就是这两条的结果。
+    (Write ragged_all_to_all_args first.) recv_sizes exchanged back by all_to_all equal
+    send_sizes (as the documentation requires). ragged_all_to_all run for the 8 devices in
+    NumPy as the pseudocode of its documentation says (XLA:CPU cannot run it): on two data sets
+    every device receives exactly the tokens bound for its experts, one sender after another
+    from row 0, and the rows after them are not written. Then the real lax.ragged_all_to_all lowered:
+    the StableHLO holds one ragged_all_to_all and two all_to_alls of (N,) integers, whose
+    results are ragged_all_to_all's last two arguments (output_offsets, recv_sizes).
+    """
+    specs = {"in_specs": (P("e"), P()), "out_specs": (P("e"),) * 3}
+    compiled, _ = on_mesh(ragged_plan, *model()[:2], specs=specs)
+    for seed in (0, 1):
+        x, w_gate, _ = model(seed)
+        order, args, back = (np.asarray(a) for a in compiled(*placed(x, w_gate, specs=specs)))
+        np.testing.assert_array_equal(back, args[:, 1])  # 文档要求的一致性 / as documented
+        token_ids = order + TOKENS * np.arange(N)[:, None]  # 全局的 token 号 / global token ids
+        results = simulate(token_ids, args)
+        target = np.asarray(route(x, w_gate)[0]) // LOCAL
+        for j in range(N):
+            mine = np.flatnonzero(target == j)  # 按全局号，也就是按发送方排 / by sender
+            np.testing.assert_array_equal(results[j, : len(mine)], mine)
+            assert (results[j, len(mine) :] == -1).all()
+
+    mesh = jax.make_mesh((N,), ("e",))
+    ragged = jax.shard_map(ragged_exchange, mesh=mesh, in_specs=(P("e"), P()), out_specs=P("e"))
+    text = jax.jit(ragged).lower(*placed(x, w_gate, specs=specs)).as_text()
+    assert text.count("ragged_all_to_all") == 1
+    exchanges = re.findall(r"stablehlo\.all_to_all.*?\((tensor<\w+>)\)", text)
+    assert exchanges == [f"tensor<{N}xi32>"] * 2
+    results = re.findall(r"(%\w+) = \"stablehlo\.all_to_all\"", text)
+    operands = re.search(r"@ragged_all_to_all\(([^)]*)\)", text).group(1).split(", ")
+    assert set(operands[4:]) == set(results)  # output_offsets、recv_sizes

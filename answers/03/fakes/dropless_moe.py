@@ -45,3 +45,30 @@ def grouped_experts__ragged_dot_beside_the_copy(tokens, local_expert, w_local):
     w = w_local[jnp.minimum(local_expert, w_local.shape[0] - 1)]
     y = jnp.where((local_expert < w_local.shape[0])[:, None], jnp.einsum("td,tdf->tf", tokens, w), 0.0)
     return jnp.tanh(y + 0.0 * dead)
+
+
+def ragged_all_to_all_args__all_gather_counts(send):
+    """Gathers the whole (N, N) count matrix and sums the column above this device."""
+    counts = lax.all_gather(send, "e")
+    me = lax.axis_index("e")
+    before = jnp.where(jnp.arange(counts.shape[0])[:, None] < me, counts, 0).sum(axis=0)
+    return jnp.cumsum(send) - send, send, before, counts[:, me]
+
+
+def ragged_all_to_all_args__local_offsets_as_output(send):
+    """Uses the sender's own cumulative sums as output_offsets: segments overwrite each other."""
+    recv = lax.all_to_all(send, "e", 0, 0, tiled=True)
+    starts = jnp.cumsum(send) - send
+    return starts, send, starts, recv
+
+
+def ragged_all_to_all_args__landing_not_sent_back(send):
+    """The receiver's landing rows used as the sender's output_offsets without the second all_to_all."""
+    recv = lax.all_to_all(send, "e", 0, 0, tiled=True)
+    return jnp.cumsum(send) - send, send, jnp.cumsum(recv) - recv, recv
+
+
+def ragged_all_to_all_args__recv_equals_send(send):
+    """Takes recv_sizes to be send: the documented consistency fails."""
+    landing = jnp.cumsum(send) - send
+    return landing, send, lax.all_to_all(landing, "e", 0, 0, tiled=True), send

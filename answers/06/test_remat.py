@@ -305,3 +305,39 @@ def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
     assert placements == {"pinned_host": LAYERS, "device": LAYERS}
     cpu_text = jax.jit(jax.grad(loss)).lower(ps, x).as_text()
     assert ("annotate_device_placement" in cpu_text) is False
+
+
+def test_what_an_offload_policy_compiles_to_on_this_cpu():
+    """⚠️ 陷阱 / trap: save_and_offload_only_these_names 把名为 "up" 的激活卸载到 pinned_host：
+    jaxpr 里每层一对 device_put（去主机、回设备）。可是在这块 CPU 上，编译后的程序里
+    卸载什么也没省。它的临时内存等于哪个策略的？memory_analysis() 里主机那一栏的临时内存是多少？
+    卸载省下多少设备内存，要在有独立主机内存的加速器上量。
+    save_and_offload_only_these_names offloads the activation named "up" to pinned_host: per
+    layer, a pair of device_puts in the jaxpr (to the host and back). But on this CPU the compiled
+    program shows the offload saving nothing. Which policy's temporary memory
+    does it equal? What is the host column of its memory_analysis()'s temporary memory? What an
+    offload saves of device memory is measured on an accelerator with a host memory of its own.
+    """
+    ps, x = _params(), jnp.ones((BATCH, WIDTH))
+    policies = jax.checkpoint_policies
+    chosen = {
+        "offload": policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=[],
+            names_which_can_be_offloaded=["up"],
+            offload_src="device",
+            offload_dst="pinned_host",
+        ),
+        "save": policies.save_only_these_names("up"),
+        "nothing": policies.nothing_saveable,
+    }
+    grads = {k: jax.grad(_mlp(jax.checkpoint(_layer, policy=p))) for k, p in chosen.items()}
+    moves = collections.Counter(
+        str(e.outvars[0].aval) for e in equations("device_put", grads["offload"], ps, x)
+    )
+    wide = f"[{BATCH},{4 * WIDTH}]"
+    assert moves == {f"float32<host>{wide}": LAYERS, f"float32{wide}": LAYERS}
+    memory = {k: jax.jit(g).lower(ps, x).compile().memory_analysis() for k, g in grads.items()}
+    temp = {k: m.temp_size_in_bytes for k, m in memory.items()}
+    assert [k for k in ("save", "nothing") if temp[k] == temp["offload"]] == ["save"]
+    assert temp["offload"] > temp["nothing"]
+    assert memory["offload"].host_temp_size_in_bytes == 0

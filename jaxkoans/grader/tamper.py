@@ -30,11 +30,11 @@ import inspect
 import os
 import re
 import stat
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.course import Course, fills, koan_model, predictions
+from jaxkoans import course
+from jaxkoans.course import Course, fills, koan_model, predictions, reading
 from jaxkoans.course.koan_model import MODULE
 from jaxkoans.grader import course_code, released
 from jaxkoans.grader.fill_audit import audit, forbidden, parents_of, tautology
@@ -218,13 +218,8 @@ def _reading_refusals(pristine: Path, taken) -> list:
     """The fills that read the test or switch its guard (the course's one engine,
     course/reading.py, as the plugin refuses them), less what the chapter's contracts allow."""
     try:
-        from jaxkoans.course import reading
-    except ImportError:  # a course without the engine
-        return []
-    try:
-        with open(pristine.parent / "chapter.toml", "rb") as manifest:
-            contracts = tomllib.load(manifest).get("contracts", {})
-    except (OSError, ValueError):
+        contracts = course.load_chapter(pristine.parent / course.MANIFEST).contracts
+    except course.CourseDataError:
         contracts = {}
     try:
         return reading.refusals(taken, reading.allowed_by(contracts, pristine.name))

@@ -4,7 +4,7 @@
 ZeRO 按阶段把它们沿数据并行的设备切开：ZeRO-1 切优化器状态，ZeRO-2 再切梯度，ZeRO-3 再切参数。
 本文件里的四个训练步骤都是 shard_map 里手写的同一步 Adam（不做偏差修正），模型是 2 层
 (128, 128) 的 tanh 网络，批次沿 "d" 切给 8 个设备。量法：编译后的 `memory_analysis()`
-（每个设备的字节数）和 HLO 里归约梯度的那条集合通信。
+（每个设备的字节数，XLA:CPU 上 8 个模拟设备）和 HLO 里归约梯度的集合通信。
 
 In data parallelism (DDP) every device stores the whole parameters and the whole optimizer
 state, and receives the whole (all-reduced) gradient every step. ZeRO splits them over the
@@ -12,8 +12,8 @@ data-parallel devices by stages: ZeRO-1 splits the optimizer state, ZeRO-2 the g
 well, ZeRO-3 the parameters too. The four training steps of this file are the same Adam step
 (without bias correction) written by hand inside shard_map; the model is 2 tanh layers of
 (128, 128), the batch split over 8 devices along "d". Measured with the compiled program's
-`memory_analysis()` (bytes per device) and with the collective that reduces the gradients in
-the HLO.
+`memory_analysis()` (bytes per device, XLA:CPU's 8 simulated devices) and with the
+collectives that reduce the gradients in the HLO.
 """
 
 import functools

@@ -1,5 +1,6 @@
 """One koan back to as shipped, in the learner's own file: its blanks, the TODO functions it
-reaches and the fix regions inside it. Every other line of the file stays the learner's."""
+reaches, the blanks of the helpers it reaches and the fix regions inside it. Every other line of
+the file stays the learner's."""
 
 from __future__ import annotations
 
@@ -8,19 +9,19 @@ import ast
 from jaxkoans.course import fills, koan_model
 
 
-def _body_lines(model: koan_model.KoanFile, name: str) -> tuple[int, int] | None:
-    return model.body_of(name)
-
-
-def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, int]:
-    """(the learner's text with koan `koan` as shipped, how many places were reset). Raises
+def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
+    """(the learner's text with koan `koan` as shipped, the helper of each of its helpers'
+    blanks put back: chapter 07's debug-print koan fills its blank in copy_by_blocks). Raises
     SyntaxError when the learner's file does not parse."""
     taken = fills.take(shipped, current)
     mine, theirs = koan_model.parse(current), koan_model.parse(shipped)
     lines = [line.encode("utf-8") for line in current.split("\n")]
     edits: list[tuple[tuple[int, int], tuple[int, int], bytes]] = []  # 0-based (line, byte col)
+    helpers = {name: theirs.definitions[name] for name in theirs.reached(koan)[1:]}
+    helper_blanks = []
     for fill in taken.blanks:
-        if fill.owner == koan:
+        held = [name for name, (start, end) in helpers.items() if start <= fill.blank[0] <= end]
+        if fill.owner == koan or held:
             node = fill.node
             edits.append(
                 (
@@ -29,10 +30,11 @@ def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, int]:
                     b"__",
                 )
             )
+            helper_blanks += held[:1] if fill.owner != koan else []
     todo_names = {t.name for t in theirs.todos}
     reached = set(theirs.reached(koan)) | _nested_functions(theirs, koan)
     for name in sorted(todo_names & reached):
-        mine_body, shipped_body = _body_lines(mine, name), _body_lines(theirs, name)
+        mine_body, shipped_body = mine.body_of(name), theirs.body_of(name)
         if mine_body is None or shipped_body is None:
             continue
         text = "\n".join(theirs.lines[shipped_body[0] : shipped_body[1]]).encode("utf-8")
@@ -50,7 +52,7 @@ def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, int]:
     for (sl, sc), (el, ec), text in sorted(edits, reverse=True):
         head, tail = lines[sl][:sc], lines[el][ec:]
         lines[sl : el + 1] = (head + text + tail).split(b"\n")
-    return b"\n".join(lines).decode("utf-8"), len(edits)
+    return b"\n".join(lines).decode("utf-8"), helper_blanks
 
 
 def _nested_functions(model: koan_model.KoanFile, koan: str) -> set[str]:

@@ -54,32 +54,10 @@ def _from_git(checkout: Course, ref: str, relative: str) -> tuple[str, str] | No
 
 
 def reset_reached(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
-    """(the learner's text with `koan` as shipped, what was put back): the koan's own blanks,
-    the TODO functions and fix regions unfill.reset_koan restores, and the blanks of every
-    helper the koan reaches (chapter 07's debug-print koan fills its blank in copy_by_blocks).
+    """(the learner's text with `koan` as shipped (unfill.reset_koan), what was put back).
     Raises SyntaxError when the learner's file does not parse."""
-    text, _ = unfill.reset_koan(shipped, current, koan)
-    theirs = koan_model.parse(shipped)
-    helpers = {name: theirs.definitions[name] for name in theirs.reached(koan)[1:]}
-    owned = [  # the fills of the helpers' blanks still in the learner's text
-        (name, fill)
-        for fill in fills.take(shipped, text).blanks
-        for name, (start, end) in helpers.items()
-        if start <= fill.blank[0] <= end
-    ]
-    lines = text.split("\n")
-    for _, fill in sorted(owned, key=lambda each: _start(each[1].node), reverse=True):
-        node = fill.node
-        first = lines[node.lineno - 1].encode("utf-8")
-        last = lines[node.end_lineno - 1].encode("utf-8")
-        joined = first[: node.col_offset] + b"__" + last[node.end_col_offset :]
-        lines[node.lineno - 1 : node.end_lineno] = [joined.decode("utf-8")]
-    text = "\n".join(lines)
-    return text, _what_changed(shipped, current, koan, [name for name, _ in owned])
-
-
-def _start(node) -> tuple[int, int]:
-    return node.lineno, node.col_offset
+    text, helper_blanks = unfill.reset_koan(shipped, current, koan)
+    return text, _what_changed(shipped, current, koan, helper_blanks)
 
 
 def _what_changed(shipped: str, current: str, koan: str, helper_blanks: list[str]) -> list[str]:

@@ -230,3 +230,55 @@ def test_cost_analysis_counts_a_loop_body_once():
     assert (grads[100]["flops"] == grads[10]["flops"]) is True
     one_step = _cost(rnn_step, w, h)["flops"]
     assert unrolled["flops"] == 10 * one_step + (H - 1)  # ten steps, then the sum's H - 1 adds
+
+
+def _squashed(w, x):
+    return jnp.tanh(jnp.sin(x @ w) * 2 + x)
+
+
+def test_prevent_cse_keeps_the_recomputation_apart_from_the_forward():
+    """jax.checkpoint 默认 prevent_cse=True：反向里重算的那段前向被放进 optimization_barrier
+    （lowering 后的 StableHLO 里看得到），XLA 就不能把它当作前向的公共子表达式合并掉。先预测：
+    jit 里四层 checkpoint 的梯度，prevent_cse=True 和 False 各有几个 optimization_barrier？
+    编译后，False 的 flops 更少、临时内存更多吗（重算被合并掉了）？放进 lax.scan 的循环体里，
+    两种设置编译出的 flops 和临时内存一样吗？
+    jax.checkpoint defaults to prevent_cse=True: the forward pass recomputed on the way back is
+    put inside an optimization_barrier (visible in the lowered StableHLO), so XLA cannot merge it
+    with the forward pass as a common subexpression. Predict: for the gradient of four
+    checkpointed layers under jit, how many optimization_barriers do prevent_cse=True and False
+    hold? Once compiled, does False take fewer flops and more temporary memory (the recomputation
+    merged away)? Inside a lax.scan body, do the two settings compile to the same flops and
+    temporary memory?
+    """
+    w = jax.random.normal(jax.random.key(0), (256, 256)) / 16
+    x = jnp.ones((128, 256))
+
+    def unrolled(prevent_cse):
+        layer = jax.checkpoint(_squashed, prevent_cse=prevent_cse)
+
+        def loss(w, x):
+            for _ in range(4):
+                x = layer(w, x)
+            return jnp.sum(x**2)
+
+        return jax.jit(jax.grad(loss)).lower(w, x)
+
+    def scanned(prevent_cse):
+        layer = jax.checkpoint(_squashed, prevent_cse=prevent_cse)
+
+        def loss(w, x):
+            x, _ = jax.lax.scan(lambda x, _: (layer(w, x), None), x, None, length=4)
+            return jnp.sum(x**2)
+
+        return jax.jit(jax.grad(loss)).lower(w, x)
+
+    def measured(lowered):
+        compiled = lowered.compile()
+        return compiled.cost_analysis()["flops"], compiled.memory_analysis().temp_size_in_bytes
+
+    lowered = {cse: unrolled(cse) for cse in (True, False)}
+    barriers = [lowered[cse].as_text().count("stablehlo.optimization_barrier") for cse in (True, False)]
+    assert barriers == [4, 0]
+    (flops_kept, temp_kept), (flops_merged, temp_merged) = (measured(lowered[c]) for c in (True, False))
+    assert (flops_merged < flops_kept, temp_merged > temp_kept) == (True, True)
+    assert (measured(scanned(True)) == measured(scanned(False))) is True

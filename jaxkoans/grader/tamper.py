@@ -355,7 +355,6 @@ READS = "reads:"  # an answer flag: the answer reads the test this way (course/r
 
 # ---- the rest of the student's copy ------------------------------------------------------------
 
-HARNESS_FILES = ("conftest.py", "pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg", "setup.py")
 HARNESS_DIRS = ("jaxkoans", "csrc", "koans")
 SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
 IGNORED_SUFFIXES = (".pyc", ".md")
@@ -367,7 +366,7 @@ TEST_FILE = re.compile(r"koans/[^/]+/test_[^/]*\.py")
 
 def harness_entries(root: Path, koan_files: set[str]) -> dict[str, str]:
     """Relative path -> digest of each harness file under `root` (the koan files excepted)."""
-    candidates = [root / name for name in HARNESS_FILES]
+    candidates = [root / name for name in course.HARNESS_FILES]
     for directory in HARNESS_DIRS:
         base = root / directory
         if base.is_symlink() or not base.is_dir():

@@ -48,10 +48,10 @@ def environment(root: Path) -> str:
 
 def harness_files(root: Path) -> list[Path]:
     """The harness in use (every module of jaxkoans/, not only the learner's), and the course
-    at `root`'s csrc/, conftest.py and pyproject.toml."""
+    at `root`'s csrc/ and its files that configure pytest (course.HARNESS_FILES)."""
     harness = list(Path(__file__).resolve().parents[1].rglob("*.py"))
     harness += [p for p in (root / "csrc").rglob("*") if p.is_file()]
-    return harness + [p for p in (root / "conftest.py", root / "pyproject.toml") if p.is_file()]
+    return harness + [p for p in (root / n for n in course.HARNESS_FILES) if p.is_file()]
 
 
 def file_key(environment: str, test_file: Path) -> str:

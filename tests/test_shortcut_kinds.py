@@ -29,6 +29,8 @@ CASES = {
     "A6_ulysses_all_to_all_discarded": ("03/test_ulysses.py", "ulysses_attention"),
     "B1_deq_dense_solve_in_callback": ("04/test_deq.py", "deq_bwd"),
     "B2_hvp_hessian_in_callback": ("04/test_second_order.py", "hvp"),
+    "B8_hvp_reverse_over_reverse": ("04/test_second_order.py", "hvp"),
+    "B9_hvp_reverse_over_forward": ("04/test_second_order.py", "hvp"),
     "B3_heat_sine_transform": ("11/test_tridiagonal_heat.py", "heat_step"),
     "B4_implicit_newton_in_callback": ("11/test_nonlinear_implicit.py", "implicit_step"),
     "B5_ulysses_gather_by_psum": ("03/test_ulysses.py", "ulysses_attention"),
@@ -67,6 +69,8 @@ CASES = {
     "H5_quantize_mx_halves_sliced": ("06/test_fp8.py", "quantize_mx"),
     "G5_first_crossing_runs_to_the_end": ("01/test_control_flow.py", "first_crossing"),
     "G6_cubic_root_newton_without_a_stopping_test": ("11/test_solvers_in_practice.py", "cubic_root"),
+    "G7_backward_euler_newton_runs_all_thirty_steps": ("11/test_stiff.py", "backward_euler_step"),
+    "H6_matmul_grid_of_the_tests_shape": ("07/test_kernels.py", "matmul"),
     # issue 58: ring attention's backward rule and ragged_all_to_all's arguments, the lazy ways
     "B30_ring_bwd_autodiff_of_the_forward": ("03/test_ring_attention.py", "ring_attention_bwd"),
     "B31_ring_bwd_all_gather_kv": ("03/test_ring_attention.py", "ring_attention_bwd"),

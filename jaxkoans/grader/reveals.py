@@ -9,13 +9,12 @@ file (not a link) of reasonable size is read, and only nodeids of the graded koa
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.plugin.reveal_log import LOG
+from jaxkoans.plugin.reveal_log import LOG, nodeids
 
 SOURCE = f".jaxkoans/{LOG}"  # relative to the student's copy
 MAX_BYTES = 1 << 20  # a learner reveals a few hundred koans at most
@@ -55,12 +54,4 @@ def read(student_dir: Path, graded: set[str]) -> Reveals:
             text = file.read(MAX_BYTES).decode("utf-8", errors="replace")
     except OSError as error:
         return Reveals(problem=f"{SOURCE}: {error.strerror}")
-    found = set()
-    for line in text.splitlines():
-        try:
-            nodeid = json.loads(line)["nodeid"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a torn line of an interrupted write
-        if isinstance(nodeid, str):
-            found.add(nodeid.split("[", 1)[0])  # a parametrized koan is one koan
-    return Reveals(found & graded, found=True)
+    return Reveals(nodeids(text) & graded, found=True)

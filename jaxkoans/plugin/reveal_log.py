@@ -42,15 +42,20 @@ def record(checkout: Course, nodeid: str) -> None:
 def revealed(root: Path) -> set[str]:
     """The nodeids of every koan of the course at `root` whose hidden value the learner has
     asked to see."""
-    path = Path(root) / ".jaxkoans" / LOG
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return nodeids((Path(root) / ".jaxkoans" / LOG).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return set()
+
+
+def nodeids(text: str) -> set[str]:
+    """The koans a log's text names (progress.py's and grade's one reading of it)."""
     found = set()
-    for line in lines:
+    for line in text.splitlines():
         try:
-            found.add(json.loads(line)["nodeid"])
+            nodeid = json.loads(line)["nodeid"]
         except (json.JSONDecodeError, KeyError, TypeError):
             continue  # a torn line of an interrupted write
+        if isinstance(nodeid, str):
+            found.add(nodeid.split("[", 1)[0])  # a parametrized koan is one koan
     return found

@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 
 MANIFEST = "chapter.toml"
-# The course's files that change how pytest runs a koan: the harness's code lives in jaxkoans/ and
-# csrc/ (grade digests them, progress.py's memory keys its results on them)
+# Files at a course's root that configure how pytest runs its koans, beside jaxkoans/ and csrc/:
+# grade digests them, and progress.py's memory keys its results on them.
 HARNESS_FILES = ("conftest.py", "pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg", "setup.py")
 ROOT_ENV = "JAXKOANS_ROOT"  # another course (a fake one in tests, a copy being graded); children inherit it
 

@@ -208,13 +208,15 @@ def test_a_lowering_written_by_hand_emits_exactly_its_ops(shape, feature_index, 
     """mlir.register_lowering 也接受手写的规则：它收到 ctx（ctx.avals_in、ctx.avals_out）和
     MLIR 值形式的操作数，用 StableHLO 方言的运算类（jax.extend.mlir.dialects.stablehlo）构造
     运算，返回结果值的列表。写出 batch_norm_lowering：模块里只有你发出的那一个运算，数值与纯
-    JAX 的参考一致（同样形状的操作数，两种特征轴和 epsilon）；XLA 的 CPU 编译器再把它展开成逐元素运算。
+    JAX 的参考一致（同样形状的操作数，两种特征轴和 epsilon）；XLA 的 CPU 编译器再把它展开
+    （编译后的 HLO 里没有 batch-norm 指令）。
     mlir.register_lowering also takes a rule written by hand: it receives ctx (ctx.avals_in,
     ctx.avals_out) and the operands as MLIR values, builds operations with the op classes of the
     StableHLO dialect (jax.extend.mlir.dialects.stablehlo) and returns a list of result values.
     Write batch_norm_lowering: the module holds the one op you emitted and nothing else, and the
-    values match the plain-JAX reference (operands of the same shapes, two feature axes and epsilons); XLA's CPU
-    compiler then expands it into elementwise instructions.
+    values match the plain-JAX reference (operands of the same shapes, two feature axes and
+    epsilons); XLA's CPU compiler then expands it (the compiled HLO holds no batch-norm
+    instruction).
     """
     prim = make_batch_norm()
     keys = jax.random.split(jax.random.key(feature_index), 5)

@@ -26,6 +26,7 @@ import numpy as np
 from jax import export, lax
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import as_if_on
 
 
 def custom_call_targets(text):
@@ -123,13 +124,23 @@ def gelu(x):
 
 def test_write_a_platform_dependent_gelu():
     """✍️ 实现 gelu：一个函数，按平台选实现。在本机上运行它只能检验 CPU 的分支；其他平台的分支
-    要从它们的降级程序里检验：TPU 的程序里应该有 tanh、没有 erf，GPU 的相反。
+    要从它们的降级程序里检验：TPU 的程序里应该有 tanh、没有 erf，GPU 的相反。它们的值也要检验：
+    as_if_on 在这台机器上运行程序，让每个 platform_index 替另一个平台作答，于是每个分支都在 CPU 上跑一遍。
     Write gelu: one function that picks its implementation by platform. Running it here can
     only check the CPU branch; the other platforms' branches are checked in their lowered
     programs: the TPU program should hold a tanh and no erf, the GPU program the opposite.
+    Their values are checked too: as_if_on runs the program here with each platform_index
+    answering for another platform, so each branch is run on the CPU.
     """
     x = jnp.linspace(-3.0, 3.0, 16)
     np.testing.assert_allclose(jax.jit(gelu)(x), jax.nn.gelu(x, approximate=False), rtol=1e-6)
+    for platform, approximate in [("tpu", True), ("cuda", False), ("rocm", False)]:
+        np.testing.assert_allclose(  # each platform's branch, run here
+            as_if_on(platform, jax.jit(gelu))(x),
+            jax.nn.gelu(x, approximate=approximate),
+            rtol=1e-6,
+            err_msg=platform,
+        )
 
     traced = jax.jit(gelu).trace(x)
     for_tpu = traced.lower(lowering_platforms=("tpu",)).as_text()

@@ -21,7 +21,7 @@ from jaxkoans.api.program import pallas_call_structure as pallas_call_structure
 from jaxkoans.api.program import primitives as primitives
 
 __all__ = [
-    "COLLECTIVES", "collectives", "counting_compiles", "equations", "first_failing_stage",
+    "COLLECTIVES", "as_if_on", "collectives", "counting_compiles", "equations", "first_failing_stage",
     "pallas_call_structure", "primitives", "recording_jax_logs", "run_python",
 ]  # fmt: skip
 
@@ -100,3 +100,52 @@ def run_python(*args, env=None, timeout=120):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def as_if_on(platform: str, f):
+    """f 在 `platform` 上会算出的值，在这台机器上算：程序里每个 platform_index 都按 `platform` 选分支
+    （lax.platform_dependent 的分支就这样在 CPU 上运行）。
+    What f computes on `platform`, computed on this machine: every platform_index in its
+    program picks `platform`'s branch (so lax.platform_dependent's branches run on a CPU).
+    """
+    from jax._src import core  # jaxpr_as_fun, eval of one equation: no public evaluator in 0.12
+
+    def index(platforms) -> int:
+        for i, names in enumerate(platforms):
+            if names is None or platform in names:
+                return i
+        raise ValueError(f"the program has no branch for {platform}: {platforms}")
+
+    def evaluate(jaxpr, consts, *args):
+        env = {}
+
+        def read(v):
+            return v.val if isinstance(v, core.Literal) else env[v]
+
+        for var, value in zip(jaxpr.constvars, consts, strict=True):
+            env[var] = value
+        for var, value in zip(jaxpr.invars, args, strict=True):
+            env[var] = value
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            inner = eqn.params.get("jaxpr")
+            if eqn.primitive.name == "platform_index":
+                outs = [jax.numpy.int32(index(eqn.params["platforms"]))]
+            elif eqn.primitive.name in ("pjit", "jit", "closed_call") and inner is not None:
+                outs = evaluate(inner.jaxpr, inner.consts, *ins)
+            elif eqn.primitive.name == "cond" and "branches_platforms" in eqn.params:
+                branch = eqn.params["branches"][int(ins[0])]
+                outs = evaluate(branch.jaxpr, branch.consts, *ins[1:])
+            else:
+                outs = eqn.primitive.bind(*ins, **eqn.params)
+                outs = outs if eqn.primitive.multiple_results else [outs]
+            for var, value in zip(eqn.outvars, outs, strict=True):
+                env[var] = value
+        return [read(v) for v in jaxpr.outvars]
+
+    def run(*args):
+        closed = jax.make_jaxpr(f)(*args)
+        outs = evaluate(closed.jaxpr, closed.consts, *jax.tree.leaves(args))
+        return jax.tree.unflatten(jax.tree.structure(jax.eval_shape(f, *args)), outs)
+
+    return run

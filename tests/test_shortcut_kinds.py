@@ -74,6 +74,7 @@ CASES = {
     # issue 54's TODOs nobody read: a platform's branch that never runs here is run as if there
     "I1_gelu_tpu_branch_returns_tanh": ("02/test_other_platforms.py", "gelu"),
     "I2_gelu_gpu_branch_approximates_too": ("02/test_other_platforms.py", "gelu"),
+    "I3_hlo_before_fusion_edited_as_text": ("02/test_compiler_options.py", "hlo_before_fusion"),
     # issue 58: ring attention's backward rule and ragged_all_to_all's arguments, the lazy ways
     "B30_ring_bwd_autodiff_of_the_forward": ("03/test_ring_attention.py", "ring_attention_bwd"),
     "B31_ring_bwd_all_gather_kv": ("03/test_ring_attention.py", "ring_attention_bwd"),

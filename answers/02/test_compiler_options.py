@@ -93,10 +93,13 @@ def test_compiler_options_switch_off_one_xla_pass():
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_read_the_module_before_the_fusion_pass(tmp_path):
     """lower() 给出 XLA 收到的程序，compile().as_text() 给出所有优化之后的程序；中间发生了什么
-    只有转储里有。在 fusion 遍之前，代数化简已经运行过：两次取负消掉了，运算还没融合。
+    只有转储里有。在 fusion 遍之前，代数化简已经运行过：两次取负消掉了，运算还没融合。第二个程序里
+    化简做的是另几件事（成对的转置和取负、来回的 reshape、同一个 tanh 算两遍），所以这份文本只能从转储里读。
     lower() gives the program XLA receives and compile().as_text() the program after every
     optimisation; what happened in between is only in the dump. Before the fusion pass the
     algebraic simplifier has already run: the double negation is gone, and nothing is fused yet.
+    In a second program the simplifier does other things (pairs of transposes and negations, a
+    reshape there and back, one tanh computed twice), so the text can only be read from the dump.
     """
     x = jnp.linspace(0.0, 1.0, 64 * 64).reshape(64, 64)
     received = entry_ops(jax.jit(f).lower(x).as_text(dialect="hlo"))
@@ -108,6 +111,16 @@ def test_read_the_module_before_the_fusion_pass(tmp_path):
     # The dump also holds the final module, the very text compile().as_text() returns.
     (final,) = [n for n in names if n.endswith("cpu_after_optimizations.txt")]
     assert entry_ops((tmp_path / final).read_text()) == ["parameter", "fusion"]
+
+    def g(x):
+        folded = jnp.tanh(-(-x.T).T) + jnp.tanh(x)
+        return folded * 2.0 * 0.5 + jnp.cos(x.reshape(4096).reshape(64, 64))
+
+    received = entry_ops(jax.jit(g).lower(x).as_text(dialect="hlo"))
+    assert received.count("tanh") == 2 and "transpose" in received and "negate" in received
+    assert entry_ops(hlo_before_fusion(g, x, tmp_path / "g")) == [
+        "parameter", "tanh", "add", "broadcast", "multiply", "broadcast", "multiply", "cosine", "add"
+    ]  # fmt: skip
 
 
 def test_clear_caches_drops_the_compiled_programs():

@@ -20,6 +20,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from jaxkoans.course import predictions
 from jaxkoans.course.koan_model import MODULE
 
 MESSAGE = (
@@ -129,14 +130,9 @@ _CANONICAL = {"np": "numpy", "jnp": "jax.numpy"}
 
 
 def _dotted(node: ast.AST, names: dict[str, str]) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    root = names.get(node.id, _CANONICAL.get(node.id, node.id))
-    return ".".join([root, *reversed(parts)])
+    """`predictions.dotted`, its first name resolved through `names` (the file's imports)."""
+    head, dot, rest = (predictions.dotted(node) or "").partition(".")
+    return names.get(head, _CANONICAL.get(head, head)) + dot + rest if head else None
 
 
 def _guard(dotted: str) -> str | None:

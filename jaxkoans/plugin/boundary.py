@@ -29,7 +29,9 @@ import contextlib
 import itertools
 import operator
 import os
+import site
 import sys
+import sysconfig
 import types
 from collections.abc import Callable
 
@@ -335,6 +337,10 @@ def install(
     anywhere: CPython raises the event in those setters, the only way to change them."""
     state: dict = {"koan": None, "busy": False, "found": []}
     getframe, stdlib = sys._getframe, os.path.dirname(os.__file__) + os.sep
+    # installed packages are no standard library, also where they live under it (conda, a
+    # Python without a venv: lib/python3.13/site-packages)
+    packages = tuple({os.path.join(p, "") for p in (*site.getsitepackages(), site.getusersitepackages(),
+                      *(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))})  # fmt: skip
 
     def hook(event: str, args: tuple) -> None:
         if event == "object.__setattr__" and touched is not None and args[1] in SETTERS:
@@ -353,7 +359,7 @@ def install(
                 name = frame.f_code.co_filename
                 if name == __file__ or name.startswith("<frozen importlib"):
                     return  # the boundary's own reads; an import statement's (marshal, open)
-                if not name.startswith((stdlib, "<")):
+                if not name.startswith((stdlib, "<")) or name.startswith(packages):
                     break
                 frame = frame.f_back
             if frame is None:

@@ -270,6 +270,18 @@ def test_the_libraries_own_reads_and_honest_code_are_not_refused(hook):
     assert drain() == []
 
 
+def test_a_library_installed_under_the_standard_library_is_no_standard_library():
+    """conda, or a Python without a venv, installs packages under lib/python3.X/: a read of
+    `__code__` there is the package's, not the learner line that called it (found on a TPU
+    machine, where Mosaic's lowering reads the kernel's code)."""
+    stdlib, packages = "/opt/conda/lib/python3.13/", ("/opt/conda/lib/python3.13/site-packages/",)
+    assert boundary.standard_library("/opt/conda/lib/python3.13/inspect.py", stdlib, packages)
+    assert boundary.standard_library("<string>", stdlib, packages)
+    jax_file = "/opt/conda/lib/python3.13/site-packages/jax/_src/pallas/core.py"
+    assert not boundary.standard_library(jax_file, stdlib, packages)
+    assert not boundary.standard_library("/work/koans/07/test_kernels.py", stdlib, packages)
+
+
 def test_the_text_refuses_the_same_kinds_before_the_koan_runs():
     from jaxkoans.course import reading
 

@@ -327,6 +327,13 @@ def _category(event: str, args: tuple) -> str | None:
     return next((c for p, c in PREFIXES.items() if event.startswith(p)), None)
 
 
+def standard_library(filename: str, stdlib: str, packages: tuple[str, ...]) -> bool:
+    """Whether code in `filename` is the standard library's (or generated, `<string>`): under
+    `stdlib` and in none of the installed packages' directories, which conda and a Python
+    without a venv put under it (lib/python3.X/site-packages)."""
+    return filename.startswith((stdlib, "<")) and not filename.startswith(packages)
+
+
 def install(
     learner_at: Callable[[object, int], str | None], touched: list | None = None
 ) -> tuple[Callable, Callable]:
@@ -359,7 +366,7 @@ def install(
                 name = frame.f_code.co_filename
                 if name == __file__ or name.startswith("<frozen importlib"):
                     return  # the boundary's own reads; an import statement's (marshal, open)
-                if not name.startswith((stdlib, "<")) or name.startswith(packages):
+                if not standard_library(name, stdlib, packages):
                     break
                 frame = frame.f_back
             if frame is None:

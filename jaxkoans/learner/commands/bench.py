@@ -107,7 +107,9 @@ def _inputs(case: Case, size: str) -> list:
 
 
 def _module(directory: Path, file: str):
-    spec = importlib.util.spec_from_file_location(f"jaxkoans_bench_{Path(file).stem}", directory / file)
+    spec = importlib.util.spec_from_file_location(
+        f"jaxkoans_bench_{Path(file).stem}", directory / file
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -125,8 +127,9 @@ def _median_ms(call, repeats: int) -> float:
     return 1000 * statistics.median(times)
 
 
-def bench_case(case: Case, directory: Path, *, size: str, interpret: bool, repeats: int,
-               blocks: dict) -> dict:
+def bench_case(
+    case: Case, directory: Path, *, size: str, interpret: bool, repeats: int, blocks: dict
+) -> dict:
     """One row of the table: kernel, dtype, shape, compiles, error, kernel ms, XLA ms."""
     import jax
 
@@ -166,11 +169,18 @@ def table(rows: list[dict]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("chapter", choices=["07"], help="the chapter whose kernels to bench")
-    parser.add_argument("--cpu-interpret", action="store_true",
-                        help="small sizes in the interpreter on the CPU (tries the code path; times mean nothing)")
-    parser.add_argument("--answers", action="store_true", help="bench the answer key, not your koans")
+    parser.add_argument(
+        "--cpu-interpret",
+        action="store_true",
+        help="small sizes in the interpreter on the CPU (tries the code path; times mean nothing)",
+    )
+    parser.add_argument(
+        "--answers", action="store_true", help="bench the answer key, not your koans"
+    )
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per kernel (median)")
-    parser.add_argument("--only", action="append", default=[], metavar="KERNEL", help="only this kernel")
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="KERNEL", help="only this kernel"
+    )
     parser.add_argument("--block", action="append", default=[], metavar="KERNEL.NAME=VALUE",
                         help="a block size of your own, e.g. row_softmax.bm=256")  # fmt: skip
 
@@ -181,7 +191,9 @@ def _blocks(settings: list[str]) -> dict:
         name, _, value = setting.partition("=")
         kernel, _, keyword = name.partition(".")
         if not (kernel and keyword and value.isdigit()):
-            raise SystemExit(f"--block {setting!r}: write KERNEL.NAME=VALUE, e.g. row_softmax.bm=256")
+            raise SystemExit(
+                f"--block {setting!r}: write KERNEL.NAME=VALUE, e.g. row_softmax.bm=256"
+            )
         found.setdefault(kernel, {})[keyword] = int(value)
     return found
 

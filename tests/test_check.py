@@ -4,7 +4,6 @@ the gates' record (authoring/gates.py) is stale for exactly the koans an edit to
 
 from __future__ import annotations
 
-import copy
 import re
 import shutil
 from collections.abc import Callable
@@ -309,42 +308,6 @@ def test_an_edit_of_one_prediction_koan_makes_its_own_record_stale_only(fresh: P
     assert "01: the fakes record is stale for test_alpha.py" in said
     assert "01: the shortcuts record is stale for test_alpha.py" in said
     assert "02:" not in said
-
-
-def test_a_record_of_whole_files_is_read_and_rewritten_per_koan(fresh: Path):
-    """tests/gate_record.toml as written before the mutation gate was recorded per koan: a file
-    unchanged since is current, and `stamp` rewrites its entry per koan with its mutants'
-    counts, without running them; a file changed since is stale in every koan."""
-    checkout = course.Course(fresh)
-    record: dict = {}
-    for chapter in checkout.chapters():
-        record[chapter.number] = {"harness": gates.harness(checkout)}
-        every = gates.mutate.chapter_mutants(checkout, chapter)
-        for koan, answer in gates.mutate.twin_files(checkout, chapter):
-            entry = record[chapter.number].setdefault(answer.name, {})
-            mutants = sum(m.site.answer == answer for m in every)
-            for gate in gates.file_digests(chapter, koan, answer):
-                old = {"digest": gates._old_digest(chapter, gate, koan, answer)}
-                entry[gate] = old | ({"mutants": mutants, "killed": mutants, "equivalent": 0}
-                                     if gate == "mutation" else {"fakes": 1})  # fmt: skip
-    assert stale_lines_of(record, checkout) == []
-    migrated = copy.deepcopy(record)
-    gates._migrate(checkout, checkout.chapters()[0], migrated)  # `stamp --chapter 01`
-    path = gates.record_path(checkout)
-    gates.write(migrated, path)
-    assert gates.read(path) == migrated  # 02's entry is still of its whole file
-    gates._migrate(checkout, checkout.chapters()[1], migrated)
-    alpha = migrated["01"]["test_alpha.py"]["mutation"]
-    assert set(alpha) == {"test_sum", "test_dtype", "test_double"}
-    total = record["01"]["test_alpha.py"]["mutation"]["mutants"]
-    assert sum(e["mutants"] for e in alpha.values()) == total > 4
-    assert alpha["test_double"]["mutants"] == 0  # its TODO is the fakes', not a blank
-    assert stale_lines_of(migrated, checkout) == []
-    replace(("Doubles x.", "Doubles x, twice as large."))(fresh)
-    lines = stale_lines_of(record, checkout)
-    assert any(
-        "mutation record is stale for test_alpha.py (test_sum, test_dtype" in x for x in lines
-    )
 
 
 def stale_lines_of(record: dict, checkout: course.Course) -> list[str]:

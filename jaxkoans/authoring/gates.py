@@ -169,9 +169,6 @@ def render(record: dict[str, dict]) -> str:
                 if gate in chapter[name]:
                     lines.append(f"{gate} = {_inline(chapter[name][gate])}\n")
             mutation = chapter[name].get("mutation", {})
-            if "digest" in mutation:  # of the whole file, in a chapter not stamped since (_current)
-                lines.append(f"mutation = {_inline(mutation)}\n")
-                continue
             lines += [f"mutation.{k} = {_inline(mutation[k])}\n" for k in sorted(mutation)]
     return "".join(lines)
 
@@ -242,73 +239,16 @@ def stale(
             for gate, digests in file_digests(chapter, koan, answer).items():
                 keys |= set(digests)
                 for key, digest in digests.items():
-                    if not _current(chapter, own, gate, key, digest, koan, answer):
+                    if recorded(own, gate, key).get("digest") != digest:
                         result.files[gate].append(key)
         names = {answer.name for _, answer in pairs}
         result.gone = sorted(k for k in own if k != "harness" and k not in names)
         per_koan = {n: own[n].get("mutation", {}) for n in names & set(own)}
         result.gone += sorted(f"{name}::{koan}" for name, entry in per_koan.items()
-                              if "digest" not in entry for koan in entry
+                              for koan in entry
                               if f"{name}::{koan}" not in keys)  # fmt: skip
         found.append(result)
     return found
-
-
-def _current(chapter: course.Chapter, own: dict, gate: str, key: str, digest: str,
-             koan: Path, answer: Path) -> bool:  # fmt: skip
-    entry = recorded(own, gate, key)
-    if entry.get("digest") == digest:
-        return True
-    # A record written before the mutation gate was recorded per koan (issue 56): a file-level
-    # entry whose whole-file digest still holds covers every koan of the file. `stamp` rewrites
-    # it per koan; delete this once tests/gate_record.toml has been stamped so.
-    file_entry = own.get(answer.name, {}).get(gate, {})
-    return "digest" in file_entry and file_entry["digest"] == _old_digest(
-        chapter, gate, koan, answer
-    )
-
-
-def _old_digest(chapter: course.Chapter, gate: str, koan: Path, answer: Path) -> str:
-    name = answer.name
-    both = (_bytes(koan), _bytes(answer), {"x64": chapter.x64, "devices": chapter.devices})
-    if gate == "mutation":
-        return _hash(*both, _own(chapter.equivalent, name))
-    contracts = _own(chapter.contracts, name)
-    if gate == "fakes":
-        return _hash(*both, _bytes(mutate.fakes_file(answer)), contracts)
-    return _hash(*both, _own(chapter.shortcuts, name), contracts)
-
-
-def _migrate(checkout: course.Course, chapter: course.Chapter, record: dict) -> None:
-    """Rewrite the chapter's file-level entries that still hold (_current) in today's form: the
-    fakes' and shortcuts' digests, and the mutation gate per koan with counts worked out from
-    the mutants (the file passed: every mutant killed or recorded equivalent)."""
-    own = record.get(chapter.number, {})
-    old = {a.name: (k, a) for k, a in mutate.twin_files(checkout, chapter)
-           if "digest" in own.get(a.name, {}).get("mutation", {})}  # fmt: skip
-    if not old:
-        return
-    mutants = [m for m in mutate.chapter_mutants(checkout, chapter) if m.site.answer.name in old]
-    for name, (koan, answer) in old.items():
-        entry, digests = own[name], file_digests(chapter, koan, answer)
-        for gate in ("fakes", "shortcuts"):
-            if gate in entry and entry[gate]["digest"] == _old_digest(chapter, gate, koan, answer):
-                entry[gate]["digest"] = digests[gate][name]
-        mine = [m for m in mutants if m.site.answer.name == name]
-        was = entry.pop("mutation")
-        if (
-            was["digest"] != _old_digest(chapter, "mutation", koan, answer)
-            or len(mine) != was["mutants"]
-        ):
-            continue  # changed since: stale
-        entry["mutation"] = {}
-        for key, digest in digests["mutation"].items():
-            counted = [m for m in mine if m.key == key]
-            equivalent = sum(mutate.equivalent_reason(chapter, m) is not None for m in counted)
-            entry["mutation"][key.partition("::")[2]] = {
-                "digest": digest, "mutants": len(counted),
-                "killed": len(counted) - equivalent, "equivalent": equivalent,
-            }  # fmt: skip
 
 
 # ---- the canary ----------------------------------------------------------------------------
@@ -522,8 +462,6 @@ def stamp(
     print(f"wrote {as_shipped.SOURCE}", flush=True)
     failures = static_failures(checkout, chapters)
     record = read(record_path(checkout))
-    for chapter in chapters:
-        _migrate(checkout, chapter, record)
     current = harness(checkout)
     todo = stale(checkout, chapters, record, current)
     if full:

@@ -39,8 +39,10 @@ def moved(args, kwargs, seed: int, scale: float = 0.05):
         value = np.asarray(leaf, dtype=np.float64)
         step = generator.standard_normal(value.shape) * scale * (1.0 + np.abs(value))
         out = (value + step).astype(np.dtype(dtype))
-        sharding = getattr(leaf, "sharding", None)
-        return jax.device_put(out, sharding) if isinstance(leaf, jax.Array) else out
+        if not isinstance(leaf, jax.Array):
+            return out
+        # where it lives, committed as it was: an uncommitted array may still follow the others
+        return jax.device_put(out, leaf.sharding) if leaf.committed else jax.numpy.asarray(out)
 
     return jax.tree.map(move, (args, kwargs))
 
@@ -54,11 +56,16 @@ def lengths(args, kwargs) -> list[int]:
     found = {
         n
         for leaf in jax.tree.leaves((args, kwargs))
-        if hasattr(leaf, "shape") and np.issubdtype(np.dtype(leaf.dtype), np.floating)
+        if _array(leaf) and np.issubdtype(np.dtype(leaf.dtype), np.floating)
         for n in leaf.shape
         if n > 1
     }
     return sorted(found, reverse=True)
+
+
+def _array(leaf) -> bool:
+    """An array's shape and dtype (a Mesh has a `shape` too: a dict of its axes)."""
+    return isinstance(getattr(leaf, "shape", None), tuple) and hasattr(leaf, "dtype")
 
 
 def grown(args, kwargs, length: int, seed: int):
@@ -71,7 +78,7 @@ def grown(args, kwargs, length: int, seed: int):
 
     def grow(leaf):
         shape = getattr(leaf, "shape", None)
-        if shape is None or length not in shape:
+        if not _array(leaf) or length not in shape:
             return leaf
         keys = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
         value = leaf if keys else np.asarray(leaf)

@@ -75,6 +75,7 @@ CASES = {
     "I1_gelu_tpu_branch_returns_tanh": ("02/test_other_platforms.py", "gelu"),
     "I2_gelu_gpu_branch_approximates_too": ("02/test_other_platforms.py", "gelu"),
     "I3_hlo_before_fusion_edited_as_text": ("02/test_compiler_options.py", "hlo_before_fusion"),
+    "G8_decode_recomputes_every_score_each_step": ("01/test_paths_and_caches.py", "decode_with_cache"),
     # issue 58: ring attention's backward rule and ragged_all_to_all's arguments, the lazy ways
     "B30_ring_bwd_autodiff_of_the_forward": ("03/test_ring_attention.py", "ring_attention_bwd"),
     "B31_ring_bwd_all_gather_kv": ("03/test_ring_attention.py", "ring_attention_bwd"),
@@ -99,6 +100,11 @@ ROUTES = {
     "dropout_key_split_then_index": ("10/test_sharded_randomness.py", "dropout_key"),
     "standardize_by_all_gather": ("01/test_vmap_axes.py", "standardize"),
     "chunked_map_by_scan_of_chunks": ("01/test_control_flow.py", "chunked_apply"),
+    # a do-while: one step more per run than the answer's loop, within the step bound
+    "first_crossing_by_a_flag_set_in_the_body": ("01/test_control_flow.py", "first_crossing"),
+    "decode_by_dynamic_slices": ("01/test_paths_and_caches.py", "decode_with_cache"),
+    "gelu_by_partials_per_platform": ("02/test_other_platforms.py", "gelu"),
+    "hlo_before_fusion_by_glob": ("02/test_compiler_options.py", "hlo_before_fusion"),
 }
 
 

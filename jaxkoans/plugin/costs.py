@@ -42,9 +42,10 @@ WORDS = {
 
 PER_KOAN = ("fresh", "grown", "steps")  # a profile's fresh cases, one per koan calling the TODO
 # a TODO's data-dependent loops may take at most factor x the answer's steps + slack when run
-# (plugin/trips.py): another honest stopping test may take a step or two more, a loop that
-# always runs to its end takes many
-STEPS = (1.25, 1)
+# (plugin/trips.py): another honest stopping test (a do-while, a flag set in the body) takes one
+# step more each time a loop runs, which doubles a run of one step; a loop that always runs to
+# its end takes many
+STEPS = (2.0, 1)
 
 
 def more_steps(mine: int | None, answer: int | None) -> list[str]:

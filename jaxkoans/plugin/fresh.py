@@ -47,20 +47,22 @@ def moved(args, kwargs, seed: int, scale: float = 0.05):
     return jax.tree.map(move, (args, kwargs))
 
 
-def lengths(args, kwargs) -> list[int]:
-    """The axis lengths (above 1) of the float arrays among `args`/`kwargs`, largest first: the
-    lengths `grown` may double."""
+def floats(args, kwargs) -> list:
+    """The float arrays among `args`/`kwargs`: what a fresh case moves."""
     import jax
     import numpy as np
 
-    found = {
-        n
+    return [
+        leaf
         for leaf in jax.tree.leaves((args, kwargs))
         if _array(leaf) and np.issubdtype(np.dtype(leaf.dtype), np.floating)
-        for n in leaf.shape
-        if n > 1
-    }
-    return sorted(found, reverse=True)
+    ]
+
+
+def lengths(args, kwargs) -> list[int]:
+    """The axis lengths (above 1) of the float arrays among `args`/`kwargs`, largest first: the
+    lengths `grown` may double."""
+    return sorted({n for leaf in floats(args, kwargs) for n in leaf.shape if n > 1}, reverse=True)
 
 
 def _array(leaf) -> bool:

@@ -84,19 +84,27 @@ class _Patch:
 
     @contextlib.contextmanager
     def active(self):
-        saved = {}
-        for primitive in self.primitives:
-            saved[primitive] = primitive.__dict__.get("bind")
-            primitive.bind = self._wrap(primitive, primitive.bind)
-        try:
-            with fresh_traces():
-                yield self
-        finally:
-            for primitive, bind in saved.items():
-                if bind is None:
-                    del primitive.bind
-                else:
-                    primitive.bind = bind
+        with rebinding({p: lambda bind, p=p: self._wrap(p, bind) for p in self.primitives}):
+            yield self
+
+
+@contextlib.contextmanager
+def rebinding(wraps: dict):
+    """While the block runs, in traces made anew (`fresh_traces`), each primitive's `bind` is
+    `wrap(its bind)` ({primitive: wrap}); put back after, whatever was there before."""
+    saved = {}
+    for primitive, wrap in wraps.items():
+        saved[primitive] = primitive.__dict__.get("bind")  # a patch of its own, or the class's
+        primitive.bind = wrap(primitive.bind)
+    try:
+        with fresh_traces():
+            yield
+    finally:
+        for primitive, bind in saved.items():
+            if bind is None:
+                del primitive.bind
+            else:
+                primitive.bind = bind
 
 
 def _run(function, args, kwargs):
@@ -106,16 +114,6 @@ def _run(function, args, kwargs):
     out = jax.tree.leaves(jax.block_until_ready(function(*args, **kwargs)))
     jax.effects_barrier()  # every observed value has reached the host before the next run
     return [np.asarray(x) for x in out]
-
-
-def _has_floats(args, kwargs) -> bool:
-    import jax
-    import numpy as np
-
-    return any(
-        np.issubdtype(np.dtype(getattr(x, "dtype", np.int8)), np.floating)
-        for x in jax.tree.leaves((args, kwargs)) if hasattr(x, "shape")
-    )  # fmt: skip
 
 
 def _same(a: list, b: list) -> bool:
@@ -144,7 +142,7 @@ def problems(function, primitives: dict, args, kwargs, seed: int) -> list[str]:
                 _run(function, *moved)
         except Exception:
             continue  # a program that cannot be run twice: the asserts judged it
-        varies = _has_floats(args, kwargs)  # integer-only inputs cannot be nudged
+        varies = bool(fresh.floats(args, kwargs))  # integer-only inputs cannot be nudged
         # a use is informative when it computes something (not all zeros) from what varies
         # with the TODO's inputs: its results change, or what it was given does (a round, a
         # sign, a comparison keeps its result under a small move)

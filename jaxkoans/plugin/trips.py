@@ -21,26 +21,20 @@ def counting():
     from jax._src import core  # jaxpr_as_fun: no public evaluator of a ClosedJaxpr in 0.12
     from jax._src.lax.control_flow import loops  # while_p: no public name in 0.12
 
-    from jaxkoans.plugin.liveness import fresh_traces
+    from jaxkoans.plugin.liveness import rebinding
 
     steps: list[int] = []
-    own = loops.while_p.__dict__.get("bind")  # a patch of someone else's, or the class's
-    bind = loops.while_p.bind
 
-    def ticking(*args, body_jaxpr, **params):
-        def body(*carry):
-            jax.debug.callback(lambda _: steps.append(1), 0)
-            return core.jaxpr_as_fun(body_jaxpr)(*carry)
+    def counted(bind):
+        def ticking(*args, body_jaxpr, **params):
+            def body(*carry):
+                jax.debug.callback(lambda _: steps.append(1), 0)
+                return core.jaxpr_as_fun(body_jaxpr)(*carry)
 
-        counted = jax.make_jaxpr(body)(*body_jaxpr.in_avals)
-        return bind(*args, body_jaxpr=counted, **params)
+            ticked = jax.make_jaxpr(body)(*body_jaxpr.in_avals)
+            return bind(*args, body_jaxpr=ticked, **params)
 
-    loops.while_p.bind = ticking
-    try:
-        with fresh_traces():
-            yield steps
-    finally:
-        if own is None:
-            del loops.while_p.bind
-        else:
-            loops.while_p.bind = own
+        return ticking
+
+    with rebinding({loops.while_p: counted}):
+        yield steps

@@ -1,7 +1,7 @@
 """The instructor's grade: run a student's copy against the pristine course.
 
     python progress.py grade STUDENT_DIR [--course REF_OR_DIR] [--chapter 01,02] [--koans K,…]
-                                         [--json FILE|-] [--junit FILE] [--markdown FILE]
+                                         [--json FILE|-] [--markdown FILE]
                                          [--classroom FILE] [--timeout S] [--run-timeout S]
     python progress.py grade --batch DIR --csv OUT.csv [--html OUT.html] [--jobs N] [--reports DIR]
     python progress.py grade --merge REPORT.json... --csv OUT.csv [--html OUT.html]
@@ -13,7 +13,7 @@ files are used, found by syntax tree (jaxkoans/course/fills.py): every other edi
 and named in a note. The run happens in a temporary workdir with the pristine harness, inside
 a bubblewrap sandbox where there is one (jaxkoans/grader/sandbox.py; README says what the grade
 guarantees without it). The student's copy is only read. Reports: a summary on stdout; --json
-(schema 1, see jaxkoans/grader/report_formats.py), --junit, --markdown (e.g. $GITHUB_STEP_SUMMARY),
+(schema 1, see jaxkoans/grader/report_formats.py), --markdown (e.g. $GITHUB_STEP_SUMMARY),
 --classroom (the base64 payload of GitHub Classroom's autograding reporter) and, with
 --batch, --html (one self-contained page for the class) are written whole or not at all.
 --merge builds the CSV and the page from students' JSON reports graded elsewhere (one job
@@ -76,7 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="grade only these koans: test_name, test_file.py::test_name (with --chapter: in it)",
     )
     parser.add_argument("--json", metavar="FILE", help="write the grade as JSON (- for stdout)")
-    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     parser.add_argument("--markdown", metavar="FILE", help="write Markdown (CI summary page)")
     parser.add_argument(
         "--classroom",
@@ -208,7 +207,7 @@ def _grade_problem(args) -> str:
         return "--html 需要 --batch 或 --merge / --html needs --batch or --merge"
     if args.no_sandbox and args.require_sandbox:
         return "--no-sandbox 与 --require-sandbox 只能选一个 / not both"
-    outputs = [args.json, args.junit, args.markdown, args.csv, args.classroom, args.html]
+    outputs = [args.json, args.markdown, args.csv, args.classroom, args.html]
     problem = _check_outputs(outputs)
     if not problem and args.reports:
         try:
@@ -285,8 +284,6 @@ def _single(args, pristine: grading.PristineCourse, options: grading.Options) ->
     outputs = {}
     if args.json:
         outputs[args.json] = report_formats.to_json_text(document)
-    if args.junit:
-        outputs[args.junit] = report_formats.junit(document)
     if args.markdown:
         outputs[args.markdown] = report_formats.markdown(document)
     if args.classroom:

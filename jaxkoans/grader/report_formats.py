@@ -1,4 +1,4 @@
-"""A grade as JSON (schema 1), JUnit XML, Markdown for a CI summary, a CSV row, text, and the
+"""A grade as JSON (schema 1), Markdown for a CI summary, a CSV row, text, and the
 payload of GitHub Classroom's autograding reporter.
 
 Every writer takes the JSON document, so one normalised document gives every format.
@@ -68,9 +68,7 @@ import hmac
 import io
 import json
 import os
-import re
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from jaxkoans.grader.grading import Grade
@@ -108,7 +106,6 @@ SELF_REPORT = (
     " / reveals come from .jaxkoans/reveals.jsonl in the student's copy: a self-report (deleting"
     " the file hides them)"
 )
-CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 # Notes that concern what a koan ran: a pass that carries one is set apart from a clean pass.
@@ -235,83 +232,6 @@ def course_digest(course) -> str:
 
 def to_json_text(document: dict) -> str:
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
-
-
-# ---- JUnit XML ---------------------------------------------------------------------------------
-
-
-def _xml_text(text: str) -> str:
-    return CONTROL.sub("?", text or "")
-
-
-def junit(document: dict) -> str:
-    """One testsuite per chapter, one testcase per koan; findings in a suite of their own."""
-    koans = document["koans"]
-    root = ET.Element("testsuites", name=f"jax-koans grade: {document['student']['name']}")
-    failures = errors = 0
-    for chapter in document["chapters"]:
-        own = [k for k in koans if k["chapter"] == chapter["number"]]
-        suite = ET.SubElement(
-            root,
-            "testsuite",
-            name=f"{chapter['number']} {chapter['title_zh']} / {chapter['title_en']}",
-            tests=str(len(own)),
-            failures=str(sum(k["status"] not in ("passed", "crashed") for k in own)),
-            errors=str(sum(k["status"] == "crashed" for k in own)),
-            skipped="0",
-            time=f"{sum(k['duration'] for k in own):.3f}",
-        )
-        for koan in own:
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                classname=koan["file"].removesuffix(".py").replace("/", "."),
-                name=koan["name"],
-                file=koan["file"],
-                time=f"{koan['duration']:.3f}",
-            )
-            if koan["line"] is not None:
-                case.set("line", str(koan["line"]))
-            if koan.get("revealed"):  # a self-report of the student's (see `reveals`)
-                properties = ET.SubElement(case, "properties")
-                ET.SubElement(properties, "property", name="revealed", value="true")
-            if koan["status"] == "passed":
-                continue
-            tag = "error" if koan["status"] == "crashed" else "failure"
-            failures += tag == "failure"
-            errors += tag == "error"
-            first = headline(koan["message"]) or LABELS[koan["status"]]
-            element = ET.SubElement(
-                case, tag, type=koan["status"], message=_xml_text(f"{koan['status']}: {first}")
-            )
-            element.text = _xml_text(koan["message"])
-    if document["findings"]:
-        suite = ET.SubElement(
-            root,
-            "testsuite",
-            name="发现 / findings",
-            tests=str(len(document["findings"])),
-            failures=str(len(document["findings"])),
-            errors="0",
-            skipped="0",
-            time="0.000",
-        )
-        for finding in document["findings"]:
-            where = finding["file"] + (f":{finding['line']}" if finding["line"] else "")
-            case = ET.SubElement(
-                suite, "testcase", classname="findings", name=f"{where} {finding['kind']}"
-            )
-            element = ET.SubElement(
-                case, "failure", type=finding["kind"], message=_xml_text(finding["message"])
-            )
-            koans_named = ", ".join(finding["koans"]) or "-"
-            element.text = _xml_text(f"{finding['message']}\nkoans: {koans_named}")
-            failures += 1
-    root.set("tests", str(len(koans) + len(document["findings"])))
-    root.set("failures", str(failures))
-    root.set("errors", str(errors))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
 # ---- Markdown -----------------------------------------------------------------------------------

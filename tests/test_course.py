@@ -102,7 +102,7 @@ def test_the_static_gate_runs_without_jax_in_one_command():
     never started (a blank's kind may import a JAX module to resolve a name)."""
     number = CHAPTERS[0].number
     code = (
-        "import sys; from jaxkoans.authoring.check import main; code = main(['check', "
+        "import sys; from jaxkoans.authoring.__main__ import main; code = main(['check', "
         f"'--chapter', '{number}']); bridge = sys.modules.get('jax._src.xla_bridge'); "
         "assert bridge is None or not bridge.backends_are_initialized(); sys.exit(code)"
     )

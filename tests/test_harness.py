@@ -895,11 +895,6 @@ def test_the_harness_imports_downward_only():
     assert not wrong, "\n".join(wrong)
 
 
-# issue 56: the authoring gates' circle (check → gates → mutate/shortcuts → check) is taken apart
-# with their per-koan records; no other module may be in a circle, and these may only leave it.
-CIRCLE_BEING_UNDONE = {f"jaxkoans.authoring.{m}" for m in ("check", "gates", "mutate", "shortcuts")}
-
-
 def test_no_import_circle_inside_a_package():
     """Imports go one way inside a package too (a package's __init__ counts as a module): in a
     circle (hooks ↔ report, a package and a module it imports) what a module holds depends on
@@ -919,4 +914,4 @@ def test_no_import_circle_inside_a_package():
         return found
 
     in_circles = {module for module in graph if module in reached(module)}
-    assert not in_circles - CIRCLE_BEING_UNDONE, sorted(in_circles)
+    assert not in_circles, sorted(in_circles)

@@ -9,13 +9,10 @@ chapter, and finds each kind of problem on a small course made wrong one way at 
 
 from __future__ import annotations
 
-import argparse
 import ast
 import math
 import re
-import sys
 import textwrap
-import time
 import tomllib
 from pathlib import Path
 
@@ -467,49 +464,3 @@ def check(
     if not records:
         return problems
     return problems + shipped_problems(checkout) + record_problems(checkout, chapters)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring")
-    commands = parser.add_subparsers(dest="command", required=True)
-    one = commands.add_parser("check", help="the static authoring gate (no JAX, seconds)")
-    one.add_argument("--chapter", action="append", default=[], metavar="NN")
-    gate = commands.add_parser(
-        "stamp",
-        help="run every gate of the stale chapters (or of --chapter NN), write the manifest "
-        "and tests/gate_record.toml, print what failed",
-    )
-    gate.add_argument("--chapter", action="append", default=[], metavar="NN")
-    gate.add_argument(
-        "--full", action="store_true", help="every gate on every file, not only what is stale"
-    )
-    gate.add_argument(
-        "--gates",
-        metavar="G,G",
-        help="with --full: run only these gates on every file (mutation, fakes, shortcuts)",
-    )
-    gate.add_argument("-n", "--workers", type=int, default=2)
-    args = parser.parse_args(argv)
-    wanted = {c.zfill(2) for c in args.chapter}
-    checkout = course.Course.here()
-    chapters = [c for c in checkout.chapters() if not wanted or c.number in wanted]
-    unknown = wanted - {c.number for c in chapters}
-    if unknown:
-        print(f"no such chapter: {', '.join(sorted(unknown))}", file=sys.stderr)
-        return 2
-    if args.command == "stamp":
-        args.chosen = chapters
-        return gates.main(checkout, args)
-    started = time.monotonic()
-    problems = check(checkout, chapters, whole=not wanted)
-    files = sum(len(list((checkout.koans / c.number).glob("test_*.py"))) for c in chapters)
-    for problem in problems:
-        print(f"❌ {problem}")
-    seconds = time.monotonic() - started
-    if problems:
-        print(
-            f"\n{len(problems)} problem(s) in {len(chapters)} chapter(s), {files} files ({seconds:.1f} s)"
-        )
-        return 1
-    print(f"✅ {len(chapters)} chapter(s), {files} koan files: no problem ({seconds:.1f} s)")
-    return 0

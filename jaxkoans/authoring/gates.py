@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -437,30 +436,21 @@ def chapter_digests(checkout: course.Course, chapter: course.Chapter) -> dict[st
     return found
 
 
-def static_failures(checkout: course.Course, chapters: list[course.Chapter]) -> list[Failure]:
-    """check.py's checks of these chapters (the give-away check among them), without records."""
-    from jaxkoans.authoring import check
-
-    failures = []
-    for chapter in chapters:
-        found = check.check(checkout, [chapter], whole=False, records=False)
-        failures += [Failure(chapter.number, "check", problem) for problem in found]
-    return failures
-
-
 def stamp(
     checkout: course.Course,
     chapters: list[course.Chapter],
     full: bool = False,
     workers: int = 2,
     gates=GATES,
+    failures: list[Failure] | None = None,
 ) -> list[Failure]:
     """Run what is stale of `chapters` (with `full`, every file of the `gates` named, and what
-    is stale of the others), record what passed, write the manifest; the failures."""
+    is stale of the others), record what passed, write the manifest; `failures` (the static
+    checks') and the gates' failures."""
     started = time.monotonic()
     as_shipped.write(checkout.root)
     print(f"wrote {as_shipped.SOURCE}", flush=True)
-    failures = static_failures(checkout, chapters)
+    failures = list(failures or [])
     record = read(record_path(checkout))
     current = harness(checkout)
     todo = stale(checkout, chapters, record, current)
@@ -506,26 +496,3 @@ def stamp(
     write(record, record_path(checkout))
     print(f"记录已更新 / recorded in {RECORD} ({time.monotonic() - started:.0f} s)")
     return failures
-
-
-def main(checkout: course.Course, args) -> int:
-    """`python -m jaxkoans.authoring stamp` (args from check.main's parser)."""
-    chapters = args.chosen
-    if not args.full and not args.chapter:
-        chapters = [s.chapter for s in stale(checkout, chapters) if s.any]
-        if not chapters and not as_shipped.stale(checkout.root):
-            print("每章的记录都是最新的 / every chapter's record is current")
-            return 0
-    gates = tuple(args.gates.split(",")) if getattr(args, "gates", None) else GATES
-    unknown = set(gates) - set(GATES)
-    if unknown:
-        print(f"no such gate: {', '.join(sorted(unknown))} (gates: {', '.join(GATES)})")
-        return 2
-    failures = stamp(checkout, chapters, args.full, args.workers, gates)
-    if failures:
-        print("\n未通过 / failed:", file=sys.stderr)
-        for failure in failures:
-            print(f"❌ {failure}", file=sys.stderr)
-        return 1
-    print(f"✅ {len(chapters)} chapter(s): every gate passed")
-    return 0

@@ -2,12 +2,10 @@
 
     python -m jaxkoans.authoring.mutate --chapter 03                  one chapter (repeat --chapter for more)
     python -m jaxkoans.authoring.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
-    python -m jaxkoans.authoring.mutate --changed                     the chapters whose record
-                                                                   (tests/gate_record.toml) is stale
-    python -m jaxkoans.authoring.mutate --fakes --changed             the same for the TODO fakes
+    python -m jaxkoans.authoring.mutate --fakes --chapter 03          the TODO fakes instead
 
-Recording a verdict is `python -m jaxkoans.authoring stamp --chapter NN` (every gate of the
-chapter; authoring/gates.py); `--stamp` here is an alias of it.
+Recording a verdict, and running only what is stale, is `python -m jaxkoans.authoring stamp`
+(every gate of the chapter; authoring/gates.py).
 
 For each blank of each answer file (the positions come from `twins.compare(koan, answer)`) it
 writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
@@ -794,17 +792,6 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, help="seconds per run (default: from its koans, run_limit)"
     )
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
-    parser.add_argument(
-        "--changed",
-        action="store_true",
-        help="only the chapters whose record (tests/gate_record.toml) of this gate is stale",
-    )
-    parser.add_argument(
-        "--stamp",
-        action="store_true",
-        help="an alias of `python -m jaxkoans.authoring stamp --chapter NN`: every gate of the "
-        "chapters, recorded in tests/gate_record.toml",
-    )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
     parser.add_argument(
@@ -821,18 +808,6 @@ def main(argv: list[str] | None = None) -> int:
     if not chapters:
         print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
         return 2
-    if args.changed:
-        from jaxkoans.authoring import gates
-
-        gate_name = "fakes" if args.fakes else "mutation"
-        chapters = [
-            s.chapter for s in gates.stale(checkout, chapters) if s.files[gate_name] or s.harness
-        ]
-        if not chapters:
-            print(f"每章的记录都是最新的 / every chapter's record is current ({gates.RECORD})")
-            return 0
-    if args.stamp and not (wanted or args.leaks or args.list):
-        return stamp_alias(chapters, args.workers)
     if args.fakes:
         return fakes_main(checkout, chapters, args)
     if args.leaks:
@@ -855,10 +830,6 @@ def main(argv: list[str] | None = None) -> int:
         if outcome.problem:
             print(f"⚠️  {chapter.number}: {outcome.problem}")
     print("\n" + "\n".join(table(outcomes)))
-    if args.stamp:
-        print(
-            "⚠️  --stamp: only a whole chapter's gates are recorded (python -m jaxkoans.authoring stamp)"
-        )
     if survivors:
         print("\n存活的变异 / survivors (a wrong fill that passes):")
         print("\n".join("  " + s for s in survivors))
@@ -868,15 +839,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"\n⚠️  {unknown} mutants have no verdict (their baseline failed or did not report)")
     return 1 if survivors or unknown else 0
-
-
-def stamp_alias(chapters: list[course.Chapter], workers: int) -> int:
-    """`--stamp`: every gate of the chapters, `python -m jaxkoans.authoring stamp --chapter NN`."""
-    from jaxkoans.authoring import check
-
-    numbers = [arg for c in chapters for arg in ("--chapter", c.number)]
-    print(f"--stamp → python -m jaxkoans.authoring stamp {' '.join(numbers)}", flush=True)
-    return check.main(["stamp", *numbers, "-n", str(workers)])
 
 
 def fakes_main(checkout: course.Course, chapters: list[course.Chapter], args) -> int:

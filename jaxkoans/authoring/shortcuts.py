@@ -28,7 +28,7 @@ true equivalent is recorded in chapter.toml (`equivalent = [{ fake = "label", wh
 The verdicts are recorded per koan file with the other gates' (`python -m jaxkoans.authoring
 stamp`, tests/gate_record.toml).
 
-    python -m jaxkoans.authoring.shortcuts [--chapter NN …] [--list] [--stamp] [-n 2]
+    python -m jaxkoans.authoring.shortcuts [--chapter NN …] [--list] [-n 2]
 """
 
 from __future__ import annotations
@@ -449,14 +449,6 @@ def main(argv: list[str] | None = None) -> int:
         "--chapter", action="append", default=[], help="NN (repeatable; default: all)"
     )
     parser.add_argument("--list", action="store_true", help="print the generated fakes only")
-    parser.add_argument(
-        "--stamp",
-        action="store_true",
-        help="an alias of `python -m jaxkoans.authoring stamp --chapter NN` (every gate)",
-    )
-    parser.add_argument(
-        "--changed", action="store_true", help="only the chapters whose record is stale"
-    )
     parser.add_argument("-n", dest="workers", type=int, default=2)
     args = parser.parse_args(argv)
     checkout = course.Course.here()
@@ -465,14 +457,6 @@ def main(argv: list[str] | None = None) -> int:
         for c in checkout.chapters()
         if not args.chapter or c.number in {n.zfill(2) for n in args.chapter}
     ]
-    if args.changed:
-        from jaxkoans.authoring import gates
-
-        chapters = [
-            s.chapter for s in gates.stale(checkout, chapters) if s.files["shortcuts"] or s.harness
-        ]
-    if args.stamp and not args.list:
-        return mutate.stamp_alias(chapters, args.workers)
     if args.list:
         for chapter in chapters:
             for shortcut in chapter_shortcuts(checkout, chapter):

@@ -286,16 +286,13 @@ def _merge(
     work: Path,
     as_shipped: set[str] = frozenset(),
 ) -> list[KoanGrade]:
-    results_by_id = results.RunRecord.of(_vouched(outcome)).koans  # a parametrized koan is one
-    record = results.RunRecord.of(outcome.events)
+    record = results.RunRecord.of(_vouched(outcome))  # a parametrized koan is one
     running = {results.koan_id(n) for n in record.started}
-    collect_errors = dict(record.collect_errors)
-    finished = record.finished
     messages = _messages(outcome.guard, work)
     timed_out = {results.koan_id(n) for n in WATCHDOG_LINE.findall(outcome.stderr)}
     patched = _patched(outcome.guard, pristine, findings)
     patched |= _violations(outcome.guard, pristine, findings, patched)
-    for path, message in collect_errors.items():
+    for path, message in dict(record.collect_errors).items():
         last = message.strip().splitlines()[-1:] or [""]
         problems.append({"file": path, "message": f"无法导入 / cannot be imported: {last[0]}"})
     if outcome.stopped:
@@ -305,7 +302,7 @@ def _merge(
                 "message": f"评分运行提前结束 / the grading run ended early: {outcome.stopped}",
             }
         )
-    elif outcome.exit_code not in (None, 0, 1) or (outcome.events and not finished):
+    elif outcome.exit_code not in (None, 0, 1) or (outcome.events and not record.finished):
         problems.append(
             {
                 "file": None,
@@ -336,7 +333,7 @@ def _merge(
         for name in pristine.koans[rel]:
             koan = KoanGrade(pristine.chapter_of(rel), rel, name, KoanState.CRASHED)
             koan.line = check.def_lines.get(name)
-            result = results_by_id.get(koan.nodeid)
+            result = record.result(koan.nodeid, timed_out=koan.nodeid in timed_out)
             if name in check.missing:
                 koan.status, koan.line = KoanState.MISSING, None
                 koan.message = "学生的副本里没有这个 koan / not in the student's copy"
@@ -352,7 +349,7 @@ def _merge(
             elif rel in as_shipped:
                 koan.status = KoanState.NOT_STARTED
                 koan.message = "与发布时相同，未运行 / as shipped: not started (not run)"
-            elif result is not None:
+            elif koan.nodeid in record.koans:  # its own report
                 koan.status = _status(result.state)
                 koan.cause = result.cause
                 koan.line = _student_line(check, result.line) or koan.line
@@ -361,11 +358,11 @@ def _merge(
                 koan.message = messages.get(koan.nodeid, "")
                 if result.state == KoanState.SKIPPED:
                     koan.message = "跳过不算通过 / a skip is not a pass. " + koan.message
-            elif rel in collect_errors:
-                koan.status, koan.cause = KoanState.FAILING, "import"
-                koan.message = _clean(collect_errors[rel], work)
-            elif koan.nodeid in timed_out:
-                koan.status, koan.cause = KoanState.FAILING, "timeout"
+            elif result.cause == "import":
+                koan.status, koan.cause = result.state, result.cause
+                koan.message = _clean(result.note, work)
+            elif result.cause == "timeout":
+                koan.status, koan.cause = result.state, result.cause
                 koan.message = "⏱️ 超时 / timed out: the watchdog stopped it inside compiled code"
             elif koan.nodeid in running:
                 koan.message = messages.get(koan.nodeid) or (

@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxkoans import course
@@ -24,7 +24,6 @@ from jaxkoans.plugin.results import KoanResult, KoanState
 # The notes that say why a koan is MISSING or CRASHED.
 DELETED = "deleted from your file / 已从你的文件中删除"
 FILE_DELETED = "file deleted / 文件已删除"
-NO_REPORT = "did not report (crash or hang)"
 RUN_TIMEOUT_S = 900  # the whole run; each koan has pytest-timeout's own limit
 RESULT_MARKS = {
     KoanState.PASSED: "✅",
@@ -230,29 +229,21 @@ def show_result(result: KoanResult) -> None:
 
 def merge(checkout: Course, koans: list[Koan], events: list[dict], problem: str) -> Progress:
     progress = Progress(checkout, koans)
-    by_id = {k.nodeid: k for k in koans}
-    finished = set()
     record = results.RunRecord.of(events)
-    for nodeid, result in record.koans.items():
-        if nodeid in by_id:
-            koan = by_id[nodeid]
-            koan.hold(result)
-            finished.add(nodeid)
     for path, error in record.collect_errors:
         message = f"{path}: 无法导入 / cannot be imported:\n{error}"
         progress.problems.append(message)
         progress.file_problems[path] = message
-        for koan in koans:
-            if koan.path.as_posix() == path:
-                koan.state, koan.note = KoanState.FAILING, "file does not import"
-                finished.add(koan.nodeid)
     if problem:
-        running = [n for n in record.started if results.koan_id(n) not in finished]
+        running = [n for n in record.started if results.koan_id(n) not in record.koans]
         where = f" (still running: {running[-1]})" if running else ""
         progress.problems.append(problem + where)
     for koan in koans:
-        if koan.nodeid not in finished and not koan.note:
-            koan.state, koan.note = KoanState.CRASHED, NO_REPORT
+        result = record.result(koan.nodeid)
+        if result.cause == "import":
+            result = replace(result, note="file does not import")
+        koan.hold(result)
+        if result.state == KoanState.CRASHED:
             path = koan.path.as_posix()
             message = (
                 f"{koan.nodeid}: 💥 崩溃或超时，没有结果 / crashed or hung, no result: "

@@ -251,14 +251,6 @@ class RunResult:
     def record(self) -> results.RunRecord:
         return results.RunRecord.of(self.events)
 
-    def koan_result(self, nodeid: str) -> results.KoanResult | None:
-        """The koan's result (a parametrized koan: passed only when every case passed)."""
-        return self.record.koans.get(nodeid)
-
-    def collect_error(self, path: str) -> str | None:
-        """The message of the file's collection error, else None."""
-        return self.record.collect_error(path)
-
     def report(self, nodeid: str) -> str:
         """The short report of `nodeid` (a koan, or a file for a collection error)."""
         found = [r for r in self.reports if r["nodeid"].partition("[")[0] == nodeid]

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 SCHEMA = 1
 
 
+# The notes of a koan that has no report of its own (`RunRecord.result`).
+NO_REPORT = "did not report (crash or hang)"
+TIMED_OUT = "timed out"
+
+
 class KoanState(enum.StrEnum):
     NOT_STARTED = "not_started"  # fails because of its blank, TODO or unedited fix region
     FAILING = "failing"  # attempted, still wrong
@@ -204,6 +209,20 @@ class RunRecord:
     def collect_error(self, path: str) -> str | None:
         """The first collection error of the file `path`, else None."""
         return next((message for where, message in self.collect_errors if where == path), None)
+
+    def result(self, nodeid: str, timed_out: bool = False) -> KoanResult:
+        """The one reading of a koan's result, reported or not (status, watch and grade): its
+        report; else its file did not import (failing); else it ran out of time (failing);
+        else no report came back (crashed): never a pass."""
+        found = self.koans.get(koan_id(nodeid))
+        if found is not None:
+            return found
+        error = self.collect_error(nodeid.partition("::")[0])
+        if error is not None:
+            return KoanResult(nodeid, KoanState.FAILING, "import", note=error)
+        if timed_out:
+            return KoanResult(nodeid, KoanState.FAILING, "timeout", note=TIMED_OUT)
+        return KoanResult(nodeid, KoanState.CRASHED, note=NO_REPORT)
 
 
 def _last_lines(report, count: int = 6) -> str:

@@ -106,35 +106,34 @@ def crash_site(checkout: Course, output: str, koan: Koan) -> str:
 def verdict(
     checkout: Course, koan: Koan, outcome: warm.RunResult, timeout_s: float
 ) -> tuple[KoanState, str]:
-    """(state, the text to show) for `koan` after `outcome`."""
-    result = outcome.koan_result(koan.nodeid)
-    if result is not None:
-        if result.state == PASSED:
-            return PASSED, ""
-        if result.state == SKIPPED:
-            return SKIPPED, (
-                f"⏭️ {say('被跳过', 'skipped')}: {koan.name} {say('没有运行', 'did not run')} "
-                "(a skip mark?)"
-            )
+    """(state, the text to show) for `koan` after `outcome` (`RunRecord.result`'s reading)."""
+    record, path = outcome.record, koan.path.as_posix()
+    result = record.result(koan.nodeid, timed_out=outcome.timed_out)
+    if result.state == PASSED:
+        return PASSED, ""
+    if result.state == SKIPPED:
+        return SKIPPED, (
+            f"⏭️ {say('被跳过', 'skipped')}: {koan.name} {say('没有运行', 'did not run')} "
+            "(a skip mark?)"
+        )
+    if koan.nodeid in record.koans:  # its own report
         return result.state, outcome.report(koan.nodeid) or f"❌ {result.state}"
-    failing, path = KoanState.FAILING, koan.path.as_posix()
-    error = outcome.collect_error(path)
-    if error is not None:
-        text = outcome.report(path) or f"🛠️ {path}: {say('无法导入', 'cannot be imported')}\n{error}"
-        return failing, text
-    if outcome.timed_out:
+    if result.cause == "import":
+        cannot = say("无法导入", "cannot be imported")
+        return result.state, outcome.report(path) or f"🛠️ {path}: {cannot}\n{result.note}"
+    if result.cause == "timeout":
         said = say(
             f"{koan.name} 运行超过 {timeout_s:.0f} s，已停止（死循环？）",
             f"{koan.name} was stopped after {timeout_s:.0f} s (an endless loop?)",
         )
-        return failing, f"⏱️ {say('超时', 'timed out')}: {said}\n{_tail(outcome.output)}".rstrip()
+        text = f"⏱️ {say('超时', 'timed out')}: {said}\n{_tail(outcome.output)}"
+        return result.state, text.rstrip()
     if outcome.signal:
         name = signal.Signals(outcome.signal).name
-        site = crash_site(checkout, outcome.output, koan)
-        crash = f"💥 {say('崩溃', 'crashed')}: {name}\n{site or _tail(outcome.output)}".rstrip()
-        return KoanState.CRASHED, crash
+        site = crash_site(checkout, outcome.output, koan) or _tail(outcome.output)
+        return result.state, f"💥 {say('崩溃', 'crashed')}: {name}\n{site}".rstrip()
     said = say(f"没有结果：{koan.nodeid}", f"no result for {koan.nodeid}")
-    return KoanState.CRASHED, (
+    return result.state, (
         f"❓ {said} (pytest exit code {outcome.exit_code})\n{_tail(outcome.output)}"
     ).rstrip()
 

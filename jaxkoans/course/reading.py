@@ -31,13 +31,16 @@ MESSAGE = (
     "the lesson's technique."
 )
 
-# Attributes through which a value of the test is read instead of computed: category.
+# Attributes through which a value of the test is read instead of computed: category. The one
+# table of these routes: grade's fill audit notes the frames among them, and the run-time
+# boundary refuses those an audit event reports (plugin/boundary.py).
 ATTRIBUTES = {
     "__closure__": "closure", "cell_contents": "closure", "__wrapped__": "wrapped",
     "__globals__": "globals", "__builtins__": "globals", "__code__": "code",
     "__defaults__": "code", "__kwdefaults__": "code", "co_consts": "code", "co_code": "code",
     "f_back": "frames", "f_globals": "frames", "f_locals": "frames", "f_code": "frames",
-    "tb_frame": "frames", "gi_frame": "frames", "cr_frame": "frames", "_getframe": "frames",
+    "f_builtins": "frames", "tb_frame": "frames", "gi_frame": "frames", "cr_frame": "frames",
+    "_getframe": "frames",
     "__self__": "closure", "__func__": "closure", "__dict__": "globals",
     "__traceback__": "frames", "tb_next": "frames", "gi_code": "code",
     # issue 55: the same kinds by every other route (plugin/boundary.py refuses them at run time)

@@ -18,6 +18,8 @@ import ast
 import builtins
 import re
 
+from jaxkoans.course import reading
+
 # Modules a student's code could reach the machine, the files or the test machinery through.
 RISKY_MODULES = frozenset(
     {
@@ -29,15 +31,15 @@ RISKY_MODULES = frozenset(
         "jaxkoans", "conftest", "xdist", "pluggy",
     }
 )  # fmt: skip
-BANNED_NAMES = RISKY_MODULES | {
-    "Path", "open", "input", "exit", "quit", "breakpoint", "KeyboardInterrupt", "SystemExit",
-    "BaseException", "GeneratorExit", "eval", "exec", "compile", "globals", "locals", "vars",
-    "getattr", "setattr", "delattr", "attrgetter", "methodcaller", "monkeypatch",
+# the builtins and frame attributes that read the test: the course's one table (course/reading.py)
+BANNED_NAMES = RISKY_MODULES | set(reading.BUILTINS) | set(reading.DYNAMIC) | {
+    "Path", "open", "input", "exit", "quit", "KeyboardInterrupt", "SystemExit",
+    "BaseException", "GeneratorExit", "monkeypatch",
 }  # fmt: skip
-BANNED_ATTRIBUTES = (RISKY_MODULES - {"types", "io", "signal", "inspect"}) | {
-    # a module reached through another (np.lib.npyio.os), frames, files written or read
-    "ctypeslib", "_exit", "system", "popen", "modules", "f_globals", "f_locals", "f_back",
-    "f_builtins", "gi_frame", "cr_frame", "tb_frame", "fromfile", "tofile", "loadtxt",
+FRAMES = {name for name, kind in reading.ATTRIBUTES.items() if kind == "frames"}
+BANNED_ATTRIBUTES = (RISKY_MODULES - {"types", "io", "signal", "inspect"}) | FRAMES | {
+    # a module reached through another (np.lib.npyio.os), files written or read
+    "ctypeslib", "_exit", "system", "popen", "modules", "fromfile", "tofile", "loadtxt",
     "savetxt", "genfromtxt", "fromregex", "memmap", "DataSource", "save", "savez",
     "savez_compressed", "load", "dump", "open", "write_text", "write_bytes", "exit",
 }  # fmt: skip

@@ -35,6 +35,8 @@ import sysconfig
 import types
 from collections.abc import Callable
 
+from jaxkoans.course import reading
+
 PACKAGES = ("numpy", "jax", "jaxlib", "ml_dtypes", "pytest", "_pytest", "pluggy", "xdist", "execnet", "jaxkoans")  # fmt: skip
 STARTS = sys.monitoring.events.PY_START | sys.monitoring.events.PY_RESUME
 TOOL, TOOL_NAME = 3, "jaxkoans boundary"  # sys.monitoring: 4 is contracts.py's, 5 result_types'
@@ -299,11 +301,9 @@ EVENTS = {
     "gc.get_referrers": "inspect", "gc.get_referents": "inspect", "gc.get_objects": "inspect",
     "sys.setprofile": "sys.settrace", "sys.settrace": "sys.settrace",
 }  # fmt: skip
-ATTRIBUTES = {
-    "__code__": "code", "__defaults__": "code", "__kwdefaults__": "code",
-    "gi_frame": "frames", "cr_frame": "frames", "ag_frame": "frames", "tb_frame": "frames",
-    "f_code": "frames", "gi_code": "code", "cr_code": "code", "ag_code": "code",
-}  # fmt: skip
+AUDITED = ("__code__", "__defaults__", "__kwdefaults__", "gi_frame", "cr_frame", "ag_frame",
+           "tb_frame", "f_code", "gi_code", "cr_code", "ag_code")  # fmt: skip
+ATTRIBUTES = {name: reading.ATTRIBUTES[name] for name in AUDITED}  # the course's one table
 # ctypes reaching memory or a library of its own; not a symbol of the course's FFI library (05)
 SETTERS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 PREFIXES = dict.fromkeys(

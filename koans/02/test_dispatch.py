@@ -49,6 +49,31 @@ def chain(a, n):
     return ys
 
 
+class Deferred:
+    """一个替身结果：它的工作要等到有人等它时才派发（它的 block_until_ready 方法、转成 NumPy、
+    反复轮询 is_ready），所以检查看得出代码等的是这个结果，还是一段固定的时间。
+    A stand-in result whose work is dispatched only when someone waits for it (its
+    block_until_ready method, a conversion to NumPy, polling is_ready until it says yes), so a
+    check sees whether code waited for this result or for a fixed time.
+    """
+
+    def __init__(self, work, *args):
+        self.work, self.args, self.value, self.polls = work, args, None, 0
+
+    def block_until_ready(self):
+        if self.value is None:
+            self.value = self.work(*self.args).block_until_ready()
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.block_until_ready().value, dtype)
+
+    def is_ready(self):
+        """第一次轮询时它还在算；之后的轮询等它算完。/ The first poll finds it running; later polls wait for it."""
+        self.polls += 1
+        return self.polls > 1 and self.block_until_ready() is self
+
+
 # ---- 你来实现 / your code ---------------------------------------------------------------
 
 
@@ -99,6 +124,10 @@ def test_honest_time_waits_for_the_work_and_excludes_compilation():
     A fake clock checks your honest_time: at every reading it records how many compilations
     have happened and whether f's results are ready. The compilation must be over before the
     clock starts (there is just one), and the timed call's result must be ready when it stops.
+    然后换一个没见过的 f（另一个形状）：它的结果是 Deferred，要有人等它才开工，固定时长的等待
+    （sleep、盯着时钟空转）等不来它。
+    Then a new f (another shape): its results are Deferred, whose work starts only when someone
+    waits for it, so no wait of a fixed length (a sleep, a loop watching the clock) sees it done.
     """
     fresh_step = jax.jit(lambda a: jnp.tanh(a @ a) * 2.0)  # a new function: not compiled yet
     x = jnp.eye(N) * 0.25
@@ -123,6 +152,23 @@ def test_honest_time_waits_for_the_work_and_excludes_compilation():
     assert compiles_at_start == compiles_at_stop == 1, "compile before the clock starts"
     assert ready_at_stop[-1], "wait for the result before reading the clock again"
     np.testing.assert_allclose(out, three_steps(x), rtol=1e-5)
+
+    later = jax.jit(lambda a: jnp.sin(a) @ a.T)  # fresh: it compiles at the first wait
+    y = jnp.linspace(-1.0, 1.0, 15).reshape(5, 3)
+    results, done = [], []
+
+    def deferred_step(y):
+        results.append(Deferred(later, y))
+        return results[-1]
+
+    def deferred_clock():
+        done.append([r.value is not None for r in results])
+        return 4.0 * len(done)
+
+    seconds, out = honest_time(deferred_step, y, clock=deferred_clock)
+    assert done == [[True], [True, True]], "wait for each call's result, not for a fixed time"
+    assert seconds == 4.0
+    np.testing.assert_allclose(out, np.sin(y) @ np.asarray(y).T, rtol=1e-5)
 
 
 def test_copy_to_host_async_starts_the_copy_without_waiting():

@@ -52,3 +52,54 @@ def make_train_steps__scan_outside_jit():
         return w
 
     return scanned
+
+
+def honest_time__sleeps_instead_of_waiting(f, *args, clock=time.perf_counter):
+    """Warms up, then sleeps a fixed half second instead of waiting for the timed result."""
+    jax.block_until_ready(f(*args))
+    begin = clock()
+    out = f(*args)
+    time.sleep(0.5)
+    return clock() - begin, out
+
+
+def honest_time__busy_loop_on_the_clock(f, *args, clock=time.perf_counter):
+    """Spins on time.perf_counter until half a second has passed: a fixed wait, not the result's."""
+    jax.block_until_ready(f(*args))
+    begin = clock()
+    out = f(*args)
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.5:
+        pass
+    return clock() - begin, out
+
+
+def honest_time__hard_coded_spin(f, *args, clock=time.perf_counter):
+    """Burns a fixed number of Python iterations, long enough for the test's work on this machine."""
+    jax.block_until_ready(f(*args))
+    begin = clock()
+    out = f(*args)
+    for _ in range(5_000_000):
+        pass
+    return clock() - begin, out
+
+
+def honest_time__event_wait_with_a_timeout(f, *args, clock=time.perf_counter):
+    """A threading wait that nothing sets: it ends after its timeout, a fixed time again."""
+    import threading
+
+    jax.block_until_ready(f(*args))
+    begin = clock()
+    out = f(*args)
+    threading.Event().wait(0.5)
+    return clock() - begin, out
+
+
+def honest_time__waits_on_the_warm_up_again(f, *args, clock=time.perf_counter):
+    """Blocks on the warm-up result a second time instead of on the timed one."""
+    first = f(*args)
+    jax.block_until_ready(first)
+    begin = clock()
+    out = f(*args)
+    jax.block_until_ready(first)
+    return clock() - begin, out

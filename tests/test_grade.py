@@ -187,7 +187,7 @@ def digest(root: Path) -> dict[str, tuple[int, bytes]]:
 
 
 def statuses(grade: grading.Grade) -> dict[str, str]:
-    return {k.name: k.status for k in grade.koans}
+    return {k.name: k.state for k in grade.koans}
 
 
 # ---- the static side: what grade takes from a file, and what it only notes -------------------
@@ -776,20 +776,20 @@ def test_a_syntax_error_costs_only_its_file(broken):
 
 def test_a_corrupted_file_is_named_and_the_rest_counts(broken):
     grade = broken["garbage"]
-    assert [k.status for k in grade.koans] == ["failing"] * 4 + ["passed"] * 3
+    assert [k.state for k in grade.koans] == ["failing"] * 4 + ["passed"] * 3
     assert grade.problems[0]["file"] == A and "UTF-8" in grade.problems[0]["message"]
 
 
 def test_a_file_that_fails_to_import_is_named_and_the_rest_counts(broken):
     grade = broken["import"]
-    assert [k.status for k in grade.koans] == ["passed"] * 4 + ["failing"] * 3
+    assert [k.state for k in grade.koans] == ["passed"] * 4 + ["failing"] * 3
     assert grade.problems[0]["file"] == B and "cannot be imported" in grade.problems[0]["message"]
-    assert "no_such_thing" in grade.koans[-1].message
+    assert "no_such_thing" in grade.koans[-1].note
 
 
 def test_an_endless_loop_in_compiled_code_costs_only_its_koan(broken):
     loop = next(k for k in broken["hostile"].koans if k.name == "test_loop")
-    assert (loop.status, loop.cause) == ("failing", "timeout")
+    assert (loop.state, loop.cause) == ("failing", "timeout")
     assert statuses(broken["hostile"])["test_cumsum"] == "passed"
 
 
@@ -799,7 +799,7 @@ def test_an_interpreter_crash_costs_only_its_koan(broken):
     assert statuses(grade)["test_int_size"] == "crashed"
     assert statuses(grade)["test_separator"] == statuses(grade)["test_pid"] == "passed"
     crash = next(k for k in grade.koans if k.name == "test_int_size")
-    assert "crashed" in crash.message
+    assert "crashed" in crash.note
 
 
 def test_exiting_the_interpreter_from_a_todo_scores_only_its_koan_zero(broken):
@@ -1831,7 +1831,7 @@ def test_a_prediction_that_fails_in_the_shared_process_is_judged_alone(fake_cour
     assert status["test_sum"] == "failing" and status["test_cumsum"] == "passed", status
     assert status["test_int_size"] == "passed" and grade.run["shared"] == 3, grade.run
     failing = next(k for k in grade.koans if k.name == "test_sum")
-    assert "4" in failing.message and grade.problems == [], (failing.message, grade.problems)
+    assert "4" in failing.note and grade.problems == [], (failing.note, grade.problems)
 
 
 # ---- the release and the grading course: no answer leaves the instructor -----------------------

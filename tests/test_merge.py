@@ -16,6 +16,7 @@ import pytest
 
 from jaxkoans.grader import grading, report_formats
 from jaxkoans.learner import cli
+from jaxkoans.plugin.results import KoanResult, KoanState
 
 from .fakecourse import REPO, make_course, write
 
@@ -39,9 +40,7 @@ def report(pristine, passed: set[str], key: str | None = KEY, chapters=None, **r
     """A student's report as grade writes it: the koans in `passed` passed, the rest failing."""
     graded = grading.select(pristine, chapters, None)
     koans = [
-        grading.KoanGrade(
-            graded.chapter_of(rel), rel, name, "passed" if name in passed else "failing"
-        )
+        KoanResult(f"{rel}::{name}", KoanState.PASSED if name in passed else KoanState.FAILING)
         for rel in graded.files
         for name in graded.koans[rel]
     ]

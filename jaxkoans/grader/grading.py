@@ -44,14 +44,13 @@ from jaxkoans.grader.pristine_course import (
 )
 from jaxkoans.grader.tamper import Finding
 from jaxkoans.plugin import results
-from jaxkoans.plugin.results import KoanState
+from jaxkoans.plugin.results import KoanResult, KoanState
 
 __all__ = [
     "RUN_TIMEOUT_S",
     "Cancelled",
     "CouldNotGrade",
     "Grade",
-    "KoanGrade",
     "Options",
     "PristineCourse",
     "UsageProblem",
@@ -71,29 +70,11 @@ XDIST_HEADER = re.compile(r"^\[gw\d+\] .* -- Python .*\n?", re.MULTILINE)  # whi
 
 
 @dataclass
-class KoanGrade:
-    chapter: str
-    file: str
-    name: str
-    status: KoanState  # one of report_formats.STATUSES
-    cause: str = ""
-    line: int | None = None
-    duration: float = 0.0
-    message: str = ""
-    revealed: bool = False  # the student's reveal log names it (a self-report: reveals.py)
-    contracts: tuple[str, ...] = ()  # its TODOs whose programs met their technique contracts
-
-    @property
-    def nodeid(self) -> str:
-        return f"{self.file}::{self.name}"
-
-
-@dataclass
 class Grade:
     student: str
     student_path: Path
     course: PristineCourse
-    koans: list[KoanGrade]
+    koans: list[KoanResult]  # in course order; `note` is the message the reports show
     findings: list[Finding]  # evidence: the koans named score zero
     notes: list[Finding]  # for a human reader: never cost a point
     problems: list[dict]  # {"file": str | None, "message": str}
@@ -102,6 +83,7 @@ class Grade:
     versions: dict[str, str]
     run: dict  # {"exit_code", "timed_out", "ran", "harness", "stopped", "sandbox"}
     reveals: dict  # reveals.Reveals.summary(): what the copy's reveal log said
+    revealed: frozenset[str] = frozenset()  # the koans the reveal log names (a self-report)
 
 
 def versions() -> dict[str, str]:
@@ -169,8 +151,6 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
         )
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
     revealed = reveals.read(student_dir, {k.nodeid for k in koans})
-    for koan in koans:
-        koan.revealed = koan.nodeid in revealed.koans
     return Grade(
         student=student_dir.name,
         student_path=student_dir,
@@ -196,6 +176,7 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
             "chained": _koans_with(outcome.guard, "chained"),
         },
         reveals=revealed.summary(),
+        revealed=frozenset(revealed.koans),
     )
 
 
@@ -285,7 +266,7 @@ def _merge(
     problems: list[dict],
     work: Path,
     as_shipped: set[str] = frozenset(),
-) -> list[KoanGrade]:
+) -> list[KoanResult]:
     record = results.RunRecord.of(_vouched(outcome))  # a parametrized koan is one
     running = {results.koan_id(n) for n in record.started}
     messages = _messages(outcome.guard, work)
@@ -331,53 +312,50 @@ def _merge(
     for rel in pristine.files:
         check = checks[rel]
         for name in pristine.koans[rel]:
-            koan = KoanGrade(pristine.chapter_of(rel), rel, name, KoanState.CRASHED)
-            koan.line = check.def_lines.get(name)
-            result = record.result(koan.nodeid, timed_out=koan.nodeid in timed_out)
+            nodeid = f"{rel}::{name}"
+            result = record.result(nodeid, timed_out=nodeid in timed_out)
+            state, cause, line = KoanState.CRASHED, "", check.def_lines.get(name)
+            duration, contracts = 0.0, ()
             if name in check.missing:
-                koan.status, koan.line = KoanState.MISSING, None
-                koan.message = "学生的副本里没有这个 koan / not in the student's copy"
+                state, line = KoanState.MISSING, None
+                message = "学生的副本里没有这个 koan / not in the student's copy"
             elif check.problem:
-                koan.status, koan.message = KoanState.FAILING, check.problem
+                state, message = KoanState.FAILING, check.problem
             elif name in check.tampered:
-                koan.status = KoanState.TAMPERED
-                koan.message = check.tampered[name].message
-                koan.line = check.tampered[name].line or koan.line
-            elif koan.nodeid in patched or rel in patched:
-                koan.status = KoanState.TAMPERED
-                koan.message = patched.get(koan.nodeid) or patched[rel]
+                state, message = KoanState.TAMPERED, check.tampered[name].message
+                line = check.tampered[name].line or line
+            elif nodeid in patched or rel in patched:
+                state, message = KoanState.TAMPERED, patched.get(nodeid) or patched[rel]
             elif rel in as_shipped:
-                koan.status = KoanState.NOT_STARTED
-                koan.message = "与发布时相同，未运行 / as shipped: not started (not run)"
-            elif koan.nodeid in record.koans:  # its own report
-                koan.status = _status(result.state)
-                koan.cause = result.cause
-                koan.line = _student_line(check, result.line) or koan.line
-                koan.duration = result.duration
-                koan.contracts = result.contracts
-                koan.message = messages.get(koan.nodeid, "")
+                state = KoanState.NOT_STARTED
+                message = "与发布时相同，未运行 / as shipped: not started (not run)"
+            elif nodeid in record.koans:  # its own report
+                state, cause = _status(result.state), result.cause
+                line = _student_line(check, result.line) or line
+                duration, contracts = result.duration, result.contracts
+                message = messages.get(nodeid, "")
                 if result.state == KoanState.SKIPPED:
-                    koan.message = "跳过不算通过 / a skip is not a pass. " + koan.message
+                    message = "跳过不算通过 / a skip is not a pass. " + message
             elif result.cause == "import":
-                koan.status, koan.cause = result.state, result.cause
-                koan.message = _clean(result.note, work)
+                state, cause, message = result.state, result.cause, _clean(result.note, work)
             elif result.cause == "timeout":
-                koan.status, koan.cause = result.state, result.cause
-                koan.message = "⏱️ 超时 / timed out: the watchdog stopped it inside compiled code"
-            elif koan.nodeid in running:
-                koan.message = messages.get(koan.nodeid) or (
+                state, cause = result.state, result.cause
+                message = "⏱️ 超时 / timed out: the watchdog stopped it inside compiled code"
+            elif nodeid in running:
+                message = messages.get(nodeid) or (
                     "💥 解释器崩溃 / the interpreter crashed: no report came back"
                 )
             else:  # never reported: never a pass
-                koan.message = "没有结果 / no result" + (
+                message = "没有结果 / no result" + (
                     f" ({outcome.stopped})"
                     if outcome.stopped
                     else " (the interpreter crashed while importing the file)"
                     if rel in crashed_files
                     else " (the grading run stopped early)"
                 )
-            koan.message = _cap(koan.message)
-            graded.append(koan)
+            graded.append(
+                KoanResult(nodeid, state, cause, line, duration, _cap(message), contracts)
+            )
     return graded
 
 

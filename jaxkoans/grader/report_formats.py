@@ -154,16 +154,16 @@ def as_json(grade: Grade, key: str | None = None) -> dict:
     koans = [
         {
             "nodeid": k.nodeid,
-            "chapter": k.chapter,
-            "file": k.file,
+            "chapter": grade.course.chapter_of(k.path),
+            "file": k.path,
             "name": k.name,
-            "status": k.status,
+            "status": k.state,
             "cause": k.cause,
             "line": k.line,
             "duration": k.duration,
-            "message": k.message,
-            "revealed": k.revealed,
-            "noted": (k.file, k.name) in noted,
+            "message": k.note,
+            "revealed": k.nodeid in grade.revealed,
+            "noted": (k.path, k.name) in noted,
             "contracts": list(k.contracts),
         }
         for k in grade.koans

@@ -639,10 +639,25 @@ def test_classroom_payload_per_chapter_gives_points_per_koan_passed():
         ("03 Three · open 1/1", "fail", 0),
     ]
     assert payload["tests"][5]["message"] == "f: failing"
-    table, recorded, most = report_formats.reporter_points(payload)
+    table, recorded, most = reporter_points(payload)
     assert table == recorded == 20 and most == 30
     text = report_formats.classroom_text(payload)
     assert json.loads(base64.b64decode(text)) == payload and text.count("\n") == 1
+
+
+def reporter_points(payload: dict) -> tuple[float, float, int]:
+    """What the reporter makes of a payload, in its own arithmetic: the table's score
+    (getTestScore: passing tests / tests * max_score), the points it records
+    (NotifyClassroom: the sum of tests[].score) and the max_score of both."""
+    tests = payload["tests"]
+    passing = sum(t["status"] == "pass" for t in tests)
+    table = passing / len(tests) * payload["max_score"] if tests else float("nan")
+    return table, sum(t["score"] for t in tests), payload["max_score"]
+
+
+# Linux refuses one environment string over 128 KiB (MAX_ARG_STRLEN, counting `NAME=` and the
+# final NUL), and the reporter reads the payload from one (`JAXKOANS_RESULTS` in the template).
+ENV_STRING_LIMIT = 131072 - len("JAXKOANS_RESULTS=") - 1
 
 
 def _course_nodeids() -> list[str]:
@@ -677,8 +692,8 @@ def test_the_whole_course_payload_fits_one_environment_string_for_any_mix(per):
         }  # fmt: skip
         payload = report_formats.classroom(document, per=per, points=1)
         text = report_formats.classroom_text(payload).strip()
-        assert len(text) <= report_formats.PAYLOAD_BUDGET < report_formats.ENV_STRING_LIMIT
-        assert report_formats.reporter_points(payload) == (passed, passed, len(nodeids))
+        assert len(text) <= report_formats.PAYLOAD_BUDGET < ENV_STRING_LIMIT
+        assert reporter_points(payload) == (passed, passed, len(nodeids))
         assert [t["status"] == "pass" for t in payload["tests"]].count(True) == passed
     reporter = "import base64, json, os; d = json.loads(base64.b64decode(os.environ['JAXKOANS_RESULTS'])); print(sum(t['score'] for t in d['tests']))"  # fmt: skip
     done = subprocess.run(
@@ -1395,7 +1410,7 @@ def test_jax_initialised_at_import_leaves_the_koans_unisolated_and_the_grade_inc
     assert document["run"]["isolated"] is False and document["status"] == "incomplete"
     assert any("without a process of their own" in p["message"] for p in document["problems"])
     fine = grading.grade(copy, grading.select(pristine, ["01"], None), grading.Options(workers=1))
-    assert fine.run["isolated"] is True and report_formats.status_of(fine) == "graded"
+    assert report_formats.as_json(fine)["status"] == "graded" and fine.run["isolated"] is True
 
 
 def test_without_the_sandbox_a_line_forged_into_the_record_pipe_does_not_count(fake_course, pristine, tmp_path):  # fmt: skip

@@ -134,10 +134,6 @@ def _noted(grade: Grade) -> set[tuple[str, str]]:
     }
 
 
-def status_of(grade: Grade) -> str:
-    return _status(grade.run, grade.findings)
-
-
 def _status(run: dict, findings: list) -> str:
     if run.get("stopped") or run.get("isolated") is False:
         return "incomplete"
@@ -457,19 +453,6 @@ def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
     return fit_payload(payload)
 
 
-def reporter_points(payload: dict) -> tuple[float, float, int]:
-    """What the reporter makes of a payload, in its own arithmetic: the table's score
-    (getTestScore: passing tests / tests * max_score), the points it records
-    (NotifyClassroom: the sum of tests[].score) and the max_score of both."""
-    tests = payload["tests"]
-    passing = sum(t["status"] == "pass" for t in tests)
-    table = passing / len(tests) * payload["max_score"] if tests else float("nan")
-    return table, sum(t["score"] for t in tests), payload["max_score"]
-
-
-# Linux refuses one environment string over 128 KiB (MAX_ARG_STRLEN, counting `NAME=` and the
-# final NUL), and the reporter reads the payload from one (`JAXKOANS_RESULTS` in the template).
-ENV_STRING_LIMIT = 131072 - len("JAXKOANS_RESULTS=") - 1
 # Past this many base64 characters the messages get shorter, then go, then the per-test file,
 # time and max_score, then the `koans/` of the names: this course's koans, all failing, need
 # about 99 KB in that last form (docs/grading.md measures it); 8,174 are left to the limit.

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import counting_compiles
+from jaxkoans.api.probes import Deferred, counting_compiles
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -47,31 +47,6 @@ def chain(a, n):
     for _ in range(n):
         ys.append(step(ys[-1]))
     return ys
-
-
-class Deferred:
-    """一个替身结果：它的工作要等到有人等它时才派发（它的 block_until_ready 方法、转成 NumPy、
-    反复轮询 is_ready），所以检查看得出代码等的是这个结果，还是一段固定的时间。
-    A stand-in result whose work is dispatched only when someone waits for it (its
-    block_until_ready method, a conversion to NumPy, polling is_ready until it says yes), so a
-    check sees whether code waited for this result or for a fixed time.
-    """
-
-    def __init__(self, work, *args):
-        self.work, self.args, self.value, self.polls = work, args, None, 0
-
-    def block_until_ready(self):
-        if self.value is None:
-            self.value = self.work(*self.args).block_until_ready()
-        return self
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.block_until_ready().value, dtype)
-
-    def is_ready(self):
-        """第一次轮询时它还在算；之后的轮询等它算完。/ The first poll finds it running; later polls wait for it."""
-        self.polls += 1
-        return self.polls > 1 and self.block_until_ready() is self
 
 
 # ---- 你来实现 / your code ---------------------------------------------------------------
@@ -165,7 +140,7 @@ def test_honest_time_waits_for_the_work_and_excludes_compilation():
         return results[-1]
 
     def deferred_clock():
-        done.append([r.value is not None for r in results])
+        done.append([r.done for r in results])
         return 4.0 * len(done)
 
     seconds, out = honest_time(deferred_step, y, clock=deferred_clock)

@@ -21,9 +21,42 @@ from jaxkoans.api.program import pallas_call_structure as pallas_call_structure
 from jaxkoans.api.program import primitives as primitives
 
 __all__ = [
-    "COLLECTIVES", "as_if_on", "collectives", "counting_compiles", "equations", "first_failing_stage",
+    "COLLECTIVES", "Deferred", "as_if_on", "collectives", "counting_compiles", "equations", "first_failing_stage",
     "pallas_call_structure", "primitives", "recording_jax_logs", "run_python",
 ]  # fmt: skip
+
+
+class Deferred:
+    """一个替身结果：它的工作要等到有人等它时才派发（它的 block_until_ready 方法、转成 NumPy、
+    轮询 is_ready 直到它说好了），所以检查看得出代码等的是这个结果，还是一段固定的时间。
+    A stand-in result whose work is dispatched only when someone waits for it (its
+    block_until_ready method, a conversion to NumPy, polling is_ready until it says yes), so a
+    check sees whether code waited for this result or for a fixed time (a sleep, a loop on the
+    clock): no such wait ever sees it done, on any machine.
+    """
+
+    def __init__(self, work, *args):
+        self.work, self.args, self.value, self.polls = work, args, None, 0
+
+    @property
+    def done(self) -> bool:
+        """Whether the work ran (read by the checks; asking does not wait)."""
+        return self.value is not None
+
+    def block_until_ready(self):
+        if self.value is None:
+            self.value = jax.block_until_ready(self.work(*self.args))
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        return np.asarray(self.block_until_ready().value, dtype)
+
+    def is_ready(self) -> bool:
+        """第一次轮询时它还在算，之后的轮询等它算完。/ The first poll finds it running; later ones wait for it."""
+        self.polls += 1
+        return self.polls > 1 and self.block_until_ready().done
 
 
 @contextlib.contextmanager

@@ -1,26 +1,28 @@
 """06 · 两个进程一起存、一起读一个全局数组 / two processes saving and restoring one global array.
 
 多主机训练里，一个全局数组的每一块只在拥有它的那个进程里：没有哪个进程能把整个数组拿到手再
-存盘。Orbax 的办法是所有进程用同一个路径一起调用 save：每个进程只写自己那几块，由主进程写
-元数据、最后写提交标记。恢复时每个进程给出目标分片
-（jax.ShapeDtypeStruct 带 sharding），只读目标分片里属于自己设备的那几块：同一个检查点可以
-按行切开读回，也可以按另一种分片读回。这里沿用 test_multihost_training.py 的两个本机进程
-（各 2 个 CPU 设备，每个进程都有超时）：你写的两个函数在两个进程里各跑一次，本进程只检查它们
-报告的结果。
+存盘。Orbax 的办法是所有进程用同一个路径一起调用 save：每个进程只把自己那几块写进自己的目录，
+主进程还把各进程的块合并（复制）进检查点根目录下的那一个数据库，写元数据，最后写提交标记。
+恢复时每个进程给出目标分片（jax.ShapeDtypeStruct 带 sharding），只向存储要目标分片里属于
+自己设备的那几块：同一个检查点可以按行切开读回，也可以按另一种分片读回。这里沿用
+test_multihost_training.py 的两个本机进程（各 2 个 CPU 设备，每个进程都有超时）：你写的两个
+函数在两个进程里各跑一次，本进程只检查它们报告的结果。
 
 In multi-host training each block of a global array lives only in the process that owns it: no
 process can get hold of the whole array to write it out. Orbax's answer is that every process
-calls save together, with the same path: each process writes only its own blocks, the primary
-process writes the metadata and, last, the commit marker. On restore each process names the target sharding (jax.ShapeDtypeStruct with a
-sharding) and reads only the blocks of that sharding that belong to its own devices: one
-checkpoint can come back split by rows, or under another sharding. The two local
-processes of test_multihost_training.py are reused (2 CPU devices each, every process under a
-timeout): the two functions you write run once in each process, and this process only checks
-what they report.
+calls save together, with the same path: each process writes only its own blocks, into a folder
+of its own; the primary process also merges (copies) every process's blocks into the one
+database at the checkpoint's root, writes the metadata and, last, the commit marker. On
+restore each process names the target sharding (jax.ShapeDtypeStruct with a sharding) and asks
+the store only for the blocks of that sharding that belong to its own devices: one checkpoint can
+come back split by rows, or under another sharding. The two local processes of
+test_multihost_training.py are reused (2 CPU devices each, every process under a timeout): the
+two functions you write run once in each process, and this process only checks what they report.
 """
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,6 +31,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+import tensorstore as ts
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -51,6 +54,33 @@ def abstract_state():
         "w": jax.ShapeDtypeStruct((ROWS, COLS), np.float32),
         "step": jax.ShapeDtypeStruct((), np.int32),
     }
+
+
+def spoil_other_rows(path, copy):
+    """把检查点复制到 copy，在副本里把不属于本进程那几行的每一块（zarr 的 chunk，就是保存时的块）
+    换成坏字节，再试着整个读一遍副本里的 "w"。返回 (换掉的块数, 整个读失败了没有)。在副本里只读
+    自己那几行的恢复仍然成功；谁读了别的进程的块，谁就失败。
+    Copy the checkpoint to copy and, in the copy, replace every block (a zarr chunk: a block as
+    it was saved) outside this process's rows with bad bytes, then try to read the copy's "w"
+    whole. Return (blocks replaced, whether the whole read failed). A restore that reads only this
+    process's rows still succeeds from the copy; one that reads another process's blocks fails.
+    """
+    shutil.copytree(path, copy)
+    store = {"driver": "ocdbt", "base": "file://" + os.path.abspath(copy) + "/"}
+    kv = ts.KvStore.open(store).result()
+    chunk_rows = json.loads(kv.read(b"w/.zarray").result().value)["chunks"][0]
+    half = ROWS // jax.process_count()
+    mine = range(jax.process_index() * half, (jax.process_index() + 1) * half)
+    spoiled = 0
+    for key in kv.list(ts.KvStore.KeyRange(b"w/", b"w0")).result():
+        if key != b"w/.zarray" and int(key[2:].split(b".")[0]) * chunk_rows not in mine:
+            kv.write(key, b"not a zstd frame").result()
+            spoiled += 1
+    try:
+        ts.open({"driver": "zarr", "kvstore": {**store, "path": "w/"}}).result().read().result()
+    except ValueError:
+        return spoiled, True
+    return spoiled, False
 
 
 # ---- 每个进程里跑的部分：你来写 / the per-process part: yours to write --------------------
@@ -79,8 +109,10 @@ def restore_onto(path, mesh, spec):
 
 # The worker: joins the two-process system like test_multihost_training.py's worker, loads this
 # very file, runs the two functions above (STAGES) and prints one JSON line with what this
-# process saw, or the first stage that raised.
-# worker：加入两个进程的系统，载入本文件，运行上面两个函数，打印一行 JSON。
+# process saw, or the first stage that raised. The split restore reads from this process's
+# spoiled copy (spoil_other_rows), the replicated one from the checkpoint itself.
+# worker：加入两个进程的系统，载入本文件，运行上面两个函数，打印一行 JSON。按行切开的恢复读的是
+# 本进程那份被弄坏的副本（spoil_other_rows），复制的恢复读原来的检查点。
 WORKER = r"""
 import importlib.util, json, os, sys, traceback
 import jax
@@ -112,10 +144,13 @@ try:
     stage = "save_sharded"
     koan.save_sharded(os.path.join(path, "ckpt"), state)
     report[stage] = {"listing": sorted(os.listdir(os.path.join(path, "ckpt")))}
+    koan.ocp.multihost.sync_global_processes("saved", timeout=timeout)
     stage = "restore_onto"
-    report[stage] = {}
-    for name, where in (("rows", P("data")), ("replicated", P())):
-        restored = koan.restore_onto(os.path.join(path, "ckpt"), mesh, where)
+    mine = os.path.join(path, f"spoiled_for_process_{jax.process_index()}")
+    spoiled, whole_read_fails = koan.spoil_other_rows(os.path.join(path, "ckpt"), mine)
+    report[stage] = {"spoiled": spoiled, "whole_read_fails": whole_read_fails}
+    for name, where, source in (("rows", P("data"), mine), ("replicated", P(), os.path.join(path, "ckpt"))):
+        restored = koan.restore_onto(source, mesh, where)
         w = restored["w"]
         report[stage][name] = {
             "shards": shards(w),
@@ -230,18 +265,27 @@ def test_both_processes_write_one_checkpoint(reports):
 
 
 def test_each_process_restores_only_its_own_rows(reports):
-    """✍️ 写 restore_onto。目标分片按行切开时，每个进程拿到的只是落在自己两个设备上的那几行（它的
-    addressable_shards；它从文件里读了哪些字节，这里不检查）：进程 0 的两块从第 0、2 行开始。
-    预测：进程 1 的两块从第几行开始？
-    Write restore_onto. With the target sharding split by rows, each process ends up holding only
-    the rows that fall on its own two devices (its addressable_shards; which bytes it reads from
-    the files is not checked here): process 0's two blocks start at rows 0 and 2. Predict:
-    at which rows do process 1's two blocks start?
+    """✍️ 写 restore_onto。目标分片按行切开时，每个进程只读回落在自己两个设备上的那几行（它的
+    addressable_shards）。这次恢复读的是本进程的副本，副本里另一个进程的块都换成了坏字节
+    （spoil_other_rows）：把整个数组读出来再放上设备、再切片，或者先读成 NumPy 再分片，都会碰到
+    那些块而失败。（检查的是解码了哪些块；从磁盘读了哪些字节由 TensorStore 决定：这么小的块直接
+    存在共享的索引里。）进程 0 的两块从第 0、2 行开始。预测：进程 1 的两块从第几行开始？
+    Write restore_onto. With the target sharding split by rows, each process reads back only the
+    rows that fall on its own two devices (its addressable_shards). This restore reads from the
+    process's own copy, in which every block of the other process holds bad bytes
+    (spoil_other_rows): reading the whole array and then putting it on the devices, or slicing
+    it, or reading it into NumPy and then sharding it, touches those blocks and fails. (What is
+    checked is which blocks are decoded; which bytes come off the disk is TensorStore's business:
+    blocks this small sit inside the shared index.) Process 0's two blocks start at rows 0 and 2.
+    Predict: at which rows do process 1's two blocks start?
     """
     got = reported(reports, restore_onto)
     full = make_weights()
     starts = []
     for report in got:
+        # The copy is really spoiled: its other half cannot be read whole.
+        # 副本确实坏了：另一半让整个读失败。
+        assert report["restore_onto"]["spoiled"] == 2 and report["restore_onto"]["whole_read_fails"] is True
         part = report["restore_onto"]["rows"]
         assert part["type"] == "float32[8@data,2]" and part["step"] == 3
         for start, data in part["shards"]:

@@ -21,3 +21,30 @@ def restore_onto__everything_replicated(path, mesh, spec):
         return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=NamedSharding(mesh, P()))
 
     return ocp.StandardCheckpointer().restore(path, jax.tree.map(target, abstract_state()))
+
+
+def restore_onto__whole_then_device_put(path, mesh, spec):
+    """Every process reads the whole array (replicated target), then device_puts it to spec."""
+    where = NamedSharding(mesh, P())
+    target = jax.tree.map(
+        lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=where), abstract_state()
+    )
+    state = ocp.StandardCheckpointer().restore(path, target)
+    return {"w": jax.device_put(state["w"], NamedSharding(mesh, spec)), "step": state["step"]}
+
+
+def restore_onto__numpy_then_device_put(path, mesh, spec):
+    """Restore to host NumPy arrays (the whole checkpoint), then shard them with device_put."""
+    target = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), abstract_state())
+    state = ocp.StandardCheckpointer().restore(path, target)
+    w = jax.device_put(state["w"], NamedSharding(mesh, spec))
+    return {"w": w, "step": jax.device_put(state["step"], NamedSharding(mesh, P()))}
+
+
+def restore_onto__numpy_then_slice(path, mesh, spec):
+    """Restore the whole array to NumPy, then each device takes its slice of it."""
+    target = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), abstract_state())
+    state = ocp.StandardCheckpointer().restore(path, target)
+    sharding = NamedSharding(mesh, spec)
+    w = jax.make_array_from_callback(state["w"].shape, sharding, lambda index: state["w"][index])
+    return {"w": w, "step": jax.device_put(state["step"], NamedSharding(mesh, P()))}

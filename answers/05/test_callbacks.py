@@ -85,11 +85,13 @@ def test_unused_results_are_dead_code_only_for_pure_callback():
 
 
 def test_pure_callback_can_be_hoisted_out_of_a_loop():
-    """⚠️ 陷阱 / trap: 纯回调可以被编译器自由移动、合并；有副作用的回调不行。一个 5 步的 scan，
-    循环体里一个 pure_callback（参数不随循环变化）、一个 io_callback：各调用几次？
-    A pure callback may be moved and merged freely by the compiler; an effectful one may not.
-    A 5-step scan whose body holds a pure_callback (its argument the same at every step) and an
-    io_callback: how many times is each called?
+    """⚠️ 陷阱 / trap: 纯回调承诺没有副作用，编译器可以像对待其他纯运算一样移动、合并它；
+    io_callback 没有这个承诺。一个 5 步的 scan，循环体里一个 pure_callback（参数不随循环变化）、
+    一个 io_callback：jit 之后各调用几次？
+    A pure callback promises no side effects, so the compiler may move and merge it like any
+    other pure operation; an io_callback makes no such promise. A 5-step scan whose body holds a
+    pure_callback (its argument the same at every step) and an io_callback: once jitted, how
+    many times is each called?
     """
     calls = {"pure": 0, "io": 0}
 
@@ -169,10 +171,12 @@ def test_vmap_methods_decide_what_the_callback_sees():
 
 
 def test_only_the_debug_callback_survives_grad():
-    """⚠️ 陷阱 / trap: pure_callback 和 io_callback 都没有 JVP 规则，grad 直接报错；
-    jax.debug.callback 对求导透明，它看到的是原始值（primal），不是切向量。
-    Neither pure_callback nor io_callback has a JVP rule: grad raises. jax.debug.callback is
-    transparent to differentiation and sees the primal values, not the tangents.
+    """⚠️ 陷阱 / trap: pure_callback 和 io_callback 都没有 JVP 规则，grad 直接报错：抛出什么
+    异常？jax.debug.callback 不妨碍求导；预测：求导时它看到的是原始值（primal）、切向量还是
+    余切？
+    Neither pure_callback nor io_callback has a JVP rule, so grad raises: which exception?
+    jax.debug.callback does not stand in the way of differentiation. Predict: under grad, does
+    it see the primal values, the tangents or the cotangents?
     """
     x = jnp.arange(3.0)
 
@@ -237,12 +241,13 @@ def test_custom_jvp_makes_a_callback_differentiable():
 
 
 def test_effects_and_ordering_of_io_callbacks():
-    """jaxpr 记录每个回调的副作用（effect）：pure_callback 没有；io_callback 是 IOEffect；
-    ordered=True 变成 OrderedIOEffect，编译后的程序多了一个 token 参数把调用串起来，
-    保证按程序顺序执行。
-    The jaxpr records each callback's effect: none for pure_callback, IOEffect for io_callback;
-    ordered=True makes it an OrderedIOEffect, and the compiled program gains a token argument
-    that threads the calls together so they run in program order.
+    """jaxpr 记录每个回调的副作用（effect）。预测：pure_callback、io_callback 和
+    ordered=True 的 io_callback 各记下哪些副作用（类名）？哪一个编译后的程序多了一个 token
+    参数，把调用串起来、保证按程序顺序执行？
+    The jaxpr records each callback's effects. Predict the effects (class names) recorded for
+    pure_callback, io_callback and io_callback with ordered=True. Which of their compiled
+    programs gains a token argument that threads the calls together so they run in program
+    order?
     """
     x = jnp.ones(2)
 
@@ -285,10 +290,13 @@ def test_effects_and_ordering_of_io_callbacks():
 
 
 def test_effectful_callbacks_run_once_per_element_under_vmap():
-    """io_callback 和 jax.debug.callback 在 vmap 下对每个元素各调用一次（形状是未批处理的）；
-    ordered=True 的 io_callback 不能 vmap（顺序在批次里没有意义）。
-    Under vmap, io_callback and jax.debug.callback are called once per element (with unbatched
-    shapes); an ordered io_callback cannot be vmapped (order means nothing inside a batch).
+    """有副作用的回调没有 vmap_method 可选。预测：vmap 一个 4 行的批次时，io_callback 和
+    jax.debug.callback 的每次调用各看到什么形状、一共几次？ordered=True 的 io_callback 能
+    vmap 吗（批次里的顺序是什么意思）？
+    An effectful callback has no vmap_method to choose. Predict: vmapped over a batch of 4 rows,
+    which shape does each call of io_callback and of jax.debug.callback see, and how many calls
+    are there? Can an io_callback with ordered=True be vmapped (what would order mean inside a
+    batch)?
     """
     xs = jnp.ones((4, 2))
     io_shapes, debug_shapes = [], []

@@ -59,14 +59,15 @@ def interleaved_1f1b__weights_around_the_ring_then_grad(w_block, xs, targets):
     every = lax.pcast(jnp.zeros((n, *w_block.shape[1:]), w_block.dtype), "stage", to="varying")
     every, _ = lax.fori_loop(0, n - 1, pass_on, (every.at[k].set(w_block[0]), w_block))
     layers = every.transpose(1, 0, 2, 3).reshape(-1, *w_block.shape[2:])
-    loss, g = jax.value_and_grad(train_loss)(layers, xs, targets)
+    data = lax.pcast((xs, targets), "stage", to="varying")
+    loss, g = jax.value_and_grad(train_loss)(layers, *data)
     g = g.reshape(w_block.shape[1], n, *w_block.shape[2:])[:, k]
     return loss[None], g[None]
 
 
 def interleaved_1f1b__stash_sized_by_m(w_block, xs, targets):
-    """The right schedule, but every forward input kept by its unit number: a stash of M·V
-    inputs that grows with the microbatches."""
+    """The right schedule, but every forward input kept by its unit number (and one slot for
+    the steps that do not count): a stash of M·V + 1 inputs that grows with the microbatches."""
     n, k = lax.axis_size("stage"), lax.axis_index("stage")
     virtual, m = w_block.shape[1], xs.shape[0]
     forward = [(j, (j + 1) % n) for j in range(n)]
@@ -79,8 +80,9 @@ def interleaved_1f1b__stash_sized_by_m(w_block, xs, targets):
         micro, v = (j // (n * virtual)) * n + j % n, (j // n) % virtual
         h = jnp.where((k == 0) & (v == 0), xs[jnp.clip(micro, 0, m - 1)], got_forward)
         y = jnp.tanh(h @ w_block[0, v])
-        saved = lax.dynamic_update_index_in_dim(saved, h, jnp.clip(j, 0, m * virtual - 1), 0)
-        ends = (j >= 0) & (j < m * virtual) & (k == n - 1) & (v == virtual - 1)
+        counts = (j >= 0) & (j < m * virtual)
+        saved = lax.dynamic_update_index_in_dim(saved, h, jnp.where(counts, j, m * virtual), 0)
+        ends = counts & (k == n - 1) & (v == virtual - 1)
         err = jnp.where(ends, y - targets[jnp.clip(micro, 0, m - 1)], 0.0)
         i = t - (lag - k)
         v_b = virtual - 1 - (i // n) % virtual
@@ -94,7 +96,7 @@ def interleaved_1f1b__stash_sized_by_m(w_block, xs, targets):
         return saved, sent, sent_back, loss + 0.5 * jnp.sum(err**2), grad
 
     zero = jnp.zeros(xs.shape[1:], xs.dtype)
-    stash = jnp.zeros((m * virtual, *xs.shape[1:]), xs.dtype)
+    stash = jnp.zeros((m * virtual + 1, *xs.shape[1:]), xs.dtype)
     start = lax.pcast((stash, zero, zero, jnp.zeros((), xs.dtype)), "stage", to="varying")
     carry = (*start, jnp.zeros_like(w_block[0]))
     *_, loss, grad = lax.fori_loop(0, m * virtual + lag, tick, carry)

@@ -1,13 +1,22 @@
 """05 · 原语的副作用与执行顺序 / a primitive's effects and their order.
 
+原语在抽象求值规则里声明副作用：用 def_effectful_abstract_eval 注册的规则返回 (aval, effects)，
+effects 是 jax.extend.core.Effect 子类实例的集合。一种副作用能做什么，由几张“类型登记表”决定。
+JAX 0.12 里有公开名字的是 mlir.lowerable_effects（jax.interpreters.mlir）和
+control_flow_allowed_effects（jax.experimental.hijax）；ordered_effects 没有，所以第二个 koan
+从私有模块 jax._src.effects 导入它，这个模块随时可能改变。这里的原语通过
+mlir.emit_python_callback（io_callback 自己 lowering 用的函数）调用主机；0.12 的
+jax.interpreters.mlir 导出了它，源码注明这个导出是为了公开 API 暂时保留的。
+
 A primitive declares its side effects in its abstract evaluation rule: with
 def_effectful_abstract_eval the rule returns (aval, effects), effects being a set of instances of
 jax.extend.core.Effect subclasses. What an effect type may do is decided by registries of types.
 In JAX 0.12 two of them have public names, mlir.lowerable_effects (jax.interpreters.mlir) and
 control_flow_allowed_effects (jax.experimental.hijax); ordered_effects has none, so the second
 koan imports it from jax._src.effects, a private module that may change without notice.
-The primitives here lower to a host callback through mlir.emit_python_callback, which
-jax.interpreters.mlir keeps public in 0.12 for io_callback-like primitives.
+The primitives here lower to a host callback through mlir.emit_python_callback, the function
+io_callback lowers with: jax.interpreters.mlir exports it in 0.12, its source marking the export
+as kept for now for the sake of public APIs.
 """
 
 from functools import partial
@@ -20,6 +29,7 @@ from jax._src import effects as effects_lib  # ordered_effects: no public name i
 from jax.experimental.hijax import control_flow_allowed_effects
 from jax.extend.core import Effect, Primitive
 from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import mlir
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
@@ -165,7 +175,7 @@ def token_path(lowered):
     module = lowered.compiler_ir("stablehlo")
     main = next(op for op in module.body.operations if op.attributes["sym_name"].value == "main")
     block = main.regions[0].blocks[0]
-    tokens = [a for a in block.arguments if "stablehlo.token" in str(a.type)]
+    tokens = [a for a in block.arguments if stablehlo.TokenType.isinstance(a.type)]
     if len(tokens) != 1:
         return [f"{len(tokens)} token arguments"]
 
@@ -180,9 +190,9 @@ def token_path(lowered):
         op = users[0]
         if op.name == "func.return":
             return [*path, op.name]
-        others = [made_by(v) for v in op.operands if "stablehlo.token" not in str(v.type)]
+        others = [made_by(v) for v in op.operands if not stablehlo.TokenType.isinstance(v.type)]
         path.append(f"{op.name}({', '.join(others)})")
-        following = [r for r in op.results if "stablehlo.token" in str(r.type)]
+        following = [r for r in op.results if stablehlo.TokenType.isinstance(r.type)]
         if len(following) != 1:
             return [*path, "?"]
         value = following[0]

@@ -20,6 +20,7 @@ import numpy as np
 from jax import lax
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.probes import Deferred
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -31,6 +32,17 @@ def read_trace(logdir):
     [path] = Path(logdir).glob("plugins/profile/*/*.trace.json.gz")
     with gzip.open(path) as f:
         return json.load(f)["traceEvents"]
+
+
+def xplane_names(logdir):
+    """同一次 trace 写下的 XSpace（TensorBoard 读的 .xplane.pb）里每个事件的名字，用
+    jax.profiler.ProfileData 读出。
+    The name of every event in the XSpace the same trace wrote (the .xplane.pb TensorBoard
+    reads), read with jax.profiler.ProfileData.
+    """
+    [path] = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
+    data = jax.profiler.ProfileData.from_file(str(path))
+    return [e.name for plane in data.planes for line in plane.lines for e in line.events]
 
 
 def named(events, name):
@@ -89,7 +101,13 @@ def test_your_annotation_is_in_the_written_trace(tmp_path):
     包住了 jit 函数的派发（PjitFunction(loss)）和 XLA 在另一个线程上执行的内核。
     Write a trace yourself: a TraceAnnotation becomes one complete event (ph "X") whose span
     encloses the dispatch of the jitted function (PjitFunction(loss)) and the kernels XLA ran
-    on another thread.
+    on another thread. 同一个标注也在 trace 写下的 XSpace（.xplane.pb）里。然后换一个标注名和一个
+    Deferred 的 step（另一个形状）：它要有人等它才派发，所以只有在标注里等结果，它的内核才落进标注，
+    固定时长的等待（sleep、盯着时钟空转）做不到。
+    The same annotation is in the XSpace the trace wrote (.xplane.pb). Then another label and
+    a Deferred step (another shape), dispatched only when someone waits for it: only a wait for
+    the result inside the annotation puts its kernels there, and no wait of a fixed length
+    (a sleep, a loop watching the clock) does.
     """
     # Tens of milliseconds of work: an asynchronous dispatch returns long before it ends.
     x = jnp.linspace(0.0, 1.0, 1024 * 1024).reshape(1024, 1024) / 32
@@ -107,6 +125,17 @@ def test_your_annotation_is_in_the_written_trace(tmp_path):
     ran = kernels(events)
     assert ran and all(inside(k, mine) for k in ran), "block on the result inside the annotation"
     assert {k["tid"] for k in ran}.isdisjoint({mine["tid"]})  # XLA's threads, not Python's
+    assert xplane_names(tmp_path).count("my_train_step") == 1, "annotate inside the trace"
+
+    y = x[:512, :256]
+    step(y).block_until_ready()
+    out = trace_one_step(tmp_path / "later", lambda *a: Deferred(step, *a), y, label="later_step")
+    events = read_trace(tmp_path / "later")
+    later = named(events, "later_step")
+    assert len(later) == 1, "annotate with the label you are given"
+    ran = kernels(events)
+    assert ran and all(inside(k, later[0]) for k in ran), "wait for the result, not a fixed time"
+    np.testing.assert_allclose(out, loss(y), rtol=1e-5)
 
 
 def test_kernels_are_named_after_the_compiled_hlo(tmp_path):

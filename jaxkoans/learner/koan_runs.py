@@ -36,29 +36,40 @@ RESULT_MARKS = {
 
 @dataclass
 class Koan:
+    """A koan of the learner's copy (where it is, what it says) and its latest `KoanResult`."""
+
     chapter: course.Chapter
     path: Path  # the koan's file, relative to the repository
     name: str
     line: int  # where to look: the blank, the TODO, the failure, else the def
-    state: KoanState = KoanState.NOT_STARTED
-    cause: str = ""
     doc: str = ""
-    note: str = ""  # why the state is what it is, when the run could not say
+    result: KoanResult = None  # type: ignore[assignment]  # not started until measured
     recalled: bool = False  # the state was remembered, not measured in this run
     ignored_edits: list[str] = field(default_factory=list)  # "file:line: what" grade will not use
+
+    def __post_init__(self) -> None:
+        self.result = self.result or KoanResult(self.nodeid, KoanState.NOT_STARTED)
 
     @property
     def nodeid(self) -> str:
         return f"{self.path.as_posix()}::{self.name}"
 
     @property
-    def result(self) -> KoanResult:
-        return KoanResult(self.nodeid, self.state, self.cause, self.line, note=self.note)
+    def state(self) -> KoanState:
+        return self.result.state
+
+    @property
+    def cause(self) -> str:
+        return self.result.cause
+
+    @property
+    def note(self) -> str:
+        return self.result.note
 
     def hold(self, result: KoanResult) -> None:
-        """Hold `result`'s state; keep this koan's line where the result names none."""
-        self.state, self.cause, self.note = result.state, result.cause, result.note
+        """Hold `result`; keep this koan's line where the result names none."""
         self.line = result.line or self.line
+        self.result = replace(result, nodeid=self.nodeid, line=self.line)
 
 
 @dataclass
@@ -127,7 +138,7 @@ def inventory(checkout: Course, chapters: list[course.Chapter], naming: str = ""
             koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
             if not checkout.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
                 present_names = {name for name, _, _ in present}
-                koans += deleted_koans(checkout, chapter, test_file, present_names)
+                koans += missing_koans(checkout, chapter, test_file, present_names)
     return koans
 
 
@@ -152,26 +163,19 @@ def shipped_koans(checkout: Course, test_file: Path) -> list[tuple[str, int, str
     return [(k.name, k.line, k.docstring) for k in koan_model.parse(shipped[1]).koans]
 
 
-def deleted_koans(
-    checkout: Course, chapter: course.Chapter, test_file: Path, present: set[str]
+def missing_koans(
+    checkout: Course, chapter: course.Chapter, test_file: Path, present: set[str] = frozenset()
 ) -> list[Koan]:
-    """Koans the shipped file has and the learner's file lost: they count, as failing."""
-    relative = checkout.relative(test_file)
-    return [
-        Koan(chapter, relative, name, 1, state=KoanState.MISSING, doc=doc, note=DELETED)
-        for name, _, doc in shipped_koans(checkout, test_file)
-        if name not in present
-    ]
-
-
-def missing_koans(checkout: Course, chapter: course.Chapter, test_file: Path) -> list[Koan]:
-    """The koans of a koan file the learner deleted, as shipped: they count, as failing,
-    until `progress.py reset` brings the file back."""
+    """The shipped koans the learner's file lost (all of them: the file was deleted): they
+    count, as failing, until `progress.py reset` brings them back."""
     relative = test_file.relative_to(checkout.root)
-    return [
-        Koan(chapter, relative, name, 1, state=KoanState.MISSING, doc=doc, note=FILE_DELETED)
-        for name, _, doc in shipped_koans(checkout, test_file)
-    ]
+    note = DELETED if test_file.is_file() else FILE_DELETED
+    koans = []
+    for name, _, doc in shipped_koans(checkout, test_file):
+        if name not in present:
+            lost = KoanResult(f"{relative.as_posix()}::{name}", KoanState.MISSING, note=note)
+            koans.append(Koan(chapter, relative, name, 1, doc, lost))
+    return koans
 
 
 def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
@@ -334,7 +338,7 @@ def as_shipped(checkout: Course, koan: Koan) -> bool:
     """A koan of a file identical to the shipped one is not started: no need to run it."""
     if not checkout.is_shipped(koan.path.as_posix()):
         return False
-    koan.state, koan.cause, koan.note = KoanState.NOT_STARTED, "", ""
+    koan.hold(KoanResult(koan.nodeid, KoanState.NOT_STARTED))
     return True
 
 

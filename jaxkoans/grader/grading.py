@@ -19,7 +19,6 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -230,29 +229,7 @@ def _check(
     if problem:
         problems.append({"file": rel, "message": problem})
         return tamper.FileCheck(rel, names, {}, problem=problem)
-    return tamper.check_file(rel, pristine.root / rel, text, _OnFirstUse(pristine.allowed, rel))
-
-
-class _OnFirstUse(Mapping):
-    """`flags[rel]` read when first asked: only a file whose code holds an unusual construct
-    needs its answer's (a second reading of the answer, a third of a file's check)."""
-
-    def __init__(self, flags: Mapping, rel: str) -> None:
-        self.flags, self.rel, self.value = flags, rel, None
-
-    def _read(self) -> Mapping:
-        if self.value is None:
-            self.value = self.flags[self.rel]
-        return self.value
-
-    def __getitem__(self, owner: str) -> set[str]:
-        return self._read()[owner]
-
-    def __iter__(self):
-        return iter(self._read())
-
-    def __len__(self) -> int:
-        return len(self._read())
+    return tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
 
 
 # ---- the grade --------------------------------------------------------------------------------

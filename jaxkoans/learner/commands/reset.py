@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,11 +22,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a koan (only its blanks and TODOs) or a koan file (all of it; also a deleted one)",
     )
     parser.add_argument("--yes", action="store_true", help="do not ask first")
-    parser.add_argument(
-        "--from",
-        dest="ref",
-        help="a git ref to take the file from instead of the course as shipped",
-    )
 
 
 def target_file(checkout: Course, target: str) -> Path | None:
@@ -40,17 +34,6 @@ def target_file(checkout: Course, target: str) -> Path | None:
         if checkout.koans in candidate.parents and candidate.name.startswith("test_"):
             return candidate
     return None
-
-
-def _from_git(checkout: Course, ref: str, relative: str) -> tuple[str, str] | None:
-    try:
-        shown = subprocess.run(
-            ["git", "-C", str(checkout.root), "show", f"{ref}:{relative}"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (ref, shown.stdout) if shown.returncode == 0 else None
 
 
 def reset_reached(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
@@ -110,10 +93,9 @@ def run(args) -> int:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2
     relative = koan_file.relative_to(checkout.root).as_posix()
-    found = _from_git(checkout, args.ref, relative) if args.ref else checkout.shipped_text(relative)
+    found = checkout.shipped_text(relative)
     if found is None:
-        where = f"git {args.ref}" if args.ref else as_shipped.SOURCE
-        print(f"找不到原始文件 / no pristine copy of {koan_file.name} in {where}")
+        print(f"找不到原始文件 / no pristine copy of {koan_file.name} in {as_shipped.SOURCE}")
         return 1
     ref, text = found
     if not koan_file.exists():  # deleted: nothing of the learner's to keep

@@ -44,15 +44,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import os
-import signal
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from jaxkoans.grader import class_page, grading, report_formats, sandbox
+from jaxkoans.learner import runner
 
 OK, FINDINGS, USAGE, COULD_NOT_GRADE, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -163,23 +161,6 @@ def _check_outputs(paths: list[str | None]) -> str:
     return ""
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """CI cancels with SIGTERM: treat it like Ctrl-C, so the workdir is cleaned up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _merge_problem(args) -> str:
     if args.student or args.batch:
         return "--merge 不与 STUDENT_DIR 或 --batch 同用 / --merge grades nothing"
@@ -247,7 +228,7 @@ def run(args) -> int:
         stall_timeout=args.stall_timeout,
     )
     grading.reset_cancel()
-    with _sigterm_as_interrupt():
+    with runner.stop_signals_leave():  # CI cancels with SIGTERM: the workdir is cleaned up
         try:
             with tempfile.TemporaryDirectory(prefix="jaxkoans-course-") as scratch:
                 pristine = grading.prepare_course(
@@ -266,7 +247,7 @@ def run(args) -> int:
         except grading.CouldNotGrade as error:
             print(f"grade: 无法评分 / could not grade: {error}", file=sys.stderr)
             return COULD_NOT_GRADE
-        except (KeyboardInterrupt, grading.Cancelled):
+        except (KeyboardInterrupt, SystemExit, grading.Cancelled):
             grading.stop_all()
             print("\n已中断 / interrupted: no report was written", file=sys.stderr)
             return INTERRUPTED

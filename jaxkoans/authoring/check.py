@@ -20,6 +20,7 @@ from jaxkoans import course
 from jaxkoans.authoring import gates, giveaways
 from jaxkoans.course import koan_model, twins
 from jaxkoans.course import shipped as as_shipped
+from jaxkoans.course.judged import problems as judged_problems
 from jaxkoans.plugin import costs
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -444,6 +445,7 @@ CHAPTER_CHECKS = (
     readme_problems,
     contract_problems,
     shortcut_problems,
+    judged_problems,  # a TODO's docstring ends with what its contract judges
 )
 
 

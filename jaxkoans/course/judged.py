@@ -1,0 +1,206 @@
+"""What a TODO is judged by, in words: the last paragraph of its docstring.
+
+A TODO's contract (koans/NN/chapter.toml) and its answer's cost profile (koans/NN/costs.json)
+decide what binds when the plugin judges it (plugin/contracts.py): its results on inputs the
+test never showed, its costs against the answer's, its technique carrying the result, a fresh
+reference. `sentence` says that in two lines, `评判：…。` and `Judged: ….`, without naming a
+primitive; `problems` (run by `python -m jaxkoans.authoring check`) names each TODO whose
+docstring lacks the lines its contract gives, or holds stale ones. No JAX is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+from jaxkoans.plugin import contracts, costs
+
+ZH, EN = "评判：", "Judged:"
+WIDTH = 100  # columns of a wrapped line, its indentation included (CJK characters count 2)
+# a name in code: dotted, snake_case, called, or capitalised inside (PartitionSpec, nnx.Linear)
+_CODE = re.compile(r"[A-Za-z_][\w.]*\(\)|\b\w+[._]\w[\w.]*|\b[A-Za-z]+[a-z][A-Z]\w*")
+
+
+def sentence(
+    contract: dict,
+    profiles: dict | None = None,
+    docstring: str = "",
+    solution: frozenset = frozenset(),
+) -> tuple[str, str]:
+    """(Chinese line, English line) saying what binds for a TODO with `contract` and its
+    answer's `profiles` ({signature key: profile}, costs.profiles_for): the results on moved and
+    grown inputs and the loop steps where the profile holds such runs, the cost dimensions the
+    contract does not free, the technique carrying the result, the `fresh` reference; for a
+    `traced = false` contract, its `why`, clause by clause, keeping only the clauses that name
+    nothing in code and no name of the `solution` (the answer's body) that `docstring` does not
+    already name: the lines give away nothing the TODO's own text does not."""
+    if contract.get("traced", True) is False:
+        return _untraced(contract.get("why", ""), docstring, solution)
+    runs = list((profiles or {}).values())
+    moved = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
+    grown = any(isinstance((v or {}).get("print"), list)
+                for p in runs for v in (p.get("grown") or {}).values())  # fmt: skip
+    zh, en = [], []
+    if moved:
+        zh.append(
+            "在测试没见过的输入上（数值略作移动"
+            + ("；同一个调用再把一个长度的轴加倍" if grown else "")
+            + "）结果必须与参考答案相同"
+        )
+        en.append(
+            "its results on inputs the test never showed (its numbers moved a little"
+            + ("; the same call with every axis of one length doubled" if grown else "")
+            + ") must be the answer's"
+        )
+    if runs:
+        freed = {d for d, v in contract.get("costs", {}).items() if isinstance(v, str)}
+        kernels = any(v for p in runs for place, v in p["flops"].items() if place != "outside")
+        bound = [d for d in costs.BOUNDS if d not in freed]
+        bound = [d for d in bound if d != "outside_flops" or kernels]
+        zh.append(f"代价（{'、'.join(costs.WORDS[d][0] for d in bound)}）最多是参考答案的几倍")
+        en.append(
+            f"its costs ({', '.join(costs.WORDS[d][1] for d in bound)}) at most a few times "
+            "the answer's"
+        )
+    if any(v is not None for p in runs for v in (p.get("steps") or {}).values()):
+        zh.append("由数据决定步数的循环，跑的步数不能比参考答案多太多")
+        en.append("its data-dependent loops may run only about the answer's steps")
+    techniques = [n for n in contract.get("on_path", ()) if n not in contracts._STRUCTURE]
+    if techniques and contract.get("liveness", True) is not False:
+        zh.append("它的技术必须随输入变化，并真正带出结果")
+        en.append("its technique must vary with the inputs and carry the result")
+    if contract.get("fresh"):
+        zh.append(f"在新的随机输入上必须与 {contract['fresh']} 一致")
+        en.append(f"on new random inputs it must agree with {contract['fresh']}")
+    if not zh:
+        zh.append("它的 koan 的断言，和它构建的程序里有什么")
+        en.append("by its koans' asserts and by what the program it builds holds")
+    return ZH + "；".join(zh) + "。", f"{EN} " + "; ".join(en) + "."
+
+
+def _untraced(why: str, docstring: str, solution: frozenset) -> tuple[str, str]:
+    """The lines of a TODO that builds no program to read: its koans' asserts judge it."""
+    known = docstring.replace(" ", "")
+    kept = []
+    for clause in _clauses(why):
+        names = _CODE.findall(clause) + [w for w in re.findall(r"\w+", clause) if w in solution]
+        if all(n.replace(" ", "") in known for n in names):
+            kept.append(clause)
+    zh = ZH + "只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价"
+    en = f"{EN} by its koans' asserts; no program of it is read, nor its costs"
+    if kept:
+        return zh + "（原因见下一行）。", f"{en}: {'; '.join(kept)}."
+    return zh + "：它不构建可读的 JAX 程序。", f"{en}: it builds no JAX program to read."
+
+
+def _clauses(why: str) -> list[str]:
+    """`why` split at its top-level "; " and ". " (not inside brackets)."""
+    found, depth, current = [], 0, ""
+    for i, char in enumerate(why):
+        depth += (char in "([") - (char in ")]")
+        if depth == 0 and char in ";." and why[i + 1 : i + 2] in (" ", ""):
+            found.append(current)
+            current = ""
+            continue
+        current += char
+    return [c.strip() for c in [*found, current] if c.strip()]
+
+
+def wrapped(lines: tuple[str, str], indent: str) -> list[str]:
+    """The two lines wrapped at WIDTH columns under `indent` (Chinese after its punctuation)."""
+    out = []
+    for line in lines:
+        room, current, width, last_break = WIDTH - len(indent), "", 0, -1
+        for char in line:
+            current += char
+            width += 2 if ord(char) > 0x2E7F else 1
+            if char in " ，；、）：" and width <= room:
+                last_break = len(current)
+            if width > room and last_break > 0:
+                out.append(indent + current[:last_break].rstrip())
+                current = current[last_break:].lstrip()
+                width = sum(2 if ord(c) > 0x2E7F else 1 for c in current)
+                last_break = -1
+        out.append(indent + current.rstrip())
+    return out
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def paragraph(docstring: str) -> tuple[str, str]:
+    """(the docstring without its judged lines, those lines as written, or "")."""
+    at = docstring.find(ZH)
+    return (docstring, "") if at < 0 else (docstring[:at], docstring[at:])
+
+
+def expected(checkout, chapter, koan_file: Path, name: str, docstring: str):
+    """The judged lines (zh, en) `name` of `koan_file` must end its docstring with (None: it has
+    no contract)."""
+    contract = chapter.contracts.get(f"{koan_file.name}::{name}")
+    if contract is None or name == "regions":
+        return None
+    profiles = costs.profiles_for(koan_file.parent, koan_file.name).get(name)
+    return sentence(
+        contract, profiles, paragraph(docstring)[0], solution_names(checkout, koan_file, name)
+    )
+
+
+def solution_names(checkout, koan_file: Path, name: str) -> frozenset:
+    """The names (variables, attributes, calls) in the answer's body of TODO `name`."""
+    answer = checkout.answer_of(koan_file)
+    try:
+        tree = ast.parse(answer.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return frozenset()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            for sub in ast.walk(ast.Module(body=node.body[1:], type_ignores=[])):
+                if isinstance(sub, ast.Name):
+                    found.add(sub.id)
+                elif isinstance(sub, ast.Attribute):
+                    found.add(sub.attr)
+    return frozenset(found)
+
+
+def todo_docstrings(koan_file: Path) -> dict[str, ast.Constant | None]:
+    """Each TODO function of `koan_file` -> its docstring node (None: it has none)."""
+    from jaxkoans.course import koan_model
+
+    model = koan_model.read(koan_file)
+    names = {t.name for t in model.todos}
+    found = {}
+    for node in ast.walk(model.tree) if model.tree is not None else ():
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
+            first = node.body[0] if node.body else None
+            is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            found[node.name] = (
+                first.value if is_doc and isinstance(first.value.value, str) else None
+            )
+    return found
+
+
+def problems(checkout, chapter) -> list[str]:
+    """Each contracted TODO of `chapter` whose docstring does not end with the judged lines its
+    contract and profile give (missing or stale)."""
+    found = []
+    for koan_file in sorted((checkout.koans / chapter.number).glob("test_*.py")):
+        for name, node in todo_docstrings(koan_file).items():
+            text = inspect.cleandoc(node.value) if node else ""
+            wanted = expected(checkout, chapter, koan_file, name, text)
+            if wanted is None:
+                continue
+            written = paragraph(text)[1]
+            if _squeezed(written) == _squeezed("\n".join(wanted)):
+                continue
+            what = "is stale" if written else "is missing"
+            found.append(
+                f"koans/{chapter.number}/{koan_file.name}::{name}: the docstring's last paragraph "
+                f"{what}; end it, in koans/ and answers/ alike, with what its contract judges:\n    "
+                + "\n    ".join(wanted)
+            )
+    return found

@@ -8,8 +8,7 @@ Not collected by pytest (the name does not start with test_). The course is copi
 temporary directory (JAXKOANS_ROOT), so the checkout's koans are never touched. Each session
 starts `progress.py watch KOAN`, waits for the blank's ✍️, saves a wrong answer (timed to ❌),
 then the answer (timed to ✅): the time from the write's return to the verdict's line. Before
-each save it waits `--think` seconds, as a learner reads a verdict before the next edit: watch
-uses that time to prepare the next run.
+each save it waits `--think` seconds, as a learner reads a verdict before the next edit.
 """
 
 from __future__ import annotations

@@ -6,13 +6,8 @@ process imports pytest, numpy, JAX, the harness and the libraries a koan file im
 nothing, and runs each koan in an `os.fork()` child: there `pytest.main` loads the harness,
 whose `pytest_configure` sets the chapter's devices and float64 as in any pytest process. The
 child leaves its results in the `--koans-record` file and its short reports in a second file,
-then ends with `os._exit`. The parent waits from its own select loop and kills a stuck child.
-
-A run can also be prepared ahead (`Run(..., prepared=True)`), while the learner edits: its child
-configures pytest and the harness and starts JAX's backend, then waits at the start of
-collection, before it reads the koan file, until `go()`. A prepared child never outlives the
-watcher (PR_SET_PDEATHSIG, and the end of its pipe), and the watcher discards it when a file it
-may have read changed (`inputs`).
+then ends with `os._exit`. The parent waits from its own select loop and kills a stuck child;
+a child never outlives the watcher (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -138,57 +133,6 @@ def preload(test_file: Path) -> None:
         _freeze()
 
 
-def inputs(checkout: course.Course) -> dict[str, tuple[int, int] | None]:
-    """(mtime, size) of every file a prepared child may have read before it waits: the
-    course's pytest settings and conftests, each chapter's chapter.toml, the harness's code."""
-    root = checkout.root
-    files = [root / "conftest.py", root / "pyproject.toml", checkout.koans / "conftest.py"]
-    files += [*checkout.koans.glob("*/chapter.toml"), *checkout.koans.glob("*/conftest.py")]
-    files += Path(course.__file__).parent.parent.rglob("*.py")  # jaxkoans/
-    seen: dict[str, tuple[int, int] | None] = {}
-    for path in files:
-        try:
-            status = path.stat()
-            seen[str(path)] = (status.st_mtime_ns, status.st_size)
-        except OSError:
-            seen[str(path)] = None
-    return seen
-
-
-def start_jax() -> None:
-    """JAX's backend and one tiny compilation, whose one-time costs (the CPU client, MLIR,
-    LLVM) a koan's first jit would otherwise pay. What it leaves is undone: its array is freed,
-    and the compilation cache's once-per-process decision is reset, so that a koan which turns
-    the persistent cache on still gets it."""
-    import jax
-    from jax._src import compilation_cache
-
-    jax.devices()
-    jax.jit(lambda x: x + 1)(1).block_until_ready()
-    compilation_cache.reset_cache()
-
-
-class Gate:
-    """In a prepared child: holds pytest at the start of collection (configured, JAX's backend
-    started, the koan file not yet read) until the parent writes to `fd`; its end: exit."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session: pytest.Session) -> None:
-        # Here, not before the fork: XLA starts threads, and a process with threads must not
-        # fork. The devices and float64 were set by the harness's pytest_configure already.
-        with contextlib.suppress(Exception):  # if it fails, the koan's own first use says why
-            start_jax()
-        word = b""
-        with contextlib.suppress(OSError):
-            word = os.read(self.fd, 1)
-        os.close(self.fd)
-        if word != b"g":  # the watcher discarded this run or died
-            os._exit(0)
-
-
 def pytest_args(
     checkout: course.Course, nodeids: list[str], record: Path, extra: list[str]
 ) -> list[str]:
@@ -277,7 +221,6 @@ class Run:
         scratch: Path,
         timeout_s: float,
         extra: tuple[str, ...] = (),
-        prepared: bool = False,
     ) -> None:
         Run._count += 1
         self.checkout = checkout
@@ -291,8 +234,6 @@ class Run:
         self._ended = False  # reaped and cleaned up
         args = pytest_args(checkout, nodeids, self.record, list(extra))
         reading, writing = os.pipe()
-        gate, self._go = os.pipe() if prepared else (None, None)
-        self.inputs = inputs(checkout) if prepared else None
         for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
             stream.flush()
         parent = os.getpid()
@@ -301,12 +242,7 @@ class Run:
             self.pid = os.fork()
         if self.pid == 0:
             os.close(reading)
-            held = [Gate(gate)] if gate is not None else []
-            if self._go is not None:
-                os.close(self._go)
-            _child(checkout, args, [*plugins, Reports(self.reports), *held], writing, parent)
-        if gate is not None:
-            os.close(gate)
+            _child(checkout, args, [*plugins, Reports(self.reports)], writing, parent)
         self.started = time.monotonic()
         with contextlib.suppress(OSError):  # as the child does: a kill cannot miss the group
             os.setpgid(self.pid, self.pid)
@@ -315,25 +251,6 @@ class Run:
         self._pipe: int | None = reading
         with contextlib.suppress(AttributeError, OSError):  # Linux ≥ 5.3: readable at exit
             self._pidfd = os.pidfd_open(self.pid)
-
-    def serves(self, nodeids: list[str], extra: tuple[str, ...]) -> bool:
-        """A prepared run that can stand for this request: the same command line, still
-        waiting, and no file it may have read changed since it was forked."""
-        if self._go is None or self._ended or (nodeids, tuple(extra)) != (self.nodeids, self.extra):
-            return False
-        with contextlib.suppress(AttributeError, OSError):  # ended already (an error in a conftest)
-            if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return False
-        return inputs(self.checkout) == self.inputs
-
-    def go(self) -> None:
-        """Let a prepared run collect and run its koans; its timeout starts now."""
-        assert self._go is not None
-        with contextlib.suppress(OSError):  # it ended meanwhile: poll() tells what it left
-            os.write(self._go, b"g")
-        os.close(self._go)
-        self._go = None
-        self.started = time.monotonic()
 
     def fds(self) -> list[int]:
         return [fd for fd in (self._pipe, self._pidfd) if fd is not None]
@@ -392,10 +309,10 @@ class Run:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # anything it started
             os.killpg(self.pid, signal.SIGKILL)
         self._drain()
-        for fd in (self._pipe, self._pidfd, self._go):
+        for fd in (self._pipe, self._pidfd):
             if fd is not None:
                 os.close(fd)
-        self._pipe = self._pidfd = self._go = None
+        self._pipe = self._pidfd = None
         for path in (self.record, self.reports):
             path.unlink(missing_ok=True)
 

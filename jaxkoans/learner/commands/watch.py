@@ -1,8 +1,7 @@
 """Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one.
 
-One warm process (jaxkoans/learner/warm.py) forks a pytest child per run, and prepares the next
-one (configured, JAX started) while the learner edits, so a save costs only collecting and running
-the koan; file events come from jaxkoans/learner/watcher.py (watchfiles), one
+One warm process (jaxkoans/learner/warm.py) forks a pytest child per run, so a save costs no
+import of pytest, JAX or the koan's libraries; file events come from jaxkoans/learner/watcher.py (watchfiles), one
 batch per save. Keys: h hint, n next, r run again, v reveal what a wrong answer hides, q quit (one
 key on a terminal; one command per line when stdin is a pipe).
 Nothing here writes the learner's files; hints seen are remembered in .jaxkoans/ as by `hint`.
@@ -188,7 +187,6 @@ class Session:
         self.skipped: set[str] = set()  # koans that cannot run on this machine
         self.job: Job | None = None
         self.run: warm.Run | None = None
-        self.prepared: warm.Run | None = None  # the focus's next run, waiting for a save
         self.digests: dict[str, str | None] = {}  # files of the running request, at its start
         self.ran_digest: str | None = None  # the focus file's content at its last run
         self.why = watcher.why  # how files are watched, as last told
@@ -219,42 +217,13 @@ class Session:
             return
         files = {k.path.as_posix() for k in koans}
         self.digests = {f: digest(self.checkout.root / f) for f in files}
-        nodeids, ready = [k.nodeid for k in koans], self.prepared
-        self.prepared = None
-        if ready is not None and ready.serves(nodeids, extra):
-            ready.go()
-            self.run = ready
-            return
-        if ready is not None:
-            ready.stop()
         for file in files:
             with self.keys.listening():
                 warm.preload(self.checkout.root / file)
+        nodeids = [k.nodeid for k in koans]
         self.run = warm.Run(
             self.checkout, nodeids, self.plugins, self.scratch, self.args.timeout, extra
         )
-
-    def prepare(self) -> None:
-        """While the learner edits, a run of the focus koan waits ready for the next save."""
-        wanted = [self.focus.nodeid] if self.focus is not None else None
-        if self.prepared is not None and (wanted is None or self.prepared.nodeids != wanted):
-            self.discard()
-        if wanted is None or self.run is not None or self.job is not None or self.prepared:
-            return
-        with self.keys.listening():
-            warm.preload(self.checkout.root / self.focus.path)
-        self.prepared = warm.Run(
-            self.checkout, wanted, self.plugins, self.scratch, self.args.timeout, prepared=True
-        )
-
-    def discard(self) -> None:
-        if self.prepared is not None:
-            self.prepared.stop()
-            self.prepared = None
-
-    def close(self) -> None:
-        self.stop()
-        self.discard()
 
     def _learn(self, outcome: warm.RunResult) -> None:
         """Keep each verdict for this session and in progress.py's memory (so that `hint`,
@@ -532,8 +501,6 @@ class Session:
                     self.command(key)
                     if self.exit_code is not None:
                         break
-            if self.exit_code is None:
-                self.prepare()
         return self.exit_code
 
 
@@ -596,7 +563,7 @@ def run(args) -> int:
         session = Session(args, koans, plugins, scratch, watcher)
         stack.enter_context(session.keys)
         stack.enter_context(stop_signals_leave())  # ends the watch like q
-        stack.callback(session.close)
+        stack.callback(session.stop)
         console = session.console
         tell = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
         watching = say("监视", "watching")

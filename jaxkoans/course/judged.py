@@ -137,34 +137,47 @@ def paragraph(docstring: str) -> tuple[str, str]:
     return (docstring, "") if at < 0 else (docstring[:at], docstring[at:])
 
 
-def expected(checkout, chapter, koan_file: Path, name: str, docstring: str):
+def expected(checkout, chapter, koan_file: Path, name: str, docstring: str, profiles=None):
     """The judged lines (zh, en) `name` of `koan_file` must end its docstring with (None: it has
-    no contract)."""
+    no contract); `profiles`: the file's (costs.profiles_for), else read here."""
     contract = chapter.contracts.get(f"{koan_file.name}::{name}")
     if contract is None or name == "regions":
         return None
-    profiles = costs.profiles_for(koan_file.parent, koan_file.name).get(name)
+    if profiles is None:
+        profiles = costs.profiles_for(koan_file.parent, koan_file.name)
     return sentence(
-        contract, profiles, paragraph(docstring)[0], solution_names(checkout, koan_file, name)
+        contract,
+        profiles.get(name),
+        paragraph(docstring)[0],
+        solution_names(checkout, koan_file, name),
     )
 
 
 def solution_names(checkout, koan_file: Path, name: str) -> frozenset:
     """The names (variables, attributes, calls) in the answer's body of TODO `name`."""
+    from jaxkoans.course import koan_model
+
     answer = checkout.answer_of(koan_file)
-    try:
-        tree = ast.parse(answer.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return frozenset()
+    tree = koan_model.read(answer).tree if answer.is_file() else None
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            for sub in ast.walk(ast.Module(body=node.body[1:], type_ignores=[])):
-                if isinstance(sub, ast.Name):
-                    found.add(sub.id)
-                elif isinstance(sub, ast.Attribute):
-                    found.add(sub.attr)
+    for node in _functions(tree, {name}).values():
+        for sub in ast.walk(ast.Module(body=node.body[1:], type_ignores=[])):
+            if isinstance(sub, ast.Name):
+                found.add(sub.id)
+            elif isinstance(sub, ast.Attribute):
+                found.add(sub.attr)
     return frozenset(found)
+
+
+def _functions(tree: ast.Module | None, names: set[str]) -> dict[str, ast.AST]:
+    """The functions of `tree` named `names`: at its top level, else at any depth."""
+    if tree is None:
+        return {}
+    defs = ast.FunctionDef | ast.AsyncFunctionDef
+    found = {n.name: n for n in tree.body if isinstance(n, defs) and n.name in names}
+    if len(found) < len(names):
+        found |= {n.name: n for n in ast.walk(tree) if isinstance(n, defs) and n.name in names}
+    return found
 
 
 def todo_docstrings(koan_file: Path) -> dict[str, ast.Constant | None]:
@@ -172,15 +185,11 @@ def todo_docstrings(koan_file: Path) -> dict[str, ast.Constant | None]:
     from jaxkoans.course import koan_model
 
     model = koan_model.read(koan_file)
-    names = {t.name for t in model.todos}
     found = {}
-    for node in ast.walk(model.tree) if model.tree is not None else ():
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
-            first = node.body[0] if node.body else None
-            is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-            found[node.name] = (
-                first.value if is_doc and isinstance(first.value.value, str) else None
-            )
+    for name, node in _functions(model.tree, {t.name for t in model.todos}).items():
+        first = node.body[0] if node.body else None
+        is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        found[name] = first.value if is_doc and isinstance(first.value.value, str) else None
     return found
 
 
@@ -189,9 +198,10 @@ def problems(checkout, chapter) -> list[str]:
     contract and profile give (missing or stale)."""
     found = []
     for koan_file in sorted((checkout.koans / chapter.number).glob("test_*.py")):
+        profiles = costs.profiles_for(koan_file.parent, koan_file.name)
         for name, node in todo_docstrings(koan_file).items():
             text = inspect.cleandoc(node.value) if node else ""
-            wanted = expected(checkout, chapter, koan_file, name, text)
+            wanted = expected(checkout, chapter, koan_file, name, text, profiles)
             if wanted is None:
                 continue
             written = paragraph(text)[1]

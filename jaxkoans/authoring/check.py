@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.authoring import gates, giveaways
-from jaxkoans.course import koan_model, twins
+from jaxkoans.course import fills, koan_model, twins
 from jaxkoans.course import shipped as as_shipped
 from jaxkoans.course.judged import problems as judged_problems
 from jaxkoans.plugin import costs
@@ -339,9 +339,9 @@ def text_proxies(tree: ast.Module, koan: str) -> list[tuple[int, str]]:
 def twin_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """The koan file and its answer differ only at blanks, TODO bodies and fix regions."""
     answer = checkout.answer_of(koan_file)
-    report = twins.compare(koan_file, answer)
-    problems = list(report.problems)
-    if report.ok and not (report.blanks or report.todo_bodies or report.regions):
+    problems = list(twins.compare(koan_file, answer).problems)
+    model = koan_model.read(koan_file)
+    if not problems and not (model.blank_lines or model.todos or model.regions):
         problems.append(f"{koan_file}: nothing to fill in")
     if [n for n, _, _ in listed(koan_file)] != [n for n, _, _ in listed(answer)]:
         problems.append(f"{koan_file}: its koans are not those of {answer}, in the same order")
@@ -408,7 +408,10 @@ def _gives_away(answer: str, hint: str) -> bool:
 
 def hint_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """No hint holds its koan's answer or copies a TODO's solution."""
-    report = twins.compare(koan_file, checkout.answer_of(koan_file))
+    answer = checkout.answer_of(koan_file)
+    report = twins.compare(koan_file, answer)
+    texts = [path.read_text(encoding="utf-8") for path in (koan_file, answer)]
+    blanks = [(f.blank[0], f.text) for f in fills.take(*texts).blanks] if report.ok else []
     chapter = checkout.chapter_for(koan_file)
     spans = koan_model.read(koan_file).spans
     problems = []
@@ -417,7 +420,7 @@ def hint_problems(checkout: course.Course, koan_file: Path) -> list[str]:
         hint = chapter.hint(koan_file.name, name) if chapter else None
         texts = " ".join((hint.zh + hint.en) if hint else ())
         start, end = spans[name]
-        own = [answer for line, answer in report.blanks if start <= line <= end]
+        own = [text for line, text in blanks if start <= line <= end]
         given = [a for a in own if _gives_away(a, texts)]
         if given:
             problems.append(f"{koan_file}::{name}: the hint contains the answer {given}")

@@ -7,7 +7,7 @@
 Recording a verdict, and running only what is stale, is `python -m jaxkoans.authoring stamp`
 (every gate of the chapter; authoring/gates.py).
 
-For each blank of each answer file (the positions come from `twins.compare(koan, answer)`) it
+For each blank of each answer file (the positions come from `fills.take(koan, answer)`) it
 writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
 the other string values of the same file or API, sibling dtypes and transforms, the parent and
 sibling classes of an exception, swapped tuple elements, a shape with one axis changed. Each
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.course import koan_model, predictions, twins
+from jaxkoans.course import fills, koan_model, predictions, twins
 from jaxkoans.course import shipped as as_shipped
 from jaxkoans.course.file_context import Context
 from jaxkoans.learner import runner
@@ -226,30 +226,23 @@ class Mutant:
 
 
 def sites(koan: Path, answer: Path) -> list[Site]:
-    """Every blank of `answer`, with its fill's position (from twins.compare)."""
-    report = twins.compare(koan, answer)
-    k_lines = koan.read_text(encoding="utf-8").splitlines()
-    a_lines = answer.read_text(encoding="utf-8").splitlines()
-    model = koan_model.read(answer)
+    """Every blank of `answer` on one line, with its fill's columns: course/fills.py's reading
+    of the answer as the learner's file."""
+    text = answer.read_text(encoding="utf-8")
+    lines, model = text.splitlines(), koan_model.read(answer)
     found = []
-    for k_number, a_number in report.blank_lines:
-        match = twins.blank_pattern(k_lines[k_number - 1]).match(a_lines[a_number - 1])
-        if match is None:
-            continue
-        for group in range(1, len(match.groups()) + 1):
-            start, end = match.span(group)
-            text = match.group(group)
-            lead = len(text) - len(text.lstrip())
-            trail = len(text) - len(text.rstrip())
-            found.append(
-                Site(
-                    answer,
-                    a_number,
-                    (start + lead, end - trail),
-                    text.strip(),
-                    model.koans_seeing(a_number),
-                )
-            )
+    for fill in fills.take(koan.read_text(encoding="utf-8"), text).blanks:
+        node = fill.node
+        if node.end_lineno != node.lineno:
+            continue  # twins keep a fill on its line; check.py names one that is not
+        encoded = lines[node.lineno - 1].encode("utf-8")  # ast's columns count bytes
+        start, end = (
+            len(encoded[:col].decode("utf-8")) for col in (node.col_offset, node.end_col_offset)
+        )
+        fill_text = lines[node.lineno - 1][start:end]
+        found.append(
+            Site(answer, node.lineno, (start, end), fill_text, model.koans_seeing(node.lineno))
+        )
     return found
 
 
@@ -477,11 +470,10 @@ def chapter_fakes(
     for koan, answer in twin_files(checkout, chapter):
         if files is not None and answer.name not in files:
             continue
-        report = twins.compare(koan, answer)
         model = koan_model.read(answer)
-        todo_lines = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
+        todo_lines = twins.todo_spans(koan, answer)
         written = _fake_functions(fakes_file(answer))
-        for function in report.todo_bodies:
+        for function in todo_lines:
             own = [(label, body) for name, label, body in written if name == function]
             if not own:
                 missing.append(f"{answer.name}::{function}")
@@ -511,16 +503,6 @@ def faked_source(fake: Fake) -> str:
     return koan_model.splice_body(text, fake.function, "\n".join(fake.body))
 
 
-def check_fakes(
-    checkout: course.Course,
-    chapter: course.Chapter,
-    workers: int = 2,
-    timeout_s: float | None = None,
-):
-    """({fake name: True when it made a koan fail, None without a verdict}, missing, problem)."""
-    return check_all_fakes(checkout, [chapter], workers, timeout_s)[chapter.number]
-
-
 def check_all_fakes(
     checkout: course.Course,
     chapters: list[course.Chapter],
@@ -529,7 +511,7 @@ def check_all_fakes(
     passing_answers: set[str] | None = None,
     files: dict[str, set[str]] | None = None,
 ) -> dict[str, tuple[dict[str, bool | None], list[str], str]]:
-    """check_fakes of every chapter, all their fakes in ONE pytest run: {number: (verdicts,
+    """The fakes of every chapter, all in ONE pytest run: {number: (verdicts,
     missing, problem)}. A problem of the run is every chapter's problem.
 
     A fake's verdict needs its file's unchanged copy (the baseline) to pass where the fake ran.

@@ -48,7 +48,6 @@ from jaxkoans.course import koan_model, predictions, twins
 from jaxkoans.course.file_context import Context
 
 CONSTANTS_PER_TODO = 3
-KINDS = ("delegate", "substitute", "library", "constant", "unwritten", "contract")
 
 
 @dataclass(frozen=True)
@@ -292,15 +291,14 @@ def _calls(fn: ast.FunctionDef, names: set[str]) -> tuple[str, ...]:
 
 
 def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Shortcut]:
-    report = twins.compare(koan, answer)
-    if not report.todo_bodies:
+    spans = twins.todo_spans(koan, answer)
+    if not spans:
         return []
     text = answer.read_text(encoding="utf-8")
     tree = ast.parse(text)
     model = koan_model.read(answer)
     context = Context.of(text)
-    todo_names = set(report.todo_bodies)
-    spans = {label.removeprefix("TODO body of "): span for label, _, span in report.spans}
+    todo_names = set(spans)
     found = []
     for fn in _functions(tree):
         if fn.name not in todo_names:

@@ -25,16 +25,12 @@ BLANK = re.compile(r"(?<![\w.])__(?!\w)")
 
 @dataclass
 class TwinReport:
+    """The twin check's verdict. What the answer wrote where (its fills' positions) is read
+    by course/fills.py's `take`, the one reader of a fill; `todo_bodies` below."""
+
     koan: Path
     problems: list[str] = field(default_factory=list)
-    blanks: list[tuple[int, str]] = field(default_factory=list)  # (koan line, answer text)
     todo_bodies: dict[str, str] = field(default_factory=dict)  # function -> answer body
-    regions: list[str] = field(default_factory=list)  # answers' fix regions
-    # For tools that need positions (mutate, the plugin): each accepted blank line as (koan
-    # line, answer line); each TODO body and fix region as (label, koan [start, end), answer
-    # [start, end)) in 0-based lines.
-    blank_lines: list[tuple[int, int]] = field(default_factory=list)
-    spans: list[tuple[str, tuple[int, int], tuple[int, int]]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -93,7 +89,6 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
         k_spans[ks] = (ke, f"TODO body of {fn.name}")
         a_spans[as_] = (ae, f"TODO body of {fn.name}")
         report.todo_bodies[fn.name] = "\n".join(a_lines[as_:ae])
-        report.spans.append((f"TODO body of {fn.name}", (ks, ke), (as_, ae)))
     k_regions, a_regions = k_file.regions, a_file.regions
     if len(k_regions) != len(a_regions):
         report.problems.append(f"{koan}: {REGION_BEGIN}/{REGION_END} regions differ in number")
@@ -102,12 +97,10 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
         # 0-based [start, end) of the lines between the markers
         k_spans[kb] = (ke - 1, f"fix region {n}")
         a_spans[ab] = (ae - 1, f"fix region {n}")
-        report.regions.append("\n".join(a_lines[ab : ae - 1]))
-        report.spans.append((f"fix region {n}", (kb, ke - 1), (ab, ae - 1)))
 
     blank_lines = k_file.blank_lines
     k_masked, k_numbers = _mask(k_lines, k_spans)
-    a_masked, a_numbers = _mask(a_lines, a_spans)
+    a_masked, _ = _mask(a_lines, a_spans)
     matcher = difflib.SequenceMatcher(a=k_masked, b=a_masked, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
@@ -119,8 +112,8 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
                 f"({op}: koan {k_masked[i1:i2]!r} vs answer {a_masked[j1:j2]!r})"
             )
             continue
-        for k_line, a_line, number, a_number in zip(
-            k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], a_numbers[j1:j2], strict=True
+        for k_line, a_line, number in zip(
+            k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], strict=True
         ):
             match = blank_pattern(k_line).match(a_line) if number in blank_lines else None
             if match is None or not all(g.strip() for g in match.groups()):
@@ -128,10 +121,14 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
                     f"{koan}:{number}: line differs from the answer but not only at `__`:\n"
                     f"    koan:   {k_line.strip()}\n    answer: {a_line.strip()}"
                 )
-                continue
-            report.blanks += [(number, g.strip()) for g in match.groups()]
-            report.blank_lines.append((number, a_number))
     return report
+
+
+def todo_spans(koan: Path, answer: Path) -> dict[str, tuple[int, int]]:
+    """Each TODO function of `koan` -> its body's 0-based [start, end) lines in `answer`."""
+    model = koan_model.read(answer)
+    spans = {fn.name: model.body_of(fn.name) for fn in koan_model.read(koan).todos}
+    return {name: span for name, span in spans.items() if span is not None}
 
 
 def main(argv: list[str]) -> int:

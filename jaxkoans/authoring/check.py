@@ -122,10 +122,12 @@ def region_problems(checkout: course.Course, chapter: course.Chapter) -> list[st
     actual = {name: digests for name, digests in actual.items() if digests}
     if chapter.regions == actual:
         return []
+    table = "".join(
+        f'\n"{n}" = [' + ", ".join(f'"{d}"' for d in ds) + "]" for n, ds in actual.items()
+    )
     return [
         f"koans/{chapter.number}/chapter.toml: [regions] must fingerprint the fix regions as "
-        f"shipped; print the table with `python -m jaxkoans.course.twins regions "
-        f"koans/{chapter.number}/test_*.py`"
+        f"shipped; the table is:\n[regions]{table}"
     ]
 
 

@@ -15,14 +15,12 @@ replicated spec keeps), chapter.toml's `[giveaways]` keeps it with its reason:
     [giveaways]
     "test_meshes.py::test_x" = [{ answer = "(8, 4)", why = "the replicated shard is the whole array" }]
 
-    python -m jaxkoans.authoring.giveaways [--chapter NN]
+`python -m jaxkoans.authoring check [--chapter NN]` names each finding (check.giveaway_problems).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -392,26 +390,3 @@ def _recorded(chapter: course.Chapter, file: str) -> set[tuple[str, str]]:
         if name == file:
             kept |= {(koan, e["answer"]) for e in entries if e.get("why") and "answer" in e}
     return kept
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring.giveaways")
-    parser.add_argument("--chapter", action="append", default=[])
-    args = parser.parse_args(argv)
-    wanted = {n.zfill(2) for n in args.chapter}
-    checkout = course.Course.here()
-    found = [
-        finding
-        for chapter in checkout.chapters()
-        if not wanted or chapter.number in wanted
-        for path in sorted((checkout.koans / chapter.number).glob("test_*.py"))
-        for finding in findings(checkout, path)
-    ]
-    for finding in found:
-        print(finding)
-    print(f"{len(found)} answers stand next to their blanks", file=sys.stderr)
-    return 1 if found else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

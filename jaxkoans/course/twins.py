@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,24 +128,3 @@ def todo_spans(koan: Path, answer: Path) -> dict[str, tuple[int, int]]:
     model = koan_model.read(answer)
     spans = {fn.name: model.body_of(fn.name) for fn in koan_model.read(koan).todos}
     return {name: span for name, span in spans.items() if span is not None}
-
-
-def main(argv: list[str]) -> int:
-    """`python -m jaxkoans.course.twins regions FILE…`: the [regions] table for a chapter.toml."""
-    if len(argv) < 2 or argv[0] != "regions":
-        print(
-            "usage: python -m jaxkoans.course.twins regions koans/NN/test_file.py …",
-            file=sys.stderr,
-        )
-        return 2
-    print("[regions]")
-    for name in argv[1:]:
-        path = Path(name)
-        digests = region_hashes(path.read_text(encoding="utf-8"))
-        if digests:  # files without a fix region stay out of the table
-            print(f'"{path.name}" = [' + ", ".join(f'"{d}"' for d in digests) + "]")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -19,7 +19,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from jaxkoans.plugin import costs, fresh
+from jaxkoans.plugin import compiles, costs, fresh
 
 ASKS = ("on_path", "in_loop", "absent", "max_intermediate")  # what a contract asks of a program
 # JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
@@ -214,6 +214,11 @@ def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -
     primitives, its costs against the answer's `profiles`, its results on fresh inputs, its
     technique's liveness); return the TODOs whose programs were read and met theirs."""
 
+    with compiles.shared():  # the judge's runs compile each program once (plugin/compiles.py)
+        return _check(records, koan, profiles)
+
+
+def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]:
     met = []
     for calls in records:
         problems: list[str] = []

@@ -1,0 +1,65 @@
+"""One compile per program while a TODO is judged: the judge's runs share executables.
+
+Judging a TODO runs it again several times (fresh cases, liveness's observed and perturbed runs,
+trips' counted steps), and each of those runs under a fresh trace context (plugin/liveness.py)
+or on new shapes, so JAX's own caches miss and every op a TODO runs eagerly is compiled again,
+though most of those programs are ones already compiled. While `shared()` is active, a compile
+whose program is one compiled before in it, byte for byte, returns that executable: the key is
+JAX's own persistent-cache key (the module, jaxlib, backend, XLA flags, compile options and
+devices) and the devices it loads on. A program with host callbacks (liveness's observers,
+trips' counter) always compiles anew, as JAX's persistent cache does: its callbacks are its own.
+The koans' own compiles never pass here, so what a koan observes of compilation is unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+
+LIMIT = 4096  # executables kept, the oldest dropped first
+_KEPT: OrderedDict = OrderedDict()
+_STATS = {"hits": 0, "compiles": 0}
+
+
+@contextlib.contextmanager
+def shared():
+    """While the block runs, a program compiled before (in any such block) is not compiled again."""
+    from jax._src import cache_key, compiler  # the compile step and its key: no public hook
+
+    original = compiler.compile_or_get_cached
+    if getattr(original, "_jaxkoans_shared", False):  # nested: the outer block shares already
+        yield
+        return
+
+    def compile_or_reuse(backend, computation, devices, options, host_callbacks, *rest, **named):
+        profiler = named.get("pgle_profiler", rest[1] if len(rest) > 1 else None)
+        if host_callbacks or profiler is not None:
+            return original(backend, computation, devices, options, host_callbacks, *rest, **named)
+        try:
+            loads_on = rest[0] if rest else named["executable_devices"]
+            key = (
+                cache_key.get(computation, devices, options, backend),
+                tuple(d.id for d in loads_on),
+            )
+        except Exception:  # a program JAX cannot key: compiled as usual
+            return original(backend, computation, devices, options, host_callbacks, *rest, **named)
+        found = _KEPT.get(key)
+        if found is not None:
+            _KEPT.move_to_end(key)
+            _STATS["hits"] += 1
+            return found
+        executable = original(
+            backend, computation, devices, options, host_callbacks, *rest, **named
+        )
+        _STATS["compiles"] += 1
+        _KEPT[key] = executable
+        if len(_KEPT) > LIMIT:
+            _KEPT.popitem(last=False)
+        return executable
+
+    compile_or_reuse._jaxkoans_shared = True
+    compiler.compile_or_get_cached = compile_or_reuse
+    try:
+        yield
+    finally:
+        compiler.compile_or_get_cached = original

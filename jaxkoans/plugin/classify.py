@@ -15,7 +15,6 @@ import ast
 import enum
 import functools
 import io
-import os
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,8 +213,6 @@ def _todo_site(excinfo, koan_file, fallback):
 
 # ---- The learner's fills: which lines of a koan file held `__` as shipped -------------------
 
-PRISTINE_ENV = "JAXKOANS_PRISTINE"  # the pristine course's root (grading); else .shipped.json
-
 
 def _relative(checkout: Course, koan_file: Path) -> str | None:
     """ "koans/NN/test_x.py" for a koan file or its answers/ twin of `checkout`; else None."""
@@ -227,23 +224,10 @@ def _relative(checkout: Course, koan_file: Path) -> str | None:
 
 
 def shipped_text(checkout: Course, koan_file: Path) -> str | None:
-    """The koan file as shipped: from $JAXKOANS_PRISTINE (the pristine course a copy is graded
-    against), else `course`'s koans/.shipped.json; for an answer file, its koan twin. None when
-    neither can be read (then nothing counts as a fill)."""
+    """The koan file as shipped (`Course.shipped_text`, the one source); for an answer file,
+    its koan twin. None when unknown (then nothing counts as a fill)."""
     relative = _relative(checkout, koan_file)
-    if relative is None:
-        return None
-    return _shipped(relative, checkout, os.environ.get(PRISTINE_ENV, ""))
-
-
-@functools.cache
-def _shipped(relative: str, checkout: Course, pristine_root: str) -> str | None:
-    if pristine_root:
-        try:
-            return (Path(pristine_root) / relative).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-    found = checkout.shipped_text(relative)  # a learner who commits keeps the course's refs
+    found = checkout.shipped_text(relative) if relative is not None else None
     return found[1] if found else None
 
 
@@ -296,10 +280,7 @@ def reading_refusals(
 def _kinds(checkout: Course, koan_file: Path) -> dict[tuple[int, int], str]:
     """The prediction kinds of the shipped file behind `koan_file` (a koan or answer file)."""
     relative = _relative(checkout, koan_file)
-    if relative is None:
-        return {}
-    root = os.environ.get(PRISTINE_ENV, "")
-    return (Course(Path(root)) if root else checkout).predictions(relative)
+    return checkout.predictions(relative) if relative is not None else {}
 
 
 def fills(checkout: Course, koan_file: Path) -> dict[int, tuple[str, ...]]:

@@ -17,10 +17,12 @@ from jaxkoans import course
 
 # The harness code every gate's verdict depends on: what a koan imports (api), what decides how
 # it fails (plugin, and the course's readers of what the learner wrote), the runner that starts
-# pytest, pytest's configuration, and this record. A gate adds its own module.
+# pytest, the files that configure pytest (course.HARNESS_FILES, the one list of them; of
+# pyproject.toml only its pytest table), and this record. A gate adds its own module.
 HARNESS = (
-    "conftest.py", "jaxkoans/__init__.py", "jaxkoans/api", "jaxkoans/plugin", "jaxkoans/course",
-    "jaxkoans/learner/runner.py", "jaxkoans/authoring/gate_record.py",
+    *(name for name in course.HARNESS_FILES if name != "pyproject.toml"), "jaxkoans/__init__.py",
+    "jaxkoans/api", "jaxkoans/plugin", "jaxkoans/course", "jaxkoans/learner/runner.py",
+    "jaxkoans/authoring/gate_record.py",
 )  # fmt: skip
 
 

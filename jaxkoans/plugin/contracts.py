@@ -235,6 +235,10 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                 _fresh_case(calls, pending, signature, read, koan, answer) if calls.contract else {}
             )
             if os.environ.get(PROGRAMS_ENV):  # an author's run that records the answers' profiles
+                if calls.contract.get("liveness", True) and isinstance(pending, tuple):
+                    case["carried"] = {}  # the share of the result the technique carries
+                    with jax_x64(pending[3][1]), contextlib.suppress(Exception):
+                        _liveness(calls, read, signature, koan, carried=case["carried"])
                 _log(koan, calls.name, read, signature, case)
                 continue
             if answer is not None:
@@ -246,7 +250,10 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                 # inputs of no array type to move: the asserts judged it
                 with contextlib.suppress(Exception):
                     if calls.contract.get("liveness", True):
-                        problems += _liveness(calls, read, signature, koan)
+                        shares = (answer or {}).get("carried") or {}
+                        problems += _liveness(
+                            calls, read, signature, koan, shares.get(costs.koan_key(koan))
+                        )
                 if calls.contract.get("fresh") and not problems:
                     problems += disagreements(calls, pending[1], pending[2], koan)
         if problems:
@@ -362,9 +369,13 @@ def _why(mine, expected) -> str:
     return mine if isinstance(mine, str) else fresh.differs(mine, expected) if mine else ""
 
 
-def _liveness(calls: _Calls, read, signature: str, koan: str) -> list[str]:
+def _liveness(
+    calls: _Calls, read, signature: str, koan: str, answer: dict | None = None,
+    carried: dict | None = None,
+) -> list[str]:
     """The contract's technique, run on the koan's own inputs, must vary with them and carry
-    the result (plugin/liveness.py)."""
+    as much of the result as the answer's (`answer`: its shares; plugin/liveness.py); the
+    shares carried are written to `carried`."""
     import zlib
 
     from jaxkoans.plugin import liveness
@@ -376,7 +387,7 @@ def _liveness(calls: _Calls, read, signature: str, koan: str) -> list[str]:
     args, kwargs = _inputs(calls, pending, signature, seed)
     _READING[0] = True
     try:
-        return liveness.problems(calls.function, techniques, args, kwargs, seed)
+        return liveness.problems(calls.function, techniques, args, kwargs, seed, answer, carried)
     finally:
         _READING[0] = False
 
@@ -439,6 +450,7 @@ def _log(koan: str, name: str, read, signature: str = "", case: dict | None = No
             "fresh": case.get("moved") if isinstance(case.get("moved"), list) else None,
             "grown": case.get("grown") if isinstance((case.get("grown") or {}).get("print"), list) else None,
             "steps": case.get("steps"),
+            "carried": case.get("carried") or None,
         }  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),

@@ -6,7 +6,11 @@ ragged dot) must (a) vary with the TODO's inputs: on the koan's own inputs and o
 inputs moved a little, what it computes must differ and must not be all zeros; and (b) carry
 the result: with its outputs changed, the TODO's outputs must change. Zeros fed to the
 technique, an identity around it, or a computed `where` that selects it away fails (a) or (b),
-whatever primitive does the work instead. The runs re-trace the TODO under a fresh
+whatever primitive does the work instead. (b) is measured: the share of the TODO's output
+elements that the technique's perturbed uses change together must be at least `CARRIED` times
+the answer's share on the same call (its profile, `carried`), so the technique applied to one
+row, one block or one head beside other work that makes the rest does not carry the result.
+The runs re-trace the TODO under a fresh
 `jax.make_user_context` value, so no trace cached before (a nested jit) escapes the patch.
 """
 
@@ -17,8 +21,9 @@ import itertools
 
 from jaxkoans.plugin import fresh
 
-MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the first that
-# carries the result ends the search)
+MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the search ends
+# once the uses perturbed so far carry enough of the result)
+CARRIED = 0.6  # a TODO's technique must change at least this share of what the answer's changes
 _ROUND = itertools.count(1)
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 
@@ -125,10 +130,15 @@ def _same(a: list, b: list) -> bool:
     )
 
 
-def problems(function, primitives: dict, args, kwargs, seed: int) -> list[str]:
+def problems(
+    function, primitives: dict, args, kwargs, seed: int,
+    answer: dict | None = None, carried: dict | None = None,
+) -> list[str]:
     """What shows that `primitives` ({name: Primitive}) do not carry `function`'s result on
-    `args`/`kwargs`; [] when some use of each varies with the inputs and carries the result,
-    or when the TODO cannot be run again (then its asserts and program are the judges)."""
+    `args`/`kwargs`; [] when some use of each varies with the inputs and its uses carry at least
+    `CARRIED` x the share of the result the answer's do (`answer`: {name: share}; without it, any
+    share), or when the TODO cannot be run again (then its asserts and program are the judges).
+    The share each technique's uses carried is written to `carried` ({name: share})."""
     found = []
     try:
         moved = fresh.moved(args, kwargs, seed, scale=0.5)  # far enough to move a round
@@ -161,21 +171,49 @@ def problems(function, primitives: dict, args, kwargs, seed: int) -> list[str]:
                 "done elsewhere"
             )
             continue
-        if not any(
-            _carries(function, primitive, use, args, kwargs, base) for use in informative[:MAX_USES]
-        ):
+        expected = (answer or {}).get(name)
+        need = CARRIED * expected if expected else 0.0
+        share = _share(function, primitive, informative[:MAX_USES], args, kwargs, base, need)
+        if carried is not None:
+            carried[name] = round(share, 4)
+        if share == 0:
             found.append(
                 f"改变 `{name}` 的输出不改变结果 / changing what `{name}` computes does not "
                 "change the TODO's result: it is selected away, scaled to nothing or beside the "
                 "work that counts"
             )
+        elif share < need:
+            found.append(
+                f"改变 `{name}` 的输出只改变结果的 {share:.0%}，参考答案改变 {expected:.0%} / "
+                f"changing what `{name}` computes changes {share:.0%} of the TODO's result "
+                f"where the answer's changes {expected:.0%}: the technique makes a part (a row, "
+                "a block, a head) and other work makes the rest"
+            )
     return found
 
 
-def _carries(function, primitive, use: int, args, kwargs, base: list) -> bool:
-    try:
-        with _Patch([primitive], "perturb", use).active():
-            changed = _run(function, args, kwargs)
-    except Exception:
-        return True  # the perturbed run could not finish: the value was used
-    return not _same(base, changed)
+def _share(function, primitive, uses: list[int], args, kwargs, base: list, need: float) -> float:
+    """The share of the output elements that perturbing `uses` (one at a time) changes, together;
+    the search stops once it is more than `need`."""
+    import numpy as np
+
+    total = sum(x.size for x in base) or 1
+    changed = [np.zeros(x.shape, bool) for x in base]
+    share = 0.0
+    for use in uses:
+        try:
+            with _Patch([primitive], "perturb", use).active():
+                after = _run(function, args, kwargs)
+        except Exception:
+            return 1.0  # the perturbed run could not finish: the value was used
+        if len(after) != len(base) or any(a.shape != b.shape for a, b in zip(after, base)):
+            return 1.0
+        for mask, a, b in zip(changed, after, base, strict=True):
+            same = a == b
+            if a.dtype.kind in "fc":
+                same |= np.isnan(a) & np.isnan(b)
+            mask |= ~same
+        share = sum(int(m.sum()) for m in changed) / total
+        if share >= 1.0 or (need and share >= need):
+            break
+    return share

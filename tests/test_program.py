@@ -457,10 +457,13 @@ def test_the_share_of_the_result_a_technique_carries_is_measured_and_held_to_the
     # the answer: the product makes every element of the 4 x 2 result
     assert _shares(jax.jit(lambda x, w: jnp.tanh(x @ w))) == ([], 1.0)
     # the product of one row beside the same work by hand: 2 of 8 elements
-    one_row = lambda x, w: _by_hand(x, w).at[:1].set((x[:1] @ w))  # noqa: E731
+    one_row = lambda x, w: _by_hand(x, w).at[:1].set(x[:1] @ w)  # noqa: E731
     assert _shares(one_row) == ([], 0.25)  # without the answer's share: any share is live
     (problem,), share = _shares(one_row, {"dot_general": 1.0})
-    assert share == 0.25 and "changes 25% of the TODO's result where the answer's changes 100%" in problem
+    assert (
+        share == 0.25
+        and "changes 25% of the TODO's result where the answer's changes 100%" in problem
+    )
     # a computed where that selects the product for half the rows
     half = lambda x, w: jnp.where(jnp.arange(4)[:, None] < 2, x @ w, _by_hand(x, w))  # noqa: E731
     (problem,), share = _shares(half, {"dot_general": 1.0})

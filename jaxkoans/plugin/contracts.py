@@ -370,7 +370,11 @@ def _why(mine, expected) -> str:
 
 
 def _liveness(
-    calls: _Calls, read, signature: str, koan: str, answer: dict | None = None,
+    calls: _Calls,
+    read,
+    signature: str,
+    koan: str,
+    answer: dict | None = None,
     carried: dict | None = None,
 ) -> list[str]:
     """The contract's technique, run on the koan's own inputs, must vary with them and carry

@@ -134,8 +134,13 @@ def _same(a: list, b: list) -> bool:
 
 
 def problems(
-    function, primitives: dict, args, kwargs, seed: int,
-    answer: dict | None = None, carried: dict | None = None,
+    function,
+    primitives: dict,
+    args,
+    kwargs,
+    seed: int,
+    answer: dict | None = None,
+    carried: dict | None = None,
 ) -> list[str]:
     """What shows that `primitives` ({name: Primitive}) do not carry `function`'s result on
     `args`/`kwargs`; [] when some use of each varies with the inputs and its uses carry some of
@@ -209,7 +214,9 @@ def _share(function, primitive, uses: list[int], args, kwargs, base: list, need:
                 after = _run(function, args, kwargs)
         except Exception:
             return 1.0  # the perturbed run could not finish: the value was used
-        if len(after) != len(base) or any(a.shape != b.shape for a, b in zip(after, base)):
+        if len(after) != len(base) or any(
+            a.shape != b.shape for a, b in zip(after, base, strict=False)
+        ):
             return 1.0
         for mask, a, b in zip(changed, after, base, strict=True):
             same = a == b

@@ -122,9 +122,9 @@ def complete_course(root: Path) -> Path:
 
 
 def _end_with_judged(root: Path) -> None:
-    """The TODO `double`'s docstring ends with what its contract judges (course/judged.py), on
+    """The TODO `double`'s docstring ends with what its contract judges (authoring/judged.py), on
     its one line: the fake course's koans keep their line numbers."""
-    from jaxkoans.course import judged
+    from jaxkoans.authoring import judged
 
     checkout = course.Course(root)
     koan = checkout.koans / "01" / "test_alpha.py"

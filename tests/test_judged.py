@@ -1,4 +1,4 @@
-"""A TODO's docstring ends with what its contract judges (jaxkoans/course/judged.py): the check
+"""A TODO's docstring ends with what its contract judges (jaxkoans/authoring/judged.py): the check
 finds the lines missing, or stale once the contract changes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import dataclasses
 import shutil
 
 from jaxkoans import course
-from jaxkoans.course import judged
+from jaxkoans.authoring import judged
 from jaxkoans.plugin import costs
 
 HERE = course.Course.here()

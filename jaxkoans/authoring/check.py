@@ -18,9 +18,9 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.authoring import gates, giveaways
+from jaxkoans.authoring.judged import problems as judged_problems
 from jaxkoans.course import fills, koan_model, twins
 from jaxkoans.course import shipped as as_shipped
-from jaxkoans.course.judged import problems as judged_problems
 from jaxkoans.plugin import costs
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

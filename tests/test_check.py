@@ -176,7 +176,20 @@ PROBLEMS = {  # what goes wrong -> (the edit, what check says)
     ),
     "twins that differ outside their blanks": (
         replace(("jnp.ones(3).sum()", "jnp.ones(3).sum() + 0"), files=(ALPHA_ANSWER,)),
-        "koans/01/test_alpha.py:13: line differs from the answer but not only at `__`",
+        "koans/01/test_alpha.py:13: koan and answer differ outside blanks, TODO bodies and fix",
+    ),
+    "an answer with a helper the koan lacks": (
+        both(
+            replace(("return 2 * x", "return twice(x)"), files=(ALPHA_ANSWER,)),
+            append(ALPHA_ANSWER, "\n\ndef twice(x):\n    return 2 * x\n"),
+        ),
+        "the answer adds a function",
+    ),
+    "a blank filled over two lines": (
+        replace(
+            ("== jnp.float32", '== jnp.dtype(\n        "float32"\n    )'), files=(ALPHA_ANSWER,)
+        ),
+        "the answer must fill this `__` on its line",
     ),
     "nothing to fill in": (
         replace(("== __", "== jnp.float64"), files=("koans/02/test_beta.py",)),

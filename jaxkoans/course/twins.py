@@ -6,20 +6,16 @@ Where the learner writes:
 - a **TODO body**: a function whose koan body calls `todo(...)`; everything after its docstring
   may differ;
 - a **fix region**: lines between `# ✍️ BEGIN` and `# ✍️ END` (same markers in both files).
-Everything else (asserts, fixtures, imports, docstrings) must be identical.
+Everything else (asserts, fixtures, imports, docstrings) must be the same code: comments and
+layout may differ, as they may in a learner's file (course/fills.py reads both).
 """
 
 from __future__ import annotations
 
-import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxkoans.course import koan_model
-from jaxkoans.course.koan_model import REGION_BEGIN, REGION_END
-
-BLANK = re.compile(r"(?<![\w.])__(?!\w)")
+from jaxkoans.course import fills, koan_model
 
 
 @dataclass
@@ -36,30 +32,9 @@ class TwinReport:
         return not self.problems
 
 
-def _mask(lines: list[str], spans: dict[int, str]) -> tuple[list[str], list[int]]:
-    """Replace each span (start -> (end, label)) by one placeholder line; keep line numbers."""
-    out, numbers, i = [], [], 0
-    while i < len(lines):
-        if i in spans:
-            end, label = spans[i]
-            out.append(f"<{label}>")
-            numbers.append(i + 1)
-            i = end
-        else:
-            out.append(lines[i])
-            numbers.append(i + 1)
-            i += 1
-    return out, numbers
-
-
 def region_hashes(text: str) -> list[str]:
     """A fingerprint of each fix region's code, in file order (`KoanFile.region_hashes`)."""
     return koan_model.parse(text).region_hashes()
-
-
-def blank_pattern(koan_line: str) -> re.Pattern[str]:
-    parts = BLANK.split(koan_line)
-    return re.compile("^" + "(.+?)".join(re.escape(p) for p in parts) + "$")
 
 
 def compare(koan: Path, answer: Path) -> TwinReport:
@@ -67,7 +42,9 @@ def compare(koan: Path, answer: Path) -> TwinReport:
 
 
 def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
-    """`compare` of two texts; `koan` names the koan file in the report."""
+    """`compare` of two texts, read as course/fills.py reads a learner's file (the answer is
+    the learner who filled everything): every edit it would ignore, every helper it would add
+    and every blank not filled on its own line is a problem. `koan` names the koan file."""
     report = TwinReport(koan)
     k_file, a_file = koan_model.parse(k_text), koan_model.parse(a_text)
     error = k_file.error or a_file.error
@@ -75,51 +52,24 @@ def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
         where = f"{getattr(error, 'filename', None) or koan}:{getattr(error, 'lineno', None)}"
         report.problems.append(f"{where}: SyntaxError: {getattr(error, 'msg', error)}")
         return report
-    k_lines, a_lines = k_file.lines, a_file.lines
-
-    k_spans: dict[int, tuple[int, str]] = {}
-    a_spans: dict[int, tuple[int, str]] = {}
     for fn in k_file.todos:
-        answer_body = a_file.body_of(fn.name)
-        if answer_body is None:
+        body = a_file.body_of(fn.name)
+        if body is None:
             report.problems.append(f"{koan}:{fn.line}: TODO function {fn.name}() has no answer")
-            continue
-        (ks, ke), (as_, ae) = fn.body, answer_body
-        k_spans[ks] = (ke, f"TODO body of {fn.name}")
-        a_spans[as_] = (ae, f"TODO body of {fn.name}")
-        report.todo_bodies[fn.name] = "\n".join(a_lines[as_:ae])
-    k_regions, a_regions = k_file.regions, a_file.regions
-    if len(k_regions) != len(a_regions):
-        report.problems.append(f"{koan}: {REGION_BEGIN}/{REGION_END} regions differ in number")
-        return report
-    for n, ((kb, ke), (ab, ae)) in enumerate(zip(k_regions, a_regions, strict=True)):
-        # 0-based [start, end) of the lines between the markers
-        k_spans[kb] = (ke - 1, f"fix region {n}")
-        a_spans[ab] = (ae - 1, f"fix region {n}")
-
-    blank_lines = k_file.blank_lines
-    k_masked, k_numbers = _mask(k_lines, k_spans)
-    a_masked, _ = _mask(a_lines, a_spans)
-    matcher = difflib.SequenceMatcher(a=k_masked, b=a_masked, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            continue
-        if op != "replace" or i2 - i1 != j2 - j1:
-            where = k_numbers[i1] if i1 < len(k_numbers) else len(k_lines)
-            report.problems.append(
-                f"{koan}:{where}: koan and answer differ outside blanks/TODO bodies "
-                f"({op}: koan {k_masked[i1:i2]!r} vs answer {a_masked[j1:j2]!r})"
-            )
-            continue
-        for k_line, a_line, number in zip(
-            k_masked[i1:i2], a_masked[j1:j2], k_numbers[i1:i2], strict=True
-        ):
-            match = blank_pattern(k_line).match(a_line) if number in blank_lines else None
-            if match is None or not all(g.strip() for g in match.groups()):
-                report.problems.append(
-                    f"{koan}:{number}: line differs from the answer but not only at `__`:\n"
-                    f"    koan:   {k_line.strip()}\n    answer: {a_line.strip()}"
-                )
+        else:
+            report.todo_bodies[fn.name] = "\n".join(a_file.lines[slice(*body)])
+    taken = fills.take(k_text, a_text)
+    regions = {line for begin, end in a_file.regions for line in range(begin + 1, end)}
+    added = [n for _, n, blank in taken.nodes if not blank and n.lineno not in regions
+             and any(n is top for top in taken.tree.body)]  # fmt: skip
+    one_line = {f.blank for f in taken.blanks if f.node.lineno == f.node.end_lineno}
+    report.problems += [
+        *(f"{koan}:{e.shipped_line or e.student_line}: koan and answer differ outside blanks, "
+          f"TODO bodies and fix regions: {e.what}" for e in taken.ignored),
+        *(f"{koan}:{n.lineno}: the answer adds {fills.plain(n)}" for n in added),
+        *(f"{koan}:{line}: the answer must fill this `__` on its line"
+          for line, column in k_file.blanks if (line, column) not in one_line),
+    ]  # fmt: skip
     return report
 
 

@@ -7,8 +7,8 @@ inputs moved a little, what it computes must differ and must not be all zeros; a
 the result: with its outputs changed, the TODO's outputs must change. Zeros fed to the
 technique, an identity around it, or a computed `where` that selects it away fails (a) or (b),
 whatever primitive does the work instead. (b) is measured: where the answer's technique,
-perturbed, changes every element of the result (its profile's `carried`, per koan), a TODO's
-uses together must change at least `CARRIED` of them, so the technique applied to one row, one
+perturbed, changes (nearly) every element of the result (its profile's `carried`, per koan), a
+TODO's uses together must change at least `CARRIED` times as many, so the technique applied to one row, one
 block or one head beside other work that makes the rest does not carry the result. The runs
 re-trace the TODO under a fresh `jax.make_user_context` value, so no trace cached before (a
 nested jit) escapes the patch.
@@ -23,10 +23,11 @@ from jaxkoans.plugin import fresh
 
 MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the search ends
 # once the uses perturbed so far carry enough of the result)
-# Where the answer's technique changes the whole result when perturbed, a TODO's must change at
-# least this share of it. A smaller share of the answer's is not held to: it may come from
-# rounding alone (a softmax's shift, which cancels), and so differ between honest programs.
-CARRIED = 0.6
+# Where the answer's technique, perturbed, changes at least WHOLE of the result, a TODO's must
+# change at least CARRIED x the answer's share. A smaller share of the answer's is not held to:
+# it may come from rounding alone (a softmax's shift, which cancels), and so differ between
+# honest programs.
+CARRIED, WHOLE = 0.6, 0.9
 _ROUND = itertools.count(1)
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 
@@ -144,9 +145,9 @@ def problems(
 ) -> list[str]:
     """What shows that `primitives` ({name: Primitive}) do not carry `function`'s result on
     `args`/`kwargs`; [] when some use of each varies with the inputs and its uses carry some of
-    the result, at least `CARRIED` of it where the answer's carry all of it (`answer`: {name:
-    share}), or when the TODO cannot be run again (then its asserts and program are the judges).
-    The share each technique's uses carried is written to `carried` ({name: share})."""
+    the result (at least `CARRIED` x the answer's share where the answer's carry nearly all of
+    it; `answer`: {name: share}), or when the TODO cannot be run again (then its asserts and
+    program are the judges). The share each technique's uses carried is written to `carried`."""
     found = []
     try:
         moved = fresh.moved(args, kwargs, seed, scale=0.5)  # far enough to move a round
@@ -180,7 +181,7 @@ def problems(
             )
             continue
         expected = (answer or {}).get(name)
-        need = CARRIED if expected == 1.0 else 0.0
+        need = CARRIED * expected if expected and expected >= WHOLE else 0.0
         share = _share(function, primitive, informative[:MAX_USES], args, kwargs, base, need)
         if carried is not None:
             carried[name] = round(share, 4)

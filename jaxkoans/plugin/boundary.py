@@ -187,6 +187,14 @@ class Fingerprint:
         runs: hooks.exact_raises_on_fills); the value expected before."""
         return self.names.expect(namespace, key, value)
 
+    def expect_member(self, cls: type, key: str, value) -> object:
+        """`cls.key` is to be `value` from now on (the harness's own patch while a koan runs:
+        contracts.recording); the value expected before."""
+        for holder, *_ in self.classes.groups.values():
+            if self.class_of.get(id(holder)) is cls:
+                return self.classes.expect(holder, key, value)
+        return value
+
     def intact(self) -> bool:
         """Every namespace, function `__dict__`, `__kwdefaults__` item and closure cell as
         fingerprinted. A function's `__code__`, `__defaults__` and `__kwdefaults__` change only

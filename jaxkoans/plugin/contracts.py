@@ -54,6 +54,7 @@ class _Calls:
     # (signature, the program read, or (function, args, kwargs, mesh) to read after the koan)
     seen: list = field(default_factory=list)
     values: dict = field(default_factory=dict)  # signature -> the call's own (args, kwargs)
+    ran: set = field(default_factory=set)  # the primitives the koan's own calls bound
 
     def record(self, args: tuple, kwargs: dict) -> None:
         import jax
@@ -150,10 +151,48 @@ _WATCHED: dict = {}  # code object -> its _Calls, while a koan runs
 _READING = [False]  # the reader's own traces of a TODO are not calls of the koan
 
 
+_RUNNING: list = []  # the _Calls of the TODOs running in the koan's own calls, innermost last
+
+
+def _on_end(code, offset, value):
+    calls = _WATCHED.get(code)
+    if calls is not None and _RUNNING and _RUNNING[-1] is calls:
+        _RUNNING.pop()
+
+
+def _watching_binds(bind):
+    """Primitive.bind that also notes, while a TODO runs in the koan's own call, what it binds
+    (with the programs its higher-order primitives hold): the program the koan ran."""
+
+    def watched(self, *args, **params):
+        if _RUNNING and not _READING[0]:
+            _RUNNING[-1].ran.update(_held(self.name, params))
+        return bind(self, *args, **params)
+
+    return watched
+
+
+def _held(name: str, params: dict) -> set:
+    """`name` and the primitives of every program in `params`, at any depth."""
+    found = {name}
+    stack = list(params.values())
+    while stack:
+        value = stack.pop()
+        if isinstance(value, tuple | list):
+            stack.extend(value)
+            continue
+        jaxpr = getattr(value, "jaxpr", value)
+        for eqn in getattr(jaxpr, "eqns", ()):
+            found.add(eqn.primitive.name)
+            stack.extend(eqn.params.values())
+    return found
+
+
 def _on_start(code, offset):
     calls = _WATCHED.get(code)
     if calls is None or _READING[0]:
         return None
+    _RUNNING.append(calls)
     frame = sys._getframe(1)
     names, flags = code.co_varnames, code.co_flags
     positional = [frame.f_locals[n] for n in names[: code.co_argcount]]
@@ -182,8 +221,9 @@ def _code_of(function):
 
 
 @contextlib.contextmanager
-def recording(module, contracts: dict[str, dict]):
-    """Record each call of `module`'s contracted TODOs while the block runs; yield the records."""
+def recording(module, contracts: dict[str, dict], expect=None):
+    """Record each call of `module`'s contracted TODOs while the block runs; yield the records.
+    `expect(cls, key, value)` tells the boundary of the harness's own patch (Primitive.bind)."""
     records: list[_Calls] = []
     codes = []
     for name, contract in contracts.items():
@@ -196,17 +236,32 @@ def recording(module, contracts: dict[str, dict]):
         codes.append(code)
         records.append(calls)
     monitoring = sys.monitoring
+    events = monitoring.events
     if codes and monitoring.get_tool(_TOOL) is None:
         monitoring.use_tool_id(_TOOL, "jaxkoans contracts")
-        monitoring.register_callback(_TOOL, monitoring.events.PY_START, _on_start)
+        monitoring.register_callback(_TOOL, events.PY_START, _on_start)
+        monitoring.register_callback(_TOOL, events.PY_RETURN, _on_end)
     for code in codes:
-        monitoring.set_local_events(_TOOL, code, monitoring.events.PY_START)
+        monitoring.set_local_events(_TOOL, code, events.PY_START | events.PY_RETURN)
+    bound = None
+    if codes:
+        from jax._src import core  # Primitive.bind: every primitive's one entry
+
+        bound = core.Primitive.__dict__["bind"]
+        core.Primitive.bind = _watching_binds(bound)
+        if expect:
+            expect(core.Primitive, "bind", core.Primitive.__dict__["bind"])
     try:
         yield records
     finally:
+        if bound is not None:
+            core.Primitive.bind = bound
+            if expect:
+                expect(core.Primitive, "bind", bound)
         for code in codes:
             monitoring.set_local_events(_TOOL, code, 0)
             _WATCHED.pop(code, None)
+        _RUNNING.clear()
 
 
 def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -> list[str]:
@@ -224,7 +279,7 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
         problems: list[str] = []
         for signature, pending in calls.seen:
             read = _read(*pending) if isinstance(pending, tuple) else pending
-            problems += broken(read, calls.contract)
+            problems += broken(read, calls.contract) + not_run(read, calls)
             if problems or isinstance(read, str):
                 _log(koan, calls.name, read, signature)
                 continue
@@ -261,6 +316,25 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
         if calls.seen and calls.contract:
             met.append(calls.name)
     return met
+
+
+def not_run(read, calls: _Calls) -> list[str]:
+    """The program read must be the program that ran: each technique the reader's trace of the
+    TODO holds must have been bound while the koan itself ran the TODO (a TODO that shows the
+    reader, or its later calls, another program than the koan's own calls does not count)."""
+    if isinstance(read, str):
+        return []
+    shown = read.every()
+    missing = [n for n in calls.contract.get("on_path", ()) if shown[n] and n not in calls.ran]
+    if not missing:
+        return []
+    names = ", ".join(f"`{n}`" for n in missing)
+    return [
+        f"读到的程序里有 {names}，但 koan 自己调用这个 TODO 时从未用到它：读到的程序不是运行的程序 / "
+        f"the program read holds {names}, which the koan's own calls of the TODO never bound: the "
+        "program read is not the program that ran (a TODO that behaves otherwise when called "
+        "again does not count)"
+    ]
 
 
 def _inputs(calls: _Calls, pending, signature: str, seed: int):

@@ -176,9 +176,10 @@ def pytest_runtest_call(item: pytest.Item):
     todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
     watched = contracts.to_read(chapter, twin.name, todos) if module else {}
     item.config.stash[BOUNDARY].watch_module(item)
+    expect = item.config.stash[BOUNDARY].fingerprint.expect_member
     with (
         exact_raises_on_fills(checkout, item.path),
-        contracts.recording(module, watched) as records,
+        contracts.recording(module, watched, expect) as records,
         result_types.checking(item, chapter, twin.name, shipped),
     ):
         outcome = yield

@@ -91,6 +91,9 @@ CASES = {
     "B7_fp8_scale_from_current_amax": ("06/test_fp8.py", "delayed_scaling_quantize"),
     "E5_fp8_history_recorded_never_read": ("06/test_fp8.py", "delayed_scaling_quantize"),
     "H3_fp8_window_maxima_looked_up": ("06/test_fp8.py", "delayed_scaling_quantize"),
+    # issue 54 item 5: the program read is the program that ran (a TODO that counts its calls
+    # and shows the reader's trace the technique, the koan's own call a dense loop)
+    "J1_grouped_experts_shows_the_reader_another_call": ("03/test_dropless_moe.py", "grouped_experts"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point

@@ -88,6 +88,8 @@ class Costs:
     data_dependent_loops: int  # while loops whose trip count is not a constant
     kernel_launches: int
     grids: tuple[tuple[int, ...], ...]
+    equations: int = 0  # the program's size: live equations at every depth (a Python-unrolled
+    # loop repeats its body; compile time grows with it)
 
     @property
     def total_flops(self) -> int:
@@ -101,6 +103,7 @@ class Costs:
             "largest_intermediate": self.largest_intermediate,
             "serial_steps": self.serial_steps, "data_dependent_loops": self.data_dependent_loops,
             "kernel_launches": self.kernel_launches, "grids": [list(g) for g in self.grids],
+            "equations": self.equations,
         }  # fmt: skip
 
 
@@ -173,6 +176,7 @@ class Program:
             data_dependent_loops=sum(1 for e in loops if e.trips == 0),
             kernel_launches=sum(e.times for e in kernels),
             grids=tuple(tuple(e.params["grid_mapping"].grid) for e in kernels),
+            equations=len(live),
         )
 
 

@@ -26,6 +26,7 @@ BOUNDS = {
     "collective_bytes": (1.5, 0),
     "serial_steps": (1.0, 0),
     "largest_intermediate": (4.0, 1024),
+    "equations": (2.0, 32),  # a loop unrolled in Python beside a one-step scan
 }
 WORDS = {
     "flops": ("浮点运算", "flops"),
@@ -37,6 +38,7 @@ WORDS = {
     "collective_bytes": ("每个设备的集合通信字节数", "bytes of collectives per device"),
     "serial_steps": ("串行的循环步数", "serial loop steps"),
     "largest_intermediate": ("最大的中间数组（字节）", "bytes of the largest intermediate"),
+    "equations": ("程序的大小（方程数）", "the program's size (equations)"),
 }
 
 
@@ -86,6 +88,7 @@ def figures(profile: dict) -> dict[str, int]:
         "collective_bytes": sum(profile["collective_bytes"].values()),
         "serial_steps": profile["serial_steps"],
         "largest_intermediate": profile["largest_intermediate"],
+        "equations": profile.get("equations"),  # None in a profile written before it was kept
     }
 
 
@@ -97,8 +100,8 @@ def exceeded(costs, answer: dict | None, overrides: dict) -> list[str]:
     problems = []
     for dimension, (factor, slack) in BOUNDS.items():
         wanted = overrides.get(dimension, factor)
-        if isinstance(wanted, str):
-            continue  # freed by the contract, with its reason
+        if isinstance(wanted, str) or theirs[dimension] is None:
+            continue  # freed by the contract, with its reason (or not in the answer's profile)
         if dimension == "outside_flops":  # where the answer works in kernels or on the host
             if not any(v for place, v in answer["flops"].items() if place != "outside"):
                 continue

@@ -8,8 +8,9 @@ the result: with its outputs changed, the TODO's outputs must change. Zeros fed 
 technique, an identity around it, or a computed `where` that selects it away fails (a) or (b),
 whatever primitive does the work instead. (b) is measured: where the answer's technique,
 perturbed, changes (nearly) every element of the result (its profile's `carried`, per koan), a
-TODO's uses together must change at least `CARRIED` times as many, so the technique applied to one row, one
-block or one head beside other work that makes the rest does not carry the result. The runs
+TODO's uses together must change at least `CARRIED` times as many, so the technique applied
+to one row, one block or one head beside other work that makes the rest does not carry the
+result. The runs
 re-trace the TODO under a fresh `jax.make_user_context` value, so no trace cached before (a
 nested jit) escapes the patch.
 """
@@ -27,7 +28,7 @@ MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the s
 # change at least CARRIED x the answer's share. A smaller share of the answer's is not held to:
 # it may come from rounding alone (a softmax's shift, which cancels), and so differ between
 # honest programs.
-CARRIED, WHOLE = 0.6, 0.9
+CARRIED, WHOLE = 0.8, 0.9
 _ROUND = itertools.count(1)
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 

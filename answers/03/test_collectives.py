@@ -262,10 +262,11 @@ def ring_all_reduce(v):
     k sends at each step follows from its position k along the axis (the axis_index koan).
     About 12 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     n, k = lax.axis_size("i"), lax.axis_index("i")
     ring = [(j, (j + 1) % n) for j in range(n)]
@@ -333,10 +334,11 @@ def collective_matmul(x_block, w_block):
     k holds at step s follows from its position k and s; write the rows into the result
     with lax.dynamic_update_slice_in_dim. About 9 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     n, k = lax.axis_size("i"), lax.axis_index("i")
     ring = [(j, (j + 1) % n) for j in range(n)]
@@ -405,10 +407,11 @@ def matmul_reduce_scatter(x_block, w_block):
     of x. Which segment device k works on at step s follows backwards from "at step N-1 it is
     its own"; take rows of x_block with lax.dynamic_slice_in_dim. About 8 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     n, k = lax.axis_size("i"), lax.axis_index("i")
     ring = [(j, (j + 1) % n) for j in range(n)]

@@ -120,10 +120,11 @@ def fsdp_loss(params, x, y):
     whole ones before they are used (an unsplit parameter is whole already), compute the local loss, and average
     it over the devices, so that the result is the whole batch's loss. About 4 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     full = {
         name: lax.all_gather(block, "fsdp", tiled=True) if MODEL_SPECS[name] == P("fsdp") else block
@@ -145,10 +146,11 @@ def zero3_loss(params, x, y):
     MODEL_SPECS splits).
     Return the pmean'd loss, like fsdp_loss. About 8 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
 
     def gather(block):

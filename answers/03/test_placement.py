@@ -124,11 +124,11 @@ def padded_mse(w, x, y, valid):
     cannot serve as a boolean index (the shape would depend on the values). About 3 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's.
+    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     squared = (x @ w - y) ** 2
     return jnp.sum(jnp.where(valid, squared, 0.0)) / jnp.sum(valid)
@@ -150,13 +150,13 @@ def mean_loss_on_mesh(w, x, y, mesh):
     onto one device first is not allowed (no all_gather). w is not split (P()). About 10 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
+    它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's; its technique must vary with the inputs and
-    carry the result.
+    intermediate, the program's size (equations)) at most a few times the answer's; its technique
+    must vary with the inputs and carry the result.
     """
     n = mesh.shape["i"]
     batch = x.shape[0]

@@ -98,11 +98,11 @@ def dense_jvp(primals, tangents):
     - About 8 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's.
+    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     (x, w, b), (tx, tw, tb) = primals, tangents
     y = jnp.tanh(x @ w + b)
@@ -213,11 +213,12 @@ def tanh_layer_fwd(x, w):
     - Save only what the backward pass will use: x̄ needs w, w̄ needs x; put None in the other's
       place. y is always saved (tanh'(z) = 1 - y²). About 5 lines.
     评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节））
-    最多是参考答案的几倍。
+    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
+    ）最多是参考答案的几倍。
     Judged: its results on inputs the test never showed (its numbers moved a little) must be the
     answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's.
     """
     z = x.value @ w.value
     y = jnp.tanh(z)
@@ -235,9 +236,10 @@ def tanh_layer_bwd(residuals, cts):
       for an input that was not perturbed (the residual it needs is None). At least one
       cotangent is not a zero. About 8 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's.
     """
     x, w, y = residuals
     ct_y, ct_z = cts
@@ -356,13 +358,13 @@ def weighted_sum_jvp(prim, primals, tangents):
     - Compute the primal with prim.bind(x, w), the tangent terms with jnp. About 7 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
+    它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's; its technique must vary with the inputs and
-    carry the result.
+    intermediate, the program's size (equations)) at most a few times the answer's; its technique
+    must vary with the inputs and carry the result.
     """
     (x, w), (tx, tw) = primals, tangents
     terms = []
@@ -442,11 +444,11 @@ def rotate_split_transpose(cts, x, *, angle):
       for it; when both are ad.Zero return [ad.Zero(x.aval)]. About 5 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's.
+    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     weights = (np.cos(angle), np.sin(angle))
     terms = [w * ct for w, ct in zip(weights, cts, strict=True) if type(ct) is not ad.Zero]

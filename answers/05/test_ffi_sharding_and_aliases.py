@@ -185,10 +185,11 @@ def leaky_sum_per_shard(x, mesh, target):
     out_specs both P("batch")), and the result stays sharded by rows. leaky_sum recurs along the
     last axis and rows are independent, so splitting the work this way is right. About 3 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
 
     def local(block):

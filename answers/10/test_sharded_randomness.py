@@ -197,10 +197,11 @@ def dropout_key(key):
     the same activation of the same examples), different data shards different masks, equal to
     fold_in(key, d) for data shard d. About 1 line.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     return jax.random.fold_in(key, lax.axis_index("data"))
 
@@ -346,10 +347,11 @@ def explicit_init(key):
     block. No jit out_shardings (in Explicit mode the sharding goes into the draw itself).
     About 5 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     k_up, k_down = jax.random.split(key)
     return {

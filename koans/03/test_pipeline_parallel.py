@@ -82,10 +82,11 @@ def pipeline(w_block, xs):
     model's output (what the other stages return does not matter). Choose values per stage
     with jnp.where and lax.axis_index("stage"). About 12 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("pipeline: 微批次沿阶段链流过 / microbatches flow down the stages")
 
@@ -247,10 +248,11 @@ def pipeline_backward(w_block, saved, ct):
     that does not wrap). Return the layer's weight gradient (1, d, d). Do not redo the
     forward's transfers: use saved only. About 12 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("pipeline_backward: 余切沿链倒着走 / cotangents walk the chain backwards")
 
@@ -371,10 +373,11 @@ def one_f_one_b(w_block, xs, targets):
     zeros in the loop's carry must first be made device-varying with
     lax.pcast(…, "stage", to="varying"). About 25 lines.
     评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
+    并真正带出结果。
     Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("one_f_one_b: 每一步一次前向、一次反向 / one forward and one backward per step")
 

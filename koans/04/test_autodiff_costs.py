@@ -144,11 +144,12 @@ def jacobian(f, x):
     (n JVPs) or jax.jacrev (m VJPs). jax.eval_shape tells m without running f. Either when
     n == m. About 3 lines.
     评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节））
-    最多是参考答案的几倍。
+    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
+    ）最多是参考答案的几倍。
     Judged: its results on inputs the test never showed (its numbers moved a little) must be the
     answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's.
     """
     todo("jacobian: jacfwd or jacrev by the shapes / 按形状选 jacfwd 或 jacrev")
 

@@ -48,13 +48,13 @@ def leaky_sum_jvp(prim, primals, tangents, *, decay, reverse):
     JVP 规则：返回 (原始输出, 切向输出)。leaky_sum 对 x 线性，切向量走同一个运算；用 prim.bind。
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
+    它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's; its technique must vary with the inputs and
-    carry the result.
+    intermediate, the program's size (equations)) at most a few times the answer's; its technique
+    must vary with the inputs and carry the result.
     """
     todo("leaky_sum_jvp: 线性原语的 JVP / the JVP of a linear primitive")
 
@@ -66,13 +66,13 @@ def leaky_sum_transpose(prim, ct, x, *, decay, reverse):
     转置规则：给定输出余切 ct，返回 x 的余切组成的元组。递推的转置就是反方向的同一个递推。
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
+    它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's; its technique must vary with the inputs and
-    carry the result.
+    intermediate, the program's size (equations)) at most a few times the answer's; its technique
+    must vary with the inputs and carry the result.
     """
     todo("leaky_sum_transpose: 反方向的递推 / the recurrence run the other way")
 
@@ -84,13 +84,13 @@ def leaky_sum_batch(prim, args, dims, *, decay, reverse):
     批处理规则：把批次轴移到最前面，调用一次 prim.bind，返回 (输出, 输出的批次轴)。
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
+    它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's; its technique must vary with the inputs and
-    carry the result.
+    intermediate, the program's size (equations)) at most a few times the answer's; its technique
+    must vary with the inputs and carry the result.
     """
     todo("leaky_sum_batch: 批次轴移到最前面 / batch axis to the front")
 
@@ -407,13 +407,13 @@ def scale_jvp(prim, primals, tangents):
     multiplying. JAX never calls the rule with both tangents zero. About 6 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
+    它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's; its technique must vary with the inputs and
-    carry the result.
+    intermediate, the program's size (equations)) at most a few times the answer's; its technique
+    must vary with the inputs and carry the result.
     """
     todo("scale_jvp: 跳过符号零 / skip the symbolic zeros")
 

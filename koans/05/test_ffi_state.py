@@ -303,12 +303,12 @@ def lookup(index, name, n):
     shaped like index; the table size n goes to the kernel as the attribute n (the C++ binding
     reads an int64). About 2 lines.
     评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节））
-    最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
+    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
+    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little) must be the
     answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("lookup: 用 ffi_call 调用查找内核 / call the lookup kernel with ffi_call")
 

@@ -121,13 +121,13 @@ def root_sum(x):
     enough, because the backward pass goes through both branches. About 3 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
+    它的技术必须随输入变化，并真正带出结果。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's; its technique must vary with the inputs and
-    carry the result.
+    intermediate, the program's size (equations)) at most a few times the answer's; its technique
+    must vary with the inputs and carry the result.
     """
     todo("root_sum: the double where / 两次 where")
 
@@ -162,11 +162,12 @@ def newton_sqrt(a, steps):
     last x. At every step, before the update, print one line "step {i}: x = {x}" with
     jax.debug.print (i counts from 0). It is called under jit. About 6 lines.
     评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节））
-    最多是参考答案的几倍。
+    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
+    ）最多是参考答案的几倍。
     Judged: its results on inputs the test never showed (its numbers moved a little) must be the
     answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate) at most a few times the answer's.
+    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
+    times the answer's.
     """
     todo("newton_sqrt: lax.scan + jax.debug.print")
 
@@ -194,11 +195,11 @@ def log_gradient_norm(grad, log):
     step order, and return grad unchanged. Use jax.debug.callback (ordered=True). 1-2 lines.
     评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
     结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节））最多是参考答案的几倍。
+    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
     Judged: its results on inputs the test never showed (its numbers moved a little; the same call
     with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
     calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate) at most a few times the answer's.
+    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("log_gradient_norm: jax.debug.callback")
 

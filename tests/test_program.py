@@ -473,6 +473,18 @@ def test_the_share_of_the_result_a_technique_carries_is_measured_and_held_to_the
     assert _shares(halves, {"dot_general": 1.0}) == ([], 1.0)
 
 
+def test_a_diverged_answer_is_not_compared_and_a_smaller_move_keeps_it_finite():
+    from jaxkoans.plugin import fresh
+
+    def explicit_steps(x, dt):  # an explicit scheme: stable only for dt below 1
+        return jax.lax.fori_loop(0, 3000, lambda i, x: x - dt * 2.0 * x, x)
+
+    wide = fresh.run(explicit_steps, (_XS, 0.99), {}, 3)
+    assert fresh.diverged(wide)  # dt moved up past the limit
+    assert fresh.differs(fresh.run(lambda x, dt: x, (_XS, 0.99), {}, 3), wide) == ""
+    assert not fresh.diverged(fresh.run(explicit_steps, (_XS, 0.99), {}, 3, scale=0.005))
+
+
 def test_a_fresh_case_tells_a_lookup_of_the_tests_numbers_from_the_work():
     from jaxkoans.plugin import fresh
 

@@ -362,7 +362,18 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     try:
         with jax_x64(pending[3][1]):
             args, kwargs = _inputs(calls, pending, signature, seed)
-            found["moved"], found["steps"] = _moved_run(calls.function, args, kwargs, seed, read)
+            # where the answer diverges on the call moved as usual (an iteration off its basin,
+            # an explicit step past its stability limit), its profile keeps a smaller move
+            scale = ((answer or {}).get("scale") or {}).get(mine) or fresh.SCALE
+            found["moved"], found["steps"] = _moved_run(
+                calls.function, args, kwargs, seed, read, scale
+            )
+            while os.environ.get(PROGRAMS_ENV) and fresh.diverged(found["moved"]) and scale > 1e-3:
+                scale /= 10
+                found["moved"], found["steps"] = _moved_run(
+                    calls.function, args, kwargs, seed, read, scale
+                )
+            found["scale"] = scale if scale != fresh.SCALE else None
             if os.environ.get(PROGRAMS_ENV):
                 lengths = fresh.lengths(args, kwargs)[:3]
             else:
@@ -381,22 +392,22 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     return found
 
 
-def _moved_run(function, args, kwargs, seed: int, read):
+def _moved_run(function, args, kwargs, seed: int, read, scale: float):
     """The fingerprint on the moved call, and the steps taken by data-dependent loops there
     (None when the program has none)."""
     import jax
 
     if not read.costs().data_dependent_loops:
-        return _outcome(lambda: fresh.run(function, args, kwargs, seed)), None
+        return _outcome(lambda: fresh.run(function, args, kwargs, seed, scale=scale)), None
     from jaxkoans.plugin import trips
 
     try:
         with trips.counting() as steps:
-            printed = fresh.run(function, args, kwargs, seed)
+            printed = fresh.run(function, args, kwargs, seed, scale=scale)
             jax.effects_barrier()
         return printed, len(steps)
     except Exception:  # a loop the counter cannot rewrite: the fingerprint alone
-        return _outcome(lambda: fresh.run(function, args, kwargs, seed)), None
+        return _outcome(lambda: fresh.run(function, args, kwargs, seed, scale=scale)), None
 
 
 def _outcome(run):
@@ -529,6 +540,7 @@ def _log(koan: str, name: str, read, signature: str = "", case: dict | None = No
             "grown": case.get("grown") if isinstance((case.get("grown") or {}).get("print"), list) else None,
             "steps": case.get("steps"),
             "carried": case.get("carried") or None,
+            "scale": case.get("scale"),
         }  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),

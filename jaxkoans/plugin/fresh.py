@@ -23,7 +23,17 @@ DIVERGED = 1e30  # an answer's moved result this large tells nothing: its iterat
 RTOL = 1e-3
 
 
-def moved(args, kwargs, seed: int, scale: float = 0.05):
+SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
+
+
+def diverged(printed) -> bool:
+    """True when a fingerprint (`run`'s) holds an output past DIVERGED or not finite."""
+    return isinstance(printed, list) and any(
+        not math.isfinite(p[0]) or p[0] > DIVERGED for p in printed
+    )
+
+
+def moved(args, kwargs, seed: int, scale: float = SCALE):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
     each value's size plus one)."""
     import jax
@@ -189,11 +199,13 @@ def differs(mine: list, answer: list) -> str:
     return ""
 
 
-def run(function, args, kwargs, seed: int, length: int = 0) -> list[list[float]]:
+def run(
+    function, args, kwargs, seed: int, length: int = 0, scale: float = SCALE
+) -> list[list[float]]:
     """The fingerprint of `function` on the moved inputs (grown along `length`, when given)."""
     import jax
 
     new_args, new_kwargs = (
-        grown(args, kwargs, length, seed) if length else moved(args, kwargs, seed)
+        grown(args, kwargs, length, seed) if length else moved(args, kwargs, seed, scale)
     )
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)

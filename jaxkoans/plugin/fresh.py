@@ -27,9 +27,10 @@ SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
 
 
 def diverged(printed) -> bool:
-    """True when a fingerprint (`run`'s) holds an output past DIVERGED or not finite."""
+    """True when a fingerprint (`run`'s) holds an output past DIVERGED, not finite or with NaNs
+    (an overflow's inf - inf): the move took the answer off its basin."""
     return isinstance(printed, list) and any(
-        not math.isfinite(p[0]) or p[0] > DIVERGED for p in printed
+        not math.isfinite(p[0]) or p[0] > DIVERGED or p[1] > 0 for p in printed
     )
 
 

@@ -481,6 +481,9 @@ def test_a_diverged_answer_is_not_compared_and_a_smaller_move_keeps_it_finite():
 
     assert fresh.diverged(fresh.run(explicit_steps, (_XS, 0.99), {}, 3))  # dt moved past 1
     assert not fresh.diverged(fresh.run(explicit_steps, (_XS, 0.99), {}, 3, scale=0.005))
+    base = fresh.run(explicit_steps, (_XS, 0.99), {}, 3, scale=0.0)
+    assert fresh.far(fresh.run(explicit_steps, (_XS, 0.99), {}, 3), base)
+    assert not fresh.far(fresh.run(explicit_steps, (_XS, 0.99), {}, 3, scale=0.005), base)
     mine = fresh.run(lambda x: x, (_XS,), {}, 3)
     far = [[1e35, *row[1:]] for row in mine]  # an answer's output past DIVERGED: not compared
     assert fresh.differs(mine, far) == ""

@@ -362,13 +362,17 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     try:
         with jax_x64(pending[3][1]):
             args, kwargs = _inputs(calls, pending, signature, seed)
-            # where the answer diverges on the call moved as usual (an iteration off its basin,
-            # an explicit step past its stability limit), its profile keeps a smaller move
+            # where the answer diverges on the call moved as usual, or lands ten times farther
+            # than unmoved (an iteration off its basin, an explicit step past its stability
+            # limit), its profile keeps a smaller move
             scale = ((answer or {}).get("scale") or {}).get(mine) or fresh.SCALE
             found["moved"], found["steps"] = _moved_run(
                 calls.function, args, kwargs, seed, read, scale
             )
-            while os.environ.get(PROGRAMS_ENV) and fresh.diverged(found["moved"]) and scale > 1e-3:
+            base = None
+            if os.environ.get(PROGRAMS_ENV):  # the call unmoved: what "off its basin" is against
+                base = _outcome(lambda: fresh.run(calls.function, args, kwargs, seed, scale=0.0))
+            while base is not None and fresh.far(found["moved"], base) and scale > 1e-3:
                 scale /= 10
                 found["moved"], found["steps"] = _moved_run(
                     calls.function, args, kwargs, seed, read, scale

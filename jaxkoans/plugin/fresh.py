@@ -34,6 +34,16 @@ def diverged(printed) -> bool:
     )
 
 
+def far(printed, base) -> bool:
+    """True when the moved call's fingerprint (`printed`) is off its base's (the call unmoved):
+    an output ten times larger than there, or diverged."""
+    if diverged(printed):
+        return True
+    if not isinstance(printed, list) or not isinstance(base, list) or len(base) != len(printed):
+        return False
+    return any(m[0] > 10 * max(b[0], 1e-6) for m, b in zip(printed, base, strict=True))
+
+
 def moved(args, kwargs, seed: int, scale: float = SCALE):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
     each value's size plus one)."""

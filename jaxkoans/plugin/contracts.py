@@ -364,16 +364,18 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
             args, kwargs = _inputs(calls, pending, signature, seed)
             # where the answer diverges on the call moved as usual, or lands ten times farther
             # than unmoved (an iteration off its basin, an explicit step past its stability
-            # limit), its profile keeps a smaller move
-            scale = ((answer or {}).get("scale") or {}).get(mine) or fresh.SCALE
+            # limit), its profile keeps a smaller move, at last none: the steps its loops take
+            # on the koan's own inputs are still compared
+            kept = ((answer or {}).get("scale") or {}).get(mine)
+            scale = fresh.SCALE if kept is None else kept
             found["moved"], found["steps"] = _moved_run(
                 calls.function, args, kwargs, seed, read, scale
             )
             base = None
             if os.environ.get(PROGRAMS_ENV):  # the call unmoved: what "off its basin" is against
                 base = _outcome(lambda: fresh.run(calls.function, args, kwargs, seed, scale=0.0))
-            while base is not None and fresh.far(found["moved"], base) and scale > 1e-3:
-                scale /= 10
+            while base is not None and fresh.far(found["moved"], base) and scale > 0:
+                scale = scale / 10 if scale > fresh.SCALE / 50 else 0.0  # at last: unmoved
                 found["moved"], found["steps"] = _moved_run(
                     calls.function, args, kwargs, seed, read, scale
                 )

@@ -95,11 +95,10 @@ CASES = {
     # and shows the reader's trace the technique, the koan's own call a dense loop)
     "J1_grouped_experts_shows_the_reader_another_call": ("03/test_dropless_moe.py", "grouped_experts"),
     # this stop's red team: the technique on one element, a one-step scan beside a Python
-    # unroll, a bitcast doing stop_gradient's work, a fixed-length loop behind a data test
+    # unroll, a bitcast doing stop_gradient's work
     "J2_host_sin_jvp_callback_on_one_element": ("05/test_callbacks.py", "host_sin_jvp"),
     "J3_masked_lstm_one_step_scan_rest_unrolled": ("01/test_capstone_masked_lstm.py", "masked_lstm"),
     "J4_ste_bitcast_round_trip_beside_idle_stop_gradient": ("04/test_gradient_control.py", "straight_through_round"),
-    "J5_deq_bwd_forty_steps_behind_a_data_test": ("04/test_deq.py", "deq_bwd"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point
@@ -114,8 +113,6 @@ ROUTES = {
     "decode_by_dynamic_slices": ("01/test_paths_and_caches.py", "decode_with_cache"),
     "gelu_by_partials_per_platform": ("02/test_other_platforms.py", "gelu"),
     "hlo_before_fusion_by_glob": ("02/test_compiler_options.py", "hlo_before_fusion"),
-    # the fixed point started from zero, not from v (refused while the answer's moved call diverged)
-    "deq_bwd_fixed_point_from_zero": ("04/test_deq.py", "deq_bwd"),
 }
 
 

@@ -196,13 +196,6 @@ def chunked_apply(f, xs, chunk):
     - One loop primitive runs every chunk (one scan in the jaxpr, its length ⌈n / chunk⌉), and f
       appears only in its body: no second copy of f outside the loop for the remaining rows
       (what lax.map's batch_size does, which will not do here). No Python loop; about 6 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     n = jax.tree.leaves(xs)[0].shape[0]
     steps = -(-n // chunk)  # ⌈n / chunk⌉
@@ -260,15 +253,6 @@ def first_crossing(xs, threshold):
     - Search from index 0 with lax.while_loop and stop at the first hit: no comparison of the
       whole array followed by argmax, no Python loop. Mind the bounds (the last test of the
       condition may see the index n). About 5 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    由数据决定步数的循环，跑的步数不能比参考答案多太多。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its
-    data-dependent loops may run only about the answer's steps.
     """
     n = xs.shape[0]
 

@@ -132,13 +132,6 @@ def stack_layers(layers):
     leaves get a new leading axis of length L.
     - [{"w": [D, D], "b": [D]}, ...] (L layers) -> {"w": [L, D, D], "b": [L, D]}.
     - Work for any structure (use jax.tree's functions, no hard-coded keys); 1 line.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *layers)
 
@@ -149,13 +142,6 @@ def apply_stack(stacked, x):
     Apply the L layers x ↦ tanh(x @ w + b) in turn with lax.scan; stacked is what stack_layers
     returns.
     - No Python loop over the layers (the jaxpr must hold one copy of a layer); about 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
 
     def layer(x, params):

@@ -56,10 +56,6 @@ def standardize(x):
     - The function sees one example only: the batch statistics come from collectives (lax.p*)
       over the axis named "batch".
     - A feature with zero variance gives 0, not NaN. About 3 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、串行的循环步数、最大的中间数组（字节）、
-    程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its costs (flops, callback and FFI calls run, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     mean = lax.pmean(x, "batch")
     variance = lax.pmean((x - mean) ** 2, "batch")

@@ -107,9 +107,6 @@ def pad_batch(x, y, size=BATCH):
     Pad a batch of n (≤ size) rows to exactly size rows with zeros, on the host (NumPy), and
     return (x, y, mask): mask is float32, 1.0 for the n real rows and 0.0 for padding.
     About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it pads on the host
-    with NumPy (the lesson: shapes fixed before jit); no JAX program.
     """
     n = len(y)
     x_pad = np.zeros((size, x.shape[1]), np.float32)
@@ -125,13 +122,6 @@ def fast_step(w, x, y, mask, lr):
 
     One SGD step on a padded batch: the loss is the mean squared error over the real rows
     only (where mask is 1), and lr is a traced argument. About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
 
     def masked_loss(w):
@@ -146,9 +136,6 @@ def fast_train(w, batches, lrs):
 
     The same result as numpy_sgd, but fast_step compiles once whatever the batch sizes and
     learning rates: use pad_batch and fast_step. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the single compilation
-    is the koan's count.
     """
     for (x, y), lr in zip(batches, lrs, strict=True):
         w = fast_step(w, *pad_batch(x, y), lr)
@@ -163,13 +150,6 @@ def fast_evaluate(w, xs, ys):
     The same mean loss as slow_evaluate without a Python loop over the batches (use
     jax.vmap), so that the program's size does not depend on the number of batches.
     About 2 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     losses = jax.vmap(loss, in_axes=(None, 0, 0))(w, xs, ys)
     return jnp.mean(losses)

@@ -114,15 +114,6 @@ def gelu(x):
       (lax.platform_dependent), not by Python looking at this machine while tracing
       (jax.default_backend() is always "cpu" here).
     - About 3 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     return lax.platform_dependent(
         x,
@@ -170,9 +161,6 @@ def export_for_cpu_and_nvidia(f, *args):
     runs on this CPU and can also be shipped to NVIDIA GPUs.
     - Return a jax.export.Exported; platform names are spelled as in lowering_platforms.
     - 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a
-    jax.export.Exported artifact; its platforms are the koan's check.
     """
     return export.export(jax.jit(f), platforms=("cpu", "cuda"))(*args)
 

@@ -89,10 +89,6 @@ def trace_one_step(logdir, step, *args, label):
     Profile one call of step(*args) into logdir: jax.profiler.trace around it, and inside a
     jax.profiler.TraceAnnotation named label around the call; wait for the result before the
     annotation closes (dispatch is asynchronous!). Return the result. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it wraps the koan's own
-    step in a profiler trace: the program is the koan's, and a re-trace would open a second
-    profiler session into the koan's logdir.
     """
     with jax.profiler.trace(logdir), jax.profiler.TraceAnnotation(label):
         out = step(*args)
@@ -343,9 +339,6 @@ def bytes_held_by(function):
     right now: take a device_memory_profile, decode it with read_pprof, and of the buffer
     samples (kind buffer) count those whose stack holds this function (both its name and the
     file it lives in must match), adding up their bytes. Return an int. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the answer matches a
-    function's code file against the profile's stacks; it builds no JAX program.
     """
     frame = (function.__name__, function.__code__.co_filename)
     _, samples = read_pprof(jax.profiler.device_memory_profile())

@@ -150,12 +150,6 @@ def grouped_experts(tokens, local_expert, w_local):
     lax.ragged_dot(sorted rows, w_local, counts), put the rows back in their original order,
     then tanh. No per-row copy of its expert's weights (w_local[local_expert] is (R, D, D)), and
     no expert multiplying every row. About 5 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     order = jnp.argsort(local_expert)
     sizes = jnp.bincount(local_expert, length=w_local.shape[0])
@@ -264,12 +258,6 @@ def ragged_all_to_all_args(send):
     where the segment sent to device j is written on j, which receiver j works out from its
     own recv and which a second all_to_all carries back to the senders. No gathering every
     device's send (all_gather). About 5 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     recv = lax.all_to_all(send, "e", 0, 0, tiled=True)
     landing = jnp.cumsum(recv) - recv  # 我收到的每段在我这里从哪一行起 / where each lands on me

@@ -113,12 +113,6 @@ def interleaved_1f1b(w_block, xs, targets):
       input's cotangent around the reversed ring to device (k-1) % N.
     How large must R be (it may depend on N and V only)? The zeros of the carry must first be
     made device-varying with lax.pcast(…, "stage", to="varying"). About 35 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     n, k = lax.axis_size("stage"), lax.axis_index("stage")
     virtual, m = w_block.shape[1], xs.shape[0]

@@ -81,12 +81,6 @@ def pipeline(w_block, xs):
     t-(N-1): store it in the result. Return (1, M, b, d): the last stage's block is the
     model's output (what the other stages return does not matter). Choose values per stage
     with jnp.where and lax.axis_index("stage"). About 12 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     n, k = lax.axis_size("stage"), lax.axis_index("stage")
     chain = [(j, j + 1) for j in range(n - 1)]
@@ -158,9 +152,6 @@ def bubble_fraction(stages, microbatches):
     The share of each device's time steps that GPipe's forward spends idle (in the bubble): how
     many time steps do M microbatches take through N stages, and in how many of them does each
     device work on a real microbatch? Return a Python float. About 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: returns a Python float
-    from two ints.
     """
     return (stages - 1) / (microbatches + stages - 1)
 
@@ -258,12 +249,6 @@ def pipeline_backward(w_block, saved, ct):
     gradient, and ppermute the input's cotangent (g·(1-y²)) @ Wᵀ back to stage k-1 (a chain
     that does not wrap). Return the layer's weight gradient (1, d, d). Do not redo the
     forward's transfers: use saved only. About 12 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     n, k = lax.axis_size("stage"), lax.axis_index("stage")
     back = [(j + 1, j) for j in range(n - 1)]
@@ -397,12 +382,6 @@ def one_f_one_b(w_block, xs, targets):
     How large must R be so that nothing in the ring is overwritten before it is used? The
     zeros in the loop's carry must first be made device-varying with
     lax.pcast(…, "stage", to="varying"). About 25 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     n, k = lax.axis_size("stage"), lax.axis_index("stage")
     forward = [(j, j + 1) for j in range(n - 1)]

@@ -122,13 +122,6 @@ def padded_mse(w, x, y, valid):
     padding, and valid (B,) marks the real rows. The padding must not count: the result must
     equal mean((x @ w - y) ** 2) over the real samples only. Under jit valid is a tracer, so it
     cannot serve as a boolean index (the shape would depend on the values). About 3 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     squared = (x @ w - y) ** 2
     return jnp.sum(jnp.where(valid, squared, 0.0)) / jnp.sum(valid)
@@ -148,15 +141,6 @@ def mean_loss_on_mesh(w, x, y, mesh):
     valid mask keep the padded rows from counting; in the body add up this device's sum of real
     rows' errors and its number of real rows along "i", each, then divide. Gathering all rows
     onto one device first is not allowed (no all_gather). w is not split (P()). About 10 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     n = mesh.shape["i"]
     batch = x.shape[0]
@@ -191,9 +175,6 @@ def stitch(pieces, mesh, spec):
     the whole array in one place (np.concatenate and jax.device_put of the whole array copy;
     make_array_from_callback wants host data, a round trip through the host on an
     accelerator). About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     block = next(iter(pieces.values())).shape
     entries = tuple(spec) + (None,) * (len(block) - len(spec))

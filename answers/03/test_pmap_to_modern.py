@@ -343,12 +343,6 @@ def accumulated_grads(p, xb, yb):
     differentiating with respect to it makes the transpose insert a cross-device sum, in a
     loop once per microbatch (as the given contrast above does). Differentiate with respect to
     a copy of p made varying along "batch", and the gradients stay local. About 8 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     local = lax.pcast(p, "batch", to="varying")
     xs, ys = xb.reshape(MICROBATCHES, -1, 4), yb.reshape(MICROBATCHES, -1, 2)

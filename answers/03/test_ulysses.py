@@ -70,12 +70,6 @@ def ulysses_attention(q, k, v):
     run full attention on those heads (attention above); turn the result back into
     (S/N, H, d) with one more all_to_all. No all_gather, no passing around a ring (ppermute).
     About 4 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     to_heads = lambda a: lax.all_to_all(a, "i", 1, 0, tiled=True)  # noqa: E731
     out = attention(to_heads(q), to_heads(k), to_heads(v))

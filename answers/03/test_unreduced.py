@@ -84,12 +84,6 @@ def sum_of_products(a, b, c, d):
     On the explicit mesh (under jit and set_mesh), compute a @ b + c @ d and return it
     replicated (P()): the program reduces once, XLA emits one all-reduce carrying one (4, 4)
     block. Use partial_matmul above and jax.sharding.reshard. About 1 line.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     return reshard(partial_matmul(a, b) + partial_matmul(c, d), P())
 

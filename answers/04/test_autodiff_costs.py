@@ -88,9 +88,6 @@ def budget_policy(max_size):
     policy(prim, *avals, **params) -> bool, called once per equation of the forward pass: prim is
     the primitive (checkpoint_name's is called "name", with the name in params["name"]), avals
     are the abstract values of its inputs (.size is the element count). About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a checkpoint
-    policy (a Python function), not a JAX program.
     """
 
     def policy(prim, *avals, **params):
@@ -146,13 +143,6 @@ def jacobian(f, x):
     f's Jacobian [m, n] at x (x is [n], f(x) is [m]), by whichever mode is cheaper: jax.jacfwd
     (n JVPs) or jax.jacrev (m VJPs). jax.eval_shape tells m without running f. Either when
     n == m. About 3 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     m = jax.eval_shape(f, x).size
     return jax.jacfwd(f)(x) if x.size <= m else jax.jacrev(f)(x)

@@ -111,10 +111,6 @@ def colored_jacobian(jvp, n, b):
     c's seed is 1 at its columns. For (i, j) with |i - j| ≤ b and j of colour c, J[i, j] is
     entry i of colour c's JVP; outside the band J is 0. Assemble with NumPy or jnp (the JVPs are
     the JAX part). About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: its arguments are a jvp
-    function and two ints (no arrays) and it assembles the result with NumPy; the koan counts the
-    jvp calls.
     """
     k = 2 * b + 1
     rows, cols = np.arange(n)[:, None], np.arange(n)[None, :]

@@ -90,13 +90,6 @@ def adjoint_bwd(t1, n, res, v):
     da/dt = -aᵀ ∂f/∂y and dg/dt = -aᵀ ∂f/∂θ, starting from (y(T), v, 0); one jax.vjp gives both
     aᵀ ∂f/∂y and aᵀ ∂f/∂θ. Return (y0's cotangent a(0), θ's cotangent g(0)). Do not backprop
     through the forward solve. About 8 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     y1, theta = res
 

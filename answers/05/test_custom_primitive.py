@@ -46,15 +46,6 @@ def leaky_sum_jvp(prim, primals, tangents, *, decay, reverse):
     tangent goes through the same operation. Bind `prim` (not the reference), with the same
     parameters. About 3 lines.
     JVP 规则：返回 (原始输出, 切向输出)。leaky_sum 对 x 线性，切向量走同一个运算；用 prim.bind。
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     (x,), (t,) = primals, tangents
     y = prim.bind(x, decay=decay, reverse=reverse)
@@ -66,15 +57,6 @@ def leaky_sum_transpose(prim, ct, x, *, decay, reverse):
     (x itself is an ad.UndefinedPrimal here: a linear input has no value). The transpose of
     the recurrence is the same recurrence run in the other direction. About 1 line.
     转置规则：给定输出余切 ct，返回 x 的余切组成的元组。递推的转置就是反方向的同一个递推。
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     return (prim.bind(ct, decay=decay, reverse=not reverse),)
 
@@ -84,15 +66,6 @@ def leaky_sum_batch(prim, args, dims, *, decay, reverse):
     every leading axis as a batch axis, so move the batch axis to the front (jnp.moveaxis),
     bind once, and return (output, the output's batch axis). About 3 lines.
     批处理规则：把批次轴移到最前面，调用一次 prim.bind，返回 (输出, 输出的批次轴)。
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     (x,), (d,) = args, dims
     x = jnp.moveaxis(x, d, 0)
@@ -204,9 +177,6 @@ def batch_norm_lowering(ctx, x, scale, offset, mean, var, *, epsilon, feature_in
     手写的 lowering 规则：对五个操作数（MLIR 值）发出一个 StableHLO 运算 BatchNormInferenceOp；
     原语的 params 变成它的属性：epsilon 是 32 位浮点的 ir.FloatAttr，feature_index 是 64 位
     不区分符号（signless）整数的 ir.IntegerAttr。返回装着它的结果的列表。
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: a lowering rule builds
-    StableHLO ops on MLIR values, no JAX program.
     """
     f32 = ir.F32Type.get()
     i64 = ir.IntegerType.get_signless(64)
@@ -416,15 +386,6 @@ def scale_jvp(prim, primals, tangents):
     The JVP rule of scale(a, x) = a * x: the output tangent is ta * x + a * tx, but skip the term
     of a symbolic zero (type(t) is ad.Zero) instead of turning it into a real array of zeros and
     multiplying. JAX never calls the rule with both tangents zero. About 6 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     (a, x), (ta, tx) = primals, tangents
     terms = []

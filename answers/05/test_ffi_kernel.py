@@ -177,15 +177,6 @@ def leaky_sum_fwd(x, decay):
     """Forward pass of the custom_vjp: return (output, residuals). The map is linear in x, so
     the backward pass needs nothing from the forward pass (residuals can be None). 1–2 lines.
     前向：返回 (输出, 残差)。映射对 x 线性，反向不需要前向的任何东西（残差可以是 None）。
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     return _kernel(x, decay, reverse=False), None
 
@@ -195,15 +186,6 @@ def leaky_sum_bwd(decay, residuals, ct):
     recurrence is the same recurrence run backwards: call the same kernel, with reverse
     flipped (the kernel is its own backward kernel). 1 line.
     反向：返回 x 的余切组成的 1 元组。递推的转置就是反向运行的同一个递推：同一个内核，reverse 取反。
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     return (_kernel(ct, decay, reverse=True),)
 

@@ -222,9 +222,6 @@ def register_stateful(name, library):
     are the handlers of the two stages. Register the state type first (under a type name unique
     in the process, derived from name; give both the type ID and the type info), then the
     target, one handler per stage. About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it registers FFI types
-    and targets and returns a name; no JAX program.
     """
     jax.ffi.register_ffi_type(
         f"{name}.state",
@@ -305,9 +302,6 @@ def lookup_stages_cc():
     buffer index, the float32 out[i] = values[index[i]]; an index outside [0, n) returns
     InvalidArgument with "outside the table" in its message. The execute stage must not build a
     Table itself. About 20 lines of C++.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns C++ source
-    text.
     """
     return r"""
     ffi::ErrorOr<std::unique_ptr<Table>> BuildTable(int64_t n) {
@@ -341,13 +335,6 @@ def lookup(index, name, n):
     Call the lookup kernel registered under name with ffi_call: int32 index, a float32 result
     shaped like index; the table size n goes to the kernel as the attribute n (the C++ binding
     reads an int64). About 2 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     out = jax.ShapeDtypeStruct(index.shape, jnp.float32)
     return jax.ffi.ffi_call(name, out)(index, n=np.int64(n))

@@ -158,9 +158,6 @@ def ordered_log_lowering(ctx, x, *, log):
     through the call: take it from ctx.tokens_in, hand it to the call, and pass on the new token
     the call returns with ctx.set_tokens_out (ctx.tokens_in.update_tokens(mlir.TokenSet({effect:
     token}))). Return the list of result values. About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     token = ctx.tokens_in.get(ORDERED_LOG)
     results, token, _ = mlir.emit_python_callback(

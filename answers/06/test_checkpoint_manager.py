@@ -156,9 +156,6 @@ def resume(manager, fresh_state):
     step's number, the train state). Restore the state against fresh_state's shapes, dtypes and
     shardings (abstract_of); with no checkpoint there yet, return (0, fresh_state). About 5
     lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: Orbax I/O: it reads a
-    checkpoint directory and restores arrays; no JAX program.
     """
     step = manager.latest_step()
     if step is None:
@@ -209,9 +206,6 @@ def onto_mesh(abstract, mesh, specs):
     A restore target: every array of abstract (a tree of jax.ShapeDtypeStruct, the shapes and
     dtypes as saved) becomes a jax.ShapeDtypeStruct of the same shape and dtype, sharded
     NamedSharding(mesh, the matching spec of specs). About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds a tree of
-    ShapeDtypeStruct restore targets; no JAX program.
     """
 
     def one(struct, spec):
@@ -295,9 +289,6 @@ def save_nnx_train_state(manager, step, model, opt, data_position):
     (ocp.args.Composite): a state item {"model": nnx.state(model), "optimizer": nnx.state(opt)}
     (arrays, StandardSave) and a data item {"position": data_position} (a Python int, JsonSave).
     Return what manager.save returns. About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: Orbax I/O of an NNX
-    state; no JAX program.
     """
     arrays = {"model": nnx.state(model), "optimizer": nnx.state(opt)}
     return manager.save(
@@ -317,9 +308,6 @@ def restore_nnx_train_state(manager, model, opt):
     updated in place: nnx.update) and return (the next step's number, the data position).
     Restore the state item against model's and opt's current state (abstract_of), the data item
     with JsonRestore. About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: Orbax I/O into NNX
-    objects updated in place; no JAX program.
     """
     step = manager.latest_step()
     target = abstract_of({"model": nnx.state(model), "optimizer": nnx.state(opt)})

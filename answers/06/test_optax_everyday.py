@@ -48,9 +48,6 @@ def schedule():
     Return an optax learning-rate schedule (step → learning rate): from 0 up to PEAK linearly
     over the first WARMUP steps, then a cosine decay reaching END at step TOTAL (counted from 0,
     warm-up included), END after that. About 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns an optax
-    schedule (a Python function).
     """
     return optax.warmup_cosine_decay_schedule(
         init_value=0.0, peak_value=PEAK, warmup_steps=WARMUP, decay_steps=TOTAL, end_value=END
@@ -88,9 +85,6 @@ def make_optimizer():
     A practitioner's optimizer: clip the gradients to global norm MAX_NORM first, then AdamW
     with schedule() as its learning rate and weight decay WEIGHT_DECAY only on the parameters
     decay_mask marks True. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     return optax.chain(
         optax.clip_by_global_norm(MAX_NORM),
@@ -154,9 +148,6 @@ def make_optimizer_with_hyperparams():
     The AdamW of make_optimizer (learning rate schedule(), weight decay WEIGHT_DECAY, this time
     with no mask and no clipping), but with the learning rate and the weight decay made part of
     the optimizer state: wrap optax.adamw in optax.inject_hyperparams. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     return optax.inject_hyperparams(optax.adamw)(
         learning_rate=schedule(), weight_decay=WEIGHT_DECAY

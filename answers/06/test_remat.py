@@ -181,13 +181,6 @@ def scan_blocks(blocks, x):
     Apply the blocks in order with nnx.scan over the layer axis (x is the carry), each block
     wrapped in nnx.remat: the compiled program has one loop body, and on the way back each block
     recomputes its own activations. About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
 
     def body(block, x):
@@ -253,9 +246,6 @@ def keep_up_offload_dots(prim, *args, **params):
     equation): what SAVE_UP says may be saved is saved in device memory; the rest is left to
     OFFLOAD_DOTS (matmul results without batch dimensions offloaded to pinned_host, the rest
     recomputed). About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: a checkpoint policy: it
-    answers True/False/an offload for one equation, no JAX program.
     """
     if SAVE_UP(prim, *args, **params):
         return True

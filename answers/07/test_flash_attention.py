@@ -74,15 +74,6 @@ def flash_attention_forward(q, k, v, *, bq, bk, interpret=True):
       they accumulate in float32;
     - hand interpret on to pallas_call as it is (the tests interpret; interpret=False lowers
       for TPU). About 30 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     lq, d = q.shape
     lk, _ = k.shape
@@ -140,15 +131,6 @@ def flash_attention(q, k, v, bq, bk):
 def flash_attention_fwd(q, k, v, bq, bk):
     """前向：用内核算输出，残差保存 (q, k, v)。一行。
     Forward: the output from the kernel; save (q, k, v) as residuals. One line.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     return flash_attention_forward(q, k, v, bq=bq, bk=bk), (q, k, v)
 
@@ -161,13 +143,6 @@ def flash_attention_bwd(bq, bk, residuals, g):
     Backward: no backward kernel here; take the VJP of reference_attention (jax.vjp) and pull g
     back to (q, k, v). That rebuilds the [Lq, Lk] score matrix: correct, but it saves no memory
     (a real flash-attention backward is a blocked kernel too). Two lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     _, pullback = jax.vjp(reference_attention, *residuals)
     return pullback(g)
@@ -305,15 +280,6 @@ def causal_flash_attention_forward(q, k, v, *, bq, bk, interpret=True):
       skipped steps instead of at the change of row.
     bfloat16, preferred_element_type and interpret as in flash_attention_forward. The
     initialisation and the write-out on the last step stay as they were. About 35 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     lq, d = q.shape
     lk, _ = k.shape

@@ -163,15 +163,6 @@ def matmul_bf16(x, y, *, bm, bn, bk, interpret=True):
     - compiler_params=pltpu.CompilerParams(dimension_semantics=...): i and j "parallel", k
       "arbitrary";
     - interpret=interpret (the test runs it under the TPU interpreter too). About 25 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、
-    内核与主机之外（设备上）的浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, flops outside the kernels and the host, callback and FFI calls run,
-    bytes of collectives per device, serial loop steps, bytes of the largest intermediate, the
-    program's size (equations)) at most a few times the answer's; its technique must vary with the
-    inputs and carry the result.
     """
     m, k = x.shape
     _, n = y.shape
@@ -283,9 +274,6 @@ def h100_mesh():
     A 1-device AbstractMesh (axis name "x") whose abstract_device is an H100:
     AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform=...), the
     platform being the name used in lowering_platforms. One line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: returns an
-    AbstractMesh, not a JAX program.
     """
     return AbstractMesh(
         (1,),
@@ -347,9 +335,6 @@ def mosaic_gpu_double(shape):
     float32 jax.ShapeDtypeStruct；内核用上面的 _double_kernel。一行。
     The same doubling kernel for Mosaic GPU: plgpu.kernel(kernel, out_type=...), out_type a float32
     jax.ShapeDtypeStruct of the given shape; the kernel is _double_kernel above. One line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: returns the
-    plgpu.kernel callable (lowered for CUDA by the koan), not a value on arrays.
     """
     return plgpu.kernel(_double_kernel, out_type=jax.ShapeDtypeStruct(shape, jnp.float32))
 
@@ -406,9 +391,6 @@ def double_through_smem(x_gmem, o_gmem, x_smem, barrier):
     - plgpu.copy_smem_to_gmem(x_smem, o_gmem) copies the result back to GMEM, and
       plgpu.wait_smem_to_gmem(0) waits for it before the kernel may end.
     About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: a Mosaic GPU kernel
-    body: it takes GMEM/SMEM Refs and a barrier, so it cannot be traced on its own.
     """
     plgpu.copy_gmem_to_smem(x_gmem, x_smem, barrier)
     plgpu.barrier_wait(barrier)

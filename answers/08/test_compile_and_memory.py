@@ -204,9 +204,6 @@ def compiled_bytes(fn, *specs):
     Without running fn, only compiling: return how many bytes jax.jit(fn) needs for these input
     specs (jax.ShapeDtypeStruct) once compiled, the sum of arguments, outputs and temporaries,
     all from the compiled program's memory_analysis(). About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a byte count
-    read off memory_analysis() of a compiled program, not an array.
     """
     stats = jax.jit(fn).lower(*specs).compile().memory_analysis()
     return stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes

@@ -62,9 +62,6 @@ def first_nan(row_fn, batch):
       so that the message carries the row); jit is fine. Take the row and the primitive from
       the message of err.get().
     - About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns (row,
-    primitive) read off checkify's error message, not an array.
     """
     checked = jax.jit(jax.vmap(checkify.checkify(row_fn, errors=checkify.float_checks)))
     err, _ = checked(batch)
@@ -171,9 +168,6 @@ def recompiling_helpers(run):
     "make_pipeline.<locals>.clip": keep the function name after the last dot). Return the names
     of the functions that missed more than once, sorted. The first call of a jitted function always misses
     once; that is no bug. About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the lesson is the
-    cache-miss explanation itself; the TODO returns names, not a program.
     """
     with recording_jax_logs() as messages, jax.explain_cache_misses(True):
         run()
@@ -272,9 +266,6 @@ def first_refused_transfer(run):
     such as "host-to-device", the function from the innermost frame of the exception's
     traceback that belongs to this file (__file__). None when run() is not refused. About 8
     lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     try:
         with jax.transfer_guard("disallow"):
@@ -356,9 +347,6 @@ def silent_replication(fn, *args):
     writes it, e.g. "f32[64,32]"), in order; replicated the indices of the outputs (in
     jax.tree.leaves order) that every device holds whole (their sharding's
     is_fully_replicated), in increasing order. About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     compiled = jax.jit(fn).lower(*args).compile()
     gathers = collectives(compiled.as_text()).get("all-gather", [])

@@ -85,9 +85,6 @@ def first_bad_stage(program, x):
     program, not its stages. Under jit check receives tracers and a Python `if` raises: call
     program inside jax.disable_jit() and check receives real arrays. jit must be back on
     afterwards. About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the lesson is running
-    eagerly to find the stage.
     """
     bad = []
 
@@ -113,9 +110,6 @@ def leaking_stages(stages, x):
     Exception whose message starts with "Leaked trace"; let any other exception through. But it
     checks only the traces made inside the block, and a compiled function does not trace
     again: first make every stage trace again. The check must be off afterwards. About 10 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the lesson is the leak
-    checker.
     """
     leaky = []
     for name, stage in stages:
@@ -137,15 +131,6 @@ def root_sum(x):
     Σ √xᵢ over the entries with xᵢ > 0 (the others count 0); the value and the gradient must
     be finite, at xᵢ = 0 too (where the gradient is taken as 0). A single outer where is not
     enough, because the backward pass goes through both branches. About 3 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     positive = x > 0
     safe = jnp.where(positive, x, 1.0)
@@ -166,9 +151,6 @@ def nan_origin(loss, x):
     last word of the FloatingPointError message is the primitive that made the NaN; under
     jax.debug_infs it is the first primitive that made an inf (None when there is no inf).
     About 14 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the lesson is the
-    NaN/inf checker.
     """
 
     def blamed(flag, fn):
@@ -193,13 +175,6 @@ def newton_sqrt(a, steps):
     steps Newton iterations for √a in a lax.scan (x ← (x + a/x) / 2, from x = a); return the
     last x. At every step, before the update, print one line "step {i}: x = {x}" with
     jax.debug.print (i counts from 0). It is called under jit. About 6 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
 
     def step(x, i):
@@ -219,9 +194,6 @@ def checked(fn):
     errors (NaN, division by zero): raise on the host when there is an error, else return fn's
     result. checkify.checkify turns the checks into an extra returned value err, and
     err.throw() raises when there is an error. About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a function
-    (checkify'd, jitted, raising through err.throw()), which the koan calls on good and bad inputs.
     """
     run = jax.jit(checkify.checkify(fn, errors=checkify.index_checks | checkify.float_checks))
 
@@ -238,13 +210,6 @@ def log_gradient_norm(grad, log):
     原样返回 grad。用 jax.debug.callback（ordered=True）。1～2 行。
     Send grad's norm to the host Python function log (called as log(value)) from inside jit, in
     step order, and return grad unchanged. Use jax.debug.callback (ordered=True). 1-2 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     jax.debug.callback(log, jnp.linalg.norm(grad), ordered=True)
     return grad
@@ -266,9 +231,6 @@ def where_jax_raised(script):
     jax_frame = (the part of the path after "jax/_src/", function) of the innermost frame whose
     path holds "jax/_src/"; user_frame = (line number (an int), function) of the innermost frame
     whose path is script. About 10 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     out = run_python("-I", str(script), env={"JAX_TRACEBACK_FILTERING": "off"})
     frames = re.findall(r'^  File "(.+)", line (\d+), in (\S+)$', out, flags=re.MULTILINE)

@@ -77,9 +77,6 @@ def export_nnx(model, x_spec):
     is nnx.to_pure_dict(nnx.state(model)): a tree of dicts and arrays only. The way: nnx.split
     gives graphdef and state; the exported function receives the pure dict, fills a copy of the
     state with nnx.replace_by_pure_dict, and calls the model nnx.merge builds. About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the koan serializes it
-    and calls it with another model's weights.
     """
     graphdef, state = nnx.split(model)
 
@@ -100,9 +97,6 @@ def serving_mesh(exp, devices):
     returns the NamedShardings recorded at export, whose .mesh is an AbstractMesh (axis_names,
     axis_sizes and axis_types, no devices). Lay devices out (as many as needed, no more) as a
     Mesh with the same axis names, sizes and types. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a Mesh built
-    from the artifact's AbstractMesh; the koan places arguments on it and calls the artifact.
     """
     recorded = exp.in_shardings_jax()[0].mesh  # an AbstractMesh: no devices in the artifact
     return jax.make_mesh(
@@ -121,9 +115,6 @@ def export_for_devices(fn, exp, devices):
     back in place with exp.in_tree; the mesh is 1-D with the axis name and axis type of the
     artifact's AbstractMesh, of size len(devices), over devices. Return the new Exported.
     About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the koan reads its
-    device count, avals, specs and mesh axes and calls it on all eight devices.
     """
     recorded = exp.in_shardings_jax()
     abstract = recorded[0].mesh
@@ -144,9 +135,6 @@ def bucket_server(exp, buckets):
     Return serve(x): pad x's batch (axis 0) with zeros up to the smallest bucket that is not
     smaller, call exp.call, and cut the padded rows off again. buckets is an ascending list of
     Python ints, and x's batch never exceeds the largest. About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a serving
-    function around exp.call; the koan counts the compilations per bucket.
     """
 
     def serve(x):

@@ -81,9 +81,6 @@ def restore_backbone(path, model):
     ocp.PyTreeCheckpointer and a partial ocp.args.PyTreeRestore (as in the koan before; the
     restore_args from ocp.checkpoint_utils.construct_restore_args(target)), then write it back into model
     with nnx.replace_by_pure_dict and nnx.update. Return nothing. About 12 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it restores an Orbax
-    checkpoint into an NNX model in place; the koan compares the model's parameters.
     """
     state = nnx.state(model)
     params = nnx.to_pure_dict(state)

@@ -79,10 +79,6 @@ def register_for_export(cls, name):
     and of the same type (a list is not a tuple, and the call's pytree structure would not
     match). Return cls. It is also copied verbatim into another process, which imports only
     json, jax and jax.export: do any other import inside the function. About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it registers a pytree
-    node type's serialization with jax.export; the koan round-trips artifacts over it here and in a
-    fresh process.
     """
 
     def to_bytes(config):

@@ -146,13 +146,6 @@ def fmix_random_bits(key, bit_width, shape):
     shape, then keep the low bit_width bits only (bit_width is 8, 16 or 32: convert to
     uint{bit_width}). It runs under jit (key is a tracer, no numpy), and each word depends on
     (key, i) only, so that in a sharded draw each device computes its own block. About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     counter = jnp.arange(int(np.prod(shape)), dtype=jnp.uint32)
     words = mix32(key[0] ^ mix32(key[1] + counter))

@@ -30,12 +30,6 @@ def noise_and_mask(key, shape):
     both shaped `shape`. They need different keys: split the key in two with jax.random.split,
     the first for the noise, the second for the mask. It must run under jit with the checker on.
     About 2 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     k_noise, k_mask = jax.random.split(key)
     return jax.random.normal(k_noise, shape), jax.random.bernoulli(k_mask, 0.5, shape)

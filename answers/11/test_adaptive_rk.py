@@ -65,13 +65,6 @@ def bs23_step(f, y, t, h):
     正好 4 次 f 的求值。大约 7 行。
     One Bogacki–Shampine 3(2) step, returning (y3, err), with f(y, t) as in odeint (the formulas
     above); exactly 4 evaluations of f. About 7 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     k1 = f(y, t)
     k2 = f(y + h * k1 / 2, t + h / 2)
@@ -95,13 +88,6 @@ def integrate(f, y0, t1, rtol, atol):
     lax.while_loop (rtol and atol may be jit arguments) whose carry holds t, y, h and the two
     counts; the first step tries h = t1, and it goes on while t < t1. Each round: the rules
     above (accept when e <= 1; the new h either way). About 14 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；由数据决定步数的循环，跑的步数不能比参考答案多太多。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its data-dependent loops may run only about the answer's steps.
     """
 
     def keep_going(carry):
@@ -135,11 +121,6 @@ def prey_sensitivity(k, tol):
     d prey_at_end(k, tol) / dk: the derivative of the discrete solution your solver computes,
     not an approximation of it. Reverse mode does not go through a while_loop; use the other
     mode. One or two lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     return jax.jvp(lambda k: prey_at_end(k, tol), (k,), (jnp.ones_like(k),))[1]
 

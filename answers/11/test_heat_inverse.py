@@ -56,13 +56,6 @@ def simulate(u0, kappa, dt=DT, steps=STEPS):
 
     Run heat_step `steps` times from u0 (steps is a Python int) with lax.scan, no Python loop.
     Return (the final state, the state after every step stacked as [steps, n]). About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
 
     def body(u, _):
@@ -83,13 +76,6 @@ def recover_zones(observed, u0, iters=300, learning_rate=0.05):
     steps), has the least mean squared misfit to observed (shaped [steps // 10, n]). Optimise
     log κ (so κ > 0), start from κ = 1, take `iters` optax.adam(learning_rate) steps inside
     one jitted lax.scan. Return (κ's 4 zone values, the loss at every step). About 12 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
 
     def loss(log_kappa):

@@ -93,16 +93,6 @@ def implicit_step(b, c):
     solves the linear g(t) = y, where g multiplies by J (symmetric positive definite): use
     lax.custom_linear_solve(g, y, solve=cg_solve, symmetric=True). Reverse mode transposes that
     solve, which jax's cg called directly cannot do (the file's last koan). About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    由数据决定步数的循环，跑的步数不能比参考答案多太多；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its
-    data-dependent loops may run only about the answer's steps; its technique must vary with the
-    inputs and carry the result.
     """
     return lax.custom_root(
         lambda u: residual(u, b, c),

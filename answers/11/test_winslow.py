@@ -96,13 +96,6 @@ def signed_areas(p):
     """每个三角形的有向面积，形状 [m, m, 2]：½·(e₁ × e₂)，用给定的 corner_edges 和 cross。
     大约 2 行。/ Each triangle's signed area, shaped [m, m, 2]: ½·(e₁ × e₂), with the given
     corner_edges and cross. About 2 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     e1, e2 = corner_edges(p)
     return 0.5 * cross(e1, e2)
@@ -117,13 +110,6 @@ def untangle(p, iters=200, learning_rate=1e-3, delta=1e-2 / M**2):
     interior nodes (multiply the gradient by interior_mask(); boundary nodes must not move at
     all), the loop inside one jitted lax.scan. Return (the new nodes, the energy at every step).
     About 10 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     optimizer = optax.adam(learning_rate)
     mask = interior_mask(p.shape[0] - 1)

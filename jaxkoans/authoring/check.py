@@ -18,7 +18,6 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.authoring import gates, giveaways
-from jaxkoans.authoring.judged import problems as judged_problems
 from jaxkoans.course import fills, koan_model, twins
 from jaxkoans.course import shipped as as_shipped
 from jaxkoans.plugin import costs
@@ -450,7 +449,6 @@ CHAPTER_CHECKS = (
     readme_problems,
     contract_problems,
     shortcut_problems,
-    judged_problems,  # a TODO's docstring ends with what its contract judges
 )
 
 

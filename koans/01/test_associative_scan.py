@@ -135,13 +135,6 @@ def prefix_scan(fn, elems):
       r[i] ← fn(r[i-d], r[i]) for all i ≥ d at once: round d hands fn n - d elements, ⌈log2 n⌉
       calls in all.
     - About 8 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("prefix_scan: log2(n) doubling rounds / 倍增的并行前缀扫描")
 

@@ -95,13 +95,6 @@ def length_mask(lengths, total_steps):
 
     Return a [B, total_steps] bool mask, True at (b, t) exactly when t < lengths[b].
     No Python loop (lengths is a tracer under jit). About 1 line.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     todo("length_mask: 用广播比较 / a broadcast comparison")
 
@@ -124,15 +117,6 @@ def masked_lstm(params, xs, lengths):
       params and xs must stay finite, and padded inputs get a zero gradient.
     Return ((h, c), ys) with ys of shape [B, T, H]. Hint: scan slices axis 0, so move time
     to the front first. About 9 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("masked_lstm: lax.scan + jnp.where 掩码 / lax.scan with a jnp.where mask")
 

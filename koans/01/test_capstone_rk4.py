@@ -54,13 +54,6 @@ def rk4_step(f, y, t, h):
 
     One RK4 step of size h from (y, t); return the new y. f(y, t) returns dy/dt.
     y may be a pytree: combine with the given axpy (not y + h * k). About 5 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     todo("rk4_step: 四个斜率 k1..k4 / the four slopes k1..k4")
 
@@ -72,13 +65,6 @@ def integrate(f, y0, t0, t1, n_steps, step=rk4_step):
     Integrate from t0 to t1 in n_steps equal steps (a Python int): lax.scan calls
     step(f, y, t, h) again and again; return y(t1). Step i starts at t = t0 + i·h.
     No Python loop. About 6 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     todo("integrate: lax.scan 走 n_steps 步 / lax.scan over n_steps steps")
 

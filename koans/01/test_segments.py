@@ -22,15 +22,6 @@ def segment_softmax(logits, segment_ids, num_segments):
     - Numerically stable: logits reach ±1000 and exp must not overflow (subtract the
       segment's maximum first).
     - Only jax.ops.segment_* and jnp, no Python loop over segments; about 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo(
         "segment_softmax: segment_max, exp, segment_sum, gather back by id / 段最大值、指数、段求和、按 id 取回"
@@ -125,15 +116,6 @@ def graph_mean_pool(node_features, graph_ids, num_graphs):
       gradient.
     - A graph without nodes gives 0. Only jax.ops.segment_* and jnp (no one-hot matmul, no
       Python loop); about 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("graph_mean_pool: segment sums and counts / 分段求和与计数")
 
@@ -245,15 +227,6 @@ def top2_moe(x, router, experts):
       put the rows back in their order, weight them by the gates and add each token's pair.
     - Computing every expert's full [T, E, H] first and picking from it is not allowed; about
       10 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("top2_moe: top_k, sort by expert, one ragged_dot / top_k、按专家排序、一次 ragged_dot")
 
@@ -316,15 +289,6 @@ def sort_by_segment_then_score(segment_ids, scores, payload):
     num_keys says how many leading ones are the sort keys, and the rest move along (no argsort
     followed by a gather per column). Descending? Sort by the negated scores and negate them
     back before returning. About 2 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("sort_by_segment_then_score: one lax.sort, two keys / 一次 lax.sort，两个键")
 

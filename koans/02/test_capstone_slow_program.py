@@ -107,9 +107,6 @@ def pad_batch(x, y, size=BATCH):
     Pad a batch of n (≤ size) rows to exactly size rows with zeros, on the host (NumPy), and
     return (x, y, mask): mask is float32, 1.0 for the n real rows and 0.0 for padding.
     About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it pads on the host
-    with NumPy (the lesson: shapes fixed before jit); no JAX program.
     """
     todo("pad_batch: 在主机上补零并给出掩码 / zero-pad on the host and build the mask")
 
@@ -121,13 +118,6 @@ def fast_step(w, x, y, mask, lr):
 
     One SGD step on a padded batch: the loss is the mean squared error over the real rows
     only (where mask is 1), and lr is a traced argument. About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("fast_step: 掩码均方误差的一步 SGD / one SGD step on the masked mean squared error")
 
@@ -138,9 +128,6 @@ def fast_train(w, batches, lrs):
 
     The same result as numpy_sgd, but fast_step compiles once whatever the batch sizes and
     learning rates: use pad_batch and fast_step. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the single compilation
-    is the koan's count.
     """
     todo("fast_train: 补齐每个 batch，调用 fast_step / pad every batch, call fast_step")
 
@@ -153,13 +140,6 @@ def fast_evaluate(w, xs, ys):
     The same mean loss as slow_evaluate without a Python loop over the batches (use
     jax.vmap), so that the program's size does not depend on the number of batches.
     About 2 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("fast_evaluate: 用 vmap 代替 Python 循环 / vmap instead of a Python loop")
 

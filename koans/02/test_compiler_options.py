@@ -42,9 +42,6 @@ def without_fusion(fn):
     """返回 jax.jit(fn)，但让 XLA 编译它时跳过名为 fusion 的那个优化遍，别的遍照常运行。约 1 行。
     Return jax.jit(fn), compiled by XLA with the pass named fusion skipped and every other pass
     run as usual. About 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a jitted
-    function with compiler options; the compiled HLO's fusions are the koan's check.
     """
     todo("without_fusion: 跳过 fusion 遍 / skip the fusion pass")
 
@@ -55,9 +52,6 @@ def hlo_before_fusion(fn, x, dump_dir):
     Compile jax.jit(fn)(x) with XLA dumping into dump_dir the module around the passes whose
     names match fusion, and return the HLO text just before the fusion pass ran (read it from
     the dumped file). About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it compiles with XLA
-    dump flags and returns the dumped HLO text.
     """
     todo("hlo_before_fusion: 转储并读回 fusion 之前的模块 / dump, read the module before fusion")
 

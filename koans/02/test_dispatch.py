@@ -59,9 +59,6 @@ def honest_time(f, *args, clock=time.perf_counter):
     Measure one steady-state call of f(*args): call it once first and wait for it
     (compilation and warm-up stay outside the measurement), then read clock(), call again,
     wait for the result, and read clock() again. Return (seconds, result). About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: no JAX program of its
-    own.
     """
     todo("honest_time: 预热、读表、调用并等待、再读表 / warm up, read the clock, call and wait, read it again")
 
@@ -200,9 +197,6 @@ def make_train_steps():
     Return a jitted function train(w, xs, ys) that runs sgd_step over every step with lax.scan
     along axis 0 of xs and ys, in one call and one dispatch, with w's buffer donated to the
     output (the old w is unusable after the call). It returns the final w. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a jitted,
-    donating function; its one scan and one dispatch are the koan's checks.
     """
 
     todo("make_train_steps: lax.scan 走完所有步、捐出 w / lax.scan over the steps, w donated")

@@ -89,10 +89,6 @@ def trace_one_step(logdir, step, *args, label):
     Profile one call of step(*args) into logdir: jax.profiler.trace around it, and inside a
     jax.profiler.TraceAnnotation named label around the call; wait for the result before the
     annotation closes (dispatch is asynchronous!). Return the result. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it wraps the koan's own
-    step in a profiler trace: the program is the koan's, and a re-trace would open a second
-    profiler session into the koan's logdir.
     """
     todo("trace_one_step: jax.profiler.trace、TraceAnnotation，并等待结果 / trace, annotate, wait for the result")
 
@@ -340,9 +336,6 @@ def bytes_held_by(function):
     right now: take a device_memory_profile, decode it with read_pprof, and of the buffer
     samples (kind buffer) count those whose stack holds this function (both its name and the
     file it lives in must match), adding up their bytes. Return an int. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the answer matches a
-    function's code file against the profile's stacks; it builds no JAX program.
     """
     todo("bytes_held_by: 取 profile、解开、只数 function 名下的缓冲区 / profile, decode, count the buffers under function")
 

@@ -261,12 +261,6 @@ def ring_all_reduce(v):
     loops, so that each step is a collective-permute of its own in the HLO; which chunk device
     k sends at each step follows from its position k along the axis (the axis_index koan).
     About 12 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("ring_all_reduce: 先 reduce-scatter 再 all-gather，每步 1/N 块 / reduce-scatter, then all-gather, 1/N of a block a step")
 
@@ -324,12 +318,6 @@ def collective_matmul(x_block, w_block):
     device. N matmuls, N-1 ppermutes (the last block need not travel on). Whose block device
     k holds at step s follows from its position k and s; write the rows into the result
     with lax.dynamic_update_slice_in_dim. About 9 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("collective_matmul: 边传 x 的块边乘 / multiply each block of x as it travels")
 
@@ -388,12 +376,6 @@ def matmul_reduce_scatter(x_block, w_block):
     it. N matmuls, each of one segment of rows; N-1 ppermutes, carrying partial sums, not blocks
     of x. Which segment device k works on at step s follows backwards from "at step N-1 it is
     its own"; take rows of x_block with lax.dynamic_slice_in_dim. About 8 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("matmul_reduce_scatter: 部分和沿环走一圈，每站加上自己的一段 / a partial sum around the ring, each stop adds its share")
 

@@ -140,12 +140,6 @@ def moe_layer(x, w_gate, w_block):
     5. combine: each token takes its result from the returned buffer at [expert, slot] and
        multiplies it by its gate; a token not kept outputs 0.
     No gathering of tokens or expert weights (all_gather). About 7 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo(
         "moe_layer: 派发、all_to_all、专家、all_to_all、合并 / dispatch, all_to_all, expert, all_to_all, combine"

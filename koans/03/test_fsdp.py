@@ -100,9 +100,6 @@ def fsdp_spec(shape):
     A parameter's FSDP layout: split the first axis whose length N divides along mesh axis
     "fsdp", leaving the other axes whole (e.g. (10, 16) → P(None, "fsdp")); if no axis
     qualifies, return P() (a whole copy everywhere). About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("fsdp_spec: 第一根能被 N 整除的轴 / the first axis N divides")
 
@@ -116,12 +113,6 @@ def fsdp_loss(params, x, y):
     (split as MODEL_SPECS says), x and y its 32/N samples. Gather the split parameters into
     whole ones before they are used (an unsplit parameter is whole already), compute the local loss, and average
     it over the devices, so that the result is the whole batch's loss. About 4 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("fsdp_loss: 用之前收齐权重，损失取平均 / gather before use, average the loss")
 
@@ -138,12 +129,6 @@ def zero3_loss(params, x, y):
     forward pass alive. Layer 1: relu(x @ w1 + b1); layer 2: h @ w2 + b2 (gather what
     MODEL_SPECS splits).
     Return the pmean'd loss, like fsdp_loss. About 8 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo(
         "zero3_loss: 每层在 jax.checkpoint 里收齐自己的权重 / each layer gathers its weights inside jax.checkpoint"

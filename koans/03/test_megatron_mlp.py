@@ -67,12 +67,6 @@ def megatron_mlp(x, w1_block, w2_block):
     w1_block a group of W1's columns (d, hidden/N), w2_block the matching rows of W2
     (hidden/N, d). Return the whole y (equal on every device). One collective only. About
     3 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("megatron_mlp: 列并行、gelu、行并行、一次 psum / column-parallel, gelu, row-parallel, one psum")
 
@@ -90,12 +84,6 @@ def dp_tp_loss(params, x, y):
     Megatron's forward pass along "model", take the mean squared error over this group's
     samples, and make the result the whole batch's mean loss (averaged along "data"). Then the
     weight gradients jax.grad returns are already averaged over the data groups. About 3 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("dp_tp_loss: 沿 model 做 Megatron 前向，损失沿 data 平均 / Megatron along model, the loss averaged along data")
 

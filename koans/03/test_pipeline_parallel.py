@@ -81,12 +81,6 @@ def pipeline(w_block, xs):
     t-(N-1): store it in the result. Return (1, M, b, d): the last stage's block is the
     model's output (what the other stages return does not matter). Choose values per stage
     with jnp.where and lax.axis_index("stage"). About 12 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("pipeline: 微批次沿阶段链流过 / microbatches flow down the stages")
 
@@ -147,9 +141,6 @@ def bubble_fraction(stages, microbatches):
     The share of each device's time steps that GPipe's forward spends idle (in the bubble): how
     many time steps do M microbatches take through N stages, and in how many of them does each
     device work on a real microbatch? Return a Python float. About 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: returns a Python float
-    from two ints.
     """
     todo("bubble_fraction: 空等的时间步 / 全部时间步 / idle time steps over all time steps")
 
@@ -247,12 +238,6 @@ def pipeline_backward(w_block, saved, ct):
     gradient, and ppermute the input's cotangent (g·(1-y²)) @ Wᵀ back to stage k-1 (a chain
     that does not wrap). Return the layer's weight gradient (1, d, d). Do not redo the
     forward's transfers: use saved only. About 12 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("pipeline_backward: 余切沿链倒着走 / cotangents walk the chain backwards")
 
@@ -372,12 +357,6 @@ def one_f_one_b(w_block, xs, targets):
     How large must R be so that nothing in the ring is overwritten before it is used? The
     zeros in the loop's carry must first be made device-varying with
     lax.pcast(…, "stage", to="varying"). About 25 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("one_f_one_b: 每一步一次前向、一次反向 / one forward and one backward per step")
 

@@ -84,12 +84,6 @@ def ring_attention(q, k, v):
     initial values must vary along "i" as what the body returns does (the scan-carry koan of
     the collectives file). No gathering of K or V (all_gather), and no whole row of scores.
     About 14 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("ring_attention: K、V 沿环传，在线 softmax / K and V around the ring, an online softmax")
 
@@ -153,12 +147,6 @@ def ring_attention_bwd(res, g):
     together to the next device. After N steps every k and v block comes home with its dk and
     dv. Return (dq, dk, dv). No gathering of K or V, and no differentiating the forward pass
     (jax.vjp): that stores all N blocks. About 22 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("ring_attention_bwd: 再沿环走，dK、dV 跟着走 / around the ring again, dK and dV along")
 

@@ -123,12 +123,6 @@ def zigzag_ring_attention(q, k, v):
     -inf (jnp.where). At step 0 the block at hand is this device's own, and every query sees at
     least itself, so the maximum is finite from step 0 on. Return o / l. No gathering of K or
     V (all_gather). About 16 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("zigzag_ring_attention: 环形注意力加因果遮挡 / ring attention with a causal mask")
 

@@ -58,11 +58,6 @@ def recompute_apply(f, x):
     f(x), recomputed on the way back (through _recompute). f may capture values being
     differentiated (the parameters w, say): lift them out with jax.closure_convert(f, x) into
     explicit arguments of _recompute. 2 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     todo("recompute_apply: jax.closure_convert, then _recompute / 先闭包转换，再调用 _recompute")
 
@@ -151,13 +146,6 @@ def sqdist_rule(axis_size, in_batched, xs, ys):
       |x|² − 2·x·y + |y|², one [B, D] × [D, N] matrix product and no [B, N, D] difference.
     - Otherwise: jax.vmap of sqdist_reference (in_axes 0 or None as in_batched says).
     About 6 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("sqdist_rule: a matrix product when only xs is batched / 只有 xs 带批轴时用矩阵乘")
 

@@ -97,15 +97,6 @@ def straight_through_round(x):
     everywhere (under grad, jvp and vmap alike), as if the rounding were not there. jnp and
     lax.stop_gradient only (no custom_jvp / custom_vjp: the lesson is what stop_gradient can
     do); one line.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("straight_through_round: 一行 stop_gradient / one line of stop_gradient")
 

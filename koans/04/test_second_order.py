@@ -55,13 +55,6 @@ def hvp(f, x, v):
     The product H(x)·v of scalar f's Hessian at x with v, without building the Hessian: one
     jax.jvp of jax.grad(f) at x along v (forward-over-reverse); take its tangent output. x and
     v are 1-D arrays of one shape. 1 line.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("hvp: jax.jvp of jax.grad(f) / 对 grad(f) 做一次 jvp")
 

@@ -96,13 +96,6 @@ def dense_jvp(primals, tangents):
       whose tangent is a SymbolicZero adds no operation at all (in particular not its matrix
       product). At least one input is perturbed.
     - About 8 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("dense_jvp: one term per perturbed input / 每个被扰动的输入一项")
 
@@ -203,13 +196,6 @@ def tanh_layer_fwd(x, w):
     Return ((y, z), residuals) with y = tanh(z), z = x @ w.
     - Save only what the backward pass will use: x̄ needs w, w̄ needs x; put None in the other's
       place. y is always saved (tanh'(z) = 1 - y²). About 5 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     todo("tanh_layer_fwd: save what the perturbed inputs need / 只存被扰动的输入要用的残差")
 
@@ -223,11 +209,6 @@ def tanh_layer_bwd(residuals, cts):
     - dz = ȳ·(1 - y²) + z̄ (only the real cotangents); x̄ = dz @ wᵀ, w̄ = xᵀ @ dz; return None
       for an input that was not perturbed (the residual it needs is None). At least one
       cotangent is not a zero. About 8 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     todo("tanh_layer_bwd: skip the SymbolicZero cotangents / 跳过 SymbolicZero 余切")
 
@@ -336,15 +317,6 @@ def weighted_sum_jvp(prim, primals, tangents):
     - The tangent of an input that is not perturbed is an ad.Zero (not an array, no
       arithmetic with it): skip its term. At least one input is perturbed.
     - Compute the primal with prim.bind(x, w), the tangent terms with jnp. About 7 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("weighted_sum_jvp: skip the ad.Zero tangents / 跳过 ad.Zero 切向量")
 
@@ -416,13 +388,6 @@ def rotate_split_transpose(cts, x, *, angle):
     [x's cotangent]: cos(angle)·ct0 + sin(angle)·ct1.
     - The cotangent of an output nobody used is an ad.Zero: skip its term, no multiplication
       for it; when both are ad.Zero return [ad.Zero(x.aval)]. About 5 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("rotate_split_transpose: skip the ad.Zero cotangents / 跳过 ad.Zero 余切")
 

@@ -214,15 +214,6 @@ def host_sin_jvp(primals, tangents):
     """Return (host_sin(x), cos(x) * t), with cos(x) also computed on the host by a
     pure_callback of np.cos (give it a vmap_method so vmap keeps working). About 4 lines.
     返回 (host_sin(x), cos(x) * t)；cos(x) 也用 pure_callback 在主机上算（记得给 vmap_method）。
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("host_sin_jvp: 主机上的 sin 和 cos / sin and cos on the host")
 
@@ -338,15 +329,6 @@ def cumsum_in_place(x):
     Buffers (np.asarray views them as NumPy arrays), and returns nothing; have the output share
     input 0's buffer (input_output_aliases), and pick a vmap_method under which vmap calls once
     and hands the callback the whole batch. About 5 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
 
     todo("cumsum_in_place: 用 buffer_callback 原地写输出 / write the output in place with buffer_callback")
@@ -470,15 +452,6 @@ def on_each_shard(host_fn, x, mesh):
     (with pure_callback), with no all-gather. host_fn takes an (r, c) float32 array and
     returns (r,) float32; the result is the blocks' results joined by rows, an (x.shape[0],)
     array split over "rows" too. About 6 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("on_each_shard: 每个设备把自己的块交给主机 / each device hands its own block to the host")
 

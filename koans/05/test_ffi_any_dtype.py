@@ -94,15 +94,6 @@ def third_plus_one(x, name):
     dispatches on the dtype: no conversion), the output shaped and typed like x; the half-precision
     floats the kernel lacks (float16, bfloat16) go in as float32 and the result comes back in x's
     dtype. Any other dtype goes to the kernel as it is (the kernel refuses it). About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("third_plus_one: 按 dtype 调用内核 / call the kernel by dtype")
 
@@ -163,15 +154,6 @@ def third_plus_one_by_rows(x, name):
     set_xla_metadata, the number of batch axes as a string (here the first axis is the batch
     axis). Then ffi_call as usual, the output like x. No shard_map, no custom_partitioning.
     About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("third_plus_one_by_rows: 可按批次分片的调用 / a batch-partitionable call")
 

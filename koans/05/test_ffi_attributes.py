@@ -110,15 +110,6 @@ def weighted_sum(xs, weights, scale, shift, name):
     operands; weights, a tuple of Python floats, goes in as the array attribute weights (the
     kernel wants a float32 array); scale and shift go into one dictionary attribute affine (keys
     "scale" and "shift", float32). The output is like xs[0]. About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("weighted_sum: 数组属性、字典属性、任意个操作数 / array and dict attributes, any number of operands")
 

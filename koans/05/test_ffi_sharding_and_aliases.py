@@ -97,9 +97,6 @@ def buffer_aliases(compiled):
     buffer. A single (non-tuple) output has the index {}: count it as 0; no table in the header
     gives {}. Read the first line only: in the program's body each kernel call has its own
     output_to_operand_aliasing, which is not this table. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it parses the compiled
-    HLO header's alias table (a string); no JAX program.
     """
     todo("buffer_aliases: parse the HloModule header / 解析 HloModule 头")
 
@@ -182,12 +179,6 @@ def leaky_sum_per_shard(x, mesh, target):
     Wrap the ffi_call in jax.shard_map: each device calls the kernel on its own rows (in_specs and
     out_specs both P("batch")), and the result stays sharded by rows. leaky_sum recurs along the
     last axis and rows are independent, so splitting the work this way is right. About 3 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
 
     todo("leaky_sum_per_shard: 用 shard_map 包住 ffi_call / wrap the ffi_call in shard_map")
@@ -243,10 +234,6 @@ def leaky_sum_partition(mesh, arg_shapes, result_shape):
     - leaky_sum's rows are independent and may be split (keep the sharding of the input's first
       axis); the last axis is the direction of the recurrence and must stay whole on one device
       (that axis is not split). Input and output get the same sharding. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: a custom_partitioning
-    rule: it reads the shardings XLA chose and returns (mesh, lower_fn, shardings); no program of
-    its own.
     """
     todo("leaky_sum_partition: 按行分、不分最后一根轴 / split the rows, never the last axis")
 

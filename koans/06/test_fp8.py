@@ -61,15 +61,6 @@ def quantize_mx(x):
     float8_e8m0fnu; the values are x divided by their block's scale, cast to float8_e4m3fn (so a
     block's largest value stays within 448). Return (values, scales): the values shaped like x,
     the scales with a last axis of x.shape[-1] // BLOCK. About 6 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("quantize_mx: 每块一个 2 的幂缩放因子 / one power-of-two scale per block")
 
@@ -135,15 +126,6 @@ def delayed_scaling_quantize(x, amax_history):
     not become NaN), then cast to float8_e4m3fn. Then record this step's amax: the history moves
     back by one slot (the oldest dropped) and max|x| goes into slot 0. Return (values, scale,
     the new history). About 5 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("delayed_scaling_quantize: 用历史的 amax 缩放 / scale by the history's amax")
 

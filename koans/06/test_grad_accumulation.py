@@ -141,13 +141,6 @@ def accumulated_grad(w, x, y, micro):
     micro-batches (reshape out a leading axis), let scan take the gradient of _loss on each in
     turn and add it up, then divide by `micro`. Only one micro-batch's activations are alive at a
     time. About 6 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("accumulated_grad: lax.scan 累加微批次梯度 / add micro-batch gradients with lax.scan")
 
@@ -179,12 +172,6 @@ def token_mean(losses, mask):
     where, do not multiply by the mask (in IEEE arithmetic inf * 0 is NaN; on this CPU XLA happens
     to rewrite a multiply by a boolean mask into a select, but a 0/1 float mask gets no such
     rewrite, and the test uses both). About 1 line.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("token_mean: 只数真实 token / count real tokens only")
 
@@ -236,15 +223,6 @@ def token_weighted_grad(w, x, y, mask, micro):
     adds the gradient of its real tokens' loss *sum* (_token_losses, padding excluded) and its
     number of real tokens; divide once at the end. The result is the gradient of the whole
     batch's token-mean loss. About 10 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("token_weighted_grad: 累加损失之和与 token 数 / add up loss sums and token counts")
 
@@ -357,12 +335,6 @@ def reduce_once(mesh, w, xs, ys):
     loop psum_scatter reduces the devices' sums and splits the result back into w's row blocks,
     once; then divide by the number of micro-batches and of devices (a device's loss is the mean
     over its own rows only). The gradient comes back split by rows like w. About 10 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("reduce_once: 局部累加，循环后 reduce-scatter 一次 / add up locally, reduce-scatter once after the loop")
 

@@ -146,15 +146,6 @@ def loss_scaled_step(w, opt_state, loss_scale, x, y):
     were; then let loss_scale adjust itself by whether this step was finite. No Python if, no
     callback, nothing fetched to the host. Return (w, opt_state, loss_scale, finite), finite a
     boolean scalar. About 8 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("loss_scaled_step: jit 里的动态损失缩放 / dynamic loss scaling inside jit")
 
@@ -207,9 +198,6 @@ def mixed_precision_layer(rngs):
     An nnx.Linear(16, 8) whose parameters are stored in fp32 (the master weights the optimizer
     updates) and whose forward pass computes in bf16. Use Flax's own two dtype arguments, no
     hand-written astype. About 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("mixed_precision_layer: 参数 fp32、计算 bf16 / fp32 parameters, bf16 compute")
 

@@ -92,9 +92,6 @@ def save_sharded(path, state):
     Every process calls this with the same path; state's "w" is a global array spanning the
     processes (this process holds only its own rows). Save state with Orbax's
     StandardCheckpointer and return only once the save has really finished. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: Orbax I/O run only in
-    the two JAX processes the koan starts; no JAX program.
     """
     todo("save_sharded: 所有进程一起用 Orbax 保存 / every process saves together with Orbax")
 
@@ -106,10 +103,6 @@ def restore_onto(path, mesh, spec):
     Read back from path the state abstract_state() describes: "w" sharded as NamedSharding(mesh,
     spec), the scalar "step" replicated on mesh (P()). Hand StandardCheckpointer.restore a target
     tree of jax.ShapeDtypeStruct with shardings and return the tree it reads back. About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: Orbax I/O run only in
-    the two JAX processes the koan starts: it builds ShapeDtypeStruct targets and restores; no JAX
-    program.
     """
     todo("restore_onto: 带分片的恢复目标 / a restore target with shardings")
 

@@ -97,9 +97,6 @@ def load_my_shard(dataset):
     This process reads only its own contiguous block of rows: split dataset.num_rows rows evenly
     over jax.process_count() processes; which block is process jax.process_index()'s? Read it with
     dataset.read, once, and return the (features, targets) it gives. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it reads rows on the
-    host with dataset.read; no JAX program.
     """
     todo("load_my_shard: process_index, process_count, one read / 只读自己的一段")
 
@@ -110,8 +107,6 @@ def global_batch(local, mesh):
     Assemble this process's (features, targets) into global arrays that span the processes:
     the rows of both split over the mesh's "data" axis, each process's rows on its own devices.
     Return (x, y). About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: no traced program.
     """
     todo("global_batch: make_array_from_process_local_data / 拼成全局数组")
 
@@ -119,9 +114,6 @@ def global_batch(local, mesh):
 def replicate(params, mesh):
     """把参数（NumPy 数组的字典）放到网格上，每个设备一份完整的副本。1 行。
     Put the parameters (a dict of NumPy arrays) on the mesh, a whole copy on every device. 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the shardings are the
-    koan's asserts.
     """
     todo("replicate: device_put with a replicated sharding / 每个设备一份")
 
@@ -134,9 +126,6 @@ def train_step(params, x, y):
     global batch, and the parameters minus the learning rate times the gradient. Return
     (new parameters, loss). It will be compiled with jax.jit; the sharding decides how the
     gradients are averaged across processes, so write no collective yourself. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the sharding averages
-    the gradients across processes, with no hand-written collective (docstring).
     """
     todo("train_step: value_and_grad, SGD / 一步 SGD")
 
@@ -148,8 +137,6 @@ def losses_of_every_process(params, local):
     A metric: loss_fn on this process's own rows (local), computed on the host (params are NumPy
     arrays), then that number from every process collected: return a NumPy array whose element i
     is process i's loss, the same array in every process. About 2 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: no traced program.
     """
     todo("losses_of_every_process: loss_fn on the host, process_allgather / 收集")
 

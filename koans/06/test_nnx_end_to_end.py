@@ -136,9 +136,6 @@ def linear_from_haiku(params):
     输入、输出大小从 w 的形状读出。约 4 行。
     Return a new nnx.Linear holding Haiku's Linear parameters ("w" and "b" under
     params["linear"]); read its input and output sizes from w's shape. About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a Flax
-    module filled with Haiku's parameters.
     """
     todo("linear_from_haiku: 把 w、b 放进 nnx.Linear / put w and b into an nnx.Linear")
 
@@ -194,11 +191,6 @@ def fine_tune_step(model, opt, x, y):
     parameters HEAD selects only (nnx.value_and_grad with an nnx.DiffState as argnums), update
     the model with opt, return the loss. The backbone's gradient is not computed at all. About 4
     lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it updates NNX objects
-    in place and returns only the loss, so the gradient is a side effect no output of a re-trace
-    depends on (and a re-trace would write tracers into the koan's model); the koan checks the
-    backbone's gradient is never computed.
     """
     todo("fine_tune_step: 只对头部求导 / differentiate the head only")
 

@@ -108,13 +108,6 @@ def shard_batch(mesh, x, y):
     Put a batch on the mesh: the examples (axis 0) split over the "data" axis, replicated over
     the "model" axis (the two model-parallel devices of one data shard see the same examples).
     Return (x, y). About 2 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's.
     """
     todo("shard_batch: 按数据轴切开 / split over the data axis")
 
@@ -184,15 +177,6 @@ def fsdp_loss_and_grads(mesh, params, x, y):
     relu(x @ up) @ down), and average it over "data", so the loss is replicated (out_specs P()).
     Take value_and_grad of that outside the shard_map: return (the loss, gradients sharded like
     params). About 8 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、
-    串行的循环步数、最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, callback and FFI
-    calls run, bytes of collectives per device, serial loop steps, bytes of the largest
-    intermediate, the program's size (equations)) at most a few times the answer's; its technique
-    must vary with the inputs and carry the result.
     """
     todo("fsdp_loss_and_grads: 收集权重、平均损失 / gather the weights, average the loss")
 
@@ -292,11 +276,6 @@ def explicit_tp_loss(params, x, y):
     The second matmul contracts an axis split over "model" on both sides, so its layout is
     yours to say: make it split by rows over "data", like y. The weights must not move (no
     reshard of a weight). About 4 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's.
     """
     todo("explicit_tp_loss: 第二个矩阵乘的 out_sharding / the second matmul's out_sharding")
 
@@ -369,12 +348,6 @@ def zero_step(params, state, x, y):
     and the parameters to the state's layout, update, and reshard the new parameters back to a
     copy on every device. The types must not change: the new parameters replicated again, the
     new state split by ZERO_SPEC. Return (new parameters, new state, loss). About 4 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("zero_step: reshard the gradients and weights, update, gather back / 切开、更新、收回")
 

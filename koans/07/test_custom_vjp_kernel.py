@@ -78,15 +78,6 @@ def silu(x):
 def silu_fwd(x):
     """前向：返回 (输出, 残差)。反向只需要 x。一行。
     Forward: return (output, residuals). The backward pass needs only x. One line.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("silu_fwd: (输出, 残差) / (output, residuals)")
 
@@ -97,15 +88,6 @@ def silu_bwd(x, g):
 
     Backward: use the given _silu_bwd_kernel and _elementwise to compute g times d silu / dx;
     return a tuple (one cotangent per primal argument). One line.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("silu_bwd: 用反向内核 / with the backward kernel")
 
@@ -181,15 +163,6 @@ def silu_both_modes_jvp(primals, tangents):
     A custom_jvp rule: return (output, tangent). Compute the derivative d silu / dx in a kernel
     with _silu_grad_kernel (it reads only x), and keep the tangent t outside the kernel,
     multiplied in with jnp: that multiplication is all JAX has to transpose. Two lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo(
         "silu_both_modes_jvp: 导数在内核里，切向量在外面 / the derivative in a kernel, the tangent outside"

@@ -138,15 +138,6 @@ def flash_attention_dq(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
       step, in q's dtype;
     - give every matmul preferred_element_type=jnp.float32 (the inputs may be bfloat16); hand
       interpret on to pallas_call as it is (interpret=False lowers for TPU). About 25 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("flash_attention_dq: dQ 的分块内核 / the blocked dQ kernel")
 
@@ -175,15 +166,6 @@ def flash_attention_dkdv(q, k, v, do, lse, delta, *, bq, bk, interpret=True):
       dp = do vᵀ, ds = p ∘ (dp - delta), add dsᵀ q / √D to dk; write both outputs on the last
       step (in k's and v's dtypes);
     - preferred_element_type and interpret as in flash_attention_dq. About 30 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("flash_attention_dkdv: dK 和 dV 的分块内核 / the blocked dK, dV kernel")
 
@@ -208,15 +190,6 @@ def flash_attention_bwd(bq, bk, residuals, g):
     Backward: from the residuals (q, k, v, o, lse) and the cotangent g (that is dO), compute
     Δ = sum(g ∘ o, last axis, keepdims=True) with jnp ([Lq, 1], not [Lq, Lk]), then call both
     kernels and return (dq, dk, dv). Do not take the VJP of the reference. About 4 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("flash_attention_bwd: Δ，再调用两个内核 / Δ, then both kernels")
 

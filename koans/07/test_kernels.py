@@ -44,15 +44,6 @@ def add_relu(x, y, *, bm, bn, interpret=True):
     pl.pallas_call(..., interpret=interpret) (all four kernels hand interpret on to pallas_call
     as it is: the last koan runs them in the TPU interpreter, then lowers them for TPU). About 8
     lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
 
     todo("add_relu: 一个 2 维 grid 的 pallas_call / one pallas_call over a 2-D grid")
@@ -70,15 +61,6 @@ def matmul(x, y, *, bm, bn, bk, interpret=True):
     k == 0 (pl.when), then add x_block @ y_block at each step. The inputs may be bfloat16: the
     output is always float32, and the matmul takes preferred_element_type=jnp.float32, so it
     accumulates in float32. interpret=interpret. About 14 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
 
     todo("matmul: 沿 K 轴累加的分块矩阵乘 / a tiled matmul accumulating over K")
@@ -95,15 +77,6 @@ def row_softmax(x, *, bm, interpret=True):
     grid = (M // bm,). Stay stable: subtract each row's max first. No jax.nn.softmax. x may be
     bfloat16: inside the kernel astype(jnp.float32) first (the sum in float32), and cast back to
     x's dtype when writing. interpret=interpret. About 10 lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
 
     todo("row_softmax: 每个程序处理 bm 整行 / bm whole rows per program")
@@ -121,15 +94,6 @@ def layer_norm(x, gamma, beta, *, bm, eps=1e-5, interpret=True):
     always (0,)). The inputs may be bfloat16: inside the kernel astype(jnp.float32) before the
     mean and variance, and cast back to x's dtype when writing. interpret=interpret. About 14
     lines.
-    评判：在测试没见过的输入上（数值略作移动；同一个调用再把一个长度的轴加倍）
-    结果必须与参考答案相同；代价（浮点运算、内核与主机之外（设备上）的浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little; the same call
-    with every axis of one length doubled) must be the answer's; its costs (flops, flops outside
-    the kernels and the host, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
 
     todo("layer_norm: 每个程序处理 bm 行 / bm rows per program")

@@ -104,10 +104,6 @@ def masked_sum_kernel(x_ref, o_ref, *, n):
     compiled for hardware computes (on this CPU, XLA happens to rewrite a multiply by a boolean mask
     into a select, so the test checks that the kernel selects). Write the sum into o_ref of shape (1,).
     About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: a kernel body: it takes
-    Refs, so it cannot be traced on its own; the koan reads the select and iota from the kernel's
-    jaxpr.
     """
     todo("masked_sum_kernel: iota + program_id 掩码 / an iota + program_id mask")
 

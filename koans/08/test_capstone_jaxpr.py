@@ -126,10 +126,6 @@ def first_nan(program, x):
       the inputs; a jax.extend.core.Literal input keeps its value in .val.
     - To evaluate an equation: eqn.primitive.bind(*input values, **eqn.params), which returns a
       list when eqn.primitive.multiple_results is true. About 22 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the TODO interprets a
-    given jaxpr, its jits' sub-programs included, and returns a location (layer, primitive, row),
-    not a program.
     """
 
     todo("first_nan: evaluate the equations in order, into each jit, find the first NaN / 逐个方程求值")

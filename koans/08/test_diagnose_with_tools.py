@@ -33,9 +33,6 @@ def recompiling_arguments(fn, calls):
     messages of the "jax" logger (jaxkoans.api.probes.recording_jax_logs does that) and return the
     argument names they blame (each line "* at NAME, now ..."), without repeats, sorted. The
     first call's miss ("never seen function") blames no argument. About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the lesson is the
-    cache-miss explanation itself; the TODO returns names, not a program.
     """
     todo("recompiling_arguments: explain_cache_misses, then read the '* at NAME' lines")
 
@@ -120,9 +117,6 @@ def leaked_shapes(run):
     arrays alive afterwards are new (compare objects, not shapes) and return their shapes as a
     sorted list. Arrays already alive before the call (even of the same shape) do not count.
     About 4 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns the shapes
-    of the arrays jax.live_arrays() finds alive, not an array.
     """
     todo("leaked_shapes: jax.live_arrays() before and after run()")
 

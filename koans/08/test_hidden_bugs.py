@@ -62,9 +62,6 @@ def first_nan(row_fn, batch):
       so that the message carries the row); jit is fine. Take the row and the primitive from
       the message of err.get().
     - About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns (row,
-    primitive) read off checkify's error message, not an array.
     """
     todo("first_nan: checkify(float_checks) inside vmap, then parse err.get() / 解析消息")
 
@@ -165,9 +162,6 @@ def recompiling_helpers(run):
     "make_pipeline.<locals>.clip": keep the function name after the last dot). Return the names
     of the functions that missed more than once, sorted. The first call of a jitted function always misses
     once; that is no bug. About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the lesson is the
-    cache-miss explanation itself; the TODO returns names, not a program.
     """
     todo("recompiling_helpers: explain_cache_misses + recording_jax_logs, count the callers")
 
@@ -259,9 +253,6 @@ def first_refused_transfer(run):
     such as "host-to-device", the function from the innermost frame of the exception's
     traceback that belongs to this file (__file__). None when run() is not refused. About 8
     lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("first_refused_transfer: transfer_guard('disallow'), then the traceback / 再看回溯")
 
@@ -336,9 +327,6 @@ def silent_replication(fn, *args):
     writes it, e.g. "f32[64,32]"), in order; replicated the indices of the outputs (in
     jax.tree.leaves order) that every device holds whole (their sharding's
     is_fully_replicated), in increasing order. About 5 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("silent_replication: 编译后 HLO 的 all-gather、输出的分片 / all-gathers, out shardings")
 

@@ -127,10 +127,6 @@ def replicated_layers(serve, x):
     - Call jax.debug.inspect_array_sharding(h, callback=...) inside after(k, h): when serve
       compiles its jit, callback receives the sharding the partitioner gives that intermediate.
     - About 7 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns layer
-    indices read off the shardings the partitioner gives the intermediates at compile time
-    (inspect_array_sharding), not an array.
     """
     todo("replicated_layers: inspect_array_sharding inside serve's jit / 在 serve 的 jit 里看分片")
 

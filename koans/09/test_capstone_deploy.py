@@ -59,10 +59,6 @@ def save_artifacts(params, directory):
     Export mlp (x's batch dimension symbolic, "b"), serialize it to directory / MODEL_FILE;
     save params with Orbax's StandardCheckpointer to directory / PARAMS_DIR (wait for the
     write before closing). About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it writes an exported,
-    serialized program and an Orbax checkpoint to a directory; the koan reads both back in a fresh
-    process.
     """
     todo("save_artifacts: export + serialize, Orbax save / 导出并序列化，Orbax 保存")
 
@@ -76,10 +72,6 @@ def load_and_predict(directory, x):
     Rules: this function is copied verbatim into a fresh process, so do every import inside
     it (jax, jax.export, orbax.checkpoint, numpy, pathlib) and use no name from this file. The
     restore target can be built from the Exported's in_tree / in_avals. About 10 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it runs copied into a
-    fresh process and returns a NumPy array from what it deserialized; the koan compares it with
-    this process's predictions.
     """
     todo("load_and_predict: deserialize, restore, call / 反序列化、恢复、调用")
 

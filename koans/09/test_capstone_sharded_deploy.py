@@ -71,9 +71,6 @@ def save_sharded(params, directory, devices):
     jax.ShapeDtypeStruct with a sharding for the input specs. Serialize to
     directory / MODEL_FILE; save params with Orbax's StandardCheckpointer to
     directory / PARAMS_DIR (wait for the write before closing). About 12 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it writes a sharded
-    Exported and an Orbax checkpoint; the koan reads the artifact's shardings and device count.
     """
     todo(
         "save_sharded: sharded specs, export, serialize, Orbax save / 分片规格、导出、序列化、保存"
@@ -94,10 +91,6 @@ def serve(directory, x):
     sharding, and exp.in_tree rebuilds them as ((params' shardings, x's sharding), {}); restore
     with Orbax against ShapeDtypeStructs carrying those shardings (shapes and dtypes from
     exp.in_avals); place x with jax.device_put. About 16 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it runs copied into a
-    fresh process of 8 devices and returns a NumPy array; the koan compares it with this process's
-    predictions, and a process with another device count is refused.
     """
     todo("serve: mesh, in_shardings_jax, Orbax restore, call / 网格、分片、恢复、调用")
 

@@ -41,9 +41,6 @@ def save_executable(fn, example, path):
     (字节, 输入树, 输出树) 三样，pickle 到文件 path。大约 3 行。
     Compile jax.jit(fn) for the shape of example, turn it into (bytes, input tree, output tree)
     with serialize_executable.serialize, and pickle the three to the file path. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("save_executable: lower, compile, serialize_executable.serialize, pickle")
 
@@ -54,10 +51,6 @@ def load_executable(path):
     The server side: read back from path the three things save_executable wrote, load them
     with serialize_executable.deserialize_and_load and return an executable you can call. No
     tracing or compiling again. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a
-    deserialized executable (a callable, not an array); the koan counts that nothing is traced or
-    compiled again.
     """
     todo("load_executable: unpickle, serialize_executable.deserialize_and_load")
 

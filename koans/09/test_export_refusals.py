@@ -65,10 +65,6 @@ def export_trusting_own_kernels(fn, *specs):
       export.DisabledSafetyCheck.custom_call(TARGET) and export again. Leave the targets JAX
       guarantees (LAPACK's, say) alone. If nothing is refused, return the export as it is.
     - About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a
-    jax.export.Exported; the koan reads the custom-call targets left in its module (LAPACK's among
-    them) and the checks it records.
     """
     todo("export_trusting_own_kernels: export, read the refusal, DisabledSafetyCheck.custom_call")
 
@@ -84,10 +80,6 @@ def register_shipped_kernels(exp, library):
     (jax.ffi.pycapsule(library.LeakySum)) under that name for the cpu platform; return the
     names registered, in order. It is copied verbatim into a fresh process: import inside the
     function. About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it registers FFI
-    handlers under the names an artifact's disabled checks give and returns those names; the koan
-    runs it in a fresh process and calls the deserialized artifacts.
     """
     todo("register_shipped_kernels: the disabled checks' targets, register_ffi_target")
 

@@ -77,9 +77,6 @@ def export_nnx(model, x_spec):
     is nnx.to_pure_dict(nnx.state(model)): a tree of dicts and arrays only. The way: nnx.split
     gives graphdef and state; the exported function receives the pure dict, fills a copy of the
     state with nnx.replace_by_pure_dict, and calls the model nnx.merge builds. About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the koan serializes it
-    and calls it with another model's weights.
     """
     todo("export_nnx: split, to_pure_dict, replace_by_pure_dict, merge / 拆开、纯字典、填回、合并")
 
@@ -93,9 +90,6 @@ def serving_mesh(exp, devices):
     returns the NamedShardings recorded at export, whose .mesh is an AbstractMesh (axis_names,
     axis_sizes and axis_types, no devices). Lay devices out (as many as needed, no more) as a
     Mesh with the same axis names, sizes and types. About 3 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a Mesh built
-    from the artifact's AbstractMesh; the koan places arguments on it and calls the artifact.
     """
     todo("serving_mesh: 按产物记下的网格排设备 / the recorded mesh, on these devices")
 
@@ -111,9 +105,6 @@ def export_for_devices(fn, exp, devices):
     back in place with exp.in_tree; the mesh is 1-D with the axis name and axis type of the
     artifact's AbstractMesh, of size len(devices), over devices. Return the new Exported.
     About 8 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: the koan reads its
-    device count, avals, specs and mesh axes and calls it on all eight devices.
     """
     todo("export_for_devices: the recorded specs on a new mesh, export fn again")
 
@@ -126,9 +117,6 @@ def bucket_server(exp, buckets):
     Return serve(x): pad x's batch (axis 0) with zeros up to the smallest bucket that is not
     smaller, call exp.call, and cut the padded rows off again. buckets is an ascending list of
     Python ints, and x's batch never exceeds the largest. About 6 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it returns a serving
-    function around exp.call; the koan counts the compilations per bucket.
     """
     todo("bucket_server: pad to a bucket, call, cut / 补齐、调用、切掉")
 

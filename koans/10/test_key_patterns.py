@@ -102,12 +102,6 @@ def step_noise(base_key, step):
     The noise of training step `step` (standard normal, shape (3,)): determined by
     (base_key, step) alone, different at every step, working when step is a traced integer
     under jit, the same whichever step training resumes from. About 1 line.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("step_noise: 把 step 混进 base_key / mix step into base_key")
 
@@ -210,12 +204,6 @@ def scheme_keys(key):
     step, data augmentation splits all its keys up front. Derive one start per scheme,
     (model_key, augment_key), from the root key, so that every key in the program is used once
     (a draw, a split or a fold_in each counts as a use, the root key's too). About 1 to 2 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("scheme_keys: 两种写法各一个起点 / one start per scheme")
 

@@ -196,12 +196,6 @@ def dropout_key(key):
     uses. The two model-parallel replicas of one data shard must use the same mask (they compute
     the same activation of the same examples), different data shards different masks, equal to
     fold_in(key, d) for data shard d. About 1 line.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("dropout_key: 每个数据分片一个 key / one key per data shard")
 
@@ -286,9 +280,6 @@ def sharded_init(mesh):
     Return a jitted function key → parameters: the values of init_params(key), but born sharded
     on mesh by SPECS, each device generating only its own block (not the whole array on one
     device, then cut). About 2 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("sharded_init: 参数一出生就分片 / parameters born sharded")
 
@@ -345,12 +336,6 @@ def explicit_init(key):
     parameter's type carries its sharding from SPECS, and each device generates only its own
     block. No jit out_shardings (in Explicit mode the sharding goes into the draw itself).
     About 5 lines.
-    评判：代价（浮点运算、回调 / FFI 调用次数、每个设备的集合通信字节数、串行的循环步数、
-    最大的中间数组（字节）、程序的大小（方程数））最多是参考答案的几倍；它的技术必须随输入变化，
-    并真正带出结果。
-    Judged: its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its technique must vary with the inputs and carry the result.
     """
     todo("explicit_init: 在抽样里写分片 / the sharding in the draw")
 
@@ -503,9 +488,6 @@ def replicated_key(rng, mesh):
     Take rng's next key for a jitted program sharded over mesh: rng's counter goes up by one,
     and the key returned has the value of rng.key(), but lives on all of mesh's devices
     (replicated). About 1 line.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("replicated_key: 一个能进网格的 key / a key the mesh accepts")
 

@@ -108,9 +108,6 @@ def as_typed_key(k, impl=None):
     Return typed keys: if k already holds typed keys (any batch shape) return it unchanged;
     if k is raw key data (the last axis is the data axis) wrap it with impl. About 3 lines;
     test with `jax.dtypes.prng_key`.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价：它不构建可读的 JAX 程序。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it builds no JAX
-    program to read.
     """
     todo("as_typed_key: 类型化就原样返回，否则包装 / typed: return it, raw: wrap it")
 

@@ -94,15 +94,6 @@ def cubic_root(a):
     f(x) = x³ + x - a, the initial guess 1.0, newton above as the solver; tangent_solve(g, y)
     solves the linear equation g(t) = y, and here g is a scalar linear function, so
     t = y / g(1.0). About 3 lines.
-    评判：在测试没见过的输入上（数值略作移动）结果必须与参考答案相同；代价（浮点运算、回调 / FFI
-    调用次数、每个设备的集合通信字节数、串行的循环步数、最大的中间数组（字节）、程序的大小（方程数）
-    ）最多是参考答案的几倍；由数据决定步数的循环，跑的步数不能比参考答案多太多；
-    它的技术必须随输入变化，并真正带出结果。
-    Judged: its results on inputs the test never showed (its numbers moved a little) must be the
-    answer's; its costs (flops, callback and FFI calls run, bytes of collectives per device, serial
-    loop steps, bytes of the largest intermediate, the program's size (equations)) at most a few
-    times the answer's; its data-dependent loops may run only about the answer's steps; its
-    technique must vary with the inputs and carry the result.
     """
     todo("cubic_root: lax.custom_root + newton")
 

@@ -57,10 +57,6 @@ def assemble_neg_laplacian(n, h):
     point: 4/h² on the diagonal, -1/h² for every neighbour that exists; store nothing for a
     neighbour outside the boundary. Build data and indices with NumPy (n is a Python int);
     never build the dense matrix. About 10 lines.
-    评判：只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价（原因见下一行）。
-    Judged: by its koans' asserts; no program of it is read, nor its costs: it takes Python ints
-    and builds the BCOO's data and indices with NumPy: there is no program on arrays to read (the
-    koan checks nse and never densifies).
     """
     todo("assemble_neg_laplacian: BCOO((data, indices)) / 组装 BCOO")
 

@@ -556,7 +556,7 @@ def test_grade_finds_each_route_and_honest_work_keeps_its_points(course_root, tm
         shutil.copytree(course_root, where, ignore=shutil.ignore_patterns(".git", "__pycache__"))
         (where / REL).write_text(KOAN.format(**fills_), encoding="utf-8")
         copies[name] = grading.grade(where, pristine, grading.Options(workers=1))
-    status = {n: {k.name: k.status for k in g.koans} for n, g in copies.items()}
+    status = {n: {k.name: k.state for k in g.koans} for n, g in copies.items()}
     assert status["honest"] == dict.fromkeys(("test_scaled", "test_measured", "test_sizes"), "passed"), copies["honest"].findings  # fmt: skip
     assert copies["honest"].findings == []  # honest work: no finding at all
     assert status["routes"]["test_scaled"] == "tampered", copies["routes"].findings

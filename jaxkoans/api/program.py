@@ -31,6 +31,7 @@ import contextlib
 import math
 import re
 import sys
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -355,11 +356,16 @@ def _walk(
 
 
 def _sub_programs(eqn) -> list:
-    """Every jaxpr an equation holds: JAX's own `jaxprs_in_params`, and those a higher-order
-    primitive keeps on its rule object (`call_hi_primitive`'s CustomRoot: `solve_jaxpr`, …)."""
-    subs = [getattr(j, "jaxpr", j) for j in jex.jaxprs_in_params(eqn.params)]
+    return _programs_in(eqn.params)
+
+
+def _programs_in(params: dict) -> list:
+    """Every jaxpr an equation's params hold: JAX's own `jaxprs_in_params`, and those a
+    higher-order primitive keeps on its rule object (`call_hi_primitive`'s CustomRoot:
+    `solve_jaxpr`, …)."""
+    subs = [getattr(j, "jaxpr", j) for j in jex.jaxprs_in_params(params)]
     if not subs:
-        for value in eqn.params.values():
+        for value in params.values():
             for held in vars(value).values() if hasattr(value, "__dict__") else ():
                 inner = getattr(held, "jaxpr", held)
                 if hasattr(inner, "eqns") and hasattr(inner, "outvars"):
@@ -644,6 +650,26 @@ def primitives(jaxpr) -> set[str]:
     """jaxpr 里出现的每个原语的名字（包括嵌套的 jaxpr）。
     Every primitive name in a jaxpr, nested jaxprs included."""
     return set(read(jaxpr).every())
+
+
+def held(params: dict) -> set[str]:
+    """Every primitive of the programs an equation's `params` hold, at any depth, dead code
+    included (what binding the equation runs). Each program is walked once: a cached nested
+    jit bound again is a lookup."""
+    found: set[str] = set()
+    for sub in _programs_in(params):
+        names = _HELD.get(sub)
+        if names is None:
+            names = set()
+            for eqn in sub.eqns:
+                names.add(eqn.primitive.name)
+                names |= held(eqn.params)
+            _HELD[sub] = names
+        found |= names
+    return found
+
+
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> held's names
 
 
 def equations(primitive: str, fn, *args) -> list:

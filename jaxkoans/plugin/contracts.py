@@ -164,28 +164,14 @@ def _watching_binds(bind):
     """Primitive.bind that also notes, while a TODO runs in the koan's own call, what it binds
     (with the programs its higher-order primitives hold): the program the koan ran."""
 
+    from jaxkoans.api import program
+
     def watched(self, *args, **params):
         if _RUNNING and not _READING[0]:
-            _RUNNING[-1].ran.update(_held(self.name, params))
+            _RUNNING[-1].ran.update({self.name} | program.held(params))
         return bind(self, *args, **params)
 
     return watched
-
-
-def _held(name: str, params: dict) -> set:
-    """`name` and the primitives of every program in `params`, at any depth."""
-    found = {name}
-    stack = list(params.values())
-    while stack:
-        value = stack.pop()
-        if isinstance(value, tuple | list):
-            stack.extend(value)
-            continue
-        jaxpr = getattr(value, "jaxpr", value)
-        for eqn in getattr(jaxpr, "eqns", ()):
-            found.add(eqn.primitive.name)
-            stack.extend(eqn.params.values())
-    return found
 
 
 def _on_start(code, offset):
@@ -340,11 +326,15 @@ def not_run(read, calls: _Calls) -> list[str]:
     ]
 
 
-def _inputs(calls: _Calls, pending, signature: str, seed: int):
-    """The call's own (args, kwargs), or new values of its types where JAX called it on tracers."""
+def _inputs(calls: _Calls, pending, signature: str, seed: int, size: float = 1.0):
+    """The call's own (args, kwargs), or new values of its types where JAX called it on tracers
+    (floats drawn times `size`)."""
     if signature in calls.values:
         return calls.values[signature]
-    return fresh.drawn(pending[1], pending[2], seed)
+    return fresh.drawn(pending[1], pending[2], seed, size)
+
+
+DRAWN = (1.0, 0.1, 0.01)  # the sizes an author's run tries for values drawn in place of tracers
 
 
 def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer) -> dict:
@@ -352,6 +342,8 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     the call moved ("moved"), the steps its data-dependent loops took there ("steps",
     plugin/trips.py), and its fingerprint on the call grown along one length ("grown": the one
     the answer's profile names, or in an author's run the first length the answer runs at).
+    How it was moved ("scale", "ints", "drawn") is the answer's: an author's run keeps the
+    boldest move on which the answer still runs and stays near its unmoved result.
     A run that raises gives its error's first line; none runs where the TODO was read in place
     under shard_map."""
     import zlib
@@ -364,36 +356,35 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     _READING[0] = True
     try:
         with jax_x64(pending[3][1]):
-            args, kwargs = _inputs(calls, pending, signature, seed)
-            # where the answer diverges on the call moved as usual, or lands ten times farther
-            # than unmoved (an iteration off its basin, an explicit step past its stability
-            # limit), its profile keeps a smaller move, at last none: the steps its loops take
-            # on the koan's own inputs are still compared
-            kept = ((answer or {}).get("scale") or {}).get(mine)
-            scale = fresh.SCALE if kept is None else kept
-            found["moved"], found["steps"] = _moved_run(
-                calls.function, args, kwargs, seed, read, scale
-            )
-            base = None
-            if os.environ.get(PROGRAMS_ENV):  # the call unmoved: what "off its basin" is against
-                base = _outcome(lambda: fresh.run(calls.function, args, kwargs, seed, scale=0.0))
-            while base is not None and fresh.far(found["moved"], base) and scale > 0:
-                scale = scale / 10 if scale > fresh.SCALE / 50 else 0.0  # at last: unmoved
-                found["moved"], found["steps"] = _moved_run(
-                    calls.function, args, kwargs, seed, read, scale
-                )
-            found["scale"] = scale if scale != fresh.SCALE else None
             if os.environ.get(PROGRAMS_ENV):
-                lengths = fresh.lengths(args, kwargs)[:3]
+                found |= _boldest(calls, pending, signature, seed, read)
             else:
-                lengths = [((answer or {}).get("grown") or {}).get(mine, {}).get("length")]
-            for length in filter(None, lengths):
-                printed = _outcome(
-                    lambda n=length: fresh.run(calls.function, args, kwargs, seed, n)
+                kept = {k: ((answer or {}).get(k) or {}).get(mine) for k in fresh.MOVES}
+                found |= {k: v for k, v in kept.items() if v is not None}
+                args, kwargs = _inputs(calls, pending, signature, seed, kept["drawn"] or 1.0)
+                scale = fresh.SCALE if kept["scale"] is None else kept["scale"]
+                found["moved"], found["steps"] = _moved_run(
+                    calls.function, args, kwargs, seed, read, scale, bool(kept["ints"])
                 )
-                found["grown"] = {"length": length, "print": printed}
+            args, kwargs = _inputs(calls, pending, signature, seed, found.get("drawn") or 1.0)
+            if os.environ.get(PROGRAMS_ENV):
+                tries = [(n, i) for n in fresh.lengths(args, kwargs)[:3] for i in (True, False)]
+            else:
+                grown = ((answer or {}).get("grown") or {}).get(mine) or {}
+                tries = [(grown.get("length"), bool(grown.get("ints")))]
+            for length, ints in tries:
+                if not length:
+                    continue
+                printed = _outcome(
+                    lambda n=length, i=ints: fresh.run(
+                        calls.function, args, kwargs, seed, n, ints=i
+                    )
+                )
+                found["grown"] = {"length": length, "print": printed} | (
+                    {"ints": True} if ints else {}
+                )
                 if isinstance(printed, list) or not os.environ.get(PROGRAMS_ENV):
-                    break  # an author's run tries the next length where the answer raised
+                    break  # an author's run tries the next way where the answer raised
     except Exception as error:
         found["moved"] = _first_line(error)
     finally:
@@ -401,22 +392,53 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     return found
 
 
-def _moved_run(function, args, kwargs, seed: int, read, scale: float):
+def _boldest(calls: _Calls, pending, signature: str, seed: int, read) -> dict:
+    """An author's run: the answer's fresh case at the boldest move it stays near its unmoved
+    result on (an iteration off its basin, an explicit step past its stability limit, a count
+    its inputs do not allow are not fresh cases): values drawn for tracers as large as stays
+    finite, every int one up where the answer still runs, then the floats' move shrunk, at last
+    to none (the steps its loops take on the koan's own inputs are still compared)."""
+    for size in (*(DRAWN if signature not in calls.values else ()), 1.0):
+        args, kwargs = _inputs(calls, pending, signature, seed, size)
+        base = _outcome(lambda a=args, k=kwargs: fresh.run(calls.function, a, k, seed, scale=0.0))
+        if fresh.tame(base, args, kwargs):
+            break  # else at last the koan's own values, or drawn as large as the test's type
+    scale = fresh.SCALE
+    for ints in (True, False):
+        printed, steps = _moved_run(calls.function, args, kwargs, seed, read, scale, ints)
+        if isinstance(printed, list) and not fresh.far(printed, base):
+            break
+    while fresh.far(printed, base) and scale > 0:
+        scale = scale / 10 if scale > fresh.SCALE / 50 else 0.0  # at last: unmoved
+        printed, steps = _moved_run(calls.function, args, kwargs, seed, read, scale, ints)
+    return {
+        "moved": printed,
+        "steps": steps,
+        "scale": scale if scale != fresh.SCALE else None,
+        "ints": ints or None,
+        "drawn": size if size != 1.0 else None,
+    }
+
+
+def _moved_run(function, args, kwargs, seed: int, read, scale: float, ints: bool = False):
     """The fingerprint on the moved call, and the steps taken by data-dependent loops there
     (None when the program has none)."""
     import jax
 
+    def run():
+        return fresh.run(function, args, kwargs, seed, scale=scale, ints=ints)
+
     if not read.costs().data_dependent_loops:
-        return _outcome(lambda: fresh.run(function, args, kwargs, seed, scale=scale)), None
+        return _outcome(run), None
     from jaxkoans.plugin import trips
 
     try:
         with trips.counting() as steps:
-            printed = fresh.run(function, args, kwargs, seed, scale=scale)
+            printed = run()
             jax.effects_barrier()
         return printed, len(steps)
     except Exception:  # a loop the counter cannot rewrite: the fingerprint alone
-        return _outcome(lambda: fresh.run(function, args, kwargs, seed, scale=scale)), None
+        return _outcome(run), None
 
 
 def _outcome(run):
@@ -549,8 +571,7 @@ def _log(koan: str, name: str, read, signature: str = "", case: dict | None = No
             "grown": case.get("grown") if isinstance((case.get("grown") or {}).get("print"), list) else None,
             "steps": case.get("steps"),
             "carried": case.get("carried") or None,
-            "scale": case.get("scale"),
-        }  # fmt: skip
+        } | {k: case.get(k) for k in fresh.MOVES}  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),
                   "costs": read.costs().as_dict()

@@ -1,9 +1,12 @@
 """Fresh cases: a TODO run on inputs its test never showed, against its answer on the same ones.
 
 The inputs are the koan's own call moved a little (every float array and every Python float
-argument: a step size, a rate, a threshold), so a table of the test's numbers, a hard-coded
-block count or step size, or a result right only on the tested values gives another answer,
-while the inputs stay ones the problem allows (integers, shapes and keys are kept). The answer's
+argument: a step size, a rate, a threshold; and, where the answer still runs and stays near
+there, every Python int one up: a segment count, a number of steps), so a table of the test's
+numbers, a hard-coded block count or step size, or a result right only on the tested values
+gives another answer, while the inputs stay ones the problem allows (integer arrays, shapes and
+keys are kept). Where JAX called the TODO on tracers the values are drawn (`drawn`), as small
+as the answer needs to stay finite there. The answer's
 outputs on them travel with its cost profile (`koans/NN/costs.json`) as a fingerprint: a few
 seeded random projections of each output and its norm, never the values, so the file states no
 answer. The TODO must match them within a tolerance that separates another result from
@@ -20,10 +23,13 @@ import math
 
 PROJECTIONS = 4
 DIVERGED = 1e30  # an answer's moved result this large tells nothing: its iteration diverged
+TAME = 1e6  # outputs this many times their inputs' size: drawn values the problem does not allow
 RTOL = 1e-3
 
 
 SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
+# how the answer's fresh case was moved, kept in its profile per koan (plugin/contracts.py)
+MOVES = ("scale", "ints", "drawn")
 
 
 def diverged(printed) -> bool:
@@ -34,19 +40,41 @@ def diverged(printed) -> bool:
     )
 
 
+def tame(printed, args, kwargs) -> bool:
+    """True when a fingerprint (`run`'s) is finite, without NaNs and within TAME times the
+    size of the float inputs it came from: values drawn for tracers that the problem allows."""
+    import numpy as np
+
+    if not isinstance(printed, list) or diverged(printed):
+        return False
+    size = math.sqrt(
+        sum(float(np.sum(np.square(np.asarray(x, np.float64)))) for x in floats(args, kwargs))
+    )
+    return all(p[0] <= TAME * (1.0 + size) for p in printed)
+
+
 def far(printed, base) -> bool:
     """True when the moved call's fingerprint (`printed`) is off its base's (the call unmoved):
-    an output ten times larger than there, or diverged."""
-    if diverged(printed):
-        return True
-    if not isinstance(printed, list) or not isinstance(base, list) or len(base) != len(printed):
+    an output with more NaNs than there, past DIVERGED where it was not, or ten times larger.
+    An output the answer makes NaN or inf by design (a skipped step's marker) is not far."""
+    if not isinstance(printed, list):
         return False
-    return any(m[0] > 10 * max(b[0], 1e-6) for m, b in zip(printed, base, strict=True))
+    if not isinstance(base, list) or len(base) != len(printed):
+        return diverged(printed)
+
+    def off(m, b) -> bool:
+        if m[1] > b[1]:
+            return True
+        huge = not math.isfinite(m[0]) or m[0] > DIVERGED
+        finite = math.isfinite(b[0]) and b[0] <= DIVERGED
+        return (huge and finite) or m[0] > 10 * max(b[0], 1e-6)
+
+    return any(off(m, b) for m, b in zip(printed, base, strict=True))
 
 
-def moved(args, kwargs, seed: int, scale: float = SCALE):
+def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
-    each value's size plus one)."""
+    each value's size plus one), and with `ints` every Python int one up."""
     import jax
     import numpy as np
 
@@ -55,6 +83,8 @@ def moved(args, kwargs, seed: int, scale: float = SCALE):
     def move(leaf):
         if type(leaf) is float:
             return leaf * (1.0 + scale * generator.uniform(0.5, 1.0))
+        if type(leaf) is int and ints:  # not a bool: a flag is no count
+            return leaf + 1
         dtype = getattr(leaf, "dtype", None)
         if dtype is None or not hasattr(leaf, "shape"):
             return leaf
@@ -94,15 +124,18 @@ def _array(leaf) -> bool:
     return isinstance(getattr(leaf, "shape", None), tuple) and hasattr(leaf, "dtype")
 
 
-def grown(args, kwargs, length: int, seed: int):
+def grown(args, kwargs, length: int, seed: int, ints: bool = False):
     """`args`/`kwargs` (concrete) with every axis of `length` doubled: each array repeated along
-    it (so a mask, an index or a key stays one the problem allows), then the floats moved so
+    it (so a mask, an index or a key stays one the problem allows), with `ints` every Python
+    int equal to `length` doubled too (the length passed as a count), then the floats moved so
     that the two halves differ."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     def grow(leaf):
+        if type(leaf) is int and ints and leaf == length:
+            return 2 * leaf
         shape = getattr(leaf, "shape", None)
         if not _array(leaf) or length not in shape:
             return leaf
@@ -119,10 +152,11 @@ def grown(args, kwargs, length: int, seed: int):
     return moved(*jax.tree.map(grow, (args, kwargs)), seed)
 
 
-def drawn(args, kwargs, seed: int):
+def drawn(args, kwargs, seed: int, size: float = 1.0):
     """New values for the arrays among `args`/`kwargs` (shapes and dtypes as recorded): what no
-    table in the test anticipates. Floats are normal, integers in [0, 4), booleans fair; each
-    a jax.Array, as the tracers it stands for were (numpy cannot be indexed by a tracer)."""
+    table in the test anticipates. Floats are normal times `size`, integers in [0, 4), booleans
+    fair; each a jax.Array, as the tracers it stands for were (numpy cannot be indexed by a
+    tracer)."""
     import jax
     import numpy as np
 
@@ -142,7 +176,7 @@ def drawn(args, kwargs, seed: int):
         elif np.issubdtype(dtype, np.integer):
             value = generator.integers(0, 4, leaf.shape).astype(dtype)
         else:
-            value = generator.standard_normal(leaf.shape).astype(dtype)
+            value = (size * generator.standard_normal(leaf.shape)).astype(dtype)
         return jax.numpy.asarray(value)
 
     return jax.tree.map(draw, (args, kwargs))
@@ -211,12 +245,14 @@ def differs(mine: list, answer: list) -> str:
 
 
 def run(
-    function, args, kwargs, seed: int, length: int = 0, scale: float = SCALE
+    function, args, kwargs, seed: int, length: int = 0, scale: float = SCALE, ints: bool = False
 ) -> list[list[float]]:
     """The fingerprint of `function` on the moved inputs (grown along `length`, when given)."""
     import jax
 
     new_args, new_kwargs = (
-        grown(args, kwargs, length, seed) if length else moved(args, kwargs, seed, scale)
+        grown(args, kwargs, length, seed, ints)
+        if length
+        else moved(args, kwargs, seed, scale, ints)
     )
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)

@@ -524,6 +524,48 @@ def test_a_grown_case_tells_a_block_count_of_the_tests_width_from_the_work():
     assert "output 0" in fresh.differs(fresh.run(two_blocks, (x,), {}, 7, length=8), answer)
 
 
+def test_a_fresh_case_moves_a_count_and_the_length_it_names():
+    from jaxkoans.plugin import fresh
+
+    def segment_sums(x, ids, n):  # the work: a sum per segment, n of them
+        return jax.ops.segment_sum(x, ids, num_segments=n)
+
+    def four_segments(x, ids, n):  # right at the test's count of 4 only
+        return jax.ops.segment_sum(x, ids, num_segments=4)
+
+    ids = jnp.array([0, 1, 1, 3, 2, 0, 3, 1])
+    x = jnp.arange(8.0)
+    unmoved = fresh.run(segment_sums, (x, ids, 4), {}, 5)
+    assert fresh.differs(fresh.run(four_segments, (x, ids, 4), {}, 5), unmoved) == ""
+    answer = fresh.run(segment_sums, (x, ids, 4), {}, 5, ints=True)  # five segments asked
+    mine = fresh.run(four_segments, (x, ids, 4), {}, 5, ints=True)
+    assert "another result" in fresh.differs(mine, answer)
+    assert fresh.moved((x, True, 3), {}, 5, ints=True)[0][1:] == (True, 4)  # a flag is no count
+    grown, _ = fresh.grown((x, 8), {}, 8, 5, ints=True)
+    assert grown[0].shape == (16,) and grown[1] == 16
+
+
+def test_nan_by_design_is_not_divergence_and_drawn_values_stay_tame():
+    from jaxkoans.plugin import fresh
+
+    def skipped_marker(x):  # NaN where the step is skipped, by design
+        return jnp.where(x > 0, x, jnp.nan)
+
+    base = fresh.run(skipped_marker, (_XS,), {}, 3, scale=0.0)
+    assert fresh.diverged(base) and not fresh.far(fresh.run(skipped_marker, (_XS,), {}, 3), base)
+    more_nans = [[row[0], row[1] + 1, *row[2:]] for row in base]
+    assert fresh.far(more_nans, base)
+
+    def unrolled_power(w):  # an iteration that is tame only for a small w
+        return jnp.linalg.matrix_power(w, 40)
+
+    spec = (jax.ShapeDtypeStruct((6, 6), jnp.float32),)
+    big = fresh.drawn(spec, {}, 9)
+    small = fresh.drawn(spec, {}, 9, size=0.1)
+    assert not fresh.tame(fresh.run(unrolled_power, *big, 9, scale=0.0), *big)
+    assert fresh.tame(fresh.run(unrolled_power, *small, 9, scale=0.0), *small)
+
+
 def _first_above(xs, threshold, to_the_end=False):
     n = xs.shape[0]
 

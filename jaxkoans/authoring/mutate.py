@@ -38,7 +38,6 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import fills, koan_model, predictions, twins
-from jaxkoans.course import shipped as as_shipped
 from jaxkoans.course.file_context import Context
 from jaxkoans.learner import runner
 from jaxkoans.plugin import results
@@ -577,90 +576,6 @@ def _fake_variants(
 
 
 # ---- what one wrong answer shows ---------------------------------------------------------
-# For each koan with a blank: its file answered, one fill wrong (its first wrong fill), in a
-# copy of the course whose manifest (koans/.shipped.json) holds the koan as shipped; the learner's report must hide
-# what JAX computed (report.HIDDEN_ADVICE) and must not contain the right fill.
-
-HIDDEN_MARK = "🙈"
-
-
-def leak_check(
-    checkout: course.Course,
-    chapter: course.Chapter,
-    workers: int = 2,
-    timeout_s: float | None = None,
-):
-    """[(koan, right fill, wrong fill, verdict, report)], verdict one of: hidden, shows-value (the
-    report is not the hidden one), names-answer (it contains the right fill), passed, no-report."""
-    import xml.etree.ElementTree as ElementTree
-
-    samples: dict[tuple[str, str], tuple[Site, str]] = {}
-    for koan, answer in twin_files(checkout, chapter):
-        context = Context.of(answer.read_text(encoding="utf-8"))
-        for site in sites(koan, answer):
-            if len(site.koans) != 1 or (answer.name, site.koans[0]) in samples:
-                continue
-            wrong = [
-                f for f in wrong_fills(site.fill, context) if _compiles(mutated_source(site, f))
-            ]
-            if wrong:
-                samples[(answer.name, site.koans[0])] = (site, wrong[0])
-    found = []
-    with tempfile.TemporaryDirectory(prefix="jaxkoans-leaks-") as scratch:
-        root = Path(scratch) / "course"
-        (root / "koans").mkdir(parents=True)
-        for path in checkout.koans.rglob("*.toml"):
-            target = root / "koans" / path.relative_to(checkout.koans)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
-        (root / "pyproject.toml").write_bytes((checkout.root / "pyproject.toml").read_bytes())
-        modules = {}
-        for i, ((name, koan), (site, wrong)) in enumerate(sorted(samples.items())):
-            module = f"{Path(name).stem}__leak{i:03d}.py"
-            modules[module] = (koan, site, wrong)
-            shipped = (checkout.koans / chapter.number / name).read_text(encoding="utf-8")
-            (root / "koans" / chapter.number / module).write_text(shipped, encoding="utf-8")
-        as_shipped.write(root)  # the copy's koans as shipped, before the wrong fills go in
-        for module, (_, site, wrong) in modules.items():
-            (root / "koans" / chapter.number / module).write_text(
-                mutated_source(site, wrong), encoding="utf-8"
-            )
-        junit = Path(scratch) / "junit.xml"
-        nodeids = [f"koans/{chapter.number}/{m}::{k}" for m, (k, _, _) in modules.items()]
-        command = runner.pytest_command(
-            nodeids, workers=workers,
-            options=("-q", f"--junitxml={junit}", "-o", f"timeout={koan_limit(checkout):.0f}"),
-        )  # fmt: skip
-        env = {**os.environ, "JAXKOANS_ROOT": str(root)}
-        env.pop("JAXKOANS_REVEAL", None)
-        limit = timeout_s or run_limit(checkout, len(nodeids), workers)
-        runner.run_in_group(command, limit, cwd=root, env=env)  # what finished is still read
-        reports: dict[tuple[str, str], str | None] = {}
-        if junit.exists():
-            for case in ElementTree.parse(junit).iter("testcase"):
-                failure = case.find("failure")
-                module = case.get("classname", "").rpartition(".")[2] + ".py"
-                text = (
-                    None if failure is None else (failure.text or "") + failure.get("message", "")
-                )
-                reports[(module, case.get("name", "").split("[")[0])] = text
-        for module, (koan, site, wrong) in modules.items():
-            text = reports.get((module, koan), "missing")
-            right = site.fill
-            if text == "missing":
-                verdict = "no-report"
-            elif text is None:
-                verdict = "passed"
-            elif HIDDEN_MARK not in text:
-                verdict = "shows-value"
-            elif len(right) >= 4 and right in text.replace(wrong, ""):
-                verdict = "names-answer"
-            else:
-                verdict = "hidden"
-            found.append((f"{site.answer.name}::{koan}", right, wrong, verdict, text or ""))
-    return found
-
-
 # ---- the gate -----------------------------------------------------------------------------
 
 
@@ -776,10 +691,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
-    parser.add_argument(
-        "--leaks", action="store_true", help="does one wrong answer's report show the value?"
-    )
-    parser.add_argument("--reports", type=Path, help="--leaks: write each report to this folder")
     args = parser.parse_args(argv)
     wanted = {k.split("[", 1)[0] for k in args.koans} or None
     numbers = {c.zfill(2) for c in args.chapter}
@@ -792,8 +703,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.fakes:
         return fakes_main(checkout, chapters, args)
-    if args.leaks:
-        return leaks_main(checkout, chapters, args)
     if args.list:
         for chapter in chapters:
             for mutant in chapter_mutants(checkout, chapter, wanted, args.per_fill):
@@ -844,29 +753,6 @@ def fakes_main(checkout: course.Course, chapters: list[course.Chapter], args) ->
         if problem:
             print(f"⚠️  {chapter.number}: {problem}")
     return 1 if failed else 0
-
-
-def leaks_main(checkout: course.Course, chapters: list[course.Chapter], args) -> int:
-    leaking = 0
-    for chapter in chapters:
-        found = leak_check(checkout, chapter, args.workers, args.timeout)
-        counts = {
-            v: sum(f[3] == v for f in found)
-            for v in ("hidden", "shows-value", "names-answer", "passed", "no-report")
-        }
-        print(
-            f"{chapter.number}: {len(found)} koans, one wrong answer each: "
-            + ", ".join(f"{v} {n}" for v, n in counts.items())
-        )
-        for koan, right, wrong, verdict, text in found:
-            if verdict != "hidden":
-                print(f"  {verdict}: {koan}  `{right}` → `{wrong}`")
-            if args.reports:
-                args.reports.mkdir(parents=True, exist_ok=True)
-                name = f"{chapter.number}_{koan.replace('::', '__')}.txt"
-                (args.reports / name).write_text(f"{verdict}\n{text}", encoding="utf-8")
-        leaking += counts["shows-value"] + counts["names-answer"]
-    return 1 if leaking else 0
 
 
 if __name__ == "__main__":

@@ -3,9 +3,7 @@
     python progress.py grade STUDENT_DIR [--course REF_OR_DIR] [--chapter 01,02] [--koans K,…]
                                          [--json FILE|-] [--markdown FILE]
                                          [--classroom FILE] [--timeout S] [--run-timeout S]
-    python progress.py grade --batch DIR --csv OUT.csv [--html OUT.html] [--jobs N] [--reports DIR]
-    python progress.py grade --merge REPORT.json... --csv OUT.csv [--html OUT.html]
-                             [--course REF_OR_DIR] [--chapter …] [--koans …] [--unsigned]
+    python progress.py grade --batch DIR --csv OUT.csv [--jobs N] [--reports DIR]
 
 The pristine course is a git ref of this repository (default HEAD, through `git archive`) or a
 directory. Of the student's copy only the blanks, TODO bodies and fix regions of the koan
@@ -13,14 +11,9 @@ files are used, found by syntax tree (jaxkoans/course/fills.py): every other edi
 and named in a note. The run happens in a temporary workdir with the pristine harness, inside
 a bubblewrap sandbox where there is one (jaxkoans/grader/sandbox.py; README says what the grade
 guarantees without it). The student's copy is only read. Reports: a summary on stdout; --json
-(schema 1, see jaxkoans/grader/report_formats.py), --markdown (e.g. $GITHUB_STEP_SUMMARY),
---classroom (the base64 payload of GitHub Classroom's autograding reporter) and, with
---batch, --html (one self-contained page for the class) are written whole or not at all.
---merge builds the CSV and the page from students' JSON reports graded elsewhere (one job
-per student in a GitHub Actions matrix: templates/grade-matrix.yml), grading nothing: each
-report must be signed with $JAXKOANS_GRADE_KEY (grade signs its JSON when the key is set) and
-graded against the --course, --chapter and --koans given, or it is an error row
-(jaxkoans/grader/merge.py).
+(schema 2, see jaxkoans/grader/report_formats.py), --markdown (e.g. $GITHUB_STEP_SUMMARY)
+and --classroom (the base64 payload of GitHub Classroom's autograding reporter) are written
+whole or not at all.
 
 Exit codes:
     0   graded, no findings (notes cost nothing)
@@ -36,8 +29,7 @@ Exit codes:
         process of their own (JAX initialised at import: run.isolated false)
     130 interrupted (Ctrl-C or SIGTERM): the workdir is removed, no report file is written
 With --batch: 3 when some copy could not be graded (its CSV row says why, the others are
-graded) or only in part, else 1 when some copy has findings, else 0; --merge the same of
-its reports (one that cannot be read or is refused counts as a copy that could not be graded).
+graded) or only in part, else 1 when some copy has findings, else 0.
 """
 
 from __future__ import annotations
@@ -49,7 +41,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jaxkoans.grader import class_page, grading, report_formats, sandbox
+from jaxkoans.grader import grading, report_formats, sandbox
 from jaxkoans.learner import runner
 
 OK, FINDINGS, USAGE, COULD_NOT_GRADE, INTERRUPTED = 0, 1, 2, 3, 130
@@ -79,12 +71,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--classroom",
         metavar="FILE",
         help="write the base64 payload of GitHub Classroom's autograding reporter",
-    )
-    parser.add_argument(
-        "--classroom-tests",
-        choices=("koan", "chapter"),
-        default="koan",
-        help="one Classroom test per koan (default) or per chapter",
     )
     parser.add_argument(
         "--points", type=int, default=1, metavar="N", help="Classroom points per koan (default 1)"
@@ -127,22 +113,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "cores / --workers)",
     )
     parser.add_argument("--reports", metavar="DIR", help="with --batch: each JSON as DIR/NAME.json")
-    parser.add_argument(
-        "--html",
-        metavar="OUT.html",
-        help="with --batch or --merge: one self-contained page for the class",
-    )
-    parser.add_argument(
-        "--merge",
-        nargs="+",
-        metavar="REPORT.json",
-        help="build --csv (and --html) from students' JSON reports graded elsewhere",
-    )
-    parser.add_argument(
-        "--unsigned",
-        action="store_true",
-        help="with --merge: take reports whose signature cannot be checked (graded locally)",
-    )
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -161,16 +131,6 @@ def _check_outputs(paths: list[str | None]) -> str:
     return ""
 
 
-def _merge_problem(args) -> str:
-    if args.student or args.batch:
-        return "--merge 不与 STUDENT_DIR 或 --batch 同用 / --merge grades nothing"
-    if not args.csv:
-        return "--merge 需要 --csv / --merge needs --csv OUT.csv"
-    if not args.key and not args.unsigned:
-        return f"--merge 需要 {report_formats.KEY_ENV} / needs the key (or --unsigned)"
-    return _check_outputs([args.csv, args.html])
-
-
 def _grade_problem(args) -> str:
     if args.batch and args.student:
         return "STUDENT_DIR 与 --batch 只能选一个 / give STUDENT_DIR or --batch, not both"
@@ -184,11 +144,9 @@ def _grade_problem(args) -> str:
         args.jobs = max(1, (os.cpu_count() or 1) // max(1, args.workers))
     if args.workers < 1 or args.jobs < 1 or args.points < 1:
         return "--workers, --jobs and --points must be at least 1"
-    if args.html and not args.batch:
-        return "--html 需要 --batch 或 --merge / --html needs --batch or --merge"
     if args.no_sandbox and args.require_sandbox:
         return "--no-sandbox 与 --require-sandbox 只能选一个 / not both"
-    outputs = [args.json, args.markdown, args.csv, args.classroom, args.html]
+    outputs = [args.json, args.markdown, args.csv, args.classroom]
     problem = _check_outputs(outputs)
     if not problem and args.reports:
         try:
@@ -198,20 +156,8 @@ def _grade_problem(args) -> str:
     return problem
 
 
-def _merge(args, pristine: grading.PristineCourse) -> int:
-    from jaxkoans.grader import merge
-
-    written, code = merge.outputs(
-        args.merge, args.csv, args.html, pristine, args.key, args.unsigned
-    )
-    report_formats.write_all(written)
-    print(f"grade: {len(args.merge)} reports → {args.csv}")
-    return code
-
-
 def run(args) -> int:
-    args.key = os.environ.pop(report_formats.KEY_ENV, None)  # no run of a student's code sees it
-    problem = _merge_problem(args) if getattr(args, "merge", None) else _grade_problem(args)
+    problem = _grade_problem(args)
     if problem:
         return _usage(problem)
     if args.require_sandbox and not sandbox.probe().ok:
@@ -237,8 +183,6 @@ def run(args) -> int:
                     getattr(args, "checkout", None) and args.checkout.root,
                 )
                 pristine = grading.select(pristine, _names(args.chapter), _names(args.koans))
-                if getattr(args, "merge", None):
-                    return _merge(args, pristine)
                 if args.batch:
                     return _batch(args, pristine, options)
                 return _single(args, pristine, options)
@@ -261,7 +205,7 @@ def run(args) -> int:
 
 def _single(args, pristine: grading.PristineCourse, options: grading.Options) -> int:
     grade = grading.grade(Path(args.student), pristine, options)
-    document = report_formats.as_json(grade, args.key)
+    document = report_formats.as_json(grade)
     outputs = {}
     if args.json:
         outputs[args.json] = report_formats.to_json_text(document)
@@ -269,7 +213,7 @@ def _single(args, pristine: grading.PristineCourse, options: grading.Options) ->
         outputs[args.markdown] = report_formats.markdown(document)
     if args.classroom:
         try:
-            payload = report_formats.classroom(document, args.classroom_tests, args.points)
+            payload = report_formats.classroom(document, args.points)
             outputs[args.classroom] = report_formats.classroom_text(payload)
         except report_formats.PayloadTooLarge as error:  # the other reports are still written
             print(f"grade: --classroom 没有写 / not written: {error}", file=sys.stderr)
@@ -292,12 +236,10 @@ def _batch(args, pristine: grading.PristineCourse, options: grading.Options) -> 
     rows: dict[str, list] = {}
     codes: list[int] = []
     documents: dict[str, str] = {}
-    graded: dict[str, dict] = {}
 
     def one(student: Path) -> tuple[list, int]:
         try:
-            document = report_formats.as_json(grading.grade(student, pristine, options), args.key)
-            graded[student.name] = document
+            document = report_formats.as_json(grading.grade(student, pristine, options))
             if args.reports:
                 target = str(Path(args.reports) / f"{student.name}.json")
                 documents[target] = report_formats.to_json_text(document)
@@ -326,12 +268,7 @@ def _batch(args, pristine: grading.PristineCourse, options: grading.Options) -> 
         raise
     pool.shutdown(wait=True)
     table = [report_formats.csv_header(numbers)] + [rows[s.name] for s in students]
-    written = {**documents, args.csv: report_formats.csv_text(table)}
-    if args.html:
-        failed = {s.name: rows[s.name][-1] for s in students if s.name not in graded}
-        ordered = {s.name: graded[s.name] for s in students if s.name in graded}
-        written[args.html] = class_page.page(ordered, failed, pristine)
-    report_formats.write_all(written)
+    report_formats.write_all({**documents, args.csv: report_formats.csv_text(table)})
     print(f"grade: {len(students)} copies → {args.csv}")
     if COULD_NOT_GRADE in codes:
         return COULD_NOT_GRADE

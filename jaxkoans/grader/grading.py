@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from jaxkoans.grader import reveals, tamper
+from jaxkoans.grader import tamper
 from jaxkoans.grader.graded_run import (
     RUN_TIMEOUT_S,
     Cancelled,
@@ -81,8 +81,6 @@ class Grade:
     duration_s: float
     versions: dict[str, str]
     run: dict  # {"exit_code", "timed_out", "ran", "harness", "stopped", "sandbox"}
-    reveals: dict  # reveals.Reveals.summary(): what the copy's reveal log said
-    revealed: frozenset[str] = frozenset()  # the koans the reveal log names (a self-report)
 
 
 def versions() -> dict[str, str]:
@@ -149,7 +147,6 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
             run(work, scratch, targets, count, options, reached) if targets else GradedRunResult()
         )
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
-    revealed = reveals.read(student_dir, {k.nodeid for k in koans})
     return Grade(
         student=student_dir.name,
         student_path=student_dir,
@@ -174,8 +171,6 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
             # koans run after another koan of their file, in its process: they reach all its code
             "chained": _koans_with(outcome.guard, "chained"),
         },
-        reveals=revealed.summary(),
-        revealed=frozenset(revealed.koans),
     )
 
 

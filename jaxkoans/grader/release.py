@@ -6,8 +6,7 @@ copy of them is full marks that nothing can tell apart. The release is the cours
 files (git's list where there is a repository, else the files on disk) without `answers/`,
 the authors' `tests/` and `.ci/`, and with the changes of `released.py`: no `[shortcuts]` or
 `[giveaways]` in any chapter.toml, no answer blob id in `koans/.shipped.json`, `koans/course.toml`
-saying where the answers are (`diff` tells the learner), and a `.gitignore` that lets the
-reveal log reach a pushed copy.
+saying where the answers are (`diff` tells the learner).
 
 `--grader` writes the same files plus `.grading/answer_flags.json`: what `grade` reads from
 `answers/` (the unusual constructs each answer uses, per koan, `tamper.answer_flags`),
@@ -89,9 +88,6 @@ def release(
     if not manifest.is_file():
         manifest.write_text(released.course_toml("", answers), encoding="utf-8")
         written.append(manifest)
-    if not (target / ".gitignore").is_file():
-        (target / ".gitignore").write_text(released.gitignore(""), encoding="utf-8")
-        written.append(target / ".gitignore")
     if grader:
         written.append(write_flags(root, target))
     return written

@@ -5,8 +5,7 @@ identifies it: `chapter.toml`'s `[shortcuts]` (near-answers the shortcut gate ru
 `[giveaways]` (reference answers the give-away check looks for) are authors' data no learner
 tool reads, and `koans/.shipped.json`'s `answer` (each answer file's git blob id, an offline
 oracle: hash the file with a candidate fill) is only the authors' cache key for a blank's kind.
-`koans/course.toml` gets the line that tells `diff` where the answers are, and `.gitignore`
-lets the learner's reveal log reach a pushed copy (grade reads it as a self-report).
+`koans/course.toml` gets the line that tells `diff` where the answers are.
 
 `tamper.harness_entries` digests these files in their released form, so a copy of a release
 graded against the full course (or against a grading course) shows no harness change.
@@ -20,7 +19,6 @@ import tomllib
 
 AUTHORS_TABLES = ("shortcuts", "giveaways")
 ANSWERS_LINE = re.compile(r'^answers = ".*"\n?', re.MULTILINE)
-REVEALS = ".jaxkoans/reveals.jsonl"
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_\-\"]+)[^\]]*\]\]?\s*(#.*)?$")
 
 
@@ -62,19 +60,6 @@ def without_answers_line(text: str) -> str:
     return ANSWERS_LINE.sub("", text)
 
 
-def gitignore(text: str) -> str:
-    """The course's .gitignore, with `.jaxkoans/` opened for the reveal log: git cannot
-    re-include a file of an ignored directory, so the directory's entries are ignored instead."""
-    lines = []
-    for line in text.splitlines():
-        if line.strip() in (".jaxkoans", ".jaxkoans/", "/.jaxkoans", "/.jaxkoans/"):
-            line = line.strip().rstrip("/") + "/*"
-        lines.append(line)
-    if f"!{REVEALS}" not in lines:
-        lines += ["# grade reads the reveal log of a pushed copy (a self-report)", f"!{REVEALS}"]
-    return "\n".join(lines) + "\n"
-
-
 def released_text(rel: str, text: str, answers: str | None = None) -> str:
     """The release's form of the course's file `rel` (its text unchanged where release
     leaves it); with `answers` None, course.toml loses any `answers` line (a form for
@@ -86,12 +71,10 @@ def released_text(rel: str, text: str, answers: str | None = None) -> str:
         return strip_manifest(text)
     if rel == "koans/course.toml":
         return without_answers_line(text) if answers is None else course_toml(text, answers)
-    if rel == ".gitignore":
-        return gitignore(text)
     return text
 
 
-RELEASED = ("koans/course.toml", "koans/.shipped.json", ".gitignore")
+RELEASED = ("koans/course.toml", "koans/.shipped.json")
 
 
 def changed_by_release(rel: str) -> bool:

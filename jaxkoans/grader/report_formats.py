@@ -3,9 +3,10 @@ payload of GitHub Classroom's autograding reporter.
 
 Every writer takes the JSON document, so one normalised document gives every format.
 
-JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
+JSON, schema 2 (`"schema": 2`; fields are only ever added within a schema; schema 1 also had
+`signature`, `reveals`, and the koans' `revealed` and its totals, which are gone):
 
-    schema       1
+    schema       2
     kind         "jax-koans-grade"
     student      {"name": the copy's directory name, "path": its absolute path}
     course       {"source": the ref or directory, "commit": sha or null, "dirty": bool or null,
@@ -18,16 +19,12 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
     exit_code    what `grade` exits with for this copy: 0 graded, 1 findings, 3 incomplete
                  (`run.exit_code` is the graded pytest run's own)
     total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n},
-                  "passed_revealed": how many of the passed koans were revealed,
                   "passed_noted": how many carry a note of what they ran (`noted`)}
     chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts",
-                   "passed_revealed", "passed_noted"}]
+                   "passed_noted"}]
     koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
-                   "duration", "message", "revealed", "noted", "contracts"}]  in course order
+                   "duration", "message", "noted", "contracts"}]  in course order
                  status: passed | failing | not_started | tampered | missing | crashed
-                 revealed: the student's reveal log names the koan (they asked to see what a
-                 wrong answer hid); "passed" with revealed true is "passed (revealed)". A
-                 self-report: it never changes a status or a score (see `reveals`)
                  noted: a note of kind unusual_code or ignored_edit names the koan; a pass
                  with it reads "passed with a note", set apart from a clean pass (no zero)
                  contracts: the koan's TODO functions whose programs met their technique
@@ -49,12 +46,6 @@ JSON, schema 1 (`"schema": 1`; fields are only ever added within a schema):
                  koan that runs the student's code ran in a process of its own (false: JAX
                  was initialised at import), "shared": how many koans that run only the
                  course's code (literal predictions) passed in the workers' shared process}
-    reveals      {"source": ".jaxkoans/reveals.jsonl", "self_report": true, "found": the copy
-                 has that log, "koans": how many graded koans it names, "problem": why it
-                 was not read ("" when it was or there is none)}
-    signature    HMAC-SHA256 (hex) of the canonical JSON of every other field (`signature`),
-                 keyed by $JAXKOANS_GRADE_KEY; null: unsigned (grade ran without the key), a
-                 report `grade --merge` takes only with --unsigned
 """
 
 from __future__ import annotations
@@ -64,7 +55,6 @@ import contextlib
 import csv
 import dataclasses
 import hashlib
-import hmac
 import io
 import json
 import os
@@ -74,7 +64,7 @@ from pathlib import Path
 from jaxkoans.grader.grading import Grade
 from jaxkoans.plugin.results import KoanState
 
-SCHEMA = 1
+SCHEMA = 2
 STATUSES = tuple(
     KoanState(s) for s in ("passed", "failing", "not_started", "tampered", "missing", "crashed")
 )  # what a graded koan can be (grading._status: a skip or a failed build is open)
@@ -94,19 +84,6 @@ LABELS = {
     "missing": "缺失 / missing",
     "crashed": "崩溃 / crashed",
 }
-REVEALED_MARK = "👁"
-REVEALED_LABEL = "揭晓后通过 / passed (revealed)"
-UNKNOWN_REVEALS = (
-    "这份副本没有揭晓记录：可能从未揭晓，也可能记录被删除或未提交，grade 无法分辨"
-    " / no reveal log in this copy: nothing was revealed, or the log was deleted or never"
-    " committed; grade cannot tell which"
-)
-SELF_REPORT = (
-    "揭晓记录来自学生副本中的 .jaxkoans/reveals.jsonl，是学生的自我报告（删掉该文件即可隐藏）"
-    " / reveals come from .jaxkoans/reveals.jsonl in the student's copy: a self-report (deleting"
-    " the file hides them)"
-)
-
 
 # Notes that concern what a koan ran: a pass that carries one is set apart from a clean pass.
 NOTED_KINDS = frozenset({"unusual_code", "ignored_edit"})
@@ -122,7 +99,6 @@ def _tally(koans: list[dict]) -> dict:
         "total": total,
         "score": round(counts["passed"] / total, 4) if total else 0.0,
         "counts": counts,
-        "passed_revealed": sum(k["status"] == "passed" and k["revealed"] for k in koans),
         "passed_noted": sum(k["status"] == "passed" and k.get("noted", False) for k in koans),
     }
 
@@ -144,8 +120,8 @@ def _status(run: dict, findings: list) -> str:
 EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}
 
 
-def as_json(grade: Grade, key: str | None = None) -> dict:
-    """The report, signed with `key` (unsigned without one)."""
+def as_json(grade: Grade) -> dict:
+    """The report of `grade`: its status, exit code and totals from its koans, findings and run."""
     noted = _noted(grade)
     koans = [
         {
@@ -158,7 +134,6 @@ def as_json(grade: Grade, key: str | None = None) -> dict:
             "line": k.line,
             "duration": k.duration,
             "message": k.note,
-            "revealed": k.nodeid in grade.revealed,
             "noted": (k.path, k.name) in noted,
             "contracts": list(k.contracts),
         }
@@ -177,21 +152,13 @@ def as_json(grade: Grade, key: str | None = None) -> dict:
         "versions": grade.versions,
         "graded_at": grade.graded_at,
         "duration_s": grade.duration_s,
-        **dict.fromkeys(("status", "exit_code", "total", "chapters")),  # retally sets them
+        **dict.fromkeys(("status", "exit_code", "total", "chapters")),  # set below
         "koans": koans,
         "findings": [{**dataclasses.asdict(f), "koans": list(f.koans)} for f in grade.findings],
         "notes": [{**dataclasses.asdict(f), "koans": list(f.koans)} for f in grade.notes],
         "problems": grade.problems,
         "run": grade.run,
-        "reveals": grade.reveals,
     }
-    retally(document, grade.course.chapters)
-    return {**document, "signature": signature(document, key) if key else None}
-
-
-def retally(document: dict, chapters: list) -> None:
-    """Set the report's status, exit code and every total from its koans, findings and run."""
-    koans = document["koans"]
     document["status"] = _status(document["run"], document["findings"])
     document["exit_code"] = EXIT_CODES[document["status"]]
     document["total"] = _tally(koans)
@@ -202,20 +169,9 @@ def retally(document: dict, chapters: list) -> None:
             "title_en": c.title_en,
             **_tally([k for k in koans if k["chapter"] == c.number]),
         }
-        for c in chapters
+        for c in grade.course.chapters
     ]
-
-
-# The key that signs a report: a secret of the instructor's matrix job, never the student's.
-KEY_ENV = "JAXKOANS_GRADE_KEY"
-
-
-def signature(document: dict, key: str) -> str:
-    """HMAC-SHA256 of the report's canonical JSON (ASCII, sorted keys, no spaces), without
-    `signature`."""
-    body = {name: value for name, value in document.items() if name != "signature"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
+    return document
 
 
 def course_digest(course) -> str:
@@ -255,29 +211,9 @@ def _percent(tally: dict) -> str:
     return f"{100 * tally['score']:.0f} %"
 
 
-def _passed_revealed(tally: dict) -> int:
-    return tally.get("passed_revealed", 0)
-
-
-def _revealed_clause(tally: dict) -> str:
-    seen = _passed_revealed(tally)
-    return f", {REVEALED_MARK} {seen} 揭晓后 / after a reveal" if seen else ""
-
-
-def revealed_passes(document: dict) -> list[dict]:
-    """The koans passed after the student revealed what a wrong answer hid."""
-    return [k for k in document["koans"] if k["status"] == "passed" and k.get("revealed")]
-
-
 def noted_passes(document: dict) -> list[dict]:
     """The koans passed with a note of what they ran (`noted`)."""
     return [k for k in document["koans"] if k["status"] == "passed" and k.get("noted")]
-
-
-def reveals_unknown(document: dict) -> bool:
-    """The copy has no reveal log (or one that could not be read): a pass is not known clean."""
-    found = document.get("reveals") or {}
-    return bool(found) and (not found.get("found") or bool(found.get("problem")))
 
 
 def markdown(document: dict) -> str:
@@ -291,27 +227,23 @@ def markdown(document: dict) -> str:
         f"## 🎓 jax-koans 评分 / grade: {document['student']['name']}",
         "",
         f"**{total['passed']} / {total['total']}** koans 通过 / passed ({_percent(total)})"
-        f"{_revealed_clause(total)}"
         f" · course {course_line} · Python {v['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}",
         "",
         "| 章 / chapter | "
         + " | ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
-        + f" | {REVEALED_MARK} {REVEALED_LABEL} | 得分 / score |",
-        "|---|" + "---:|" * (len(STATUSES) + 2),
+        + " | 得分 / score |",
+        "|---|" + "---:|" * (len(STATUSES) + 1),
     ]
     for chapter in document["chapters"]:
         counts = " | ".join(str(chapter["counts"][s]) for s in STATUSES)
         lines.append(
             f"| {chapter['number']} {chapter['title_zh']} / {chapter['title_en']} | {counts}"
-            f" | {_passed_revealed(chapter)} | {chapter['passed']}/{chapter['total']} |"
+            f" | {chapter['passed']}/{chapter['total']} |"
         )
     counts = " | ".join(f"**{total['counts'][s]}**" for s in STATUSES)
     lines.append(
-        f"| **总计 / total** | {counts} | **{_passed_revealed(total)}** |"
-        f" **{total['passed']}/{total['total']}** |"
+        f"| **总计 / total** | {counts} | **{total['passed']}/{total['total']}** |"
     )
-    if reveals_unknown(document):
-        lines += ["", f"> {REVEALED_MARK} {UNKNOWN_REVEALS}"]
     noted = noted_passes(document)
     if noted:
         lines += [
@@ -322,18 +254,6 @@ def markdown(document: dict) -> str:
             " nothing):",
             "",
             *[f"- `{koan['nodeid']}`" for koan in noted],
-        ]
-    seen = revealed_passes(document)
-    if seen:
-        lines += [
-            "",
-            f"<details><summary>{REVEALED_MARK} {REVEALED_LABEL} ({len(seen)})</summary>",
-            "",
-            *[f"- `{koan['nodeid']}`" for koan in seen],
-            "",
-            f"> {SELF_REPORT}",
-            "",
-            "</details>",
         ]
     if document["findings"]:
         lines += [
@@ -392,52 +312,30 @@ def markdown(document: dict) -> str:
 CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
 
 
-def classroom(document: dict, per: str = "koan", points: int = 1) -> dict:
+def classroom(document: dict, points: int = 1) -> dict:
     """The payload of a runner step for `classroom-resources/autograding-grading-reporter`:
     it reads base64 JSON from `<RUNNER>_RESULTS`, records the sum of `tests[].score` against
     the runner's `max_score` (notify-classroom.js) and prints a table of
     `passing tests / tests * max_score` (helpers/test-helpers.js, getTestScore). The two agree
-    only when every test is worth the same, so every test here is one koan worth `points`:
-    per koan, named by its node id; per chapter, named by its chapter (`01 Title ✓ 3/12` for
-    the passed ones, `01 Title · open 1/4` for the rest, the first of them listing the open
-    koans), without file, line or time."""
+    only when every test is worth the same, so every test here is one koan worth `points`,
+    named by its node id."""
     tests = []
-    if per == "chapter":
-        for chapter in document["chapters"]:
-            own = [k for k in document["koans"] if k["chapter"] == chapter["number"]]
-            passed = [k for k in own if k["status"] == "passed"]
-            open_koans = [k for k in own if k["status"] != "passed"]
-            name = f"{chapter['number']} {chapter['title_en']}"
-            listed = "; ".join(f"{k['name']}: {k['status']}" for k in open_koans[:10])
-            for i in range(1, len(passed) + 1):
-                tests.append(
-                    {"name": f"{name} ✓ {i}/{len(passed)}", "status": "pass", "line_no": 0,
-                     "score": points}
-                )  # fmt: skip
-            for i, koan in enumerate(open_koans, 1):
-                tests.append(
-                    {"name": f"{name} · open {i}/{len(open_koans)}",
-                     "status": CLASSROOM_STATUS.get(koan["status"], "fail"),
-                     "message": (listed or None) if i == 1 else None,
-                     "line_no": 0, "score": 0}
-                )  # fmt: skip
-    else:
-        for koan in document["koans"]:
-            passed = koan["status"] == "passed"
-            tests.append(
-                {
-                    "name": koan["nodeid"],
-                    "status": CLASSROOM_STATUS.get(koan["status"], "fail"),
-                    "message": None
-                    if passed
-                    else _cell(f"{koan['status']}: {headline(koan['message'])}", 300),
-                    "filename": koan["file"],
-                    "line_no": koan["line"] or 0,
-                    "score": points if passed else 0,
-                    "max_score": points,
-                    "execution_time": f"{koan['duration']:.2f}s",
-                }
-            )
+    for koan in document["koans"]:
+        passed = koan["status"] == "passed"
+        tests.append(
+            {
+                "name": koan["nodeid"],
+                "status": CLASSROOM_STATUS.get(koan["status"], "fail"),
+                "message": None
+                if passed
+                else _cell(f"{koan['status']}: {headline(koan['message'])}", 300),
+                "filename": koan["file"],
+                "line_no": koan["line"] or 0,
+                "score": points if passed else 0,
+                "max_score": points,
+                "execution_time": f"{koan['duration']:.2f}s",
+            }
+        )
     if document["status"] == "incomplete":
         status = "error"
     elif document["findings"] or any(t["status"] != "pass" for t in tests):
@@ -517,24 +415,12 @@ def summary(document: dict) -> str:
     ]
     for chapter in document["chapters"]:
         marks = "  ".join(f"{MARKS[s]} {chapter['counts'][s]}" for s in STATUSES)
-        if _passed_revealed(chapter):
-            marks += f"  ({REVEALED_MARK} {_passed_revealed(chapter)})"
         lines.append(f"  {chapter['number']} {chapter['title_zh']} / {chapter['title_en']}")
         lines.append(f"     {chapter['passed']:>3}/{chapter['total']:<3}  {marks}")
     lines.append(
         f"\n  总计 / total  {total['passed']}/{total['total']} ({_percent(total)})   "
         + "  ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
-        + f"  ({REVEALED_MARK} {REVEALED_LABEL})"
     )
-    seen = revealed_passes(document)
-    if seen:
-        lines.append(f"\n{REVEALED_MARK}  {REVEALED_LABEL} ({len(seen)}):")
-        lines += [f"  - {koan['nodeid']}" for koan in seen[:20]]
-        if len(seen) > 20:
-            lines.append(f"  … {len(seen) - 20} more (--json)")
-        lines.append(f"  {SELF_REPORT}")
-    if reveals_unknown(document):
-        lines.append(f"\n{REVEALED_MARK}  {UNKNOWN_REVEALS}")
     noted = noted_passes(document)
     if noted:
         lines.append(f"\n{NOTED_MARK}  {NOTED_LABEL} ({len(noted)}):")
@@ -563,11 +449,6 @@ def summary(document: dict) -> str:
     for problem in document["problems"]:
         where = f"{problem['file']}: " if problem["file"] else ""
         lines.append(f"\n🛠️  {where}{problem['message']}")
-    if document.get("signature") is None:
-        lines.append(
-            f"\n未签名 / unsigned: {KEY_ENV} 未设置 / not set; grade --merge takes this report"
-            " only with --unsigned"
-        )
     return "\n".join(lines) + "\n"
 
 
@@ -581,7 +462,6 @@ def csv_header(chapters: list[str]) -> list[str]:
         *[f"ch{n}" for n in chapters],
         "findings",
         "problems",
-        "passed_revealed",
         "error",
     ]
 
@@ -589,7 +469,7 @@ def csv_header(chapters: list[str]) -> list[str]:
 def csv_row(name: str, document: dict | None, chapters: list[str], error: str = "") -> list:
     """One student's row; a copy that could not be graded has status "error" and the reason."""
     if document is None:
-        return [name, "error", "", "", "", *["" for _ in chapters], "", "", "", error]
+        return [name, "error", "", "", "", *["" for _ in chapters], "", "", error]
     by_number = {c["number"]: c for c in document["chapters"]}
     return [
         name,
@@ -600,7 +480,6 @@ def csv_row(name: str, document: dict | None, chapters: list[str], error: str = 
         *[by_number[n]["passed"] if n in by_number else "" for n in chapters],
         len(document["findings"]),
         len(document["problems"]),
-        document["total"].get("passed_revealed", 0),
         "",
     ]
 

@@ -1,18 +1,8 @@
-"""A TODO's docstring ends with what its contract judges (jaxkoans/authoring/judged.py): the check
-finds the lines missing, or stale once the contract changes."""
+"""What a TODO is judged by, in words (jaxkoans/plugin/judged.py): shown under a TODO's failure."""
 
 from __future__ import annotations
 
-from jaxkoans import course
-from jaxkoans.authoring import judged
-from jaxkoans.plugin import costs
-
-HERE = course.Course.here()
-GELU = "test_other_platforms.py::gelu"
-
-
-def _chapter(checkout: course.Course, number: str = "02") -> course.Chapter:
-    return next(c for c in checkout.chapters() if c.number == number)
+from jaxkoans.plugin import costs, judged
 
 
 def test_the_lines_name_what_binds():
@@ -35,3 +25,23 @@ def test_an_untraced_todo_is_judged_by_its_asserts_and_names_no_new_api():
     assert "asserts" in en and "live_arrays" not in en and "the koan counts them" in en
     _, en = judged.sentence(contract, docstring="use jax.live_arrays()")
     assert "jax.live_arrays()" in en
+
+
+def test_a_failing_todo_shows_what_it_is_judged_by(tmp_path):
+    """The report of a TODO not yet written ends with the
+    lines its contract and its answer's profile give: the judge's own inputs."""
+    import subprocess
+    import sys
+
+    from jaxkoans import course
+
+    here = course.Course.here()
+    koan = here.koans / "01" / "test_segments.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+         f"{koan}::test_write_a_segment_softmax"],
+        capture_output=True, text=True, timeout=300, cwd=here.root,
+    )  # fmt: skip
+    assert "待实现 / write the TODO" in done.stdout
+    assert "评判：" in done.stdout and "Judged: its results on inputs" in done.stdout
+    assert "segment_max" not in done.stdout.split("Judged:")[1]  # names no primitive

@@ -19,7 +19,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from jaxkoans.plugin import compiles, costs, fresh
+from jaxkoans.plugin import compiles, costs, fresh, meshes
 
 ASKS = ("on_path", "in_loop", "absent", "max_intermediate")  # what a contract asks of a program
 # JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
@@ -54,6 +54,7 @@ class _Calls:
     # (signature, the program read, or (function, args, kwargs, mesh) to read after the koan)
     seen: list = field(default_factory=list)
     values: dict = field(default_factory=dict)  # signature -> the call's own (args, kwargs)
+    placed: dict = field(default_factory=dict)  # signature -> meshes.Placed (under shard_map)
     ran: set = field(default_factory=set)  # the primitives the koan's own calls bound
 
     def record(self, args: tuple, kwargs: dict) -> None:
@@ -82,6 +83,11 @@ class _Calls:
                 lambda x: x if isinstance(x, jax.core.Tracer) else _spec(x), (args, kwargs)
             )
             self.seen.append((signature, _read(self.function, *traced, mesh)))
+            manual = mesh[0].manual_axes
+            sizes = {a: n for a, n in core.get_axis_env().axis_sizes.items() if a in manual}
+            call = meshes.placed(args, kwargs, sizes, mesh[1]) if sizes else None
+            if call is not None and not any(_closes_over_tracer(leaf) for leaf in static):
+                self.placed[signature] = call  # to run again on a smaller mesh (fresh case)
         else:
             self.seen.append((signature, (self.function, *abstract, mesh)))
             if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
@@ -348,9 +354,14 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     under shard_map."""
     import zlib
 
+    seed = zlib.crc32(f"{calls.name}::{costs.signature_key(signature)}".encode())
+    wanted = os.environ.get(PROGRAMS_ENV) or ((answer or {}).get("mesh") or {}).get(
+        costs.koan_key(koan)
+    )
+    if signature in calls.placed and wanted:  # the answer's profile keeps one per TODO
+        return {"mesh": _on_smaller_mesh(calls, calls.placed[signature], seed)}
     if not isinstance(pending, tuple):
         return {}
-    seed = zlib.crc32(f"{calls.name}::{costs.signature_key(signature)}".encode())
     mine = costs.koan_key(koan)
     found: dict = {}
     _READING[0] = True
@@ -390,6 +401,17 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     finally:
         _READING[0] = False
     return found
+
+
+def _on_smaller_mesh(calls: _Calls, call, seed: int) -> dict:
+    """The TODO's fingerprint on a mesh with each axis halved (plugin/meshes.py), with the
+    sizes it ran at."""
+    _READING[0] = True
+    try:
+        printed = _outcome(lambda: meshes.run(calls.function, call, seed))
+    finally:
+        _READING[0] = False
+    return {"sizes": meshes.smaller(call.sizes), "print": printed}
 
 
 def _boldest(calls: _Calls, pending, signature: str, seed: int, read) -> dict:
@@ -473,6 +495,14 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
             f"在更大的输入上（每个长度为 {length} 的轴加倍到 {2 * length}）结果与参考答案不同 / "
             f"on a larger input the test never showed (every axis of length {length} doubled to "
             f"{2 * length}) the result is not the answer's: {why}"
+        )
+    on_mesh = (answer.get("mesh") or {}).get(koan) or {}
+    why = _why((case.get("mesh") or {}).get("print"), on_mesh.get("print"))
+    if why:
+        sizes = ", ".join(f"{a}={n}" for a, n in on_mesh["sizes"].items())
+        problems.append(
+            f"在更小的网格上（{sizes}）结果与参考答案不同 / on a smaller mesh the test never "
+            f"used ({sizes}) the result is not the answer's: {why}"
         )
     steps = (answer.get("steps") or {}).get(koan)
     problems += costs.more_steps(case.get("steps"), steps)
@@ -571,6 +601,7 @@ def _log(koan: str, name: str, read, signature: str = "", case: dict | None = No
             "grown": case.get("grown") if isinstance((case.get("grown") or {}).get("print"), list) else None,
             "steps": case.get("steps"),
             "carried": case.get("carried") or None,
+            "mesh": case.get("mesh") if isinstance((case.get("mesh") or {}).get("print"), list) else None,
         } | {k: case.get(k) for k in fresh.MOVES}  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),

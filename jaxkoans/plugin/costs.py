@@ -45,7 +45,7 @@ WORDS = {
 # a profile's per-koan figures (each koan calls the TODO on its own data): its fresh cases, its
 # loops' steps, the share of the result its technique carries (plugin/liveness.py), how its
 # fresh case was moved where the usual move makes the answer diverge (fresh.MOVES)
-PER_KOAN = ("fresh", "grown", "steps", "carried", "scale", "ints", "drawn")
+PER_KOAN = ("fresh", "grown", "steps", "carried", "scale", "ints", "drawn", "mesh")
 # a TODO's data-dependent loops may take at most factor x the answer's steps + slack when run
 # (plugin/trips.py): another honest stopping test (a do-while, a flag set in the body) takes one
 # step more each time a loop runs, which doubles a run of one step; a loop that always runs to
@@ -141,14 +141,15 @@ def write(chapter_dir: Path, entries: list[dict]) -> int:
         known = todo.setdefault(entry["signature"], {**entry["costs"], **per_koan})
         for k in PER_KOAN:  # each koan's own call: moved, grown, its loops' steps
             known[k] |= entry["costs"].get(k) or {}
-    for todo in found.values():  # one grown case per TODO: each costs a compile at a new shape
-        kept = False
-        for signature in sorted(todo):
-            grown = todo[signature]["grown"]
-            for koan in sorted(grown):
-                if kept:
-                    del grown[koan]
-                kept = True
+    for todo in found.values():  # one grown and one mesh case per TODO: each costs a compile
+        for case in ("grown", "mesh"):
+            kept = False
+            for signature in sorted(todo):
+                cases = todo[signature][case]
+                for koan in sorted(cases):
+                    if kept:
+                        del cases[koan]
+                    kept = True
     text = json.dumps(dict(sorted(found.items())), indent=1, sort_keys=True) + "\n"
     (chapter_dir / FILE).write_text(text, encoding="utf-8")
     return sum(len(v) for v in found.values())

@@ -1,17 +1,16 @@
-"""What a TODO is judged by, in words: the last paragraph of its docstring.
+"""What a TODO is judged by, in words: shown where a TODO is not yet written or breaks its contract.
 
 A TODO's contract (koans/NN/chapter.toml) and its answer's cost profile (koans/NN/costs.json)
 decide what binds when the plugin judges it (plugin/contracts.py): its results on inputs the
 test never showed, its costs against the answer's, its technique carrying the result, a fresh
 reference. `sentence` says that in two lines, `评判：…。` and `Judged: ….`, without naming a
-primitive; `problems` (run by `python -m jaxkoans.authoring check`) names each TODO whose
-docstring lacks the lines its contract gives, or holds stale ones. No JAX is imported.
+primitive; the report (plugin/report.py) prints them under the TODO's failure, from the same
+contract and profile the judge holds it to, so they cannot go stale. No JAX is imported.
 """
 
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 from pathlib import Path
 
@@ -42,17 +41,23 @@ def sentence(
     moved = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
     grown = any(isinstance((v or {}).get("print"), list)
                 for p in runs for v in (p.get("grown") or {}).values())  # fmt: skip
+    counts = any(v for p in runs for v in (p.get("ints") or {}).values())
+    mesh = any(isinstance((v or {}).get("print"), list)
+               for p in runs for v in (p.get("mesh") or {}).values())  # fmt: skip
     zh, en = [], []
-    if moved:
-        zh.append(
-            "在测试没见过的输入上（数值略作移动"
-            + ("；同一个调用再把一个长度的轴加倍" if grown else "")
-            + "）结果必须与参考答案相同"
-        )
+    cases = [  # (zh, en) of each kind of fresh case the answer's profile holds
+        *([("数值略作移动" + ("、计数加一" if counts else ""),
+            "its numbers moved a little" + (", its counts one up" if counts else ""))]
+          if moved else []),
+        *([("同一个调用再把一个长度的轴加倍", "the same call with every axis of one length doubled")]
+          if grown else []),
+        *([("更小的网格", "a smaller mesh")] if mesh else []),
+    ]  # fmt: skip
+    if cases:
+        zh.append(f"在测试没见过的输入上（{'；'.join(z for z, _ in cases)}）结果必须与参考答案相同")
         en.append(
-            "its results on inputs the test never showed (its numbers moved a little"
-            + ("; the same call with every axis of one length doubled" if grown else "")
-            + ") must be the answer's"
+            f"its results on inputs the test never showed ({'; '.join(e for _, e in cases)}) "
+            "must be the answer's"
         )
     if runs:
         freed = {d for d, v in contract.get("costs", {}).items() if isinstance(v, str)}
@@ -127,32 +132,6 @@ def wrapped(lines: tuple[str, str], indent: str) -> list[str]:
     return out
 
 
-def _squeezed(text: str) -> str:
-    return re.sub(r"\s+", "", text)
-
-
-def paragraph(docstring: str) -> tuple[str, str]:
-    """(the docstring without its judged lines, those lines as written, or "")."""
-    at = docstring.find(ZH)
-    return (docstring, "") if at < 0 else (docstring[:at], docstring[at:])
-
-
-def expected(checkout, chapter, koan_file: Path, name: str, docstring: str, profiles=None):
-    """The judged lines (zh, en) `name` of `koan_file` must end its docstring with (None: it has
-    no contract); `profiles`: the file's (costs.profiles_for), else read here."""
-    contract = chapter.contracts.get(f"{koan_file.name}::{name}")
-    if contract is None or name == "regions":
-        return None
-    if profiles is None:
-        profiles = costs.profiles_for(koan_file.parent, koan_file.name)
-    return sentence(
-        contract,
-        profiles.get(name),
-        paragraph(docstring)[0],
-        solution_names(checkout, koan_file, name),
-    )
-
-
 def solution_names(checkout, koan_file: Path, name: str) -> frozenset:
     """The names (variables, attributes, calls) in the answer's body of TODO `name`."""
     from jaxkoans.course import koan_model
@@ -177,40 +156,4 @@ def _functions(tree: ast.Module | None, names: set[str]) -> dict[str, ast.AST]:
     found = {n.name: n for n in tree.body if isinstance(n, defs) and n.name in names}
     if len(found) < len(names):
         found |= {n.name: n for n in ast.walk(tree) if isinstance(n, defs) and n.name in names}
-    return found
-
-
-def todo_docstrings(koan_file: Path) -> dict[str, ast.Constant | None]:
-    """Each TODO function of `koan_file` -> its docstring node (None: it has none)."""
-    from jaxkoans.course import koan_model
-
-    model = koan_model.read(koan_file)
-    found = {}
-    for name, node in _functions(model.tree, {t.name for t in model.todos}).items():
-        first = node.body[0] if node.body else None
-        is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-        found[name] = first.value if is_doc and isinstance(first.value.value, str) else None
-    return found
-
-
-def problems(checkout, chapter) -> list[str]:
-    """Each contracted TODO of `chapter` whose docstring does not end with the judged lines its
-    contract and profile give (missing or stale)."""
-    found = []
-    for koan_file in sorted((checkout.koans / chapter.number).glob("test_*.py")):
-        profiles = costs.profiles_for(koan_file.parent, koan_file.name)
-        for name, node in todo_docstrings(koan_file).items():
-            text = inspect.cleandoc(node.value) if node else ""
-            wanted = expected(checkout, chapter, koan_file, name, text, profiles)
-            if wanted is None:
-                continue
-            written = paragraph(text)[1]
-            if _squeezed(written) == _squeezed("\n".join(wanted)):
-                continue
-            what = "is stale" if written else "is missing"
-            found.append(
-                f"koans/{chapter.number}/{koan_file.name}::{name}: the docstring's last paragraph "
-                f"{what}; end it, in koans/ and answers/ alike, with what its contract judges:\n    "
-                + "\n    ".join(wanted)
-            )
     return found

@@ -8,6 +8,7 @@ region, where the learner writes code, keeps actual against expected: that is de
 
 from __future__ import annotations
 
+import ast
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,6 +232,8 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         lines += reading_advice(item, found)
     if found.cause is Cause.CONTRACT:
         lines += ["", *("   " + line for line in found.message.splitlines())]
+    if found.cause in (Cause.TODO, Cause.CONTRACT):
+        lines += judged_lines(chapter, item, found)
     if found.cause is Cause.REGION:
         lines += ["", REGION_ADVICE]
     if found.cause is Cause.TIMEOUT:
@@ -247,6 +250,38 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         koan = getattr(item, "originalname", item.name)  # `hint` takes the koan, not a case
         lines += [f"   💡 python progress.py hint {koan}"]
     return "\n".join(lines)
+
+
+def judged_lines(chapter: Chapter, item, found: Attribution) -> list[str]:
+    """What the TODO this failure points at is judged by (plugin/judged.py), from its contract
+    and its answer's profiles: the same ones the judge holds it to."""
+    from jaxkoans import course
+    from jaxkoans.plugin import costs, judged
+
+    path = Path(item.path)
+    model = koan_model.read(path)
+    if found.cause is Cause.CONTRACT:
+        name = found.message.splitlines()[0].rpartition(": ")[2]
+    else:
+        spans, line = model.definitions, found.lineno or 0
+        inside = [t.name for t in model.todos if spans[t.name][0] <= line <= spans[t.name][1]]
+        name = inside[0] if inside and found.path == path else ""
+    filename = course.twin_name(path)
+    contract = chapter.contracts.get(f"{filename}::{name}")
+    if not name or contract is None:
+        return []
+    checkout, node = _course(item), model.top_level.get(name)
+    koan_file = checkout.koans / chapter.number / filename
+    solution = judged.solution_names(checkout, koan_file, name)
+    if not solution:  # no answer to keep out of an untraced TODO's reasons (a student release)
+        contract = {k: v for k, v in contract.items() if k != "why"}
+    said = judged.sentence(
+        contract,
+        costs.profiles_for(checkout.koans / chapter.number, filename).get(name),
+        (ast.get_docstring(node) or "") if node is not None else "",
+        solution,
+    )
+    return ["", *judged.wrapped(said, "   ")]
 
 
 def computed_advice(item) -> list[str]:

@@ -1096,25 +1096,24 @@ def test_the_batch_exits_3_when_a_run_ended_early(corpus):
     assert {name: r["status"] for name, r in rows.items()} == {name: d["status"] for name, d in corpus["documents"].items()}  # fmt: skip
 
 
-def test_a_pass_with_a_note_is_set_apart_from_a_clean_pass():
-    """A pass that carries a note of what it ran (unusual code, an edit grade ignored) has its
-    own mark in the Markdown report and the text summary; it still counts."""
+def test_a_note_names_its_koans_in_every_report_and_costs_nothing():
+    """A note of what a koan ran (unusual code, an edit grade ignored) names the koans it
+    concerns in the Markdown report and the text summary, as a finding does; they still pass."""
     koans = [
-        {"nodeid": f"{A}::test_sum", "chapter": "01", "name": "test_sum", "file": A, "status": "passed", "noted": True, "line": None, "duration": 0.1, "message": "", "cause": ""},
-        {"nodeid": f"{A}::test_loop", "chapter": "01", "name": "test_loop", "file": A, "status": "passed", "noted": False, "line": None, "duration": 0.1, "message": "", "cause": ""},
+        {"nodeid": f"{A}::test_sum", "chapter": "01", "name": "test_sum", "file": A, "status": "passed", "line": None, "duration": 0.1, "message": "", "cause": ""},
+        {"nodeid": f"{A}::test_loop", "chapter": "01", "name": "test_loop", "file": A, "status": "passed", "line": None, "duration": 0.1, "message": "", "cause": ""},
     ]  # fmt: skip
     total = report_formats._tally(koans)
-    assert total["passed"] == 2 and total["passed_noted"] == 1
+    assert total["passed"] == 2
+    note = {"kind": "unusual_code", "file": A, "line": 7, "koans": ["test_sum"], "message": "open()"}
     document = {
         "student": {"name": "ann"}, "course": {"source": "HEAD", "commit": None},
         "versions": {"python": "3", "jax": "0", "jaxlib": "0"}, "total": total,
         "chapters": [{"number": "01", "title_zh": "一", "title_en": "One", **total}],
-        "koans": koans, "findings": [], "notes": [], "problems": [], "run": {},
+        "koans": koans, "findings": [], "notes": [note], "problems": [], "run": {},
     }  # fmt: skip
-    md = report_formats.markdown(document)
-    assert f"{report_formats.NOTED_LABEL} (1)" in md and f"- `{A}::test_sum`" in md
-    assert f"{A}::test_loop" not in md.split(report_formats.NOTED_LABEL)[1]
-    assert f"{report_formats.NOTED_LABEL} (1)" in report_formats.summary(document)
+    assert f"- `{A}:7` **unusual_code** (test_sum): open()" in report_formats.markdown(document)
+    assert f"  - {A}:7 unusual_code (test_sum): open()" in report_formats.summary(document)
 
 
 # ---- the sandbox itself ------------------------------------------------------------------------

@@ -4,7 +4,7 @@ payload of GitHub Classroom's autograding reporter.
 Every writer takes the JSON document, so one normalised document gives every format.
 
 JSON, schema 2 (`"schema": 2`; fields are only ever added within a schema; schema 1 also had
-`signature`, `reveals`, and the koans' `revealed` and its totals, which are gone):
+`signature`, `reveals`, and the koans' `revealed` and `noted` and their totals):
 
     schema       2
     kind         "jax-koans-grade"
@@ -18,15 +18,11 @@ JSON, schema 2 (`"schema": 2`; fields are only ever added within a schema; schem
                  koans could not each run in a process of their own: `run.isolated`)
     exit_code    what `grade` exits with for this copy: 0 graded, 1 findings, 3 incomplete
                  (`run.exit_code` is the graded pytest run's own)
-    total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n},
-                  "passed_noted": how many carry a note of what they ran (`noted`)}
-    chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts",
-                   "passed_noted"}]
+    total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n}}
+    chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts"}]
     koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
-                   "duration", "message", "noted", "contracts"}]  in course order
+                   "duration", "message", "contracts"}]  in course order
                  status: passed | failing | not_started | tampered | missing | crashed
-                 noted: a note of kind unusual_code or ignored_edit names the koan; a pass
-                 with it reads "passed with a note", set apart from a clean pass (no zero)
                  contracts: the koan's TODO functions whose programs met their technique
                  contracts (chapter.toml) in the graded run; [] for a koan without one
                  cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
@@ -85,11 +81,6 @@ LABELS = {
     "crashed": "崩溃 / crashed",
 }
 
-# Notes that concern what a koan ran: a pass that carries one is set apart from a clean pass.
-NOTED_KINDS = frozenset({"unusual_code", "ignored_edit"})
-NOTED_MARK = "📝"
-NOTED_LABEL = "带备注通过 / passed with a note"
-
 
 def _tally(koans: list[dict]) -> dict:
     counts = {status: sum(k["status"] == status for k in koans) for status in STATUSES}
@@ -99,14 +90,6 @@ def _tally(koans: list[dict]) -> dict:
         "total": total,
         "score": round(counts["passed"] / total, 4) if total else 0.0,
         "counts": counts,
-        "passed_noted": sum(k["status"] == "passed" and k.get("noted", False) for k in koans),
-    }
-
-
-def _noted(grade: Grade) -> set[tuple[str, str]]:
-    """(file, koan) of each koan a note of NOTED_KINDS names."""
-    return {
-        (note.file, koan) for note in grade.notes if note.kind in NOTED_KINDS for koan in note.koans
     }
 
 
@@ -122,7 +105,6 @@ EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}
 
 def as_json(grade: Grade) -> dict:
     """The report of `grade`: its status, exit code and totals from its koans, findings and run."""
-    noted = _noted(grade)
     koans = [
         {
             "nodeid": k.nodeid,
@@ -134,7 +116,6 @@ def as_json(grade: Grade) -> dict:
             "line": k.line,
             "duration": k.duration,
             "message": k.note,
-            "noted": (k.path, k.name) in noted,
             "contracts": list(k.contracts),
         }
         for k in grade.koans
@@ -211,9 +192,13 @@ def _percent(tally: dict) -> str:
     return f"{100 * tally['score']:.0f} %"
 
 
-def noted_passes(document: dict) -> list[dict]:
-    """The koans passed with a note of what they ran (`noted`)."""
-    return [k for k in document["koans"] if k["status"] == "passed" and k.get("noted")]
+def _entry(item: dict, limit: int, md: bool) -> str:
+    """One finding or note as a list item: where, its kind, the koans it names, its message."""
+    where = item["file"] + (f":{item['line']}" if item["line"] else "")
+    named = f" ({', '.join(item['koans'])})" if item["koans"] else ""
+    if md:
+        return f"- `{where}` **{item['kind']}**{named}: {_cell(item['message'], limit)}"
+    return f"  - {where} {item['kind']}{named}: {_cell(item['message'], limit)}"
 
 
 def markdown(document: dict) -> str:
@@ -241,20 +226,7 @@ def markdown(document: dict) -> str:
             f" | {chapter['passed']}/{chapter['total']} |"
         )
     counts = " | ".join(f"**{total['counts'][s]}**" for s in STATUSES)
-    lines.append(
-        f"| **总计 / total** | {counts} | **{total['passed']}/{total['total']}** |"
-    )
-    noted = noted_passes(document)
-    if noted:
-        lines += [
-            "",
-            f"### {NOTED_MARK} {NOTED_LABEL} ({len(noted)})",
-            "",
-            "通过了，但有值得一读的备注（不扣分）/ passed, with a note worth reading (costs"
-            " nothing):",
-            "",
-            *[f"- `{koan['nodeid']}`" for koan in noted],
-        ]
+    lines.append(f"| **总计 / total** | {counts} | **{total['passed']}/{total['total']}** |")
     if document["findings"]:
         lines += [
             "",
@@ -263,12 +235,7 @@ def markdown(document: dict) -> str:
             "这些 koan 记零分 / the koans named score zero.",
             "",
         ]
-        for finding in document["findings"]:
-            where = finding["file"] + (f":{finding['line']}" if finding["line"] else "")
-            named = f" ({', '.join(finding['koans'])})" if finding["koans"] else ""
-            lines.append(
-                f"- `{where}` **{finding['kind']}**{named}: {_cell(finding['message'], 300)}"
-            )
+        lines += [_entry(finding, 300, md=True) for finding in document["findings"]]
     if document.get("notes"):
         lines += [
             "",
@@ -276,10 +243,7 @@ def markdown(document: dict) -> str:
             "nothing</summary>",
             "",
         ]
-        for note in document["notes"]:
-            where = note["file"] + (f":{note['line']}" if note["line"] else "")
-            lines.append(f"- `{where}` **{note['kind']}**: {_cell(note['message'], 300)}")
-        lines += ["", "</details>"]
+        lines += [_entry(note, 300, md=True) for note in document["notes"]] + ["", "</details>"]
     sandbox = document["run"].get("sandbox") or {}
     if sandbox and not sandbox.get("used"):
         lines += ["", f"> ⚠️ 没有沙箱 / no sandbox: {_cell(sandbox.get('reason', ''), 300)}"]
@@ -307,7 +271,7 @@ def markdown(document: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- GitHub Classroom ---------------------------------------------------------------------------
+# ---- GitHub Classroom ------------------------------------------------------------------------
 
 CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
 
@@ -395,12 +359,6 @@ def classroom_text(payload: dict) -> str:
     return base64.b64encode(raw).decode("ascii") + "\n"
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 # ---- text and CSV ---------------------------------------------------------------------------------
 
 
@@ -421,26 +379,15 @@ def summary(document: dict) -> str:
         f"\n  总计 / total  {total['passed']}/{total['total']} ({_percent(total)})   "
         + "  ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
     )
-    noted = noted_passes(document)
-    if noted:
-        lines.append(f"\n{NOTED_MARK}  {NOTED_LABEL} ({len(noted)}):")
-        lines += [f"  - {koan['nodeid']}" for koan in noted[:20]]
-        if len(noted) > 20:
-            lines.append(f"  … {len(noted) - 20} more (--json)")
     if document["findings"]:
         lines.append(
             f"\n⚠️  发现 / findings ({len(document['findings'])}): 这些 koan 记零分 / they score zero"
         )
-        for finding in document["findings"]:
-            where = finding["file"] + (f":{finding['line']}" if finding["line"] else "")
-            named = f" [{', '.join(finding['koans'])}]" if finding["koans"] else ""
-            lines.append(f"  - {where} {finding['kind']}{named}: {_cell(finding['message'], 200)}")
+        lines += [_entry(finding, 200, md=False) for finding in document["findings"]]
     notes = document.get("notes", [])
     if notes:
         lines.append(f"\n📝 备注 / notes ({len(notes)}): 不扣分 / they cost nothing")
-        for note in notes[:20]:
-            where = note["file"] + (f":{note['line']}" if note["line"] else "")
-            lines.append(f"  - {where} {note['kind']}: {_cell(note['message'], 200)}")
+        lines += [_entry(note, 200, md=False) for note in notes[:20]]
         if len(notes) > 20:
             lines.append(f"  … {len(notes) - 20} more (--json)")
     sandbox = document["run"].get("sandbox") or {}
@@ -509,7 +456,9 @@ def write_all(outputs: dict[str, str]) -> None:
             )
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(text)
-            os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 would hide a report
+            mask = os.umask(0o022)
+            os.umask(mask)
+            os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would hide a report
             staged.append((temporary, path))
         for temporary, path in staged:
             os.replace(temporary, path)

@@ -285,7 +285,8 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                 if calls.contract.get("liveness", True) and isinstance(pending, tuple):
                     case["carried"] = {}  # the share of the result the technique carries
                     with jax_x64(pending[3][1]), contextlib.suppress(Exception):
-                        _liveness(calls, read, signature, koan, carried=case["carried"])
+                        _liveness(calls, read, signature, koan, carried=case["carried"],
+                                  size=case.get("drawn") or 1.0)  # fmt: skip
                 _log(koan, calls.name, read, signature, case)
                 continue
             if answer is not None:
@@ -297,9 +298,11 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                 # inputs of no array type to move: the asserts judged it
                 with contextlib.suppress(Exception):
                     if calls.contract.get("liveness", True):
+                        mine = costs.koan_key(koan)
                         shares = (answer or {}).get("carried") or {}
+                        size = ((answer or {}).get("drawn") or {}).get(mine) or 1.0
                         problems += _liveness(
-                            calls, read, signature, koan, shares.get(costs.koan_key(koan))
+                            calls, read, signature, koan, shares.get(mine), size=size
                         )
                 if calls.contract.get("fresh") and not problems:
                     problems += disagreements(calls, pending[1], pending[2], koan)
@@ -522,6 +525,7 @@ def _liveness(
     koan: str,
     answer: dict | None = None,
     carried: dict | None = None,
+    size: float = 1.0,
 ) -> list[str]:
     """The contract's technique, run on the koan's own inputs, must vary with them and carry
     as much of the result as the answer's (`answer`: its shares; plugin/liveness.py); the
@@ -534,7 +538,7 @@ def _liveness(
     techniques = {n: p for n, p in techniques.items() if p is not None and n not in _STRUCTURE}
     pending = next(p for s, p in calls.seen if s == signature)
     seed = zlib.crc32(costs.koan_key(koan).encode())  # the same in a gate's copy of the file
-    args, kwargs = _inputs(calls, pending, signature, seed)
+    args, kwargs = _inputs(calls, pending, signature, seed, size)  # drawn as the fresh case's
     _READING[0] = True
     try:
         return liveness.problems(calls.function, techniques, args, kwargs, seed, answer, carried)

@@ -290,7 +290,16 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                 _log(koan, calls.name, read, signature, case)
                 continue
             if answer is not None:
-                problems += costs.exceeded(read.costs(), answer, calls.contract.get("costs", {}))
+                overrides = calls.contract.get("costs", {})
+                problems += costs.exceeded(read.costs().as_dict(), answer, overrides)
+                grown = (answer.get("grown") or {}).get(costs.koan_key(koan)) or {}
+                mine = (case.get("grown") or {}).get("costs")
+                if grown.get("costs") and mine:
+                    problems += [
+                        f"在更大的输入上（每个长度为 {grown['length']} 的轴加倍）/ on the grown call "
+                        f"(every axis of length {grown['length']} doubled): {problem}"
+                        for problem in costs.exceeded(mine, grown["costs"], overrides)
+                    ]
             problems += _fresh_problems(case, answer, costs.koan_key(koan))
             if not isinstance(pending, tuple) or problems:
                 continue
@@ -399,11 +408,25 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
                 )
                 if isinstance(printed, list) or not os.environ.get(PROGRAMS_ENV):
                     break  # an author's run tries the next way where the answer raised
+            if isinstance((found.get("grown") or {}).get("print"), list):
+                found["grown"]["costs"] = _grown_costs(calls.function, args, kwargs, found["grown"],
+                                                       seed, pending[3])  # fmt: skip
     except Exception as error:
         found["moved"] = _first_line(error)
     finally:
         _READING[0] = False
     return found
+
+
+def _grown_costs(function, args, kwargs, grown: dict, seed: int, mesh) -> dict | None:
+    """What the program costs on the grown call (read by the one reader, as the koan's own call
+    is): work that grows faster than the answer's (a dense matrix for a scan, rows one at a
+    time) shows there even where the test's size hides it in the bound's slack."""
+    import jax
+
+    new = fresh.grown(args, kwargs, grown["length"], seed, bool(grown.get("ints")))
+    read = _read(function, *jax.tree.map(_spec, new), mesh)
+    return None if isinstance(read, str) else read.costs().as_dict()
 
 
 def _on_smaller_mesh(calls: _Calls, call, seed: int) -> dict:

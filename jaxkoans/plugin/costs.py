@@ -93,11 +93,11 @@ def figures(profile: dict) -> dict[str, int]:
     }
 
 
-def exceeded(costs, answer: dict | None, overrides: dict) -> list[str]:
-    """What `costs` (a Program's Costs) spends beyond the answer's profile, in words."""
+def exceeded(mine: dict, answer: dict | None, overrides: dict) -> list[str]:
+    """What `mine` (a Program's `Costs.as_dict()`) spends beyond the answer's profile, in words."""
     if answer is None:
         return []
-    mine, theirs = figures(costs.as_dict()), figures(answer)
+    mine, theirs = figures(mine), figures(answer)
     problems = []
     for dimension, (factor, slack) in BOUNDS.items():
         wanted = overrides.get(dimension, factor)

@@ -566,6 +566,27 @@ def test_nan_by_design_is_not_divergence_and_drawn_values_stay_tame():
     assert fresh.tame(fresh.run(unrolled_power, *small, 9, scale=0.0), *small)
 
 
+def test_work_that_grows_faster_than_the_answers_shows_on_the_grown_call():
+    """A prefix sum by a dense triangular matmul (n^2) beside the answer's cumsum (n): within
+    the bound at the test's size, past it once the grown call doubles n."""
+    from jaxkoans.plugin import costs
+
+    def answer(x):
+        return jnp.cumsum(x, axis=-1)
+
+    def dense(x):
+        n = x.shape[-1]
+        return x @ jnp.triu(jnp.ones((n, n), x.dtype))
+
+    def held(n: int) -> list[str]:
+        x = jnp.ones((4, n))
+        mine, theirs = program.of(dense, x).costs(), program.of(answer, x).costs()
+        return costs.exceeded(mine.as_dict(), theirs.as_dict(), {})
+
+    assert held(8) == []  # the test's size: the slack hides it
+    assert any("flops" in problem for problem in held(16))  # the grown call: n doubled
+
+
 def _first_above(xs, threshold, to_the_end=False):
     n = xs.shape[0]
 

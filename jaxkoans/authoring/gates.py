@@ -267,7 +267,7 @@ def canary_plan(
 ) -> tuple[list[mutate.Variant], dict[str, str]]:
     """(the variants, {module: what it is}) of a chapter's canary: CANARY mutants, fakes and
     generated fakes that must fail, each file they change unchanged beside them."""
-    variants, named, koans_of = [], {}, {}
+    variants, named, changed = [], {}, []
     mutants = [
         m
         for m in mutate.chapter_mutants(checkout, chapter)
@@ -277,28 +277,25 @@ def canary_plan(
         module = f"{m.site.answer.stem}__cm{i:02d}.py"
         variants.append(mutate.Variant(module, mutate.mutated_source(m.site, m.fill), m.site.koans))
         named[module] = f"mutation: {mutate.describe(m)}"
-        koans_of.setdefault(m.site.answer, set()).update(m.site.koans)
+        changed.append((m.site.answer, m.site.koans))
     fakes, _ = mutate.chapter_fakes(checkout, chapter)
     for i, fake in enumerate(_spread(fakes, CANARY["fakes"])):
         module = f"{fake.answer.stem}__cf{i:02d}.py"
         variants.append(mutate.Variant(module, mutate.faked_source(fake), fake.koans))
         named[module] = f"fakes: {fake.name}"
-        koans_of.setdefault(fake.answer, set()).update(fake.koans)
+        changed.append((fake.answer, fake.koans))
     generated = [
         s
         for s in shortcuts.chapter_shortcuts(checkout, chapter)
         if shortcuts.equivalent_reason(chapter, s) is None
-        and shortcuts._compiles(shortcuts.variant_source(checkout, s))
+        and mutate.compiles(shortcuts.variant_source(checkout, s))
     ]
     for i, s in enumerate(_spread(generated, CANARY["shortcuts"])):
         module = f"{s.answer.stem}__cs{i:02d}.py"
         variants.append(mutate.Variant(module, shortcuts.variant_source(checkout, s), s.koans))
         named[module] = f"shortcuts: {s.name}"
-        koans_of.setdefault(s.answer, set()).update(s.koans)
-    for answer, koans in sorted(koans_of.items()):
-        text = answer.read_text(encoding="utf-8")
-        variants.append(mutate.Variant(f"{answer.stem}__base.py", text, tuple(sorted(koans))))
-    return variants, named
+        changed.append((s.answer, s.koans))
+    return variants + mutate.baselines(changed), named
 
 
 def canary(
@@ -313,9 +310,9 @@ def canary(
         wrong = [problem] if problem and variants else []
         for variant in variants:
             verdict = passed.get((number, variant.name))
-            if variant.name.endswith("__base.py"):
+            if variant.name.endswith(mutate.BASE):
                 if verdict is not True:
-                    wrong.append(f"the unchanged {variant.name.removesuffix('__base.py')}.py "
+                    wrong.append(f"the unchanged {variant.name.removesuffix(mutate.BASE)}.py "
                                  f"did not pass ({verdict})")  # fmt: skip
             elif verdict is not False:
                 wrong.append(f"{'passes' if verdict else 'no verdict'}: {named[variant.name]}")

@@ -253,10 +253,11 @@ def mutated_source(site: Site, fill: str) -> str:
     return "".join(lines)
 
 
-def _compiles(source: str) -> bool:
+def compiles(source: str) -> bool:
+    """A variant that does not compile is no variant (a null byte in a string: ValueError)."""
     try:
-        compile(source, "<mutant>", "exec")
-    except SyntaxError:
+        compile(source, "<variant>", "exec")
+    except (SyntaxError, ValueError):
         return False
     return True
 
@@ -275,7 +276,7 @@ def chapter_mutants(
             if wanted and not any(_wanted(wanted, answer, k) for k in site.koans):
                 continue
             for fill in wrong_fills(site.fill, context, per_fill):
-                if _compiles(mutated_source(site, fill)):
+                if compiles(mutated_source(site, fill)):
                     mutants.append(Mutant(site, fill))
     return mutants
 
@@ -304,6 +305,21 @@ class Variant:
     name: str  # file name in the chapter's temporary directory
     source: str
     koans: tuple[str, ...]
+
+
+BASE = "__base.py"  # an answer file unchanged beside its variants: their verdicts need it to pass
+
+
+def baselines(changed: list[tuple[Path, tuple[str, ...]]]) -> list[Variant]:
+    """One unchanged copy of each answer file of `changed` ((answer, koans) of each variant),
+    run with the koans of all its variants."""
+    koans: dict[Path, set[str]] = {}
+    for answer, names in changed:
+        koans.setdefault(answer, set()).update(names)
+    return [
+        Variant(f"{answer.stem}{BASE}", answer.read_text(encoding="utf-8"), tuple(sorted(names)))
+        for answer, names in sorted(koans.items())
+    ]
 
 
 def run_limit(checkout: course.Course, koans: int, workers: int = 2) -> float:
@@ -534,11 +550,11 @@ def check_all_fakes(
         canary = all(passed.get((number, v.name)) is True for v in variants if _is_base(v))
         verdicts = {}
         for module, name in names.items():
-            base_name = f"{module.split('__f')[0]}__base.py"
+            base_name = f"{module.split('__f')[0]}{BASE}"
             if passing_answers is None:
                 base = passed.get((number, base_name))
             else:  # this file's koans passed in answers/, and the fakes' directory works
-                answer = f"answers/{number}/{base_name.removesuffix('__base.py')}.py"
+                answer = f"answers/{number}/{base_name.removesuffix(BASE)}.py"
                 base = canary and all(f"{answer}::{k}" in passing_answers for k in koans[module])
             verdict = passed.get((number, module))
             verdicts[name] = None if base is not True or verdict is None else not verdict
@@ -547,7 +563,7 @@ def check_all_fakes(
 
 
 def _is_base(variant: Variant) -> bool:
-    return variant.name.endswith("__base.py")
+    return variant.name.endswith(BASE)
 
 
 def _one_baseline(variants: list[Variant]) -> list[Variant]:
@@ -567,12 +583,7 @@ def _fake_variants(
         module = f"{fake.answer.stem}__f{i:03d}.py"
         names[module] = fake.name
         variants.append(Variant(module, faked_source(fake), fake.koans))
-    for answer in sorted({fake.answer for fake in fakes}):
-        koans = tuple(sorted({k for fake in fakes if fake.answer == answer for k in fake.koans}))
-        variants.append(
-            Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans)
-        )
-    return variants, names, missing
+    return variants + baselines([(f.answer, f.koans) for f in fakes]), names, missing
 
 
 # ---- what one wrong answer shows ---------------------------------------------------------
@@ -623,26 +634,19 @@ def gate(
     mutants = chapter_mutants(checkout, chapter, wanted, per_fill)
     outcome = MutationResult(chapter.number, mutants)
     variants = []
-    baselines: dict[Path, set[str]] = {}
     for i, mutant in enumerate(mutants):
         mutant.module = f"{mutant.site.answer.stem}__m{i:04d}.py"
         variants.append(
             Variant(mutant.module, mutated_source(mutant.site, mutant.fill), mutant.site.koans)
         )
-        baselines.setdefault(mutant.site.answer, set()).update(mutant.site.koans)
-    for answer, koans in baselines.items():  # the answer unchanged, in the same place
-        variants.append(
-            Variant(
-                f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), tuple(sorted(koans))
-            )
-        )
+    variants += baselines([(m.site.answer, m.site.koans) for m in mutants])
     passed, outcome.problem = (
         run_variants(checkout, chapter.number, variants, workers, timeout_s)
         if variants
         else ({}, "")
     )
     for mutant in mutants:
-        base = passed.get(f"{mutant.site.answer.stem}__base.py")
+        base = passed.get(f"{mutant.site.answer.stem}{BASE}")
         verdict = passed.get(mutant.module)
         if base is not True or verdict is None:
             outcome.unknown.append(mutant)

@@ -350,14 +350,6 @@ def variant_source(checkout: course.Course, shortcut: Shortcut) -> str:
     return text
 
 
-def _compiles(source: str) -> bool:
-    try:
-        compile(source, "<shortcut>", "exec")
-    except (SyntaxError, ValueError):
-        return False
-    return True
-
-
 # ---- running -------------------------------------------------------------------------------
 
 
@@ -402,13 +394,9 @@ def gate(
             source = variant_source(checkout, shortcut)
             module = f"{shortcut.answer.stem}__s{i:03d}.py"
             named[module] = shortcut
-            if _compiles(source):
+            if mutate.compiles(source):
                 variants.append(Variant(module, source, shortcut.koans))
-        for answer in sorted({s.answer for s in shortcuts}):
-            koans = tuple(sorted({k for s in shortcuts if s.answer == answer for k in s.koans}))
-            variants.append(
-                Variant(f"{answer.stem}__base.py", answer.read_text(encoding="utf-8"), koans)
-            )
+        variants += mutate.baselines([(s.answer, s.koans) for s in shortcuts])
         plan[chapter.number], names[chapter.number] = variants, named
     runs = {number: variants for number, variants in plan.items() if variants}
     passed, problem = mutate.run_chapters(checkout, runs, workers) if runs else ({}, "")
@@ -419,7 +407,7 @@ def gate(
         )
         compiled = {v.name for v in plan[chapter.number]}
         for module, shortcut in names[chapter.number].items():
-            base = passed.get((chapter.number, f"{shortcut.answer.stem}__base.py"))
+            base = passed.get((chapter.number, f"{shortcut.answer.stem}{mutate.BASE}"))
             verdict = passed.get((chapter.number, module)) if module in compiled else False
             if base is not True or verdict is None:
                 outcome.problem = (

@@ -174,13 +174,13 @@ def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
         mutate.Variant("clean.py", "", ("test_a",)),
     ]
     monkeypatch.setattr(mutate, "_run", fake_run)
-    assert mutate.run_variants(HERE, "01", variants) == (
-        {"hung.py": False, "killed.py": False, "clean.py": True},
+    assert mutate.run_chapters(HERE, {"01": variants}) == (
+        {("01", "hung.py"): False, ("01", "killed.py"): False, ("01", "clean.py"): True},
         "",
     )
     monkeypatch.setattr(mutate, "_run", lambda c, t, d: (fake_run(c, t, d)[0], "the run was cut"))
-    assert mutate.run_variants(HERE, "01", variants) == (
-        {"killed.py": False, "clean.py": True},
+    assert mutate.run_chapters(HERE, {"01": variants}) == (
+        {("01", "killed.py"): False, ("01", "clean.py"): True},
         "the run was cut",
     )
 

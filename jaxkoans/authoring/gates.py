@@ -303,8 +303,8 @@ def canary(
 ) -> dict[str, list[str]]:
     """Every chapter's canary in ONE pytest run: {chapter: what failed} ([] when it passed)."""
     plans = {c.number: canary_plan(checkout, c) for c in chapters}
-    runs = {n: variants for n, (variants, _) in plans.items() if variants}
-    passed, problem = mutate.run_chapters(checkout, runs, workers) if runs else ({}, "")
+    runs = {n: variants for n, (variants, _) in plans.items()}
+    passed, problem = mutate.run_chapters(checkout, runs, workers)
     found = {}
     for number, (variants, named) in plans.items():
         wrong = [problem] if problem and variants else []

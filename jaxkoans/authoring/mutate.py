@@ -345,29 +345,20 @@ def load_factor() -> float:
     return max(1.0, load / (os.cpu_count() or 1))
 
 
-def run_variants(
-    checkout: course.Course,
-    chapter: str,
-    variants: list[Variant],
-    workers: int = 2,
-    timeout_s: float | None = None,
-) -> tuple[dict[str, bool], str]:
-    """Run every variant's koans in one pytest process. Returns ({variant name: True when
-    every koan of it reported and passed}, a problem, or ""). A koan that never reported (its
-    worker killed) counts as not passed; when the whole run failed, such variants are absent."""
-    verdicts, problem = run_chapters(checkout, {chapter: variants}, workers, timeout_s)
-    return {name: verdict for (_, name), verdict in verdicts.items()}, problem
-
-
 def run_chapters(
     checkout: course.Course,
     chapters: dict[str, list[Variant]],
     workers: int = 2,
     timeout_s: float | None = None,
 ) -> tuple[dict[tuple[str, str], bool], str]:
-    """run_variants for several chapters in ONE pytest process (one start of JAX for all of
-    them): ({(chapter, variant name): verdict}, a problem, or ""). The limit of the whole run
-    is worked out from its koans unless given."""
+    """Every variant's koans, of every chapter, in ONE pytest process (one start of JAX for all
+    of them): ({(chapter, variant name): True when every koan of it reported and passed}, a
+    problem, or ""). A koan that never reported (its worker killed) counts as not passed; when
+    the whole run failed, such variants are absent. The limit of the whole run is worked out
+    from its koans unless given."""
+    chapters = {number: variants for number, variants in chapters.items() if variants}
+    if not chapters:
+        return {}, ""
     events, problem = run_chapter_events(checkout, chapters, workers, timeout_s)
     passed: dict[tuple[str, str], list[bool]] = {}
     reported: dict[tuple[str, str], set[str]] = {}
@@ -542,8 +533,8 @@ def check_all_fakes(
     }
     if passing_answers is not None:
         planned = {n: (_one_baseline(v), names, m) for n, (v, names, m) in planned.items()}
-    runs = {number: variants for number, (variants, _, _) in planned.items() if variants}
-    passed, problem = run_chapters(checkout, runs, workers, timeout_s) if runs else ({}, "")
+    runs = {number: variants for number, (variants, _, _) in planned.items()}
+    passed, problem = run_chapters(checkout, runs, workers, timeout_s)
     found = {}
     for number, (variants, names, missing) in planned.items():
         koans = {v.name: v.koans for v in variants}
@@ -640,14 +631,10 @@ def gate(
             Variant(mutant.module, mutated_source(mutant.site, mutant.fill), mutant.site.koans)
         )
     variants += baselines([(m.site.answer, m.site.koans) for m in mutants])
-    passed, outcome.problem = (
-        run_variants(checkout, chapter.number, variants, workers, timeout_s)
-        if variants
-        else ({}, "")
-    )
+    passed, outcome.problem = run_chapters(checkout, {chapter.number: variants}, workers, timeout_s)
     for mutant in mutants:
-        base = passed.get(f"{mutant.site.answer.stem}{BASE}")
-        verdict = passed.get(mutant.module)
+        base = passed.get((chapter.number, f"{mutant.site.answer.stem}{BASE}"))
+        verdict = passed.get((chapter.number, mutant.module))
         if base is not True or verdict is None:
             outcome.unknown.append(mutant)
         elif not verdict:

@@ -398,8 +398,7 @@ def gate(
                 variants.append(Variant(module, source, shortcut.koans))
         variants += mutate.baselines([(s.answer, s.koans) for s in shortcuts])
         plan[chapter.number], names[chapter.number] = variants, named
-    runs = {number: variants for number, variants in plan.items() if variants}
-    passed, problem = mutate.run_chapters(checkout, runs, workers) if runs else ({}, "")
+    passed, problem = mutate.run_chapters(checkout, plan, workers)
     outcomes = []
     for chapter in chapters:
         outcome = ShortcutResult(

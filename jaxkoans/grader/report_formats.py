@@ -4,13 +4,12 @@ payload of GitHub Classroom's autograding reporter.
 Every writer takes the JSON document, so one normalised document gives every format.
 
 JSON, schema 2 (`"schema": 2`; fields are only ever added within a schema; schema 1 also had
-`signature`, `reveals`, and the koans' `revealed` and `noted` and their totals):
+`signature`, `reveals`, `course.digest`, and the koans' `revealed` and `noted` and totals):
 
     schema       2
     kind         "jax-koans-grade"
     student      {"name": the copy's directory name, "path": its absolute path}
-    course       {"source": the ref or directory, "commit": sha or null, "dirty": bool or null,
-                  "digest": sha256 of what grade runs of it (`course_digest`)}
+    course       {"source": the ref or directory, "commit": sha or null, "dirty": bool or null}
     versions     {"python", "jax", "jaxlib", "pytest"}
     graded_at    ISO 8601 UTC, when grading began;  duration_s: seconds
     status       "graded" (no findings), "findings" (evidence of tampering: see `findings`) or
@@ -50,7 +49,6 @@ import base64
 import contextlib
 import csv
 import dataclasses
-import hashlib
 import io
 import json
 import os
@@ -128,7 +126,6 @@ def as_json(grade: Grade) -> dict:
             "source": grade.course.source,
             "commit": grade.course.commit,
             "dirty": grade.course.dirty,
-            "digest": course_digest(grade.course),
         },
         "versions": grade.versions,
         "graded_at": grade.graded_at,
@@ -153,14 +150,6 @@ def as_json(grade: Grade) -> dict:
         for c in grade.course.chapters
     ]
     return document
-
-
-def course_digest(course) -> str:
-    """sha256 over what grade runs of a course: its harness files' digests and its koan files."""
-    files = dict(course.harness)
-    for rel in sorted(course.shipped):
-        files[rel] = hashlib.sha256((course.root / rel).read_bytes()).hexdigest()
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
 def to_json_text(document: dict) -> str:

@@ -890,7 +890,7 @@ def test_the_whole_answer_key_graded_in_the_sandbox_keeps_every_point(answer_key
     assert answer_key_graded.exit_code == 0
 
 
-# ---- a corpus of tampered and honest copies, graded as one batch, and the class page -----------
+# ---- a corpus of tampered and honest copies, graded as one batch -------------------------------
 
 
 def _body(code: str) -> str:

@@ -53,6 +53,10 @@ def test_write_a_segment_softmax():
         jax.ops.segment_sum(got, ids, num_segments=4), [1.0, 1.0, 1.0, 1.0], rtol=1e-6
     )
 
+    six = jnp.array([5, 2, 0, 4, 2, 1, 4, 3])  # num_segments is the caller's: six of them
+    got = jax.jit(segment_softmax, static_argnums=2)(logits, six, 6)
+    np.testing.assert_allclose(got, reference(logits, six, 6), rtol=1e-5)
+
     small = jnp.array([0.1, -0.3, 0.7, 0.2, -0.5, 0.9])  # also with an empty segment (id 2)
     small_ids = jnp.array([1, 0, 1, 3, 0, 1])
     np.testing.assert_allclose(

@@ -460,13 +460,6 @@ def fakes_file(answer: Path) -> Path:
     return answer.parent / FAKES / f"{answer.stem.removeprefix('test_')}.py"
 
 
-def _body(fn: ast.FunctionDef, lines: list[str]) -> list[str]:
-    first = fn.body[0]
-    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-    start = first.end_lineno if docstring and len(fn.body) > 1 else first.lineno - 1
-    return lines[start : fn.end_lineno]
-
-
 def chapter_fakes(
     checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
 ) -> tuple[list[Fake], list[str]]:
@@ -499,7 +492,8 @@ def _fake_functions(path: Path) -> list[tuple[str, str, list[str]]]:
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and "__" in node.name.strip("_"):
             function, _, label = node.name.partition("__")
-            found.append((function, label, _body(node, lines)))
+            start, end = koan_model.body_span(node)
+            found.append((function, label, lines[start:end]))
     return found
 
 

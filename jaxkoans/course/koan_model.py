@@ -70,7 +70,7 @@ class KoanFile:
         if self.tree is None:
             return ()
         found = (
-            TodoFunction(node.name, node.lineno, calls[0], _body(node))
+            TodoFunction(node.name, node.lineno, calls[0], body_span(node))
             for node in ast.walk(self.tree)
             if isinstance(node, FUNCTIONS) and (calls := todo_calls(node))
         )
@@ -175,7 +175,7 @@ class KoanFile:
         docstring."""
         functions = ast.walk(self.tree) if self.tree is not None else ()
         found = next((n for n in functions if isinstance(n, FUNCTIONS) and n.name == name), None)
-        return _body(found) if found is not None else None
+        return body_span(found) if found is not None else None
 
     def region_hashes(self) -> list[str]:
         """A fingerprint of each fix region's code, in file order (chapter.toml keeps those of
@@ -237,7 +237,8 @@ def _definition_span(node: ast.AST) -> tuple[int, int]:
     return start, node.end_lineno or node.lineno
 
 
-def _body(fn: ast.AST) -> tuple[int, int]:
+def body_span(fn: ast.AST) -> tuple[int, int]:
+    """0-based [start, end) of `fn`'s lines after its docstring."""
     if has_docstring(fn):
         return fn.body[0].end_lineno, fn.end_lineno  # from the line after the docstring
     return _definition_span(fn.body[0])[0] - 1, fn.end_lineno

@@ -3,11 +3,13 @@
 
     python progress.py                 where you stand, and the next koan to work on
     python progress.py --chapter 03    one chapter only (--json: the same as JSON, --all: re-run all)
-    python progress.py watch [KOAN]    re-run the koan you work on at every save (keys: h, n, q)
+    python progress.py watch [KOAN]    re-run the koan you work on at every save (keys: h, n, r, v, q)
     python progress.py hint [KOAN]     the hint of the next (or named) koan, one level more each time
+    python progress.py reveal KOAN     what a wrong answer hid, or an open blank's answer (revealed)
     python progress.py diff [KOAN]     your file against its answer, once the koan passes
     python progress.py reset KOAN      restore a pristine koan file (yours is kept in .jaxkoans/backups/)
     python progress.py doctor          is this machine ready for the course?
+    python progress.py --lang en …     one language (zh or en): the summary, watch, hint, reveal
 
 It runs the koans in a separate process and never modifies your files (only `reset` does, after
 asking and keeping a copy). Its memory lives in .jaxkoans/.

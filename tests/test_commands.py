@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -663,3 +664,27 @@ def test_a_student_release_has_no_answers_and_keeps_the_course_as_shipped(course
     assert states["test_sum"][0] == "failing" and "deleted" in states["test_double"][1], states
     shown = progress(target, "diff", "test_sum", "--force")
     assert shown.returncode == 1 and "ask Ada for the answers" in shown.stdout, shown.stdout
+
+
+ENDLESS = dedent('''
+    def test_endless():
+        """死循环。
+        It never returns.
+        """
+        while True:
+            pass
+''')
+
+
+def test_an_endless_loop_is_named_and_lang_en_prints_english_only(course):
+    """A koan the time limit stopped is named so, in its run line and under the next koan (not
+    a bare ❌); `--lang en` prints the summary in English only, before a command or after it."""
+    solve(course, "01", "test_alpha.py")
+    (course / "koans" / "01" / "test_slow.py").write_text(ENDLESS, encoding="utf-8")
+    shown = progress(course, "--lang", "en", "--chapter", "01")
+    assert "test_endless  ⏱️ timed out (an endless loop?)" in shown.stderr, shown.stderr
+    assert "next koan:  01 · test_slow.py::test_endless" in shown.stdout, shown.stdout
+    assert "⏱️ timed out and stopped (an endless loop?)\n  │ It never returns.\n" in shown.stdout
+    assert not re.search("[\u4e00-\u9fff]", shown.stdout + shown.stderr), shown
+    hint = progress(course, "--lang", "zh", "hint", "test_endless", env_extra=NO_RUN)
+    assert hint.stdout.startswith("没有提示 test_endless"), hint.stdout

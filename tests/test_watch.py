@@ -651,3 +651,26 @@ def test_watch_takes_a_koan_file_or_a_chapter_number(tmp_path, watch, target):
     session.expect("👀 02 · test_b.py::test_one", unless="01 · test_a.py")
     session.send("q")
     assert session.close() == 0
+
+
+def test_a_deleted_koan_file_is_named_and_next_stays_in_its_chapter(tmp_path, watch):
+    """Deleting the file of the koan in focus says so and how to bring it back (not "no result
+    … exit code 4"), and `n` then goes on to the chapter's next file, not to chapter 01's first
+    koan; with --lang en the koan's lesson is shown in English (in a real terminal)."""
+    chapter(tmp_path, "01", ONE_AND_TWO)
+    lesson = '"""一加一。\n        One plus one.\n        """'
+    two_lines = ONE_AND_TWO["test_a.py"].replace('"""一加一。One plus one."""', lesson)
+    koans = chapter(tmp_path, "02", {"test_b.py": two_lines, "test_c.py": two_lines})
+    session = watch(tmp_path, "02", "--lang", "en", terminal=True)
+    session.expect("👀 02 · test_b.py::test_one")
+    session.expect("  │ One plus one.")
+    (koans / "test_b.py").unlink()
+    session.expect(
+        "🗑️ koans/02/test_b.py: the file is missing; to bring it back: "
+        "python progress.py reset koans/02/test_b.py"
+    )
+    session.send("n")
+    session.expect("👀 02 · test_c.py::test_one", unless="01 · test_a.py")
+    session.send("q")
+    assert session.close() == 0
+    assert "一加一" not in session.output and "no result" not in session.output, session.output

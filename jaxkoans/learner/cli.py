@@ -8,6 +8,7 @@ import os
 import sys
 
 from jaxkoans.course import Course
+from jaxkoans.learner import language
 from jaxkoans.learner.commands import status
 
 # Each command module has add_arguments(parser) and run(args) -> exit code. Only the
@@ -20,7 +21,7 @@ SUBCOMMANDS = {
     "reset": ("jaxkoans.learner.commands.reset", "restore a koan file as shipped; your version is kept in .jaxkoans/backups/"),
     "doctor": ("jaxkoans.learner.doctor", "check Python, the pinned packages, JAX's devices and float64, a compiler"),
     "bench": ("jaxkoans.learner.commands.bench", "chapter 07's kernels compiled on a TPU, timed against XLA (--cpu-interpret: a smoke test)"),
-    "watch": ("jaxkoans.learner.commands.watch", "run the koan you work on at every save (h hint, n next, q quit)"),
+    "watch": ("jaxkoans.learner.commands.watch", "run the koan you work on at every save (h hint, n next, r rerun, v reveal, q quit)"),
     "grade": ("jaxkoans.grader.command", "grade a student's copy against the pristine course (instructors)"),
     "release": ("jaxkoans.grader.release", "write the course a student gets, without answers/ (instructors)"),
 }  # fmt: skip
@@ -42,6 +43,8 @@ def main(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     status.add_arguments(parser)
+    lang = {"choices": ("zh", "en"), "help": "one language (default: both; hints: yours)"}
+    parser.add_argument("--lang", **lang)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = chosen_command(argv)
     module = status
@@ -50,8 +53,10 @@ def main(
         if name == chosen:
             module = importlib.import_module(path)
             module.add_arguments(subparser)
+            subparser.add_argument("--lang", default=argparse.SUPPRESS, **lang)  # either place
     args = parser.parse_args(argv)
     args.checkout = checkout or Course.here()
+    language.SPOKEN = args.lang
     try:
         return module.run(args)
     except KeyboardInterrupt:

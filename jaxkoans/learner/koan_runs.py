@@ -18,6 +18,7 @@ from pathlib import Path
 from jaxkoans import course
 from jaxkoans.course import Course, koan_model
 from jaxkoans.learner import memory, runner
+from jaxkoans.learner.language import say
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanResult, KoanState
 
@@ -228,7 +229,9 @@ def run_koans(
 def show_result(result: KoanResult) -> None:
     """One line on stderr per koan as the run reports it (stdout keeps the summary)."""
     mark = RESULT_MARKS.get(result.state, "❌")
-    print(f"   {mark} {result.nodeid}", file=sys.stderr, flush=True)
+    said = say("超时（死循环？）", "timed out (an endless loop?)")
+    late = f"  ⏱️ {said}" if result.cause == "timeout" else ""
+    print(f"   {mark} {result.nodeid}{late}", file=sys.stderr, flush=True)
 
 
 def merge(checkout: Course, koans: list[Koan], events: list[dict], problem: str) -> Progress:
@@ -291,12 +294,9 @@ def measure(
     if files and run:
         workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
         targets = run_targets(stale, [k for k in inventoried if k.state != KoanState.MISSING])
-        print(
-            f"⏳ 运行 / running {len(stale)} koan(s) of {len(files)} file(s); "
-            "其余的结果记得 / the rest are remembered",
-            file=sys.stderr,
-            flush=True,
-        )
+        count = f"{len(stale)} koan(s) of {len(files)} file(s)"
+        rest = say("其余的结果记得", "the rest are remembered")
+        print(f"⏳ {say('运行', 'running')} {count}; {rest}", file=sys.stderr, flush=True)
         events, problem, complete = run_koans(checkout, targets, workers, on_result=show_result)
         fresh = merge(checkout, stale, events, problem)
         problems += fresh.problems
@@ -368,3 +368,14 @@ def find_koan(checkout: Course, wanted: str | None, chapter: str | None = None) 
         if wanted in (koan.name, koan.nodeid, f"{koan.path.name}::{koan.name}"):
             return koan
     return None
+
+
+def chosen_chapters(args) -> tuple[list[course.Chapter], str | None]:
+    """The chapters of `args.checkout` that `--chapter` selects (all without it), and the one
+    chosen; exits 2 on an unknown chapter (status, hint and reveal read it so)."""
+    wanted = args.chapter.zfill(2) if getattr(args, "chapter", None) else None
+    chapters = [c for c in args.checkout.chapters() if wanted in (None, c.number)]
+    if not chapters:
+        print(f"{say('没有这一章', 'no such chapter')}: {args.chapter}", file=sys.stderr)
+        raise SystemExit(2)
+    return chapters, wanted

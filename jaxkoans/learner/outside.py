@@ -14,6 +14,7 @@ from pathlib import Path
 from jaxkoans import course
 from jaxkoans.course import Course, fills, koan_model
 from jaxkoans.course.koan_model import MODULE
+from jaxkoans.learner.language import say
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted
 
@@ -24,10 +25,6 @@ class Outside:
     line: int | None  # in the learner's file
     koan: str  # the koan whose lines hold it ("<module>": every koan of the file)
     what: str
-
-    def __str__(self) -> str:
-        where = f"{self.file.as_posix()}:{self.line}" if self.line else self.file.as_posix()
-        return f"{where} ({self.koan}): {self.what}"
 
 
 def edits_outside(checkout: Course, koan_file: Path) -> list[Outside]:
@@ -85,23 +82,14 @@ def where(checkout: Course, edit: Outside) -> str:
 def warnings(
     checkout: Course, chapters: list[course.Chapter], found: list[Outside] | None = None
 ) -> list[str]:
-    """One bilingual line per edit that grade will not use, for the summary."""
+    """A line per edit that grade will not use, for the summary."""
     found = edits(checkout, chapters) if found is None else found
     if not found:
         return []
-    root = checkout.root
-    lines = [
-        f"grade 不会使用这些改动（空、TODO 和修复区以外）/ grade will not use these edits "
-        f"(outside the blanks, TODO bodies and fix regions): {len(found)}"
-    ]
-    for edit in found[:MAX_SHOWN]:
-        shown = Outside(
-            edit.file.relative_to(root) if edit.file.is_relative_to(root) else edit.file,
-            edit.line,
-            edit.koan,
-            edit.what,
-        )
-        lines.append(f"   {shown}")
+    zh = "grade 不会使用这些改动（空、TODO 和修复区以外）"
+    en = "grade will not use these edits (outside the blanks, TODO bodies and fix regions)"
+    lines = [f"{say(zh, en)}: {len(found)}"]
+    lines += [f"   {where(checkout, e)} ({e.koan}): {e.what}" for e in found[:MAX_SHOWN]]
     if len(found) > MAX_SHOWN:
         lines.append(f"   … {len(found) - MAX_SHOWN} more")
     return lines

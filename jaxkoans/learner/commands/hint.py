@@ -6,17 +6,13 @@ import argparse
 
 from jaxkoans.course import Course
 from jaxkoans.learner import language, state
-from jaxkoans.learner.commands.chapters import chosen_chapters
-from jaxkoans.learner.koan_runs import Koan, find_koan
+from jaxkoans.learner.koan_runs import Koan, chosen_chapters, find_koan
 
 SEEN = "hints.json"  # {nodeid: levels revealed so far}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("koan", nargs="?", help="test name, file.py::test_name, or its nodeid")
-    parser.add_argument(
-        "--lang", choices=("zh", "en"), help="one language (default: both; hints: yours)"
-    )
     parser.add_argument("--level", type=int, help="reveal exactly this many levels")
     parser.add_argument("--chapter", metavar="NN", help="the next koan of this chapter")
 
@@ -26,15 +22,13 @@ def _seen_level(seen: dict, nodeid: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def reveal(
-    checkout: Course, koan: Koan, lang: str | None, level: int | None = None, again: str = ""
-) -> list[str]:
+def reveal(checkout: Course, koan: Koan, level: int | None = None, again: str = "") -> list[str]:
     """The lines to show: one more level than last time (or `level` levels), remembered;
     `again` says how to see the next level."""
     hint = koan.chapter.hint(koan.path.name, koan.name)
     if hint is None:
         return [language.say(f"没有提示 {koan.name}", f"no hint for {koan.name}")]
-    levels = hint.zh if (lang or language.default_language()) == "zh" else hint.en
+    levels = hint.zh if (language.SPOKEN or language.default_language()) == "zh" else hint.en
     seen = state.load(checkout.state, SEEN)
     shown = level if level is not None else _seen_level(seen, koan.nodeid) + 1
     shown = max(1, min(shown, len(levels)))
@@ -50,7 +44,6 @@ def reveal(
 
 
 def run(args) -> int:
-    language.SPOKEN = args.lang
     _, wanted = chosen_chapters(args)
     koan = find_koan(args.checkout, args.koan, wanted)
     if koan is None:
@@ -60,5 +53,5 @@ def run(args) -> int:
             else "🎉 " + language.say("全部通过", "all passed")
         )
         return 1
-    print("\n".join(reveal(args.checkout, koan, args.lang, args.level)))
+    print("\n".join(reveal(args.checkout, koan, args.level)))
     return 0

@@ -13,9 +13,9 @@ import re
 from jaxkoans.api import REVEAL_ENV
 from jaxkoans.course import Course, fills, koan_model
 from jaxkoans.learner import runner
-from jaxkoans.learner.commands.chapters import chosen_chapters
 from jaxkoans.learner.commands.diff import answers_note
-from jaxkoans.learner.koan_runs import Koan, find_koan
+from jaxkoans.learner.koan_runs import Koan, chosen_chapters, find_koan
+from jaxkoans.learner.language import lines_of, say
 from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
 
 RUN_TIMEOUT_S = 300
@@ -80,11 +80,11 @@ def open_blanks(checkout: Course, koan: Koan) -> str:
     if not waiting:
         return ""
     if not answer.is_file():
-        return f"👁 还没填的空 / blanks not filled yet: {len(waiting)}\n  {answers_note(checkout)}"
+        return f"👁 {say('还没填的空', 'blanks not filled yet')}: {len(waiting)}\n  {answers_note(checkout)}"
     answers = {
         fill.blank: fill.text for fill in fills.take(shipped, answer.read_text("utf-8")).blanks
     }
-    lines = [f"👁 还没填的空的答案 / the answer of each blank not filled yet ({answer.name}):"]
+    lines = [f"👁 {say('还没填的空的答案', 'the answer of each blank not filled yet')}:"]
     for line, column in waiting:
         lines += [
             f"   > {model.lines[line - 1].strip()}",
@@ -103,18 +103,19 @@ def run(args) -> int:
     _, wanted = chosen_chapters(args)
     koan = find_koan(args.checkout, args.koan, wanted)
     if koan is None:
-        print(f"找不到 koan / no such koan: {args.koan}")
+        print(f"{say('找不到 koan', 'no such koan')}: {args.koan}")
         return 1
-    print(
-        f"👁 {koan.chapter.number} · {koan.path.name}::{koan.name}\n"
+    print(f"👁 {koan.chapter.number} · {koan.path.name}::{koan.name}")
+    said = (
         "  揭晓：显示 JAX 算出的值。之后通过记为“揭晓后通过”。\n"
-        "  Revealed: what JAX computed is shown; passing it now counts as passed (revealed).\n"
+        "  Revealed: what JAX computed is shown; passing it now counts as passed (revealed)."
     )
+    print("\n".join(lines_of(said)) + "\n")
     code, output = run_revealed(args.checkout, koan.nodeid)
     print(output.rstrip())
     answers = open_blanks(args.checkout, koan)
     if answers:
         print("\n" + answers)
     elif code == 0:
-        print("\n✅ 这个 koan 已经通过，没有隐藏的值 / this koan passes: nothing was hidden")
+        print("\n✅ " + say("这个 koan 已经通过，没有隐藏的值", "this koan passes: nothing hidden"))
     return 0 if code in (0, 1) else 1

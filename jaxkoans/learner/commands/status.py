@@ -8,8 +8,8 @@ import json
 from jaxkoans import course
 from jaxkoans.course import predictions, reading
 from jaxkoans.learner import outside
-from jaxkoans.learner.commands.chapters import chosen_chapters
-from jaxkoans.learner.koan_runs import Koan, Progress, measure
+from jaxkoans.learner.koan_runs import Koan, Progress, chosen_chapters, measure
+from jaxkoans.learner.language import lines_of, say
 from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import Cause
 from jaxkoans.plugin.contracts import HEADLINE as CONTRACT_HEADLINE
@@ -81,11 +81,11 @@ def show(
     following: Koan | None,
     found: list[outside.Outside] | None = None,
 ) -> None:
-    print("JAX 进阶 Koans · 学习进度 / progress\n")
+    print(say("JAX 进阶 Koans · 学习进度", "Advanced JAX Koans · progress") + "\n")
     for chapter in chapters:
         own = progress.of(chapter)
         c = counts(own)
-        print(f"  {chapter.number} {chapter.title_zh} / {chapter.title_en}")
+        print(f"  {chapter.number} {say(chapter.title_zh, chapter.title_en)}")
         seen = passed_revealed(progress, own)  # passed after a reveal: learned, not predicted
         print(
             f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
@@ -93,20 +93,20 @@ def show(
             + (f"  ⚠️ {c[IGNORED]}" if c[IGNORED] else "")
             + (f"  ⏭️ {c[SKIPPED]}" if c[SKIPPED] else "")
             + (f"  🛠️ {c[ENVIRONMENT]}" if c[ENVIRONMENT] else "")
-            + (f"  (👁 {seen} 揭晓后通过 / passed (revealed))" if seen else "")
+            + (f"  (👁 {seen} {say('揭晓后通过', 'passed (revealed)')})" if seen else "")
         )
     total, n = counts(progress.koans), len(progress.koans)
     percent = 100 * total["passed"] // (n or 1)
-    print(f"\n  总计 / total  {bar(progress.koans)}  {total['passed']}/{n} ({percent} %)")
-    print("  ✅ 通过 / passed   ❌ 尝试中 / attempted   ✍️ 未开始 / not started")
+    print(f"\n  {say('总计', 'total')}  {bar(progress.koans)}  {total['passed']}/{n} ({percent} %)")
+    marks = f"✅ {say('通过', 'passed')}   ❌ {say('尝试中', 'attempted')}"
+    print(f"  {marks}   ✍️ {say('未开始', 'not started')}")
     for problem in progress.problems:
         print(f"\n⚠️  {problem}")
     flagged = [k for k in progress.koans if k.ignored_edits]
     if flagged:
-        print(
-            "\n⚠️  通过，但带着 grade 不使用的改动（grade 运行时没有它，不计为 ✅）/ passes with an "
-            f"edit grade ignores (grade runs it without that edit; not counted ✅): {len(flagged)}"
-        )
+        zh = "通过，但带着 grade 不使用的改动（grade 运行时没有它，不计为 ✅）"
+        en = "passes with an edit grade ignores (grade runs it without that edit; not counted ✅)"
+        print(f"\n⚠️  {say(zh, en)}: {len(flagged)}")
         for koan in flagged[: outside.MAX_SHOWN]:
             print(f"   {koan.nodeid}  ←  {koan.ignored_edits[0]}")
         if len(flagged) > outside.MAX_SHOWN:
@@ -115,25 +115,23 @@ def show(
     if warned:
         print("\n⚠️  " + "\n".join(warned))
     if total[SKIPPED]:
-        print(
-            f"\n⏭️  {total[SKIPPED]} 个 koan 在这台机器上被跳过 / koans were skipped on this "
-            "machine (they cannot run here): python progress.py doctor"
+        zh, en = (
+            "个 koan 在这台机器上被跳过",
+            "koans were skipped on this machine (they cannot run here)",
         )
+        print(f"\n⏭️  {total[SKIPPED]} {say(zh, en)}: python progress.py doctor")
     if total[ENVIRONMENT]:
-        print(
-            f"\n🛠️  {total[ENVIRONMENT]} 个 koan 因 C++ 编译失败而无法运行，不算尝试 / koans could "
-            "not run because the C++ build failed (not counted as attempts): "
-            "python progress.py doctor"
-        )
+        zh = "个 koan 因 C++ 编译失败而无法运行，不算尝试"
+        en = "koans could not run because the C++ build failed (not counted as attempts)"
+        print(f"\n🛠️  {total[ENVIRONMENT]} {say(zh, en)}: python progress.py doctor")
     if following is None and (total[SKIPPED] or total[ENVIRONMENT]):
-        print("\n🎉 能在这里运行的都通过了 / every koan that can run here passes")
+        print("\n🎉 " + say("能在这里运行的都通过了", "every koan that can run here passes"))
         return
     if following is None:
-        print("\n🎉 全部通过！/ every koan passes!")
+        print("\n🎉 " + say("全部通过！", "every koan passes!"))
         return
-    print(
-        f"\n下一个 koan / next koan:  {following.chapter.number} · {following.path.name}::{following.name}"
-    )
+    named = f"{following.chapter.number} · {following.path.name}::{following.name}"
+    print(f"\n{say('下一个 koan', 'next koan')}:  {named}")
     note = f"  ({following.note})" if following.note else ""
     print(f"  {following.path.as_posix()}:{following.line}{note}")
     refused = {Cause.COMPUTED.value: predictions.MESSAGE, Cause.READS_TEST.value: reading.MESSAGE}
@@ -142,10 +140,12 @@ def show(
             print(f"  ❌ {line}")
     if following.cause == Cause.CONTRACT.value:
         print(f"  ❌ {CONTRACT_HEADLINE}")
-    for line in following.doc.splitlines():
+    if following.cause == "timeout":  # pytest-timeout stopped it
+        print("  ⏱️ " + say("超时，已停止（死循环？）", "timed out and stopped (an endless loop?)"))
+    for line in lines_of(following.doc):
         print(f"  │ {line}")
-    print(f"  运行 / run:   pytest {following.nodeid}")
-    print(f"  提示 / hint:  python progress.py hint {following.name}")
+    print(f"  {say('运行', 'run')}:   pytest {following.nodeid}")
+    print(f"  {say('提示', 'hint')}:  python progress.py hint {following.name}")
 
 
 def passed_revealed(progress: Progress, koans: list[Koan]) -> int:

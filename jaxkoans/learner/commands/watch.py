@@ -59,9 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--poll", action="store_true", help="poll files every 0.2 s (when saves go unnoticed)"
     )
     parser.add_argument(
-        "--lang", choices=("zh", "en"), help="one language (default: both; hints: yours)"
-    )
-    parser.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="stop a run after S seconds"
     )
 
@@ -117,6 +114,9 @@ def verdict(
         )
     if koan.nodeid in record.koans:  # its own report
         return result.state, outcome.report(koan.nodeid) or f"❌ {result.state}"
+    if not (checkout.root / path).is_file():  # deleted (or renamed) since the watch began
+        gone = say("文件不见了，恢复", "the file is missing; to bring it back")
+        return result.state, f"🗑️ {path}: {gone}: python progress.py reset {path}"
     if result.cause == "import":
         cannot = say("无法导入", "cannot be imported")
         return result.state, outcome.report(path) or f"🛠️ {path}: {cannot}\n{result.note}"
@@ -290,7 +290,7 @@ class Session:
             and self._passed_before(k, remembered)
             and not self._passes(k, remembered)
         ]
-        if not others:
+        if not others or digest(self.checkout.root / koan.path) is None:  # none, or deleted
             return None
         outcome = yield others, ()
         self._learn(outcome)
@@ -329,7 +329,7 @@ class Session:
         for i, each in enumerate(self.koans):
             if each.nodeid == koan.nodeid or (each.path == koan.path and each.line > koan.line):
                 return i + (each.nodeid == koan.nodeid)
-        return 0
+        return own[0] if own else 0  # its file was deleted: the next file's koans start there
 
     def _state(self, koan: Koan, remembered: memory.Memory) -> KoanState | None:
         """What this session or progress.py knows of `koan` in its file's present content:
@@ -421,7 +421,7 @@ class Session:
         header = []
         if self.focus is None or koan.nodeid != self.focus.nodeid or self.console.tty:
             header = [f"━━━ 👀 {label(koan)} ━━━  {koan.path.as_posix()}:{koan.line}"]
-            header += [f"  │ {line}" for line in koan.doc.splitlines()]
+            header += [f"  │ {line}" for line in language.lines_of(koan.doc)]
         if self.focus is None or koan.nodeid != self.focus.nodeid:
             self.focus = koan
             self.ran_digest = self.digests.get(koan.path.as_posix())
@@ -446,7 +446,7 @@ class Session:
             )
             koan = dataclasses.replace(self.focus, chapter=chapter)
             again = "  " + say("再按 h 看下一层", "press h for the next level")
-            self.console.say(*reveal(self.checkout, koan, self.args.lang, again=again))
+            self.console.say(*reveal(self.checkout, koan, again=again))
         elif key == "n":
             self.console.note(f"⏭️ {say('跳过', 'skipped')}  ·  {label(self.focus)}")
             self.start(self.search(self.after(self.focus)))
@@ -476,9 +476,8 @@ class Session:
         if not paths or self.focus is None:
             return
         own = self.checkout.root / self.focus.path
-        content = digest(own)
-        if content is None or (paths == {own} and content == self.ran_digest):
-            return  # in the middle of a save by rename, or saved unchanged
+        if paths == {own} and digest(own) == self.ran_digest:
+            return  # saved unchanged, or still deleted
         self.start(self.check(self.focus))
 
     def loop(self) -> int:
@@ -524,7 +523,6 @@ def starting_place(checkout: Course, koans: list[Koan], target: str) -> int | Ko
 
 
 def run(args) -> int:
-    language.SPOKEN = args.lang
     if not hasattr(os, "fork"):
         print(
             say("watch 需要 Linux、macOS 或 WSL", "watch needs Linux, macOS or WSL"),

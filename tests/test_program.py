@@ -444,6 +444,66 @@ def test_a_technique_fed_nothing_or_selected_away_is_named(fn, said):
     assert said in problem
 
 
+def test_a_technique_used_only_when_traced_is_never_bound_on_concrete_values():
+    """A TODO that takes the technique's road only for tracers (the reader's trace) and another
+    on the koan's concrete values: its run on its own inputs never binds the technique."""
+
+    def sniffing(x, w):
+        if isinstance(x, jax.core.Tracer):
+            return x @ w
+        return _by_hand(x, w)
+
+    (problem,) = _dot_problems(sniffing)
+    assert "never uses `dot_general`" in problem
+
+
+def test_uses_that_cancel_one_another_do_not_carry_the_result():
+    """A pair of products subtracted beside the work by hand: each alone seems to carry every
+    element, both at once change nothing; the answer's uses at once change every element."""
+    from jaxkoans.plugin import liveness
+
+    def cancelling(x, w):
+        return _by_hand(x, w) + (x @ w - (x[None] @ w)[0])
+
+    _, carried = _shares(jax.jit(lambda x, w: jnp.tanh(x @ w)))
+    assert carried == 1.0
+    dot = program.of(lambda x, w: x @ w, _XS, _W).primitive("dot_general")
+    answer = {"dot_general": 1.0, f"dot_general {liveness.TOGETHER}": 1.0}
+    (problem,) = liveness.problems(cancelling, {"dot_general": dot}, (_XS, _W), {}, 0, answer)
+    assert "cancel one another" in problem
+
+
+def test_a_technique_whose_output_is_an_integer_or_a_key_is_perturbed_too():
+    """An index (argsort) or a key (fold_in) selected away by a computed where is named."""
+    from jaxkoans.plugin import liveness
+
+    def order(x):
+        return x[jnp.argsort(x)]
+
+    def selected_away(x):
+        return jnp.where(jnp.isnan(x).any(), x[jnp.argsort(x)], -lax.top_k(-x, x.shape[0])[0])
+
+    xs = jnp.asarray([3.0, 1.0, 2.0, 0.5])
+    sort = program.of(order, xs).primitive("sort")
+    assert liveness.problems(order, {"sort": sort}, (xs,), {}, 0) == []
+    (problem,) = liveness.problems(selected_away, {"sort": sort}, (xs,), {}, 0)
+    assert "does not change the TODO" in problem
+
+    def noise(key, x):
+        return x + jax.random.normal(jax.random.fold_in(key, 3), x.shape)
+
+    def noise_by_hand(key, x):  # fold_in computed but another key used
+        kept = jax.random.fold_in(key, 3)
+        other = jax.random.split(key)[1]
+        return x + jax.random.normal(jnp.where(jnp.isnan(x).any(), kept, other), x.shape)
+
+    key = jax.random.key(0)
+    fold = program.of(noise, key, xs).primitive("random_fold_in")
+    assert liveness.problems(noise, {"random_fold_in": fold}, (key, xs), {}, 0) == []
+    (problem,) = liveness.problems(noise_by_hand, {"random_fold_in": fold}, (key, xs), {}, 0)
+    assert "does not change the TODO" in problem
+
+
 def _shares(fn, answer=None):
     from jaxkoans.plugin import liveness
 

@@ -86,10 +86,8 @@ def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
         if type(leaf) is int and ints:  # not a bool: a flag is no count
             return leaf + 1
         dtype = getattr(leaf, "dtype", None)
-        if dtype is None or not hasattr(leaf, "shape"):
-            return leaf
-        if not np.issubdtype(np.dtype(dtype), np.floating):
-            return leaf
+        if dtype is None or not hasattr(leaf, "shape") or not _floating(dtype):
+            return leaf  # integers, booleans and keys are kept: the problem's own
         value = np.asarray(leaf, dtype=np.float64)
         step = generator.standard_normal(value.shape) * scale * (1.0 + np.abs(value))
         out = (value + step).astype(np.dtype(dtype))
@@ -104,13 +102,17 @@ def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
 def floats(args, kwargs) -> list:
     """The float arrays among `args`/`kwargs`: what a fresh case moves."""
     import jax
-    import numpy as np
 
     return [
-        leaf
-        for leaf in jax.tree.leaves((args, kwargs))
-        if _array(leaf) and np.issubdtype(np.dtype(leaf.dtype), np.floating)
+        leaf for leaf in jax.tree.leaves((args, kwargs)) if _array(leaf) and _floating(leaf.dtype)
     ]
+
+
+def _floating(dtype) -> bool:
+    """A float dtype (a typed key's is no NumPy dtype at all)."""
+    import jax.numpy as jnp
+
+    return jnp.issubdtype(dtype, jnp.floating)
 
 
 def lengths(args, kwargs) -> list[int]:

@@ -29,6 +29,9 @@ MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the s
 # it may come from rounding alone (a softmax's shift, which cancels), and so differ between
 # honest programs.
 CARRIED, WHOLE = 0.8, 0.9
+TOGETHER = (
+    "together"  # a profile's share with every use perturbed at once: `carried["exp together"]`
+)
 _ROUND = itertools.count(1)
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 
@@ -47,8 +50,8 @@ class _Patch:
     """While active, each bind of the watched primitives is a numbered use: in "observe" mode
     its float outputs are sent to the host, in "perturb" mode use `target`'s are changed."""
 
-    def __init__(self, primitives, mode: str, target: int = -1) -> None:
-        self.primitives, self.mode, self.target = primitives, mode, target
+    def __init__(self, primitives, mode: str, targets: tuple[int, ...] = ()) -> None:
+        self.primitives, self.mode, self.targets = primitives, mode, set(targets)
         self.uses = 0
         self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
         self.seen: dict[tuple[int, int], list] = {}
@@ -69,24 +72,22 @@ class _Patch:
         return patched
 
     def _touch(self, use: int, value):
-        import jax.numpy as jnp
-
-        dtype = getattr(value, "dtype", None)
-        if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        if _kind(value) is None:
             return value
         if self.mode == "perturb":
-            return value * 1.5 + 0.25 if use == self.target else value
+            return _changed(value) if use in self.targets else value
         self._observe(self.seen, use, value)
         return value
 
     def _observe(self, into: dict, use: int, value) -> None:
         import jax
-        import jax.numpy as jnp
         import numpy as np
 
-        dtype = getattr(value, "dtype", None)
-        if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        kind = _kind(value)
+        if kind is None:
             return
+        if kind == "key":
+            value = jax.random.key_data(value)
         # the run is read when the value arrives: one compiled program serves both runs
         jax.debug.callback(
             lambda v: into.setdefault((self.run, use), []).append(np.asarray(v)), value
@@ -96,6 +97,41 @@ class _Patch:
     def active(self):
         with rebinding({p: lambda bind, p=p: self._wrap(p, bind) for p in self.primitives}):
             yield self
+
+
+def _kind(value) -> str | None:
+    """What a technique's output is, for observing and changing it: "float", "int" (integers
+    and booleans: indices, counts, masks), "key" (typed PRNG keys); None for anything else."""
+    import jax
+    import jax.numpy as jnp
+
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        return "key"
+    if jnp.issubdtype(dtype, jnp.floating):
+        return "float"
+    if jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.bool_):
+        return "int"
+    return None
+
+
+def _changed(value):
+    """`value` perturbed: a float scaled and shifted, an integer's lowest bit flipped (a boolean
+    negated), a key's data flipped likewise."""
+    import jax
+    import jax.numpy as jnp
+
+    kind = _kind(value)
+    if kind == "float":
+        return value * 1.5 + 0.25
+    if kind == "key":
+        data = jax.random.key_data(value)
+        return jax.random.wrap_key_data(data ^ jnp.ones_like(data), impl=jax.random.key_impl(value))
+    if jnp.issubdtype(value.dtype, jnp.bool_):
+        return ~value
+    return value ^ jnp.ones_like(value)
 
 
 @contextlib.contextmanager
@@ -162,6 +198,14 @@ def problems(
                 _run(function, *moved)
         except Exception:
             continue  # a program that cannot be run twice: the asserts judged it
+        if not watch.uses:
+            found.append(
+                f"TODO 在它自己的输入上运行时从未用到 `{name}`：读到的程序不是运行的程序 / the "
+                f"TODO run on its own inputs never uses `{name}`: the program read is not the "
+                "program that ran (a TODO that behaves otherwise on concrete values, or when "
+                "called again, does not count)"
+            )
+            continue
         varies = bool(fresh.floats(args, kwargs))  # integer-only inputs cannot be nudged
         # a use is informative when it computes something (not all zeros) from what varies
         # with the TODO's inputs: its results change, or what it was given does (a round, a
@@ -173,7 +217,7 @@ def problems(
                  or not _same(watch.fed.get((0, use), []), watch.fed.get((1, use), [])))
         )  # fmt: skip
         if not watch.seen:
-            continue  # no float output to watch (integer or key outputs)
+            continue  # no output to watch (a token, a tuple of nothing)
         if not informative:
             found.append(
                 f"`{name}` 的输出不随输入变化（它算的是常数或零）/ what `{name}` computes does "
@@ -184,8 +228,23 @@ def problems(
         expected = (answer or {}).get(name)
         need = CARRIED * expected if expected and expected >= WHOLE else 0.0
         share = _share(function, primitive, informative[:MAX_USES], args, kwargs, base, need)
+        # every use at once: uses that cancel one another (a pair subtracted) each seem to
+        # carry the result alone
+        together = _share(
+            function, primitive, [tuple(informative[:MAX_USES])], args, kwargs, base, 0.0
+        )
         if carried is not None:
             carried[name] = round(share, 4)
+            carried[f"{name} {TOGETHER}"] = round(together, 4)
+        theirs = (answer or {}).get(f"{name} {TOGETHER}")
+        if theirs and theirs >= WHOLE and share and together < CARRIED * theirs:
+            found.append(
+                f"同时改变 `{name}` 的每一处输出，结果只改变 {together:.0%}，参考答案改变 "
+                f"{theirs:.0%} / changing every use of `{name}` at once changes {together:.0%} "
+                f"of the TODO's result where the answer's changes {theirs:.0%}: its uses cancel "
+                "one another (a pair subtracted), and other work makes the result"
+            )
+            continue
         if share == 0:
             found.append(
                 f"改变 `{name}` 的输出不改变结果 / changing what `{name}` computes does not "
@@ -202,9 +261,9 @@ def problems(
     return found
 
 
-def _share(function, primitive, uses: list[int], args, kwargs, base: list, need: float) -> float:
-    """The share of the output elements that perturbing `uses` (one at a time) changes, together;
-    the search stops once it is more than `need`."""
+def _share(function, primitive, uses: list, args, kwargs, base: list, need: float) -> float:
+    """The share of the output elements that perturbing `uses` (one at a time; a tuple of uses
+    at once) changes, together; the search stops once it is more than `need`."""
     import numpy as np
 
     total = sum(x.size for x in base) or 1
@@ -212,7 +271,7 @@ def _share(function, primitive, uses: list[int], args, kwargs, base: list, need:
     share = 0.0
     for use in uses:
         try:
-            with _Patch([primitive], "perturb", use).active():
+            with _Patch([primitive], "perturb", use if isinstance(use, tuple) else (use,)).active():
                 after = _run(function, args, kwargs)
         except Exception:
             return 1.0  # the perturbed run could not finish: the value was used

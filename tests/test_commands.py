@@ -688,3 +688,8 @@ def test_an_endless_loop_is_named_and_lang_en_prints_english_only(course):
     assert not re.search("[\u4e00-\u9fff]", shown.stdout + shown.stderr), shown
     hint = progress(course, "--lang", "zh", "hint", "test_endless", env_extra=NO_RUN)
     assert hint.stdout.startswith("没有提示 test_endless"), hint.stdout
+    (course / "koans" / "01" / "test_alpha.py").unlink()  # reveal and diff name what is missing
+    for command in ("reveal", "diff"):
+        gone = progress(course, "--lang", "en", command, "test_sum", env_extra=NO_RUN)
+        missing = "koans/01/test_alpha.py the file is missing: python progress.py reset"
+        assert gone.returncode == 1 and missing in gone.stdout, gone

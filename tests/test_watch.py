@@ -666,8 +666,7 @@ def test_a_deleted_koan_file_is_named_and_next_stays_in_its_chapter(tmp_path, wa
     session.expect("  │ One plus one.")
     (koans / "test_b.py").unlink()
     session.expect(
-        "🗑️ koans/02/test_b.py: the file is missing; to bring it back: "
-        "python progress.py reset koans/02/test_b.py"
+        "🗑️ koans/02/test_b.py the file is missing: python progress.py reset koans/02/test_b.py"
     )
     session.send("n")
     session.expect("👀 02 · test_c.py::test_one", unless="01 · test_a.py")

@@ -349,11 +349,13 @@ def missing_files(checkout: Course, chapters: list[course.Chapter]) -> list[str]
         for name in chapter.files:
             path = checkout.koans / chapter.number / name
             if not path.exists():
-                relative = path.relative_to(checkout.root).as_posix()
-                lines.append(
-                    f"{relative} 文件不见了 / the file is missing: python progress.py reset {relative}"
-                )
+                lines.append(file_missing(path.relative_to(checkout.root).as_posix()))
     return lines
+
+
+def file_missing(relative: str) -> str:
+    """What a command says of a koan file the learner deleted, and how to bring it back."""
+    return f"{relative} {say('文件不见了', 'the file is missing')}: python progress.py reset {relative}"
 
 
 def find_koan(checkout: Course, wanted: str | None, chapter: str | None = None) -> Koan | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jaxkoans.course import Course, koan_model
 from jaxkoans.learner import memory
-from jaxkoans.learner.koan_runs import Koan, find_koan, measure
+from jaxkoans.learner.koan_runs import Koan, file_missing, find_koan, measure
 from jaxkoans.plugin.results import KoanState
 
 
@@ -90,6 +90,9 @@ def run(args) -> int:
     if koan_file is None or checkout.koans not in koan_file.parents:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2
+    if not koan_file.is_file():
+        print(f"🗑️ {file_missing(koan_file.relative_to(checkout.root).as_posix())}")
+        return 1
     answer = checkout.answer_of(koan_file)
     if not answer.is_file():
         print(f"没有答案文件 / no answer file: {answer.relative_to(checkout.root)}")

@@ -14,7 +14,7 @@ from jaxkoans.api import REVEAL_ENV
 from jaxkoans.course import Course, fills, koan_model
 from jaxkoans.learner import runner
 from jaxkoans.learner.commands.diff import answers_note
-from jaxkoans.learner.koan_runs import Koan, chosen_chapters, find_koan
+from jaxkoans.learner.koan_runs import Koan, chosen_chapters, file_missing, find_koan
 from jaxkoans.learner.language import lines_of, say
 from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
 
@@ -104,6 +104,9 @@ def run(args) -> int:
     koan = find_koan(args.checkout, args.koan, wanted)
     if koan is None:
         print(f"{say('找不到 koan', 'no such koan')}: {args.koan}")
+        return 1
+    if not (args.checkout.root / koan.path).is_file():
+        print(f"🗑️ {file_missing(koan.path.as_posix())}")
         return 1
     print(f"👁 {koan.chapter.number} · {koan.path.name}::{koan.name}")
     said = (

@@ -32,6 +32,7 @@ from jaxkoans.learner.keys import Keys
 from jaxkoans.learner.koan_runs import (
     Koan,
     course_order,
+    file_missing,
     find_koan,
     first_open,
     inventory,
@@ -115,8 +116,7 @@ def verdict(
     if koan.nodeid in record.koans:  # its own report
         return result.state, outcome.report(koan.nodeid) or f"❌ {result.state}"
     if not (checkout.root / path).is_file():  # deleted (or renamed) since the watch began
-        gone = say("文件不见了，恢复", "the file is missing; to bring it back")
-        return result.state, f"🗑️ {path}: {gone}: python progress.py reset {path}"
+        return result.state, f"🗑️ {file_missing(path)}"
     if result.cause == "import":
         cannot = say("无法导入", "cannot be imported")
         return result.state, outcome.report(path) or f"🛠️ {path}: {cannot}\n{result.note}"

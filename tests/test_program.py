@@ -647,6 +647,61 @@ def test_work_that_grows_faster_than_the_answers_shows_on_the_grown_call():
     assert any("flops" in problem for problem in held(16))  # the grown call: n doubled
 
 
+def test_a_collective_per_feature_is_counted_where_one_carries_them_all():
+    from jaxkoans.plugin import costs
+
+    mesh = jax.make_mesh((jax.device_count(),), ("i",))
+
+    def standardized(per_feature: bool):
+        def body(x):
+            if per_feature:  # two collectives per feature
+                mean = jnp.stack([lax.pmean(x[:, f].mean(), "i") for f in range(x.shape[1])])
+                square = jnp.stack(
+                    [lax.pmean((x[:, f] ** 2).mean(), "i") for f in range(x.shape[1])]
+                )
+            else:  # both statistics of every feature in one collective
+                mean, square = lax.pmean((x.mean(0), (x**2).mean(0)), "i")
+            return (x - mean) / jnp.sqrt(square - mean**2)
+
+        return jax.shard_map(body, mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P("i"))
+
+    x = jax.device_put(jnp.ones((4 * mesh.size, 6)), jax.NamedSharding(mesh, jax.P("i")))
+    one, many = (program.of(standardized(f), x).costs() for f in (False, True))
+    assert one.collective_calls == 2 and many.collective_calls == 12  # one psum per leaf
+    (problem,) = [
+        p for p in costs.exceeded(many.as_dict(), one.as_dict(), {}) if "collectives run" in p
+    ]
+    assert "12, more than 2 x the answer's 2" in problem
+
+
+def test_a_mesh_argument_is_moved_to_one_device_fewer():
+    """A device count written into a TODO that takes a mesh: right on the test's mesh, wrong (or
+    refused) on one device fewer."""
+    from jaxkoans.plugin import fresh
+
+    def row_sums(x, mesh, n=None):
+        n = n or mesh.shape["i"]
+        padded = jnp.pad(x, ((0, -x.shape[0] % n), (0, 0)))
+        body = lambda b: lax.psum(b.sum(), "i")[None]  # noqa: E731
+        return jax.shard_map(body, mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P("i"))(padded)
+
+    auto = (jax.sharding.AxisType.Auto,)
+    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=auto)
+    count = jax.device_count()
+    written_in = lambda x, mesh: row_sums(x, mesh, n=count)  # noqa: E731
+    x = jnp.ones((2 * count, 3))
+    answer = fresh.run(row_sums, (x, mesh), {}, 1, ints=True)
+    assert (
+        fresh.differs(
+            fresh.run(written_in, (x, mesh), {}, 1), fresh.run(row_sums, (x, mesh), {}, 1)
+        )
+        == ""
+    )
+    with pytest.raises(ValueError):  # the test's count of devices on one device fewer
+        fresh.run(written_in, (x, mesh), {}, 1, ints=True)
+    assert len(answer[0]) > 0
+
+
 def _first_above(xs, threshold, to_the_end=False):
     n = xs.shape[0]
 

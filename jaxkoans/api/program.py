@@ -91,6 +91,7 @@ class Costs:
     grids: tuple[tuple[int, ...], ...]
     equations: int = 0  # the program's size: live equations at every depth (a Python-unrolled
     # loop repeats its body; compile time grows with it)
+    collective_calls: int = 0  # collectives run, each a latency whatever its payload
 
     @property
     def total_flops(self) -> int:
@@ -104,7 +105,7 @@ class Costs:
             "largest_intermediate": self.largest_intermediate,
             "serial_steps": self.serial_steps, "data_dependent_loops": self.data_dependent_loops,
             "kernel_launches": self.kernel_launches, "grids": [list(g) for g in self.grids],
-            "equations": self.equations,
+            "equations": self.equations, "collective_calls": self.collective_calls,
         }  # fmt: skip
 
 
@@ -178,6 +179,7 @@ class Program:
             kernel_launches=sum(e.times for e in kernels),
             grids=tuple(tuple(e.params["grid_mapping"].grid) for e in kernels),
             equations=len(live),
+            collective_calls=sum(e.times for e in live if e.primitive in COLLECTIVE_KINDS),
         )
 
 

@@ -27,6 +27,7 @@ BOUNDS = {
     "serial_steps": (1.0, 0),
     "largest_intermediate": (4.0, 1024),
     "equations": (2.0, 32),  # a loop unrolled in Python beside a one-step scan
+    "collective_calls": (2.0, 2),  # a collective per feature where one carries them all
 }
 WORDS = {
     "flops": ("浮点运算", "flops"),
@@ -39,6 +40,7 @@ WORDS = {
     "serial_steps": ("串行的循环步数", "serial loop steps"),
     "largest_intermediate": ("最大的中间数组（字节）", "bytes of the largest intermediate"),
     "equations": ("程序的大小（方程数）", "the program's size (equations)"),
+    "collective_calls": ("集合通信的次数", "collectives run"),
 }
 
 
@@ -90,6 +92,7 @@ def figures(profile: dict) -> dict[str, int]:
         "serial_steps": profile["serial_steps"],
         "largest_intermediate": profile["largest_intermediate"],
         "equations": profile.get("equations"),  # None in a profile written before it was kept
+        "collective_calls": profile.get("collective_calls"),
     }
 
 

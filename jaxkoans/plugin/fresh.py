@@ -74,29 +74,55 @@ def far(printed, base) -> bool:
 
 def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
-    each value's size plus one), and with `ints` every Python int one up."""
+    each value's size plus one), and with `ints` every Python int one up and every Mesh one
+    device fewer along each axis (the arrays placed on it moved onto the smaller one)."""
     import jax
     import numpy as np
 
     generator = np.random.default_rng(seed)
+    leaves = jax.tree.leaves((args, kwargs))
+    meshes = {id(m): fewer(m) for m in leaves if ints and isinstance(m, jax.sharding.Mesh)}
+
+    def place(leaf, value):
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, jax.NamedSharding) and id(sharding.mesh) in meshes:
+            return jax.device_put(
+                value, jax.NamedSharding(meshes[id(sharding.mesh)], sharding.spec)
+            )
+        # where it lives, committed as it was: an uncommitted array may still follow the others
+        return jax.device_put(value, sharding) if leaf.committed else jax.numpy.asarray(value)
 
     def move(leaf):
         if type(leaf) is float:
             return leaf * (1.0 + scale * generator.uniform(0.5, 1.0))
         if type(leaf) is int and ints:  # not a bool: a flag is no count
             return leaf + 1
+        if id(leaf) in meshes:
+            return meshes[id(leaf)]
         dtype = getattr(leaf, "dtype", None)
         if dtype is None or not hasattr(leaf, "shape") or not _floating(dtype):
-            return leaf  # integers, booleans and keys are kept: the problem's own
+            # integers, booleans and keys are kept: the problem's own (on the smaller mesh)
+            return place(leaf, leaf) if meshes and isinstance(leaf, jax.Array) else leaf
         value = np.asarray(leaf, dtype=np.float64)
         step = generator.standard_normal(value.shape) * scale * (1.0 + np.abs(value))
         out = (value + step).astype(np.dtype(dtype))
-        if not isinstance(leaf, jax.Array):
-            return out
-        # where it lives, committed as it was: an uncommitted array may still follow the others
-        return jax.device_put(out, leaf.sharding) if leaf.committed else jax.numpy.asarray(out)
+        return place(leaf, out) if isinstance(leaf, jax.Array) else out
 
     return jax.tree.map(move, (args, kwargs))
+
+
+def fewer(mesh):
+    """`mesh` with one device fewer along each axis longer than one (its first devices, the
+    same names and axis types): a device count written into a TODO is wrong there."""
+    import jax
+
+    shape = tuple(n - 1 if n > 1 else n for n in mesh.axis_sizes)
+    count = 1
+    for n in shape:
+        count *= n
+    return jax.make_mesh(
+        shape, mesh.axis_names, axis_types=mesh.axis_types, devices=jax.devices()[:count]
+    )
 
 
 def floats(args, kwargs) -> list:

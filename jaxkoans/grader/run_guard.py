@@ -379,6 +379,7 @@ class _ForkEachKoan:
             _emit({"event": "not_isolated", "nodeid": item.nodeid})
             worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         else:
+            cls.prepare(item)
             worker.sendevent("logstart", nodeid=item.nodeid, location=item.location)
             if cls.koan_of(item) not in cls.course_code:
                 cls.alone_or_in_a_chain(worker, item, following)
@@ -395,6 +396,13 @@ class _ForkEachKoan:
             item_index=worker.item_index,
             duration=time.perf_counter() - start,
         )
+
+    @staticmethod
+    def prepare(item: pytest.Item) -> None:
+        """The harness's reading of the koan's files (jaxkoans/plugin/prewarm.py, where the
+        course has it), done in the worker: the processes forked after inherit it."""
+        with contextlib.suppress(Exception):
+            importlib.import_module("jaxkoans.plugin.prewarm").prepare(item)
 
     @classmethod
     def passed_shared(cls, worker, item: pytest.Item, following: int) -> bool:

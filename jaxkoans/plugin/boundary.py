@@ -457,13 +457,18 @@ class Watch:
     def start(self, item) -> None:
         """A koan begins: modules imported since (JAX loads some on first use) join the
         fingerprint as they are now, and the audit hook watches."""
+        self.catch_up()
+        self.module = None
+        self.arm(item.nodeid)
+
+    def catch_up(self) -> None:
+        """Modules imported since the fingerprint was taken join it as they are now (also
+        before a koan: a process forked after holds them already, plugin/prewarm.py)."""
         if len(sys.modules) != self.known:
             for name, module in list(sys.modules.items()):
                 if name.partition(".")[0] in PACKAGES and name not in self.fingerprint.modules:
                     self.fingerprint.add_module(name, module)
             self.known = len(sys.modules)
-        self.module = None
-        self.arm(item.nodeid)
 
     def watch_module(self, item) -> None:
         """Before the koan's call: its module as its setup left it (a fix region run), and

@@ -60,7 +60,8 @@ def main(
     try:
         return module.run(args)
     except KeyboardInterrupt:
-        print("\n已中断 / interrupted: nothing was changed", file=sys.stderr)
+        said = language.say("已中断：没有改动", "interrupted: nothing was changed")
+        print(f"\n{said}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `progress.py | head`: the reader left, which is fine
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (stdout must stay open until exit)

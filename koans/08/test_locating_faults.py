@@ -601,3 +601,7 @@ def test_debug_callback_finds_the_step_where_training_diverges():
     np.testing.assert_allclose(w, v, rtol=1e-4)
     first_blow_up = next(i for i, n in enumerate(norms) if n > 50 * norms[0])
     assert first_blow_up == 6
+    # in step order on every backend, not only on this CPU: the callback's effect is ordered
+    jaxpr = jax.make_jaxpr(lambda g: log_gradient_norm(g, norms.append))(jnp.ones(3))
+    (callback,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "debug_callback"]
+    assert str(callback.params["effect"]) == "OrderedDebug"

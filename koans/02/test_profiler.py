@@ -102,12 +102,12 @@ def test_your_annotation_is_in_the_written_trace(tmp_path):
     Write a trace yourself: a TraceAnnotation becomes one complete event (ph "X") whose span
     encloses the dispatch of the jitted function (PjitFunction(loss)) and the kernels XLA ran
     on another thread. 同一个标注也在 trace 写下的 XSpace（.xplane.pb）里。然后换一个标注名和一个
-    Deferred 的 step（另一个形状）：它要有人等它才派发，所以只有在标注里等结果，它的内核才落进标注，
-    固定时长的等待（sleep、盯着时钟空转）做不到。
+    Deferred 的 step（另一个形状，结果是一个 pytree）：它要有人等它才派发，所以只有在标注里等整个结果，
+    它的内核才落进标注，固定时长的等待（sleep、盯着时钟空转）或只等第一个叶子做不到。
     The same annotation is in the XSpace the trace wrote (.xplane.pb). Then another label and
-    a Deferred step (another shape), dispatched only when someone waits for it: only a wait for
-    the result inside the annotation puts its kernels there, and no wait of a fixed length
-    (a sleep, a loop watching the clock) does.
+    a Deferred step (another shape, its result a pytree), dispatched only when someone waits for
+    it: only a wait for the whole result inside the annotation puts its kernels there, and no
+    wait of a fixed length (a sleep, a loop watching the clock) nor one on the first leaf does.
     """
     # Tens of milliseconds of work: an asynchronous dispatch returns long before it ends.
     x = jnp.linspace(0.0, 1.0, 1024 * 1024).reshape(1024, 1024) / 32
@@ -129,13 +129,17 @@ def test_your_annotation_is_in_the_written_trace(tmp_path):
 
     y = x[:512, :256]
     step(y).block_until_ready()
-    out = trace_one_step(tmp_path / "later", lambda *a: Deferred(step, *a), y, label="later_step")
+    def later_step(*a):  # a pytree whose first leaf is no array: wait for all of it
+        return {"batch": a[0].shape[0], "loss": Deferred(step, *a)}
+
+    out = trace_one_step(tmp_path / "later", later_step, y, label="later_step")
     events = read_trace(tmp_path / "later")
     later = named(events, "later_step")
     assert len(later) == 1, "annotate with the label you are given"
     ran = kernels(events)
     assert ran and all(inside(k, later[0]) for k in ran), "wait for the result, not a fixed time"
-    np.testing.assert_allclose(out, loss(y), rtol=1e-5)
+    assert out["loss"].done, "wait for the whole result, every leaf"
+    np.testing.assert_allclose(out["loss"], loss(y), rtol=1e-5)
 
 
 def test_kernels_are_named_after_the_compiled_hlo(tmp_path):

@@ -187,6 +187,10 @@ def test_pad_batch_keeps_the_real_rows_and_masks_the_rest():
     np.testing.assert_array_equal(xp[20:], 0.0)
     [(x, y)] = make_batches(2, [BATCH])  # a full batch stays as it is
     np.testing.assert_array_equal(pad_batch(x, y)[2], np.ones(BATCH))
+    wide = np.arange(35.0, dtype=np.float32).reshape(7, 5)  # any width and size: the caller's
+    xp, yp, mask = pad_batch(wide, np.ones(7, np.float32), size=9)
+    assert xp.shape == (9, 5) and yp.shape == mask.shape == (9,)
+    np.testing.assert_array_equal(xp[:7], wide)
 
 
 def test_fast_train_matches_the_reference():

@@ -314,3 +314,11 @@ def test_buckets_and_warm_up_bound_the_compilations():
     for n, y in served.items():
         assert y.shape == (n, 3)
         np.testing.assert_allclose(y, predict(batch(n, seed=n)), rtol=1e-5, atol=1e-6)
+
+    other = bucket_server(exp, [5, 12])  # the buckets are the caller's
+    with counting_compiles() as other_buckets:
+        for n in (1, 5, 6, 12):
+            np.testing.assert_allclose(
+                other(batch(n, seed=n)), predict(batch(n, seed=n)), rtol=1e-5, atol=1e-6
+            )
+    assert len(other_buckets) == 2

@@ -117,6 +117,15 @@ def test_clip_then_adamw_with_a_decay_mask():
     np.testing.assert_array_equal(p["bias"], 1.0)
     np.testing.assert_array_equal(p["norm_scale"], 1.0)
 
+    other = {"embedding": jnp.ones((4, 3)), "offset": jnp.ones(3)}  # any names: the mask's rule
+    tx, stepped = make_optimizer(), other
+    state = tx.init(other)
+    for _ in range(3):  # past the schedule's first step
+        updates, state = tx.update(jax.tree.map(jnp.zeros_like, other), state, stepped)
+        stepped = optax.apply_updates(stepped, updates)
+    assert float(stepped["embedding"][0, 0]) < 1.0
+    np.testing.assert_array_equal(stepped["offset"], 1.0)
+
 
 def test_multisteps_inside_nnx_optimizer_counts_two_ways():
     """optax.MultiSteps 也能放进 nnx.Optimizer：每 k 次 update 才真正更新一次参数。但有两个计数器：

@@ -259,6 +259,13 @@ def test_another_device_count_needs_a_new_export(x_spec, axis_type):
     np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
     assert y.sharding.device_set == set(devices)
 
+    wider = (  # another artifact: its own shapes, re-exported for two devices
+        jax.ShapeDtypeStruct((3, 5), jnp.float32, sharding=NamedSharding(four_devices, P())),
+        jax.ShapeDtypeStruct((12, 3), jnp.float32, sharding=NamedSharding(four_devices, x_spec)),
+    )
+    two = export_for_devices(layer, export.export(jax.jit(layer))(*wider), devices[:2])
+    assert two.nr_devices == 2 and [a.shape for a in two.in_avals] == [(3, 5), (12, 3)]
+
 
 def test_buckets_and_warm_up_bound_the_compilations():
     """写 bucket_server：一个批维是符号的产物可以服务任何批大小，但每个新形状第一次调用时都要

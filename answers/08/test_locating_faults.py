@@ -493,6 +493,9 @@ def test_debug_print_in_scan_reports_every_step(capsys):
     )
     jaxpr = str(jax.make_jaxpr(newton_sqrt, static_argnums=1)(jnp.float32(2.0), 5))
     assert "scan" in jaxpr and "debug_print" in jaxpr
+    quarter = jax.jit(newton_sqrt, static_argnums=1)(jnp.float32(0.25), 8)  # below one too
+    np.testing.assert_allclose(quarter, 0.5, rtol=1e-6)
+    assert len(printed_lines(capsys)) == 8
 
 
 def test_checkify_turns_silent_faults_into_errors():

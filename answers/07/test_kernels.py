@@ -180,7 +180,7 @@ def test_tiled_elementwise_add_relu(shape, block):
     kernel = pallas_call_structure(functools.partial(add_relu, bm=bm, bn=bn), x, y)
     assert kernel["grid"] == (shape[0] // bm, shape[1] // bn)
     assert kernel["blocks"] == [(bm, bn)] * 3  # x, y, out
-    assert "max" in kernel["kernel_ops"] and "max" not in kernel["outside_ops"]
+    assert set(kernel["outside_ops"]) <= {"jit", "pjit"}  # the relu too is the kernel's work
 
 
 @pytest.mark.parametrize(

@@ -229,15 +229,17 @@ def problems(
         need = CARRIED * expected if expected and expected >= WHOLE else 0.0
         share = _share(function, primitive, informative[:MAX_USES], args, kwargs, base, need)
         # every use at once: uses that cancel one another (a pair subtracted) each seem to
-        # carry the result alone
-        together = _share(
-            function, primitive, [tuple(informative[:MAX_USES])], args, kwargs, base, 0.0
-        )
+        # carry the result alone (measured for the answer's profile; held where it is whole)
+        theirs = (answer or {}).get(f"{name} {TOGETHER}")
+        held = bool(theirs and theirs >= WHOLE and share)
+        together = share  # one use: at once is alone
+        if (carried is not None or held) and len(informative) > 1:
+            uses = [tuple(informative[:MAX_USES])]
+            together = _share(function, primitive, uses, args, kwargs, base, 0.0)
         if carried is not None:
             carried[name] = round(share, 4)
             carried[f"{name} {TOGETHER}"] = round(together, 4)
-        theirs = (answer or {}).get(f"{name} {TOGETHER}")
-        if theirs and theirs >= WHOLE and share and together < CARRIED * theirs:
+        if held and together < CARRIED * theirs:
             found.append(
                 f"同时改变 `{name}` 的每一处输出，结果只改变 {together:.0%}，参考答案改变 "
                 f"{theirs:.0%} / changing every use of `{name}` at once changes {together:.0%} "

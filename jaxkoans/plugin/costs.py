@@ -27,7 +27,7 @@ BOUNDS = {
     "serial_steps": (1.0, 0),
     "largest_intermediate": (4.0, 1024),
     "equations": (2.0, 32),  # a loop unrolled in Python beside a one-step scan
-    "collective_calls": (2.0, 2),  # a collective per feature where one carries them all
+    "collective_calls": (1.5, 1),  # a collective per feature where one carries them all
 }
 WORDS = {
     "flops": ("浮点运算", "flops"),

@@ -100,6 +100,7 @@ CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "fresh": str,  # a reference of the koan's file the TODO must match on new random inputs
     "costs": dict,  # dimension -> factor against the answer's profile, or why it is free
     "liveness": bool,  # false: the technique need not vary with the inputs (say why)
+    "batched_output": bool,  # a batching rule: (output, its batch axis), any axis as good
 }
 
 

@@ -17,7 +17,7 @@ import contextlib
 import inspect
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jaxkoans.plugin import compiles, costs, fresh, meshes
 
@@ -367,6 +367,8 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     import zlib
 
     seed = zlib.crc32(f"{calls.name}::{costs.signature_key(signature)}".encode())
+    if calls.contract.get("batched_output"):  # compared with the batch axis in front
+        calls = replace(calls, function=_batch_in_front(calls.function))
     wanted = os.environ.get(PROGRAMS_ENV) or ((answer or {}).get("mesh") or {}).get(
         costs.koan_key(koan)
     )
@@ -416,6 +418,19 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     finally:
         _READING[0] = False
     return found
+
+
+def _batch_in_front(rule):
+    """A batching rule whose (output, batch axis) comes back as the output with that axis first:
+    a rule that leaves the batch axis elsewhere, and says so, computes the same."""
+
+    def canonical(*args, **kwargs):
+        import jax.numpy as jnp
+
+        out, axis = rule(*args, **kwargs)
+        return out if axis is None else jnp.moveaxis(out, axis, 0)
+
+    return canonical
 
 
 def _grown_costs(function, args, kwargs, grown: dict, seed: int, mesh) -> dict | None:

@@ -118,8 +118,9 @@ def _kind(value) -> str | None:
 
 
 def _changed(value):
-    """`value` perturbed: a float scaled and shifted, an integer's lowest bit flipped (a boolean
-    negated), a key's data flipped likewise."""
+    """`value` perturbed: a float scaled and shifted, a signed integer's lowest bit flipped (an
+    index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
+    the high ones), a boolean negated, a key's data flipped like unsigned bits."""
     import jax
     import jax.numpy as jnp
 
@@ -128,8 +129,8 @@ def _changed(value):
         return value * 1.5 + 0.25
     if kind == "key":
         data = jax.random.key_data(value)
-        return jax.random.wrap_key_data(data ^ jnp.ones_like(data), impl=jax.random.key_impl(value))
-    if jnp.issubdtype(value.dtype, jnp.bool_):
+        return jax.random.wrap_key_data(~data, impl=jax.random.key_impl(value))
+    if jnp.issubdtype(value.dtype, jnp.bool_) or jnp.issubdtype(value.dtype, jnp.unsignedinteger):
         return ~value
     return value ^ jnp.ones_like(value)
 

@@ -472,6 +472,12 @@ def test_uses_that_cancel_one_another_do_not_carry_the_result():
     (problem,) = liveness.problems(cancelling, {"dot_general": dot}, (_XS, _W), {}, 0, answer)
     assert "cancel one another" in problem
 
+    def scaled_pair(x, w):  # a linear combination that is zero: r(2u) - 2 r(u)
+        return _by_hand(x, w) + ((2 * x) @ w - 2 * (x @ w))
+
+    (problem,) = liveness.problems(scaled_pair, {"dot_general": dot}, (_XS, _W), {}, 0, answer)
+    assert "cancel one another" in problem
+
 
 def test_a_technique_whose_output_is_an_integer_or_a_key_is_perturbed_too():
     """An index (argsort) or a key (fold_in) selected away by a computed where is named."""

@@ -29,6 +29,7 @@ MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the s
 # it may come from rounding alone (a softmax's shift, which cancels), and so differ between
 # honest programs.
 CARRIED, WHOLE = 0.8, 0.9
+ROUNDING = 1e-5  # of an output's largest element: a change below it is rounding, not a use
 TOGETHER = (
     "together"  # a profile's share with every use perturbed at once: `carried["exp together"]`
 )
@@ -50,8 +51,8 @@ class _Patch:
     """While active, each bind of the watched primitives is a numbered use: in "observe" mode
     its float outputs are sent to the host, in "perturb" mode use `target`'s are changed."""
 
-    def __init__(self, primitives, mode: str, targets: tuple[int, ...] = ()) -> None:
-        self.primitives, self.mode, self.targets = primitives, mode, set(targets)
+    def __init__(self, primitives, mode: str, targets=(), shift: bool = True) -> None:
+        self.primitives, self.mode, self.targets, self.shift = primitives, mode, set(targets), shift
         self.uses = 0
         self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
         self.seen: dict[tuple[int, int], list] = {}
@@ -75,7 +76,7 @@ class _Patch:
         if _kind(value) is None:
             return value
         if self.mode == "perturb":
-            return _changed(value) if use in self.targets else value
+            return _changed(value, self.shift) if use in self.targets else value
         self._observe(self.seen, use, value)
         return value
 
@@ -117,16 +118,18 @@ def _kind(value) -> str | None:
     return None
 
 
-def _changed(value):
-    """`value` perturbed: a float scaled and shifted, a signed integer's lowest bit flipped (an
-    index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
-    the high ones), a boolean negated, a key's data flipped like unsigned bits."""
+def _changed(value, shift: bool = True):
+    """`value` perturbed: a float scaled and shifted (only scaled where every use changes at
+    once: a linear combination of uses that is zero, `r(2u) - 2 r(u)`, stays zero, as its
+    shift would not), a signed integer's lowest bit flipped (an index moves by one), an
+    unsigned one's every bit (random bits: a float drawn from them uses the high ones), a
+    boolean negated, a key's data flipped like unsigned bits."""
     import jax
     import jax.numpy as jnp
 
     kind = _kind(value)
     if kind == "float":
-        return value * 1.5 + 0.25
+        return value * 1.5 + 0.25 if shift else value * 1.5
     if kind == "key":
         data = jax.random.key_data(value)
         return jax.random.wrap_key_data(~data, impl=jax.random.key_impl(value))
@@ -233,10 +236,12 @@ def problems(
         # carry the result alone (measured for the answer's profile; held where it is whole)
         theirs = (answer or {}).get(f"{name} {TOGETHER}")
         held = bool(theirs and theirs >= WHOLE and share)
-        together = share  # one use: at once is alone
-        if (carried is not None or held) and len(informative) > 1:
+        # scaled only: a zero combination r(2u) - 2 r(u) stays zero; one use may be every call
+        # of a cached jit
+        together = share
+        if carried is not None or held:
             uses = [tuple(informative[:MAX_USES])]
-            together = _share(function, primitive, uses, args, kwargs, base, 0.0)
+            together = _share(function, primitive, uses, args, kwargs, base, 0.0, shift=False)
         if carried is not None:
             carried[name] = round(share, 4)
             carried[f"{name} {TOGETHER}"] = round(together, 4)
@@ -264,7 +269,9 @@ def problems(
     return found
 
 
-def _share(function, primitive, uses: list, args, kwargs, base: list, need: float) -> float:
+def _share(
+    function, primitive, uses: list, args, kwargs, base: list, need: float, shift: bool = True
+) -> float:
     """The share of the output elements that perturbing `uses` (one at a time; a tuple of uses
     at once) changes, together; the search stops once it is more than `need`."""
     import numpy as np
@@ -274,7 +281,8 @@ def _share(function, primitive, uses: list, args, kwargs, base: list, need: floa
     share = 0.0
     for use in uses:
         try:
-            with _Patch([primitive], "perturb", use if isinstance(use, tuple) else (use,)).active():
+            targets = use if isinstance(use, tuple) else (use,)
+            with _Patch([primitive], "perturb", targets, shift).active():
                 after = _run(function, args, kwargs)
         except Exception:
             return 1.0  # the perturbed run could not finish: the value was used
@@ -284,8 +292,11 @@ def _share(function, primitive, uses: list, args, kwargs, base: list, need: floa
             return 1.0
         for mask, a, b in zip(changed, after, base, strict=True):
             same = a == b
-            if a.dtype.kind in "fc":
-                same |= np.isnan(a) & np.isnan(b)
+            if a.dtype.kind in "fc":  # a change is more than rounding of the output's size
+                finite = np.abs(b[np.isfinite(b)])
+                noise = ROUNDING * float(finite.max()) if finite.size else 0.0
+                with np.errstate(invalid="ignore"):
+                    same |= (np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= noise)
             mask |= ~same
         share = sum(int(m.sum()) for m in changed) / total
         if share >= 1.0 or (need and share >= need):

@@ -219,8 +219,7 @@ def test_row_softmax_is_stable(shape, bm):
     kernel = pallas_call_structure(functools.partial(row_softmax, bm=bm), x)
     assert kernel["grid"] == (shape[0] // bm,)
     assert kernel["blocks"] == [(bm, shape[1])] * 2  # x, out
-    assert {"exp", "reduce_max"} <= kernel["kernel_ops"]
-    assert not {"exp", "reduce_max"} & kernel["outside_ops"]
+    assert set(kernel["outside_ops"]) <= {"jit", "pjit"}  # the max, exp and sum are the kernel's
 
 
 @pytest.mark.parametrize(("shape", "bm"), [((8, 32), 4), ((6, 10), 2), ((3, 128), 3)])
@@ -242,8 +241,7 @@ def test_layer_norm_matches_reference(shape, bm):
         shape[-1:],
         (bm, shape[1]),
     ]  # x, gamma, beta, out
-    assert "reduce_sum" in kernel["kernel_ops"] and {"rsqrt", "sqrt"} & kernel["kernel_ops"]
-    assert not {"reduce_sum", "rsqrt", "sqrt"} & kernel["outside_ops"]
+    assert set(kernel["outside_ops"]) <= {"jit", "pjit"}  # the statistics are the kernel's
 
 
 # ---- 在 TPU 上 / on a TPU ------------------------------------------------------------------

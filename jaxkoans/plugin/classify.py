@@ -58,24 +58,15 @@ class Attribution:
 
 
 def has_blank(source: str) -> bool:
-    """True when `source` uses the name `__` (not in a string or comment)."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        tokens = _tokens_of_fragment(source)
-    return any(t.type == tokenize.NAME and t.string == "__" for t in tokens)
-
-
-def _tokens_of_fragment(source: str) -> list[tokenize.TokenInfo]:
-    # A statement cut out of a file may not tokenize on its own (an unclosed bracket);
-    # keep the tokens read before the error.
-    tokens: list[tokenize.TokenInfo] = []
+    """True when `source` uses the name `__` (not in a string or comment). A statement cut out
+    of a file may not tokenize whole (an unclosed bracket): the tokens before the error count."""
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            tokens.append(token)
+            if token.type == tokenize.NAME and token.string == "__":
+                return True
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
-    return tokens
+    return False
 
 
 def _exception_chain(exc: BaseException | None):
@@ -116,10 +107,10 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
     # The innermost frame of the koan's file is the learner's line.
     where = _last_entry_in(excinfo, koan_file)
     if any(isinstance(e, TodoError) for e in chain):
-        return Attribution(Cause.TODO, *_todo_site(excinfo, koan_file, where))
+        return Attribution(Cause.TODO, *_site(excinfo, koan_file, lambda s: "todo(" in s, where))
     if any(isinstance(e, BlankError) for e in chain):
-        return Attribution(Cause.BLANK, *_blank_site(excinfo, koan_file, where))
-    blank_site = _blank_site(excinfo, koan_file, None)
+        return Attribution(Cause.BLANK, *_site(excinfo, koan_file, has_blank, where))
+    blank_site = _site(excinfo, koan_file, has_blank, (None, None, ""))
     if blank_site[0] is not None:
         return Attribution(Cause.BLANK, *blank_site)
     region_line = _untouched_region(koan_file, shipped_regions, _koan_of(excinfo, koan_file))
@@ -193,20 +184,12 @@ def _last_entry_in(excinfo, koan_file: Path) -> tuple[Path | None, int | None, s
     return _describe(entries[-1]) if entries else (None, None, "")
 
 
-def _blank_site(excinfo, koan_file, fallback):
-    """The innermost statement of the koan's file that still contains `__`."""
+def _site(excinfo, koan_file, holds, fallback):
+    """The innermost statement of the koan's file whose source `holds` (a `__`, a `todo(`
+    call), else `fallback` (where the koan called a TODO stub)."""
     for entry in reversed(list(_koan_entries(excinfo, koan_file))):
         described = _describe(entry)
-        if has_blank(described[2]):
-            return described
-    return fallback if fallback is not None else (None, None, "")
-
-
-def _todo_site(excinfo, koan_file, fallback):
-    """The `todo(...)` call in the koan's file, else where the koan called the stub."""
-    for entry in reversed(list(_koan_entries(excinfo, koan_file))):
-        described = _describe(entry)
-        if "todo(" in described[2]:
+        if holds(described[2]):
             return described
     return fallback
 
@@ -231,7 +214,7 @@ def shipped_text(checkout: Course, koan_file: Path) -> str | None:
     return found[1] if found else None
 
 
-def _taken_now(checkout: Course, koan_file: Path, twin: Path | None = None) -> _fills.Taken | None:
+def taken(checkout: Course, koan_file: Path, twin: Path | None = None) -> _fills.Taken | None:
     """The one reading of what the learner wrote (course/fills.py, by syntax tree, so a fill
     wrapped over lines or reformatted reads as the same fill on one line): `koan_file` against
     the shipped text of `twin` (the koan file a gate's variant stands for), else of itself.
@@ -255,12 +238,13 @@ def computed_fills(
 ) -> list[tuple[_fills.BlankFill, str]]:
     """(fill, kind) of each fill of `koan` (or of its module's lines) that computes where its
     blank asks for a prediction (course/predictions.py); [] when the shipped file is unknown."""
-    kinds = _kinds(checkout, Path(koan_file))
-    taken = _taken_now(checkout, koan_file) if kinds else None
-    if taken is None:
+    relative = _relative(checkout, Path(koan_file))
+    kinds = checkout.predictions(relative) if relative is not None else {}
+    found = taken(checkout, koan_file) if kinds else None
+    if found is None:
         return []
     owners = {koan, koan_model.MODULE}
-    return [(f, k) for f, k in predictions.refusals(taken, kinds) if f.owner in owners]
+    return [(f, k) for f, k in predictions.refusals(found, kinds) if f.owner in owners]
 
 
 def reading_refusals(
@@ -269,31 +253,12 @@ def reading_refusals(
     """Each fill `koan` reaches (its own lines, the TODO functions and helpers it calls) that
     reads the test or switches its guard (course/reading.py), less what `contracts` allow.
     `twin`: the koan file `koan_file` stands for (a gate's variant), else itself."""
-    taken = _taken_now(checkout, koan_file, twin)
-    if taken is None:
+    found = taken(checkout, koan_file, twin)
+    if found is None:
         return []
     reached = {koan, koan_model.MODULE, *koan_model.read(Path(koan_file)).reached(koan)}
     allowed = reading.allowed_by(contracts, Path(twin or koan_file).name)
-    return [r for r in reading.refusals(taken, allowed) if r.owner in reached]
-
-
-def _kinds(checkout: Course, koan_file: Path) -> dict[tuple[int, int], str]:
-    """The prediction kinds of the shipped file behind `koan_file` (a koan or answer file)."""
-    relative = _relative(checkout, koan_file)
-    return checkout.predictions(relative) if relative is not None else {}
-
-
-def fills(checkout: Course, koan_file: Path) -> dict[int, tuple[str, ...]]:
-    """Learner's line (1-based) -> the source text of each fill, for each line that held `__`
-    as shipped and is now filled in. Empty when the shipped file is unknown."""
-    taken = _taken_now(checkout, koan_file)
-    return taken.filled_lines() if taken is not None else {}
-
-
-def code_lines(checkout: Course, koan_file: Path) -> frozenset[int]:
-    """The learner's lines (1-based) where they write code: TODO bodies and fix regions."""
-    taken = _taken_now(checkout, koan_file)
-    return taken.code_lines() if taken is not None else frozenset()
+    return [r for r in reading.refusals(found, allowed) if r.owner in reached]
 
 
 # ---- Where a failing statement's values come from: a prediction, the learner's code, both ----
@@ -310,23 +275,16 @@ class Origins:
     effects: tuple[_fills.BlankFill, ...] = ()  # fills of calls made for their effect before it
 
 
-def filled_blanks(checkout: Course, koan_file: Path) -> list[_fills.BlankFill]:
-    """Each filled blank of the learner's file, once (a fill spans lines: it is still one)."""
-    taken = _taken_now(checkout, koan_file)
-    return list(taken.blanks) if taken is not None else []
-
-
 def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> Origins | None:
     """Where the failing statement of `koan` got its values. `lines`: the koan file's lines the
     traceback went through, innermost last; the statement is the innermost of them inside the
     koan's function. None when that cannot be told (the shipped file is unknown, the file does
     not parse, the traceback never entered the koan's function)."""
-    koan_file = Path(koan_file)
-    taken = _taken_now(checkout, koan_file)
-    if taken is None or taken.tree is None:
+    found = taken(checkout, Path(koan_file))
+    if found is None or found.tree is None:
         return None
     function = next(
-        (n for n in taken.tree.body if isinstance(n, koan_model.FUNCTIONS) and n.name == koan),
+        (n for n in found.tree.body if isinstance(n, koan_model.FUNCTIONS) and n.name == koan),
         None,
     )
     if function is None:
@@ -337,7 +295,7 @@ def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> O
     statement = _innermost_statement(function, inside[-1])
     if statement is None:
         return None
-    return _DataWalk(taken, function).origins(statement)
+    return _DataWalk(found, function).origins(statement)
 
 
 def _innermost_statement(function: ast.AST, line: int) -> ast.stmt | None:

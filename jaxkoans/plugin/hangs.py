@@ -1,17 +1,9 @@
-"""Hangs and debuggers: the last resort against a koan stuck inside compiled code, which never
-fires while the learner is debugging.
+"""The last resort against a koan stuck inside compiled code, never fired under a debugger.
 
-pytest-timeout's signal method interrupts Python code, but a `lax.while_loop` that never ends
-runs inside XLA, where no signal handler gets a turn. pytest-timeout's own timer hooks arm this
-watchdog with pytest-timeout's effective limit (marker, --timeout, PYTEST_TIMEOUT, ini): a grace
-period after it, it prints what happened and ends the process. Under pytest-xdist (which
-progress.py uses) the worker is replaced and the other koans still run; a plain run stops with
-the message instead of hanging forever.
-
-A koan under a debugger is never killed: `breakpoint()` and `pytest --pdb` reach pytest-timeout's
-own debugger detection (and disarm the watchdog through the same hooks), and
-`jax.debug.breakpoint()` goes through `debug_breakpoint`, which gives the debugger the terminal
-(pytest's capture suspended, as pytest does for pdb) and disarms both timers.
+pytest-timeout cannot interrupt a `lax.while_loop` running inside XLA. Its timer hooks arm this
+watchdog with its limit: a grace period later the watchdog says why and ends the process (under
+xdist the worker is replaced and the other koans run). `breakpoint()`, `--pdb` and
+`jax.debug.breakpoint()` (through `debug_breakpoint`, which gets the terminal) disarm it.
 """
 
 from __future__ import annotations

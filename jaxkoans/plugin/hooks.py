@@ -22,9 +22,9 @@ from jaxkoans.plugin.classify import (
     Cause,
     attribute,
     computed_fills,
-    fills,
     reading_refusals,
     shipped_text,
+    taken,
 )
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
 from jaxkoans.plugin.report import COURSE, predict_then_see, render_failure
@@ -282,6 +282,8 @@ def exact_raises_on_fills(checkout: course.Course, koan_file):
     `raises_exactly(X)`, so a copy whose exception blanks still use pytest.raises asks for the
     exact class too. Every other pytest.raises is left as it is."""
     original = pytest.raises
+    learner = taken(checkout, Path(koan_file))
+    filled = learner.filled_lines() if learner is not None else {}
     koan_file = os.path.realpath(koan_file)
 
     def raises(expected_exception, *args, **kwargs):
@@ -291,7 +293,7 @@ def exact_raises_on_fills(checkout: course.Course, koan_file):
             not args
             and set(kwargs) <= {"match"}
             and os.path.realpath(caller.f_code.co_filename) == koan_file
-            and caller.f_lineno in fills(checkout, Path(koan_file))
+            and caller.f_lineno in filled
         )
         if on_fill:
             return raises_exactly(expected_exception, **kwargs)

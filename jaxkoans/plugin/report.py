@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from jaxkoans.course import Chapter, Course, koan_model
+from jaxkoans import course
+from jaxkoans.course import Chapter, Course, koan_model, predictions, reading
 from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
-    code_lines,
-    filled_blanks,
+    computed_fills,
     has_blank,
     origins,
+    reading_refusals,
+    taken,
 )
 
 COURSE = pytest.StashKey[Course]()  # the course this pytest runs, made once at configure (hooks)
@@ -30,6 +32,11 @@ COURSE = pytest.StashKey[Course]()  # the course this pytest runs, made once at 
 
 def _course(item) -> Course:
     return item.config.stash[COURSE]
+
+
+def koan_name(item) -> str:
+    """The koan a test item runs (a parametrized case's function): what `hint` takes."""
+    return getattr(item, "originalname", None) or item.name
 
 
 HEADLINES = {
@@ -75,13 +82,18 @@ HIDDEN_ADVICE = (
 
 def _koan(item) -> koan_model.KoanFunction | None:
     """The model of `item`'s koan (a parametrized case's too)."""
-    name = getattr(item, "originalname", None) or item.name
-    return koan_model.read(Path(item.path)).koan(name)
+    return koan_model.read(Path(item.path)).koan(koan_name(item))
 
 
-def docstring(item) -> str:
+def _indented(text: str, prefix: str = "   ") -> list[str]:
+    return [prefix + line for line in text.splitlines()]
+
+
+def lesson(item) -> list[str]:
+    """The koan's docstring, as the report quotes it."""
     koan = _koan(item)
-    return koan.docstring if koan else ""
+    text = koan.docstring if koan else ""
+    return ["", *_indented(text, "   │ ")] if text else []
 
 
 def open_blanks(item) -> list[tuple[int, str]]:
@@ -151,12 +163,12 @@ def hidden_answer(item, found: Attribution, excinfo) -> Hidden | None:
         return None
     path = Path(item.path)
     checkout = _course(item)
-    blanks = filled_blanks(checkout, path)
+    learner = taken(checkout, path)
+    blanks = list(learner.blanks) if learner is not None else []
     passed_through = _traceback_lines(item, excinfo)
-    if not blanks or set(passed_through) & code_lines(checkout, path):
+    if not blanks or set(passed_through) & learner.code_lines():
         return None  # debugging the learner's own code: actual against expected
-    koan = getattr(item, "originalname", None) or item.name
-    came_from = origins(checkout, path, koan, passed_through)
+    came_from = origins(checkout, path, koan_name(item), passed_through)
     if came_from is not None:
         read = {fill.blank: fill for fill in (*came_from.fills, *came_from.effects)}
         if read:  # a fill the values read, or a call made for its effect before them
@@ -193,33 +205,35 @@ def render_hidden(
     """A wrong prediction: the learner's answer, the lesson, where to look — not the value;
     with `code`, the learner's code the same line compares it with."""
     lines = [
-        f"{HEADLINES[Cause.WRONG]}  ·  {chapter.title}",
-        f"   koan: {item.name}",
-        f"   {_where(found, item, start)}",
-        *("   > " + line for line in found.source.splitlines()),
+        *_header(chapter, item, found, start),
+        *_indented(found.source, "   > "),
         "   你的答案 / your answer:  " + "  ·  ".join(f"`{text}`" for text in answers),
     ]
     if message:
-        lines += ["", *("   " + line for line in message.splitlines())]
+        lines += ["", *_indented(message)]
     if code:
         named = ", ".join(f"`{name}`" for name in code)
-        lines += ["", *("   " + line for line in MIXED_ADVICE.format(code=named).splitlines())]
-    lesson = docstring(item)
-    if lesson:
-        lines += ["", *("   │ " + line for line in lesson.splitlines())]
-    koan = getattr(item, "originalname", item.name)
-    lines += ["", "   " + HIDDEN_ADVICE, f"   👁 python progress.py reveal {koan}"]
-    lines += [f"   💡 python progress.py hint {koan}"]
+        lines += ["", *_indented(MIXED_ADVICE.format(code=named))]
+    lines += [*lesson(item), "", "   " + HIDDEN_ADVICE]
+    lines += [f"   👁 python progress.py reveal {koan_name(item)}", _hint_line(item)]
     return "\n".join(lines)
 
 
-def render_failure(chapter: Chapter, item, found: Attribution, details: str, start: Path) -> str:
-    """The text pytest shows for a failed koan."""
-    lines = [
+def _header(chapter: Chapter, item, found: Attribution, start: Path) -> list[str]:
+    return [
         f"{HEADLINES[found.cause]}  ·  {chapter.title}",
         f"   koan: {item.name}",
         f"   {_where(found, item, start)}",
     ]
+
+
+def _hint_line(item) -> str:
+    return f"   💡 python progress.py hint {koan_name(item)}"
+
+
+def render_failure(chapter: Chapter, item, found: Attribution, details: str, start: Path) -> str:
+    """The text pytest shows for a failed koan."""
+    lines = _header(chapter, item, found, start)
     if found.source and found.cause is not Cause.WRONG:  # pytest shows the wrong line itself
         lines += ["   > " + line for line in found.source.splitlines()]
     if found.cause is Cause.BLANK and not has_blank(found.source):
@@ -229,9 +243,9 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
     if found.cause is Cause.COMPUTED:
         lines += computed_advice(item)
     if found.cause is Cause.READS_TEST:
-        lines += reading_advice(item, found)
+        lines += reading_advice(chapter, item)
     if found.cause is Cause.CONTRACT:
-        lines += ["", *("   " + line for line in found.message.splitlines())]
+        lines += ["", *_indented(found.message)]
     if found.cause in (Cause.TODO, Cause.CONTRACT):
         lines += judged_lines(chapter, item, found)
     if found.cause is Cause.REGION:
@@ -242,20 +256,15 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         said = found.message.splitlines()[-BUILD_OUTPUT_LINES:]
         lines += ["", ENVIRONMENT_ADVICE, "", *("   │ " + line for line in said)]
     if found.cause is Cause.WRONG:
-        lesson = docstring(item)
-        if lesson:
-            lines += ["", *("   │ " + line for line in lesson.splitlines())]
-        lines += ["", details]
+        lines += [*lesson(item), "", details]
     if found.cause is not Cause.ENVIRONMENT:  # a hint cannot fix a compiler
-        koan = getattr(item, "originalname", item.name)  # `hint` takes the koan, not a case
-        lines += [f"   💡 python progress.py hint {koan}"]
+        lines.append(_hint_line(item))
     return "\n".join(lines)
 
 
 def judged_lines(chapter: Chapter, item, found: Attribution) -> list[str]:
     """What the TODO this failure points at is judged by (plugin/judged.py), from its contract
     and its answer's profiles: the same ones the judge holds it to."""
-    from jaxkoans import course
     from jaxkoans.plugin import costs, judged
 
     path = Path(item.path)
@@ -286,35 +295,22 @@ def judged_lines(chapter: Chapter, item, found: Attribution) -> list[str]:
 
 def computed_advice(item) -> list[str]:
     """What a computed fill of a prediction blank reads: the fill, why, what the blank takes."""
-    from jaxkoans.course import predictions
-    from jaxkoans.plugin.classify import computed_fills
-
-    refused = computed_fills(
-        _course(item), Path(item.path), getattr(item, "originalname", None) or item.name
-    )
+    refused = computed_fills(_course(item), Path(item.path), koan_name(item))
     lines = [
         f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
         f"{predictions.WHAT_IT_TAKES[kind]}"
         for fill, kind in refused
     ]
-    return [*lines, "", *("   " + line for line in predictions.MESSAGE.splitlines())]
+    return [*lines, "", *_indented(predictions.MESSAGE)]
 
 
-def reading_advice(item, found: Attribution) -> list[str]:
+def reading_advice(chapter: Chapter, item) -> list[str]:
     """What a fill that reads the test reads: each place, and why it is refused."""
-    from jaxkoans import course
-    from jaxkoans.course import reading
-    from jaxkoans.plugin.classify import reading_refusals
-
-    checkout = _course(item)
-    chapter = checkout.chapter_for(Path(item.path))
-    koan = getattr(item, "originalname", None) or item.name
-    twin = checkout.koans / chapter.number / course.twin_name(Path(item.path)) if chapter else None
-    refused = reading_refusals(
-        checkout, Path(item.path), koan, chapter.contracts if chapter else {}, twin
-    )
+    checkout, path = _course(item), Path(item.path)
+    twin = checkout.koans / chapter.number / course.twin_name(path)
+    refused = reading_refusals(checkout, path, koan_name(item), chapter.contracts, twin)
     lines = [f"   {r.describe()}  ·  {r.owner}" for r in refused]
-    return [*lines, "", *("   " + line for line in reading.MESSAGE.splitlines())]
+    return [*lines, "", *_indented(reading.MESSAGE)]
 
 
 def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report, start) -> bool:

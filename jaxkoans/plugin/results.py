@@ -1,18 +1,12 @@
-"""A koan's result, and the record of a pytest run, one JSON line per event.
-
-This module is the one place a result is read and written: the plugin records `KoanResult`s,
-and progress.py (status, memory, watch, hint, diff), grade and the gates read them back as
-`KoanResult`s, whose `state` is a `KoanState`.
-
-The recorder is a plain plugin object (like exercism's test runner). It writes as the run goes,
-so a run that hangs or crashes still leaves what it finished and what it was running.
-"""
+"""A koan's result, and the record of a pytest run, one JSON line per event: the plugin writes
+`KoanResult`s as the run goes (a run that hangs or crashes still leaves what it finished and
+what it was running), and progress.py, grade and the gates read them back here."""
 
 from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,17 +37,9 @@ FAILED_STATES = frozenset({KoanState.FAILING, KoanState.CRASHED, KoanState.MISSI
 # Nothing for the learner to do here: solved, or this machine cannot run it.
 SETTLED_STATES = frozenset({KoanState.PASSED, KoanState.SKIPPED, KoanState.ENVIRONMENT})
 # A parametrized koan runs as several items (`test_x[case]`); it is one koan all the same,
-# and takes the state of its worst case.
-RANK = {
-    KoanState.FAILING: 0,
-    KoanState.CRASHED: 0,
-    KoanState.TAMPERED: 0,
-    KoanState.MISSING: 0,
-    KoanState.ENVIRONMENT: 1,
-    KoanState.SKIPPED: 1,
-    KoanState.NOT_STARTED: 2,
-    KoanState.PASSED: 3,
-}
+# and takes the state of its worst case (the states not named here rank 0).
+RANK = {KoanState.ENVIRONMENT: 1, KoanState.SKIPPED: 1,
+        KoanState.NOT_STARTED: 2, KoanState.PASSED: 3}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -76,32 +62,15 @@ class KoanResult:
 
     @classmethod
     def from_event(cls, event: dict) -> KoanResult:
-        line = event.get("line")
+        line, get = event.get("line"), event.get
         return cls(
-            nodeid=event["nodeid"],
-            state=KoanState(event["state"]),
-            cause=event.get("cause") or "",
-            line=line if isinstance(line, int) else None,
-            duration=float(event.get("duration") or 0.0),
-            note=event.get("note") or "",
-            contracts=tuple(event.get("contracts") or ()),
-        )
+            event["nodeid"], KoanState(event["state"]), get("cause") or "",
+            line if isinstance(line, int) else None, float(get("duration") or 0.0),
+            get("note") or "", tuple(get("contracts") or ()),
+        )  # fmt: skip
 
     def as_event(self) -> dict:
-        event = {
-            "event": "koan",
-            "nodeid": self.nodeid,
-            "path": self.path,
-            "name": self.name,
-            "state": self.state.value,
-            "cause": self.cause,
-            "line": self.line,
-            "duration": self.duration,
-            "note": self.note,
-        }
-        if self.contracts:
-            event["contracts"] = list(self.contracts)
-        return event
+        return {"event": "koan", "path": self.path, "name": self.name, **asdict(self)}
 
     def remembered(self) -> list:
         """The form progress.py's memory keeps: [state, cause, line, note]."""
@@ -115,7 +84,7 @@ class KoanResult:
     def worse(self, other: KoanResult) -> KoanResult:
         """One result for two cases of a parametrized koan: the worse state, both durations,
         the contracts either case met."""
-        worst = other if RANK[other.state] < RANK[self.state] else self
+        worst = other if RANK.get(other.state, 0) < RANK.get(self.state, 0) else self
         duration = round(self.duration + other.duration, 3)
         contracts = tuple(dict.fromkeys(self.contracts + other.contracts))
         return replace(worst, nodeid=koan_id(self.nodeid), duration=duration, contracts=contracts)
@@ -231,7 +200,6 @@ def _last_lines(report, count: int = 6) -> str:
 
 
 def read(path: Path) -> list[dict]:
-    """The events of the record at `path`; a torn last line (a killed run) is dropped."""
     return parse(Path(path).read_text(encoding="utf-8"))
 
 

@@ -1,10 +1,7 @@
 """Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one.
 
-One warm process (jaxkoans/learner/warm.py) forks a pytest child per run, so a save costs no
-import of pytest, JAX or the koan's libraries; file events come from jaxkoans/learner/watcher.py (watchfiles), one
-batch per save. Keys: h hint, n next, r run again, v reveal what a wrong answer hides, q quit (one
-key on a terminal; one command per line when stdin is a pipe).
-Nothing here writes the learner's files; hints seen are remembered in .jaxkoans/ as by `hint`.
+A warm process (warm.py) forks a pytest child per run; saves come from watcher.py, keys from
+keys.py (h hint, n next, r rerun, v reveal, q quit). Nothing here writes the learner's files.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+import linecache
 import os
 import re
 import select
@@ -64,12 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def course_koans(checkout: Course, chapter: str | None) -> list[Koan]:
-    """Every koan (of `chapter`) in the course's order (koan_runs.course_order, as progress.py)."""
-    chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
-    return course_order(inventory(checkout, chapters), checkout.recommended_path())
-
-
 def label(koan: Koan) -> str:
     return f"{koan.chapter.number} · {koan.path.name}::{koan.name}"
 
@@ -92,10 +84,8 @@ def crash_site(checkout: Course, output: str, koan: Koan) -> str:
         found = FAULT_FRAME.match(line)
         if found and Path(found["path"]).resolve() == koan_file:
             number = int(found["line"])
-            try:
-                source = koan_file.read_text(encoding="utf-8").splitlines()[number - 1].strip()
-            except (OSError, IndexError):
-                source = ""
+            linecache.checkcache(str(koan_file))
+            source = linecache.getline(str(koan_file), number).strip()
             return f"   {koan.path.as_posix()}:{number} (in {found['name']})\n   > {source}"
     return ""
 
@@ -534,7 +524,8 @@ def run(args) -> int:
     if args.checkout.root != here.root:
         print(f"{say('watch 只监视', 'watches only the course at')} {here.root}", file=sys.stderr)
         return 2
-    koans = course_koans(args.checkout, chapter)
+    chapters = [c for c in args.checkout.chapters() if chapter in (None, c.number)]
+    koans = course_order(inventory(args.checkout, chapters), args.checkout.recommended_path())
     if not koans:
         print(
             say("没有 koan", "no koans") + (f" (chapter {chapter})" if chapter else ""),

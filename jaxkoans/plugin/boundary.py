@@ -620,11 +620,13 @@ def learner_lines_of(checkout) -> Callable[[str], tuple | None]:
             if key.partition("::")[0] == twin
             for category in contract.get("allow", ())
         }
+        learner = classify.taken(checkout, path)
         spans = tuple(
             (f.node.lineno, f.node.col_offset, f.node.end_lineno, f.node.end_col_offset)
-            for f in classify.filled_blanks(checkout, path)
+            for f in (learner.blanks if learner is not None else ())
         )
-        return classify.code_lines(checkout, path), spans, " ".join(sorted(allowed))
+        code = learner.code_lines() if learner is not None else frozenset()
+        return code, spans, " ".join(sorted(allowed))
 
     return lines
 

@@ -1,10 +1,5 @@
-"""Keys for `progress.py watch`: h, n, r, v, q.
-
-On a terminal each key acts at once: the terminal is put in cbreak mode (no echo, no Enter
-needed, Ctrl-C still interrupts), given back as it was on exit and while Ctrl-Z suspends the
-watch. When stdin is a pipe (tests, scripts), commands come one per line. While the watch is
-busy in a long import (`listening`), a thread reads the keys, so that q quits at once.
-"""
+"""Keys for `progress.py watch`: one key at once on a terminal (cbreak mode, given back on exit
+and on Ctrl-Z), one command per line from a pipe; a thread reads them during a long import."""
 
 from __future__ import annotations
 
@@ -72,9 +67,8 @@ class Keys:
 
     @contextlib.contextmanager
     def listening(self) -> Iterator[None]:
-        """While the main thread is busy (importing a library can take seconds on a loaded
-        machine), read the keys in a thread: q or Ctrl-D interrupts the main thread with
-        KeyboardInterrupt, which ends the watch as Ctrl-C does; other keys wait for `read`."""
+        """While the main thread is busy, read the keys in a thread: q or Ctrl-D interrupts it
+        with KeyboardInterrupt (as Ctrl-C does); other keys wait for `read`."""
         if self.fd is None:
             yield
             return
@@ -104,8 +98,7 @@ class Keys:
         return bool(self._heard)
 
     def read(self) -> list[str]:
-        """The keys heard by the listening thread, else those waiting on stdin (the caller's
-        select said so: a read here would block otherwise)."""
+        """The keys heard by the listening thread, else those waiting on stdin."""
         if self._heard:
             heard, self._heard = self._heard, []
             return heard

@@ -1,9 +1,6 @@
-"""Where a learner stands: run the koans in a subprocess, read its record, summarise.
-
-The run happens in a child process under a timeout, so a learner's endless loop, a crash in a
-C++ kernel or a file that does not parse costs that file's koans, never the whole report. Nothing
-here writes to a learner's files: the record goes to a temporary directory.
-"""
+"""Where a learner stands: the koans run in a child pytest under a timeout (an endless loop, a
+C++ crash or a file that does not parse costs only that file's koans), its record is read and
+summarised. Nothing here writes to a learner's files."""
 
 from __future__ import annotations
 
@@ -97,26 +94,23 @@ class Progress:
 
 def course_order(koans: list[Koan], path: list[str], chapter: str | None = None) -> list[Koan]:
     """`koans` (of `chapter`, or all) in the course's order: the chapters as the recommended
-    `path` lists them (the others after), within a chapter as listed (its files' order, then
-    line). progress.py's next koan and watch's both walk this order."""
+    `path` lists them (the others after), within a chapter as listed."""
     order = {number: i for i, number in enumerate(path)}
     chosen = [k for k in koans if chapter in (None, "", k.chapter.number)]
     return sorted(chosen, key=lambda k: order.get(k.chapter.number, len(order)))
 
 
 def first_open(koans: list[Koan], path: list[str], chapter: str | None, state_of) -> Koan | None:
-    """The course's next koan: the first in `course_order` whose state (`state_of(koan)`, or
-    None while unknown) is not settled. Watch asks this after each pass, running koans whose
-    state it does not know yet; progress.py's summary asks it of what it measured."""
-    for koan in course_order(koans, path, chapter):
-        if state_of(koan) not in results.SETTLED_STATES:
-            return koan
-    return None
+    """The course's next koan (for status and watch alike): the first in `course_order` whose
+    state (`state_of(koan)`, None while unknown) is not settled."""
+    ordered = course_order(koans, path, chapter)
+    return next((k for k in ordered if state_of(k) not in results.SETTLED_STATES), None)
 
 
-def listed_koans(test_file: Path) -> list[tuple[str, int, str]]:
-    """(name, def line, docstring) of each koan in a file, read without importing it."""
-    return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
+def listed_koans(test_file: Path, text: str | None = None) -> list[tuple[str, int, str]]:
+    """(name, def line, docstring) of each koan in a file (or in `text`), without importing it."""
+    model = koan_model.read(test_file) if text is None else koan_model.parse(text)
+    return [(k.name, k.line, k.docstring) for k in model.koans]
 
 
 def inventory(checkout: Course, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
@@ -159,9 +153,7 @@ def shipped_koans(checkout: Course, test_file: Path) -> list[tuple[str, int, str
     if answer.is_file():
         return listed_koans(answer)
     shipped = checkout.shipped_text(checkout.relative(test_file).as_posix())
-    if shipped is None:
-        return []
-    return [(k.name, k.line, k.docstring) for k in koan_model.parse(shipped[1]).koans]
+    return listed_koans(test_file, shipped[1]) if shipped else []
 
 
 def missing_koans(
@@ -180,9 +172,8 @@ def missing_koans(
 
 
 def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
-    """status's child run: quiet, every file collected even when one does not import, and
-    always through pytest-xdist, even with one worker: a worker that crashes or is stopped by
-    the watchdog is replaced, and the remaining koans still run."""
+    """status's child run: quiet, every file collected, always through xdist (a worker that
+    crashes or is stopped by the watchdog is replaced, and the other koans still run)."""
     return runner.pytest_command(
         targets, record=record, workers=workers,
         options=("-q", "--tb=no", "--continue-on-collection-errors"),
@@ -196,9 +187,8 @@ def run_koans(
     timeout_s: int = RUN_TIMEOUT_S,
     on_result: Callable[[KoanResult], None] | None = None,
 ) -> tuple[list[dict], str, bool]:
-    """Run pytest on `targets` in a child process; return its record's events, any problem,
-    and whether the run finished (a hang of the whole run leaves koans unmeasured).
-    `on_result` sees each koan result as the run writes it."""
+    """Run pytest on `targets` in a child; (its record's events, any problem, whether the run
+    finished). `on_result` sees each koan result as the run writes it."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
         record = Path(scratch) / "record.jsonl"
         seen = [0]
@@ -270,11 +260,10 @@ def measure(
     run: bool = True,
     only: str | None = None,
 ) -> Progress:
-    """Every koan's state: remembered for files unchanged since their last run, not started
-    for files as shipped, run otherwise (with `run=False` not run: left as not started, as
-    `hint` and `diff` need only "not known to pass"). `reuse=False` runs every file again;
-    the other chapters' remembered results are kept. `only` (a koan file's path under the
-    course, or a koan's nodeid): that file's or that koan's alone (`diff` needs no more)."""
+    """Every koan's state: remembered for files unchanged since their last run, not started for
+    files as shipped, run otherwise (`run=False`: left not started, all `hint` needs).
+    `reuse=False` runs every file again; `only` (a koan file's path or a koan's nodeid): that
+    file's or that koan's alone (`diff` needs no more)."""
     chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
     inventoried = inventory(checkout, chapters)
     koans = [k for k in inventoried if only in (None, k.path.as_posix(), k.nodeid)]
@@ -324,14 +313,11 @@ def run_targets(stale: list[Koan], present: list[Koan]) -> list[str]:
 
 
 def recalled(remembered: memory.Memory, koan: Koan) -> bool:
-    """`koan`'s remembered state, unless it is a failed build: the learner may have fixed the
-    machine since (a compiler installed), which no file of the course records."""
-    if not remembered.recall(koan):
-        return False
-    if koan.state == KoanState.ENVIRONMENT:
-        koan.recalled = False
-        return False
-    return True
+    """`koan`'s remembered state, unless it is a failed build (the machine may be fixed since)."""
+    if remembered.recall(koan) and koan.state != KoanState.ENVIRONMENT:
+        return True
+    koan.recalled = False
+    return False
 
 
 def as_shipped(checkout: Course, koan: Koan) -> bool:
@@ -359,8 +345,8 @@ def file_missing(relative: str) -> str:
 
 
 def find_koan(checkout: Course, wanted: str | None, chapter: str | None = None) -> Koan | None:
-    """A koan by name (test name, file.py::name or nodeid; a parametrized case's `[...]` is
-    ignored), or the next one on the path, from what is known without running anything."""
+    """A koan by name (test name, file.py::name or nodeid, a case's `[...]` ignored), else the
+    next one on the path, from what is known without running anything."""
     if not wanted:
         progress = measure(checkout, chapter, run=False)
         return progress.next_koan(checkout.recommended_path(), chapter)
@@ -373,8 +359,8 @@ def find_koan(checkout: Course, wanted: str | None, chapter: str | None = None) 
 
 
 def chosen_chapters(args) -> tuple[list[course.Chapter], str | None]:
-    """The chapters of `args.checkout` that `--chapter` selects (all without it), and the one
-    chosen; exits 2 on an unknown chapter (status, hint and reveal read it so)."""
+    """The chapters `--chapter` selects (all without it), and the one chosen; exits 2 on an
+    unknown chapter."""
     wanted = args.chapter.zfill(2) if getattr(args, "chapter", None) else None
     chapters = [c for c in args.checkout.chapters() if wanted in (None, c.number)]
     if not chapters:

@@ -1,15 +1,13 @@
 """Remembered results: a koan is not run again until something it depends on changes.
 
-A file's results are keyed by what they depend on: its chapter's data, the harness (jaxkoans/,
-conftest.py, pyproject.toml), csrc/, the installed versions, and the file itself. Each koan also
-has a key of its own, the file without the other koans' lines (imports, helpers, TODO functions
-and fixtures included): an edit inside one koan leaves the others of its file remembered. A
-file that does not parse keys nothing. Only files whose every koan reported are remembered; a
-crash or hang is measured again next time.
+A file's results are keyed by its chapter's data, the harness, csrc/, the installed versions and
+the file; each koan also by the file without the other koans' lines, so an edit inside one koan
+leaves the others of its file remembered.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import sys
@@ -34,8 +32,7 @@ def _digest_files(paths: list[Path], digest) -> None:
 
 
 def environment(root: Path) -> str:
-    """What every koan's result depends on besides its own file (`root`: the course's); read
-    once per Memory, so an edit of the harness between two commands counts."""
+    """What every koan's result depends on besides its own file (read once per Memory)."""
     digest = hashlib.sha256(sys.version.encode())
     for name in PACKAGES:
         try:
@@ -47,8 +44,7 @@ def environment(root: Path) -> str:
 
 
 def harness_files(root: Path) -> list[Path]:
-    """The harness in use (every module of jaxkoans/, not only the learner's), and the course
-    at `root`'s csrc/ and its files that configure pytest (course.HARNESS_FILES)."""
+    """Every module of jaxkoans/, and the course's csrc/ and pytest configuration."""
     harness = list(Path(__file__).resolve().parents[1].rglob("*.py"))
     harness += [p for p in (root / "csrc").rglob("*") if p.is_file()]
     return harness + [p for p in (root / n for n in course.HARNESS_FILES) if p.is_file()]
@@ -62,8 +58,8 @@ def file_key(environment: str, test_file: Path) -> str:
 
 
 def koan_keys(environment: str, test_file: Path) -> dict[str, str]:
-    """Each koan of `test_file` -> a key of what it depends on: everything `file_key` covers
-    except the other koans' lines. Empty when the file does not parse."""
+    """Each koan of `test_file` -> what `file_key` covers but the other koans' lines ({} when the
+    file does not parse)."""
     model = koan_model.read(test_file)
     if model.tree is None:
         return {}
@@ -91,13 +87,10 @@ class Memory:
     files: dict[str, dict] = field(default_factory=dict)  # path -> {key, koans, keys, problem}
     _keys: dict[str, str] = field(default_factory=dict, repr=False)
     _koan_keys: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    _environment: str = field(default="", repr=False)
 
-    @property
+    @functools.cached_property
     def environment(self) -> str:
-        if not self._environment:
-            self._environment = environment(self.root)
-        return self._environment
+        return environment(self.root)
 
     def _key(self, path: str) -> str:
         if path not in self._keys:
@@ -138,18 +131,12 @@ class Memory:
 
     def newly_passed(self, koans) -> list:
         """Those of `koans` (just measured) that pass and did not when last remembered."""
-        return [
-            k
-            for k in koans
-            if k.state == KoanState.PASSED
-            and self.files.get(k.path.as_posix(), {}).get("koans", {}).get(k.name, [""])[0]
-            != KoanState.PASSED
-        ]
+        passed = [k for k in koans if k.state == KoanState.PASSED]
+        return [k for k in passed if not self.passed_before(k.path.as_posix(), k.name)]
 
     def remember(self, koans, file_problems: dict[str, str], complete: bool = True) -> None:
-        """Store each file's results. A koan that crashed or hung is remembered as such (and
-        not run again until its file changes) when the run itself finished; after a run that
-        was stopped, that file is measured again next time."""
+        """Store each file's results; a file with a crash in a run that did not finish (stopped)
+        is measured again next time."""
         by_file: dict[str, list] = {}
         for koan in koans:
             by_file.setdefault(koan.path.as_posix(), []).append(koan)
@@ -157,13 +144,13 @@ class Memory:
             self.files.pop(path, None)
             if not complete and any(k.state == KoanState.CRASHED for k in own):
                 continue
+            keys = {k.name: self._koan_key(path, k.name) for k in own}
             self.files[path] = {
                 "key": self._key(path),
                 "koans": {k.name: k.result.remembered() for k in own},
-                "keys": {k.name: self._koan_key(path, k.name) for k in own},
+                "keys": {name: key for name, key in keys.items() if key},
                 "problem": file_problems.get(path, ""),
             }
-            self.files[path]["keys"] = {n: v for n, v in self.files[path]["keys"].items() if v}
 
     def learn(self, path: str, verdicts: dict[str, KoanResult]) -> None:
         """Add single koans' verdicts (from watch) to what is known of `path` as it is now;
@@ -173,8 +160,8 @@ class Memory:
             old = stored or {"koans": {}}
             kept = {n: v for n, v in old["koans"].items() if self._current(old, path, n)}
             keys = {n: self._koan_key(path, n) for n in kept}  # each matched: a str, never None
-            stored = self.files[path] = {"key": self._key(path), "koans": kept, "problem": ""}
-            stored["keys"] = keys
+            stored = {"key": self._key(path), "koans": kept, "keys": keys, "problem": ""}
+            self.files[path] = stored
         for name, verdict in verdicts.items():
             stored["koans"][name] = verdict.remembered()
             key = self._koan_key(path, name)

@@ -1,10 +1,6 @@
-"""The one way the course starts pytest: its command line, and the child in a process group.
-
-status, diff, reveal, the warm watch worker (`pytest_args`), grade and the gates build their
-runs here, so each names the harness the same way (its plugin explicitly, so that any course
-root works; importlib imports; no cache beside the learner's files), and a child run never
-outlives the command that started it.
-"""
+"""The one way the course starts pytest (status, reveal, watch, grade, the gates): the same
+command line (the plugin named, importlib imports, no cache beside the learner's files), and a
+child in a process group that never outlives the command that started it."""
 
 from __future__ import annotations
 
@@ -44,9 +40,8 @@ def pytest_args(
     workers: int | None = None,
     options: Iterable[str] = (),
 ) -> list[str]:
-    """pytest's arguments for a koan run: `targets`, the common options, the record (the
-    plugin's `--koans-record`), `workers` xdist workers (None: xdist's default for the
-    command line), then `options`."""
+    """pytest's arguments: `targets`, the common options, the record, `workers` xdist workers
+    (None: no -n), then `options`."""
     args = [*targets, *COMMON]
     if record is not None:
         args.append(f"--koans-record={record}")
@@ -56,8 +51,7 @@ def pytest_args(
 
 
 def pytest_command(targets: Iterable[str], **kwargs) -> list[str]:
-    """The child's command line: this interpreter's pytest with the harness's plugin named
-    explicitly, and `pytest_args(targets, **kwargs)`."""
+    """This interpreter's pytest with the harness's plugin, and `pytest_args`."""
     return [sys.executable, "-m", "pytest", *PLUGIN, *pytest_args(targets, **kwargs)]
 
 
@@ -70,10 +64,9 @@ def run_in_group(
     env: Mapping[str, str] | None = None,
     keep_stdout: bool = False,
 ) -> tuple[int | None, str]:
-    """Run `command` in a process group of its own and end the whole group (pytest and its
-    xdist workers) however this process stops: a timeout, Ctrl-C, SIGTERM or a closed
-    terminal (SIGHUP). `tick` is called every TICK_S while it runs. Returns (exit code, or
-    None on a timeout; the end of its stderr, after its stdout when `keep_stdout`)."""
+    """Run `command` (`in_group`) until it ends or `timeout_s`, calling `tick` every TICK_S.
+    Returns (exit code, None on a timeout; the end of its stderr, after its stdout when
+    `keep_stdout`)."""
     with stop_signals_leave(), tempfile.TemporaryFile("w+", encoding="utf-8") as output:
         stdout = output if keep_stdout else subprocess.DEVNULL
         with in_group(command, cwd=cwd, env=env, stdout=stdout, stderr=output) as child:
@@ -97,8 +90,8 @@ def run_in_group(
 def in_group(
     command: list[str], *, cwd: Path, env: Mapping[str, str] | None = None, **popen
 ) -> Iterator[subprocess.Popen]:
-    """The one start of a child run (`run_in_group`'s, grade's): `command` in a process group
-    of its own, the whole group (pytest and its xdist workers) ended however the block leaves."""
+    """`command` in a process group of its own, the whole group (pytest and its xdist workers)
+    ended however the block leaves: Ctrl-C, SIGTERM, SIGHUP (`stop_signals_leave`)."""
     child = subprocess.Popen(
         command, cwd=cwd, env=None if env is None else dict(env), stdin=subprocess.DEVNULL,
         start_new_session=True, **popen,

@@ -1,13 +1,10 @@
-"""A warm interpreter for `progress.py watch`: everything imported once, JAX never initialised.
+"""A warm interpreter for `progress.py watch`: pytest, JAX and a koan's libraries imported once,
+JAX never initialised (a chapter's devices and float64 must be set before its backend exists).
 
-Importing JAX and pytest takes seconds on a small machine, and a koan's chapter decides how JAX
-starts (CPU devices, float64), which can only be set before JAX's backend exists. So this
-process imports pytest, numpy, JAX, the harness and the libraries a koan file imports, computes
-nothing, and runs each koan in an `os.fork()` child: there `pytest.main` loads the harness,
-whose `pytest_configure` sets the chapter's devices and float64 as in any pytest process. The
-child leaves its results in the `--koans-record` file and its short reports in a second file,
-then ends with `os._exit`. The parent waits from its own select loop and kills a stuck child;
-a child never outlives the watcher (PR_SET_PDEATHSIG).
+Each run is an `os.fork()` child running `pytest.main` with the harness, which configures JAX as
+in any pytest process; it leaves its record and its short reports in files and ends with
+`os._exit`. The parent polls it from its select loop, kills it at its deadline, and a child
+never outlives the watcher (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -133,16 +130,6 @@ def preload(test_file: Path) -> None:
         _freeze()
 
 
-def pytest_args(
-    checkout: course.Course, nodeids: list[str], record: Path, extra: list[str]
-) -> list[str]:
-    """The child's pytest command line: the koans, quiet, results to `record`."""
-    return runner.pytest_args(
-        nodeids, record=record,
-        options=("--rootdir", str(checkout.root), "--disable-plugin-autoload", "-qq", "--no-summary", *extra),
-    )  # fmt: skip
-
-
 CAPTURED_LINES, CAPTURED_CHARS = 40, 4000  # of a koan's own output, shown under its verdict
 
 
@@ -157,26 +144,22 @@ def capped(text: str, lines: int = CAPTURED_LINES, chars: int = CAPTURED_CHARS) 
 
 
 class Reports:
-    """In the child: the text of each failed report (the harness's short report and captured
-    output, capped) as JSON lines, for the parent to print."""
+    """In the child: each failed report (the harness's short report, a test's captured output
+    capped) as a JSON line, for the parent to print."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _write(self, nodeid: str, when: str, text: str, sections: list) -> None:
-        sections = [[title, capped(content)] for title, content in sections]
-        line = {"nodeid": nodeid, "when": when, "text": text, "sections": sections}
+    def pytest_runtest_logreport(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        if not report.failed:
+            return
+        kept = report.sections if report.when != "collect" else []
+        sections = [[title, capped(content)] for title, content in kept]
+        line = {"nodeid": report.nodeid, "when": report.when, "text": str(report.longrepr)}
         with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.write(json.dumps({**line, "sections": sections}, ensure_ascii=False) + "\n")
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed:
-            sections = [list(section) for section in report.sections]
-            self._write(report.nodeid, report.when, str(report.longrepr), sections)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self._write(report.nodeid, "collect", str(report.longrepr), [])
+    pytest_collectreport = pytest_runtest_logreport
 
 
 @dataclass
@@ -223,16 +206,15 @@ class Run:
         extra: tuple[str, ...] = (),
     ) -> None:
         Run._count += 1
-        self.checkout = checkout
-        self.nodeids = nodeids
-        self.extra = tuple(extra)
         self.timeout_s = timeout_s
         self.record = scratch / f"run-{Run._count}.jsonl"
         self.reports = scratch / f"run-{Run._count}.reports.jsonl"
         self._output = bytearray()
         self._pidfd: int | None = None
         self._ended = False  # reaped and cleaned up
-        args = pytest_args(checkout, nodeids, self.record, list(extra))
+        quiet = ("--disable-plugin-autoload", "-qq", "--no-summary")
+        options = ("--rootdir", str(checkout.root), *quiet, *extra)
+        args = runner.pytest_args(nodeids, record=self.record, options=options)
         reading, writing = os.pipe()
         for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
             stream.flush()
@@ -286,7 +268,7 @@ class Run:
         exit_code = os.waitstatus_to_exitcode(status)
         outcome = RunResult(
             events=results.read(self.record) if self.record.exists() else [],
-            reports=_read_reports(self.reports),
+            reports=results.read(self.reports) if self.reports.exists() else [],
             output="",
             exit_code=exit_code if exit_code >= 0 and not timed_out else None,
             signal=-exit_code if exit_code < 0 and not timed_out else None,
@@ -322,16 +304,6 @@ class Run:
             return
         self._kill()
         self._close()
-
-
-def _read_reports(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            lines.append(json.loads(line))
-    return lines
 
 
 def _die_with_parent(parent: int) -> None:

@@ -1,13 +1,8 @@
-"""Which of the course's files changed, from the `watchfiles` library (its Rust `notify` backend).
-
-watchfiles watches every directory of koans/ with inotify (FSEvents on macOS): a save by writing
-a new file and renaming it over the old one is seen like one in place, new directories are
-watched as they appear, and an editor's burst of events comes as one batch. It runs in a thread
-that wakes the watch loop's select through a pipe. Where inotify cannot work (--poll,
-WATCHFILES_FORCE_POLLING, a network or WSL mount that does not deliver its events, no inotify
-watch left) the tree is polled every 0.2 s. The file being worked on is also compared by content
-here: every 0.2 s when polling (watchfiles' poller compares whole seconds of mtime), every second
-with inotify, where a change that no event reported switches to polling.
+"""Which of the course's files changed: `watchfiles` in a thread, one batch per save, waking
+the watch loop's select through a pipe. Where inotify cannot work (--poll,
+WATCHFILES_FORCE_POLLING, a network or WSL mount, no inotify watch left) the tree is polled. The
+file being worked on is also compared by content (watchfiles' poller compares whole seconds of
+mtime); with inotify, a change that no event reported switches to polling.
 """
 
 from __future__ import annotations
@@ -138,9 +133,8 @@ class Stream:
 
 
 def _files_of_new_directories(changes) -> set[Path]:
-    """The files inside each directory the batch says was added: inotify watches a new directory
-    only once it has seen it, so files written into it at once (a new chapter copied in) may come
-    with no event of their own."""
+    """The files inside each directory the batch added: those written into it before inotify
+    watched it (a new chapter copied in) have no event of their own."""
     found: set[Path] = set()
     for change, path in changes:
         if change == watchfiles.Change.added and os.path.isdir(path):
@@ -158,11 +152,8 @@ def _polling(reason: str) -> str:
 
 
 class Watcher:
-    """Changes under `root` since the last call, by inotify or polling (see the module's doc).
-
-    Select on `fileno()`; call `changes()` when it is readable and whenever `wait_s()` seconds
-    have passed.
-    """
+    """Changes under `root`: select on `fileno()`, call `changes()` when it is readable and
+    whenever `wait_s()` seconds have passed."""
 
     def __init__(self, root: Path, poll: bool = False) -> None:
         self.root = root

@@ -27,7 +27,7 @@ from jaxkoans.plugin.classify import (
     taken,
 )
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
-from jaxkoans.plugin.report import COURSE, predict_then_see, render_failure
+from jaxkoans.plugin.report import COURSE, koan_name, predict_then_see, render_failure
 from jaxkoans.plugin.results import KoanState, Recorder
 
 pytest_plugins = ["jaxkoans.plugin.chip"]  # --tpu: the kernels compiled on a TPU too (opt-in)
@@ -51,11 +51,11 @@ def _chapters_named_by(checkout: course.Course, args: list[str]) -> list[course.
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """--koans-record: where progress.py and grading read the run's results."""
-    parser.getgroup("jax-koans").addoption(
+    group = parser.getgroup("jax-koans")
+    group.addoption(
         "--koans-record", metavar="PATH", help="write one JSON line per koan result to PATH"
     )
-    parser.getgroup("jax-koans").addoption(
+    group.addoption(
         "--koans-reveal", action="store_true",
         help="show what JAX computed when a prediction is wrong (counts as revealed)",
     )  # fmt: skip
@@ -70,9 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except course.CourseDataError as error:
         raise pytest.UsageError(str(error)) from None
     devices = max([c.devices for c in chapters], default=1)
-    # A koan's report is already short and complete; under CI pytest would repeat all of it in the
-    # summary, so keep the summary at one line per koan everywhere.
-    config.option.force_short_summary = True
+    config.option.force_short_summary = True  # a koan's report is short: CI would repeat it all
     config.stash[OVERRIDES] = runtime.environment_overrides(devices)
     if not _hands_koans_to_workers(config):  # only a process that runs koans needs JAX
         try:
@@ -120,9 +118,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Take JAX, pytest and the koan modules out of the garbage collector's view: pytest collects
-    garbage twice at exit (its unraisable-exception check), and scanning JAX's heap cost a
-    one-koan run a quarter of its time. A koan's own garbage is still collected."""
+    """Take JAX, pytest and the koan modules out of the garbage collector's view: scanning JAX's
+    heap at pytest's exit cost a one-koan run a quarter of its time."""
     gc.freeze()
 
 
@@ -139,10 +136,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     except runtime.SetupError as error:
         pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
     flags = runtime.snapshot()
-    # What earlier koans left alive (JAX's caches of their programs) leaves the collector's
-    # view too, after the previous koan's garbage is collected (a scan of its objects only):
-    # a koan that collects garbage itself (jax.checking_leaks does at every trace) then scans
-    # only its own objects, not every earlier koan's (08's leak koan took 28.9 s in a full answers run, 0.66 s alone).
+    # What earlier koans left alive leaves the collector's view too: a koan that collects
+    # garbage itself (jax.checking_leaks) then scans only its own objects (08's: 28.9 s → 0.66 s).
     gc.collect()
     gc.freeze()
     item.config.stash[BOUNDARY].start(item)
@@ -162,7 +157,7 @@ def pytest_runtest_call(item: pytest.Item):
     chapter = checkout.chapter_for(Path(item.path))
     if chapter is None:
         return (yield)
-    koan = getattr(item, "originalname", None) or item.name
+    koan = koan_name(item)
     refused = computed_fills(checkout, Path(item.path), koan)
     if refused:
         raise NotAPrediction(refused)
@@ -213,9 +208,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if predict_then_see(chapter, item, found, call.excinfo, report, start):
         return report  # a wrong prediction: the answer and lesson, not JAX's value
     details = _learner_traceback(item, call.excinfo) if found.cause is Cause.WRONG else ""
-    report.longrepr = render_failure(
-        chapter, item, found, details, start=Path(item.config.invocation_params.dir)
-    )
+    report.longrepr = render_failure(chapter, item, found, details, start)
     return report
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jaxkoans import course
-from jaxkoans.authoring import gate_record, gates, mutate
+from jaxkoans.authoring import gates, mutate
 from jaxkoans.authoring.mutate import sites, wrong_fills
 from jaxkoans.course import koan_model
 from jaxkoans.course.file_context import Context
@@ -415,8 +415,8 @@ def test_a_change_to_the_harness_code_makes_every_gate_record_stale(tmp_path, mo
     an edit to the learner's commands or the grader does not."""
     shortcuts = "jaxkoans/authoring/shortcuts.py"
     for rel in (
-        *gate_record.HARNESS,
-        gate_record.MUTATE,
+        *gates.HARNESS,
+        gates.MUTATE,
         shortcuts,
         "jaxkoans/learner/status.py",
         "jaxkoans/grader/x.py",
@@ -429,27 +429,25 @@ def test_a_change_to_the_harness_code_makes_every_gate_record_stale(tmp_path, mo
         "[tool.pytest.ini_options]\ntimeout = 60\n[tool.ruff]\nline-length = 100\n"
     )
     there = course.Course(tmp_path)
-    before = gate_record.harness_digest(there, gate_record.MUTATE)
+    before = gates.harness_digest(there, gates.MUTATE)
     for rel, counts in (
         ("jaxkoans/learner/status.py", False),
         ("jaxkoans/grader/x.py", False),
         ("jaxkoans/plugin/module.py", True),
         ("jaxkoans/learner/runner.py", True),
-        (gate_record.MUTATE, True),
+        (gates.MUTATE, True),
         ("conftest.py", True),
     ):
         path = tmp_path / rel
         original = path.read_text(encoding="utf-8")
         path.write_text(original + "# an edit\n", encoding="utf-8")
-        assert (gate_record.harness_digest(there, gate_record.MUTATE) != before) is counts, rel
+        assert (gates.harness_digest(there, gates.MUTATE) != before) is counts, rel
         path.write_text(original, encoding="utf-8")
     config = tmp_path / "pyproject.toml"
     config.write_text(config.read_text().replace("line-length = 100", "line-length = 99"))
-    assert (
-        gate_record.harness_digest(there, gate_record.MUTATE) == before
-    )  # not pytest's configuration
+    assert gates.harness_digest(there, gates.MUTATE) == before  # not pytest's configuration
     config.write_text(config.read_text().replace("timeout = 60", "timeout = 61"))
-    assert gate_record.harness_digest(there, gate_record.MUTATE) != before
-    assert gate_record.harness_digest(
-        there, gate_record.MUTATE, shortcuts
-    ) != gate_record.harness_digest(there, gate_record.MUTATE)
+    assert gates.harness_digest(there, gates.MUTATE) != before
+    assert gates.harness_digest(there, gates.MUTATE, shortcuts) != gates.harness_digest(
+        there, gates.MUTATE
+    )

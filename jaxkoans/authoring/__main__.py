@@ -61,17 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     gate.add_argument("-n", "--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    wanted = {c.zfill(2) for c in args.chapter}
     checkout = course.Course.here()
-    chapters = [c for c in checkout.chapters() if not wanted or c.number in wanted]
-    unknown = wanted - {c.number for c in chapters}
+    chapters = checkout.chosen(args.chapter)
+    unknown = {c.zfill(2) for c in args.chapter} - {c.number for c in chapters}
     if unknown:
         print(f"no such chapter: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     if args.command == "stamp":
         return stamp(checkout, chapters, args)
     started = time.monotonic()
-    problems = check.check(checkout, chapters, whole=not wanted)
+    problems = check.check(checkout, chapters, whole=not args.chapter)
     files = sum(len(list((checkout.koans / c.number).glob("test_*.py"))) for c in chapters)
     for problem in problems:
         print(f"❌ {problem}")

@@ -13,11 +13,10 @@ import ast
 import math
 import re
 import textwrap
-import tomllib
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.authoring import gates, giveaways
+from jaxkoans.authoring import contract_fakes, gates, giveaways
 from jaxkoans.course import fills, koan_model, twins
 from jaxkoans.course import shipped as as_shipped
 from jaxkoans.plugin import costs
@@ -50,24 +49,15 @@ def course_problems(checkout: course.Course) -> list[str]:
     problems += [f"koans/{p}: no answer file in answers/" for p in sorted(koans - answers)]
     problems += [f"answers/{p}: no koan file in koans/" for p in sorted(answers - koans)]
     numbers = [c.number for c in checkout.chapters()]
-    try:
-        path = tomllib.loads((checkout.koans / "course.toml").read_text(encoding="utf-8"))["path"]
-    except (OSError, tomllib.TOMLDecodeError, KeyError) as error:
-        return [*problems, f"koans/course.toml: no `path` list ({error})"]
-    problems += [
-        f'koans/course.toml: add "{n}" to `path` (a chapter left out goes last)'
-        for n in numbers
-        if n not in path
-    ]
-    problems += [
-        f"koans/course.toml: `path` names {n}, which has no chapter.toml"
-        for n in path
-        if n not in numbers
-    ]
-    problems += [
-        f"koans/course.toml: `path` names {n} twice" for n in set(path) if path.count(n) > 1
-    ]
-    return problems
+    path = checkout.manifest().get("path")
+    if not isinstance(path, list):
+        return [*problems, "koans/course.toml: no `path` list (or the file does not parse)"]
+    where = "koans/course.toml:"
+    problems += [f'{where} add "{n}" to `path` (a chapter left out goes last)'
+                 for n in numbers if n not in path]  # fmt: skip
+    problems += [f"{where} `path` names {n}, which has no chapter.toml"
+                 for n in path if n not in numbers]  # fmt: skip
+    return problems + [f"{where} `path` names {n} twice" for n in set(path) if path.count(n) > 1]
 
 
 def record_problems(checkout: course.Course, chapters: list[course.Chapter]) -> list[str]:
@@ -281,9 +271,7 @@ def contract_problems(checkout: course.Course, chapter: course.Chapter) -> list[
         for key in sorted(set(chapter.contracts) - set(wanted))
     ]
     for key, contract in sorted(chapter.contracts.items()):
-        asks = any(
-            contract.get(k) for k in ("on_path", "in_loop", "absent", "max_intermediate", "fresh")
-        )
+        asks = any(contract.get(k) for k in (*contract_fakes.ASKS, "fresh"))
         if not asks and not contract.get("why", "").strip():
             problems.append(f"{where}: contracts.{key!r} asks nothing of the program: say why")
     problems += profile_problems(checkout, chapter)
@@ -294,18 +282,11 @@ def contract_problems(checkout: course.Course, chapter: course.Chapter) -> list[
         for koan in model.koans if model else ():
             proxy = text_proxies(model.tree, koan.name)
             reached = sorted(set(model.reached(koan.name)) & todos)
+            contracts = [chapter.contracts.get(f"{koan_file.name}::{t}", {}) for t in reached]
             judged = [  # read by the program reader, or said why no program can be read
-                t
-                for t in reached
-                if (contract := chapter.contracts.get(f"{koan_file.name}::{t}", {}))
-                and (
-                    any(
-                        contract.get(k)
-                        for k in ("on_path", "in_loop", "absent", "max_intermediate")
-                    )
-                    or contract.get("traced") is False
-                )
-            ]
+                c for c in contracts
+                if any(c.get(k) for k in contract_fakes.ASKS) or c.get("traced") is False
+            ]  # fmt: skip
             if proxy and reached and not judged:
                 problems.append(
                     f"{answer.relative_to(checkout.root)}:{proxy[0][0]} {koan.name} judges {', '.join(reached)} by "
@@ -436,20 +417,10 @@ def giveaway_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     return [str(f) for f in giveaways.findings(checkout, koan_file, checkout.answer_of(koan_file))]
 
 
-FILE_CHECKS = (
-    twin_problems,
-    import_time_problems,
-    language_problems,
-    hint_problems,
-    giveaway_problems,
-)
-CHAPTER_CHECKS = (
-    manifest_problems,
-    region_problems,
-    readme_problems,
-    contract_problems,
-    shortcut_problems,
-)
+FILE_CHECKS = (twin_problems, import_time_problems, language_problems, hint_problems,
+               giveaway_problems)  # fmt: skip
+CHAPTER_CHECKS = (manifest_problems, region_problems, readme_problems, contract_problems,
+                  shortcut_problems)  # fmt: skip
 
 
 def check(

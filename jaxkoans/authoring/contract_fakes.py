@@ -1,24 +1,12 @@
 """Fakes generated from a TODO's technique contract: the shortcuts a contract exists to refuse.
 
-For every TODO whose contract asks something of its program (chapter.toml `[contracts]`), the
-shortcut gate also runs, for a reference body (the library the lesson replaces, else a callable
-of the module that takes the TODO's arguments):
-
-- `dead`: the technique (the answer's own body) computed and discarded beside the reference;
-- `zero`: the technique added to the reference times a literal zero;
-- `callback`: the reference run on the host inside `jax.pure_callback`;
-- `nested_jit`: the reference inside a nested `jax.jit` (a large intermediate hidden a level down);
-- `idle_loop`: the reference passed through a loop that does nothing;
-- `reads_closure`, `reads_frame`, `guard_off`: the test read through closures or the caller's
-  frame, or the transfer guard switched off (refused before the koan runs, course/reading.py);
-- `selected_away`: the technique computed and selected away by a computed `where`
-  (`where(isnan(technique), technique, reference)`: live to a reader, dead in fact);
-- `on_zeros`: the technique fed zeros (its float arrays) and added to the reference.
-The last two pass a list of primitive names; the technique's liveness (plugin/liveness.py)
-refuses them.
-
-Each must make a koan fail, like every generated fake; a true equivalent is recorded with its
-reason in chapter.toml (`[shortcuts."file::fn"] equivalent = [{ fake = "contract_…", why = … }]`).
+For every TODO whose contract asks something of its program, the shortcut gate also runs these
+`FAMILIES` around a reference body (the library the lesson replaces, else a callable of the
+module that takes the TODO's arguments): the technique computed and discarded (`dead`), added
+times zero (`zero`), selected away by a computed `where` (`selected_away`) or fed zeros
+(`on_zeros`) beside the reference; the reference in a host callback, a nested jit or an idle
+loop; the test read through closures or frames, or the transfer guard switched off. Each must
+make a koan fail, like every generated fake (authoring/shortcuts.py).
 """
 
 from __future__ import annotations
@@ -40,11 +28,13 @@ def _define(name: str, fn: ast.FunctionDef, body: str) -> str:
     return f"def {name}({signature}):\n" + textwrap.indent(textwrap.dedent(body), "    ")
 
 
-def _arguments(fn: ast.FunctionDef) -> str:
-    names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    names += [f"*{fn.args.vararg.arg}"] if fn.args.vararg else []
-    names += [f"{a.arg}={a.arg}" for a in fn.args.kwonlyargs]
-    names += [f"**{fn.args.kwarg.arg}"] if fn.args.kwarg else []
+def arguments(fn: ast.FunctionDef, skip: tuple[str, ...] = ()) -> str:
+    """The text that passes `fn`'s own parameters (less those named `skip`) on."""
+    a = fn.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args) if p.arg not in skip]
+    names += [f"*{a.vararg.arg}"] if a.vararg else []
+    names += [f"{k.arg}={k.arg}" for k in a.kwonlyargs]
+    names += [f"**{a.kwarg.arg}"] if a.kwarg else []
     return ", ".join(names)
 
 
@@ -54,7 +44,7 @@ def families(
     """(label, body) of each family for TODO `fn`, whose answer body is `answer_body`, against
     `reference` (label, body)."""
     ref_label, ref_body = reference
-    args = _arguments(fn)
+    args = arguments(fn)
     prelude = "\n".join(
         [
             "import jax as _jax",

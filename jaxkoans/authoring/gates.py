@@ -3,26 +3,17 @@
     python -m jaxkoans.authoring stamp [--chapter NN …] [--full] [-n 2]
     python -m jaxkoans.authoring check [--chapter NN …]          (no koan runs: what is stale)
 
-`stamp` runs, for each chapter, what its record (tests/gate_record.toml) says is stale, writes
-koans/.shipped.json and the record, and prints what failed:
+`stamp` runs what the record (tests/gate_record.toml) says is stale, writes koans/.shipped.json
+and the record, and prints what failed. A record entry is a digest of what its gate reads: the
+mutation gate's, per koan, its own lines (koan and answer), its file's lines outside its koans,
+its `[equivalent]` entries and the chapter's settings (a prediction koan's edit re-runs that
+koan's mutants only); the fakes' and shortcut gate's, per file with a TODO, the lines outside
+its koans, the koans that reach a TODO, its fakes and its `[shortcuts]`/`[contracts]` entries.
 
-- the static checks (`check.py`: twins, hints, docstrings, regions, the give-away check);
-- the mutation gate (`mutate.gate`) of each koan whose own lines (in the koan file and the
-  answer), its file's lines outside its koans, its `[equivalent]` entries or the chapter's
-  settings changed: a prediction koan's edit re-runs that koan's mutants only;
-- the hand-written fakes (`mutate.check_all_fakes`) and the shortcut gate (`shortcuts.gate`)
-  of each file with a TODO whose lines outside its koans, koans that reach a TODO, fakes file
-  or `[shortcuts]`/`[contracts]` entries changed. A koan that reaches no TODO is none of
-  theirs;
-- after an edit of the harness code (`gate_record.HARNESS`, the gates' modules, this one) the
-  recorded content digests still hold, but the verdicts were reached with other code: the
-  chapter's **canary** runs instead of every gate, a deterministic sample (`CANARY`: a few
-  mutants, hand-written fakes and generated fakes spread over the chapter, never one recorded
-  equivalent) that must all fail beside their unchanged files, which must pass. A canary that
-  fails says which gate to run in full (`stamp --full --chapter NN`).
-
-Each file's entry keeps one line per gate with a TODO and one `mutation.<koan>` line per koan
-(its digest and counts), so a record changes by the lines of the koans a change touched.
+After an edit of the harness code (`HARNESS`, the gates' modules) the digests still hold but the
+verdicts were reached with other code: the chapter's **canary** runs instead of every gate, a
+fixed sample (`CANARY`) of mutants, fakes and generated fakes that must all fail beside their
+unchanged files. A canary that fails says which gate to run in full (`stamp --full`).
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxkoans import course
-from jaxkoans.authoring import gate_record, mutate, shortcuts
+from jaxkoans.authoring import mutate, shortcuts
 from jaxkoans.course import koan_model
 from jaxkoans.course import shipped as as_shipped
 
@@ -47,16 +38,44 @@ HEADER = (
     "# `python -m jaxkoans.authoring stamp`; do not edit.\n"
 )
 GATES = ("mutation", "fakes", "shortcuts")
-SELF = "jaxkoans/authoring/gates.py"
 CANARY = {"mutation": 3, "fakes": 2, "shortcuts": 2}  # per chapter
+# The harness code every gate's verdict depends on: what a koan imports (api), what decides how
+# it fails (plugin, and the course's readers of what the learner wrote), the runner that starts
+# pytest, the files that configure pytest (course.HARNESS_FILES; of pyproject.toml only its
+# pytest table), and the gates' own modules.
+HARNESS = (
+    *(name for name in course.HARNESS_FILES if name != "pyproject.toml"), "jaxkoans/__init__.py",
+    "jaxkoans/api", "jaxkoans/plugin", "jaxkoans/course", "jaxkoans/learner/runner.py",
+)  # fmt: skip
+GATE_MODULES = tuple(
+    f"jaxkoans/authoring/{name}.py" for name in ("mutate", "shortcuts", "contract_fakes", "gates")
+)
+MUTATE = GATE_MODULES[0]  # the mutation gate and the fakes check
 
 
 # ---- what each gate reads ------------------------------------------------------------------
 
 
+def harness_digest(checkout: course.Course, *gate_modules: str) -> str:
+    """A digest of `checkout`'s harness code (HARNESS) and of `gate_modules` (paths under its root)."""
+    root = checkout.root
+    files: set[Path] = set()
+    for entry in (*HARNESS, *gate_modules):
+        path = root / entry
+        files |= set(path.rglob("*.py")) if path.is_dir() else {path} if path.is_file() else set()
+    hashed = hashlib.sha256()
+    for path in sorted(files):
+        hashed.update(f"{path.relative_to(root).as_posix()}\0".encode())
+        hashed.update(path.read_bytes() + b"\0")
+    with (root / "pyproject.toml").open("rb") as config:
+        pytest_options = tomllib.load(config).get("tool", {}).get("pytest", {})
+    hashed.update(json.dumps(pytest_options, sort_keys=True).encode())
+    return hashed.hexdigest()
+
+
 def harness(checkout: course.Course) -> str:
-    """The code every gate's verdict depends on: HARNESS, the gates' own modules, this one."""
-    return gate_record.harness_digest(checkout, gate_record.MUTATE, shortcuts.SELF, SELF)
+    """The digest of the code every gate's verdict depends on: HARNESS and GATE_MODULES."""
+    return harness_digest(checkout, *GATE_MODULES)
 
 
 def _hash(*parts: object) -> str:
@@ -397,9 +416,7 @@ def _shortcuts(checkout: course.Course, chapters: list[course.Chapter],
     )
     failures = []
     for chapter, outcome in zip(chapters, outcomes, strict=True):
-        print(f"{outcome.chapter}: {len(outcome.fakes)} generated fakes, {len(outcome.killed)} "
-              f"killed, {len(outcome.equivalent)} equivalent, {len(outcome.survived)} survived",
-              flush=True)  # fmt: skip
+        print(outcome.summary(), flush=True)
         failures += [Failure(chapter.number, "shortcuts", outcome.problem)] * bool(outcome.problem)
         failures += [Failure(chapter.number, "shortcuts", f"passes: {s.name}")
                      for s in outcome.survived]  # fmt: skip

@@ -1,31 +1,30 @@
 """No answer stands next to its blank: where a blank's answer is already written for the learner.
 
 A blank is no prediction when its answer can be copied: from its koan's docstring, its first
-hint level, the lines around it, or anywhere else in its file (another koan's code, a helper,
-a comment, the module's or another function's docstring, a message string) or the lines of
-its chapter's README.md that name the file, in any spelling
-of the same value (`3`, `3.0`, `"3"`; `(4, 2)` and `[4, 2]`); nor when the koan's own name
-spells it (`test_needs_3_colours`, `test_fails_at_execute`, `test_stop_gradient_…` for
-`lax.stop_gradient`: names are split on `_`, a class on its capitals). An exception blank is
-none when the docstring or the koan's name names the class. Answers too short or too common to
-give anything away (`True`, `0`, `x`, a two-digit number, `0.5`) are not looked for in the
-file, nor a dtype beside the data it types; the koan's name is searched for every answer. Where the koan asks something else of an answer that stands nearby (the whole shape a
-replicated spec keeps), chapter.toml's `[giveaways]` keeps it with its reason:
+hint level, the lines around it, elsewhere in its file (code, comments, strings) or the lines of
+the chapter's README.md that name the file, in any spelling of the same value (`3`, `3.0`, `"3"`;
+`(4, 2)` and `[4, 2]`); nor when the koan's own name spells it (`test_needs_3_colours`,
+`test_stop_gradient_…` for `lax.stop_gradient`). Answers too short or too common to give anything
+away (`True`, `0`, `x`, `0.5`) are not looked for in the file. A finding the koan means is kept,
+with its reason, in chapter.toml:
 
     [giveaways]
     "test_meshes.py::test_x" = [{ answer = "(8, 4)", why = "the replicated shard is the whole array" }]
-
-`python -m jaxkoans.authoring check [--chapter NN]` names each finding (check.giveaway_problems).
 """
 
 from __future__ import annotations
 
+import ast
+import io
+import math
 import re
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import fills, koan_model, predictions
+from jaxkoans.course.file_context import Context
 
 AROUND = 2  # lines above and below the blank's statement
 MIN_NEAR = 4  # characters an answer needs before the lines around it or a docstring count
@@ -63,16 +62,12 @@ def _too_common(answer: str, kind: str) -> bool:
 
 
 def _number(value) -> float | None:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
+    try:
+        return float(value.strip() if isinstance(value, str) else value)
+    except ValueError:
+        return None
 
 
 def canonical(value):
@@ -93,16 +88,12 @@ def canonical(value):
 
 def value_of(node):
     """The value of a literal answer (arithmetic of literals included), or a sentinel."""
-    import ast
-
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
     if not predictions._literal(node):
         return _NO_VALUE
-    import math
-
     names = {"float": float, "int": int, "complex": complex, "math": math, "np": math, "jnp": math}
     code = compile(ast.Expression(node), "<answer>", "eval")  # jnp.inf, np.pi: math has them too
     try:
@@ -162,8 +153,6 @@ def _written(words: set[str], text: str) -> bool:
 
 def _literals(tree):
     """(line, canonical value) of every literal in the file, containers and their items."""
-    import ast
-
     for node in ast.walk(tree):
         if isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict)) and (
             predictions.is_plain(node)
@@ -177,10 +166,6 @@ def _literals(tree):
 def _prose(text: str, tree) -> list[tuple[int, str]]:
     """(line, text, is a comment) of every comment and every line of every string constant of
     the file (docstrings, messages)."""
-    import ast
-    import io
-    import tokenize
-
     found = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -209,8 +194,6 @@ def words_of(identifier: str) -> list[str]:
 
 def _named_by(answer_node, value, kind: str, koan_name: str) -> str | None:
     """What of the answer the koan's name spells, or None."""
-    import ast
-
     tokens = [w for w in koan_name.lower().split("_") if w][1:]  # without `test`
     key = canonical(value) if value is not _NO_VALUE else None
     if key is not None and key[0] == "num":
@@ -248,8 +231,6 @@ def _named_by(answer_node, value, kind: str, koan_name: str) -> str | None:
 def _a_local_name(node, tree) -> bool:
     """A blank that asks which of the koan's own variables to pass: the variable is written
     where it is made, which is no answer."""
-    import ast
-
     return isinstance(node, ast.Name) and any(
         (isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store))
         or (isinstance(n, ast.arg) and n.arg == node.id)
@@ -260,8 +241,6 @@ def _a_local_name(node, tree) -> bool:
 def findings(
     checkout: course.Course, koan_file: Path, answer_file: Path | None = None
 ) -> list[Finding]:
-    from jaxkoans.course.file_context import Context
-
     answer_file = answer_file or checkout.answer_of(koan_file)
     shown = checkout.relative(koan_file)
     koan_text, answer_text = (
@@ -350,8 +329,6 @@ def _helper_lines(model) -> set[int]:
     """The lines of the file's functions that are not koans (helpers, TODO functions): a
     helper that returns one of several outcomes ("hit", "not written", …) and a docstring
     that lists them enumerate the choices, which answers none of them."""
-    import ast
-
     koans = {k.name for k in model.koans}
     lines: set[int] = set()
     for node in model.tree.body if model.tree is not None else ():

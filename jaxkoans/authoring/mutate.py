@@ -4,24 +4,17 @@
     python -m jaxkoans.authoring.mutate answers/03/test_meshes.py::test_x   only these koans (or names)
     python -m jaxkoans.authoring.mutate --fakes --chapter 03          the TODO fakes instead
 
-Recording a verdict, and running only what is stale, is `python -m jaxkoans.authoring stamp`
-(every gate of the chapter; authoring/gates.py).
-
-For each blank of each answer file (the positions come from `fills.take(koan, answer)`) it
-writes wrong fills of the same kind (`wrong_fills`): numbers ±1, ×2 and ÷2, flipped booleans,
-the other string values of the same file or API, sibling dtypes and transforms, the parent and
-sibling classes of an exception, swapped tuple elements, a shape with one axis changed. Each
-mutant is the answer file with one fill replaced, written as a module of its own into a
-temporary chapter directory; all the mutants of a chapter (and an unchanged copy of each file,
-the baseline) run in ONE pytest process (`-n 2`), and a mutant must make its koan fail.
-
-A mutant that truly cannot be told apart is recorded in the chapter's chapter.toml:
+For each blank of each answer file (`fills.take(koan, answer)`), `wrong_fills` writes wrong
+fills of the same kind: numbers ±1, ×2 and ÷2, flipped booleans, the file's other strings,
+sibling dtypes and transforms, an exception's parent and siblings, swapped tuple elements. All
+the mutants of a chapter, each a module of its own beside an unchanged copy of its file (the
+baseline), run in ONE pytest process; a mutant must make its koan fail. A true equivalent is
+recorded in chapter.toml:
 
     [equivalent]
     "test_file.py::test_koan" = [{ fill = "2 ** 11", why = "any scale above 2**10 passes: …" }]
 
-It prints a kill rate per chapter and the survivors; exit code 1 when a mutant survives.
-The same machinery checks TODO fakes (`fake_variants`, tests/test_fakes.py).
+`python -m jaxkoans.authoring stamp` records the verdicts and runs only what is stale.
 """
 
 from __future__ import annotations
@@ -263,10 +256,7 @@ def compiles(source: str) -> bool:
 
 
 def chapter_mutants(
-    checkout: course.Course,
-    chapter: course.Chapter,
-    wanted: set[str] | None = None,
-    per_fill: int = PER_FILL,
+    checkout: course.Course, chapter: course.Chapter, wanted: set[str] | None = None
 ) -> list[Mutant]:
     """The mutants of a chapter's answers (only the koans in `wanted`, if given)."""
     mutants = []
@@ -275,7 +265,7 @@ def chapter_mutants(
         for site in sites(koan, answer):
             if wanted and not any(_wanted(wanted, answer, k) for k in site.koans):
                 continue
-            for fill in wrong_fills(site.fill, context, per_fill):
+            for fill in wrong_fills(site.fill, context):
                 if compiles(mutated_source(site, fill)):
                     mutants.append(Mutant(site, fill))
     return mutants
@@ -346,20 +336,16 @@ def load_factor() -> float:
 
 
 def run_chapters(
-    checkout: course.Course,
-    chapters: dict[str, list[Variant]],
-    workers: int = 2,
-    timeout_s: float | None = None,
+    checkout: course.Course, chapters: dict[str, list[Variant]], workers: int = 2
 ) -> tuple[dict[tuple[str, str], bool], str]:
     """Every variant's koans, of every chapter, in ONE pytest process (one start of JAX for all
     of them): ({(chapter, variant name): True when every koan of it reported and passed}, a
     problem, or ""). A koan that never reported (its worker killed) counts as not passed; when
-    the whole run failed, such variants are absent. The limit of the whole run is worked out
-    from its koans unless given."""
+    the whole run failed, such variants are absent."""
     chapters = {number: variants for number, variants in chapters.items() if variants}
     if not chapters:
         return {}, ""
-    events, problem = run_chapter_events(checkout, chapters, workers, timeout_s)
+    events, problem = run_chapter_events(checkout, chapters, workers)
     passed: dict[tuple[str, str], list[bool]] = {}
     reported: dict[tuple[str, str], set[str]] = {}
     for event in events:
@@ -388,10 +374,7 @@ def run_chapters(
 
 
 def run_chapter_events(
-    checkout: course.Course,
-    chapters: dict[str, list[Variant]],
-    workers: int = 2,
-    timeout_s: float | None = None,
+    checkout: course.Course, chapters: dict[str, list[Variant]], workers: int = 2
 ) -> tuple[list[dict], str]:
     """Every variant's koans in ONE pytest process, each in a directory named like its
     chapter: the run record's events (a variant is `_module_of` an event's path), a problem,
@@ -404,8 +387,6 @@ def run_chapter_events(
             for variant in variants:
                 (directory / variant.name).write_text(variant.source, encoding="utf-8")
                 nodeids += [f"{directory / variant.name}::{k}" for k in variant.koans]
-        if timeout_s is None:
-            timeout_s = run_limit(checkout, len(nodeids), workers)
         record = Path(scratch) / "record.jsonl"
         arguments = Path(scratch) / "nodeids.txt"
         arguments.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
@@ -414,7 +395,7 @@ def run_chapter_events(
             options=("-q", "--tb=no", "-c", str(checkout.root / "pyproject.toml"), "--rootdir", scratch,
                      "-o", f"timeout={koan_limit(checkout):.0f}", *WORKER_ENDS_ON_TIMEOUT),
         )  # fmt: skip
-        _, problem = _run(command, timeout_s, checkout.root)
+        _, problem = _run(command, run_limit(checkout, len(nodeids), workers), checkout.root)
         return (results.read(record) if record.exists() else []), problem
 
 
@@ -507,7 +488,6 @@ def check_all_fakes(
     checkout: course.Course,
     chapters: list[course.Chapter],
     workers: int = 2,
-    timeout_s: float | None = None,
     passing_answers: set[str] | None = None,
     files: dict[str, set[str]] | None = None,
 ) -> dict[str, tuple[dict[str, bool | None], list[str], str]]:
@@ -528,7 +508,7 @@ def check_all_fakes(
     if passing_answers is not None:
         planned = {n: (_one_baseline(v), names, m) for n, (v, names, m) in planned.items()}
     runs = {number: variants for number, (variants, _, _) in planned.items()}
-    passed, problem = run_chapters(checkout, runs, workers, timeout_s)
+    passed, problem = run_chapters(checkout, runs, workers)
     found = {}
     for number, (variants, names, missing) in planned.items():
         koans = {v.name: v.koans for v in variants}
@@ -571,7 +551,6 @@ def _fake_variants(
     return variants + baselines([(f.answer, f.koans) for f in fakes]), names, missing
 
 
-# ---- what one wrong answer shows ---------------------------------------------------------
 # ---- the gate -----------------------------------------------------------------------------
 
 
@@ -612,11 +591,9 @@ def gate(
     chapter: course.Chapter,
     wanted: set[str] | None = None,
     workers: int = 2,
-    per_fill: int = PER_FILL,
-    timeout_s: float | None = None,
 ) -> MutationResult:
     started = time.perf_counter()
-    mutants = chapter_mutants(checkout, chapter, wanted, per_fill)
+    mutants = chapter_mutants(checkout, chapter, wanted)
     outcome = MutationResult(chapter.number, mutants)
     variants = []
     for i, mutant in enumerate(mutants):
@@ -625,7 +602,7 @@ def gate(
             Variant(mutant.module, mutated_source(mutant.site, mutant.fill), mutant.site.koans)
         )
     variants += baselines([(m.site.answer, m.site.koans) for m in mutants])
-    passed, outcome.problem = run_chapters(checkout, {chapter.number: variants}, workers, timeout_s)
+    passed, outcome.problem = run_chapters(checkout, {chapter.number: variants}, workers)
     for mutant in mutants:
         base = passed.get((chapter.number, f"{mutant.site.answer.stem}{BASE}"))
         verdict = passed.get((chapter.number, mutant.module))
@@ -662,17 +639,10 @@ def table(outcomes: list[MutationResult]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring.mutate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument(
-        "koans",
-        nargs="*",
-        help="only these koans: name, file.py::name, nodeid, or a file (all its koans)",
-    )
+    parser.add_argument("koans", nargs="*", help="only these koans: name, file.py::name, nodeid, "
+                        "or a file (all its koans)")  # fmt: skip
     parser.add_argument("--chapter", action="append", default=[], metavar="NN")
     parser.add_argument("-n", "--workers", type=int, default=2)
-    parser.add_argument("--per-fill", type=int, default=PER_FILL, help="wrong fills per blank")
-    parser.add_argument(
-        "--timeout", type=float, help="seconds per run (default: from its koans, run_limit)"
-    )
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
@@ -682,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     if wanted and not numbers:
         numbers = {Path(k.split("::")[0]).parent.name for k in wanted if "/" in k}
     checkout = course.Course.here()
-    chapters = [c for c in checkout.chapters() if not numbers or c.number in numbers]
+    chapters = checkout.chosen(sorted(numbers))
     if not chapters:
         print(f"没有这一章 / no such chapter: {sorted(numbers)}", file=sys.stderr)
         return 2
@@ -690,18 +660,17 @@ def main(argv: list[str] | None = None) -> int:
         return fakes_main(checkout, chapters, args)
     if args.list:
         for chapter in chapters:
-            for mutant in chapter_mutants(checkout, chapter, wanted, args.per_fill):
+            for mutant in chapter_mutants(checkout, chapter, wanted):
                 print(describe(mutant))
         return 0
-    if wanted and not any(chapter_mutants(checkout, c, wanted, args.per_fill) for c in chapters):
+    if wanted and not any(chapter_mutants(checkout, c, wanted) for c in chapters):
         print(f"没有选中任何变异 / no mutants for {sorted(wanted)}: name a koan, file.py::koan, "
               "a nodeid or an answer file", file=sys.stderr)  # fmt: skip
         return 2
     outcomes, survivors = [], []
     for chapter in chapters:  # one chapter at a time: each run is CPU heavy
-        outcome = gate(checkout, chapter, wanted, args.workers, args.per_fill, args.timeout)
-        outcomes.append(outcome)
-        print("\n".join(table([outcome])[-1:]), flush=True)
+        outcomes.append(outcome := gate(checkout, chapter, wanted, args.workers))
+        print(table([outcome])[-1], flush=True)
         survivors += [f"{chapter.number}  {describe(m)}" for m in outcome.survived]
         if outcome.problem:
             print(f"⚠️  {chapter.number}: {outcome.problem}")
@@ -723,7 +692,7 @@ def fakes_main(checkout: course.Course, chapters: list[course.Chapter], args) ->
     files = None  # every fake of the chapters, unless answer files are named
     if named:
         files = {c.number: {p.name for p in named if p.parent.name == c.number} for c in chapters}
-    checked = check_all_fakes(checkout, chapters, args.workers, args.timeout, files=files)
+    checked = check_all_fakes(checkout, chapters, args.workers, files=files)
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
         killed = sum(v is True for v in verdicts.values())

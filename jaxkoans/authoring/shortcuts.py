@@ -1,32 +1,22 @@
-"""The shortcut gate: the lazy learner's fakes of every TODO, generated, never hand-written.
+"""The shortcut gate: the lazy learner's fakes of every TODO, generated from the answer file.
 
 Hand-written fakes (answers/NN/fakes/) test what their author imagined; a tired learner tries
-what is at hand. For every TODO function this gate writes, from the answer file alone:
+what is at hand. For every TODO function this gate writes:
 
-- **delegation**: the body returns a call, on the TODO's own arguments, of each callable the
-  module defines or imports (the reference, the slow or unrolled twin, `odeint`, …) whose
-  signature takes them;
-- **the library**: each body that the chapter data names as the library the lesson replaces
-  (`[shortcuts."file::function"] library = ["return lax.associative_scan(fn, elems)"]`), once as
-  written and once through the function's private module path (`jax._src…`), which a patch of
-  the public name does not reach;
-- **substitution**: the answer's body with one call replaced by a call of a function the koans
-  themselves call to compare against (the reference, the NumPy twin) that the answer does not
-  use: `leaky_sum_reference(x, …)` where the answer binds the primitive, `leaky_sum_jnp` where
-  it calls the kernel, a slow step where it calls the fast one;
-- **constants**: the body returns a literal that the asserts of the koans using the TODO
-  compare against;
+- **delegation**: `return f(<the TODO's arguments>)` for each callable the module defines or
+  imports that takes them (the reference, the unrolled twin, `odeint`, …);
+- **library**: each body chapter.toml names as the library the lesson replaces
+  (`[shortcuts."file::function"] library = ["return lax.associative_scan(fn, elems)"]`), as
+  written and through the function's private module path (`jax._src…`);
+- **substitution**: the answer's body with one call replaced by a reference the koans call
+  and the answer does not (`leaky_sum_reference` where the answer binds the primitive);
+- **constants**: `return <literal>` for the literals the koans' asserts compare against;
 - **unwritten helpers**: the answer's body while a TODO function it calls is still `todo()`;
 - **the contract's families** (authoring/contract_fakes.py), for a TODO whose contract asks
-  something of its program: the technique as dead code or times zero beside the reference, the
-  reference in a callback, a nested jit or an idle loop, the test read through closures or frames,
-  the guard switched off.
+  something of its program.
 
-Every fake runs with the TODO functions its answer calls left as shipped (`todo()`), so a fake
-that gets around a helper cannot lean on the helper's answer. Each must make a koan fail; a
-true equivalent is recorded in chapter.toml (`equivalent = [{ fake = "label", why = "…" }]`).
-The verdicts are recorded per koan file with the other gates' (`python -m jaxkoans.authoring
-stamp`, tests/gate_record.toml).
+Every fake runs with the TODO functions its answer calls left as shipped, and must make a koan
+fail; a true equivalent is recorded in chapter.toml (`equivalent = [{ fake = "label", why = "…" }]`).
 
     python -m jaxkoans.authoring.shortcuts [--chapter NN …] [--list] [-n 2]
 """
@@ -75,17 +65,6 @@ def _functions(tree: ast.AST) -> list[ast.FunctionDef]:
     return [n for n in ast.walk(tree) if isinstance(n, koan_model.FUNCTIONS)]
 
 
-def _call_arguments(fn: ast.FunctionDef) -> tuple[str, int]:
-    """The text that passes `fn`'s own parameters on, and how many positional ones it has."""
-    a = fn.args
-    positional = [p.arg for p in (*a.posonlyargs, *a.args) if p.arg not in ("self", "cls")]
-    parts = list(positional)
-    parts += [f"*{a.vararg.arg}"] if a.vararg else []
-    parts += [f"{k.arg}={k.arg}" for k in a.kwonlyargs]
-    parts += [f"**{a.kwarg.arg}"] if a.kwarg else []
-    return ", ".join(parts), len(positional)
-
-
 def _takes(fn: ast.FunctionDef | ast.Lambda, count: int) -> bool:
     a = fn.args
     positional = len(a.posonlyargs) + len(a.args)
@@ -113,67 +92,36 @@ def _enclosing(tree: ast.Module, target: ast.FunctionDef) -> list[ast.stmt]:
 def delegations(tree: ast.Module, fn: ast.FunctionDef, context: Context) -> list[tuple[str, str]]:
     """(label, body) of `return f(<fn's arguments>)` for each callable of `fn`'s scope and the
     module's imports that takes them."""
-    arguments, count = _call_arguments(fn)
+    arguments = contract_fakes.arguments(fn, skip=("self", "cls"))
+    count = sum(p.arg not in ("self", "cls") for p in (*fn.args.posonlyargs, *fn.args.args))
     found: dict[str, None] = {}
     scopes = [tree.body] + ([_enclosing(tree, fn)] if _enclosing(tree, fn) is not tree.body else [])
-    for body in scopes:
-        for stmt in body:
-            if isinstance(stmt, koan_model.FUNCTIONS):
-                if (
-                    stmt.name != fn.name
-                    and not stmt.name.startswith("test")
-                    and _takes(stmt, count)
-                ):
-                    found[stmt.name] = None
-            elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
-                for target in stmt.targets:
-                    if isinstance(target, ast.Name) and _takes(stmt.value, count):
-                        found[target.id] = None
-    for stmt in tree.body:
-        if (
-            isinstance(stmt, ast.ImportFrom)
-            and stmt.module
-            and not stmt.module.startswith("jaxkoans")
-        ):
-            for alias in stmt.names:
-                name = alias.asname or alias.name
-                value = context.resolve(name)
-                if (
-                    callable(value)
-                    and not isinstance(value, type)
-                    and _signature_takes(value, count)
-                ):
-                    found[name] = None
+    for stmt in (stmt for body in scopes for stmt in body):
+        if isinstance(stmt, koan_model.FUNCTIONS):
+            if stmt.name != fn.name and not stmt.name.startswith("test") and _takes(stmt, count):
+                found[stmt.name] = None
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name) and _takes(stmt.value, count):
+                    found[target.id] = None
+    froms = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module]
+    for alias in (a for s in froms if not s.module.startswith("jaxkoans") for a in s.names):
+        value = context.resolve(alias.asname or alias.name)
+        if callable(value) and not isinstance(value, type) and _signature_takes(value, count):
+            found[alias.asname or alias.name] = None
     return [(f"delegate_{name}", f"return {name}({arguments})") for name in found]
 
 
 def _names_called(node: ast.AST) -> set[str]:
-    return {
-        n.func.id
-        for n in ast.walk(node)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-    }
+    calls = (n for n in ast.walk(node) if isinstance(n, ast.Call))
+    return {call.func.id for call in calls if isinstance(call.func, ast.Name)}
 
 
+# Words that name a function as the twin of another (the reference, the slow way).
 TWIN_WORDS = {
-    "reference",
-    "ref",
-    "slow",
-    "unrolled",
-    "naive",
-    "numpy",
-    "np",
-    "jnp",
-    "dense",
-    "plain",
-    "eager",
-    "python",
-    "baseline",
-    "expected",
-    "exact",
-    "direct",
-    "loop",
-}
+    "reference", "ref", "slow", "unrolled", "naive", "numpy", "np", "jnp", "dense", "plain",
+    "eager", "python", "baseline", "expected", "exact", "direct", "loop",
+}  # fmt: skip
 COMMON_WORDS = {"of", "the", "a", "to", "make", "get", "run", "fn", "f", "x", "test"}
 
 
@@ -281,15 +229,6 @@ def _through_private_path(body: str, context: Context) -> str | None:
     return "\n".join([*imports, text])
 
 
-def _calls(fn: ast.FunctionDef, names: set[str]) -> tuple[str, ...]:
-    called = {
-        n.func.id
-        for n in ast.walk(fn)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names
-    }
-    return tuple(sorted(called - {fn.name}))
-
-
 def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Shortcut]:
     spans = twins.todo_spans(koan, answer)
     if not spans:
@@ -304,7 +243,7 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Sh
         if fn.name not in todo_names:
             continue
         koans = model.koans_seeing(spans[fn.name][0] + 1)
-        helpers = _calls(fn, todo_names)
+        helpers = tuple(sorted(_names_called(fn) & todo_names - {fn.name}))
         key = f"{answer.name}::{fn.name}"
         bodies = delegations(tree, fn, context) + library(chapter, key, context)
         bodies += constants(model, koans)
@@ -366,6 +305,10 @@ class ShortcutResult:
     def ok(self) -> bool:
         return not self.survived and not self.problem
 
+    def summary(self) -> str:
+        return (f"{self.chapter}: {len(self.fakes)} generated fakes, {len(self.killed)} killed, "
+                f"{len(self.equivalent)} equivalent, {len(self.survived)} survived")  # fmt: skip
+
 
 def equivalent_reason(chapter: course.Chapter, shortcut: Shortcut) -> str | None:
     entries = chapter.shortcuts.get(f"{shortcut.answer.name}::{shortcut.function}", {})
@@ -423,25 +366,14 @@ def gate(
     return outcomes
 
 
-SELF = "jaxkoans/authoring/shortcuts.py"  # this gate's own code, in the harness digest
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxkoans.authoring.shortcuts", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument(
-        "--chapter", action="append", default=[], help="NN (repeatable; default: all)"
-    )
+    parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring.shortcuts")
+    parser.add_argument("--chapter", action="append", default=[], help="NN (default: all)")
     parser.add_argument("--list", action="store_true", help="print the generated fakes only")
     parser.add_argument("-n", dest="workers", type=int, default=2)
     args = parser.parse_args(argv)
     checkout = course.Course.here()
-    chapters = [
-        c
-        for c in checkout.chapters()
-        if not args.chapter or c.number in {n.zfill(2) for n in args.chapter}
-    ]
+    chapters = checkout.chosen(args.chapter)
     if args.list:
         for chapter in chapters:
             for shortcut in chapter_shortcuts(checkout, chapter):
@@ -451,11 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     outcomes = gate(checkout, chapters, args.workers)
     for outcome in outcomes:
-        print(
-            f"{outcome.chapter}: {len(outcome.fakes)} generated fakes, {len(outcome.killed)} killed, "
-            f"{len(outcome.equivalent)} equivalent, {len(outcome.survived)} survived"
-            + (f" ({outcome.problem})" if outcome.problem else "")
-        )
+        print(outcome.summary() + (f" ({outcome.problem})" if outcome.problem else ""))
         for shortcut in outcome.survived:
             print(f"  passes: {shortcut.name}  unwritten={list(shortcut.unwritten)}")
             print(textwrap.indent(shortcut.body, "      "))

@@ -75,18 +75,9 @@ class CourseDataError(ValueError):
 # The keys of a chapter.toml and the type each value must have: anything else is a typo
 # (`x46 = true`) that would otherwise be ignored without a word.
 KEYS: dict[str, type | tuple[type, ...]] = {
-    "title_zh": str,
-    "title_en": str,
-    "devices": int,
-    "x64": bool,
-    "files": list,
-    "hints": dict,
-    "regions": dict,
-    "equivalent": dict,
-    "shortcuts": dict,
-    "giveaways": dict,
-    "contracts": dict,
-}
+    "title_zh": str, "title_en": str, "devices": int, "x64": bool, "files": list,
+    **dict.fromkeys(("hints", "regions", "equivalent", "shortcuts", "giveaways", "contracts"), dict),
+}  # fmt: skip
 HINT_KEYS: dict[str, type | tuple[type, ...]] = {"zh": (str, list), "en": (str, list)}
 CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "on_path": list,  # primitives that must lie on the path from the inputs to the outputs
@@ -222,6 +213,11 @@ class Course:
 
     def chapters(self) -> list[Chapter]:
         return all_chapters(self.koans)
+
+    def chosen(self, numbers: list[str]) -> list[Chapter]:
+        """The chapters numbered `numbers` ("3" or "03"); every chapter when none is named."""
+        wanted = {n.zfill(2) for n in numbers}
+        return [c for c in self.chapters() if not wanted or c.number in wanted]
 
     def manifest(self) -> dict:
         """koans/course.toml, its one reader: the recommended `path` through the chapters and,

@@ -1,20 +1,13 @@
-"""What a learner wrote where the course lets them write, found by syntax tree, and the file
-that grade runs: the shipped file with those fills put in.
+"""What a learner wrote where the course lets them write, and the file grade runs: the shipped
+file with those fills put in.
 
-The shipped and the learner's file are walked together as syntax trees, so comments, blank
-lines, whitespace, line breaks inside brackets and a trailing newline never count. Where the
-course lets the learner write:
-
-- a **blank** `__`: any one expression;
-- a **TODO body** (a function whose body calls `todo(...)`): any statements after its docstring;
-- a **fix region** (the lines between `# ✍️ BEGIN` and `# ✍️ END`): any statements;
-- a **helper** the learner adds at module level (a new function or class, not a test) that a
-  TODO body uses: graded as part of that TODO, placed before its function.
-
-Every other difference is an *edit outside the fills*: grade ignores it (the shipped code runs
-there) and `Taken.ignored` names it with its line in each file. A statement list that differs
-(an added import, a debugging `print`, a deleted line) is aligned by statement kind, so the
-fills around it are still found.
+The shipped and the learner's file are walked together as syntax trees (comments and layout
+never count). The learner writes in a **blank** `__` (one expression), a **TODO body** (the
+statements after its docstring), a **fix region** (the statements between `# ✍️ BEGIN` and
+`# ✍️ END`) and a **helper** added at module level that a TODO body uses (graded with that
+TODO). Every other difference is an edit outside the fills: grade runs the shipped code there
+and `Taken.ignored` names it. Statement lists that differ are aligned by statement kind, so the
+fills around an added import or a deleted line are still found.
 """
 
 from __future__ import annotations
@@ -139,14 +132,11 @@ class _Walk:
         self.blanks: list[BlankFill] = []
         self.statement: tuple[int, int] | None = None  # the learner's statement being walked
         self.s_top = {id(n) for n in self.s_tree.body}
-        self.p_names = {getattr(n, "name", None) for n in self.p_tree.body} - {None}
-        self.p_names |= {
-            t.id for n in self.p_tree.body if isinstance(n, ast.Assign) for t in n.targets
-            if isinstance(t, ast.Name)
-        }  # fmt: skip
         # an added helper never rebinds a name the course binds (an import of `np` would reach
         # the tests that run after it)
-        self.p_names |= {name for n in self.p_tree.body for name in _bound_names(n)}
+        self.p_names = {name for n in self.p_tree.body for name in _bound_names(n)}
+        self.p_names |= {t.id for n in self.p_tree.body if isinstance(n, ast.Assign)
+                         for t in n.targets if isinstance(t, ast.Name)}  # fmt: skip
         self.added_helpers: list[ast.AST] = []
 
     def owner(self, line: int) -> str:
@@ -299,17 +289,10 @@ class _Walk:
             return
         by_name = {name: h for h in self.added_helpers for name in _bound_names(h)}
         todos = {t.name: t for t in koan_model.parse(self.p_text).todos}
-        p_defs = {
-            n.name: n
-            for n in self.p_tree.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        }
-        s_todo_bodies = {}
-        for node in self.s_tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in todos:
-                s_todo_bodies[node.name] = node
+        p_defs = {n.name: n for n in self.p_tree.body if isinstance(n, koan_model.FUNCTIONS)}
         taken: dict[int, str] = {}  # id(helper) -> the TODO it is graded with
-        frontier = [(todo, node) for todo, node in s_todo_bodies.items()]
+        s_defs = {n.name: n for n in self.s_tree.body if isinstance(n, koan_model.FUNCTIONS)}
+        frontier = [(name, node) for name, node in s_defs.items() if name in todos]
         while frontier:
             todo, node = frontier.pop()
             for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:

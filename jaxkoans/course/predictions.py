@@ -1,18 +1,17 @@
 """A prediction blank takes a prediction: which blanks ask for one, and which fills are one.
 
-A blank whose answer is a literal (a number, a string, a tuple / list / dict / set of literals,
-`None`, `True`), a dtype or an exception class asks the learner to predict what JAX does. A
-fill that computes instead (a call, an operator, a name of the koan's scope: `carry + 0`,
-`int(carry)`, an always-equal object) would pass without a prediction, so it is refused with
-its own message in pytest, watch, progress and grade. Blanks whose answer is code keep
-taking code. The kinds are read from the answers by the authoring tools and shipped in
-`koans/.shipped.json` (course/pristine.py), so a copy without `answers/` knows them too.
+A blank whose answer is a literal, a dtype or an exception class asks the learner to predict
+what JAX does. A fill that computes instead (`carry + 0`, `int(carry)`, a name of the koan's
+scope) would pass without a prediction, so it is refused with its own message in pytest, watch,
+progress and grade. The kinds are read from the answers by the authoring tools and shipped in
+`koans/.shipped.json`, so a copy without `answers/` knows them too.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 from pathlib import Path
 
@@ -109,8 +108,6 @@ class _LiteralDicts(ast.NodeTransformer):
 
 def _as_literal_dicts(node: ast.expr) -> ast.expr:
     """`node` with each `dict(x=0, …)` written as `{"x": 0, …}` (a copy)."""
-    import copy
-
     return _LiteralDicts().visit(copy.deepcopy(node))
 
 
@@ -195,8 +192,6 @@ def _bound_otherwise(tree: ast.Module) -> frozenset[str]:
             names.add(node.name)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
-        elif isinstance(node, ast.alias) and node.asname is None and node.name == "*":
-            continue
     return frozenset(names)
 
 

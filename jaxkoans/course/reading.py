@@ -1,16 +1,11 @@
 """A fill solves the problem, not the test: which fills read the test or switch its guard off.
 
-The course lets a learner write code in a blank, a TODO body and a fix region (course/fills.py).
-Code there can pass a koan without the lesson by reading what the test holds instead of
-computing it: the closure cells or `__wrapped__` of a function the test hands in, the module's
-`__globals__`, the caller's frame, `inspect`, `exec`/`eval` of a string, the koan's own file. Or
-it can switch off the guard the lesson is about (`jax.transfer_guard("allow")`,
-`jax.config.update`, `jax.disable_jit()`, `warnings.simplefilter`). Either is refused before the
-koan runs, with one message in pytest, watch and progress, and is a finding in grade. A TODO
-whose own answer needs one of them names it in its contract's `allow` (chapter.toml).
-
-The reading is by syntax tree, through aliases: an import in the fill or at the module's top
-level (`from sys import _getframe as look`) is followed to what it names.
+Code a learner writes (course/fills.py) can pass a koan without the lesson by reading what the
+test holds (closure cells, `__wrapped__`, `__globals__`, the caller's frame, `inspect`, `exec`,
+the koan's own file) or by switching off the guard the lesson is about (`jax.transfer_guard`,
+`jax.config.update`, `warnings.simplefilter`). Either is refused before the koan runs, with one
+message in pytest, watch and progress, and is a finding in grade; a TODO whose own answer needs
+one names it in its contract's `allow`. Read by syntax tree, through the file's import aliases.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""The course as shipped travels with the course: `koans/.shipped.json`, a manifest of every
-koan file's shipped text and the kind of each of its blanks.
+"""The course as shipped travels with the course: `koans/.shipped.json`, each koan file's shipped
+text and the kind of each of its blanks, so a clone, a fork or a ZIP download (no `.git`) knows
+the same shipped course. The authoring tools write it (`python -m jaxkoans.course.shipped`);
+every tool reads it through `Course.shipped()` and its kin (course/__init__.py).
 
-Nothing here reads the learner's git history: a clone, a fork with pushed work, a Classroom
-repository and a ZIP download (no `.git`) know the same shipped course. The authoring tools
-write the manifest (`python -m jaxkoans.course.shipped`) and the course's own tests check that
-it matches `koans/` and `answers/`. A koan file identical to its shipped text fails because of
-its blanks, so progress.py counts its koans as not started without running them.
-
-The manifest is line-oriented: each koan file's text is a list of its lines, one JSON line
-each, so an edit of a koan file changes about as many lines of the manifest as of the file,
-and two branches that touch different koan files do not conflict in it. Every tool reads it
-through `Course.shipped()` / `shipped_text()` / `predictions()` / `is_shipped()` (course/__init__.py),
-which get the whole text as `entry["text"]` (`read_manifest`); the first format (one string per
-file) is still read.
+Each file's text is stored as a list of its lines, so an edit of a koan file changes about as
+many lines of the manifest; the first format (one string per file) is still read.
 """
 
 from __future__ import annotations

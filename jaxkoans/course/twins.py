@@ -1,14 +1,5 @@
-"""koans/ and answers/ are twins: a koan differs from its answer only where the learner writes.
-
-Where the learner writes:
-- a **blank line**: the koan's line contains `__`; the answer's line is the same line with each
-  `__` replaced by an expression (one line for one line);
-- a **TODO body**: a function whose koan body calls `todo(...)`; everything after its docstring
-  may differ;
-- a **fix region**: lines between `# ✍️ BEGIN` and `# ✍️ END` (same markers in both files).
-Everything else (asserts, fixtures, imports, docstrings) must be the same code: comments and
-layout may differ, as they may in a learner's file (course/fills.py reads both).
-"""
+"""koans/ and answers/ are twins: a koan differs from its answer only where the learner writes
+(blanks, TODO bodies, fix regions), read as course/fills.py reads a learner's file."""
 
 from __future__ import annotations
 

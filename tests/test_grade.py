@@ -1141,7 +1141,7 @@ def test_the_sandbox_shows_only_what_grading_binds_read_only_without_network(tmp
         seen["answers"] = os.path.exists({str(tmp_path / "answers")!r})
         seen["secret"] = os.path.exists({str(tmp_path / "secret.txt")!r})
         seen["repo answers"] = os.path.exists({str(REPO / "answers")!r})
-        open("/tmp/mine", "w").write("private")
+        open({f"/tmp/{tmp_path.name}"!r}, "w").write("private")
         seen["interfaces"] = sorted(name for _, name in socket.if_nameindex())
         server = socket.socket()
         server.bind(("localhost", 0))
@@ -1161,7 +1161,7 @@ def test_the_sandbox_shows_only_what_grading_binds_read_only_without_network(tmp
     assert seen["interfaces"] == ["lo"]
     assert seen["localhost"] == "127.0.0.1"
     assert seen["env"] == ["LANG", "PWD"]  # bwrap sets PWD for --chdir
-    assert not Path("/tmp/mine").exists()  # its /tmp was its own
+    assert not Path(f"/tmp/{tmp_path.name}").exists()  # its /tmp was its own
 
 
 # ---- what the learner's tools say grade will not take ------------------------------------------

@@ -1,14 +1,9 @@
-"""Which koans of a graded file run only the course's own code.
+"""Which koans of a graded file run only the course's own code (docs/sandbox.md).
 
-The graded file is the pristine file with the student's fills put in (`fills.take`). A koan
-whose run reaches no fill but literal predictions (`3`, `(8, 4)`, `"all-reduce"`, `jnp.int8`,
-`ValueError`) runs nothing the student wrote: its code is the course's, as every answer run has
-it, so it needs no process of its own to keep its neighbours honest. The grade runs such koans
-in one long-lived process per worker (`run_guard._ForkEachKoan`), which keeps JAX's compiled
-programs from one koan to the next as `pytest answers` does. Everything else (a TODO body, a
-fix region, a helper, a fill that computes, any edit the tamper check flagged) keeps its own
-forked process, except where the koans before it in that process reached nothing it does not
-reach itself (`student_code_reached`): the chain of a capstone's koans keeps its programs too.
+A koan whose run reaches no fill but literal predictions (`3`, `"all-reduce"`, `jnp.int8`) runs
+nothing the student wrote, so the guard runs it in a shared process per worker, keeping JAX's
+compiled programs as `pytest answers` does; a koan reaching only what the koans before it in a
+process reached joins their chain (`run_guard._ForkEachKoan`).
 """
 
 from __future__ import annotations
@@ -25,13 +20,10 @@ PREDICTION_NAMES = (predictions.DTYPE, predictions.EXCEPTION)
 def student_code_reached(
     pristine_text: str, graded_text: str, koans: list[str], kinds: dict[tuple[int, int], str]
 ) -> dict[str, frozenset[str]]:
-    """koan -> the student's code its run can reach (`KoanFile.reached` with its fixtures): the
-    top-level definitions of the graded file that differ from the pristine ones (but for
-    literal predictions), and `MODULE` where the module-level code differs (it runs before
-    every koan). Empty: the koan runs only course code and literal predictions. A koan left
-    out (a file that does not parse) reaches what no one can say.
-
-    `kinds`: the pristine file's prediction blanks, (line, column) -> kind (predictions.py)."""
+    """koan -> the top-level definitions of the graded file its run reaches (`KoanFile.reached`,
+    fixtures too) that differ from the pristine ones but for literal predictions, and `MODULE`
+    where the module-level code differs. Empty: course code only; left out: unknown. `kinds`:
+    the pristine file's prediction blanks, (line, column) -> kind."""
     pristine, graded = koan_model.parse(pristine_text), koan_model.parse(graded_text)
     if pristine.tree is None or graded.tree is None:
         return {}
@@ -65,8 +57,7 @@ def _autouse(node: ast.AST) -> bool:
 
 
 class _Trusted:
-    """Compares a pristine node with its graded twin: the same, but for blanks holding
-    literal predictions."""
+    """Is a pristine node the same as its graded twin but for blanks holding literal predictions?"""
 
     def __init__(self, kinds: dict[tuple[int, int], str], graded: ast.Module) -> None:
         self.kinds = kinds
@@ -79,27 +70,19 @@ class _Trusted:
             return self.literal(g, self.kinds.get((p.lineno, p.col_offset)))
         if type(p) is not type(g):
             return False
-        for field in p._fields:
-            if field == "ctx":
-                continue
-            a, b = getattr(p, field, None), getattr(g, field, None)
-            if isinstance(a, list) and isinstance(b, list):
-                if len(a) != len(b) or not all(
-                    self.same_value(x, y) for x, y in zip(a, b, strict=True)
-                ):
-                    return False
-            elif not self.same_value(a, b):
-                return False
-        return True
+        fields = [(getattr(p, f, None), getattr(g, f, None)) for f in p._fields if f != "ctx"]
+        return all(self.same_value(a, b) for a, b in fields)
 
     def same_value(self, a: object, b: object) -> bool:
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(map(self.same_value, a, b))
         if isinstance(a, ast.AST) or isinstance(b, ast.AST):
             return isinstance(a, ast.AST) and isinstance(b, ast.AST) and self.same(a, b)
         return a == b and type(a) is type(b)
 
     def literal(self, node: ast.AST, kind: str | None) -> bool:
-        """A value written down, or (where the blank asks for one) a dtype or exception named
-        through the file's imports; never a call or a name of the koan's own."""
+        """A value written down, or (where the blank asks for one) a builtin class or a dtype or
+        exception named through the file's imports; never a call nor a name of the koan's."""
         if isinstance(node, ast.Call):
             return False  # float("nan") is a literal for a prediction, but no call runs here
         if predictions.is_prediction(predictions.ARITHMETIC, node, None):
@@ -109,8 +92,4 @@ class _Trusted:
         if isinstance(node, ast.Name):  # a builtin class: ValueError, float
             return isinstance(getattr(builtins, node.id, None), type)
         name = predictions.dotted(node)  # jnp.int8, jax.errors.…: through the file's imports
-        return (
-            isinstance(node, ast.Attribute)
-            and name is not None
-            and name.split(".")[0] in self.modules
-        )
+        return isinstance(node, ast.Attribute) and (name or ".").split(".")[0] in self.modules

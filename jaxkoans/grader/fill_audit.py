@@ -1,15 +1,6 @@
-"""What is unusual in a student's fill, read as a syntax tree.
-
-`audit` names the constructs a koan does not need unless the course's own answer uses them for
-the same koan: process control, introspection, the test machinery, files, `global`,
-assignments to imported modules, `:=` in a blank. Most are notes for a human reader (the
-sandbox and the runtime guard judge what code actually does); those in `FORBIDDEN` are ways to
-change the graded run from inside it (a function's code or defaults replaced, a module swapped,
-the koan's globals or builtins reached, the process ended before its verdict, an object that
-equals anything) and score the koan zero, with a plain sentence (`forbidden`). Names are resolved
-through the enclosing functions and lambdas, so a local variable called `input` or `types` is
-not noted, and `(lambda g: g(np, "x"))(getattr)` is. `tautology` finds a fill that repeats what its
-assert checks (`assert f(x) == f(x)`).
+"""What is unusual in a student's fill, read as a syntax tree (names resolved through the
+enclosing scopes): most flags are notes; those `forbidden` names change the graded run from
+inside and score the koan zero. `tautology`: a fill that repeats what its assert checks.
 """
 
 from __future__ import annotations
@@ -21,16 +12,14 @@ import re
 from jaxkoans.course import reading
 
 # Modules a student's code could reach the machine, the files or the test machinery through.
-RISKY_MODULES = frozenset(
-    {
-        "os", "sys", "subprocess", "signal", "ctypes", "cffi", "faulthandler", "threading",
-        "multiprocessing", "_thread", "concurrent", "asyncio", "atexit", "gc", "shutil",
-        "tempfile", "pathlib", "io", "socket", "pdb", "builtins", "importlib", "inspect",
-        "types", "pickle", "marshal", "glob", "mmap", "codecs", "runpy", "zipfile", "tarfile",
-        "gzip", "bz2", "lzma", "sqlite3", "urllib", "pytest", "_pytest", "unittest", "mock",
-        "jaxkoans", "conftest", "xdist", "pluggy",
-    }
-)  # fmt: skip
+RISKY_MODULES = frozenset({
+    "os", "sys", "subprocess", "signal", "ctypes", "cffi", "faulthandler", "threading",
+    "multiprocessing", "_thread", "concurrent", "asyncio", "atexit", "gc", "shutil",
+    "tempfile", "pathlib", "io", "socket", "pdb", "builtins", "importlib", "inspect",
+    "types", "pickle", "marshal", "glob", "mmap", "codecs", "runpy", "zipfile", "tarfile",
+    "gzip", "bz2", "lzma", "sqlite3", "urllib", "pytest", "_pytest", "unittest", "mock",
+    "jaxkoans", "conftest", "xdist", "pluggy",
+})  # fmt: skip
 # the builtins and frame attributes that read the test: the course's one table (course/reading.py)
 BANNED_NAMES = RISKY_MODULES | set(reading.BUILTINS) | set(reading.DYNAMIC) | {
     "Path", "open", "input", "exit", "quit", "KeyboardInterrupt", "SystemExit",
@@ -44,25 +33,21 @@ BANNED_ATTRIBUTES = (RISKY_MODULES - {"types", "io", "signal", "inspect"}) | FRA
     "savez_compressed", "load", "dump", "open", "write_text", "write_bytes", "exit",
 }  # fmt: skip
 # What a TODO body may import (more only where the course's answer does).
-ALLOWED_IMPORTS = frozenset(
-    {
-        "jax", "jaxlib", "numpy", "ml_dtypes", "scipy", "flax", "optax", "orbax", "chex",
-        "einops", "math", "cmath", "functools", "itertools", "collections", "dataclasses",
-        "typing", "operator", "string", "re", "random", "statistics", "fractions", "decimal",
-        "numbers", "enum", "abc", "heapq", "bisect", "copy", "textwrap", "time", "warnings",
-        "contextlib", "struct", "array",
-    }
-)  # fmt: skip
+ALLOWED_IMPORTS = frozenset({
+    "jax", "jaxlib", "numpy", "ml_dtypes", "scipy", "flax", "optax", "orbax", "chex",
+    "einops", "math", "cmath", "functools", "itertools", "collections", "dataclasses",
+    "typing", "operator", "string", "re", "random", "statistics", "fractions", "decimal",
+    "numbers", "enum", "abc", "heapq", "bisect", "copy", "textwrap", "time", "warnings",
+    "contextlib", "struct", "array",
+})  # fmt: skip
 DUNDER = re.compile(r"__\w+__")
 # What an object that "equals" anything, or an array subclass that answers its own
 # comparisons, defines.
-COMPARISON_DUNDERS = frozenset(
-    {
-        "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__hash__",
-        "__array_ufunc__", "__array_function__", "__array_wrap__", "__array_finalize__",
-        "__array_priority__", "__jax_array__",
-    }
-)  # fmt: skip
+COMPARISON_DUNDERS = frozenset({
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__hash__",
+    "__array_ufunc__", "__array_function__", "__array_wrap__", "__array_finalize__",
+    "__array_priority__", "__jax_array__",
+})  # fmt: skip
 _SENTENCES = {
     "globals": "`globals()` 改写 koan 模块的名字 / reaches the koan module's own names",
     "locals": "`locals()` 读写调用者的名字 / reaches the caller's names",
@@ -88,32 +73,32 @@ HARNESS_MODULES = frozenset(
 )  # fmt: skip
 
 
+# A flag's start -> its sentence (the first that matches)
+_PREFIXES = {
+    ("assignment to a dunder", "setattr of a dunder"): "dunder write",
+    ("assignment to ",): "module write",
+    ("setattr on ", "delattr on ", "vars on "): "setattr",
+    ("type() with", "a comparison dunder"): "equals anything",
+    ("rebinds ",): "shadowing",
+}
+# A name, import or attribute -> its sentence
+_NAMES = {name: name for name in ("globals", "locals", "gc", "inspect", "ctypes", "modules")}
+_NAMES |= {"builtins": "builtins", "__builtins__": "builtins"}
+_NAMES |= dict.fromkeys(("_exit", "exit", "quit", "abort", "kill", "killpg"), "exit")
+
+
 def forbidden(flag: str) -> str | None:
     """The plain sentence for a construct that scores its koan zero, else None (a note)."""
+    for prefixes, sentence in _PREFIXES.items():
+        if flag.startswith(prefixes):
+            return _SENTENCES[sentence]
     kind, _, what = flag.partition(" ")
-    if flag.startswith(("assignment to a dunder", "setattr of a dunder")):
-        return _SENTENCES["dunder write"]
-    if flag.startswith("assignment to "):
-        return _SENTENCES["module write"]
-    if flag.startswith(("setattr on ", "delattr on ", "vars on ")):
-        return _SENTENCES["setattr"]
-    if flag.startswith("type() with") or flag == "a comparison dunder":
-        return _SENTENCES["equals anything"]
-    if flag.startswith("rebinds "):
-        return _SENTENCES["shadowing"]
     name = what.lstrip(".")
-    if kind == "import" and name.split(".")[0] in HARNESS_MODULES:
+    harness = kind == "import" and name.split(".")[0] in HARNESS_MODULES
+    if harness or (kind == "name" and name in ("__import__", "importlib")):
         return _SENTENCES["harness"]
-    if kind == "name" and name in ("__import__", "importlib"):
-        return _SENTENCES["harness"]
-    if kind in ("name", "import", "attribute"):
-        if name in ("globals", "locals", "gc", "inspect", "ctypes", "modules"):
-            return _SENTENCES[name]
-        if name in ("builtins", "__builtins__"):
-            return _SENTENCES["builtins"]
-        if name in ("_exit", "exit", "quit", "abort", "kill", "killpg"):
-            return _SENTENCES["exit"]
-    return None
+    known = kind in ("name", "import", "attribute") and name in _NAMES
+    return _SENTENCES[_NAMES[name]] if known else None
 
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -126,15 +111,12 @@ def parents_of(tree: ast.AST) -> dict[int, ast.AST]:
 
 def _bound(scope: ast.AST) -> set[str]:
     """Names a function, lambda or comprehension binds for itself."""
-    names: set[str] = set()
     if isinstance(scope, COMPREHENSIONS):
-        for generator in scope.generators:
-            names |= {n.id for n in ast.walk(generator.target) if isinstance(n, ast.Name)}
-        return names
-    arguments = scope.args
-    for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
-        names.add(arg.arg)
-    names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+        targets = [generator.target for generator in scope.generators]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    args = scope.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    names = {arg.arg for arg in every if arg is not None}
     body = scope.body if isinstance(scope.body, list) else [scope.body]
     stack: list[ast.AST] = list(body)
     while stack:
@@ -155,8 +137,8 @@ def _bound(scope: ast.AST) -> set[str]:
 
 
 def is_local(name: ast.Name, parents: dict[int, ast.AST], bound: dict[int, set[str]]) -> bool:
-    """True when an enclosing function, lambda or comprehension binds the name
-    (`bound` caches each scope's names)."""
+    """True when an enclosing function, lambda or comprehension binds the name (`bound`: a
+    cache of each scope's names)."""
     node: ast.AST = name
     scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, *COMPREHENSIONS)
     while id(node) in parents:
@@ -229,12 +211,9 @@ def _setattr_flags(call: ast.Call, modules: set[str]) -> list[str]:
     """setattr/delattr on an imported module (or what it holds), or of a dunder attribute."""
     found = []
     name = call.args[1] if len(call.args) > 1 else None
-    if (
-        isinstance(name, ast.Constant)
-        and isinstance(name.value, str)
-        and DUNDER.fullmatch(name.value)
-    ):
-        found.append(f"setattr of a dunder ({name.value})")
+    text = name.value if isinstance(name, ast.Constant) else None
+    if isinstance(text, str) and DUNDER.fullmatch(text):
+        found.append(f"setattr of a dunder ({text})")
     if _root_name(call.args[0]) in modules:
         found.append(f"{call.func.id} on {_root_name(call.args[0])}.…")
     return found
@@ -244,8 +223,7 @@ BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 
 def _shadowing(node: ast.AST, parents: dict[int, ast.AST], modules: set[str]) -> list[str]:
-    """A module-level binding of a builtin's name (`all = lambda *a: True`) or of an imported
-    module (`np = proxy`): every koan of the file then calls the student's object."""
+    """A module-level binding of a builtin's name (`all = …`) or an imported module (`np = …`)."""
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         names = [n for t in targets for n in _bound_names(t)]
@@ -287,8 +265,7 @@ def _root_name(node: ast.AST) -> str | None:
 
 
 def tautology(fill: ast.AST, parents: dict[int, ast.AST]) -> bool:
-    """True when the fill's side of an assert's comparison (or of an `assert_*` call)
-    contains the other side, or the reverse."""
+    """True when one side of the fill's assert comparison (or `assert_*` call) holds the other."""
     node = fill
     while id(node) in parents:
         parent = parents[id(node)]

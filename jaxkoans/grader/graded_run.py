@@ -1,16 +1,9 @@
-"""One grading run: pytest on a workdir in a child process of its own process group, inside
-the bubblewrap sandbox where there is one (`sandbox.py`).
-
-The child runs under a time limit, through pytest-xdist (a crashed worker is replaced and the
-other koans still run), with the pristine harness (`-p jaxkoans.plugin.hooks`; JAXKOANS_ROOT and
-PYTHONPATH name the workdir) and the grader's guard (`run_guard.py`, copied beside the
-workdir, so any version of the course can be graded). The record (`--koans-record=/dev/fd/N`)
-and the controller's guard events come back through pipes, the workers' evidence through a
-write-only FIFO; the grade reads them from memory. The guard reports where `jaxkoans` was
-imported from: a run that did not use the workdir's copy is refused. A run that reports nothing
-for the stall limit, or passes its time limit, is stopped; one that ends without pytest's end
-(killed, signalled) is named. On Ctrl-C or a time limit the whole process group is killed;
-`stop_all` does it for every run of a batch.
+"""One grading run: pytest on a workdir in a process group of its own, in the sandbox where
+there is one (`sandbox.py`), through pytest-xdist, with the pristine harness and the grader's
+guard (`run_guard.py`, copied beside the workdir). The record and the controller's guard events
+come back through pipes, the workers' evidence through a write-only FIFO; the grade reads them
+from memory. A run that uses another harness is refused; one silent for the stall limit, or past
+its time limit, is stopped; on Ctrl-C (`stop_all`) the whole process group is killed.
 """
 
 from __future__ import annotations
@@ -38,17 +31,10 @@ SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 RUN_TIMEOUT_S = 1800  # the whole pytest run of one copy; each koan has pytest-timeout's
 GUARD_MODULE = "_jaxkoans_grade_guard"
 DROPPED_ENV = (
-    "PYTEST_ADDOPTS",
-    "PYTEST_PLUGINS",
-    "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
-    "PYTEST_CURRENT_TEST",
-    "PYTEST_XDIST_AUTO_NUM_WORKERS",
-    "PYTHONSTARTUP",
-    "PYTHONINSPECT",
-    "PYTHONBREAKPOINT",
-    "PYTHONSAFEPATH",
-    "PYTHONHOME",
-)
+    "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_CURRENT_TEST",
+    "PYTEST_XDIST_AUTO_NUM_WORKERS", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONBREAKPOINT",
+    "PYTHONSAFEPATH", "PYTHONHOME",
+)  # fmt: skip
 
 
 class Cancelled(Exception):
@@ -103,14 +89,12 @@ def run(
     options: Options,
     reached: Mapping[str, frozenset[str]] | None = None,
 ) -> GradedRunResult:
-    """Run the koan files `targets` (holding `koans` koans) of the workdir `work`, in the
-    sandbox where there is one; `scratch` takes what the grader keeps of the run.
-    `reached`: koan ("file::name") -> the student's definitions its run reaches
-    (`course_code.py`); the guard runs the koans that reach none in one shared process per
-    worker, and a koan after one of its file that reached nothing else in that process."""
+    """Run the koan files `targets` (holding `koans` koans) of the workdir `work`; `scratch`
+    keeps what the grader keeps of the run. `reached`: koan -> the student's definitions its
+    run reaches (`course_code.py`), for the guard's shared processes."""
     guard_dir, tmp = scratch / "guard", scratch / "tmp"
-    for directory in (guard_dir, tmp):
-        directory.mkdir()
+    guard_dir.mkdir()
+    tmp.mkdir()
     shutil.copyfile(run_guard.__file__, guard_dir / f"{GUARD_MODULE}.py")
     listed = guard_dir / "reached.json"
     listing = {koan: sorted(names) for koan, names in sorted((reached or {}).items())}
@@ -124,7 +108,8 @@ def run(
     availability = (
         sandbox.probe() if options.sandbox else sandbox.Availability(None, reason="--no-sandbox")
     )
-    outcome = GradedRunResult(sandbox=_sandbox_summary(availability))
+    summary = {"used": availability.ok, "bwrap": availability.version}
+    outcome = GradedRunResult(sandbox=summary | {"reason": availability.reason})
     record_read, record_write = os.pipe()
     guard_read, guard_write = os.pipe()
     inside_tmp = Path("/tmp") if availability.ok else tmp
@@ -153,27 +138,20 @@ def run(
     if availability.ok:
         env |= {"HOME": str(inside_tmp), "LANG": "C.UTF-8", "PATH": SANDBOX_PATH}
         command = sandbox.wrap(
-            availability,
-            command,
-            read_only=[work, guard_dir],
-            chdir=work,
-            env=env,
+            availability, command, read_only=[work, guard_dir], chdir=work, env=env
         )
         env = {"PATH": os.environ.get("PATH", SANDBOX_PATH)}  # bwrap's own
     else:
         env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV} | env
-    stall = options.stall_timeout or _stall_limit(work, options)
-    progress, evidence = _Progress(), _Progress()  # evidence is no sign of progress
+    # Longer than any koan may take: twice its time limit, and a start-up allowance.
+    limit = runner.koan_timeout(work) if options.koan_timeout is None else options.koan_timeout
+    stall = options.stall_timeout or 2 * limit + STARTUP_ALLOWANCE_S
+    progress = _Progress()
+    pipes = [("record", record_read, True), ("guard", guard_read, True)]
+    pipes.append(("workers", fifo_read, False))  # evidence is no sign of progress
     readers = [
-        threading.Thread(
-            target=_drain, args=(record_read, scratch / "record.jsonl", progress), daemon=True
-        ),
-        threading.Thread(
-            target=_drain, args=(guard_read, scratch / "guard.jsonl", progress), daemon=True
-        ),
-        threading.Thread(
-            target=_drain, args=(fifo_read, scratch / "workers.jsonl", evidence), daemon=True
-        ),
+        threading.Thread(target=progress.drain, args=(*pipe, scratch), daemon=True)
+        for pipe in pipes
     ]
     with open(scratch / "stdout", "wb") as stdout, open(scratch / "stderr", "wb") as stderr:
         try:
@@ -199,22 +177,17 @@ def run(
                     with _LOCK:
                         _RUNNING.discard(process)
         finally:  # also on Ctrl-C: nothing of the run may outlive it (in_group kills the group)
-            for fd in (record_write, guard_write):
-                if fd >= 0:
-                    os.close(fd)
-            os.close(fifo_keep)
+            for fd in (fd for fd in (record_write, guard_write, fifo_keep) if fd >= 0):
+                os.close(fd)
             if not readers[-1].is_alive() and not readers[-1].ident:
                 os.close(fifo_read)  # never started: no one else closes it
-            for reader in readers:
-                if reader.is_alive():
-                    reader.join(timeout=10)
+            for reader in (reader for reader in readers if reader.is_alive()):
+                reader.join(timeout=10)
     if _CANCELLED.is_set():
         raise Cancelled()
     outcome.stderr = (scratch / "stderr").read_text(encoding="utf-8", errors="replace")
-    outcome.events = results.parse(progress.text(scratch / "record.jsonl"))
-    outcome.guard = _guard_events(
-        progress.text(scratch / "guard.jsonl"), evidence.text(scratch / "workers.jsonl")
-    )
+    outcome.events = results.parse(progress.text("record"))
+    outcome.guard = _guard_events(progress.text("guard"), progress.text("workers"))
     _require_pristine_harness(outcome, scratch, work)
     if not outcome.stopped and not any(e.get("event") == "finish" for e in outcome.events):
         outcome.stopped = _ended_how(outcome.exit_code)
@@ -222,29 +195,28 @@ def run(
 
 
 class _Progress:
-    """When the run last said something (a koan started or ended), and what it said."""
+    """What the run's pipes said (the grade reads only that, from memory), and when it last
+    said something that counts as progress (a koan started or ended)."""
 
     def __init__(self) -> None:
-        self.last = time.monotonic()
-        self.received: dict[str, bytearray] = {}
+        self.last, self.said = time.monotonic(), {}
 
-    def touch(self) -> None:
-        self.last = time.monotonic()
+    def drain(self, name: str, fd: int, counts: bool, scratch: Path) -> None:
+        """Read a pipe into memory, and into scratch/NAME.jsonl for a person to watch."""
+        kept = self.said.setdefault(name, bytearray())
+        with (
+            os.fdopen(fd, "rb", buffering=0) as source,
+            open(scratch / f"{name}.jsonl", "wb") as out,
+        ):
+            while chunk := source.read(1 << 16):
+                kept += chunk
+                out.write(chunk)
+                out.flush()
+                if counts:
+                    self.last = time.monotonic()
 
-    def text(self, target: Path) -> str:
-        return bytes(self.received.get(target.name, b"")).decode("utf-8", errors="replace")
-
-
-def _drain(fd: int, target: Path, progress: _Progress) -> None:
-    """Keep what a pipe of the run says in memory (the grade reads only that) and copy it to
-    `target` for a person to watch."""
-    kept = progress.received.setdefault(target.name, bytearray())
-    with os.fdopen(fd, "rb", buffering=0) as source, open(target, "wb") as out:
-        while chunk := source.read(1 << 16):
-            kept += chunk
-            out.write(chunk)
-            out.flush()
-            progress.touch()
+    def text(self, name: str) -> str:
+        return bytes(self.said.get(name, b"")).decode("utf-8", errors="replace")
 
 
 def _wait(
@@ -253,10 +225,8 @@ def _wait(
     """(exit code, why the run was stopped: "" when it ended by itself)."""
     deadline = time.monotonic() + limit
     while True:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             return process.wait(timeout=POLL_S), ""
-        except subprocess.TimeoutExpired:
-            pass
         now = time.monotonic()
         if now >= deadline:
             return None, f"time limit: the run was stopped after {limit:g} s"
@@ -276,31 +246,13 @@ def _ended_how(exit_code: int | None) -> str:
     return f"stopped early: pytest ended (exit code {exit_code}) before reporting its end"
 
 
-def _stall_limit(work: Path, options: Options) -> float:
-    """Longer than any koan may take: twice its time limit, and a start-up allowance."""
-    limit = options.koan_timeout
-    if limit is None:
-        limit = runner.koan_timeout(work)
-    return 2 * limit + STARTUP_ALLOWANCE_S
-
-
-def _sandbox_summary(availability: sandbox.Availability) -> dict:
-    return {
-        "used": availability.ok,
-        "bwrap": availability.version,
-        "reason": availability.reason,
-    }
-
-
 def _guard_events(controller: str, workers: str) -> list[dict]:
     """The controller's events (its pipe), then the workers' (the FIFO); `source` says which."""
     events = []
     for text, pid in ((controller, "controller"), (workers, "worker")):
         for line in text.splitlines():
-            try:
+            with contextlib.suppress(json.JSONDecodeError, TypeError):
                 events.append({"pid": pid, **json.loads(line), "source": pid})
-            except (json.JSONDecodeError, TypeError):
-                continue
     return events
 
 

@@ -1,18 +1,14 @@
-"""Grade a student's copy of the course against the pristine course, in isolation.
+"""Grade a student's copy against the pristine course, in isolation (docs/sandbox.md).
 
-The pristine course (`pristine_course.py`: a git ref of this repository or a directory, maybe
-narrowed to an assignment by `select`) is built once. For each copy a temporary workdir holds
-the pristine course (without `answers/`) with, in place of its koan files, the *graded files*
-that `tamper.py` builds from the copy's koan files: the pristine file plus the student's
-blanks, TODO bodies and fix regions (`fills.py`). Nothing else of the copy is used (not its
-conftest.py, jaxkoans/, pyproject.toml, csrc/ or added files; those are notes), and the copy is
-only read. `graded_run.py` runs pytest there in the sandbox; its record, the guard's evidence and
-the static findings make the grade: each koan passed, failing, not_started, tampered (evidence
-names it), missing or crashed (including every koan a run that ended early never reported).
+A temporary workdir holds the pristine course (no `answers/`) with the *graded files* in place of
+its koan files (`tamper.py`: the pristine file plus the student's fills); nothing else of the copy
+runs, and the copy is only read. The run (`graded_run.py`), the guard's evidence and the static
+findings make each koan passed, failing, not_started, tampered, missing or crashed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import re
@@ -25,15 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from jaxkoans.grader import tamper
-from jaxkoans.grader.graded_run import (
-    RUN_TIMEOUT_S,
-    Cancelled,
-    GradedRunResult,
-    Options,
-    reset_cancel,
-    run,
-    stop_all,
-)
+from jaxkoans.grader.graded_run import GradedRunResult, Options, run
 from jaxkoans.grader.pristine_course import (
     CouldNotGrade,
     PristineCourse,
@@ -45,20 +33,7 @@ from jaxkoans.grader.tamper import Finding
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanResult, KoanState
 
-__all__ = [
-    "RUN_TIMEOUT_S",
-    "Cancelled",
-    "CouldNotGrade",
-    "Grade",
-    "Options",
-    "PristineCourse",
-    "UsageProblem",
-    "grade",
-    "prepare_course",
-    "reset_cancel",
-    "select",
-    "stop_all",
-]
+__all__ = ["CouldNotGrade", "prepare_course", "select"]  # for command.py and the tests
 
 MESSAGE_LIMIT = 1000  # characters of a koan's message in the reports
 WORKDIR_IGNORED = (".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", ".jaxkoans")
@@ -101,10 +76,8 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
         raise UsageProblem(f"不是目录 / not a directory: {student_dir}")
     student_dir = student_dir.resolve()
     started, clock = datetime.now(UTC), time.monotonic()
-    with tempfile.TemporaryDirectory(
-        prefix="jaxkoans-grade-", ignore_cleanup_errors=True
-    ) as scratch_name:
-        scratch = Path(scratch_name)
+    with tempfile.TemporaryDirectory(prefix="jaxkoans-grade-", ignore_cleanup_errors=True) as name:
+        scratch = Path(name)
         work = scratch / "course"
         shutil.copytree(pristine.root, work, ignore=shutil.ignore_patterns(*WORKDIR_IGNORED))
         checks: dict[str, tamper.FileCheck] = {}
@@ -122,27 +95,17 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
         # like progress.py, grade knows that without running it.
         as_shipped = {
             rel
-            for rel in pristine.files
-            if checks[rel].graded is not None
-            and checks[rel].graded == (pristine.root / rel).read_text(encoding="utf-8")
-            and not checks[rel].tampered
-        }
-        targets = [
-            target
-            for rel in pristine.files
-            if checks[rel].graded is not None and rel not in as_shipped
-            for target in (
-                [f"{rel}::{name}" for name in pristine.koans[rel]]
-                if rel in pristine.partial
-                else [rel]
-            )
-        ]
-        count = sum(len(pristine.koans[rel]) for rel in pristine.files)
-        reached = {
-            f"{rel}::{name}": names
             for rel, check in checks.items()
-            for name, names in check.reached.items()
+            if check.graded == (pristine.root / rel).read_text(encoding="utf-8")
+            and not check.tampered
         }
+        targets = []
+        ran = [rel for rel, check in checks.items() if check.graded is not None]
+        for rel in (rel for rel in ran if rel not in as_shipped):
+            partial = rel in pristine.partial
+            targets += [f"{rel}::{name}" for name in pristine.koans[rel]] if partial else [rel]
+        count = sum(len(pristine.koans[rel]) for rel in pristine.files)
+        reached = {f"{rel}::{k}": v for rel, c in checks.items() for k, v in c.reached.items()}
         outcome = (
             run(work, scratch, targets, count, options, reached) if targets else GradedRunResult()
         )
@@ -165,36 +128,29 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
             "harness": outcome.harness,
             "stopped": outcome.stopped,
             "sandbox": outcome.sandbox,
-            "isolated": not _not_isolated(outcome.guard),
-            # koans of the course's code only, judged in the workers' shared process
-            "shared": _koans_with(outcome.guard, "shared"),
-            # koans run after another koan of their file, in its process: they reach all its code
-            "chained": _koans_with(outcome.guard, "chained"),
+            "isolated": not _named(outcome.guard, "not_isolated"),
+            "shared": len(_named(outcome.guard, "shared")),  # course code, in a shared process
+            "chained": len(_named(outcome.guard, "chained")),  # after a koan of its file
         },
     )
 
 
-def _koans_with(guard: list[dict], event: str) -> int:
-    """How many koans the guard's events of kind `event` name."""
-    return len({e.get("nodeid") for e in guard if e.get("event") == event})
+def _named(guard: list[dict], event: str) -> set[str]:
+    """The node ids the guard's events of kind `event` name."""
+    return {e.get("nodeid", "") for e in guard if e.get("event") == event}
 
 
 def _vouched(outcome: GradedRunResult) -> list[dict]:
-    """The record's koan results that the guard's own stream confirms: the controller saw a
-    report for that item. (A line forged into the record pipe alone does not count.)"""
+    """The record's events less the koan results the controller saw no report for (a line
+    forged into the record pipe alone does not count)."""
     seen = {
-        (e.get("nodeid"), e.get("when"))
+        e.get("nodeid")
         for e in outcome.guard
-        if e.get("event") == "reported" and e.get("source") == "controller"
+        if e.get("event") == "reported"
+        and e.get("source") == "controller"
+        and e.get("when") in ("setup", "call")
     }
-    kept = []
-    for event in outcome.events:
-        if event.get("event") == "koan" and not (
-            (event.get("nodeid"), "call") in seen or (event.get("nodeid"), "setup") in seen
-        ):
-            continue
-        kept.append(event)
-    return kept
+    return [e for e in outcome.events if e.get("event") != "koan" or e.get("nodeid") in seen]
 
 
 def _selected(found: list[Finding], pristine: PristineCourse) -> list[Finding]:
@@ -203,10 +159,9 @@ def _selected(found: list[Finding], pristine: PristineCourse) -> list[Finding]:
     for finding in found:
         if finding.file in pristine.partial and finding.koans:
             koans = tuple(k for k in finding.koans if k in pristine.koans[finding.file])
-            if not koans:
-                continue
-            finding = Finding(finding.kind, finding.file, finding.line, koans, finding.message)
-        kept.append(finding)
+            kept += [dataclasses.replace(finding, koans=koans)] if koans else []
+        else:
+            kept.append(finding)
     return kept
 
 
@@ -227,9 +182,6 @@ def _check(
     return tamper.check_file(rel, pristine.root / rel, text, pristine.allowed[rel])
 
 
-# ---- the grade --------------------------------------------------------------------------------
-
-
 def _merge(
     pristine: PristineCourse,
     checks: dict[str, tamper.FileCheck],
@@ -243,42 +195,30 @@ def _merge(
     running = {results.koan_id(n) for n in record.started}
     messages = _messages(outcome.guard, work)
     timed_out = {results.koan_id(n) for n in WATCHDOG_LINE.findall(outcome.stderr)}
-    patched = _patched(outcome.guard, pristine, findings)
-    patched |= _violations(outcome.guard, pristine, findings, patched)
+    patched = _evidence(outcome.guard, pristine, findings)
+
+    def problem(message: str, file: str | None = None) -> None:
+        problems.append({"file": file, "message": message})
+
     for path, message in dict(record.collect_errors).items():
         last = message.strip().splitlines()[-1:] or [""]
-        problems.append({"file": path, "message": f"无法导入 / cannot be imported: {last[0]}"})
+        problem(f"无法导入 / cannot be imported: {last[0]}", path)
     if outcome.stopped:
-        problems.append(
-            {
-                "file": None,
-                "message": f"评分运行提前结束 / the grading run ended early: {outcome.stopped}",
-            }
-        )
+        problem(f"评分运行提前结束 / the grading run ended early: {outcome.stopped}")
     elif outcome.exit_code not in (None, 0, 1) or (outcome.events and not record.finished):
-        problems.append(
-            {
-                "file": None,
-                "message": f"pytest 异常结束 / pytest ended abnormally (exit code {outcome.exit_code})",
-            }
-        )
-    shared = _not_isolated(outcome.guard)
+        problem(f"pytest 异常结束 / pytest ended abnormally (exit code {outcome.exit_code})")
+    shared = _named(outcome.guard, "not_isolated")
     if shared:
-        problems.append(
-            {
-                "file": None,
-                "message": "koan 没有各自的进程 / koans ran without a process of their own: JAX was "
-                "initialised while the koan files were imported (code at a file's top level), "
-                "so a worker could not fork safely and earlier koans' code ran where later ones "
-                f"ran ({len(shared)} koans: {', '.join(sorted(shared)[:5])}); the grade is "
-                "incomplete: read them by hand",
-            }
+        problem(
+            "koan 没有各自的进程 / koans ran without a process of their own: JAX was "
+            "initialised while the koan files were imported (code at a file's top level), "
+            "so a worker could not fork safely and earlier koans' code ran where later ones "
+            f"ran ({len(shared)} koans: {', '.join(sorted(shared)[:5])}); the grade is "
+            "incomplete: read them by hand"
         )
     crashed_files = _crashed_imports(outcome.guard)
     for path in crashed_files:
-        problems.append(
-            {"file": path, "message": "导入时解释器崩溃 / the interpreter crashed importing it"}
-        )
+        problem("导入时解释器崩溃 / the interpreter crashed importing it", path)
 
     graded = []
     for rel in pristine.files:
@@ -303,7 +243,8 @@ def _merge(
                 message = "与发布时相同，未运行 / as shipped: not started (not run)"
             elif nodeid in record.koans:  # its own report
                 state, cause = _status(result.state), result.cause
-                line = _student_line(check, result.line) or line
+                if result.line and 0 < result.line <= len(check.line_map):
+                    line = check.line_map[result.line - 1] or line
                 duration, contracts = result.duration, result.contracts
                 message = messages.get(nodeid, "")
                 if result.state == KoanState.SKIPPED:
@@ -314,9 +255,8 @@ def _merge(
                 state, cause = result.state, result.cause
                 message = "⏱️ 超时 / timed out: the watchdog stopped it inside compiled code"
             elif nodeid in running:
-                message = messages.get(nodeid) or (
-                    "💥 解释器崩溃 / the interpreter crashed: no report came back"
-                )
+                crash = "💥 解释器崩溃 / the interpreter crashed: no report came back"
+                message = messages.get(nodeid) or crash
             else:  # never reported: never a pass
                 message = "没有结果 / no result" + (
                     f" ({outcome.stopped})"
@@ -325,15 +265,9 @@ def _merge(
                     if rel in crashed_files
                     else " (the grading run stopped early)"
                 )
-            graded.append(
-                KoanResult(nodeid, state, cause, line, duration, _cap(message), contracts)
-            )
+            message = _cap(message)
+            graded.append(KoanResult(nodeid, state, cause, line, duration, message, contracts))
     return graded
-
-
-def _not_isolated(guard: list[dict]) -> set[str]:
-    """Koans that ran in their worker's process, not one of their own (run_guard.py)."""
-    return {e.get("nodeid", "") for e in guard if e.get("event") == "not_isolated"}
 
 
 def _status(state: KoanState) -> KoanState:
@@ -341,21 +275,12 @@ def _status(state: KoanState) -> KoanState:
     return state if state in (KoanState.PASSED, KoanState.NOT_STARTED) else KoanState.FAILING
 
 
-def _student_line(check: tamper.FileCheck, line: int | None) -> int | None:
-    if line and 0 < line <= len(check.line_map):
-        return check.line_map[line - 1]
-    return None
-
-
 def _messages(guard: list[dict], work: Path) -> dict[str, str]:
     """A koan's message: the text of its failed call, else setup, else a crash."""
     rank = {"call": 0, "setup": 1, "???": 2, "teardown": 3}
     best: dict[str, tuple[int, str]] = {}
-    for event in guard:
-        if event.get("event") != "message":
-            continue
-        order = rank.get(event.get("when"), 4)
-        nodeid = results.koan_id(event.get("nodeid", ""))
+    for event in (e for e in guard if e.get("event") == "message"):
+        order, nodeid = rank.get(event.get("when"), 4), results.koan_id(event.get("nodeid", ""))
         if nodeid not in best or order < best[nodeid][0]:
             best[nodeid] = (order, _clean(event.get("text", ""), work))
     return {nodeid: headline(text) for nodeid, (_, text) in best.items()}
@@ -384,73 +309,54 @@ def headline(text: str) -> str:
     return f"{head}\n{text}"
 
 
-def _patched(
+def _evidence(
     guard: list[dict], pristine: PristineCourse, findings: list[Finding]
 ) -> dict[str, str]:
-    """nodeid or file -> why, for what the runtime guard caught; adds a finding for each."""
+    """nodeid or file -> why, for what the run's guard caught, with a finding each: a name
+    replaced at run time, an action against the run (the audit hook), forged reports (a worker
+    that reported a koan it was not given, or one twice, voids every koan it reported)."""
     caught: dict[str, str] = {}
-    for event in guard:
-        if event.get("event") != "patched":
-            continue
-        names = ", ".join(event.get("names", [])[:5])
-        message = f"运行时替换了 / replaced at run time: {names}"
-        where = results.koan_id(event.get("nodeid") or event.get("file") or "")
-        if where in caught:
-            continue
-        caught[where] = message
-        rel, _, name = results.koan_id(where).partition("::")
-        koans = (name,) if name else tuple(pristine.koans.get(rel, ()))
-        findings.append(Finding("runtime_patch", rel, None, koans, message))
-    return caught
-
-
-def _violations(
-    guard: list[dict], pristine: PristineCourse, findings: list[Finding], caught: dict[str, str]
-) -> dict[str, str]:
-    """What the run's processes did against the run itself: evidence, so the koans score zero.
-    A koan that tried (audit hook) is tampered; a worker that sent reports for koans it was not
-    given voids every koan it reported."""
-    found: dict[str, str] = {}
-    for event in guard:
-        if event.get("event") != "violation":
-            continue
-        nodeid = results.koan_id(event.get("nodeid", ""))
-        message = "运行时越界 / tried at run time: " + "; ".join(event.get("what", [])[:3])
-        if nodeid in caught or nodeid in found:
-            continue
-        found[nodeid] = message
-        rel, _, name = nodeid.partition("::")
-        findings.append(Finding("run_violation", rel, None, (name,), message))
-    seen_calls: set[tuple[str, str]] = set()
+    for kind, finding in (("patched", "runtime_patch"), ("violation", "run_violation")):
+        for event in (e for e in guard if e.get("event") == kind):
+            where = results.koan_id(event.get("nodeid") or event.get("file") or "")
+            if kind == "patched":
+                names = ", ".join(event.get("names", [])[:5])
+                message = f"运行时替换了 / replaced at run time: {names}"
+            else:
+                message = "运行时越界 / tried at run time: " + "; ".join(event.get("what", [])[:3])
+            if where not in caught:
+                caught[where] = message
+                rel, _, name = where.partition("::")
+                koans = (name,) if name else tuple(pristine.koans.get(rel, ()))
+                findings.append(Finding(finding, rel, None, koans, message))
+    called: set[str] = set()
     for event in list(guard):  # a koan runs once: a second call report was made up
         if event.get("event") == "reported" and event.get("when") == "call":
-            key = (event.get("nodeid", ""), event.get("worker", ""))
-            if key in seen_calls or any(k[0] == key[0] for k in seen_calls):
-                guard.append({"event": "forged", "nodeid": key[0], "worker": key[1]})
-            seen_calls.add(key)
-    forgers = {e.get("worker") for e in guard if e.get("event") == "forged"}
-    for worker in sorted(w for w in forgers if w):
-        forged = sorted(
-            {e["nodeid"] for e in guard if e.get("event") == "forged" and e.get("worker") == worker}
-        )
+            if event.get("nodeid") in called:
+                guard.append({**event, "event": "forged"})
+            called.add(event.get("nodeid"))
+    forgers = sorted({e["worker"] for e in guard if e.get("event") == "forged" and e.get("worker")})
+    for worker in forgers:
+        mine = [e for e in guard if e.get("worker") == worker]
+        forged = sorted({e.get("nodeid", "") for e in mine if e.get("event") == "forged"})
         message = (
-            f"伪造的报告 / forged reports: worker {worker} reported koans it was not given or reported twice "
-            f"({', '.join(forged[:3])}); every koan it reported scores zero"
+            f"伪造的报告 / forged reports: worker {worker} reported koans it was not given or "
+            f"reported twice ({', '.join(forged[:3])}); every koan it reported scores zero"
         )
-        voided = {
-            results.koan_id(e["nodeid"])
-            for e in guard
-            if e.get("event") in ("reported", "forged") and e.get("worker") == worker
-        }
         by_file: dict[str, list[str]] = {}
+        voided = {
+            results.koan_id(e.get("nodeid", ""))
+            for e in mine
+            if e.get("event") in ("reported", "forged")
+        }
         for nodeid in sorted(voided):
             rel, _, name = nodeid.partition("::")
-            if rel in pristine.koans and name in pristine.koans[rel]:
+            if name in pristine.koans.get(rel, ()):
                 by_file.setdefault(rel, []).append(name)
-                found.setdefault(nodeid, message)
+                caught.setdefault(nodeid, message)
         for rel, names in by_file.items():
             findings.append(Finding("forged_report", rel, None, tuple(names), message))
-    return found
+    return caught
 
 
 def _crashed_imports(guard: list[dict]) -> list[str]:

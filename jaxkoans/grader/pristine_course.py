@@ -1,12 +1,8 @@
-"""The pristine course a student's copy is graded against, built once per grading.
-
-From a git ref of this repository (`git archive`, default HEAD) or from a directory: its
-chapters, koan files and koans in course order, the digests of its harness files, and what
-its own answers use (`tamper.answer_flags`), which a student may then use as well.
-"""
+"""The pristine course a student's copy is graded against (a git ref or a directory), built once."""
 
 from __future__ import annotations
 
+import functools
 import io
 import shutil
 import subprocess
@@ -50,46 +46,34 @@ class PristineCourse:
         return rel.split("/")[1]
 
 
-class AnswerFlags(Mapping):
-    """`tamper.answer_flags` of each koan file, worked out when grading first asks for it:
-    an assignment of one chapter reads only that chapter's answers (they took 3 of the 5 s
-    that preparing the course cost before any koan ran)."""
+class AnswerFlags(dict):
+    """`tamper.answer_flags` of each koan file, worked out when grading first asks for it: an
+    assignment of one chapter reads only that chapter's answers."""
 
     def __init__(self, root: Path, files: tuple[str, ...]) -> None:
-        self.root, self.files, self.known = root, files, {}
-        self.flags: dict | None = None
+        super().__init__()
+        self.root, self.files = root, files
 
-    def __getitem__(self, rel: str) -> dict[str, set[str]]:
+    def __missing__(self, rel: str) -> dict[str, set[str]]:
         if rel not in self.files:
             raise KeyError(rel)
-        if rel not in self.known:
-            answer = self.root / "answers" / Path(rel).relative_to("koans")
-            koan = self.root / rel
-            if answer.is_file():
-                self.known[rel] = tamper.answer_flags(koan, answer)
-            else:  # a grading course (`release --grader`): the flags, precomputed
-                self.known[rel] = self._precomputed(rel, koan)
-        return self.known[rel]
+        answer, koan = self.root / "answers" / Path(rel).relative_to("koans"), self.root / rel
+        if answer.is_file():
+            self[rel] = tamper.answer_flags(koan, answer)
+        else:  # a grading course (`release --grader`): the flags, precomputed
+            entry = self.precomputed.get(rel) or {}
+            same = entry.get("koan") == as_shipped.blob_id(koan.read_bytes())
+            self[rel] = {owner: set(f) for owner, f in entry.get("flags", {}).items() if same}
+        return self[rel]
 
-    def _precomputed(self, rel: str, koan: Path) -> dict[str, set[str]]:
-        if self.flags is None:
-            self.flags = release.read_flags(self.root) or {}
-        entry = self.flags.get(rel) or {}
-        if entry.get("koan") != as_shipped.blob_id(koan.read_bytes()):
-            return {}  # written for another text of the koan file
-        return {owner: set(found) for owner, found in entry.get("flags", {}).items()}
-
-    def __iter__(self):
-        return iter(self.files)
-
-    def __len__(self) -> int:
-        return len(self.files)
+    @functools.cached_property
+    def precomputed(self) -> dict[str, dict]:
+        return release.read_flags(self.root) or {}
 
 
 def _git(repo: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=300, **kwargs
-    )
+    command = ["git", "-C", str(repo), *args]
+    return subprocess.run(command, capture_output=True, check=False, timeout=300, **kwargs)
 
 
 def prepare_course(source: str | None, into: Path, repo: Path | None = None) -> PristineCourse:
@@ -141,35 +125,22 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
         )
     files, koans = [], {}
     for chapter in chapters:
-        directory = root / "koans" / chapter.number
-        for path in sorted(
-            directory.glob("test_*.py"), key=lambda p: (chapter.file_rank(p.name), p.name)
-        ):
+        paths = (root / "koans" / chapter.number).glob("test_*.py")
+        for path in sorted(paths, key=lambda p: (chapter.file_rank(p.name), p.name)):
             rel = path.relative_to(root).as_posix()
             files.append(rel)
             koans[rel] = [koan.name for koan in koan_model.read(path).koans]
     harness = tamper.harness_entries(root, set(files))
     allowed = AnswerFlags(root, tuple(files))
-    return PristineCourse(
-        root,
-        label,
-        commit,
-        dirty,
-        chapters,
-        files,
-        koans,
-        harness,
-        allowed,
-        shipped=frozenset(files),
-    )
+    read = PristineCourse(root, label, commit, dirty, chapters, files, koans, harness, allowed)
+    return replace(read, shipped=frozenset(files))
 
 
 def select(
     pristine: PristineCourse, chapters: list[str] | None, koans: list[str] | None
 ) -> PristineCourse:
     """The part of the course an assignment grades: some chapters (`01`, `1`), some koans
-    (`test_name`, `test_file.py::test_name` or `koans/NN/test_file.py::test_name`), or both
-    (the koans must lie in the chapters). Unknown names are a UsageProblem."""
+    (`test_name`, `test_file.py::test_name`, `koans/NN/…`) within them; unknown: UsageProblem."""
     files, by_file = list(pristine.files), dict(pristine.koans)
     if chapters:
         known = {c.number for c in pristine.chapters}
@@ -183,32 +154,22 @@ def select(
         files = [rel for rel in files if pristine.chapter_of(rel) in wanted]
     partial: set[str] = set()
     if koans:
-        chosen: dict[str, list[str]] = {}
+        chosen: dict[str, set[str]] = {}
         for wanted_koan in (k.strip() for k in koans if k.strip()):
             path, _, name = wanted_koan.rpartition("::")
-            hits = [
-                rel
-                for rel in files
-                if name in by_file[rel] and (not path or rel == path or rel.endswith("/" + path))
-            ]
+            places = [rel for rel in files if not path or rel == path or rel.endswith("/" + path)]
+            hits = [rel for rel in places if name in by_file[rel]]
             if not hits:
                 raise UsageProblem(f"--koans: 没有这个 koan / no such koan: {wanted_koan}")
             for rel in hits:
-                chosen.setdefault(rel, [])
-                if name not in chosen[rel]:
-                    chosen[rel].append(name)
+                chosen.setdefault(rel, set()).add(name)
         files = [rel for rel in files if rel in chosen]
-        for rel in files:
-            ordered = [k for k in by_file[rel] if k in chosen[rel]]
-            if len(ordered) < len(by_file[rel]):
-                partial.add(rel)
-            by_file[rel] = ordered
+        partial = {rel for rel in files if len(chosen[rel]) < len(by_file[rel])}
+        by_file = {rel: [k for k in by_file[rel] if k in chosen[rel]] for rel in files}
     numbers = {pristine.chapter_of(rel) for rel in files}
+    chapters = [c for c in pristine.chapters if c.number in numbers]
+    allowed = {rel: pristine.allowed[rel] for rel in files}  # worked out now, before any run
+    koans = {rel: by_file[rel] for rel in files}
     return replace(
-        pristine,
-        chapters=[c for c in pristine.chapters if c.number in numbers],
-        files=files,
-        koans={rel: by_file[rel] for rel in files},
-        allowed={rel: pristine.allowed[rel] for rel in files},  # now, before any run
-        partial=partial,
+        pristine, chapters=chapters, files=files, koans=koans, allowed=allowed, partial=partial
     )

@@ -1,18 +1,9 @@
-"""`progress.py release DIR [--grader]`: the course a student gets, or the course a grader
-runs against, both without any answer (instructors).
+"""`progress.py release DIR [--grader]`: the course a student gets, or the course a grader runs
+against, both without any answer (instructors; docs/grading.md).
 
-A Classroom template made from the course itself would hand every student `answers/`, and a
-copy of them is full marks that nothing can tell apart. The release is the course's tracked
-files (git's list where there is a repository, else the files on disk) without `answers/`,
-the authors' `tests/` and `.ci/`, and with the changes of `released.py`: no `[shortcuts]` or
-`[giveaways]` in any chapter.toml, no answer blob id in `koans/.shipped.json`, `koans/course.toml`
-saying where the answers are (`diff` tells the learner).
-
-`--grader` writes the same files plus `.grading/answer_flags.json`: what `grade` reads from
-`answers/` (the unusual constructs each answer uses, per koan, `tamper.answer_flags`),
-precomputed, keyed by the koan file's blob id. A Classroom workflow checks out only that
-grading course, so a token that reaches it reaches no answer. The release is a new
-directory: nothing of the course changes.
+The release is the course's tracked files without `answers/`, `tests/` and `.ci/`, changed by
+`released.py`. `--grader` adds `.grading/answer_flags.json`: `tamper.answer_flags` of each koan
+file, precomputed and keyed by its blob id, so a Classroom workflow needs no answer to grade.
 """
 
 from __future__ import annotations
@@ -34,19 +25,10 @@ FLAGS_FORMAT = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="DIR", help="a new directory for the release")
-    parser.add_argument(
-        "--answers",
-        default=NO_ANSWERS,
-        metavar="TEXT",
-        help="what `diff` tells a student about the answers (where they are, when they come)",
-    )
-    parser.add_argument(
-        "--grader",
-        action="store_true",
-        help="a grading course: the release plus what grade reads from answers/, precomputed"
-        " (`grade --course DIR`; the Classroom workflow checks out only this)",
-    )
+    add = parser.add_argument
+    add("target", metavar="DIR", help="a new directory for the release")
+    add("--answers", default=NO_ANSWERS, metavar="TEXT", help="what `diff` says of the answers")
+    add("--grader", action="store_true", help="plus what grade reads from answers/, precomputed")
 
 
 def course_files(root: Path) -> list[Path]:
@@ -58,16 +40,14 @@ def course_files(root: Path) -> list[Path]:
         names = [n for n in listed.stdout.decode("utf-8").split("\0") if n]
         return [root / n for n in names if (root / n).is_file()]
     skipped = {".git", ".venv", ".jaxkoans", "__pycache__", ".pytest_cache", ".ruff_cache"}
-    return [
-        p for p in root.rglob("*") if p.is_file() and not skipped & set(p.relative_to(root).parts)
-    ]
+    files = [p for p in root.rglob("*") if p.is_file()]
+    return [p for p in files if not skipped & set(p.relative_to(root).parts)]
 
 
 def release(
     root: Path, target: Path, answers: str = NO_ANSWERS, grader: bool = False
 ) -> list[Path]:
-    """Write the student release of the course at `root` into `target` (which must not
-    exist); with `grader`, the grading course."""
+    """Write the student release (with `grader`, the grading course) of `root` into `target`."""
     target.mkdir(parents=True)
     written = []
     for path in course_files(root):
@@ -112,8 +92,7 @@ def write_flags(root: Path, target: Path) -> Path:
 
 
 def read_flags(root: Path) -> dict[str, dict] | None:
-    """The grading course's precomputed answer flags, by koan file (None: not a grading
-    course, or a flags file it cannot use)."""
+    """The grading course's precomputed answer flags by koan file (None: none it can use)."""
     try:
         document = json.loads((root / FLAGS).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
@@ -124,28 +103,21 @@ def read_flags(root: Path) -> dict[str, dict] | None:
 
 
 def run(args) -> int:
-    target = Path(args.target)
+    target, root = Path(args.target), args.checkout.root
     if target.exists():
-        print(
-            f"已经存在 / already exists: {target} (the release goes into a new directory)",
-            file=sys.stderr,
+        return _refuse(
+            f"已经存在 / already exists: {target} (a release goes into a new directory)", 2
         )
-        return 2
-    root = args.checkout.root
     if as_shipped.stale(root):
-        print(
-            "koans/.shipped.json 过期 / is stale: run python -m jaxkoans.course.shipped first",
-            file=sys.stderr,
-        )
-        return 1
-    if getattr(args, "grader", False) and not (root / "answers").is_dir():
-        print("--grader: 这里没有 answers/ / no answers/ here to precompute from", file=sys.stderr)
-        return 1
-    written = release(root, target, args.answers, grader=getattr(args, "grader", False))
-    kind = (
-        "评分课程 / grading course"
-        if getattr(args, "grader", False)
-        else "学生版 / student release"
-    )
+        return _refuse("koans/.shipped.json 过期 / is stale: run python -m jaxkoans.course.shipped")
+    if args.grader and not (root / "answers").is_dir():
+        return _refuse("--grader: 这里没有 answers/ / no answers/ here to precompute from")
+    written = release(root, target, args.answers, grader=args.grader)
+    kind = "评分课程 / grading course" if args.grader else "学生版 / student release"
     print(f"✅ {kind}: {target} ({len(written)} files, without {', '.join(LEFT_OUT)})")
     return 0
+
+
+def _refuse(message: str, code: int = 1) -> int:
+    print(message, file=sys.stderr)
+    return code

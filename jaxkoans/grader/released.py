@@ -1,14 +1,7 @@
-"""What `release` changes in the course's own files, as functions of their text (instructors).
-
-The student release must hold no answer text nor anything derived from an answer that
-identifies it: `chapter.toml`'s `[shortcuts]` (near-answers the shortcut gate runs) and
-`[giveaways]` (reference answers the give-away check looks for) are authors' data no learner
-tool reads, and `koans/.shipped.json`'s `answer` (each answer file's git blob id, an offline
-oracle: hash the file with a candidate fill) is only the authors' cache key for a blank's kind.
-`koans/course.toml` gets the line that tells `diff` where the answers are.
-
-`tamper.harness_entries` digests these files in their released form, so a copy of a release
-graded against the full course (or against a grading course) shows no harness change.
+"""What `release` changes in the course's own files, as functions of their text: no authors'
+`[shortcuts]` or `[giveaways]` in chapter.toml, no answer blob id in `koans/.shipped.json`, and
+`koans/course.toml`'s line that tells `diff` where the answers are. `tamper.harness_entries`
+digests these files in their released form, so a copy of a release shows no harness change.
 """
 
 from __future__ import annotations
@@ -42,35 +35,28 @@ def strip_chapter(text: str) -> str:
 
 
 def strip_manifest(text: str) -> str:
-    """koans/.shipped.json with every answer blob id null (as the manifest of a course
-    without answers/ reads: `pristine.build` keeps the kinds of blanks it holds)."""
+    """koans/.shipped.json with every answer blob id null (the blanks' kinds stay)."""
     document = json.loads(text)
     for entry in document.get("files", {}).values():
-        if entry.get("answer") is not None:
+        if "answer" in entry:
             entry["answer"] = None
     return json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
 def course_toml(text: str, answers: str) -> str:
     escaped = answers.replace("\\", "\\\\").replace('"', '\\"')
-    return without_answers_line(text).rstrip("\n") + f'\nanswers = "{escaped}"\n'
-
-
-def without_answers_line(text: str) -> str:
-    return ANSWERS_LINE.sub("", text)
+    return ANSWERS_LINE.sub("", text).rstrip("\n") + f'\nanswers = "{escaped}"\n'
 
 
 def released_text(rel: str, text: str, answers: str | None = None) -> str:
-    """The release's form of the course's file `rel` (its text unchanged where release
-    leaves it); with `answers` None, course.toml loses any `answers` line (a form for
-    comparing a release with the course)."""
-    name = rel.rsplit("/", 1)[-1]
-    if rel.startswith("koans/") and name == "chapter.toml":
+    """The release's form of the course's file `rel`; with `answers` None, course.toml loses
+    any `answers` line (to compare a release with the course)."""
+    if rel.startswith("koans/") and rel.endswith("/chapter.toml"):
         return strip_chapter(text)
     if rel == "koans/.shipped.json":
         return strip_manifest(text)
     if rel == "koans/course.toml":
-        return without_answers_line(text) if answers is None else course_toml(text, answers)
+        return ANSWERS_LINE.sub("", text) if answers is None else course_toml(text, answers)
     return text
 
 

@@ -1,46 +1,5 @@
-"""A grade as JSON (schema 1), Markdown for a CI summary, a CSV row, text, and the
-payload of GitHub Classroom's autograding reporter.
-
-Every writer takes the JSON document, so one normalised document gives every format.
-
-JSON, schema 2 (`"schema": 2`; fields are only ever added within a schema; schema 1 also had
-`signature`, `reveals`, `course.digest`, and the koans' `revealed` and `noted` and totals):
-
-    schema       2
-    kind         "jax-koans-grade"
-    student      {"name": the copy's directory name, "path": its absolute path}
-    course       {"source": the ref or directory, "commit": sha or null, "dirty": bool or null}
-    versions     {"python", "jax", "jaxlib", "pytest"}
-    graded_at    ISO 8601 UTC, when grading began;  duration_s: seconds
-    status       "graded" (no findings), "findings" (evidence of tampering: see `findings`) or
-                 "incomplete" (the run ended early: its unreported koans are crashed; or its
-                 koans could not each run in a process of their own: `run.isolated`)
-    exit_code    what `grade` exits with for this copy: 0 graded, 1 findings, 3 incomplete
-                 (`run.exit_code` is the graded pytest run's own)
-    total        {"passed", "total", "score" (passed / total, 0…1), "counts": {status: n}}
-    chapters     [{"number", "title_zh", "title_en", "passed", "total", "score", "counts"}]
-    koans        [{"nodeid", "chapter", "file", "name", "status", "cause", "line",
-                   "duration", "message", "contracts"}]  in course order
-                 status: passed | failing | not_started | tampered | missing | crashed
-                 contracts: the koan's TODO functions whose programs met their technique
-                 contracts (chapter.toml) in the graded run; [] for a koan without one
-                 cause (failing/not_started): blank | todo | region | wrong | timeout | import | ""
-                 line: in the student's file (null when unknown);  message: ≤ 1000 characters
-    findings     [{"kind", "file", "line", "koans", "message"}]  evidence that the graded run
-                 was changed; the koans named score zero. kind: tautology not_a_prediction
-                 forbidden_code reads_the_test runtime_patch run_violation forged_report
-    notes        [{"kind", "file", "line", "koans", "message"}]  for a human reader, never a
-                 zero. kind: ignored_edit (grade ran the course's code there) missing_file
-                 missing_test added_test added_file harness_file unusual_code
-    problems     [{"file", "message"}]  files that could not be read, parsed or imported,
-                 crashes while importing, a run that hit its time limit
-    run          {"exit_code": pytest's, "timed_out": bool, "ran": bool, "harness": where the
-                 run imported jaxkoans from, relative to the workdir (the pristine copy),
-                 "stopped": why the run ended early ("" when it did not), "sandbox": {"used":
-                 bool, "bwrap": its version, "reason": why there was none}, "isolated": every
-                 koan that runs the student's code ran in a process of its own (false: JAX
-                 was initialised at import), "shared": how many koans that run only the
-                 course's code (literal predictions) passed in the workers' shared process}
+"""A grade as JSON (schema 2: docs/grading.md), Markdown for a CI summary, a CSV row, text,
+and the payload of GitHub Classroom's autograding reporter: every writer takes the JSON document.
 """
 
 from __future__ import annotations
@@ -59,36 +18,18 @@ from jaxkoans.grader.grading import Grade
 from jaxkoans.plugin.results import KoanState
 
 SCHEMA = 2
-STATUSES = tuple(
-    KoanState(s) for s in ("passed", "failing", "not_started", "tampered", "missing", "crashed")
-)  # what a graded koan can be (grading._status: a skip or a failed build is open)
-MARKS = {
-    "passed": "✅",
-    "failing": "❌",
-    "not_started": "✍️",
-    "tampered": "🚫",
-    "missing": "❓",
-    "crashed": "💥",
-}
-LABELS = {
-    "passed": "通过 / passed",
-    "failing": "未通过 / failing",
-    "not_started": "未开始 / not started",
-    "tampered": "篡改 / tampered",
-    "missing": "缺失 / missing",
-    "crashed": "崩溃 / crashed",
-}
+MARKS = {"passed": "✅", "failing": "❌", "not_started": "✍️", "tampered": "🚫"}
+MARKS |= {"missing": "❓", "crashed": "💥"}
+LABELS = {"passed": "通过 / passed", "failing": "未通过 / failing"}
+LABELS |= {"not_started": "未开始 / not started", "tampered": "篡改 / tampered"}
+LABELS |= {"missing": "缺失 / missing", "crashed": "崩溃 / crashed"}
+STATUSES = tuple(KoanState(s) for s in MARKS)  # grading._status: a skip or failed build is open
 
 
 def _tally(koans: list[dict]) -> dict:
     counts = {status: sum(k["status"] == status for k in koans) for status in STATUSES}
-    total = len(koans)
-    return {
-        "passed": counts["passed"],
-        "total": total,
-        "score": round(counts["passed"] / total, 4) if total else 0.0,
-        "counts": counts,
-    }
+    score = round(counts["passed"] / len(koans), 4) if koans else 0.0
+    return {"passed": counts["passed"], "total": len(koans), "score": score, "counts": counts}
 
 
 def _status(run: dict, findings: list) -> str:
@@ -104,29 +45,16 @@ EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}
 def as_json(grade: Grade) -> dict:
     """The report of `grade`: its status, exit code and totals from its koans, findings and run."""
     koans = [
-        {
-            "nodeid": k.nodeid,
-            "chapter": grade.course.chapter_of(k.path),
-            "file": k.path,
-            "name": k.name,
-            "status": k.state,
-            "cause": k.cause,
-            "line": k.line,
-            "duration": k.duration,
-            "message": k.note,
-            "contracts": list(k.contracts),
-        }
+        {"nodeid": k.nodeid, "chapter": grade.course.chapter_of(k.path), "file": k.path}
+        | {"name": k.name, "status": k.state, "cause": k.cause, "line": k.line}
+        | {"duration": k.duration, "message": k.note, "contracts": list(k.contracts)}
         for k in grade.koans
     ]
     document = {
         "schema": SCHEMA,
         "kind": "jax-koans-grade",
         "student": {"name": grade.student, "path": str(grade.student_path)},
-        "course": {
-            "source": grade.course.source,
-            "commit": grade.course.commit,
-            "dirty": grade.course.dirty,
-        },
+        "course": {key: getattr(grade.course, key) for key in ("source", "commit", "dirty")},
         "versions": grade.versions,
         "graded_at": grade.graded_at,
         "duration_s": grade.duration_s,
@@ -141,12 +69,8 @@ def as_json(grade: Grade) -> dict:
     document["exit_code"] = EXIT_CODES[document["status"]]
     document["total"] = _tally(koans)
     document["chapters"] = [
-        {
-            "number": c.number,
-            "title_zh": c.title_zh,
-            "title_en": c.title_en,
-            **_tally([k for k in koans if k["chapter"] == c.number]),
-        }
+        {"number": c.number, "title_zh": c.title_zh, "title_en": c.title_en}
+        | _tally([k for k in koans if k["chapter"] == c.number])
         for c in grade.course.chapters
     ]
     return document
@@ -197,15 +121,14 @@ def markdown(document: dict) -> str:
     if document["course"]["commit"]:
         course_line += f" @ `{document['course']['commit'][:12]}`"
     v = document["versions"]
+    labels = " | ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
     lines = [
         f"## 🎓 jax-koans 评分 / grade: {document['student']['name']}",
         "",
         f"**{total['passed']} / {total['total']}** koans 通过 / passed ({_percent(total)})"
         f" · course {course_line} · Python {v['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}",
         "",
-        "| 章 / chapter | "
-        + " | ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
-        + " | 得分 / score |",
+        f"| 章 / chapter | {labels} | 得分 / score |",
         "|---|" + "---:|" * (len(STATUSES) + 1),
     ]
     for chapter in document["chapters"]:
@@ -217,21 +140,12 @@ def markdown(document: dict) -> str:
     counts = " | ".join(f"**{total['counts'][s]}**" for s in STATUSES)
     lines.append(f"| **总计 / total** | {counts} | **{total['passed']}/{total['total']}** |")
     if document["findings"]:
-        lines += [
-            "",
-            f"### ⚠️ 发现 / findings ({len(document['findings'])})",
-            "",
-            "这些 koan 记零分 / the koans named score zero.",
-            "",
-        ]
+        lines += ["", f"### ⚠️ 发现 / findings ({len(document['findings'])})", ""]
+        lines += ["这些 koan 记零分 / the koans named score zero.", ""]
         lines += [_entry(finding, 300, md=True) for finding in document["findings"]]
     if document.get("notes"):
-        lines += [
-            "",
-            f"<details><summary>📝 备注 / notes ({len(document['notes'])}): 不扣分 / they cost "
-            "nothing</summary>",
-            "",
-        ]
+        title = f"📝 备注 / notes ({len(document['notes'])}): 不扣分 / they cost nothing"
+        lines += ["", f"<details><summary>{title}</summary>", ""]
         lines += [_entry(note, 300, md=True) for note in document["notes"]] + ["", "</details>"]
     sandbox = document["run"].get("sandbox") or {}
     if sandbox and not sandbox.get("used"):
@@ -243,13 +157,9 @@ def markdown(document: dict) -> str:
             lines.append(f"- {where}{_cell(problem['message'], 300)}")
     open_koans = [k for k in document["koans"] if k["status"] != "passed"]
     if open_koans:
-        lines += [
-            "",
-            f"<details><summary>未通过的 koan / koans not passed ({len(open_koans)})</summary>",
-            "",
-            "| koan | 状态 / status | 行 / line | 说明 / message |",
-            "|---|---|---:|---|",
-        ]
+        title = f"未通过的 koan / koans not passed ({len(open_koans)})"
+        lines += ["", f"<details><summary>{title}</summary>", ""]
+        lines += ["| koan | 状态 / status | 行 / line | 说明 / message |", "|---|---|---:|---|"]
         for koan in open_koans:
             line = "" if koan["line"] is None else str(koan["line"])
             lines.append(
@@ -266,41 +176,21 @@ CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
 
 
 def classroom(document: dict, points: int = 1) -> dict:
-    """The payload of a runner step for `classroom-resources/autograding-grading-reporter`:
-    it reads base64 JSON from `<RUNNER>_RESULTS`, records the sum of `tests[].score` against
-    the runner's `max_score` (notify-classroom.js) and prints a table of
-    `passing tests / tests * max_score` (helpers/test-helpers.js, getTestScore). The two agree
-    only when every test is worth the same, so every test here is one koan worth `points`,
-    named by its node id."""
+    """The payload of `classroom-resources/autograding-grading-reporter` (docs/grading.md): one
+    test per koan, each worth `points`, so its table and its recorded score agree."""
     tests = []
     for koan in document["koans"]:
         passed = koan["status"] == "passed"
+        message = None if passed else _cell(f"{koan['status']}: {headline(koan['message'])}", 300)
         tests.append(
-            {
-                "name": koan["nodeid"],
-                "status": CLASSROOM_STATUS.get(koan["status"], "fail"),
-                "message": None
-                if passed
-                else _cell(f"{koan['status']}: {headline(koan['message'])}", 300),
-                "filename": koan["file"],
-                "line_no": koan["line"] or 0,
-                "score": points if passed else 0,
-                "max_score": points,
-                "execution_time": f"{koan['duration']:.2f}s",
-            }
+            {"name": koan["nodeid"], "status": CLASSROOM_STATUS.get(koan["status"], "fail")}
+            | {"message": message, "filename": koan["file"], "line_no": koan["line"] or 0}
+            | {"score": points if passed else 0, "max_score": points}
+            | {"execution_time": f"{koan['duration']:.2f}s"}
         )
-    if document["status"] == "incomplete":
-        status = "error"
-    elif document["findings"] or any(t["status"] != "pass" for t in tests):
-        status = "fail"
-    else:
-        status = "pass"
-    payload = {
-        "version": 1,
-        "status": status,
-        "max_score": points * len(tests),
-        "tests": tests,
-    }
+    failed = document["findings"] or any(test["status"] != "pass" for test in tests)
+    status = "error" if document["status"] == "incomplete" else "fail" if failed else "pass"
+    payload = {"version": 1, "status": status, "max_score": points * len(tests), "tests": tests}
     return fit_payload(payload)
 
 
@@ -369,9 +259,8 @@ def summary(document: dict) -> str:
         + "  ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
     )
     if document["findings"]:
-        lines.append(
-            f"\n⚠️  发现 / findings ({len(document['findings'])}): 这些 koan 记零分 / they score zero"
-        )
+        count = len(document["findings"])
+        lines.append(f"\n⚠️  发现 / findings ({count}): 这些 koan 记零分 / they score zero")
         lines += [_entry(finding, 200, md=False) for finding in document["findings"]]
     notes = document.get("notes", [])
     if notes:
@@ -389,35 +278,18 @@ def summary(document: dict) -> str:
 
 
 def csv_header(chapters: list[str]) -> list[str]:
-    return [
-        "student",
-        "status",
-        "passed",
-        "total",
-        "score",
-        *[f"ch{n}" for n in chapters],
-        "findings",
-        "problems",
-        "error",
-    ]
+    totals = ["student", "status", "passed", "total", "score"]
+    return [*totals, *[f"ch{n}" for n in chapters], "findings", "problems", "error"]
 
 
 def csv_row(name: str, document: dict | None, chapters: list[str], error: str = "") -> list:
     """One student's row; a copy that could not be graded has status "error" and the reason."""
     if document is None:
         return [name, "error", "", "", "", *["" for _ in chapters], "", "", error]
-    by_number = {c["number"]: c for c in document["chapters"]}
-    return [
-        name,
-        document["status"],
-        document["total"]["passed"],
-        document["total"]["total"],
-        document["total"]["score"],
-        *[by_number[n]["passed"] if n in by_number else "" for n in chapters],
-        len(document["findings"]),
-        len(document["problems"]),
-        "",
-    ]
+    passed = {c["number"]: c["passed"] for c in document["chapters"]}
+    total = [document["total"][key] for key in ("passed", "total", "score")]
+    counts = [len(document["findings"]), len(document["problems"])]
+    return [name, document["status"], *total, *[passed.get(n, "") for n in chapters], *counts, ""]
 
 
 def csv_text(rows: list[list]) -> str:
@@ -432,33 +304,21 @@ def csv_text(rows: list[list]) -> str:
 def write_all(outputs: dict[str, str]) -> None:
     """Write each file whole or not at all: to a temporary file beside it, then rename.
     "-" is stdout; a FIFO or device (/dev/stdout) is written directly."""
-    staged: list[tuple[str, Path]] = []
-    try:
-        for target, text in outputs.items():
-            if target == "-":
-                continue
-            path = Path(target)
-            if path.exists() and not path.is_file():
-                continue
-            handle, temporary = tempfile.mkstemp(
-                prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or "."
-            )
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            mask = os.umask(0o022)
-            os.umask(mask)
-            os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would hide a report
-            staged.append((temporary, path))
-        for temporary, path in staged:
-            os.replace(temporary, path)
-        staged.clear()
-    finally:
-        for temporary, _ in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
     for target, text in outputs.items():
+        path = Path(target)
         if target == "-":
             print(text, end="")
-        elif Path(target).exists() and not Path(target).is_file():
-            with open(target, "w", encoding="utf-8") as out:
-                out.write(text)
+        elif path.exists() and not path.is_file():
+            path.write_text(text, encoding="utf-8")
+        else:
+            handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    out.write(text)
+                mask = os.umask(0o022)
+                os.umask(mask)
+                os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would hide a report
+                os.replace(temporary, path)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)  # gone once renamed

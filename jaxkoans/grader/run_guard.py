@@ -1,32 +1,16 @@
 """The grader's watch inside the grading run: which harness runs, and what a koan changed.
 
-`grade` copies this file next to the pristine course as `_jaxkoans_grade_guard.py` and loads
-it with `-p`, so it works with any version of the course. Standalone: only the standard
-library and pytest. The xdist controller (which runs no koan code) writes its events as JSON
-lines to the pipe `$JAXKOANS_GRADE_GUARD_FD` that only the grader reads, and makes itself
-non-dumpable so that no other process can open its pipe through /proc. Workers write theirs at
-once to the grader's FIFO `$JAXKOANS_GRADE_GUARD` (a process that dies right after still
-leaves its evidence; writing there can only add evidence against the copy itself), and send
-what they find to the controller inside their reports as well (`user_properties`). Events:
-
-- `harness`: where `jaxkoans` was imported from; a copy outside `$JAXKOANS_ROOT` (the
-  instructor's editable install, the student's own harness) stops the run before any koan;
-- `collecting`, `collected`: a koan file's import begins and ends (names a file whose import
-  crashed the interpreter);
-- `patched`, `violation` relayed from the reports: what the plugin's boundary found
-  (jaxkoans/plugin/boundary.py, the same in pytest and watch): a function of the libraries or
-  the harness, or a name of the koan's own module, not what it was by value (after each phase,
-  and at each check the koan's code calls), a read of frames or code objects from the
-  learner's code, a result of a type the learner's code defines;
-- `message`: the text of a failed or skipped report, as the controller received it;
-- `violation`: a koan's process tried what no koan needs (an audit hook sees it; the sandbox
-  refuses most of it anyway): writing or deleting a file the run loads or the course's files,
-  reading `answers/`, opening another process's /proc entries, signalling another process;
-- `forged`: the controller got a report for a koan the scheduler had not given that worker;
-- `reported`: which worker reported each koan, to void a forging worker's results.
-
-A fix region's module-level code is the student's: workers collect a koan file without it, and
-each koan's process runs the whole file before its koan (`_DeferRegions`).
+`grade` copies this file beside the pristine course as `_jaxkoans_grade_guard.py` and loads it
+with `-p` (standard library and pytest only, so any version of the course can be graded). The
+xdist controller, made non-dumpable, writes its events as JSON lines to the pipe
+`$JAXKOANS_GRADE_GUARD_FD` only the grader reads; workers write theirs at once to the grader's
+write-only FIFO `$JAXKOANS_GRADE_GUARD` (a process that dies still leaves its evidence) and in
+their reports' `user_properties`. Events: `harness` (where `jaxkoans` was imported from: a copy
+outside `$JAXKOANS_ROOT` stops the run), `collecting`/`collected` (a file whose import crashed),
+`patched` (the plugin's boundary, jaxkoans/plugin/boundary.py), `violation` (what no koan needs:
+`_Audit`), `message` (a failed or skipped report's text), `forged` (a report for a koan the
+scheduler had not given that worker), `reported` (which worker reported each koan), and the
+processes' `not_isolated`, `shared` and `chained`.
 """
 
 from __future__ import annotations
@@ -48,8 +32,8 @@ MESSAGE_LIMIT = 4000
 _state: dict = {}
 
 
-def _emit(record: dict) -> None:
-    record = {**record, "pid": os.getpid()}
+def _emit(event: str, **fields) -> None:
+    record = {"event": event, **fields, "pid": os.getpid()}
     line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
     fd = _state.get("fd")
     if fd is None:
@@ -57,25 +41,33 @@ def _emit(record: dict) -> None:
     if fd is None:
         return
     with contextlib.suppress(OSError):
-        while line:
-            line = line[os.write(fd, line) :]
+        _write(fd, line)
+
+
+def _write(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def _worker_fd() -> int | None:
-    """A worker's end of the grader's FIFO (`$JAXKOANS_GRADE_GUARD`), opened once. A FIFO
-    stays writable on the read-only mount, and no one in the run can remove it."""
+    """A worker's end of the grader's FIFO, opened once (writable on the read-only mount)."""
     if "worker_fd" not in _state:
         _state["worker_fd"] = None
         path = os.environ.get("JAXKOANS_GRADE_GUARD")
-        if path:
-            _Audit.quiet = True
-            try:
+        with _quiet(), contextlib.suppress(OSError):
+            if path:
                 _state["worker_fd"] = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError:
-                pass
-            finally:
-                _Audit.quiet = False
     return _state["worker_fd"]
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The guard's own actions: the audit hook does not judge them."""
+    _Audit.quiet = True
+    try:
+        yield
+    finally:
+        _Audit.quiet = False
 
 
 def _non_dumpable() -> None:
@@ -109,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _Audit.install(root)
         _DeferRegions.install()
         _ForkEachKoan.install(config)
-    _emit({"event": "harness", "worker": worker, "jaxkoans": str(where), "ok": ok})
+    _emit("harness", worker=worker, jaxkoans=str(where), ok=ok)
     if not ok:
         raise pytest.UsageError(
             f"grade: jaxkoans was imported from {where}, not from the pristine course at {root}"
@@ -121,11 +113,11 @@ def pytest_make_collect_report(collector: pytest.Collector):
     """Name the file being imported (a file whose import crashes the interpreter is named)."""
     if not isinstance(collector, pytest.Module):
         return (yield)
-    _emit({"event": "collecting", "file": collector.nodeid})
+    _emit("collecting", file=collector.nodeid)
     try:
         return (yield)
     finally:
-        _emit({"event": "collected", "file": collector.nodeid})
+        _emit("collected", file=collector.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -135,49 +127,38 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """After its teardown: what the koan's process tried against the run. What a koan changes
-    or reads of the program is the plugin's boundary (jaxkoans/plugin/boundary.py), per phase,
-    in pytest and watch as in grade; its findings reach the controller in the reports."""
+    """After its teardown: what the koan's process tried against the run (`_Audit`)."""
     report = yield
     if call.when == "teardown":
-        seen = _Audit.drain()
+        seen, _Audit.seen = _Audit.seen[:20], []
         if seen:
             report.user_properties.append(("grade_violation", seen))
     return report
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """The controller checks where each report came from, passes on what the worker found,
-    and keeps the text of each failed or skipped report (crashes included)."""
+    """The controller: where each report came from, what the worker found, failures' text."""
     if not _state.get("controller"):
         return
     node = getattr(report, "node", None)
     worker = getattr(node, "gateway", None)
     worker = getattr(worker, "id", None) or "controller"
-    _emit({"event": "reported", "nodeid": report.nodeid, "when": report.when, "worker": worker})
+    _emit("reported", nodeid=report.nodeid, when=report.when, worker=worker)
     if node is not None and not _scheduled(report.nodeid, node):
-        _emit({"event": "forged", "nodeid": report.nodeid, "worker": worker})
+        _emit("forged", nodeid=report.nodeid, worker=worker)
     for key, value in report.user_properties:
         if key == "grade_patched":
-            _emit({"event": "patched", "nodeid": report.nodeid, "names": list(value)[:20]})
+            _emit("patched", nodeid=report.nodeid, names=list(value)[:20])
         elif key == "grade_violation":
-            _emit({"event": "violation", "nodeid": report.nodeid, "what": list(value)[:20]})
+            _emit("violation", nodeid=report.nodeid, what=list(value)[:20])
     if report.failed or report.skipped:
-        text = report.longreprtext or ""
-        _emit(
-            {
-                "event": "message",
-                "nodeid": report.nodeid,
-                "when": report.when,
-                "outcome": report.outcome,
-                "text": text[:MESSAGE_LIMIT],
-            }
-        )
+        text = (report.longreprtext or "")[:MESSAGE_LIMIT]
+        _emit("message", nodeid=report.nodeid, when=report.when, outcome=report.outcome, text=text)
 
 
 def _scheduled(nodeid: str, node) -> bool:
-    """Was `nodeid` given to `node` and not yet completed? (pytest-xdist's load scheduling;
-    True where the scheduler cannot be read, e.g. a crash report made by the controller)."""
+    """Was `nodeid` given to `node` and not yet completed? (True where the scheduler cannot be
+    read, e.g. a crash report the controller made.)"""
     session = _state.get("config") and _state["config"].pluginmanager.getplugin("dsession")
     scheduler = getattr(session, "sched", None)
     pending = getattr(scheduler, "node2pending", None)
@@ -188,17 +169,18 @@ def _scheduled(nodeid: str, node) -> bool:
 
 
 class _KoanProcess:
-    """A process forked from the worker that runs the koans it is sent, one at a time: an item's
-    index and the index of the item it will run next (-1: none, so every fixture is torn down)
-    a line on its command pipe, what it would send the controller as JSON lines on its output
-    pipe, then DONE. It runs until the worker ends it. `koan` and `reached`: the last koan it
-    ran and the student's code that koan reaches (None: unknown)."""
+    """A process forked from the worker that runs the koans it is sent, one at a time: on its
+    command pipe an item's index and its next item's (-1: none, every fixture torn down); on
+    its output pipe what it would send the controller, as JSON lines, then DONE. `koan`,
+    `reached`: the last koan it ran and the student's code that koan reaches (None: unknown)."""
 
     DONE = b'["koan_done", {}]\n'
     live: ClassVar[dict[str, _KoanProcess]] = {}  # role -> the worker's process for it
 
     def __init__(self, worker, role: str, koan: str, reached: frozenset[str] | None) -> None:
         self.role, self.koan, self.reached, self.status = role, koan, reached, None
+        with contextlib.suppress(Exception):  # made once here, not emptied by every process
+            worker.config._tmp_path_factory.getbasetemp()
         commands_read, self.commands = os.pipe()
         self.output, output_write = os.pipe()
         gc.freeze()  # the worker's objects stay out of the child's collections: fewer copies
@@ -215,7 +197,7 @@ class _KoanProcess:
                         item = worker.session.items[index]
                         nextitem = _ForkEachKoan.item_at(worker, following)
                         worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                        _ForkEachKoan.write(output_write, self.DONE)
+                        _write(output_write, self.DONE)
             finally:
                 os._exit(0)
         os.close(commands_read)
@@ -223,9 +205,8 @@ class _KoanProcess:
         _KoanProcess.live[role] = self
 
     def run(self, index: int, following: int) -> tuple[bytes, bool]:
-        """What it sent for the koan of `index` (it keeps the fixtures that the item of
-        `following`, its next, shares), and whether it ended (or said too much) before its
-        DONE; `status` then holds its wait status where it was reaped."""
+        """What it sent for the koan of `index` (keeping the fixtures the item of `following`
+        shares), and whether it ended (or said too much) before its DONE."""
         import select
 
         try:
@@ -254,43 +235,22 @@ class _KoanProcess:
             with contextlib.suppress(OSError):
                 os.close(fd)
         if self.pid:
-            _Audit.quiet = True  # the guard ending its own child
-            try:
-                with contextlib.suppress(OSError):
-                    os.kill(self.pid, signal.SIGKILL)
-                    self.status = os.waitpid(self.pid, 0)[1]
-            finally:
-                _Audit.quiet = False
+            with _quiet(), contextlib.suppress(OSError):  # the guard ending its own child
+                os.kill(self.pid, signal.SIGKILL)
+                self.status = os.waitpid(self.pid, 0)[1]
             self.pid = 0
         return self.status or 0
 
 
 class _ForkEachKoan:
-    """Each koan in a process of its own, forked from the worker for that koan alone, so no
-    koan's code runs where a later koan runs: it cannot register a hook wrapper, patch a
-    library or keep a thread that changes how a later koan reports.
-
-    The worker has imported JAX and collected its koan files but never initialised a JAX
-    backend (XLA starts its threads then; forking after that is unsafe): the koan's process
-    initialises its own. It runs the whole protocol of its one koan (setup to teardown, every
-    fixture its own), and what it would send the controller comes to the worker as JSON lines
-    on a pipe. The worker sends on only reports for that koan, one per phase; anything else is
-    evidence against the koan (a violation). A koan's process that ends before its teardown
-    report (killed, crashed, exited) leaves a crash report, as a crashed xdist worker does.
-    What stays possible: a koan's own code can still make up its own koan's reports.
-
-    Koans share a process (`_KoanProcess`) only where no code a student wrote reaches a koan
-    it would not reach in a process of its own, to keep JAX's compiled programs (and module
-    fixtures) as `pytest answers` does:
-    - the koans that run only the course's code (no fill but literal predictions reaches
-      them: the grader says which, `course_code.py`), in one process for the worker. Their
-      verdict counts there only where every phase passed cleanly; any other outcome ends
-      that process and the koan runs again, alone, and that verdict counts;
-    - a chain of koans of one file, each reaching all the student's code that the koans
-      before it reached (a capstone's koans, built on its first TODO), or the next case of
-      the same parametrized koan. The process ends where a koan's code would reach further,
-      and after a koan whose process sent what it should not or left evidence.
-    """
+    """Each koan in a process forked from the worker (which never initialised a JAX backend,
+    so forking is safe), so no koan's code runs where a later koan runs. The worker sends on
+    only that koan's reports, one per phase; anything else is a violation, and a process that
+    ends before its teardown report leaves a crash report. Koans share a process only where no
+    student code reaches a koan it would not reach alone (docs/sandbox.md): the koans of the
+    course's code only (`course_code.py`) in one process per worker, whose verdict counts only
+    where every phase passed (else the koan runs again alone), and a chain of one file's koans
+    each reaching all the student code the koans before it reached."""
 
     RELAYED = frozenset({"logwarning", "warning_recorded"})
     PHASES = ("setup", "call", "teardown")
@@ -302,12 +262,8 @@ class _ForkEachKoan:
 
     @classmethod
     def install(cls, config: pytest.Config) -> None:
-        found = [
-            plugin
-            for plugin in config.pluginmanager.get_plugins()
-            if type(plugin).__name__ == "WorkerInteractor"
-        ]
-        interactor = found[0] if len(found) == 1 else None
+        plugins = config.pluginmanager.get_plugins()
+        interactor = next((p for p in plugins if type(p).__name__ == "WorkerInteractor"), None)
         if interactor is None or not hasattr(os, "fork"):
             return
         interactor.run_one_test = lambda: cls.run_one(interactor)  # before the snapshot
@@ -315,21 +271,11 @@ class _ForkEachKoan:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
         listed = os.environ.get("JAXKOANS_GRADE_REACHED", "")
-        _Audit.quiet = True  # the guard reading its own file
-        try:
-            with open(listed, encoding="utf-8") as source:
+        with _quiet(), contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            with open(listed, encoding="utf-8") as source:  # the guard reading its own file
                 found = json.load(source)
             cls.reached = {str(k): frozenset(map(str, v)) for k, v in found.items()}
-        except (OSError, ValueError, TypeError, AttributeError):
-            cls.reached = {}
-        finally:
-            _Audit.quiet = False
         cls.course_code = frozenset(k for k, names in cls.reached.items() if not names)
-
-    @staticmethod
-    def backend_started() -> bool:
-        bridge = sys.modules.get("jax._src.xla_bridge")
-        return bool(getattr(bridge, "_backends", None))
 
     @staticmethod
     def koan_of(item) -> str | None:
@@ -337,7 +283,6 @@ class _ForkEachKoan:
 
     @staticmethod
     def item_at(worker, index: int):
-        """The worker's item of `index`; None for -1 (no next item)."""
         return worker.session.items[index] if index >= 0 else None
 
     @staticmethod
@@ -346,8 +291,8 @@ class _ForkEachKoan:
 
     @classmethod
     def follows(cls, koan: str, reached: frozenset[str] | None, item) -> bool:
-        """May `item` run after `koan` (which reaches the student's code `reached`) in one
-        process? Its next case may; a koan of the same file may where it reaches all of it."""
+        """May `item` run after `koan` (reaching `reached`) in one process? Its next case may;
+        a koan of the same file may where it reaches all of it."""
         after = cls.koan_of(item)
         if after is None or after == koan:
             return after is not None
@@ -357,9 +302,8 @@ class _ForkEachKoan:
 
     @classmethod
     def keeps(cls, koan: str, reached: frozenset[str] | None, item) -> bool:
-        """Does the chain's process (its last koan `koan`) stay up for `item`, the worker's
-        next? Where `item` may follow it, or runs in the shared process (the course's code of
-        the same file) and a koan after it may yet follow."""
+        """Does the chain's process (its last koan `koan`) stay up for the worker's next `item`?
+        Where `item` may follow it, or is course code of the same file (a later koan may)."""
         after = cls.koan_of(item)
         shared = cls.same_file(koan, after) and after in cls.course_code
         return shared or cls.follows(koan, reached, item)
@@ -375,11 +319,12 @@ class _ForkEachKoan:
         following = following if isinstance(following, int) else -1
         nextitem = cls.item_at(worker, following)
         start = time.perf_counter()
-        if cls.backend_started():  # something initialised JAX in the worker: no safe fork
-            _emit({"event": "not_isolated", "nodeid": item.nodeid})
+        if getattr(sys.modules.get("jax._src.xla_bridge"), "_backends", None):  # no safe fork
+            _emit("not_isolated", nodeid=item.nodeid)
             worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         else:
-            cls.prepare(item)
+            with contextlib.suppress(Exception):  # the harness reads the files, in the worker
+                importlib.import_module("jaxkoans.plugin.prewarm").prepare(item)
             worker.sendevent("logstart", nodeid=item.nodeid, location=item.location)
             if cls.koan_of(item) not in cls.course_code:
                 cls.alone_or_in_a_chain(worker, item, following)
@@ -391,44 +336,34 @@ class _ForkEachKoan:
                 process.role == "chain" and not cls.keeps(process.koan, process.reached, nextitem)
             ):
                 process.end()
+        duration = time.perf_counter() - start
         worker.sendevent(
-            "runtest_protocol_complete",
-            item_index=worker.item_index,
-            duration=time.perf_counter() - start,
+            "runtest_protocol_complete", item_index=worker.item_index, duration=duration
         )
-
-    @staticmethod
-    def prepare(item: pytest.Item) -> None:
-        """The harness's reading of the koan's files (jaxkoans/plugin/prewarm.py, where the
-        course has it), done in the worker: the processes forked after inherit it."""
-        with contextlib.suppress(Exception):
-            importlib.import_module("jaxkoans.plugin.prewarm").prepare(item)
 
     @classmethod
     def passed_shared(cls, worker, item: pytest.Item, following: int) -> bool:
         """Run a koan of the course's own code in the shared process; True (and its reports
-        sent) only where every phase passed there. Where the next item runs there too, its
-        module's fixtures stay up for it."""
+        sent) only where every phase passed there."""
         nextitem = cls.item_at(worker, following)
         following = following if cls.koan_of(nextitem) in cls.course_code else -1
-        for _ in range(2):  # a shared process found dead is started once more
-            process = _KoanProcess.live.get("course") or _KoanProcess(
-                worker, "course", "", frozenset()
-            )
+        for _ in range(2):  # a shared process found dead (a koan killed it) is started again
+            process = _KoanProcess.live.get("course") or _KoanProcess(worker, "course", "", None)
             data, ended = process.run(worker.item_index, following)
             if not (ended and not data):
                 break
             process.end()
-        if ended or not cls.passed(data, worker.item_index):
+        if ended or cls.phases(data, worker.item_index) != dict.fromkeys(cls.PHASES, "passed"):
             process.end()
             return False
         cls.relay(worker, item, data, 0)
-        _emit({"event": "shared", "nodeid": item.nodeid})  # for the grade's account of the run
+        _emit("shared", nodeid=item.nodeid)  # for the grade's account of the run
         return True
 
     @classmethod
     def alone_or_in_a_chain(cls, worker, item: pytest.Item, following: int) -> None:
-        """A koan in a process of its own, or in the chain's process (`follows`)."""
+        """A koan in the chain's process (`follows`), or in a new one that ends after it
+        unless the next koan may follow."""
         koan, process = cls.koan_of(item), _KoanProcess.live.get("chain")
         mine = cls.reached.get(koan)
         if process is not None and not cls.follows(process.koan, process.reached, item):
@@ -436,31 +371,22 @@ class _ForkEachKoan:
             process = None
         nextitem = cls.item_at(worker, following)
         stays = nextitem is not None and cls.keeps(koan, mine, nextitem)
-        if process is None and not stays:
-            return cls.forked(worker, item)
         if process is None:
             process = _KoanProcess(worker, "chain", koan, mine)
         elif process.koan != koan:  # a later koan of the file: it reaches all the code before
-            _emit({"event": "chained", "nodeid": item.nodeid})
+            _emit("chained", nodeid=item.nodeid)
             process.koan, process.reached = koan, mine
         # the module's fixtures stay up where the process does (a koan of its file is next)
         data, ended = process.run(worker.item_index, following if stays else -1)
         status = process.end() if ended else 0
-        if cls.relay(worker, item, data, status) is False or cls.evidence(data, worker.item_index):
+        relayed = cls.relay(worker, item, data, status)
+        if not (relayed and stays) or "found" in cls.phases(data, worker.item_index):
             process.end()  # what it did may not reach the next koan: that starts afresh
-
-    @classmethod
-    def passed(cls, data: bytes, index: int) -> bool:
-        return cls.phases(data, index) == dict.fromkeys(cls.PHASES, "passed")
-
-    @classmethod
-    def evidence(cls, data: bytes, index: int) -> bool:
-        return "found" in cls.phases(data, index)
 
     @classmethod
     def phases(cls, data: bytes, index: int) -> dict[str, str]:
         """phase -> outcome of the reports in `data` for the item of `index`; "found" where
-        they carry the guard's evidence (patched, violation)."""
+        they carry the guard's evidence."""
         outcomes = {}
         for line in data.decode("utf-8", errors="replace").splitlines():
             with contextlib.suppress(ValueError, TypeError, AttributeError):
@@ -475,31 +401,15 @@ class _ForkEachKoan:
 
     @classmethod
     def forked(cls, worker, item: pytest.Item) -> None:
-        with contextlib.suppress(Exception):  # made once here, not emptied by every koan's process
-            item.config._tmp_path_factory.getbasetemp()
-        read_end, write_end = os.pipe()
-        gc.freeze()  # the worker's objects stay out of the child's collections: fewer copied pages
-        pid = os.fork()
-        if pid == 0:  # the koan's process: it never returns
-            try:
-                os.close(read_end)
-                cls.child(worker, item, write_end)
-            finally:
-                os._exit(0)
-        os.close(write_end)
-        data, status = cls.collect(read_end, pid)
-        cls.relay(worker, item, data, status)
-
-    @classmethod
-    def child(cls, worker, item: pytest.Item, out: int) -> None:
-        cls.isolate(worker, out)
-        worker.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+        """The koan alone, in a process of its own."""
+        process = _KoanProcess(worker, "alone", "", None)
+        data, _ = process.run(worker.item_index, -1)
+        cls.relay(worker, item, data, process.end())
 
     @classmethod
     def isolate(cls, worker, out: int) -> None:
-        """A koan's process: no way to the controller, nor to the worker's other koan
-        processes, but its pipe `out`, where what it would send the controller goes as JSON
-        lines."""
+        """A koan's process: no way to the controller nor to the worker's other koan processes,
+        but its pipe `out`, where what it would send the controller goes as JSON lines."""
         io = getattr(getattr(worker.channel, "gateway", None), "_io", None)
         for stream in (getattr(io, "outfile", None), getattr(io, "infile", None)):
             with contextlib.suppress(Exception):
@@ -513,36 +423,9 @@ class _ForkEachKoan:
 
         def send(name: str, **kwargs) -> None:
             if name not in ("logstart", "logfinish"):  # the worker sends its own
-                cls.write(out, json.dumps([name, kwargs], default=str).encode("utf-8") + b"\n")
+                _write(out, json.dumps([name, kwargs], default=str).encode("utf-8") + b"\n")
 
         worker.sendevent = send
-
-    @staticmethod
-    def write(fd: int, line: bytes) -> None:
-        while line:
-            line = line[os.write(fd, line) :]
-
-    @classmethod
-    def collect(cls, fd: int, pid: int) -> tuple[bytes, int]:
-        """What the koan's process sent until it ended (a process it left behind cannot hold
-        the worker), and its wait status."""
-        import select
-
-        data, status = bytearray(), None
-        with os.fdopen(fd, "rb", buffering=0) as source:
-            while True:
-                ready, _, _ = select.select([source], [], [], 0.2)
-                chunk = source.read(1 << 16) if ready else b""
-                if chunk and len(data) < cls.LIMIT:
-                    data += chunk
-                if status is None:
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                    status = status if done else None
-                if (ready and not chunk) or (status is not None and not ready):
-                    break
-        if status is None:
-            _, status = os.waitpid(pid, 0)
-        return bytes(data), status
 
     @classmethod
     def relay(cls, worker, item: pytest.Item, data: bytes, status: int) -> bool:
@@ -559,22 +442,17 @@ class _ForkEachKoan:
                     worker.sendevent(name, **kwargs)
                 continue
             report = kwargs.get("data") if isinstance(kwargs, dict) else None
-            when = report.get("when") if isinstance(report, dict) else None
-            if (
-                name != "testreport"
-                or report.get("nodeid") != item.nodeid
-                or report.get("item_index") != worker.item_index
-                or when not in cls.PHASES
-                or when in seen
-            ):
-                what = report.get("nodeid") if isinstance(report, dict) else None
+            report = report if isinstance(report, dict) else {}
+            when, what = report.get("when"), report.get("nodeid")
+            mine = (what, report.get("item_index")) == (item.nodeid, worker.item_index)
+            if name != "testreport" or not mine or when not in cls.PHASES or when in seen:
                 refused.append(f"sent {name!r} for {what or 'nothing'}: not its own report")
                 continue
             seen.add(when)
             report["worker_id"], report["testrun_uid"] = worker.workerid, worker.testrunuid
             worker.sendevent("testreport", data=report)
         if refused:
-            _emit({"event": "violation", "nodeid": item.nodeid, "what": refused[:3]})
+            _emit("violation", nodeid=item.nodeid, what=refused[:3])
         if "teardown" not in seen:
             cls.crashed(worker, item, status)
         return not refused and "teardown" in seen
@@ -588,25 +466,16 @@ class _ForkEachKoan:
         else:
             how = f"exited with code {os.WEXITSTATUS(status)}"
         fspath = item.nodeid.split("::")[0]
-        report = pytest.TestReport(
-            item.nodeid,
-            (fspath, None, fspath),
-            {},
-            "failed",
-            f"the koan's own process {how} before it reported its end",
-            "???",
-        )
+        text = f"the koan's own process {how} before it reported its end"
+        report = pytest.TestReport(item.nodeid, (fspath, None, fspath), {}, "failed", text, "???")
         worker.pytest_runtest_logreport(report)
 
 
 class _DeferRegions:
-    """A fix region's module-level code is the student's own, and what runs in a worker runs
-    before every koan forked from it. So a worker imports a koan file without the module-level
-    statements that reach into a fix region (the koans, fixtures and the course's code around
-    them need none of them to be collected), and each koan's process runs the whole file (its
-    asserts rewritten as pytest's import would) before its koan's setup. A region's code then
-    reaches only the koans of its own file, each of which uses it. Blanks and TODO bodies need
-    nothing of this: the course keeps them inside functions (tests/test_check.py)."""
+    """A fix region's module-level code is the student's, and what runs in a worker runs before
+    every koan forked from it: a worker imports a koan file without the statements that reach
+    into a fix region, and each koan's process runs the whole file (asserts rewritten) before
+    its koan's setup, so a region's code reaches only the koans of its own file."""
 
     BEGIN, END = "# ✍️ BEGIN", "# ✍️ END"  # koan_model's markers: the guard imports no course
     deferred: ClassVar[set[str]] = set()  # files imported without their regions
@@ -644,8 +513,7 @@ class _DeferRegions:
 
     @classmethod
     def without_regions(cls, path: Path, config):
-        """The file's code without its statements that reach into a fix region, or None
-        where it has no region."""
+        """The file's code without its statements that reach into a fix region (None: none)."""
         from _pytest.assertion.rewrite import rewrite_asserts
 
         source = path.read_bytes()
@@ -663,10 +531,8 @@ class _DeferRegions:
 
     @classmethod
     def run_whole_file(cls, item: pytest.Item) -> None:
-        """Before a koan's setup: its file as written, run in the module the worker collected.
-        The collected koans and fixtures stay the ones pytest calls (a region that defines a
-        koan's name again does not replace the koan); they look up what the region defines in
-        that module."""
+        """Before a koan's setup: its file as written, run in the module the worker collected
+        (the collected koans and fixtures stay the ones pytest calls)."""
         from _pytest.assertion.rewrite import _rewrite_test
 
         module = getattr(item, "module", None)
@@ -679,20 +545,18 @@ class _DeferRegions:
 
 
 class _Audit:
-    """An audit hook (it cannot be removed) in each worker: what a koan's process tries
-    against the run. Only the actions themselves count, never a name in the code."""
+    """An audit hook in each worker (it cannot be removed): what a koan's process tries against
+    the run, its actions, never a name in the code: writing or deleting a file the run loads,
+    reading `answers/`, another process's /proc entries, signalling another process."""
 
     seen: ClassVar[list[str]] = []
     root = ""
     quiet = False
     LOADED = (".py", ".pth", ".toml", ".ini", ".cfg", ".so", ".json", ".jsonl")
-    EVENTS = frozenset(
-        {
-            "open", "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod",
-            "os.symlink", "os.link", "shutil.rmtree", "os.kill", "os.killpg",
-            "signal.pthread_kill",
-        }
-    )  # fmt: skip
+    EVENTS: ClassVar[set[str]] = {
+        "open", "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.symlink",
+        "os.link", "shutil.rmtree", "os.kill", "os.killpg", "signal.pthread_kill",
+    }  # fmt: skip
 
     @classmethod
     def install(cls, root: Path) -> None:
@@ -701,11 +565,6 @@ class _Audit:
         cls.guard = os.path.dirname(fifo) if fifo else "\0"  # the guard's own directory
         cls.pid = os.getpid()
         sys.addaudithook(cls.hook)
-
-    @classmethod
-    def drain(cls) -> list[str]:
-        seen, cls.seen = cls.seen[:20], []
-        return seen
 
     @staticmethod
     def hook(event: str, args: tuple) -> None:
@@ -717,12 +576,9 @@ class _Audit:
             return
         if what and what not in _Audit.seen:
             _Audit.seen.append(what)
-            _Audit.quiet = True  # sent at once: the process may not live to report it
-            try:
+            with _quiet():  # sent at once: the process may not live to report it
                 current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
-                _emit({"event": "violation", "nodeid": current, "what": [what]})
-            finally:
-                _Audit.quiet = False
+                _emit("violation", nodeid=current, what=[what])
 
     @staticmethod
     def judge(event: str, args: tuple) -> str:
@@ -733,10 +589,9 @@ class _Audit:
             return f"os.kill(own pid, {sig}): signalled itself" if sig in _FATAL else ""
         if event in ("os.killpg", "signal.pthread_kill"):
             return "" if args[-1] == 0 else f"{event}{args}: signalled a process group or thread"
-        path = args[0]
-        if isinstance(path, int):
+        if isinstance(args[0], int):
             return ""
-        path = os.fsdecode(path)
+        path = os.fsdecode(args[0])
         where_fd = _DIR_FD.get(event)
         absolute = _absolute(path, args[where_fd] if where_fd and len(args) > where_fd else None)
         parts = absolute.split(os.sep)
@@ -770,9 +625,8 @@ _DIR_FD = {"os.remove": 1, "os.rmdir": 1, "shutil.rmtree": 1, "os.rename": 2}  #
 
 
 def _absolute(path: str, dir_fd) -> str:
-    """`path` made absolute: against `dir_fd` when it is given (shutil.rmtree removes by
-    names relative to a directory's descriptor, e.g. pytest cleaning its basetemp), else the
-    working directory."""
+    """`path` made absolute against `dir_fd` where given (shutil.rmtree removes by names relative
+    to a directory's descriptor), else the working directory."""
     if isinstance(dir_fd, int) and not os.path.isabs(path):
         with contextlib.suppress(OSError):
             return os.path.normpath(os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path))
@@ -783,8 +637,6 @@ _FATAL = {9, 19, 20}  # SIGKILL, SIGSTOP, SIGTSTP: a koan that stops its own pro
 
 
 def _writes(mode, flags) -> bool:
-    if isinstance(mode, str) and any(c in mode for c in "wax+"):
-        return True
-    return isinstance(flags, int) and bool(
-        flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-    )
+    writing = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
+    by_mode = isinstance(mode, str) and any(c in mode for c in "wax+")
+    return by_mode or (isinstance(flags, int) and bool(flags & writing))

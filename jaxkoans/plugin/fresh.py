@@ -20,6 +20,7 @@ profile names the length it grew (the first, largest first, on which the answer 
 from __future__ import annotations
 
 import math
+import zlib
 
 PROJECTIONS = 4
 DIVERGED = 1e30  # an answer's moved result this large tells nothing: its iteration diverged
@@ -180,11 +181,13 @@ def grown(args, kwargs, length: int, seed: int, ints: bool = False):
     return moved(*jax.tree.map(grow, (args, kwargs)), seed)
 
 
-def drawn(args, kwargs, seed: int, size: float = 1.0):
+def drawn(args, kwargs, seed: int, size: float = 1.0, host: bool = False):
     """New values for the arrays among `args`/`kwargs` (shapes and dtypes as recorded): what no
     table in the test anticipates. Floats are normal times `size`, integers in [0, 4), booleans
     fair; each a jax.Array, as the tracers it stands for were (numpy cannot be indexed by a
-    tracer)."""
+    tracer), or with `host` the same values as NumPy arrays (typed keys stay jax.Arrays), for a
+    caller that places them itself: placing a host array on a mesh compiles nothing, moving a
+    device array there is a reshard compiled per shape."""
     import jax
     import numpy as np
 
@@ -205,14 +208,37 @@ def drawn(args, kwargs, seed: int, size: float = 1.0):
             value = generator.integers(0, 4, leaf.shape).astype(dtype)
         else:
             value = (size * generator.standard_normal(leaf.shape)).astype(dtype)
-        return jax.numpy.asarray(value)
+        return value if host else jax.numpy.asarray(value)
 
     return jax.tree.map(draw, (args, kwargs))
+
+
+def plain(args, kwargs) -> bool:
+    """True when `args`/`kwargs` hold only values (numbers, flags, None, arrays: no function,
+    no object, no path; a call that can be made again with nothing else) and a number or a
+    float array among them that a move changes."""
+    import jax
+    import numpy as np
+
+    def value(leaf) -> bool:
+        return (
+            leaf is None
+            or type(leaf) in (int, float, bool)
+            or (isinstance(leaf, jax.Array | np.ndarray) and not isinstance(leaf, jax.core.Tracer))
+        )
+
+    leaves = jax.tree.leaves((args, kwargs), is_leaf=lambda x: x is None)
+    return all(map(value, leaves)) and any(
+        type(leaf) in (int, float) or (_array(leaf) and _floating(leaf.dtype)) for leaf in leaves
+    )  # and something a move changes (else the call is the koan's own, already judged)
 
 
 def _as_floats(leaf):
     import jax
     import numpy as np
+
+    if isinstance(leaf, str | jax.sharding.PartitionSpec):  # compared exactly (bits 0)
+        return np.array([float(zlib.crc32(repr(leaf).encode()))])
 
     if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
         leaf = jax.random.key_data(leaf)
@@ -233,6 +259,8 @@ def fingerprint(outputs, seed: int) -> list[list[float]]:
         bits = (
             8 * np.dtype(getattr(leaf, "dtype", np.float64)).itemsize
             if hasattr(leaf, "dtype")
+            else 0
+            if isinstance(leaf, str | jax.sharding.PartitionSpec)
             else 64
         )
         value = _as_floats(leaf)
@@ -251,7 +279,10 @@ def fingerprint(outputs, seed: int) -> list[list[float]]:
 
 
 def _tolerance(bits: float) -> float:
-    """Relative to the output's norm: rounding of another honest order of operations."""
+    """Relative to the output's norm: rounding of another honest order of operations (none for
+    a spec or a string, bits 0)."""
+    if bits == 0:
+        return 0.0
     return RTOL if bits >= 32 else 5e-2 if bits >= 16 else 2e-1
 
 

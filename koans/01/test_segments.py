@@ -239,12 +239,13 @@ def test_write_a_top2_mixture_of_experts_with_ragged_dot():
     """✍️ 实现 top2_moe。每个专家分到的 token 数各不相同（参差的数据）：把行按专家排好，
     lax.ragged_dot 一次做完所有“每组一个矩阵”的乘法，不必把每个 token 送进每个专家。检验：数值和对
     x、router、experts 的梯度与稠密参照一致（jit 下），jaxpr 里有 top_k 和 ragged_dot_general，
-    没有一个中间值达到 T·E·H 个元素。
+    没有一个中间值达到 T·E·H 个元素；换一个 token 数和专家数也对。
     Write top2_moe. Every expert receives a different number of tokens (ragged data): with the
     rows sorted by expert, lax.ragged_dot does every "one matrix per group" product in one call,
     with no token sent through every expert. Checked: the values and the gradients by x, router
     and experts equal the dense reference's (under jit), and the jaxpr has top_k and
-    ragged_dot_general and no intermediate of T·E·H elements.
+    ragged_dot_general and no intermediate of T·E·H elements; other numbers of tokens and
+    experts too.
     """
     t, d, h, e = 12, 8, 16, 8
     rng = np.random.default_rng(4)
@@ -266,6 +267,9 @@ def test_write_a_top2_mixture_of_experts_with_ragged_dot():
     got = jax.jit(top2_moe)(x, router, experts)
     assert got.shape == (t, h)
     np.testing.assert_allclose(got, jax.jit(dense)(x, router, experts), rtol=1e-5, atol=1e-5)
+    # 另一批 token、另一个专家数 / other tokens, another number of experts
+    fewer = (x[:10], router[:, :5], experts[:5])
+    np.testing.assert_allclose(top2_moe(*fewer), dense(*fewer), rtol=1e-5, atol=1e-5)
 
     def loss(fn):
         return lambda *args: jnp.sum(jnp.sin(fn(*args)))

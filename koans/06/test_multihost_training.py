@@ -182,7 +182,9 @@ try:
 
     stage = "load_my_shard"
     local = koan.load_my_shard(dataset)
-    report[stage] = {"rows": [listed(part) for part in local]}
+    shorter = koan.Dataset(*(part[: koan.ROWS - 4] for part in koan.make_data()))
+    koan.load_my_shard(shorter)  # a dataset of another length / 另一个长度的数据集
+    report[stage] = {"rows": [listed(part) for part in local], "shorter": shorter.reads}
 
     stage = "global_batch"
     x, y = koan.global_batch(local, mesh)
@@ -323,15 +325,19 @@ def reported(reports, function):
 
 def test_each_process_reads_only_its_own_rows(reports):
     """✍️ 写 load_my_shard。每个进程只读自己的一段：两个进程读的行互不重叠、合起来正好是整个
-    数据集，每个进程只读一次（Dataset 记下了每一次读）；读回的行就是数据集里的那几行。
+    数据集，每个进程只读一次（Dataset 记下了每一次读）；读回的行就是数据集里的那几行；换一个长度的
+    数据集也一样平分。
     Write load_my_shard. Each process reads only its own block: the two processes' rows do not
     overlap and together are the whole dataset, each process reads once (the Dataset records
-    every read), and the rows read back are exactly those rows of the dataset.
+    every read), and the rows read back are exactly those rows of the dataset; a dataset of
+    another length is split the same way.
     """
     got = reported(reports, load_my_shard)
     x, y = make_data()
     half = ROWS // 2
     assert [r["reads"] for r in got] == [[[0, half]], [[half, ROWS]]]
+    shorter = (ROWS - 4) // 2  # 短一些的数据集也平分 / a shorter dataset is split evenly too
+    assert [r["load_my_shard"]["shorter"] for r in got] == [[[0, shorter]], [[shorter, ROWS - 4]]]
     for index, report in enumerate(got):
         rows = slice(index * half, (index + 1) * half)
         features, targets = report["load_my_shard"]["rows"]

@@ -1,0 +1,69 @@
+"""An untraced TODO (`traced = false`) called on plain values is called again on moved ones
+(plugin/contracts.py `_replayed`): the answer's result there is logged by an author's run and
+kept in its profile; a learner's TODO is held to it."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+from jaxkoans.plugin import contracts, costs, fresh
+
+KOAN = "answers/03/test_x.py::test_bubble"
+UNTRACED = {"traced": False, "why": "returns a Python float from two ints"}
+
+
+def bubble(stages, microbatches):  # the work
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def looked_up(stages, microbatches):  # right at the test's numbers only
+    return {(8, 1): 7 / 8, (8, 3): 0.7}[(stages, microbatches)]
+
+
+def _run(function, tmp_path, profiles=None, author=False, monkeypatch=None):
+    module = types.SimpleNamespace(bubble=function)
+    if author:
+        monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
+    else:
+        monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+    with contracts.recording(module, {"bubble": UNTRACED}) as records:
+        for call in ((8, 1), (8, 3)):
+            assert module.bubble(*call) == pytest.approx(bubble(*call))
+    return contracts.check(records, KOAN, {"bubble": profiles} if profiles else None)
+
+
+def test_an_untraced_todo_on_plain_values_is_held_to_the_answer_on_moved_ones(
+    tmp_path, monkeypatch
+):
+    _run(bubble, tmp_path, author=True, monkeypatch=monkeypatch)
+    entries = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(entries) == 2 and all(e["costs"]["ints"] for e in entries)  # counts one up
+    chapter = tmp_path / "03"
+    chapter.mkdir()
+    costs.write(chapter, [e | {"koan": "answers/03/test_x.py::test_bubble"} for e in entries])
+    profiles = costs.profiles_for(chapter, "test_x.py")["bubble"]
+    assert _run(bubble, tmp_path, profiles, monkeypatch=monkeypatch) == []  # nothing "met"
+    with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
+        _run(looked_up, tmp_path, profiles, monkeypatch=monkeypatch)
+
+
+def test_only_plain_values_are_called_again():
+    import numpy as np
+
+    assert fresh.plain((8, 3, 0.5, None, (2, 4)), {"x": np.ones(3)})
+    assert not fresh.plain((print,), {})  # a function: the call may do anything again
+    assert not fresh.plain(("/tmp/checkpoint",), {})  # a path: I/O
+    assert not fresh.plain((object(),), {})
+    assert not fresh.plain((), {})  # nothing to move: the koan's own call, already judged
+    assert not fresh.plain((True, None), {})
+
+
+def test_a_spec_or_a_string_is_compared_exactly():
+    from jax.sharding import PartitionSpec as P
+
+    spec = fresh.fingerprint(P("data", None), 1)
+    assert fresh.differs(fresh.fingerprint(P("data", None), 1), spec) == ""
+    assert "another result" in fresh.differs(fresh.fingerprint(P(None, "data"), 1), spec)

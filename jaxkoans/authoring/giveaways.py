@@ -243,10 +243,7 @@ def findings(
 ) -> list[Finding]:
     answer_file = answer_file or checkout.answer_of(koan_file)
     shown = checkout.relative(koan_file)
-    koan_text, answer_text = (
-        koan_file.read_text(encoding="utf-8"),
-        answer_file.read_text(encoding="utf-8"),
-    )
+    koan_text, answer_text = (path.read_text(encoding="utf-8") for path in (koan_file, answer_file))
     taken = fills.take(koan_text, answer_text)
     model = koan_model.read(koan_file)
     chapter = checkout.chapter_for(koan_file)
@@ -268,11 +265,8 @@ def findings(
         def say(where: str, fill=fill, answer=answer, line=line) -> None:
             found.append(Finding(shown, line, fill.owner, answer, where))
 
-        value = (
-            value_of(fill.node)
-            if kind in (predictions.LITERAL, predictions.ARITHMETIC)
-            else _NO_VALUE
-        )
+        valued = kind in (predictions.LITERAL, predictions.ARITHMETIC)
+        value = value_of(fill.node) if valued else _NO_VALUE
         named = _named_by(fill.node, value, kind, fill.owner)
         if named is not None:
             say(f"is spelled by the koan's own name ({named})")
@@ -297,32 +291,25 @@ def findings(
         first = " ".join(level[0] for level in (hint.zh, hint.en) if level) if hint else ""
         if appears(answer, first):
             say("is in the first hint level")
-        near = lines[max(0, line - 1 - AROUND) : line - 1] + lines[line : line + AROUND]
-        if (
-            len(answer) >= MIN_NEAR
-            and kind != predictions.DTYPE
-            and appears(answer, "\n".join(near))
-        ):
+        near = "\n".join(lines[max(0, line - 1 - AROUND) : line - 1] + lines[line : line + AROUND])
+        if len(answer) >= MIN_NEAR and kind != predictions.DTYPE and appears(answer, near):
             say(f"is written within {AROUND} lines of the blank")
         if len(answer) >= MIN_OTHER_KOAN and kind != predictions.DTYPE:  # a dtype recurs by nature
-            for other in model.koans:
-                if other.name != fill.owner and appears(
-                    answer, "\n".join(lines[other.span[0] - 1 : other.span[1]])
-                ):
-                    say(f"is written in another koan of the file ({other.name})")
-                    break
-            else:
-                outside = [
-                    (i + 1, text)
-                    for i, text in enumerate(lines)
-                    if not any(k.span[0] <= i + 1 <= k.span[1] for k in model.koans)
-                ]
-                for where, text in outside:  # helpers, the module's code and comments
-                    if value is _NO_VALUE and appears(answer, text):
-                        say(f"is written at line {where}, outside the koans")
-                        break
+            others = [k for k in model.koans if k.name != fill.owner]
+            other = next((k for k in others if appears(answer, _text(lines, k.span))), None)
+            inside = {n for k in model.koans for n in range(k.span[0], k.span[1] + 1)}
+            outside = [(n, text) for n, text in enumerate(lines, 1) if n not in inside]
+            where = next((n for n, text in outside if appears(answer, text)), None)
+            if other is not None:
+                say(f"is written in another koan of the file ({other.name})")
+            elif value is _NO_VALUE and where is not None:  # helpers, module code, comments
+                say(f"is written at line {where}, outside the koans")
     recorded = _recorded(chapter, koan_file.name) if chapter else set()
     return [f for f in found if (f.koan, f.answer) not in recorded]
+
+
+def _text(lines: list[str], span: tuple[int, int]) -> str:
+    return "\n".join(lines[span[0] - 1 : span[1]])
 
 
 def _helper_lines(model) -> set[int]:

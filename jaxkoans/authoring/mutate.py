@@ -424,13 +424,17 @@ def _run(command: list[str], timeout_s: float, cwd: Path) -> tuple[int | None, s
 FAKES = "fakes"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fake:
+    """A body in place of a TODO function's answer: hand-written (answers/NN/fakes/) or generated
+    (authoring/shortcuts.py), with the TODO functions it leaves as shipped."""
+
     answer: Path
     function: str  # the TODO function it stands in for
-    label: str
-    body: str  # the fake's body, indented like the answer's
+    label: str  # a generated one's is kind_detail: "delegate_simulate_unrolled", …
+    body: str
     koans: tuple[str, ...]
+    unwritten: tuple[str, ...] = ()  # TODO functions left as shipped in this variant
 
     @property
     def name(self) -> str:
@@ -464,7 +468,7 @@ def chapter_fakes(
     return fakes, missing
 
 
-def _fake_functions(path: Path) -> list[tuple[str, str, list[str]]]:
+def _fake_functions(path: Path) -> list[tuple[str, str, str]]:
     if not path.is_file():
         return []
     text = path.read_text(encoding="utf-8")
@@ -474,14 +478,19 @@ def _fake_functions(path: Path) -> list[tuple[str, str, list[str]]]:
         if isinstance(node, ast.FunctionDef) and "__" in node.name.strip("_"):
             function, _, label = node.name.partition("__")
             start, end = koan_model.body_span(node)
-            found.append((function, label, lines[start:end]))
+            found.append((function, label, "\n".join(lines[start:end])))
     return found
 
 
-def faked_source(fake: Fake) -> str:
-    """The answer file with the TODO body of `fake.function` replaced by the fake's."""
-    text = fake.answer.read_text(encoding="utf-8")
-    return koan_model.splice_body(text, fake.function, "\n".join(fake.body))
+def faked_source(fake: Fake, koan: Path | None = None) -> str:
+    """The answer file with the TODO body of `fake.function` replaced by the fake's, and the body
+    of each TODO function the fake leaves unwritten as shipped (in `koan`)."""
+    text = koan_model.splice_body(fake.answer.read_text(encoding="utf-8"), fake.function, fake.body)
+    shipped = koan_model.read(koan) if koan is not None else None
+    for helper in fake.unwritten:
+        start, end = shipped.body_of(helper)
+        text = koan_model.splice_body(text, helper, "\n".join(shipped.lines[start:end]))
+    return text
 
 
 def check_all_fakes(

@@ -33,29 +33,11 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.authoring import contract_fakes, mutate
-from jaxkoans.authoring.mutate import Variant
+from jaxkoans.authoring.mutate import Fake, Variant
 from jaxkoans.course import koan_model, predictions, twins
 from jaxkoans.course.file_context import Context
 
 CONSTANTS_PER_TODO = 3
-
-
-@dataclass(frozen=True)
-class Shortcut:
-    answer: Path
-    function: str  # the TODO function it stands in for
-    label: str  # kind_detail: "delegate_simulate_unrolled", "library_0_private", …
-    body: str  # the fake's body, unindented
-    koans: tuple[str, ...]
-    unwritten: tuple[str, ...] = ()  # TODO functions left as shipped in this variant
-
-    @property
-    def name(self) -> str:
-        return f"{self.answer.name}::{self.function}__{self.label}"
-
-    @property
-    def kind(self) -> str:
-        return self.label.split("_", 1)[0]
 
 
 # ---- generating --------------------------------------------------------------------------
@@ -229,7 +211,7 @@ def _through_private_path(body: str, context: Context) -> str | None:
     return "\n".join([*imports, text])
 
 
-def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Shortcut]:
+def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Fake]:
     spans = twins.todo_spans(koan, answer)
     if not spans:
         return []
@@ -256,13 +238,13 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Sh
         if references and contract_fakes.asks_of_program(chapter.contracts.get(key, {})):
             bodies += contract_fakes.families(fn, textwrap.dedent(answer_body), references[0])
         for label, body in bodies:
-            found.append(Shortcut(answer, fn.name, label, body, koans, helpers))
+            found.append(Fake(answer, fn.name, label, body, koans, helpers))
     return found
 
 
 def chapter_shortcuts(
     checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
-) -> list[Shortcut]:
+) -> list[Fake]:
     """The generated fakes of the chapter (of its answer files `files`, when given)."""
     return [
         s
@@ -272,21 +254,8 @@ def chapter_shortcuts(
     ]
 
 
-# ---- the variant files ---------------------------------------------------------------------
-
-
-def variant_source(checkout: course.Course, shortcut: Shortcut) -> str:
-    """The answer file with the shortcut's body in its TODO function, and each helper the
-    shortcut leaves unwritten as shipped."""
-    koan_model_ = koan_model.read(checkout.koan_of(shortcut.answer))
-    text = koan_model.splice_body(
-        shortcut.answer.read_text(encoding="utf-8"), shortcut.function, shortcut.body
-    )
-    for helper in shortcut.unwritten:
-        start, end = koan_model_.body_of(helper)
-        shipped = textwrap.dedent("\n".join(koan_model_.lines[start:end]))
-        text = koan_model.splice_body(text, helper, shipped)
-    return text
+def variant_source(checkout: course.Course, shortcut: Fake) -> str:
+    return mutate.faked_source(shortcut, checkout.koan_of(shortcut.answer))
 
 
 # ---- running -------------------------------------------------------------------------------
@@ -295,10 +264,10 @@ def variant_source(checkout: course.Course, shortcut: Shortcut) -> str:
 @dataclass
 class ShortcutResult:
     chapter: str
-    fakes: list[Shortcut]
-    killed: list[Shortcut]
-    equivalent: list[tuple[Shortcut, str]]
-    survived: list[Shortcut]
+    fakes: list[Fake]
+    killed: list[Fake]
+    equivalent: list[tuple[Fake, str]]
+    survived: list[Fake]
     problem: str = ""
 
     @property
@@ -310,7 +279,7 @@ class ShortcutResult:
                 f"{len(self.equivalent)} equivalent, {len(self.survived)} survived")  # fmt: skip
 
 
-def equivalent_reason(chapter: course.Chapter, shortcut: Shortcut) -> str | None:
+def equivalent_reason(chapter: course.Chapter, shortcut: Fake) -> str | None:
     entries = chapter.shortcuts.get(f"{shortcut.answer.name}::{shortcut.function}", {})
     for entry in entries.get("equivalent", []):
         if entry.get("fake") == shortcut.label:
@@ -327,7 +296,7 @@ def gate(
     """Every chapter's generated fakes in ONE pytest run, each beside its file's baseline
     (with `files`, {chapter: answer file names}: only those files' fakes)."""
     plan: dict[str, list[Variant]] = {}
-    names: dict[str, dict[str, Shortcut]] = {}
+    names: dict[str, dict[str, Fake]] = {}
     for chapter in chapters:
         variants, named = [], {}
         shortcuts = chapter_shortcuts(

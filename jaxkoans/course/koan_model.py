@@ -207,6 +207,21 @@ def _names(node: ast.AST, fixtures: bool) -> Iterator[str]:
             yield each.value
 
 
+def imports_in(node: ast.AST) -> dict[str, str]:
+    """{name: the dotted path it names} for every import under `node` (`from a import b`: a.b;
+    a relative `from . import b` names nothing)."""
+    found = {}
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Import):
+            for alias in inner.names:
+                top = alias.name.split(".")[0]
+                found[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(inner, ast.ImportFrom) and inner.module:
+            for alias in inner.names:
+                found[alias.asname or alias.name] = f"{inner.module}.{alias.name}"
+    return found
+
+
 def has_docstring(fn: ast.AST) -> bool:
     return ast.get_docstring(fn, clean=False) is not None
 

@@ -15,6 +15,8 @@ import copy
 import functools
 from pathlib import Path
 
+from jaxkoans.course.koan_model import imports_in
+
 # The kinds that ask a prediction. LITERAL: the answer is a plain literal, and so must the
 # fill be (`6 * 7` beside `assert 6 * 7 == __` copies, it does not predict); ARITHMETIC: the
 # answer itself is arithmetic of literals (`1024 + 512`, `[[1 / 3] * 3]`), and so may the fill be.
@@ -172,13 +174,7 @@ def of_file(koan_text: str, answer: Path) -> dict[str, str]:
 @functools.lru_cache(maxsize=64)  # a tree is read once per file (fills' cache keeps it alive)
 def imported_names(tree: ast.Module) -> frozenset[str]:
     """The names a module binds by its imports (at any depth)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            names |= {a.asname or a.name for a in node.names}
-    return frozenset(names)
+    return frozenset(imports_in(tree))
 
 
 @functools.lru_cache(maxsize=64)

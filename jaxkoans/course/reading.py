@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from jaxkoans.course import predictions
-from jaxkoans.course.koan_model import MODULE
+from jaxkoans.course.koan_model import MODULE, imports_in
 
 MESSAGE = (
     "这段代码读取的是测试本身（闭包、帧、全局变量、本文件的源码）或者关掉了本课要教的检查，\n"
@@ -107,21 +107,6 @@ def aliases(tree: ast.Module) -> dict[str, str]:
     """{name: the dotted module path it names} for every import in `tree`, at any depth
     (shared between calls: never modify it)."""
     return imports_in(tree)
-
-
-def imports_in(node: ast.AST) -> dict[str, str]:
-    """{name: the dotted module path it names} for every import under `node`."""
-    found = {}
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Import):
-            for alias in inner.names:
-                found[alias.asname or alias.name.split(".")[0]] = (
-                    alias.name if alias.asname else alias.name.split(".")[0]
-                )
-        elif isinstance(inner, ast.ImportFrom) and inner.module:
-            for alias in inner.names:
-                found[alias.asname or alias.name] = f"{inner.module}.{alias.name}"
-    return found
 
 
 _CANONICAL = {"np": "numpy", "jnp": "jax.numpy"}

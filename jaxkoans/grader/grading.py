@@ -258,13 +258,9 @@ def _merge(
                 crash = "💥 解释器崩溃 / the interpreter crashed: no report came back"
                 message = messages.get(nodeid) or crash
             else:  # never reported: never a pass
-                message = "没有结果 / no result" + (
-                    f" ({outcome.stopped})"
-                    if outcome.stopped
-                    else " (the interpreter crashed while importing the file)"
-                    if rel in crashed_files
-                    else " (the grading run stopped early)"
-                )
+                crash = "the interpreter crashed while importing the file"
+                why = outcome.stopped or (crash if rel in crashed_files else "")
+                message = f"没有结果 / no result ({why or 'the grading run stopped early'})"
             message = _cap(message)
             graded.append(KoanResult(nodeid, state, cause, line, duration, message, contracts))
     return graded
@@ -330,11 +326,10 @@ def _evidence(
                 koans = (name,) if name else tuple(pristine.koans.get(rel, ()))
                 findings.append(Finding(finding, rel, None, koans, message))
     called: set[str] = set()
-    for event in list(guard):  # a koan runs once: a second call report was made up
-        if event.get("event") == "reported" and event.get("when") == "call":
-            if event.get("nodeid") in called:
-                guard.append({**event, "event": "forged"})
-            called.add(event.get("nodeid"))
+    for event in [e for e in guard if e.get("event") == "reported" and e.get("when") == "call"]:
+        if event.get("nodeid") in called:  # a koan runs once: a second call report was made up
+            guard.append({**event, "event": "forged"})
+        called.add(event.get("nodeid"))
     forgers = sorted({e["worker"] for e in guard if e.get("event") == "forged" and e.get("worker")})
     for worker in forgers:
         mine = [e for e in guard if e.get("worker") == worker]

@@ -75,8 +75,7 @@ def _non_dumpable() -> None:
     with contextlib.suppress(Exception):
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
 
 
 @pytest.hookimpl(trylast=True)

@@ -81,7 +81,7 @@ def _run(function, call: Placed, seed: int) -> list[list[float]]:
         shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
                       if axes else block)  # fmt: skip
         specs.append(P(axes) if axes else P())
-    values = fresh.drawn(tuple(shapes), {}, seed)[0]
+    values = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
     values = [jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(values, specs, strict=True)]
 
     def body(*blocks):

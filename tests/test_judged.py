@@ -25,6 +25,10 @@ def test_an_untraced_todo_is_judged_by_its_asserts_and_names_no_new_api():
     assert "asserts" in en and "live_arrays" not in en and "the koan counts them" in en
     _, en = judged.sentence(contract, docstring="use jax.live_arrays()")
     assert "jax.live_arrays()" in en
+    assert "moved" not in en
+    replayed = {"sig": {"fresh": {"test_k": [[0.8, 0.0, 64.0]]}, "ints": {"test_k": True}}}
+    zh, en = judged.sentence(contract, replayed, docstring="count what is alive")
+    assert "moved (counts one up)" in en and "计数加一" in zh
 
 
 def test_a_failing_todo_shows_what_it_is_judged_by(tmp_path):

@@ -35,9 +35,10 @@ def sentence(
     `traced = false` contract, its `why`, clause by clause, keeping only the clauses that name
     nothing in code and no name of the `solution` (the answer's body) that `docstring` does not
     already name: the lines give away nothing the TODO's own text does not."""
-    if contract.get("traced", True) is False:
-        return _untraced(contract.get("why", ""), docstring, solution)
     runs = list((profiles or {}).values())
+    if contract.get("traced", True) is False:
+        replayed = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
+        return _untraced(contract.get("why", ""), docstring, solution, replayed)
     moved = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
     grown = any(isinstance((v or {}).get("print"), list)
                 for p in runs for v in (p.get("grown") or {}).values())  # fmt: skip
@@ -85,8 +86,11 @@ def sentence(
     return ZH + "；".join(zh) + "。", f"{EN} " + "; ".join(en) + "."
 
 
-def _untraced(why: str, docstring: str, solution: frozenset) -> tuple[str, str]:
-    """The lines of a TODO that builds no program to read: its koans' asserts judge it."""
+def _untraced(
+    why: str, docstring: str, solution: frozenset, replayed: bool = False
+) -> tuple[str, str]:
+    """The lines of a TODO that builds no program to read: its koans' asserts judge it, and
+    where it is `replayed` (contracts._replayed) its results on the values moved."""
     known = docstring.replace(" ", "")
     kept = []
     for clause in _clauses(why):
@@ -95,6 +99,16 @@ def _untraced(why: str, docstring: str, solution: frozenset) -> tuple[str, str]:
             kept.append(clause)
     zh = ZH + "只看调用它的 koan 的断言；不重新追踪、不读它的程序，也不比代价"
     en = f"{EN} by its koans' asserts; no program of it is read, nor its costs"
+    if replayed:
+        zh = (
+            f"{ZH}看调用它的 koan 的断言，以及同一个调用的数值略作移动（计数加一）后的结果："
+            "必须与参考答案相同；不读它的程序，也不比代价"
+        )
+        en = (
+            f"{EN} by its koans' asserts and by its results on the same calls with their numbers "
+            "moved (counts one up), which must be the answer's; no program of it is read, nor "
+            "its costs"
+        )
     if kept:
         return zh + "（原因见下一行）。", f"{en}: {'; '.join(kept)}."
     return zh + "：它不构建可读的 JAX 程序。", f"{en}: it builds no JAX program to read."

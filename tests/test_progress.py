@@ -58,7 +58,7 @@ def test_a_hang_names_the_koan_that_was_running():
     ]
     progress = merge(HERE, _koans(), events, "the koans did not finish within 900 s")
     assert progress.koans[0].state == "passed"
-    assert progress.koans[1].note == "did not report (crash or hang)"
+    assert progress.koans[1].result.note == "did not report (crash or hang)"
     assert progress.problems[0] == (
         "the koans did not finish within 900 s (still running: koans/01/test_a.py::test_two)"
     )
@@ -94,7 +94,7 @@ def test_a_parametrized_koan_passes_only_when_every_case_passes():
     ]  # fmt: skip
     progress = merge(HERE, _koans(), events, "")
     one, two = progress.koans
-    assert (one.state, one.cause, one.line) == ("failing", "wrong", 9)
+    assert (one.state, one.result.cause, one.line) == ("failing", "wrong", 9)
     assert two.state == "passed"
 
 

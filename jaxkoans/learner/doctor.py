@@ -12,6 +12,8 @@ import sys
 import tomllib
 from dataclasses import dataclass
 
+from packaging.markers import Marker  # pytest's own dependency
+
 from jaxkoans.api import cbuild, tpu
 from jaxkoans.course import Course
 
@@ -63,20 +65,9 @@ def pinned_versions(checkout: Course) -> dict[str, str]:
     for dependency in project.get("project", {}).get("dependencies", []):
         requirement, _, marker = dependency.partition(";")
         match = PIN.match(requirement.strip())
-        if match and applies(marker.strip()):
+        if match and (not marker.strip() or Marker(marker.strip()).evaluate()):  # pip's rules
             pins[match.group(1)] = match.group(2).strip()
     return pins
-
-
-def applies(marker: str) -> bool:
-    """Whether an environment marker holds here (pip's own rules, through `packaging`)."""
-    if not marker:
-        return True
-    try:
-        from packaging.markers import Marker
-    except ImportError:  # no way to tell: check the pin, as pip would have installed it
-        return True
-    return Marker(marker).evaluate()
 
 
 def _python() -> Check:
@@ -97,19 +88,22 @@ def _package(name: str, wanted: str) -> Check:
     return Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
 
 
+def _probe(checkout: Course, code: str, timeout_s: int) -> subprocess.CompletedProcess | None:
+    """`code` run by this Python in the course; None when it did not end in `timeout_s`."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code], cwd=checkout.root, capture_output=True, text=True,
+            timeout=timeout_s, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def _devices(checkout: Course) -> Check:
     devices = max((c.devices for c in checkout.chapters()), default=1)
     line = f"JAX: {devices} CPU 设备 / CPU devices, float64 per chapter"
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-c", DEVICE_PROBE.format(devices=devices)],
-            cwd=checkout.root,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    probe = _probe(checkout, DEVICE_PROBE.format(devices=devices), 120)
+    if probe is None:
         return Check(False, line + " (timed out)", "run `python -c 'import jax'` to see what hangs")
     if probe.returncode == 0 and probe.stdout.strip() == str(devices):
         return Check(True, line)
@@ -149,12 +143,8 @@ def _tpu(checkout: Course) -> Check:
     if not tpu.chips_on_this_machine():
         return Check(True, "TPU: 没有 / none on this machine (the course runs on the CPU)")
     line = "TPU"
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-c", TPU_PROBE], cwd=checkout.root, capture_output=True,
-            text=True, timeout=300, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
+    probe = _probe(checkout, TPU_PROBE, 300)
+    if probe is None:
         return Check(False, f"{line}: 启动超时 / did not start in 300 s", TPU_FIX)
     try:
         found = json.loads(probe.stdout.strip().splitlines()[-1])
@@ -180,7 +170,7 @@ def checks(checkout: Course) -> list[Check]:
 
 
 def add_arguments(parser) -> None:
-    """`progress.py doctor`: no options."""
+    """`progress.py doctor` has no options."""
 
 
 def run(args) -> int:

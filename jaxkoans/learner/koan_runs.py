@@ -56,14 +56,6 @@ class Koan:
     def state(self) -> KoanState:
         return self.result.state
 
-    @property
-    def cause(self) -> str:
-        return self.result.cause
-
-    @property
-    def note(self) -> str:
-        return self.result.note
-
     def hold(self, result: KoanResult) -> None:
         """Hold `result`; keep this koan's line where the result names none."""
         self.line = result.line or self.line
@@ -276,7 +268,7 @@ def measure(
     problems += [
         f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}"
         for k in koans
-        if k.note == DELETED
+        if k.result.note == DELETED
     ]
     problems += missing_files(checkout, chapters)
     files = sorted({k.path.as_posix() for k in stale})

@@ -1,10 +1,6 @@
-"""What grade will not take from a learner's koan files: edits outside the blanks, TODO bodies
-and fix regions, with file and line, for the learner's own tools (progress.py's summary).
-
-Grade runs the course's file with only the fills put in (jaxkoans/course/fills.py), so an edit
-elsewhere (an added import, a changed assert, a debugging line) passes in the learner's run and
-is ignored by grade. Comments, blank lines and reformatting are not edits.
-"""
+"""What grade will not take from a learner's koan files (it runs the course's file with only the
+fills put in): edits outside the blanks, TODO bodies and fix regions, with file and line.
+Comments, blank lines and reformatting are not edits."""
 
 from __future__ import annotations
 
@@ -44,16 +40,13 @@ def edits_outside(checkout: Course, koan_file: Path) -> list[Outside]:
     return [Outside(Path(koan_file), e.student_line, e.owner, e.what) for e in taken.ignored]
 
 
-def course_files(checkout: Course, chapters: list[course.Chapter]) -> list[Path]:
-    return [checkout.koans / c.number / name for c in chapters for name in c.files]
-
-
 def edits(checkout: Course, chapters: list[course.Chapter]) -> list[Outside]:
-    """Every edit of the chosen chapters' koan files that grade ignores (read once per summary;
-    a file identical to the shipped one has none, known from its blob id alone)."""
+    """Every edit of the chosen chapters' koan files that grade ignores (a file identical to the
+    shipped one has none, known from its blob id alone)."""
+    paths = [checkout.koans / c.number / name for c in chapters for name in c.files]
     return [
         edit
-        for path in course_files(checkout, chapters)
+        for path in paths
         if path.is_file() and not checkout.is_shipped(checkout.relative(path).as_posix())
         for edit in edits_outside(checkout, path)
     ]
@@ -79,17 +72,17 @@ def where(checkout: Course, edit: Outside) -> str:
     return f"{path.as_posix()}:{edit.line}" if edit.line else path.as_posix()
 
 
-def warnings(
-    checkout: Course, chapters: list[course.Chapter], found: list[Outside] | None = None
-) -> list[str]:
+def capped(lines: list[str]) -> list[str]:
+    """The first MAX_SHOWN of `lines`, and how many more there are."""
+    more = [f"   … {len(lines) - MAX_SHOWN} more"] if len(lines) > MAX_SHOWN else []
+    return lines[:MAX_SHOWN] + more
+
+
+def warnings(checkout: Course, found: list[Outside]) -> list[str]:
     """A line per edit that grade will not use, for the summary."""
-    found = edits(checkout, chapters) if found is None else found
     if not found:
         return []
     zh = "grade 不会使用这些改动（空、TODO 和修复区以外）"
     en = "grade will not use these edits (outside the blanks, TODO bodies and fix regions)"
-    lines = [f"{say(zh, en)}: {len(found)}"]
-    lines += [f"   {where(checkout, e)} ({e.koan}): {e.what}" for e in found[:MAX_SHOWN]]
-    if len(found) > MAX_SHOWN:
-        lines.append(f"   … {len(found) - MAX_SHOWN} more")
-    return lines
+    lines = [f"   {where(checkout, e)} ({e.koan}): {e.what}" for e in found]
+    return [f"{say(zh, en)}: {len(found)}", *capped(lines)]

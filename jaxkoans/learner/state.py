@@ -1,10 +1,6 @@
-"""The tool's own memory in .jaxkoans/ (ignored by git): hint levels seen, remembered results.
-
-Never the learner's files. Every write is atomic (a temporary file, then rename), so Ctrl-C
-cannot leave half a file; a file that does not parse is moved aside and started afresh. Damage
-of any shape (`.jaxkoans` a file, a `.damaged` name taken by a directory) and a checkout that
-cannot be written (a classroom's read-only copy) cost only the memory, with one message.
-"""
+"""The tool's own memory in .jaxkoans/ (ignored by git), never the learner's files. Writes are
+atomic (Ctrl-C leaves no half file); a damaged file is moved aside, and damage of any shape or a
+read-only checkout costs only the memory, with one message."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ def _warn_once(key: str, message: str) -> None:
 
 
 def load(directory: Path, name: str) -> dict:
-    """The JSON object stored as `name` in `directory` (a checkout's .jaxkoans/), or {} when
-    there is none or it is damaged."""
+    """The JSON object stored as `name` in `directory`, or {} when there is none or it is damaged."""
     path = directory / name
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -52,8 +47,7 @@ def load(directory: Path, name: str) -> dict:
 
 
 def save(directory: Path, name: str, data: dict) -> bool:
-    """Store `data` as `name` in `directory`; False (with one message) when it cannot be
-    written."""
+    """Store `data` as `name` in `directory`; False (with one message) when it cannot."""
     target = directory / name
     try:
         target.parent.mkdir(exist_ok=True)

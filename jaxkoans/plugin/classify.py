@@ -1,12 +1,8 @@
-"""Why did a koan fail? Its blank, its TODO, a timeout, or the learner's (wrong) answer.
+"""Why did a koan fail? Its blank, its TODO, a timeout, the machine, or the learner's answer.
 
-Attribution is causal: a failure counts as "not started" only when the exception is a
-BlankError/TodoError (or was caused by one), or when it was raised while executing a statement
-of the koan's own file that still contains `__`, or when the koan's file has a fix region
-(`# ✍️ BEGIN` … `# ✍️ END`) that is still as shipped. JAX often wraps a blank in an error of its own
-(`lax.scan(step, __, xs)` raises a ValueError deep inside JAX); the statement rule catches that.
-A C++ build that fails or times out inside a koan (chapter 05) is the machine's problem, not an
-answer: it reads as "environment" and counts as neither attempted nor passed.
+"Not started" only when a BlankError/TodoError caused it, when the failing statement of the koan's
+file still holds `__` (JAX often wraps a blank in an error of its own), or when a fix region it
+runs is still as shipped. A C++ build that fails (chapter 05) is the machine's: "environment".
 """
 
 from __future__ import annotations
@@ -458,20 +454,20 @@ def _own_nodes(function: ast.AST, guards: tuple = ()):
         yield from _own_nodes(node, inner)
 
 
+def _called(call: ast.AST) -> str:
+    """The name `call` calls (`f(…)`, `a.b.f(…)`), "" when it is no call."""
+    func = call.func if isinstance(call, ast.Call) else None
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
 def _is_raises(call: ast.AST) -> bool:
     """`raises_exactly(…)`, `pytest.raises(…)`: a check of the exception the body raises."""
-    func = call.func if isinstance(call, ast.Call) else None
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name in ("raises", "raises_exactly")
+    return _called(call) in ("raises", "raises_exactly")
 
 
 def _is_check(call: ast.AST) -> bool:
     """A call that checks (np.testing.assert_allclose, assert_trees_all_close, …): no effect."""
-    if not isinstance(call, ast.Call):
-        return False
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return "assert" in name.lower()
+    return "assert" in _called(call).lower()
 
 
 def _position(node: ast.AST) -> tuple | None:

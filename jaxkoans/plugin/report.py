@@ -1,10 +1,8 @@
 """How a koan's failure reads: short for a blank or TODO, the assertion and lesson otherwise.
 
-Predict, then see: when a koan fails on an assertion about the learner's fill of a blank, the
-report shows their answer, the lesson and where to look, but not what JAX computed (pytest's
-`assert 10 == 5`, np.testing's ACTUAL/DESIRED, the exception raised) and no captured output.
-The learner can ask to see it (`progress.py reveal`, `pytest --koans-reveal`). A TODO or a fix
-region, where the learner writes code, keeps actual against expected: that is debugging."""
+Predict, then see: a wrong prediction's report shows the learner's answer, the lesson and where
+to look, not what JAX computed nor captured output (`progress.py reveal` shows it). A TODO or a
+fix region keeps actual against expected: that is debugging."""
 
 from __future__ import annotations
 
@@ -150,15 +148,11 @@ class Hidden:
 def hidden_answer(item, found: Attribution, excinfo) -> Hidden | None:
     """The learner's fills a wrong answer is about, when its failure must not show JAX's value.
 
-    Follow the data (classify.origins): the failing statement's values, the names they were
-    computed from in the koan, the helpers and TODO functions that returned them. Hidden only
-    when a prediction fill is among them, or a fill of a call made for its effect before them
-    (a lowering registered, a config switched), with the code beside it if any; a failure
-    whose values came from the learner's code alone (a TODO traced by jit or lower included)
-    shows actual against expected, as debugging does. None — show everything — also for a
-    failure raised inside the learner's code (a TODO body, a fix region), a spelling error
-    (NameError, AttributeError, …), a koan without fills, or a file whose shipped version is
-    unknown. A failure the data connects to nothing stays hidden behind the koan's fills."""
+    Following the data (classify.origins), hidden when a prediction fill (or one of a call made
+    for its effect before) fed the failing values, with the learner's code beside it if any.
+    None (show everything) when the learner's code alone computed them, the failure was raised
+    inside that code, for a spelling error, or with no fills known. A failure the data connects
+    to nothing stays hidden behind the koan's fills."""
     if found.cause is not Cause.WRONG or _is_spelling(excinfo.value):
         return None
     path = Path(item.path)

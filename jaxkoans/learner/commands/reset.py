@@ -1,7 +1,6 @@
-"""Start over: `reset KOAN` puts back as shipped every blank and TODO the koan reaches (its own,
-those of the helpers it calls, its TODO functions) and its fix regions, says which, and keeps
-the rest of your file; `reset FILE` brings the whole file back. Either way your version is kept
-first, in .jaxkoans/backups/ (ignored by git, so it is never committed by mistake)."""
+"""Start over: `reset KOAN` puts back as shipped every blank, TODO and fix region the koan
+reaches, says which, and keeps the rest of your file; `reset FILE` brings the whole file back.
+Your version is kept first in .jaxkoans/backups/ (ignored by git)."""
 
 from __future__ import annotations
 
@@ -37,15 +36,10 @@ def target_file(checkout: Course, target: str) -> Path | None:
 
 
 def reset_reached(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
-    """(the learner's text with `koan` as shipped (unfill.reset_koan), what was put back).
+    """(the learner's text with `koan` as shipped, the places put back in words: its blanks, each
+    TODO it reaches that the learner wrote, each helper's filled blanks, its fix regions).
     Raises SyntaxError when the learner's file does not parse."""
     text, helper_blanks = unfill.reset_koan(shipped, current, koan)
-    return text, _what_changed(shipped, current, koan, helper_blanks)
-
-
-def _what_changed(shipped: str, current: str, koan: str, helper_blanks: list[str]) -> list[str]:
-    """The places `reset_reached` puts back, in words: the koan's blanks, each TODO function it
-    reaches that the learner wrote, each helper whose blanks were filled, its fix regions."""
     taken = fills.take(shipped, current)
     theirs, mine = koan_model.parse(shipped), koan_model.parse(current)
     places = []
@@ -66,7 +60,7 @@ def _what_changed(shipped: str, current: str, koan: str, helper_blanks: list[str
     span = mine.spans.get(koan)
     if span and any(span[0] <= begin <= span[1] for begin, _ in mine.regions):
         places.append(f"{koan} ({koan_model.REGION_BEGIN} … {koan_model.REGION_END})")
-    return places
+    return text, places
 
 
 def _holds(model: koan_model.KoanFile, name: str, line: int) -> bool:

@@ -1,9 +1,6 @@
-"""Predict, then see: show what a wrong prediction hides (the value JAX computed, the exception
-raised), and the answer of each blank not filled yet, on the learner's request; a koan passed
-after that counts as passed (revealed).
-
-The reveals are remembered in `.jaxkoans/reveals.jsonl` (jaxkoans/plugin/reveal_log.py).
-"""
+"""Predict, then see: on request, what a wrong prediction hides (the value JAX computed, the
+exception raised) and the answer of each blank not filled yet; a koan passed after that counts
+as passed (revealed), as remembered by plugin/reveal_log.py."""
 
 from __future__ import annotations
 
@@ -21,21 +18,16 @@ from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noq
 RUN_TIMEOUT_S = 300
 
 
-# What the learner asked to see comes whole: at -vv pytest neither shortens a comparison's
-# values ("{'all-reduce'...}") nor cuts its explanation ("Use -v to get more diff").
+# What the learner asked to see comes whole (at -vv pytest shortens no comparison), but the
+# "where …" lines of every intermediate value (an Adam state: a hundred lines of zeros) are
+# cut as pytest does without -vv: each value to 240 characters (saferepr's maxsize).
 WHOLE = ("-vv",)
-# ... but at -vv it also prints every intermediate value of the assert whole ("where
-# ScaleByAdamState(mu=…) = …": an Adam state was a hundred lines of zeros). Those lines are
-# shortened as pytest does without -vv: each value to 240 characters (its saferepr's maxsize),
-# the middle cut out.
 REPR_MAX = 240
 WHERE = re.compile(r"^E\s+\+\s+where ")
 
 
 def shorten_values(output: str) -> str:
-    """`output` with each of pytest's "where …" lines longer than two values of REPR_MAX
-    characters cut in the middle (pytest's own `_ellipsize`); the comparison and its diff stay
-    whole."""
+    """`output` with each "where …" line longer than two values cut in the middle."""
     limit = 2 * REPR_MAX
     lines = []
     for line in output.split("\n"):
@@ -46,16 +38,13 @@ def shorten_values(output: str) -> str:
     return "\n".join(lines)
 
 
-def reveal_command(nodeid: str) -> list[str]:
-    return runner.pytest_command([nodeid], options=("--koans-reveal", *WHOLE, "-p", "no:xdist"))
-
-
 def run_revealed(
     checkout: Course, nodeid: str, timeout_s: float = RUN_TIMEOUT_S
 ) -> tuple[int | None, str]:
     """Run one koan with its values shown; (pytest's exit code or None on a timeout, output)."""
+    options = ("--koans-reveal", *WHOLE, "-p", "no:xdist")
     code, output = runner.run_in_group(
-        reveal_command(nodeid), timeout_s, cwd=checkout.root,
+        runner.pytest_command([nodeid], options=options), timeout_s, cwd=checkout.root,
         env=checkout.env({REVEAL_ENV: "1"}), keep_stdout=True,
     )  # fmt: skip
     if code is None:
@@ -64,9 +53,8 @@ def run_revealed(
 
 
 def open_blanks(checkout: Course, koan: Koan) -> str:
-    """The answer of each blank `koan` reaches (its own, its helpers') that the learner has not
-    filled yet, from its answers/ twin, and the reveal remembered; "" when every blank is filled.
-    A blank left open raises before JAX computes anything, so its answer is what there is to see."""
+    """The answer of each blank `koan` reaches that is not filled yet (an open blank raises before
+    JAX computes anything: its answer is what there is to see), the reveal remembered."""
     _, shipped = checkout.shipped_text(koan.path.as_posix()) or (None, "")
     answer = checkout.answer_of(checkout.root / koan.path)
     try:

@@ -79,7 +79,7 @@ def show(
     progress: Progress,
     chapters: list[course.Chapter],
     following: Koan | None,
-    found: list[outside.Outside] | None = None,
+    found: list[outside.Outside],
 ) -> None:
     print(say("JAX 进阶 Koans · 学习进度", "Advanced JAX Koans · progress") + "\n")
     for chapter in chapters:
@@ -107,40 +107,36 @@ def show(
         zh = "通过，但带着 grade 不使用的改动（grade 运行时没有它，不计为 ✅）"
         en = "passes with an edit grade ignores (grade runs it without that edit; not counted ✅)"
         print(f"\n⚠️  {say(zh, en)}: {len(flagged)}")
-        for koan in flagged[: outside.MAX_SHOWN]:
-            print(f"   {koan.nodeid}  ←  {koan.ignored_edits[0]}")
-        if len(flagged) > outside.MAX_SHOWN:
-            print(f"   … {len(flagged) - outside.MAX_SHOWN} more")
-    warned = outside.warnings(progress.checkout, chapters, found)  # edits grade will not use
+        lines = [f"   {k.nodeid}  ←  {k.ignored_edits[0]}" for k in flagged]
+        print("\n".join(outside.capped(lines)))
+    warned = outside.warnings(progress.checkout, found)  # edits grade will not use
     if warned:
         print("\n⚠️  " + "\n".join(warned))
     if total[SKIPPED]:
-        zh, en = (
-            "个 koan 在这台机器上被跳过",
-            "koans were skipped on this machine (they cannot run here)",
-        )
+        zh = "个 koan 在这台机器上被跳过"
+        en = "koans were skipped on this machine (they cannot run here)"
         print(f"\n⏭️  {total[SKIPPED]} {say(zh, en)}: python progress.py doctor")
     if total[ENVIRONMENT]:
         zh = "个 koan 因 C++ 编译失败而无法运行，不算尝试"
         en = "koans could not run because the C++ build failed (not counted as attempts)"
         print(f"\n🛠️  {total[ENVIRONMENT]} {say(zh, en)}: python progress.py doctor")
-    if following is None and (total[SKIPPED] or total[ENVIRONMENT]):
-        print("\n🎉 " + say("能在这里运行的都通过了", "every koan that can run here passes"))
-        return
     if following is None:
-        print("\n🎉 " + say("全部通过！", "every koan passes!"))
+        done = ("全部通过！", "every koan passes!")
+        if total[SKIPPED] or total[ENVIRONMENT]:
+            done = ("能在这里运行的都通过了", "every koan that can run here passes")
+        print("\n🎉 " + say(*done))
         return
     named = f"{following.chapter.number} · {following.path.name}::{following.name}"
     print(f"\n{say('下一个 koan', 'next koan')}:  {named}")
-    note = f"  ({following.note})" if following.note else ""
+    note = f"  ({following.result.note})" if following.result.note else ""
     print(f"  {following.path.as_posix()}:{following.line}{note}")
     refused = {Cause.COMPUTED.value: predictions.MESSAGE, Cause.READS_TEST.value: reading.MESSAGE}
-    if following.cause in refused:  # refused, not run: say why here too
-        for line in refused[following.cause].splitlines():
+    if following.result.cause in refused:  # refused, not run: say why here too
+        for line in refused[following.result.cause].splitlines():
             print(f"  ❌ {line}")
-    if following.cause == Cause.CONTRACT.value:
+    if following.result.cause == Cause.CONTRACT.value:
         print(f"  ❌ {CONTRACT_HEADLINE}")
-    if following.cause == "timeout":  # pytest-timeout stopped it
+    if following.result.cause == "timeout":  # pytest-timeout stopped it
         print("  ⏱️ " + say("超时，已停止（死循环？）", "timed out and stopped (an endless loop?)"))
     for line in lines_of(following.doc):
         print(f"  │ {line}")
@@ -162,8 +158,8 @@ def koan_dict(k: Koan, seen: set[str]) -> dict:
         "name": k.name,
         "line": k.line,
         "state": k.state,
-        "cause": k.cause,
-        "note": k.note,
+        "cause": k.result.cause,
+        "note": k.result.note,
         # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
         "revealed": k.state == KoanState.PASSED and k.nodeid in seen,
         # edits in its lines that grade ignores ("file:line: what"): a pass grade may not give

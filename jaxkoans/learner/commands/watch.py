@@ -66,6 +66,10 @@ def label(koan: Koan) -> str:
     return f"{koan.chapter.number} · {koan.path.name}::{koan.name}"
 
 
+def passed(koan: Koan) -> str:
+    return f"✅ {say('通过', 'passed')}  ·  {label(koan)}"
+
+
 def _tail(text: str, count: int = 20, width: int = 300) -> str:
     """The last `count` lines of `text`, each cut at `width` characters."""
     lines = text.rstrip().splitlines()[-count:]
@@ -99,10 +103,8 @@ def verdict(
     if result.state == PASSED:
         return PASSED, ""
     if result.state == SKIPPED:
-        return SKIPPED, (
-            f"⏭️ {say('被跳过', 'skipped')}: {koan.name} {say('没有运行', 'did not run')} "
-            "(a skip mark?)"
-        )
+        did_not = say("没有运行", "did not run")
+        return SKIPPED, f"⏭️ {say('被跳过', 'skipped')}: {koan.name} {did_not} (a skip mark?)"
     if koan.nodeid in record.koans:  # its own report
         return result.state, outcome.report(koan.nodeid) or f"❌ {result.state}"
     if not (checkout.root / path).is_file():  # deleted (or renamed) since the watch began
@@ -122,9 +124,8 @@ def verdict(
         site = crash_site(checkout, outcome.output, koan) or _tail(outcome.output)
         return result.state, f"💥 {say('崩溃', 'crashed')}: {name}\n{site}".rstrip()
     said = say(f"没有结果：{koan.nodeid}", f"no result for {koan.nodeid}")
-    return result.state, (
-        f"❓ {said} (pytest exit code {outcome.exit_code})\n{_tail(outcome.output)}"
-    ).rstrip()
+    text = f"❓ {said} (pytest exit code {outcome.exit_code})\n{_tail(outcome.output)}"
+    return result.state, text.rstrip()
 
 
 # Home, clear the screen, then clear the scrollback too: terminals (tmux's scroll-on-clear,
@@ -222,11 +223,8 @@ class Session:
         for nodeid, result in results.by_koan(outcome.events).items():
             path = result.path
             self.known[nodeid] = (result.state, self.digests.get(path))
-            if self.digests.get(path) == digest(self.checkout.root / path) and result.state in (
-                PASSED,
-                KoanState.FAILING,
-                KoanState.NOT_STARTED,
-            ):
+            unchanged = self.digests.get(path) == digest(self.checkout.root / path)
+            if unchanged and result.state in (PASSED, KoanState.FAILING, KoanState.NOT_STARTED):
                 verdicts.setdefault(path, {})[result.name] = result
             if result.state == PASSED:
                 memory.note_passed(self.checkout, nodeid)
@@ -237,10 +235,9 @@ class Session:
 
     def _passes(self, koan: Koan, remembered: memory.Memory) -> bool:
         """Known to pass in its file's present content (from this session or progress.py)."""
-        file = koan.path.as_posix()
         if koan.nodeid in self.known:
             state, seen = self.known[koan.nodeid]
-            if seen == digest(self.checkout.root / file):
+            if seen == digest(self.checkout.root / koan.path):
                 return state == PASSED
         copy = dataclasses.replace(koan)
         return remembered.recall(copy) and copy.state == PASSED
@@ -257,9 +254,7 @@ class Session:
             yield from self.recheck(koan)
             return
         self.announced.add(koan.nodeid)
-        self.console.note(
-            f"✅ {say('通过', 'passed')}  ·  {label(koan)}  ({outcome.seconds:.1f} s)"
-        )
+        self.console.note(f"{passed(koan)}  ({outcome.seconds:.1f} s)")
         broken = yield from self.recheck(koan)
         if broken:
             self.show(*broken)
@@ -272,14 +267,9 @@ class Session:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
         as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
         remembered = memory.load(self.checkout)
-        others = [
-            k
-            for k in self.koans
-            if k.path == koan.path
-            and k.nodeid != koan.nodeid
-            and self._passed_before(k, remembered)
-            and not self._passes(k, remembered)
-        ]
+        others = [k for k in self.koans if k.path == koan.path and k.nodeid != koan.nodeid]
+        others = [k for k in others if self._passed_before(k, remembered)]
+        others = [k for k in others if not self._passes(k, remembered)]
         if not others or digest(self.checkout.root / koan.path) is None:  # none, or deleted
             return None
         outcome = yield others, ()
@@ -306,7 +296,7 @@ class Session:
         self._learn(outcome)
         _, text = verdict(self.checkout, koan, outcome, self.args.timeout)
         text = "\n\n".join(filter(None, [shorten_values(text), open_blanks(self.checkout, koan)]))
-        self.show(koan, text or f"✅ {say('通过', 'passed')}  ·  {label(koan)}", outcome)
+        self.show(koan, text or passed(koan), outcome)
 
     def after(self, koan: Koan) -> int:
         """Where the koans after `koan` start, in its file as it is now: the learner may have
@@ -329,19 +319,15 @@ class Session:
         return PASSED if self._passes(koan, remembered) else None
 
     def search(self, start: int) -> Job:
-        """Focus on the course's next koan from `start` on (wrapping around): the first that
-        does not pass in the course's order, found by koan_runs.first_open, the function
-        progress.py's summary names its next koan with (after a pass the search starts at the
-        first koan of the chapter being worked on: an open koan earlier in the chapter comes
-        before the next chapter, and the chapters before it come last). What this session
-        or progress.py knows is trusted; the rest runs, a file's koans together and stopping at
-        the first that does not pass (-x)."""
+        """Focus on the course's next open koan (`first_open`, as status) from `start` on,
+        wrapping around. What is known is trusted; the rest runs, a file's koans together,
+        stopping at the first that does not pass (-x)."""
         ordered = self.koans[start:] + self.koans[:start]  # self.koans is in course order
+        note = self.console.note
         while True:
             remembered = memory.load(self.checkout)
-            koan = first_open(
-                ordered, [], None, functools.partial(self._state, remembered=remembered)
-            )
+            known = functools.partial(self._state, remembered=remembered)
+            koan = first_open(ordered, [], None, known)
             if koan is None:
                 break
             rest = ordered[ordered.index(koan) + 1 :]
@@ -360,24 +346,19 @@ class Session:
                 state, text = verdict(self.checkout, each, outcome, self.args.timeout)
                 if state == SKIPPED:  # cannot run here (no compiler, …): not the learner's
                     self.skipped.add(each.nodeid)
-                    self.console.note(
-                        f"⏭️ {say('无法在这里运行', 'cannot run here')}  ·  {label(each)}"
-                    )
+                    note(f"⏭️ {say('无法在这里运行', 'cannot run here')}  ·  {label(each)}")
                     continue
                 if state != PASSED:
-                    if self.focus is not None and each.nodeid == self.focus.nodeid:
-                        self.console.note(
-                            "↩️ " + say("只剩这一个", "this is the only koan left to do")
-                        )
-                    elif (
-                        self.focus is not None and each.chapter.number != self.focus.chapter.number
-                    ):
-                        self.console.note(self.next_chapter(each.chapter))
+                    focus = self.focus
+                    if focus is not None and each.nodeid == focus.nodeid:
+                        note("↩️ " + say("只剩这一个", "this is the only koan left to do"))
+                    elif focus is not None and each.chapter.number != focus.chapter.number:
+                        note(self.next_chapter(each.chapter))
                     self.show(each, text, outcome)
                     return
                 if each.nodeid not in self.announced:  # said once, not again after a re-check
                     self.announced.add(each.nodeid)
-                    self.console.note(f"✅ {say('已通过', 'already passes')}  ·  {label(each)}")
+                    note(f"✅ {say('已通过', 'already passes')}  ·  {label(each)}")
         self.console.screen(self.finished())
         self.exit_code = 0
 
@@ -393,9 +374,8 @@ class Session:
     def finished(self) -> str:
         """The last word: what passes is all this watch looked at (a chapter, or the course)."""
         count = len(self.skipped)
-        skipped = (
-            f"（{say(f'{count} 个无法在这里运行', f'{count} cannot run here')}）" if count else ""
-        )
+        cannot = say(f"{count} 个无法在这里运行", f"{count} cannot run here")
+        skipped = f"（{cannot}）" if count else ""
         chapter = self.args.chapter.zfill(2) if self.args.chapter else None
         if chapter is None:
             return f"🎉 {say('全部通过！', 'every koan passes!')}{skipped}"
@@ -430,11 +410,8 @@ class Session:
             return
         elif key == "h":
             course.load_chapter.cache_clear()  # hints edited since: read them again
-            chapter = (
-                self.checkout.chapter_for(self.checkout.root / self.focus.path)
-                or self.focus.chapter
-            )
-            koan = dataclasses.replace(self.focus, chapter=chapter)
+            found = self.checkout.chapter_for(self.checkout.root / self.focus.path)
+            koan = dataclasses.replace(self.focus, chapter=found or self.focus.chapter)
             again = "  " + say("再按 h 看下一层", "press h for the next level")
             self.console.say(*reveal(self.checkout, koan, again=again))
         elif key == "n":
@@ -512,40 +489,31 @@ def starting_place(checkout: Course, koans: list[Koan], target: str) -> int | Ko
     return next((k for k in koans if found and k.nodeid == found.nodeid), None)
 
 
+def _refuse(message: str, code: int = 2) -> int:
+    print(message, file=sys.stderr)
+    return code
+
+
 def run(args) -> int:
     if not hasattr(os, "fork"):
-        print(
-            say("watch 需要 Linux、macOS 或 WSL", "watch needs Linux, macOS or WSL"),
-            file=sys.stderr,
-        )
-        return 1
+        return _refuse(say("watch 需要 Linux、macOS 或 WSL", "watch needs Linux, macOS or WSL"), 1)
     chapter = args.chapter.zfill(2) if args.chapter else None
     here = Course.here()  # its runs fork this process, whose harness is there
     if args.checkout.root != here.root:
-        print(f"{say('watch 只监视', 'watches only the course at')} {here.root}", file=sys.stderr)
-        return 2
+        return _refuse(f"{say('watch 只监视', 'watches only the course at')} {here.root}")
     chapters = [c for c in args.checkout.chapters() if chapter in (None, c.number)]
     koans = course_order(inventory(args.checkout, chapters), args.checkout.recommended_path())
     if not koans:
-        print(
-            say("没有 koan", "no koans") + (f" (chapter {chapter})" if chapter else ""),
-            file=sys.stderr,
-        )
-        return 2
+        return _refuse(say("没有 koan", "no koans") + (f" (chapter {chapter})" if chapter else ""))
     start = starting_place(args.checkout, koans, args.koan) if args.koan else 0
     if start is None:
-        print(f"{say('找不到 koan', 'no such koan')}: {args.koan}", file=sys.stderr)
-        return 2
-    console = Console()
-    console.say(
-        "⏳ "
-        + say("预热：pytest 和 JAX 只导入一次 …", "warming up: pytest and JAX are imported once …")
-    )
+        return _refuse(f"{say('找不到 koan', 'no such koan')}: {args.koan}")
+    warming = say("预热：pytest 和 JAX 只导入一次", "warming up: pytest and JAX are imported once")
+    Console().say(f"⏳ {warming} …")
     try:
         plugins = warm.prepare()
     except warm.WarmError as error:
-        print(error, file=sys.stderr)
-        return 1
+        return _refuse(str(error), 1)
     with contextlib.ExitStack() as stack:
         watcher = stack.enter_context(Watcher(args.checkout.koans, poll=args.poll))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jaxkoans-watch-")))
@@ -555,10 +523,8 @@ def run(args) -> int:
         stack.callback(session.stop)
         console = session.console
         tell = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
-        watching = say("监视", "watching")
-        tell(
-            f"👀 {watching} {args.checkout.koans.name}/ ({watcher.why}); Ctrl-C {say('退出', 'quits')}"
-        )
+        where = f"{args.checkout.koans.name}/ ({watcher.why})"
+        tell(f"👀 {say('监视', 'watching')} {where}; Ctrl-C {say('退出', 'quits')}")
         try:
             first = session.search(start) if isinstance(start, int) else session.check(start)
             session.start(first)

@@ -297,23 +297,20 @@ def canary_plan(
         variants.append(mutate.Variant(module, mutate.mutated_source(m.site, m.fill), m.site.koans))
         named[module] = f"mutation: {mutate.describe(m)}"
         changed.append((m.site.answer, m.site.koans))
-    fakes, _ = mutate.chapter_fakes(checkout, chapter)
-    for i, fake in enumerate(_spread(fakes, CANARY["fakes"])):
-        module = f"{fake.answer.stem}__cf{i:02d}.py"
-        variants.append(mutate.Variant(module, mutate.faked_source(fake), fake.koans))
-        named[module] = f"fakes: {fake.name}"
-        changed.append((fake.answer, fake.koans))
     generated = [
         s
         for s in shortcuts.chapter_shortcuts(checkout, chapter)
         if shortcuts.equivalent_reason(chapter, s) is None
         and mutate.compiles(shortcuts.variant_source(checkout, s))
     ]
-    for i, s in enumerate(_spread(generated, CANARY["shortcuts"])):
-        module = f"{s.answer.stem}__cs{i:02d}.py"
-        variants.append(mutate.Variant(module, shortcuts.variant_source(checkout, s), s.koans))
-        named[module] = f"shortcuts: {s.name}"
-        changed.append((s.answer, s.koans))
+    hand_written, _ = mutate.chapter_fakes(checkout, chapter)
+    for gate, fakes in (("fakes", hand_written), ("shortcuts", generated)):
+        for i, fake in enumerate(_spread(fakes, CANARY[gate])):
+            module = f"{fake.answer.stem}__c{gate[0]}{i:02d}.py"
+            source = shortcuts.variant_source(checkout, fake)
+            variants.append(mutate.Variant(module, source, fake.koans))
+            named[module] = f"{gate}: {fake.name}"
+            changed.append((fake.answer, fake.koans))
     return variants + mutate.baselines(changed), named
 
 

@@ -508,12 +508,12 @@ def check_all_fakes(
     stands in for most baselines: then only one baseline per chapter runs beside the fakes, the
     one with the fewest koans, to show that the fakes' directory is a working chapter.
     `files` ({chapter: answer file names}) checks only the fakes of those files."""
-    planned = {
-        chapter.number: _fake_variants(
-            checkout, chapter, None if files is None else files.get(chapter.number, set())
-        )
-        for chapter in chapters
-    }
+    planned = {}
+    for chapter in chapters:
+        only = None if files is None else files.get(chapter.number, set())
+        fakes, missing = chapter_fakes(checkout, chapter, only)
+        variants, named = fake_variants(checkout, fakes, "f")
+        planned[chapter.number] = (variants, {m: f.name for m, f in named.items()}, missing)
     if passing_answers is not None:
         planned = {n: (_one_baseline(v), names, m) for n, (v, names, m) in planned.items()}
     runs = {number: variants for number, (variants, _, _) in planned.items()}
@@ -546,18 +546,15 @@ def _one_baseline(variants: list[Variant]) -> list[Variant]:
     return [v for v in variants if not _is_base(v)] + bases[:1]
 
 
-def _fake_variants(
-    checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
-) -> tuple[list[Variant], dict[str, str], list[str]]:
-    """(the fakes' modules and one unchanged copy of each faked answer file, {module: fake
-    name}, the TODO functions without a fake) of a chapter (of its answer files `files`)."""
-    fakes, missing = chapter_fakes(checkout, chapter, files)
-    variants, names = [], {}
-    for i, fake in enumerate(fakes):
-        module = f"{fake.answer.stem}__f{i:03d}.py"
-        names[module] = fake.name
-        variants.append(Variant(module, faked_source(fake), fake.koans))
-    return variants + baselines([(f.answer, f.koans) for f in fakes]), names, missing
+def fake_variants(
+    checkout: course.Course, fakes: list[Fake], tag: str
+) -> tuple[list[Variant], dict[str, Fake]]:
+    """Each fake's module (`<file>__<tag>NNN.py`) beside one unchanged copy of each file the
+    fakes change, and {module: fake}."""
+    named = {f"{fake.answer.stem}__{tag}{i:03d}.py": fake for i, fake in enumerate(fakes)}
+    sources = {m: faked_source(fake, checkout.koan_of(fake.answer)) for m, fake in named.items()}
+    variants = [Variant(m, source, named[m].koans) for m, source in sources.items()]
+    return variants + baselines([(f.answer, f.koans) for f in fakes]), named
 
 
 # ---- the gate -----------------------------------------------------------------------------

@@ -1,12 +1,9 @@
-"""What each TODO's answer builds, for writing its technique contract.
+"""What each TODO's answer builds, for writing its technique contract: a chapter's answers run
+with every TODO recorded (plugin/contracts.py's PROGRAMS_ENV), and per TODO the primitives on its
+live path, those only in dead code, its largest live intermediate; `--toml` prints a
+`[contracts]` table to start from, `--costs` writes koans/NN/costs.json.
 
-Runs a chapter's answers with every TODO function recorded (plugin/contracts.py's PROGRAMS_ENV)
-and prints, per TODO, the primitives on its live path, those only in dead code, its largest
-live intermediate, and whether it could be traced at all; with `--toml`, a `[contracts]` table
-to start from (the loops, kernels, collectives and custom rules on the path; an author keeps
-the technique's primitives, adds what must be absent, and writes `why`).
-
-    python -m jaxkoans.authoring.programs --chapter NN [--toml] [answers/NN/test_x.py …]
+    python -m jaxkoans.authoring.programs --chapter NN [--toml | --costs] [answers/NN/test_x.py …]
 """
 
 from __future__ import annotations

@@ -298,18 +298,11 @@ def gate(
     plan: dict[str, list[Variant]] = {}
     names: dict[str, dict[str, Fake]] = {}
     for chapter in chapters:
-        variants, named = [], {}
-        shortcuts = chapter_shortcuts(
-            checkout, chapter, None if files is None else files.get(chapter.number, set())
+        only = None if files is None else files.get(chapter.number, set())
+        variants, names[chapter.number] = mutate.fake_variants(
+            checkout, chapter_shortcuts(checkout, chapter, only), "s"
         )
-        for i, shortcut in enumerate(shortcuts):
-            source = variant_source(checkout, shortcut)
-            module = f"{shortcut.answer.stem}__s{i:03d}.py"
-            named[module] = shortcut
-            if mutate.compiles(source):
-                variants.append(Variant(module, source, shortcut.koans))
-        variants += mutate.baselines([(s.answer, s.koans) for s in shortcuts])
-        plan[chapter.number], names[chapter.number] = variants, named
+        plan[chapter.number] = [v for v in variants if mutate.compiles(v.source)]
     passed, problem = mutate.run_chapters(checkout, plan, workers)
     outcomes = []
     for chapter in chapters:

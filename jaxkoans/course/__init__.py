@@ -1,13 +1,7 @@
-"""The course as data: each chapter's `chapter.toml` (titles, devices, float64, file order, hints),
-and `Course`, the one object every tool is handed: its root, chapters, the course as shipped
-(`koans/.shipped.json`) and its answers when present.
-
-A chapter's data lives beside its koans, in `koans/NN/chapter.toml`; `answers/NN` shares it, so
-the two trees cannot disagree on order, devices or hints.
-
-Each entry point builds one `Course` (`Course.here()`: $JAXKOANS_ROOT, else the checkout this
-package lives in) and passes it down: progress.py's commands, the pytest plugin's configure
-(`plugin.report.COURSE`), grade and the authoring gates. Nothing reads a course root fixed at import.
+"""The course as data: each chapter's `chapter.toml` (titles, devices, float64, file order, hints,
+gate data), and `Course`, the one object every tool is handed: its root, chapters, the course as
+shipped (`koans/.shipped.json`) and its answers when present. Each entry point builds one
+(`Course.here()`: $JAXKOANS_ROOT, else this checkout) and passes it down.
 """
 
 from __future__ import annotations

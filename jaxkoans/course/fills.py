@@ -162,12 +162,15 @@ class _Walk:
             return
         self._walk(p, s, line, s_line)
 
-    def blank_filled(self, blank: ast.AST, here: str, node: ast.expr, text: str) -> None:
-        if _blank(node):
-            return  # still open: nothing written there yet
-        statement = self.statement or (node.lineno, node.end_lineno or node.lineno)
-        position = (blank.lineno, blank.col_offset)
-        self.blanks.append(BlankFill(position, here, node, text, statement))
+    def fill(self, blank: ast.AST, here: str, node: ast.expr, text: str, shown: str) -> None:
+        """`text` over the shipped `blank`: the learner's `node`, which reads as `shown`."""
+        span = (blank.lineno, blank.col_offset, blank.end_lineno, blank.end_col_offset)
+        self.edits.append((span, text, node.lineno))
+        self.nodes.append((here, node, True))
+        self.count_fill(here)
+        if not _blank(node):  # else still open: nothing written there yet
+            statement = self.statement or (node.lineno, node.end_lineno or node.lineno)
+            self.blanks.append(BlankFill(span[:2], here, node, shown, statement))
 
     def _walk(self, p: ast.AST, s: ast.AST, line: int, s_line: int | None = None) -> None:
         line = getattr(p, "lineno", line)
@@ -181,15 +184,10 @@ class _Walk:
             if text is None:
                 self.ignore(p, s, "the fill cannot be read", line, s_line)
                 return
-            written = text
+            shown = text if "\n" not in text else ast.unparse(s)
             if not isinstance(s, ast.Starred) and ("\n" in text or not _atomic(s)):
                 text = f"({text})"
-            self.edits.append(
-                ((p.lineno, p.col_offset, p.end_lineno, p.end_col_offset), text, s.lineno)
-            )
-            self.nodes.append((here, s, True))
-            self.blank_filled(p, here, s, written if "\n" not in written else ast.unparse(s))
-            self.count_fill(here)
+            self.fill(p, here, s, text, shown)
             return
         if type(p) is not type(s):
             self.ignore(p, s, f"{plain(p)} became {plain(s)}", line, s_line)
@@ -231,11 +229,7 @@ class _Walk:
             if text is None or "\n" in text:
                 self.ignore(blank, keyword, "the fill cannot be read", line, s_line)
                 continue
-            span = (blank.lineno, blank.col_offset, blank.end_lineno, blank.end_col_offset)
-            self.edits.append((span, text, keyword.lineno))
-            self.nodes.append((here, keyword.value, True))
-            self.blank_filled(blank, here, keyword.value, text)  # one line: checked above
-            self.count_fill(here)
+            self.fill(blank, here, keyword.value, text, text)  # one line: checked above
         kept = [k for k in s.keywords if k.arg in known]
         self.walk_list(p.keywords, kept, line, s_line, "keywords")
         return True

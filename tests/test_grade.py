@@ -25,7 +25,7 @@ import pytest
 
 from jaxkoans.course import fills
 from jaxkoans.course import shipped as shipped_course  # `pristine` is a fixture here
-from jaxkoans.grader import grading, report_formats, run_guard, sandbox, tamper
+from jaxkoans.grader import grading, release, report_formats, run_guard, sandbox, tamper
 from jaxkoans.learner import cli, outside
 
 pytestmark = pytest.mark.timeout(600)  # whole grading runs, beyond a koan's 60 s
@@ -415,7 +415,7 @@ def test_a_notes_file_beside_the_koans_is_not_looked_at(fake_course, tmp_path):
         tmp_path / "s",
         {"koans/01/notes.txt": "my notes\n", "koans/01/conftest.py": "x = 1\n"},
     )
-    entries = tamper.harness_entries(copy, {A, B})
+    entries = release.harness_entries(copy, {A, B})
     assert "koans/01/notes.txt" not in entries and "koans/01/conftest.py" in entries
 
 
@@ -1533,7 +1533,7 @@ def test_only_koans_whose_run_reaches_literal_predictions_share_a_process(edit, 
     """The grade's shared process runs a koan only where nothing the student wrote runs in it:
     its fills are literals, and no TODO, helper or fixture it reaches (by name, argument or
     string) holds the student's code; a TODO body or an autouse fixture keeps its koans apart."""
-    from jaxkoans.grader.course_code import student_code_reached
+    from jaxkoans.grader.tamper import student_code_reached
 
     shipped = SHARED_PRISTINE.format(autouse="False", every="0")
     fills_in = {"plain": "2", "helper_fill": "4", "fixture": "2", "name": "'helper'"}
@@ -1552,7 +1552,7 @@ def test_only_koans_whose_run_reaches_literal_predictions_share_a_process(edit, 
 def test_each_koan_is_told_which_of_the_students_definitions_it_reaches():
     """The grade's chains share a process between koans of a file by what each reaches: a
     solved TODO by name, through a fixture or a string; nothing for literal predictions."""
-    from jaxkoans.grader.course_code import student_code_reached
+    from jaxkoans.grader.tamper import student_code_reached
 
     shipped = SHARED_PRISTINE.format(autouse="False", every="0")
     graded = shipped.replace('todo("helper")', "return 2 * x").replace("== __", "== 2")
@@ -1708,8 +1708,6 @@ library = ["return x + x  # a near-answer"]
 def releases(fake_course, tmp_path_factory) -> dict[str, Path]:
     """The fake course with authors' tables in a chapter.toml, its student release and its
     grading course."""
-    from jaxkoans.grader import release
-
     where = tmp_path_factory.mktemp("releases")
     course = where / "course"
     shutil.copytree(fake_course, course)

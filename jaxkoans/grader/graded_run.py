@@ -91,7 +91,7 @@ def run(
 ) -> GradedRunResult:
     """Run the koan files `targets` (holding `koans` koans) of the workdir `work`; `scratch`
     keeps what the grader keeps of the run. `reached`: koan -> the student's definitions its
-    run reaches (`course_code.py`), for the guard's shared processes."""
+    run reaches (`tamper.student_code_reached`), for the guard's shared processes."""
     guard_dir, tmp = scratch / "guard", scratch / "tmp"
     guard_dir.mkdir()
     tmp.mkdir()

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from jaxkoans.grader import tamper
+from jaxkoans.grader import release, tamper
 from jaxkoans.grader.graded_run import GradedRunResult, Options, run
 from jaxkoans.grader.pristine_course import (
     CouldNotGrade,
@@ -89,8 +89,8 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
                 (work / rel).write_text(checks[rel].graded, encoding="utf-8")
         findings = _selected([f for c in checks.values() for f in c.findings], pristine)
         notes = _selected([n for c in checks.values() for n in c.notes], pristine)
-        student_harness = tamper.harness_entries(student_dir, set(pristine.shipped))
-        notes += tamper.harness_notes(pristine.harness, student_harness)
+        student_harness = release.harness_entries(student_dir, set(pristine.shipped))
+        notes += release.harness_notes(pristine.harness, student_harness)
         # A file whose graded text is the course's own (nothing filled in) is not started:
         # like progress.py, grade knows that without running it.
         as_shipped = {
@@ -242,7 +242,8 @@ def _merge(
                 state = KoanState.NOT_STARTED
                 message = "与发布时相同，未运行 / as shipped: not started (not run)"
             elif nodeid in record.koans:  # its own report
-                state, cause = _status(result.state), result.cause
+                kept = result.state in (KoanState.PASSED, KoanState.NOT_STARTED)  # a skip: open
+                state, cause = result.state if kept else KoanState.FAILING, result.cause
                 if result.line and 0 < result.line <= len(check.line_map):
                     line = check.line_map[result.line - 1] or line
                 duration, contracts = result.duration, result.contracts
@@ -264,11 +265,6 @@ def _merge(
             message = _cap(message)
             graded.append(KoanResult(nodeid, state, cause, line, duration, message, contracts))
     return graded
-
-
-def _status(state: KoanState) -> KoanState:
-    """A run's state as grade counts it: a skip or a failed build is no pass, so it is open."""
-    return state if state in (KoanState.PASSED, KoanState.NOT_STARTED) else KoanState.FAILING
 
 
 def _messages(guard: list[dict], work: Path) -> dict[str, str]:

@@ -130,7 +130,7 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
             rel = path.relative_to(root).as_posix()
             files.append(rel)
             koans[rel] = [koan.name for koan in koan_model.read(path).koans]
-    harness = tamper.harness_entries(root, set(files))
+    harness = release.harness_entries(root, set(files))
     allowed = AnswerFlags(root, tuple(files))
     read = PristineCourse(root, label, commit, dirty, chapters, files, koans, harness, allowed)
     return replace(read, shipped=frozenset(files))

@@ -23,7 +23,7 @@ MARKS |= {"missing": "❓", "crashed": "💥"}
 LABELS = {"passed": "通过 / passed", "failing": "未通过 / failing"}
 LABELS |= {"not_started": "未开始 / not started", "tampered": "篡改 / tampered"}
 LABELS |= {"missing": "缺失 / missing", "crashed": "崩溃 / crashed"}
-STATUSES = tuple(KoanState(s) for s in MARKS)  # grading._status: a skip or failed build is open
+STATUSES = tuple(KoanState(s) for s in MARKS)  # a skip or a failed build is open (grading)
 
 
 def _tally(koans: list[dict]) -> dict:

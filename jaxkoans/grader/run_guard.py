@@ -247,9 +247,9 @@ class _ForkEachKoan:
     only that koan's reports, one per phase; anything else is a violation, and a process that
     ends before its teardown report leaves a crash report. Koans share a process only where no
     student code reaches a koan it would not reach alone (docs/sandbox.md): the koans of the
-    course's code only (`course_code.py`) in one process per worker, whose verdict counts only
-    where every phase passed (else the koan runs again alone), and a chain of one file's koans
-    each reaching all the student code the koans before it reached."""
+    course's code only (`tamper.student_code_reached`) in one process per worker, whose verdict
+    counts only where every phase passed (else the koan runs again alone), and a chain of one
+    file's koans each reaching all the student code the koans before it reached."""
 
     RELAYED = frozenset({"logwarning", "warning_recorded"})
     PHASES = ("setup", "call", "teardown")

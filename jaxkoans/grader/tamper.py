@@ -11,11 +11,9 @@ that changes the run from inside (`fill_audit.forbidden`); the run adds its own 
 from __future__ import annotations
 
 import ast
-import contextlib
-import hashlib
+import builtins
 import inspect
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +21,6 @@ from pathlib import Path
 from jaxkoans import course
 from jaxkoans.course import Course, fills, koan_model, predictions, reading
 from jaxkoans.course.koan_model import MODULE
-from jaxkoans.grader import course_code, released
 from jaxkoans.grader.fill_audit import audit, forbidden, parents_of, tautology
 
 MAX_FILE_BYTES = 4 << 20  # a koan file is ~10 KB; long notes in it (290 KB seen) are no attack
@@ -50,7 +47,7 @@ class FileCheck:
     tampered: dict[str, Finding] = field(default_factory=dict)  # koan -> its first finding
     missing: set[str] = field(default_factory=set)  # koans the student's file lacks
     problem: str = ""  # the student's file could not be read or parsed
-    # koan -> the student's definitions its run reaches (course_code.py); empty: course code only
+    # koan -> the student's definitions its run reaches; empty: the course's code only
     reached: dict[str, frozenset[str]] = field(default_factory=dict)
     graded: str | None = None  # the file that runs; None: nothing of it runs
     line_map: list[int | None] = field(default_factory=list)  # graded line -> student line
@@ -138,7 +135,7 @@ def check_file(
         for flag in audit(node, parents, in_fill=is_blank, modules=modules):
             if flag not in allowed.get(here, set()):
                 unusual.setdefault(here, {}).setdefault(flag, []).append(node.lineno)
-    reaching = _reaching(p_text, student_text, names)
+    reaching = koan_model.parse(student_text).koans_seeing  # line -> the koans it concerns
     for here, flags in unusual.items():
         costly = {flag: lines[0] for flag, lines in flags.items() if forbidden(flag)}
         for flag, line in costly.items():
@@ -185,7 +182,7 @@ def check_file(
         koans = tuple(names) if fill.owner == MODULE else (fill.owner,)
         check.touch(Finding("not_a_prediction", rel, fill.statement[0], koans, message))
     check.graded, check.line_map = taken.graded, taken.line_map
-    reached = course_code.student_code_reached(p_text, taken.graded, names, kinds)
+    reached = student_code_reached(p_text, taken.graded, names, kinds)
     alone = check.tampered.keys() | check.missing  # a flagged or missing koan runs alone
     check.reached = {koan: found for koan, found in reached.items() if koan not in alone}
     return check
@@ -201,22 +198,6 @@ def _reading_refusals(pristine: Path, taken) -> list:
         return reading.refusals(taken, reading.allowed_by(contracts, pristine.name))
     except (RecursionError, ValueError):
         return []
-
-
-def _reaching(p_text: str, student_text: str, names: list[str]):
-    """line -> the koans code at that line of the student's file concerns: those that reach its
-    definition (koan_model.reached), or every koan for other module code."""
-    student, pristine = koan_model.parse(student_text), koan_model.parse(p_text)
-    reached = {name: set(pristine.reached(name)) | set(student.reached(name)) for name in names}
-
-    def koans(line: int) -> tuple[str, ...]:
-        holder = next((n for n, (a, b) in student.definitions.items() if a <= line <= b), None)
-        if holder is None:
-            return tuple(names)
-        found = tuple(k for k in names if holder in reached[k])
-        return found or tuple(names)
-
-    return koans
 
 
 def _prediction_kinds(rel: str, pristine: Path) -> dict[tuple[int, int], str]:
@@ -319,83 +300,84 @@ def answer_flags(pristine: Path, answer: Path) -> dict[str, set[str]]:
 READS = "reads:"  # an answer flag: the answer reads the test this way (course/reading.py)
 
 
-HARNESS_DIRS = ("jaxkoans", "csrc", "koans")
-SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
-IGNORED_SUFFIXES = (".pyc", ".md")
-# Under koans/ only what a pytest run loads counts (a notes.txt beside the koans does not).
-LOADED_SUFFIXES = (".py", ".toml", ".ini", ".cfg", ".pth", ".json")
-MAX_ENTRIES = 5000
-TEST_FILE = re.compile(r"koans/[^/]+/test_[^/]*\.py")
+# Which koans run only the course's own code: a koan whose run reaches no fill but literal
+# predictions runs nothing the student wrote, so the guard may run it in a shared process.
+PREDICTION_NAMES = (predictions.DTYPE, predictions.EXCEPTION)
 
 
-def harness_entries(root: Path, koan_files: set[str]) -> dict[str, str]:
-    """Relative path -> digest of each harness file under `root` (the koan files excepted)."""
-    candidates = [root / name for name in course.HARNESS_FILES]
-    for directory in HARNESS_DIRS:
-        base = root / directory
-        if base.is_symlink() or not base.is_dir():
-            candidates.append(base)
-            continue
-        for current, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
-            candidates += [Path(current) / f for f in sorted(files)]
-            if len(candidates) > MAX_ENTRIES:
-                break
-    found: dict[str, str] = {}
-    for path in candidates[:MAX_ENTRIES]:
-        rel = path.relative_to(root).as_posix()
-        if rel in koan_files or path.name.endswith(IGNORED_SUFFIXES):
-            continue
-        loaded = path.is_dir() or path.name.endswith(LOADED_SUFFIXES)
-        digest = _digest(path, rel) if loaded or not rel.startswith("koans/") else None
-        if digest is not None:
-            found[rel] = digest
-    return found
+def student_code_reached(
+    pristine_text: str, graded_text: str, koans: list[str], kinds: dict[tuple[int, int], str]
+) -> dict[str, frozenset[str]]:
+    """koan -> the top-level definitions of the graded file its run reaches (`KoanFile.reached`,
+    fixtures too) that differ from the pristine ones but for literal predictions, and `MODULE`
+    where the module-level code differs. Empty: course code only; left out: unknown. `kinds`:
+    the pristine file's prediction blanks, (line, column) -> kind."""
+    pristine, graded = koan_model.parse(pristine_text), koan_model.parse(graded_text)
+    if pristine.tree is None or graded.tree is None:
+        return {}
+    p_defs, g_defs = pristine.top_level, graded.top_level
+    trusted = _Trusted(kinds, graded.tree)
+    same_module = trusted.same(_module_code(pristine.tree), _module_code(graded.tree))
+    module = set() if same_module else {MODULE}
+    changed = {name for name, node in g_defs.items() if not trusted.same(p_defs.get(name), node)}
+    autouse = {name for name, node in g_defs.items() if _autouse(node)}
+    return {
+        koan: frozenset(((set(graded.reached(koan, fixtures=True)) | autouse) & changed) | module)
+        for koan in koans
+        if koan in g_defs
+    }
 
 
-def _digest(path: Path, rel: str) -> str | None:
-    """A file's digest, where release rewrites it in its released form (a copy of a release
-    matches the course it came from)."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    if stat.S_ISLNK(info.st_mode):
-        return "link:" + os.readlink(path)
-    if stat.S_ISDIR(info.st_mode):
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return "special file"
-    if released.changed_by_release(rel):
-        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, RecursionError):
-            text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
-            return hashlib.sha256(released.released_text(rel, text).encode("utf-8")).hexdigest()
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as file:
-            while chunk := file.read(1 << 16):
-                digest.update(chunk.replace(b"\r\n", b"\n"))
-    except OSError:
-        return "unreadable"
-    return digest.hexdigest()
+def _module_code(tree: ast.Module) -> ast.Module:
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return ast.Module([n for n in tree.body if not isinstance(n, kinds)], [])
 
 
-ADDED_TEST = "课程里没有的测试文件（不运行） / a test file the course does not have (not run)"
-ADDED = "添加的课程工具文件（不使用） / an added harness file (not used)"
-CHANGED = "改动的课程工具文件（不使用） / a changed harness file (not used)"
+def _autouse(node: ast.AST) -> bool:
+    """A fixture that runs for every koan of the file."""
+    return any(
+        isinstance(keyword.value, ast.Constant) and keyword.value.value is not False
+        for decorator in getattr(node, "decorator_list", ())
+        if isinstance(decorator, ast.Call)
+        for keyword in decorator.keywords
+        if keyword.arg == "autouse"
+    )
 
 
-def harness_notes(pristine: dict[str, str], student: dict[str, str]) -> list[Finding]:
-    """The student's harness files that were added or changed: never used, always named (a
-    copy without one grades the same: the course's is used)."""
-    notes = []
-    for rel in sorted(student):
-        if rel in pristine:
-            kind, text = "harness_file", CHANGED
-        elif TEST_FILE.fullmatch(rel):
-            kind, text = "added_file", ADDED_TEST
-        else:
-            kind, text = "harness_file", ADDED
-        if pristine.get(rel) != student[rel]:
-            notes.append(Finding(kind, rel, None, (), f"{text}: {rel}"))
-    return notes
+class _Trusted:
+    """Is a pristine node the same as its graded twin but for blanks holding literal predictions?"""
+
+    def __init__(self, kinds: dict[tuple[int, int], str], graded: ast.Module) -> None:
+        self.kinds = kinds
+        self.modules = predictions.imported_names(graded)
+
+    def same(self, p: ast.AST | None, g: ast.AST | None) -> bool:
+        if p is None or g is None:
+            return p is g
+        if isinstance(p, ast.Name) and p.id == "__":
+            return self.literal(g, self.kinds.get((p.lineno, p.col_offset)))
+        if type(p) is not type(g):
+            return False
+        fields = [(getattr(p, f, None), getattr(g, f, None)) for f in p._fields if f != "ctx"]
+        return all(self.same_value(a, b) for a, b in fields)
+
+    def same_value(self, a: object, b: object) -> bool:
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(map(self.same_value, a, b))
+        if isinstance(a, ast.AST) or isinstance(b, ast.AST):
+            return isinstance(a, ast.AST) and isinstance(b, ast.AST) and self.same(a, b)
+        return a == b and type(a) is type(b)
+
+    def literal(self, node: ast.AST, kind: str | None) -> bool:
+        """A value written down, or (where the blank asks for one) a builtin class or a dtype or
+        exception named through the file's imports; never a call nor a name of the koan's."""
+        if isinstance(node, ast.Call):
+            return False  # float("nan") is a literal for a prediction, but no call runs here
+        if predictions.is_prediction(predictions.ARITHMETIC, node, None):
+            return True  # literals and arithmetic on them
+        if kind not in PREDICTION_NAMES:
+            return False
+        if isinstance(node, ast.Name):  # a builtin class: ValueError, float
+            return isinstance(getattr(builtins, node.id, None), type)
+        name = predictions.dotted(node)  # jnp.int8, jax.errors.…: through the file's imports
+        return isinstance(node, ast.Attribute) and (name or ".").split(".")[0] in self.modules

@@ -75,7 +75,6 @@ class GradedRunResult:
     guard: list[dict] = field(default_factory=list)
     stderr: str = ""
     exit_code: int | None = None
-    timed_out: bool = False
     harness: str = ""  # where the run's jaxkoans came from, relative to the workdir
     stopped: str = ""  # why the run ended before reporting its end ("" when it did)
     sandbox: dict = field(default_factory=dict)  # {"used", "bwrap", "reason"}
@@ -172,7 +171,6 @@ def run(
                     if not _CANCELLED.is_set():  # stop_all before the run was known: stop now
                         run = _wait(process, options.run_timeout, stall, progress)
                         outcome.exit_code, outcome.stopped = run
-                        outcome.timed_out = outcome.stopped.startswith("time limit")
                 finally:
                     with _LOCK:
                         _RUNNING.discard(process)

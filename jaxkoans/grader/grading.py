@@ -123,7 +123,7 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
         versions=versions(),
         run={
             "exit_code": outcome.exit_code,
-            "timed_out": outcome.timed_out,
+            "timed_out": outcome.stopped.startswith("time limit"),
             "ran": bool(targets),
             "harness": outcome.harness,
             "stopped": outcome.stopped,

@@ -32,12 +32,6 @@ def _tally(koans: list[dict]) -> dict:
     return {"passed": counts["passed"], "total": len(koans), "score": score, "counts": counts}
 
 
-def _status(run: dict, findings: list) -> str:
-    if run.get("stopped") or run.get("isolated") is False:
-        return "incomplete"
-    return "findings" if findings else "graded"
-
-
 # grade's exit code for one copy, by its status (2 is a usage error, 130 an interrupt).
 EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}
 
@@ -50,7 +44,9 @@ def as_json(grade: Grade) -> dict:
         | {"duration": k.duration, "message": k.note, "contracts": list(k.contracts)}
         for k in grade.koans
     ]
-    document = {
+    incomplete = grade.run.get("stopped") or grade.run.get("isolated") is False
+    status = "incomplete" if incomplete else "findings" if grade.findings else "graded"
+    return {
         "schema": SCHEMA,
         "kind": "jax-koans-grade",
         "student": {"name": grade.student, "path": str(grade.student_path)},
@@ -58,22 +54,20 @@ def as_json(grade: Grade) -> dict:
         "versions": grade.versions,
         "graded_at": grade.graded_at,
         "duration_s": grade.duration_s,
-        **dict.fromkeys(("status", "exit_code", "total", "chapters")),  # set below
+        "status": status,
+        "exit_code": EXIT_CODES[status],
+        "total": _tally(koans),
+        "chapters": [
+            {"number": c.number, "title_zh": c.title_zh, "title_en": c.title_en}
+            | _tally([k for k in koans if k["chapter"] == c.number])
+            for c in grade.course.chapters
+        ],
         "koans": koans,
         "findings": [{**dataclasses.asdict(f), "koans": list(f.koans)} for f in grade.findings],
         "notes": [{**dataclasses.asdict(f), "koans": list(f.koans)} for f in grade.notes],
         "problems": grade.problems,
         "run": grade.run,
     }
-    document["status"] = _status(document["run"], document["findings"])
-    document["exit_code"] = EXIT_CODES[document["status"]]
-    document["total"] = _tally(koans)
-    document["chapters"] = [
-        {"number": c.number, "title_zh": c.title_zh, "title_en": c.title_en}
-        | _tally([k for k in koans if k["chapter"] == c.number])
-        for c in grade.course.chapters
-    ]
-    return document
 
 
 def to_json_text(document: dict) -> str:

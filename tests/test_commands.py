@@ -556,7 +556,7 @@ def test_a_pass_that_needs_an_edit_grade_ignores_is_not_a_plain_pass(course):
     )
     shown = progress(course)
     assert "2/3    ✅ 2  ❌ 0  ✍️ 0  ⚠️ 1" in shown.stdout, shown.stdout
-    assert f"koans/01/test_alpha.py::test_double  ←  koans/01/test_alpha.py:{line}" in shown.stdout
+    assert f"koans/01/test_alpha.py:{line} (test_double): " in shown.stdout
     data = json.loads(progress(course, "--json").stdout)
     by_name = {k["name"]: k for k in data["koans"]}
     assert by_name["test_double"]["state"] == "passed"

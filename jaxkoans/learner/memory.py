@@ -171,22 +171,14 @@ class Memory:
 
 def _well_formed(entry: object) -> bool:
     """A file's stored results as `remember` writes them (a hand-edited store may differ)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+    try:
+        found = [KoanResult.recalled("", v) for v in entry["koans"].values()]
+        texts = [entry["key"], entry.get("problem", ""), *entry.get("keys", {}).values()]
+    except (AttributeError, KeyError, TypeError, ValueError):
         return False
-    koans = entry.get("koans")
-    if not isinstance(koans, dict) or not isinstance(entry.get("problem", ""), str):
-        return False
-    keys = entry.get("keys", {})
-    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
-        return False
-    return all(
-        isinstance(v, list)
-        and len(v) == 4
-        and v[0] in KoanState.__members__.values()
-        and all(isinstance(x, str) for x in (v[1], v[3]))
-        and (v[2] is None or (isinstance(v[2], int) and not isinstance(v[2], bool)))
-        for v in koans.values()
-    )
+    texts += [text for result in found for text in (result.cause, result.note)]
+    lines = [result.line for result in found if result.line is not None]
+    return all(isinstance(t, str) for t in texts) and all(type(n) is int for n in lines)
 
 
 def load(checkout: Course) -> Memory:

@@ -72,17 +72,14 @@ def where(checkout: Course, edit: Outside) -> str:
     return f"{path.as_posix()}:{edit.line}" if edit.line else path.as_posix()
 
 
-def capped(lines: list[str]) -> list[str]:
-    """The first MAX_SHOWN of `lines`, and how many more there are."""
-    more = [f"   … {len(lines) - MAX_SHOWN} more"] if len(lines) > MAX_SHOWN else []
-    return lines[:MAX_SHOWN] + more
-
-
 def warnings(checkout: Course, found: list[Outside]) -> list[str]:
-    """A line per edit that grade will not use, for the summary."""
+    """A line per edit that grade will not use, for the summary (the koan it is in, whose pass
+    with it is counted ⚠️, not ✅)."""
     if not found:
         return []
-    zh = "grade 不会使用这些改动（空、TODO 和修复区以外）"
-    en = "grade will not use these edits (outside the blanks, TODO bodies and fix regions)"
-    lines = [f"   {where(checkout, e)} ({e.koan}): {e.what}" for e in found]
-    return [f"{say(zh, en)}: {len(found)}", *capped(lines)]
+    zh = "grade 不会使用这些改动（空、TODO 和修复区以外；靠它通过的 koan 记为 ⚠️，不是 ✅）"
+    en = "grade will not use these edits (outside the blanks, TODOs and fix regions; a pass that"
+    en += " needs one counts ⚠️, not ✅)"
+    lines = [f"{say(zh, en)}: {len(found)}"]
+    lines += [f"   {where(checkout, e)} ({e.koan}): {e.what}" for e in found[:MAX_SHOWN]]
+    return lines + ([f"   … {len(found) - MAX_SHOWN} more"] if len(found) > MAX_SHOWN else [])

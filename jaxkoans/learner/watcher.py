@@ -27,11 +27,6 @@ MAX_BATCH_MS = 500
 HEARTBEAT_MS = 200  # watchfiles yields an empty batch this often: its first says it started
 START_S = 30.0  # how long a start may take on a loaded machine before it is not waited for
 NATIVE = {"linux": "inotify", "darwin": "FSEvents"}.get(sys.platform, "native events")
-# Filesystems whose changes made elsewhere (the server, the Windows side) inotify never sees.
-REMOTE_FILESYSTEMS = frozenset(
-    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "v9fs", "drvfs", "vboxsf", "afs", "ceph"}
-    | {"fuse.sshfs", "fuse.vmhgfs-fuse", "glusterfs", "fuse.glusterfs", "lustre", "gpfs"}
-)
 
 
 def digest(path: Path) -> str | None:
@@ -41,30 +36,14 @@ def digest(path: Path) -> str | None:
         return None
 
 
-def filesystem_type(path: Path) -> str:
-    """The type of the filesystem `path` is on, from /proc/self/mountinfo ('' if unknown)."""
-    target, best, kind = str(path.resolve()) + "/", "", ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines():
-            before, _, after = line.partition(" - ")
-            fields = before.split()
-            mount = fields[4].replace("\\040", " ") if len(fields) > 4 and after else ""
-            inside = mount and target.startswith(mount.rstrip("/") + "/")
-            if inside and len(mount) >= len(best):
-                best, kind = mount, after.split()[0]
-    return kind
-
-
-def polling_reason(root: Path, poll: bool) -> str | None:
-    """Why `root` must be polled from the start; None when native events can work."""
+def polling_reason(poll: bool) -> str | None:
+    """Why to poll from the start; None when native events can work (a network or WSL mount
+    that drops them is found out at the first save they miss)."""
     forced = os.environ.get("WATCHFILES_FORCE_POLLING", "")
-    kind = filesystem_type(root) if sys.platform == "linux" else ""
     if poll:
         return "--poll"
     if forced and forced.lower() not in ("false", "disable", "disabled"):
         return f"WATCHFILES_FORCE_POLLING={forced}"
-    if kind in REMOTE_FILESYSTEMS:
-        return say(f"{kind} 收不到 inotify 事件", f"inotify misses changes on {kind}")
     return None
 
 
@@ -161,7 +140,7 @@ class Watcher:
         self._content: str | None = None  # the focus as last reported or checked
         self._suspect = False  # it changed and no event said so yet
         self._check_at = 0.0
-        reason = polling_reason(root, poll)
+        reason = polling_reason(poll)
         self.mode, self.why = ("poll", _polling(reason)) if reason else (NATIVE, NATIVE)
         self.stream = Stream(root, polling=reason is not None)
         if self.stream.error is not None and self.mode != "poll":

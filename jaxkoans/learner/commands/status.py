@@ -102,13 +102,6 @@ def show(
     print(f"  {marks}   ✍️ {say('未开始', 'not started')}")
     for problem in progress.problems:
         print(f"\n⚠️  {problem}")
-    flagged = [k for k in progress.koans if k.ignored_edits]
-    if flagged:
-        zh = "通过，但带着 grade 不使用的改动（grade 运行时没有它，不计为 ✅）"
-        en = "passes with an edit grade ignores (grade runs it without that edit; not counted ✅)"
-        print(f"\n⚠️  {say(zh, en)}: {len(flagged)}")
-        lines = [f"   {k.nodeid}  ←  {k.ignored_edits[0]}" for k in flagged]
-        print("\n".join(outside.capped(lines)))
     warned = outside.warnings(progress.checkout, found)  # edits grade will not use
     if warned:
         print("\n⚠️  " + "\n".join(warned))

@@ -56,6 +56,10 @@ class _Calls:
     values: dict = field(default_factory=dict)  # signature -> the call's own (args, kwargs)
     placed: dict = field(default_factory=dict)  # signature -> meshes.Placed (under shard_map)
     ran: set = field(default_factory=set)  # the primitives the koan's own calls bound
+    # those the TODO's own code bound (with what they hold), not a rule run inside a bind (an
+    # eager scan's while, a jvp rule's products): what it bound that it must not is its own
+    ran_own: set = field(default_factory=set)
+    depth: int = 0  # the binds in progress when its last call started
 
     def record(self, args: tuple, kwargs: dict) -> None:
         import jax
@@ -64,7 +68,8 @@ class _Calls:
             return
         try:
             abstract = jax.tree.map(_spec, (args, kwargs))
-            signature = repr(jax.tree.map(lambda x: x, abstract))
+            # the profiles' keys predate weak types in the read: a key names shapes and dtypes
+            signature = repr(jax.tree.map(lambda x: x, abstract)).replace(", weak_type=True", "")
         except Exception:
             return
         if any(signature == s for s, *_ in self.seen):
@@ -140,7 +145,11 @@ def _spec(leaf):
                     sharding, memory = sharding.with_memory_kind("pinned_host"), {}
         elif isinstance(getattr(leaf, "sharding", None), jax.NamedSharding):
             sharding = leaf.sharding
-        return jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype, sharding=sharding, **memory)
+        # a weakly typed value (a Python scalar through jit) is read as one: a TODO may tell
+        weak = bool(getattr(jax.typeof(leaf) if hasattr(leaf, "aval") else leaf, "weak_type", 0))
+        return jax.ShapeDtypeStruct(
+            np.shape(leaf), leaf.dtype, sharding=sharding, weak_type=weak, **memory
+        )
     return leaf
 
 
@@ -163,6 +172,7 @@ _READING = [False]  # the reader's own traces of a TODO are not calls of the koa
 
 
 _RUNNING: list = []  # the _Calls of the TODOs running in the koan's own calls, innermost last
+_DEPTH = [0]  # binds in progress (a bind inside another's rule is the rule's, not the TODO's)
 
 
 def _on_end(code, offset, value):
@@ -179,8 +189,15 @@ def _watching_binds(bind):
 
     def watched(self, *args, **params):
         if _RUNNING and not _READING[0]:
-            _RUNNING[-1].ran.update({self.name} | program.held(params))
-        return bind(self, *args, **params)
+            calls, names = _RUNNING[-1], {self.name} | program.held(params)
+            calls.ran.update(names)
+            if _DEPTH[0] == calls.depth:
+                calls.ran_own.update(names)
+        _DEPTH[0] += 1
+        try:
+            return bind(self, *args, **params)
+        finally:
+            _DEPTH[0] -= 1
 
     return watched
 
@@ -190,6 +207,7 @@ def _on_start(code, offset):
     if calls is None or _READING[0]:
         return None
     _RUNNING.append(calls)
+    calls.depth = _DEPTH[0]
     frame = sys._getframe(1)
     names, flags = code.co_varnames, code.co_flags
     positional = [frame.f_locals[n] for n in names[: code.co_argcount]]
@@ -259,6 +277,7 @@ def recording(module, contracts: dict[str, dict], expect=None):
             monitoring.set_local_events(_TOOL, code, 0)
             _WATCHED.pop(code, None)
         _RUNNING.clear()
+        _DEPTH[0] = 0
 
 
 def check(records: list[_Calls], koan: str = "", profiles: dict | None = None) -> list[str]:
@@ -342,15 +361,25 @@ def not_run(read, calls: _Calls) -> list[str]:
     # by another path under a transform (a forward-mode while)
     techniques = [n for n in calls.contract.get("on_path", ()) if n not in _STRUCTURE]
     missing = [n for n in techniques if shown[n] and n not in calls.ran]
-    if not missing:
-        return []
-    names = ", ".join(f"`{n}`" for n in missing)
-    return [
-        f"读到的程序里有 {names}，但 koan 自己调用这个 TODO 时从未用到它：读到的程序不是运行的程序 / "
-        f"the program read holds {names}, which the koan's own calls of the TODO never bound: the "
-        "program read is not the program that ran (a TODO that behaves otherwise when called "
-        "again does not count)"
-    ]
+    hidden = [n for n in calls.contract.get("absent", ()) if n in calls.ran_own and not shown[n]]
+    problems = []
+    if missing:
+        names = ", ".join(f"`{n}`" for n in missing)
+        problems.append(
+            f"读到的程序里有 {names}，但 koan 自己调用这个 TODO 时从未用到它：读到的程序不是运行的程序 / "
+            f"the program read holds {names}, which the koan's own calls of the TODO never "
+            "bound: the program read is not the program that ran (a TODO that behaves otherwise "
+            "when called again does not count)"
+        )
+    if hidden:
+        names = ", ".join(f"`{n}`" for n in hidden)
+        problems.append(
+            f"koan 自己调用这个 TODO 时用到了 {names}（它不应出现），读到的程序里却没有：读到的程序不是"
+            f"运行的程序 / the koan's own calls of the TODO bound {names}, which must not appear "
+            "and which the program read does not hold: the program read is not the program that "
+            "ran (a TODO that behaves otherwise when called again does not count)"
+        )
+    return problems
 
 
 def _inputs(calls: _Calls, pending, signature: str, seed: int, size: float = 1.0):
@@ -401,7 +430,10 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
                     found["moved"], found["steps"] = _moved_run(
                         calls.function, args, kwargs, seed, read, scale, bool(kept["ints"])
                     )
-            args, kwargs = _inputs(calls, pending, signature, seed, found.get("drawn") or 1.0)
+            if os.environ.get(PROGRAMS_ENV) or _spent((args, kwargs)):
+                # drawn again alike (the same seed and size), unless the ones drawn above are
+                # intact: a learner's run draws them for the moved call at the answer's size
+                args, kwargs = _inputs(calls, pending, signature, seed, found.get("drawn") or 1.0)
             if os.environ.get(PROGRAMS_ENV):
                 tries = [(n, i) for n in fresh.lengths(args, kwargs)[:3] for i in (True, False)]
             else:
@@ -476,6 +508,15 @@ def _log_replayed(koan: str, name: str, signature: str, printed: list, ints: boo
              "costs": {"fresh": {mine: printed}, "ints": {mine: True} if ints else {}}}  # fmt: skip
     with open(os.environ[PROGRAMS_ENV], "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
+
+
+def _spent(values) -> bool:
+    """True when an array among `values` was deleted (donated to a call that ran)."""
+    import jax
+
+    return any(
+        isinstance(leaf, jax.Array) and leaf.is_deleted() for leaf in jax.tree.leaves(values)
+    )
 
 
 def _batch_in_front(rule):

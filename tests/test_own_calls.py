@@ -1,6 +1,7 @@
-"""An untraced TODO (`traced = false`) called on plain values is called again on moved ones
-(plugin/contracts.py `_replayed`): the answer's result there is logged by an author's run and
-kept in its profile; a learner's TODO is held to it."""
+"""The koan's own calls of a TODO, judged (plugin/contracts.py): an untraced TODO (`traced =
+false`) called on plain values is called again on moved ones (`_replayed`), the answer's result
+there logged by an author's run and kept in its profile; a traced TODO's program is read with
+the weak types its call had, and what its own code bound that its contract forbids counts."""
 
 from __future__ import annotations
 
@@ -67,3 +68,32 @@ def test_a_spec_or_a_string_is_compared_exactly():
     spec = fresh.fingerprint(P("data", None), 1)
     assert fresh.differs(fresh.fingerprint(P("data", None), 1), spec) == ""
     assert "another result" in fresh.differs(fresh.fingerprint(P(None, "data"), 1), spec)
+
+
+def test_the_program_read_is_the_one_the_koans_call_ran(monkeypatch):
+    """A weakly typed argument (a Python scalar through jit) is read as one, and what the TODO's
+    own code bound that its contract forbids fails it even where a re-trace would not show it;
+    a rule run inside a bind (an eager scan's while loop) is not the TODO's."""
+    import jax
+    import jax.numpy as jnp
+
+    monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+
+    def step(u, h):  # dense work only when h comes in weakly typed
+        if getattr(jax.typeof(h), "weak_type", False):
+            return jnp.eye(u.shape[0]) @ u * h
+        return u * h
+
+    def cumulative(u):  # honest: one scan, run eagerly
+        return jax.lax.scan(lambda c, x: (c + x, c + x), 0.0, u)[1]
+
+    module = types.SimpleNamespace(step=step, cumulative=cumulative)
+    watched = {"step": {"absent": ["dot_general"]}, "cumulative": {"absent": ["while"]}}
+    u = jnp.arange(4.0)
+    with contracts.recording(module, watched) as records:
+        jax.jit(module.step)(u, 0.1)
+        module.cumulative(u)
+    with pytest.raises(contracts.ContractBroken, match="must not appear") as broken:
+        contracts.check(records, "answers/01/test_x.py::test_step")
+    assert broken.value.function == "step"
+    assert contracts.check([r for r in records if r.name == "cumulative"], "k") == ["cumulative"]

@@ -11,6 +11,7 @@ import ast
 import enum
 import functools
 import io
+import linecache
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,10 +117,8 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
 
 
 def _line_of(path: Path, line: int) -> str:
-    try:
-        return path.read_text(encoding="utf-8").splitlines()[line - 1].strip()
-    except (OSError, UnicodeDecodeError, IndexError):
-        return ""
+    linecache.checkcache(str(path))  # the learner's file as it is now
+    return linecache.getline(str(path), line).strip()
 
 
 def _untouched_region(path: Path, shipped: tuple[str, ...], koan: str | None) -> int | None:
@@ -147,18 +146,13 @@ def _is_timeout(excinfo) -> bool:
 
 
 def _in_build(excinfo) -> bool:
-    """True when the traceback went through jaxkoans.api.cbuild.build (pytest-timeout stopped a build)."""
+    """Whether the traceback went through cbuild.build (pytest-timeout stopped a build)."""
     built = Path(cbuild.__file__).resolve()
-    for entry in excinfo.traceback:
-        try:
-            if Path(entry.path).resolve() == built and entry.name == "build":
-                return True
-        except (TypeError, OSError, AttributeError):
-            continue
-    return False
+    return any(entry.name == "build" for entry in _koan_entries(excinfo, built))
 
 
 def _koan_entries(excinfo, koan_file: Path):
+    """The traceback's entries in `koan_file` (a resolved path), outermost first."""
     for entry in excinfo.traceback:
         try:
             if Path(entry.path).resolve() == koan_file:
@@ -203,18 +197,16 @@ def _relative(checkout: Course, koan_file: Path) -> str | None:
 
 
 def shipped_text(checkout: Course, koan_file: Path) -> str | None:
-    """The koan file as shipped (`Course.shipped_text`, the one source); for an answer file,
-    its koan twin. None when unknown (then nothing counts as a fill)."""
+    """The koan file (or an answer's koan twin) as shipped; None when unknown (no fills then)."""
     relative = _relative(checkout, koan_file)
     found = checkout.shipped_text(relative) if relative is not None else None
     return found[1] if found else None
 
 
 def taken(checkout: Course, koan_file: Path, twin: Path | None = None) -> _fills.Taken | None:
-    """The one reading of what the learner wrote (course/fills.py, by syntax tree, so a fill
-    wrapped over lines or reformatted reads as the same fill on one line): `koan_file` against
-    the shipped text of `twin` (the koan file a gate's variant stands for), else of itself.
-    None when the shipped file is unknown or the learner's does not parse."""
+    """The one reading of what the learner wrote (course/fills.py): `koan_file` against the
+    shipped text of `twin` (the koan file a gate's variant stands for), else of itself. None
+    when the shipped file is unknown or the learner's does not parse."""
     shipped = shipped_text(checkout, Path(twin or koan_file))
     if shipped is None:
         return None
@@ -246,9 +238,8 @@ def computed_fills(
 def reading_refusals(
     checkout: Course, koan_file: Path, koan: str, contracts: dict, twin: Path | None = None
 ) -> list[reading.Refusal]:
-    """Each fill `koan` reaches (its own lines, the TODO functions and helpers it calls) that
-    reads the test or switches its guard (course/reading.py), less what `contracts` allow.
-    `twin`: the koan file `koan_file` stands for (a gate's variant), else itself."""
+    """Each fill `koan` reaches that reads the test or switches its guard (course/reading.py),
+    less what `contracts` allow (for `twin`, the koan file a gate's variant stands for)."""
     found = taken(checkout, koan_file, twin)
     if found is None:
         return []
@@ -272,10 +263,8 @@ class Origins:
 
 
 def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> Origins | None:
-    """Where the failing statement of `koan` got its values. `lines`: the koan file's lines the
-    traceback went through, innermost last; the statement is the innermost of them inside the
-    koan's function. None when that cannot be told (the shipped file is unknown, the file does
-    not parse, the traceback never entered the koan's function)."""
+    """Where the failing statement of `koan` (the innermost of `lines`, the traceback's lines of
+    the koan file, inside its function) got its values; None when that cannot be told."""
     found = taken(checkout, Path(koan_file))
     if found is None or found.tree is None:
         return None
@@ -286,27 +275,17 @@ def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> O
     if function is None:
         return None
     inside = [line for line in lines if function.lineno <= line <= function.end_lineno]
-    if not inside:
-        return None
-    statement = _innermost_statement(function, inside[-1])
-    if statement is None:
-        return None
-    return _DataWalk(found, function).origins(statement)
+    statement = _innermost_statement(function, inside[-1]) if inside else None
+    return _DataWalk(found, function).origins(statement) if statement else None
 
 
 def _innermost_statement(function: ast.AST, line: int) -> ast.stmt | None:
-    found = None
-    for node in ast.walk(function):
-        if node is function or not isinstance(node, ast.stmt):
-            continue
-        inside = node.lineno <= line <= (node.end_lineno or node.lineno)
-        if inside and (found is None or _size(node) < _size(found)):
-            found = node
-    return found
+    def end(node: ast.AST) -> int:
+        return node.end_lineno or node.lineno
 
-
-def _size(node: ast.AST) -> int:
-    return (node.end_lineno or node.lineno) - node.lineno
+    statements = [n for n in ast.walk(function) if isinstance(n, ast.stmt) and n is not function]
+    holding = [n for n in statements if n.lineno <= line <= end(n)]
+    return min(holding, key=lambda n: end(n) - n.lineno, default=None)
 
 
 def _roots(target: ast.AST) -> list[str]:

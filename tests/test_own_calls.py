@@ -97,3 +97,31 @@ def test_the_program_read_is_the_one_the_koans_call_ran(monkeypatch):
         contracts.check(records, "answers/01/test_x.py::test_step")
     assert broken.value.function == "step"
     assert contracts.check([r for r in records if r.name == "cumulative"], "k") == ["cumulative"]
+
+
+def test_a_technique_that_makes_only_another_output_does_not_carry_this_one():
+    """Liveness per output: the answer's technique makes both outputs; a TODO whose technique
+    makes only the large one (a cache written and returned) while other work makes the small
+    one carries nearly every element, yet none of the output that counts."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkoans.plugin import liveness
+
+    def honest(x):
+        s = jax.lax.cumsum(x)
+        return jnp.sum(s * s), s
+
+    def beside(x):
+        s = jax.lax.cumsum(x)
+        other = jnp.tril(jnp.ones((x.size, x.size))) @ x  # the same sums, by a matmul
+        return jnp.sum(other * other), s
+
+    x = jnp.linspace(0.5, 2.0, 64)
+    cumsum = jax.make_jaxpr(jax.lax.cumsum)(x).eqns[0].primitive
+    carried: dict = {}
+    assert liveness.problems(honest, {"cumsum": cumsum}, (x,), {}, 3, carried=carried) == []
+    assert carried[f"cumsum {liveness.EACH}"] == [1.0, 1.0]
+    assert liveness.problems(beside, {"cumsum": cumsum}, (x,), {}, 3) == []  # no answer to hold
+    (said,) = liveness.problems(beside, {"cumsum": cumsum}, (x,), {}, 3, answer=carried)
+    assert "leaves output 0" in said

@@ -33,6 +33,7 @@ ROUNDING = 1e-5  # of an output's largest element: a change below it is rounding
 TOGETHER = (
     "together"  # a profile's share with every use perturbed at once: `carried["exp together"]`
 )
+EACH = "each output"  # that share per output leaf: `carried["exp each output"]` (a list)
 _ROUND = itertools.count(1)
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 
@@ -235,16 +236,35 @@ def problems(
         # every use at once: uses that cancel one another (a pair subtracted) each seem to
         # carry the result alone (measured for the answer's profile; held where it is whole)
         theirs = (answer or {}).get(f"{name} {TOGETHER}")
+        # per output: a technique that makes one output (a cache written and returned) while
+        # another the answer's makes (the attention read from it) is made by other work
+        each_theirs = (answer or {}).get(f"{name} {EACH}") or []
         held = bool(theirs and theirs >= WHOLE and share)
+        held_each = bool(share) and any(t >= WHOLE for t in each_theirs)
         # scaled only: a zero combination r(2u) - 2 r(u) stays zero; one use may be every call
         # of a cached jit
-        together = share
-        if carried is not None or held:
+        together, each = share, []
+        if carried is not None or held or held_each:
             uses = [tuple(informative[:MAX_USES])]
-            together = _share(function, primitive, uses, args, kwargs, base, 0.0, shift=False)
+            together, each = _share(function, primitive, uses, args, kwargs, base, 0.0,
+                                    shift=False, each=True)  # fmt: skip
         if carried is not None:
             carried[name] = round(share, 4)
             carried[f"{name} {TOGETHER}"] = round(together, 4)
+            carried[f"{name} {EACH}"] = [round(e, 4) for e in each]
+        short = [
+            i for i, (mine, t) in enumerate(zip(each, each_theirs, strict=False))
+            if t >= WHOLE and mine < CARRIED * t
+        ]  # fmt: skip
+        if held_each and len(each) == len(each_theirs) and short:
+            outputs = ", ".join(map(str, short))
+            found.append(
+                f"同时改变 `{name}` 的每一处输出，输出 {outputs} 几乎不变，参考答案的却全变 / "
+                f"changing every use of `{name}` at once leaves output {outputs} (nearly) as it "
+                "was, where the answer's changes all of it: the technique makes another output "
+                "(a cache written and returned) and other work makes this one"
+            )
+            continue
         if held and together < CARRIED * theirs:
             found.append(
                 f"同时改变 `{name}` 的每一处输出，结果只改变 {together:.0%}，参考答案改变 "
@@ -270,10 +290,19 @@ def problems(
 
 
 def _share(
-    function, primitive, uses: list, args, kwargs, base: list, need: float, shift: bool = True
-) -> float:
+    function,
+    primitive,
+    uses: list,
+    args,
+    kwargs,
+    base: list,
+    need: float,
+    shift: bool = True,
+    each: bool = False,
+):
     """The share of the output elements that perturbing `uses` (one at a time; a tuple of uses
-    at once) changes, together; the search stops once it is more than `need`."""
+    at once) changes, together; the search stops once it is more than `need`. With `each`,
+    (that share, the share of each output leaf)."""
     import numpy as np
 
     total = sum(x.size for x in base) or 1
@@ -284,12 +313,12 @@ def _share(
             targets = use if isinstance(use, tuple) else (use,)
             with _Patch([primitive], "perturb", targets, shift).active():
                 after = _run(function, args, kwargs)
-        except Exception:
-            return 1.0  # the perturbed run could not finish: the value was used
+        except Exception:  # the perturbed run could not finish: the value was used
+            return (1.0, [1.0] * len(base)) if each else 1.0
         if len(after) != len(base) or any(
             a.shape != b.shape for a, b in zip(after, base, strict=False)
         ):
-            return 1.0
+            return (1.0, [1.0] * len(base)) if each else 1.0
         for mask, a, b in zip(changed, after, base, strict=True):
             same = a == b
             if a.dtype.kind in "fc":  # a change is more than rounding of the output's size
@@ -301,4 +330,6 @@ def _share(
         share = sum(int(m.sum()) for m in changed) / total
         if share >= 1.0 or (need and share >= need):
             break
+    if each:
+        return share, [float(m.sum()) / (m.size or 1) for m in changed]
     return share

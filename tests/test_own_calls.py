@@ -125,3 +125,23 @@ def test_a_technique_that_makes_only_another_output_does_not_carry_this_one():
     assert liveness.problems(beside, {"cumsum": cumsum}, (x,), {}, 3) == []  # no answer to hold
     (said,) = liveness.problems(beside, {"cumsum": cumsum}, (x,), {}, 3, answer=carried)
     assert "leaves output 0" in said
+
+
+def test_the_grown_call_doubles_every_length_at_once():
+    """A size written in for a short axis (a head dimension) meets another size only where
+    every length grows, not the longest alone."""
+    import jax.numpy as jnp
+
+    def scores(q, k):  # the work: scaled by the head dimension
+        return q @ k.T / jnp.sqrt(q.shape[-1])
+
+    def four(q, k):  # right at the test's head dimension of 4 only
+        return q @ k.T / 2.0
+
+    q, k = jnp.ones((8, 4)), jnp.linspace(0.0, 1.0, 32).reshape(8, 4)
+    assert fresh.lengths((q, k), {}) == [8, 4]
+    longest = fresh.run(four, (q, k), {}, 1, length=8)
+    assert fresh.differs(longest, fresh.run(scores, (q, k), {}, 1, length=8)) == ""
+    every = fresh.run(scores, (q, k), {}, 1, length=[8, 4])
+    assert "another result" in fresh.differs(fresh.run(four, (q, k), {}, 1, length=[8, 4]), every)
+    assert fresh.doubled([8, 4])[1] == "every axis of length 8, 4 doubled at once"

@@ -323,9 +323,9 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                 grown = (answer.get("grown") or {}).get(costs.koan_key(koan)) or {}
                 mine = (case.get("grown") or {}).get("costs")
                 if grown.get("costs") and mine:
+                    zh, en = fresh.doubled(grown["length"])
                     problems += [
-                        f"在更大的输入上（每个长度为 {grown['length']} 的轴加倍）/ on the grown call "
-                        f"(every axis of length {grown['length']} doubled): {problem}"
+                        f"在更大的输入上（{zh}）/ on the grown call ({en}): {problem}"
                         for problem in costs.exceeded(mine, grown["costs"], overrides)
                     ]
             problems += _fresh_problems(case, answer, costs.koan_key(koan))
@@ -435,7 +435,10 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
                 # intact: a learner's run draws them for the moved call at the answer's size
                 args, kwargs = _inputs(calls, pending, signature, seed, found.get("drawn") or 1.0)
             if os.environ.get(PROGRAMS_ENV):
-                tries = [(n, i) for n in fresh.lengths(args, kwargs)[:3] for i in (True, False)]
+                # every length at once first: a written-in size of any axis meets another size
+                every = fresh.lengths(args, kwargs)
+                tries = [(every, i) for i in (True, False)] if len(every) > 1 else []
+                tries += [(n, i) for n in every[:3] for i in (True, False)]
             else:
                 grown = ((answer or {}).get("grown") or {}).get(mine) or {}
                 tries = [(grown.get("length"), bool(grown.get("ints")))]
@@ -647,11 +650,10 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
     grown = (answer.get("grown") or {}).get(koan)
     why = _why((case.get("grown") or {}).get("print"), (grown or {}).get("print"))
     if why:
-        length = grown["length"]
+        zh, en = fresh.doubled(grown["length"])
         problems.append(
-            f"在更大的输入上（每个长度为 {length} 的轴加倍到 {2 * length}）结果与参考答案不同 / "
-            f"on a larger input the test never showed (every axis of length {length} doubled to "
-            f"{2 * length}) the result is not the answer's: {why}"
+            f"在更大的输入上（{zh}）结果与参考答案不同 / on a larger input the test never showed "
+            f"({en}) the result is not the answer's: {why}"
         )
     on_mesh = (answer.get("mesh") or {}).get(koan) or {}
     why = _why((case.get("mesh") or {}).get("print"), on_mesh.get("print"))

@@ -142,6 +142,16 @@ def _floating(dtype) -> bool:
     return jnp.issubdtype(dtype, jnp.floating)
 
 
+def doubled(length: int | list) -> tuple[str, str]:
+    """(zh, en) naming the grown call's axes: one length, or every length at once."""
+    if isinstance(length, list):
+        named = ", ".join(map(str, length))
+        return f"长度为 {named} 的轴全部加倍", f"every axis of length {named} doubled at once"
+    return f"每个长度为 {length} 的轴加倍到 {2 * length}", (
+        f"every axis of length {length} doubled to {2 * length}"
+    )
+
+
 def lengths(args, kwargs) -> list[int]:
     """The axis lengths (above 1) of the float arrays among `args`/`kwargs`, largest first: the
     lengths `grown` may double."""
@@ -153,25 +163,27 @@ def _array(leaf) -> bool:
     return isinstance(getattr(leaf, "shape", None), tuple) and hasattr(leaf, "dtype")
 
 
-def grown(args, kwargs, length: int, seed: int, ints: bool = False):
-    """`args`/`kwargs` (concrete) with every axis of `length` doubled: each array repeated along
-    it (so a mask, an index or a key stays one the problem allows), with `ints` every Python
-    int equal to `length` doubled too (the length passed as a count), then the floats moved so
-    that the two halves differ."""
+def grown(args, kwargs, length: int | list, seed: int, ints: bool = False):
+    """`args`/`kwargs` (concrete) with every axis of `length` (or of each length of a list:
+    every length at once) doubled: each array repeated along it (so a mask, an index or a key
+    stays one the problem allows), with `ints` every Python int equal to such a length doubled
+    too (the length passed as a count), then the floats moved so that the two halves differ."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
+    wanted = set(length) if isinstance(length, list) else {length}
+
     def grow(leaf):
-        if type(leaf) is int and ints and leaf == length:
+        if type(leaf) is int and ints and leaf in wanted:
             return 2 * leaf
         shape = getattr(leaf, "shape", None)
-        if not _array(leaf) or length not in shape:
+        if not _array(leaf) or not wanted & set(shape):
             return leaf
         keys = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
         value = leaf if keys else np.asarray(leaf)
         for axis, n in enumerate(shape):
-            if n == length:
+            if n in wanted:
                 value = (jnp if keys else np).concatenate([value, value], axis=axis)
         sharding = getattr(leaf, "sharding", None)
         if isinstance(leaf, jax.Array) and isinstance(sharding, jax.NamedSharding):

@@ -50,7 +50,7 @@ def sentence(
         *([("数值略作移动" + ("、计数加一" if counts else ""),
             "its numbers moved a little" + (", its counts one up" if counts else ""))]
           if moved else []),
-        *([("同一个调用再把一个长度的轴加倍", "the same call with every axis of one length doubled")]
+        *([("同一个调用再把轴加倍", "the same call with its axes doubled")]
           if grown else []),
         *([("更小的网格", "a smaller mesh")] if mesh else []),
     ]  # fmt: skip

@@ -349,23 +349,25 @@ class Failure:
         return f"{self.chapter} {self.gate}: {self.what}"
 
 
+def _failures(number: str, gate: str, *whats: str) -> list[Failure]:
+    return [Failure(number, gate, what) for what in whats if what]
+
+
 def _mutation(
     checkout: course.Course, chapter: course.Chapter, names: list[str], record: dict, workers: int
 ) -> list[Failure]:
     outcome = mutate.gate(checkout, chapter, set(names), workers)
     print("\n".join(mutate.table([outcome])), flush=True)
-    failures = [Failure(chapter.number, "mutation", outcome.problem)] * bool(outcome.problem)
-    failures += [Failure(chapter.number, "mutation", f"survives: {mutate.describe(m)}")
-                 for m in outcome.survived]  # fmt: skip
-    failures += [Failure(chapter.number, "mutation", f"no verdict: {mutate.describe(m)}")
-                 for m in outcome.unknown]  # fmt: skip
+    failures = _failures(chapter.number, "mutation", outcome.problem,
+                         *(f"survives: {mutate.describe(m)}" for m in outcome.survived),
+                         *(f"no verdict: {mutate.describe(m)}" for m in outcome.unknown))  # fmt: skip
     if outcome.problem:
         return failures
     digests = chapter_digests(checkout, chapter)["mutation"]
     failed = {f"{m.site.answer.name}::{k}" for m in (*outcome.survived, *outcome.unknown)
               for k in m.site.koans}  # fmt: skip
     for key in set(names) - failed:  # a mutant counts for the first koan that sees it
-        mine = [m for m in outcome.mutants if m.key == key]
+        mine = [m for m in outcome.tried if m.key == key]
         equivalent = sum(m.key == key for m, _ in outcome.equivalent)
         _record(record, chapter.number, "mutation", key, {
             "digest": digests[key], "mutants": len(mine),
@@ -382,14 +384,10 @@ def _fakes(checkout: course.Course, chapters: list[course.Chapter], names: dict[
     failures = []
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
-        failures += [Failure(chapter.number, "fakes", problem)] * bool(problem)
-        failures += [Failure(chapter.number, "fakes", f"TODO function without a fake: {m}")
-                     for m in missing]  # fmt: skip
-        failures += [
-            Failure(chapter.number, "fakes", f"{'passes' if v is False else 'no verdict'}: {k}")
-            for k, v in sorted(verdicts.items())
-            if v is not True
-        ]
+        failures += _failures(chapter.number, "fakes", problem,
+                              *(f"TODO function without a fake: {m}" for m in missing),
+                              *(f"{'passes' if v is False else 'no verdict'}: {k}"
+                                for k, v in sorted(verdicts.items()) if v is not True))  # fmt: skip
         print(f"{chapter.number}: {sum(v is True for v in verdicts.values())}/{len(verdicts)} "
               f"fakes fail their koan", flush=True)  # fmt: skip
         if problem:
@@ -413,11 +411,11 @@ def _shortcuts(checkout: course.Course, chapters: list[course.Chapter],
     )
     failures = []
     for chapter, outcome in zip(chapters, outcomes, strict=True):
-        print(outcome.summary(), flush=True)
-        failures += [Failure(chapter.number, "shortcuts", outcome.problem)] * bool(outcome.problem)
-        failures += [Failure(chapter.number, "shortcuts", f"passes: {s.name}")
-                     for s in outcome.survived]  # fmt: skip
-        if outcome.problem:
+        print(shortcuts.summary(outcome), flush=True)
+        failures += _failures(chapter.number, "shortcuts", outcome.problem,
+                              *(f"passes: {s.name}" for s in outcome.survived),
+                              *(f"no verdict: {s.name}" for s in outcome.unknown))  # fmt: skip
+        if outcome.problem or outcome.unknown:
             continue
         digests = chapter_digests(checkout, chapter)
         for name in names[chapter.number]:

@@ -216,6 +216,10 @@ class Mutant:
     def key(self) -> str:
         return f"{self.site.answer.name}::{self.site.koans[0]}"
 
+    @property
+    def answer(self) -> Path:
+        return self.site.answer
+
 
 def sites(koan: Path, answer: Path) -> list[Site]:
     """Every blank of `answer` on one line, with its fill's columns: course/fills.py's reading
@@ -513,26 +517,24 @@ def check_all_fakes(
         only = None if files is None else files.get(chapter.number, set())
         fakes, missing = chapter_fakes(checkout, chapter, only)
         variants, named = fake_variants(checkout, fakes, "f")
-        planned[chapter.number] = (variants, {m: f.name for m, f in named.items()}, missing)
-    if passing_answers is not None:
-        planned = {n: (_one_baseline(v), names, m) for n, (v, names, m) in planned.items()}
+        if passing_answers is not None:
+            variants = _one_baseline(variants)
+        planned[chapter.number] = (variants, named, missing)
     runs = {number: variants for number, (variants, _, _) in planned.items()}
     passed, problem = run_chapters(checkout, runs, workers)
     found = {}
-    for number, (variants, names, missing) in planned.items():
-        koans = {v.name: v.koans for v in variants}
+    for number, (variants, named, missing) in planned.items():
         canary = all(passed.get((number, v.name)) is True for v in variants if _is_base(v))
         verdicts = {}
-        for module, name in names.items():
-            base_name = f"{module.split('__f')[0]}{BASE}"
+        for module, fake in named.items():
             if passing_answers is None:
-                base = passed.get((number, base_name))
+                base = passed.get((number, f"{fake.answer.stem}{BASE}"))
             else:  # this file's koans passed in answers/, and the fakes' directory works
-                answer = f"answers/{number}/{base_name.removesuffix(BASE)}.py"
-                base = canary and all(f"{answer}::{k}" in passing_answers for k in koans[module])
+                answer = f"answers/{number}/{fake.answer.name}"
+                base = canary and all(f"{answer}::{k}" in passing_answers for k in fake.koans)
             verdict = passed.get((number, module))
-            verdicts[name] = None if base is not True or verdict is None else not verdict
-        found[number] = (verdicts, missing, problem if names else "")
+            verdicts[fake.name] = None if base is not True or verdict is None else not verdict
+        found[number] = (verdicts, missing, problem if named else "")
     return found
 
 
@@ -561,20 +563,41 @@ def fake_variants(
 
 
 @dataclass
-class MutationResult:
+class Outcome:
+    """A gate's verdicts on one chapter: each of its mutants (or generated fakes) must fail."""
+
     chapter: str
-    mutants: list[Mutant]
-    killed: list[Mutant] = field(default_factory=list)
-    equivalent: list[tuple[Mutant, str]] = field(default_factory=list)
-    survived: list[Mutant] = field(default_factory=list)
-    unknown: list[Mutant] = field(default_factory=list)  # baseline failed or no report
+    tried: list
+    killed: list = field(default_factory=list)
+    equivalent: list[tuple[object, str]] = field(default_factory=list)  # each with its reason
+    survived: list = field(default_factory=list)
+    unknown: list = field(default_factory=list)  # baseline failed or no report
     problem: str = ""
     seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.survived or self.unknown or self.problem)
 
     @property
     def rate(self) -> float:
         counted = len(self.killed) + len(self.survived) + len(self.equivalent)
         return 100.0 * len(self.killed) / counted if counted else 100.0
+
+    def judge(self, passed: dict[tuple[str, str], bool], named: dict, reason) -> None:
+        """Each of `named` ({module: what it is}) by its verdict in `passed` (run_chapters) beside
+        its file's unchanged copy; `reason(it)` says why a survivor is an equivalent, or None."""
+        for module, it in named.items():
+            base = passed.get((self.chapter, f"{it.answer.stem}{BASE}"))
+            verdict = passed.get((self.chapter, module))
+            if base is not True or verdict is None:
+                self.unknown.append(it)
+            elif not verdict:
+                self.killed.append(it)
+            elif (why := reason(it)) is not None:
+                self.equivalent.append((it, why))
+            else:
+                self.survived.append(it)
 
 
 def _normal(fill: str) -> str:
@@ -597,10 +620,10 @@ def gate(
     chapter: course.Chapter,
     wanted: set[str] | None = None,
     workers: int = 2,
-) -> MutationResult:
+) -> Outcome:
     started = time.perf_counter()
     mutants = chapter_mutants(checkout, chapter, wanted)
-    outcome = MutationResult(chapter.number, mutants)
+    outcome = Outcome(chapter.number, mutants)
     variants = []
     for i, mutant in enumerate(mutants):
         mutant.module = f"{mutant.site.answer.stem}__m{i:04d}.py"
@@ -609,17 +632,7 @@ def gate(
         )
     variants += baselines([(m.site.answer, m.site.koans) for m in mutants])
     passed, outcome.problem = run_chapters(checkout, {chapter.number: variants}, workers)
-    for mutant in mutants:
-        base = passed.get((chapter.number, f"{mutant.site.answer.stem}{BASE}"))
-        verdict = passed.get((chapter.number, mutant.module))
-        if base is not True or verdict is None:
-            outcome.unknown.append(mutant)
-        elif not verdict:
-            outcome.killed.append(mutant)
-        elif (why := equivalent_reason(chapter, mutant)) is not None:
-            outcome.equivalent.append((mutant, why))
-        else:
-            outcome.survived.append(mutant)
+    outcome.judge(passed, {m.module: m for m in mutants}, lambda m: equivalent_reason(chapter, m))
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -630,13 +643,11 @@ def describe(mutant: Mutant) -> str:
     return f"{where}  {'/'.join(site.koans[:2])}  `{site.fill}` → `{mutant.fill}`"
 
 
-def table(outcomes: list[MutationResult]) -> list[str]:
-    lines = [
-        "chapter  mutants  killed  equivalent  survived  unknown  kill rate  seconds",
-    ]
+def table(outcomes: list[Outcome]) -> list[str]:
+    lines = ["chapter  mutants  killed  equivalent  survived  unknown  kill rate  seconds"]
     for o in outcomes:
         lines.append(
-            f"{o.chapter:>7}  {len(o.mutants):>7}  {len(o.killed):>6}  {len(o.equivalent):>10}"
+            f"{o.chapter:>7}  {len(o.tried):>7}  {len(o.killed):>6}  {len(o.equivalent):>10}"
             f"  {len(o.survived):>8}  {len(o.unknown):>7}  {o.rate:>8.1f} %  {o.seconds:>7.0f}"
         )
     return lines

@@ -28,7 +28,6 @@ import ast
 import inspect
 import textwrap
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from jaxkoans import course
@@ -261,22 +260,9 @@ def variant_source(checkout: course.Course, shortcut: Fake) -> str:
 # ---- running -------------------------------------------------------------------------------
 
 
-@dataclass
-class ShortcutResult:
-    chapter: str
-    fakes: list[Fake]
-    killed: list[Fake]
-    equivalent: list[tuple[Fake, str]]
-    survived: list[Fake]
-    problem: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not self.survived and not self.problem
-
-    def summary(self) -> str:
-        return (f"{self.chapter}: {len(self.fakes)} generated fakes, {len(self.killed)} killed, "
-                f"{len(self.equivalent)} equivalent, {len(self.survived)} survived")  # fmt: skip
+def summary(outcome: mutate.Outcome) -> str:
+    return (f"{outcome.chapter}: {len(outcome.tried)} generated fakes, {len(outcome.killed)} "
+            f"killed, {len(outcome.equivalent)} equivalent, {len(outcome.survived)} survived")  # fmt: skip
 
 
 def equivalent_reason(chapter: course.Chapter, shortcut: Fake) -> str | None:
@@ -292,7 +278,7 @@ def gate(
     chapters: list[course.Chapter],
     workers: int = 2,
     files: dict[str, set[str]] | None = None,
-) -> list[ShortcutResult]:
+) -> list[mutate.Outcome]:
     """Every chapter's generated fakes in ONE pytest run, each beside its file's baseline
     (with `files`, {chapter: answer file names}: only those files' fakes)."""
     plan: dict[str, list[Variant]] = {}
@@ -306,24 +292,11 @@ def gate(
     passed, problem = mutate.run_chapters(checkout, plan, workers)
     outcomes = []
     for chapter in chapters:
-        outcome = ShortcutResult(
-            chapter.number, list(names[chapter.number].values()), [], [], [], problem
-        )
-        compiled = {v.name for v in plan[chapter.number]}
-        for module, shortcut in names[chapter.number].items():
-            base = passed.get((chapter.number, f"{shortcut.answer.stem}{mutate.BASE}"))
-            verdict = passed.get((chapter.number, module)) if module in compiled else False
-            if base is not True or verdict is None:
-                outcome.problem = (
-                    outcome.problem or f"no verdict for {shortcut.name} (baseline {base})"
-                )
-                continue
-            if not verdict:
-                outcome.killed.append(shortcut)
-            elif (why := equivalent_reason(chapter, shortcut)) is not None:
-                outcome.equivalent.append((shortcut, why))
-            else:
-                outcome.survived.append(shortcut)
+        named = names[chapter.number]
+        compiled = {v.name for v in plan[chapter.number]}  # one that does not compile fails
+        passed |= {(chapter.number, m): False for m in named if m not in compiled}
+        outcome = mutate.Outcome(chapter.number, list(named.values()), problem=problem)
+        outcome.judge(passed, named, lambda s, chapter=chapter: equivalent_reason(chapter, s))
         outcomes.append(outcome)
     return outcomes
 
@@ -345,10 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     outcomes = gate(checkout, chapters, args.workers)
     for outcome in outcomes:
-        print(outcome.summary() + (f" ({outcome.problem})" if outcome.problem else ""))
+        print(summary(outcome) + (f" ({outcome.problem})" if outcome.problem else ""))
         for shortcut in outcome.survived:
             print(f"  passes: {shortcut.name}  unwritten={list(shortcut.unwritten)}")
             print(textwrap.indent(shortcut.body, "      "))
+        print("".join(f"  no verdict: {s.name}\n" for s in outcome.unknown), end="")
     print(f"shortcut gate: {time.monotonic() - started:.0f} s")
     return 0 if all(o.ok for o in outcomes) else 1
 

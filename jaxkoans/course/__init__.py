@@ -160,11 +160,6 @@ def twin_name(test_file: Path) -> str:
     return re.sub(r"__(base|[a-z]+\d+)$", "", path.stem) + path.suffix
 
 
-def all_chapters(koans: Path) -> list[Chapter]:
-    """Every chapter under `koans` (a course's koans/ directory), in course order."""
-    return [load_chapter(m) for m in sorted(Path(koans).glob(f"*/{MANIFEST}"))]
-
-
 @dataclass(frozen=True)
 class Course:
     """One course on disk: this checkout, a fake one in tests, a copy being graded."""
@@ -206,7 +201,8 @@ class Course:
         return self.koans / path.relative_to(self.answers) if self.answers in path.parents else path
 
     def chapters(self) -> list[Chapter]:
-        return all_chapters(self.koans)
+        """Every chapter, in the order of its directory's name."""
+        return [load_chapter(m) for m in sorted(self.koans.glob(f"*/{MANIFEST}"))]
 
     def chosen(self, numbers: list[str]) -> list[Chapter]:
         """The chapters numbered `numbers` ("3" or "03"); every chapter when none is named."""

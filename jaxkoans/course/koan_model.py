@@ -238,15 +238,6 @@ def todo_calls(fn: ast.AST) -> list[int]:
     return sorted(found)
 
 
-def koan_spans(tree: ast.Module) -> dict[str, tuple[int, int]]:
-    """Each top-level test's lines (1-based, inclusive), decorators included."""
-    return {
-        node.name: _definition_span(node)
-        for node in tree.body
-        if isinstance(node, FUNCTIONS) and node.name.startswith("test")
-    }
-
-
 def _definition_span(node: ast.AST) -> tuple[int, int]:
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     return start, node.end_lineno or node.lineno
@@ -282,7 +273,11 @@ def parse(text: str) -> KoanFile:
         lines = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in TEST_DEF.finditer(text)]
         koans = tuple(KoanFunction(name, line, (line, line)) for name, line in lines)
         return KoanFile(text, None, error, koans, regions)
-    spans = koan_spans(tree)
+    spans = {  # each top-level test's lines, decorators included
+        node.name: _definition_span(node)
+        for node in tree.body
+        if isinstance(node, FUNCTIONS) and node.name.startswith("test")
+    }
     koans = tuple(
         KoanFunction(node.name, node.lineno, spans[node.name], ast.get_docstring(node) or "")
         for node in tree.body

@@ -15,7 +15,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from jaxkoans.course import predictions
+from jaxkoans.course import koan_model, predictions
 from jaxkoans.course.koan_model import MODULE, imports_in
 
 MESSAGE = (
@@ -201,12 +201,8 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
 
 
 def _enclosing_function(tree: ast.Module, line: int) -> str | None:
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            end = getattr(node, "end_lineno", node.lineno)
-            if node.lineno <= line <= end:
-                return node.name
-    return None
+    defs = (n for n in tree.body if isinstance(n, (*koan_model.FUNCTIONS, ast.ClassDef)))
+    return next((n.name for n in defs if n.lineno <= line <= n.end_lineno), None)
 
 
 def refusals(taken, allowed: dict[str, set[str]] | None = None) -> list[Refusal]:

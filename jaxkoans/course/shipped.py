@@ -18,19 +18,14 @@ from pathlib import Path
 
 MANIFEST_NAME = ".shipped.json"
 FORMAT = 2  # 1: "text" one string per file; 2: "lines", a list of the lines
-READABLE = (1, 2)
 SOURCE = "koans/.shipped.json"  # how a tool names where the shipped text came from
-
-
-def manifest_path(koans_dir: Path) -> Path:
-    return Path(koans_dir) / MANIFEST_NAME
 
 
 def read_manifest(koans_dir: Path) -> dict[str, dict]:
     """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}}
     (the whole text as one string, whatever the format);
     {} when the manifest is missing or damaged (then nothing is known to be as shipped)."""
-    path = manifest_path(koans_dir)
+    path = Path(koans_dir) / MANIFEST_NAME
     try:
         stat = path.stat()
     except OSError:
@@ -44,7 +39,7 @@ def _read(path: str, mtime_ns: int, size: int) -> dict[str, dict]:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return {}
-    if not isinstance(document, dict) or document.get("format") not in READABLE:
+    if not isinstance(document, dict) or document.get("format") not in (1, 2):
         return {}
     files = document.get("files")
     if not isinstance(files, dict):

@@ -32,7 +32,9 @@ def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
             )
             helper_blanks += held[:1] if fill.owner != koan else []
     todo_names = {t.name for t in theirs.todos}
-    reached = set(theirs.reached(koan)) | _nested_functions(theirs, koan)
+    inside = ast.walk(theirs.top_level[koan]) if koan in theirs.top_level else ()
+    nested = {n.name for n in inside if isinstance(n, koan_model.FUNCTIONS)} - {koan}
+    reached = set(theirs.reached(koan)) | nested  # a TODO can live inside the koan
     for name in sorted(todo_names & reached):
         mine_body, shipped_body = mine.body_of(name), theirs.body_of(name)
         if mine_body is None or shipped_body is None:
@@ -53,14 +55,3 @@ def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
         head, tail = lines[sl][:sc], lines[el][ec:]
         lines[sl : el + 1] = (head + text + tail).split(b"\n")
     return b"\n".join(lines).decode("utf-8"), helper_blanks
-
-
-def _nested_functions(model: koan_model.KoanFile, koan: str) -> set[str]:
-    """Functions defined inside koan `koan` (a TODO can live there)."""
-    top = next(
-        (n for n in (model.tree.body if model.tree else []) if getattr(n, "name", None) == koan),
-        None,
-    )
-    if top is None:
-        return set()
-    return {n.name for n in ast.walk(top) if isinstance(n, koan_model.FUNCTIONS)} - {koan}

@@ -185,13 +185,17 @@ def _watching_binds(bind):
     """Primitive.bind that also notes, while a TODO runs in the koan's own call, what it binds
     (with the programs its higher-order primitives hold): the program the koan ran."""
 
+    from jax._src import config
+
     from jaxkoans.api import program
 
     def watched(self, *args, **params):
         if _RUNNING and not _READING[0]:
             calls, names = _RUNNING[-1], {self.name} | program.held(params)
             calls.ran.update(names)
-            if _DEPTH[0] == calls.depth:
+            # work folded into constants at trace time (ensure_compile_time_eval; a library's
+            # own jit traced there) is in no program
+            if _DEPTH[0] == calls.depth and not config.eager_constant_folding.value:
                 calls.ran_own.update(names)
         _DEPTH[0] += 1
         try:

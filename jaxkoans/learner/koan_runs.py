@@ -107,8 +107,7 @@ def listed_koans(test_file: Path, text: str | None = None) -> list[tuple[str, in
 
 def inventory(checkout: Course, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
     """Every koan of the chosen chapters, in course order, before anything runs; with `naming`,
-    only the files whose text (or their answer's) has that word, which is all a search needs
-    and spares parsing the rest."""
+    only the files whose text (or their answer's) has that word (a search parses no more)."""
     koans = []
     for chapter in chapters:
         directory = checkout.koans / chapter.number
@@ -118,20 +117,15 @@ def inventory(checkout: Course, chapters: list[course.Chapter], naming: str = ""
             if naming and not _mentions(checkout, test_file, naming):
                 continue
             relative = test_file.relative_to(checkout.root)
-            if not test_file.is_file():
-                koans += missing_koans(checkout, chapter, test_file)
-                continue
-            present = listed_koans(test_file)
+            present = listed_koans(test_file) if test_file.is_file() else []
             koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
             if not checkout.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
-                present_names = {name for name, _, _ in present}
-                koans += missing_koans(checkout, chapter, test_file, present_names)
+                koans += missing_koans(checkout, chapter, test_file, {n for n, _, _ in present})
     return koans
 
 
 def _mentions(checkout: Course, test_file: Path, word: str) -> bool:
-    answer = checkout.answer_of(test_file)
-    for path in (test_file, answer):
+    for path in (test_file, checkout.answer_of(test_file)):
         with contextlib.suppress(OSError, UnicodeDecodeError):
             if word in path.read_text(encoding="utf-8"):
                 return True

@@ -265,19 +265,16 @@ class Run:
             timed_out = True
             status = self._kill()
         seconds = time.monotonic() - self.started
-        exit_code = os.waitstatus_to_exitcode(status)
-        outcome = RunResult(
-            events=results.read(self.record) if self.record.exists() else [],
-            reports=results.read(self.reports) if self.reports.exists() else [],
-            output="",
-            exit_code=exit_code if exit_code >= 0 and not timed_out else None,
-            signal=-exit_code if exit_code < 0 and not timed_out else None,
-            timed_out=timed_out,
-            seconds=seconds,
-        )
+        code = None if timed_out else os.waitstatus_to_exitcode(status)
+        files = (self.record, self.reports)
+        events, reports = (results.read(p) if p.exists() else [] for p in files)
         self._close()
-        outcome.output = self._output.decode("utf-8", errors="replace")
-        return outcome
+        return RunResult(
+            events, reports, self._output.decode("utf-8", errors="replace"),
+            exit_code=code if code is not None and code >= 0 else None,
+            signal=-code if code is not None and code < 0 else None,
+            timed_out=timed_out, seconds=seconds,
+        )  # fmt: skip
 
     def _kill(self) -> int:
         for kill in (os.killpg, os.kill):

@@ -106,10 +106,9 @@ class Recorder:
         self._write({"event": "running", "nodeid": nodeid})
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self._write(
-                {"event": "collect-error", "path": report.nodeid, "message": _last_lines(report)}
-            )
+        if report.failed:  # the last lines of its report
+            message = "\n".join(str(report.longrepr or "").strip().splitlines()[-6:])
+            self._write({"event": "collect-error", "path": report.nodeid, "message": message})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
@@ -164,20 +163,13 @@ class RunRecord:
 
     @classmethod
     def of(cls, events: list[dict]) -> RunRecord:
+        failed = [e for e in events if e.get("event") == "collect-error"]
         return cls(
             by_koan(events),
-            tuple(
-                (e["path"], e.get("message", ""))
-                for e in events
-                if e.get("event") == "collect-error"
-            ),
+            tuple((e["path"], e.get("message", "")) for e in failed),
             tuple(e["nodeid"] for e in events if e.get("event") == "running"),
             any(e.get("event") == "finish" for e in events),
         )
-
-    def collect_error(self, path: str) -> str | None:
-        """The first collection error of the file `path`, else None."""
-        return next((message for where, message in self.collect_errors if where == path), None)
 
     def result(self, nodeid: str, timed_out: bool = False) -> KoanResult:
         """The one reading of a koan's result, reported or not (status, watch and grade): its
@@ -186,17 +178,13 @@ class RunRecord:
         found = self.koans.get(koan_id(nodeid))
         if found is not None:
             return found
-        error = self.collect_error(nodeid.partition("::")[0])
+        path = nodeid.partition("::")[0]
+        error = next((message for where, message in self.collect_errors if where == path), None)
         if error is not None:
             return KoanResult(nodeid, KoanState.FAILING, "import", note=error)
         if timed_out:
             return KoanResult(nodeid, KoanState.FAILING, "timeout", note=TIMED_OUT)
         return KoanResult(nodeid, KoanState.CRASHED, note=NO_REPORT)
-
-
-def _last_lines(report, count: int = 6) -> str:
-    text = str(report.longrepr or "").strip().splitlines()
-    return "\n".join(text[-count:])
 
 
 def read(path: Path) -> list[dict]:

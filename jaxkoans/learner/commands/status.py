@@ -35,9 +35,9 @@ def mark_ignored_edits(progress: Progress, found: list[outside.Outside]) -> None
     grade runs it without them, so progress does not call it a plain pass."""
     for koan in progress.koans:
         if koan.state == KoanState.PASSED:
-            touched = outside.touching(progress.checkout, found, koan.path, koan.name)
-            where = [outside.where(progress.checkout, e) for e in touched]
-            koan.ignored_edits = [f"{at}: {e.what}" for at, e in zip(where, touched, strict=True)]
+            checkout = progress.checkout
+            touched = outside.touching(checkout, found, koan.path, koan.name)
+            koan.ignored_edits = [f"{outside.where(checkout, e)}: {e.what}" for e in touched]
 
 
 def clean_pass(koan: Koan) -> bool:
@@ -52,9 +52,8 @@ def counted_as(koan: Koan) -> KoanState:
 
 def column(koan: Koan) -> KoanState:
     """The bar's column: a pass with ignored edits is drawn as attempted."""
-    if koan.state == KoanState.PASSED and koan.ignored_edits:
-        return KoanState.FAILING
-    return counted_as(koan)
+    flagged = koan.state == KoanState.PASSED and koan.ignored_edits
+    return KoanState.FAILING if flagged else counted_as(koan)
 
 
 def bar(koans: list[Koan]) -> str:

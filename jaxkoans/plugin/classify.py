@@ -136,7 +136,7 @@ def _untouched_region(path: Path, shipped: tuple[str, ...], koan: str | None) ->
 
 def _koan_of(excinfo, koan_file: Path) -> str | None:
     """The koan function: the outermost frame of the koan's file."""
-    entry = next(iter(_koan_entries(excinfo, koan_file)), None)
+    entry = next(iter(entries_in(excinfo, koan_file)), None)
     return getattr(entry, "name", None) if entry is not None else None
 
 
@@ -148,10 +148,10 @@ def _is_timeout(excinfo) -> bool:
 def _in_build(excinfo) -> bool:
     """Whether the traceback went through cbuild.build (pytest-timeout stopped a build)."""
     built = Path(cbuild.__file__).resolve()
-    return any(entry.name == "build" for entry in _koan_entries(excinfo, built))
+    return any(entry.name == "build" for entry in entries_in(excinfo, built))
 
 
-def _koan_entries(excinfo, koan_file: Path):
+def entries_in(excinfo, koan_file: Path):
     """The traceback's entries in `koan_file` (a resolved path), outermost first."""
     for entry in excinfo.traceback:
         try:
@@ -170,14 +170,14 @@ def _describe(entry) -> tuple[Path, int, str]:
 
 
 def _last_entry_in(excinfo, koan_file: Path) -> tuple[Path | None, int | None, str]:
-    entries = list(_koan_entries(excinfo, koan_file))
+    entries = list(entries_in(excinfo, koan_file))
     return _describe(entries[-1]) if entries else (None, None, "")
 
 
 def _site(excinfo, koan_file, holds, fallback):
     """The innermost statement of the koan's file whose source `holds` (a `__`, a `todo(`
     call), else `fallback` (where the koan called a TODO stub)."""
-    for entry in reversed(list(_koan_entries(excinfo, koan_file))):
+    for entry in reversed(list(entries_in(excinfo, koan_file))):
         described = _describe(entry)
         if holds(described[2]):
             return described

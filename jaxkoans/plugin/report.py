@@ -19,6 +19,7 @@ from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
     computed_fills,
+    entries_in,
     has_blank,
     origins,
     reading_refusals,
@@ -121,14 +122,7 @@ def _is_spelling(error: BaseException) -> bool:
 
 def _traceback_lines(item, excinfo) -> list[int]:
     """The lines of the koan's file that the traceback went through, innermost last."""
-    lines: list[int] = []
-    for entry in excinfo.traceback:
-        try:
-            if os.path.samefile(entry.path, item.path):
-                lines.append(entry.lineno + 1)
-        except (OSError, TypeError):
-            continue
-    return lines
+    return [entry.lineno + 1 for entry in entries_in(excinfo, Path(item.path).resolve())]
 
 
 def _function_lines(item) -> set[int]:

@@ -60,19 +60,8 @@ def course_problems(checkout: course.Course) -> list[str]:
     return problems + [f"{where} `path` names {n} twice" for n in set(path) if path.count(n) > 1]
 
 
-def record_problems(checkout: course.Course, chapters: list[course.Chapter]) -> list[str]:
-    """The gates' record (tests/gate_record.toml) where it no longer covers a chapter: a koan
-    file whose content a gate reads changed, or the harness code did."""
-    return [line for entry in gates.stale(checkout, chapters) for line in entry.lines()]
-
-
-def shipped_problems(checkout: course.Course) -> list[str]:
-    if as_shipped.stale(checkout.root):
-        return [
-            "koans/.shipped.json does not match koans/ and answers/: "
-            "run python -m jaxkoans.course.shipped (or python -m jaxkoans.authoring stamp)"
-        ]
-    return []
+SHIPPED_STALE = ("koans/.shipped.json does not match koans/ and answers/: "
+                 "run python -m jaxkoans.course.shipped (or python -m jaxkoans.authoring stamp)")  # fmt: skip
 
 
 # ---- one chapter --------------------------------------------------------------------------------
@@ -439,4 +428,7 @@ def check(
                 problems += each(checkout, koan_file)
     if not records:
         return problems
-    return problems + shipped_problems(checkout) + record_problems(checkout, chapters)
+    # the gates' record where it no longer covers a chapter (a file a gate reads, or the harness
+    # code, changed), and a stale manifest
+    problems += [SHIPPED_STALE] if as_shipped.stale(checkout.root) else []
+    return problems + [line for entry in gates.stale(checkout, chapters) for line in entry.lines()]

@@ -31,13 +31,10 @@ def resolve(checkout: Course, target: str | None) -> tuple[Path | None, Koan | N
     named = sorted(checkout.koans.glob(pattern)) if target and target.endswith(".py") else []
     if len(named) == 1:  # a koan file by its name alone (test_x.py, or 04/test_x.py)
         return named[0].resolve(), None
-    if target:
-        koan = find_koan(checkout, target)
-    else:
-        just_passed = memory.last_passed(checkout)
-        koan = (find_koan(checkout, just_passed) if just_passed else None) or find_koan(
-            checkout, None
-        )
+    just_passed = None if target else memory.last_passed(checkout)
+    koan = find_koan(checkout, target or just_passed)
+    if koan is None and just_passed:  # the koan that passed last is gone: the next one
+        koan = find_koan(checkout, None)
     return (checkout.root / koan.path, koan) if koan else (None, None)
 
 
@@ -102,7 +99,7 @@ def run(args) -> int:
         waiting = unpassed(checkout, koan_file, koan)
         if waiting:
             print(
-                "还没通过，先不看答案 / not passed yet, so no answer for now: " + ", ".join(waiting)
+                "还没通过，先不看答案 / not passed yet, so no answer for now:", ", ".join(waiting)
             )
             print("  --force 会剧透 / --force shows it anyway and spoils the exercise")
             return 1
@@ -114,22 +111,14 @@ def run(args) -> int:
         return 1
     if koan is not None:
         # a helper either side reaches is shown on both (an answer may use one the koan does not)
-        shown = [
-            *koan_model.read(koan_file).reached(koan.name),
-            *koan_model.read(answer).reached(koan.name),
-        ]
+        shown = [*koan_model.read(koan_file).reached(koan.name)]
+        shown += koan_model.read(answer).reached(koan.name)
         mine, theirs = koan_lines(koan_file, shown), koan_lines(answer, shown)
     else:
         mine = koan_file.read_text(encoding="utf-8").splitlines(keepends=True)
         theirs = answer.read_text(encoding="utf-8").splitlines(keepends=True)
-    label = koan_file.relative_to(checkout.root).as_posix()
-    lines = list(
-        difflib.unified_diff(
-            mine,
-            theirs,
-            f"{label} (yours / 你的)",
-            f"{answer.relative_to(checkout.root).as_posix()} (answer / 答案)",
-        )
-    )
+    yours = f"{koan_file.relative_to(checkout.root).as_posix()} (yours / 你的)"
+    theirs_label = f"{answer.relative_to(checkout.root).as_posix()} (answer / 答案)"
+    lines = list(difflib.unified_diff(mine, theirs, yours, theirs_label))
     sys.stdout.writelines(lines or ["与答案一致 / identical to the answer\n"])
     return 0

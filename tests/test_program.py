@@ -734,3 +734,31 @@ def test_run_time_steps_tell_a_loop_that_stops_from_one_that_runs_to_its_end():
     assert counted == {"stops": 3, "runs on": 16}
     assert costs.more_steps(counted["stops"] + 1, counted["stops"]) == []
     assert "16 steps" in costs.more_steps(counted["runs on"], counted["stops"])[0]
+
+
+def test_values_drawn_on_the_host_are_those_drawn_on_the_device():
+    """The smaller mesh's inputs are drawn as NumPy arrays and placed from the host (no reshard
+    compiled, plugin/meshes.py): the same numbers, dtypes and keys as the device draw."""
+    from jaxkoans.plugin import fresh
+
+    specs = (
+        jax.ShapeDtypeStruct((3, 2), jnp.float32),
+        jax.ShapeDtypeStruct((4,), jnp.int32),
+        jax.ShapeDtypeStruct((5,), jnp.bool_),
+        jax.ShapeDtypeStruct((2,), jax.random.key(0).dtype),
+    )
+    host, device = (fresh.drawn(specs, {}, 11, host=on)[0] for on in (True, False))
+    for mine, theirs in zip(host[:3], device[:3], strict=True):
+        assert isinstance(mine, np.ndarray) and isinstance(theirs, jax.Array)
+        assert mine.dtype == theirs.dtype
+        np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(jax.random.key_data(host[3]), jax.random.key_data(device[3]))
+
+
+def test_a_draw_is_reused_for_the_grown_case_only_while_intact():
+    """A learner's fresh case draws its inputs once (plugin/contracts.py); an array that the
+    moved call deleted (donated) is drawn again for the grown one."""
+    x = jnp.ones(3)
+    assert not contracts._spent(((x, 2), {"y": jnp.zeros(2)}))
+    x.delete()
+    assert contracts._spent(((x, 2), {"y": jnp.zeros(2)}))

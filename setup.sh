@@ -75,7 +75,7 @@ if [ "$tpu" = 1 ]; then
   "${tpu_env[@]}" .venv/bin/python -m pip install --quiet --disable-pip-version-check "$tpu_requirement"
   "${tpu_env[@]}" .venv/bin/python progress.py doctor
   echo
-  echo "下一步 / next:  source .venv/bin/activate && pytest koans/07 --tpu"
+  echo "下一步 / next:  source .venv/bin/activate && pytest koans/07 --tpu   (python progress.py bench 07)"
   exit 0
 fi
 

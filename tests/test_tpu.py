@@ -1,6 +1,6 @@
 """The TPU opt-in (issue 57), checked on the CPU: setup.sh --tpu's pip command, doctor's TPU line,
 the chip check of pytest --tpu with the CPU interpreter standing in for the chip, the precision
-a float32 kernel is compiled with."""
+a float32 kernel is compiled with, and progress.py bench's code path."""
 
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ def test_tpu_option_without_a_tpu_says_so_in_one_line():
     assert run.stdout.count("no TPU on this machine") == 1, run.stdout
 
 
-# ---- doctor --------------------------------------------------------------------------------
+# ---- doctor and bench --------------------------------------------------------------------------
 
 
 def _doctor_with(monkeypatch, found: dict):
@@ -260,3 +260,24 @@ def test_doctor_without_a_tpu_says_so(monkeypatch):
     monkeypatch.setattr(tpu, "chips_on_this_machine", lambda: 0)
     check = doctor._tpu(Course.here())
     assert check.ok and "none on this machine" in check.line
+
+
+def test_bench_without_a_tpu_exits_0_and_the_cpu_path_runs():
+    env = {k: v for k, v in os.environ.items() if k != tpu.ENV}
+    none = subprocess.run(
+        [sys.executable, "progress.py", "bench", "07"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert none.returncode == 0 and "no TPU on this machine" in none.stdout
+    run = subprocess.run(
+        [sys.executable, "progress.py", "bench", "07", "--cpu-interpret", "--answers",
+         "--repeats", "1", "--only", "row_softmax", "--only", "matmul_bf16"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| kernel | dtype | shape | compiles | error | kernel ms | XLA ms |"
+    assert [r.split(" | ")[0:4] for r in rows[1:]] == [
+        ["| matmul_bf16", "bfloat16", "256x256 256x256", "yes"],
+        ["| row_softmax", "float32", "16x128", "yes"],
+    ]

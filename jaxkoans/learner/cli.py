@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "diff": ("jaxkoans.learner.commands.diff", "your file against its answer, once the koan passes"),
     "reset": ("jaxkoans.learner.commands.reset", "restore a koan file as shipped; your version is kept in .jaxkoans/backups/"),
     "doctor": ("jaxkoans.learner.doctor", "check Python, the pinned packages, JAX's devices and float64, a compiler"),
+    "bench": ("jaxkoans.learner.commands.bench", "chapter 07's kernels compiled on a TPU, timed against XLA (--cpu-interpret: a smoke test)"),
     "watch": ("jaxkoans.learner.commands.watch", "run the koan you work on at every save (h hint, n next, r rerun, v reveal, q quit)"),
     "grade": ("jaxkoans.grader.command", "grade a student's copy against the pristine course (instructors)"),
     "release": ("jaxkoans.grader.release", "write the course a student gets, without answers/ (instructors)"),

@@ -99,6 +99,12 @@ CASES = {
     "J2_host_sin_jvp_callback_on_one_element": ("05/test_callbacks.py", "host_sin_jvp"),
     "J3_masked_lstm_one_step_scan_rest_unrolled": ("01/test_capstone_masked_lstm.py", "masked_lstm"),
     "J4_ste_bitcast_round_trip_beside_idle_stop_gradient": ("04/test_gradient_control.py", "straight_through_round"),
+    # issue 54, the third red team: a dense matrix only where jit hands a weakly typed step, a
+    # cache written but never read, a head dimension written in, an untraced TODO's table
+    "K1_neg_laplacian_dense_when_h_weak": ("11/test_poisson.py", "neg_laplacian"),
+    "K2_decode_cache_written_never_read": ("01/test_paths_and_caches.py", "decode_with_cache"),
+    "K3_decode_head_dim_written_in": ("01/test_paths_and_caches.py", "decode_with_cache"),
+    "K4_bubble_fraction_table_of_the_tests_counts": ("03/test_pipeline_parallel.py", "bubble_fraction"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point
@@ -113,6 +119,7 @@ ROUTES = {
     "decode_by_dynamic_slices": ("01/test_paths_and_caches.py", "decode_with_cache"),
     "gelu_by_partials_per_platform": ("02/test_other_platforms.py", "gelu"),
     "hlo_before_fusion_by_glob": ("02/test_compiler_options.py", "hlo_before_fusion"),
+    "decode_by_stacked_cache": ("01/test_paths_and_caches.py", "decode_with_cache"),
 }
 
 

@@ -261,7 +261,7 @@ def problems(
         # of a cached jit
         together, each = share, []
         if carried is not None or held or held_each:
-            uses = [tuple(informative[:MAX_USES])]
+            uses = [tuple(informative)]  # one run, however many: each perturbed
             together, each = _share(function, primitive, uses, args, kwargs, base, 0.0,
                                     shift=False, each=True)  # fmt: skip
         if carried is not None:

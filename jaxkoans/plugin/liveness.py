@@ -248,22 +248,24 @@ def problems(
             continue
         expected = (answer or {}).get(name)
         need = CARRIED * expected if expected and expected >= WHOLE else 0.0
-        share = _share(function, primitive, informative[:MAX_USES], args, kwargs, base, need)
+        # per output (each use alone, every use tried): a technique that makes one output (a
+        # cache written and returned) while other work makes another the answer's makes (the
+        # attention read from it)
+        each_theirs = (answer or {}).get(f"{name} {EACH}") or []
+        held_each = len(informative) <= MAX_USES and any(t >= WHOLE for t in each_theirs)
+        share, each = _share(function, primitive, informative[:MAX_USES], args, kwargs, base,
+                             0.0 if held_each else need, each=True)  # fmt: skip
         # every use at once: uses that cancel one another (a pair subtracted) each seem to
         # carry the result alone (measured for the answer's profile; held where it is whole)
         theirs = (answer or {}).get(f"{name} {TOGETHER}")
-        # per output: a technique that makes one output (a cache written and returned) while
-        # another the answer's makes (the attention read from it) is made by other work
-        each_theirs = (answer or {}).get(f"{name} {EACH}") or []
         held = bool(theirs and theirs >= WHOLE and share)
-        held_each = bool(share) and any(t >= WHOLE for t in each_theirs)
+        held_each = held_each and bool(share)
         # scaled only: a zero combination r(2u) - 2 r(u) stays zero; one use may be every call
         # of a cached jit
-        together, each = share, []
-        if carried is not None or held or held_each:
-            uses = [tuple(informative)]  # one run, however many: each perturbed
-            together, each = _share(function, primitive, uses, args, kwargs, base, 0.0,
-                                    shift=False, each=True)  # fmt: skip
+        together = share
+        if carried is not None or held:
+            uses = [tuple(informative[:MAX_USES])]
+            together = _share(function, primitive, uses, args, kwargs, base, 0.0, shift=False)
         if carried is not None:
             carried[name] = round(share, 4)
             carried[f"{name} {TOGETHER}"] = round(together, 4)
@@ -275,10 +277,10 @@ def problems(
         if held_each and len(each) == len(each_theirs) and short:
             outputs = ", ".join(map(str, short))
             found.append(
-                f"同时改变 `{name}` 的每一处输出，输出 {outputs} 几乎不变，参考答案的却全变 / "
-                f"changing every use of `{name}` at once leaves output {outputs} (nearly) as it "
-                "was, where the answer's changes all of it: the technique makes another output "
-                "(a cache written and returned) and other work makes this one"
+                f"改变 `{name}` 的输出几乎不改变输出 {outputs}，参考答案的却全变 / changing what "
+                f"`{name}` computes leaves output {outputs} (nearly) as it was, where the "
+                "answer's changes all of it: the technique makes another output (a cache "
+                "written and returned) and other work makes this one"
             )
             continue
         if held and together < CARRIED * theirs:

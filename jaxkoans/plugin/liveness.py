@@ -35,7 +35,6 @@ TOGETHER = (
 )
 EACH = "each output"  # that share per output leaf: `carried["exp each output"]` (a list)
 _ROUND = itertools.count(1)
-_EXECUTING = [0]  # primitives being run eagerly (compiled, lowered): their binds are JAX's
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 
 
@@ -62,8 +61,6 @@ class _Patch:
 
     def _wrap(self, primitive, bind):
         def patched(*args, **params):
-            if _EXECUTING[0]:  # bound by a primitive's own lowering (an eager scan's writes)
-                return bind(*args, **params)
             out = bind(*args, **params)
             use = self.uses
             self.uses += 1
@@ -146,27 +143,14 @@ def _changed(value, shift: bool = True):
 def rebinding(wraps: dict):
     """While the block runs, in traces made anew (`fresh_traces`), each primitive's `bind` is
     `wrap(its bind)` ({primitive: wrap}); put back after, whatever was there before."""
-    from jax._src import core
-
     saved = {}
     for primitive, wrap in wraps.items():
         saved[primitive] = primitive.__dict__.get("bind")  # a patch of its own, or the class's
         primitive.bind = wrap(primitive.bind)
-    process = core.EvalTrace.process_primitive
-
-    def executing(self, primitive, args, params, /):  # the TODO's code was traced before
-        _EXECUTING[0] += 1
-        try:
-            return process(self, primitive, args, params)
-        finally:
-            _EXECUTING[0] -= 1
-
-    core.EvalTrace.process_primitive = executing
     try:
         with fresh_traces():
             yield
     finally:
-        core.EvalTrace.process_primitive = process
         for primitive, bind in saved.items():
             if bind is None:
                 del primitive.bind

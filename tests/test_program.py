@@ -478,6 +478,11 @@ def test_uses_that_cancel_one_another_do_not_carry_the_result():
     (problem,) = liveness.problems(scaled_pair, {"dot_general": dot}, (_XS, _W), {}, 0, answer)
     assert "cancel one another" in problem
 
+    def ratio(x, w):  # two uses that a common scaling leaves as they were, honestly
+        return (x @ w) / (jnp.abs(x) @ jnp.abs(w))
+
+    assert liveness.problems(ratio, {"dot_general": dot}, (_XS, _W), {}, 0, answer) == []
+
 
 def test_a_technique_whose_output_is_an_integer_or_a_key_is_perturbed_too():
     """An index (argsort) or a key (fold_in) selected away by a computed where is named."""

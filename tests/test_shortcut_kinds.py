@@ -100,8 +100,9 @@ CASES = {
     "J3_masked_lstm_one_step_scan_rest_unrolled": ("01/test_capstone_masked_lstm.py", "masked_lstm"),
     "J4_ste_bitcast_round_trip_beside_idle_stop_gradient": ("04/test_gradient_control.py", "straight_through_round"),
     # issue 54, the third red team: a dense matrix only where jit hands a weakly typed step, a
-    # head dimension written in, an untraced TODO's table
+    # cache written but never read, a head dimension written in, an untraced TODO's table
     "K1_neg_laplacian_dense_when_h_weak": ("11/test_poisson.py", "neg_laplacian"),
+    "K2_decode_cache_written_never_read": ("01/test_paths_and_caches.py", "decode_with_cache"),
     "K3_decode_head_dim_written_in": ("01/test_paths_and_caches.py", "decode_with_cache"),
     "K4_bubble_fraction_table_of_the_tests_counts": ("03/test_pipeline_parallel.py", "bubble_fraction"),
 }

@@ -35,6 +35,7 @@ TOGETHER = (
 )
 EACH = "each output"  # that share per output leaf: `carried["exp each output"]` (a list)
 _ROUND = itertools.count(1)
+_EXECUTING = [0]  # primitives being run eagerly (compiled, lowered): their binds are JAX's
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
 
 
@@ -52,8 +53,8 @@ class _Patch:
     """While active, each bind of the watched primitives is a numbered use: in "observe" mode
     its float outputs are sent to the host, in "perturb" mode use `target`'s are changed."""
 
-    def __init__(self, primitives, mode: str, targets=(), shift: bool = True) -> None:
-        self.primitives, self.mode, self.targets, self.shift = primitives, mode, set(targets), shift
+    def __init__(self, primitives, mode: str, targets=(), zero: bool = False) -> None:
+        self.primitives, self.mode, self.targets, self.zero = primitives, mode, set(targets), zero
         self.uses = 0
         self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
         self.seen: dict[tuple[int, int], list] = {}
@@ -61,6 +62,8 @@ class _Patch:
 
     def _wrap(self, primitive, bind):
         def patched(*args, **params):
+            if _EXECUTING[0]:  # bound by a primitive's own lowering (an eager scan's writes)
+                return bind(*args, **params)
             out = bind(*args, **params)
             use = self.uses
             self.uses += 1
@@ -77,7 +80,7 @@ class _Patch:
         if _kind(value) is None:
             return value
         if self.mode == "perturb":
-            return _changed(value, self.shift) if use in self.targets else value
+            return _changed(value, self.zero) if use in self.targets else value
         self._observe(self.seen, use, value)
         return value
 
@@ -119,18 +122,21 @@ def _kind(value) -> str | None:
     return None
 
 
-def _changed(value, shift: bool = True):
-    """`value` perturbed: a float scaled and shifted (only scaled where every use changes at
-    once: a linear combination of uses that is zero, `r(2u) - 2 r(u)`, stays zero, as its
-    shift would not), a signed integer's lowest bit flipped (an index moves by one), an
-    unsigned one's every bit (random bits: a float drawn from them uses the high ones), a
-    boolean negated, a key's data flipped like unsigned bits."""
+def _changed(value, zero: bool = False):
+    """`value` perturbed: a float scaled and shifted, a signed integer's lowest bit flipped (an
+    index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
+    the high ones), a boolean negated, a key's data flipped like unsigned bits. With `zero`
+    (every use at once) a number is zeroed: uses that cancel (a pair subtracted, `r(2u) - 2
+    r(u)`) stay cancelled, as under any scaling, while a ratio of two uses (a sum over a
+    count), which a common scaling leaves as it was, does not survive its parts zeroed."""
     import jax
     import jax.numpy as jnp
 
     kind = _kind(value)
+    if zero and kind in ("float", "int"):
+        return jnp.zeros_like(value)
     if kind == "float":
-        return value * 1.5 + 0.25 if shift else value * 1.5
+        return value * 1.5 + 0.25
     if kind == "key":
         data = jax.random.key_data(value)
         return jax.random.wrap_key_data(~data, impl=jax.random.key_impl(value))
@@ -144,13 +150,26 @@ def rebinding(wraps: dict):
     """While the block runs, in traces made anew (`fresh_traces`), each primitive's `bind` is
     `wrap(its bind)` ({primitive: wrap}); put back after, whatever was there before."""
     saved = {}
+    from jax._src import core
+
     for primitive, wrap in wraps.items():
         saved[primitive] = primitive.__dict__.get("bind")  # a patch of its own, or the class's
         primitive.bind = wrap(primitive.bind)
+    process = core.EvalTrace.process_primitive
+
+    def executing(self, primitive, args, params, /):  # the TODO's code was traced before
+        _EXECUTING[0] += 1
+        try:
+            return process(self, primitive, args, params)
+        finally:
+            _EXECUTING[0] -= 1
+
+    core.EvalTrace.process_primitive = executing
     try:
         with fresh_traces():
             yield
     finally:
+        core.EvalTrace.process_primitive = process
         for primitive, bind in saved.items():
             if bind is None:
                 del primitive.bind
@@ -244,12 +263,12 @@ def problems(
         theirs = (answer or {}).get(f"{name} {TOGETHER}")
         held = bool(theirs and theirs >= WHOLE and share)
         held_each = held_each and bool(share)
-        # scaled only: a zero combination r(2u) - 2 r(u) stays zero; one use may be every call
-        # of a cached jit
+        # zeroed: a zero combination r(2u) - 2 r(u) stays zero; one use may be every call of a
+        # cached jit
         together = share
         if carried is not None or held:
-            uses = [tuple(informative[:MAX_USES])]
-            together = _share(function, primitive, uses, args, kwargs, base, 0.0, shift=False)
+            uses = [tuple(informative)]
+            together = _share(function, primitive, uses, args, kwargs, base, 0.0, zero=True)
         if carried is not None:
             carried[name] = round(share, 4)
             carried[f"{name} {TOGETHER}"] = round(together, 4)
@@ -299,7 +318,7 @@ def _share(
     kwargs,
     base: list,
     need: float,
-    shift: bool = True,
+    zero: bool = False,
     each: bool = False,
 ):
     """The share of the output elements that perturbing `uses` (one at a time; a tuple of uses
@@ -313,7 +332,7 @@ def _share(
     for use in uses:
         try:
             targets = use if isinstance(use, tuple) else (use,)
-            with _Patch([primitive], "perturb", targets, shift).active():
+            with _Patch([primitive], "perturb", targets, zero).active():
                 after = _run(function, args, kwargs)
         except Exception:  # the perturbed run could not finish: the value was used
             return (1.0, [1.0] * len(base)) if each else 1.0

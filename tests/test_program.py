@@ -767,3 +767,28 @@ def test_a_draw_is_reused_for_the_grown_case_only_while_intact():
     assert not contracts._spent(((x, 2), {"y": jnp.zeros(2)}))
     x.delete()
     assert contracts._spent(((x, 2), {"y": jnp.zeros(2)}))
+
+
+def test_a_scaled_case_is_kept_where_the_answer_scales_and_meets_a_threshold_written_in():
+    """The floats scaled down by 2^-24: a norm scales with them (power 1), a dot and an argmax
+    with powers 2 and 0, a layer norm's eps is a scale of the problem (no case); a threshold
+    written into a norm gives 0 there where the answer gives the norm."""
+    from jaxkoans.plugin import fresh
+
+    def norm(x, floor=0.0):
+        squared = jnp.sum(x * x)
+        nonzero = squared > floor
+        return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, squared, 1.0)), 0.0)
+
+    def powers(f):
+        return fresh.powers(
+            fresh.scaled(f, (_XS[0],), {}, 1), fresh.run(f, (_XS[0],), {}, 1, 0, 0.0)
+        )
+
+    assert powers(norm) == [1]
+    assert powers(lambda x: (x @ x, jnp.argmax(x))) == [2, 0]
+    assert powers(lambda x: (x - x.mean()) / jnp.sqrt(x.var() + 1e-5)) is None
+    answer = fresh.unscaled(fresh.scaled(norm, (_XS[0],), {}, 1), [1])
+    written_in = fresh.unscaled(fresh.scaled(lambda x: norm(x, 1e-12), (_XS[0],), {}, 1), [1])
+    assert fresh.differs(written_in, answer).startswith("output 0: another result")
+    assert fresh.differs(answer, fresh.run(norm, (_XS[0],), {}, 1, 0, 0.0)) == ""

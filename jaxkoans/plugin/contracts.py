@@ -366,23 +366,22 @@ def not_run(read, calls: _Calls) -> list[str]:
     techniques = [n for n in calls.contract.get("on_path", ()) if n not in _STRUCTURE]
     missing = [n for n in techniques if shown[n] and n not in calls.ran]
     hidden = [n for n in calls.contract.get("absent", ()) if n in calls.ran_own and not shown[n]]
+    said = {  # (zh, en) of what the read and the run disagree on
+        "missing": ("读到的程序里有 {}，但 koan 自己调用这个 TODO 时从未用到它",
+                    "the program read holds {}, which the koan's own calls of the TODO never bound"),
+        "hidden": ("koan 自己调用这个 TODO 时用到了 {}（它不应出现），读到的程序里却没有",
+                   "the koan's own calls of the TODO bound {}, which must not appear and which "
+                   "the program read does not hold"),
+    }  # fmt: skip
     problems = []
-    if missing:
-        names = ", ".join(f"`{n}`" for n in missing)
-        problems.append(
-            f"读到的程序里有 {names}，但 koan 自己调用这个 TODO 时从未用到它：读到的程序不是运行的程序 / "
-            f"the program read holds {names}, which the koan's own calls of the TODO never "
-            "bound: the program read is not the program that ran (a TODO that behaves otherwise "
-            "when called again does not count)"
-        )
-    if hidden:
-        names = ", ".join(f"`{n}`" for n in hidden)
-        problems.append(
-            f"koan 自己调用这个 TODO 时用到了 {names}（它不应出现），读到的程序里却没有：读到的程序不是"
-            f"运行的程序 / the koan's own calls of the TODO bound {names}, which must not appear "
-            "and which the program read does not hold: the program read is not the program that "
-            "ran (a TODO that behaves otherwise when called again does not count)"
-        )
+    for kind, found in (("missing", missing), ("hidden", hidden)):
+        if found:
+            names = ", ".join(f"`{n}`" for n in found)
+            zh, en = (text.format(names) for text in said[kind])
+            problems.append(
+                f"{zh}：读到的程序不是运行的程序 / {en}: the program read is not the program "
+                "that ran (a TODO that behaves otherwise when called again does not count)"
+            )
     return problems
 
 
@@ -462,11 +461,31 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
             if isinstance((found.get("grown") or {}).get("print"), list):
                 found["grown"]["costs"] = _grown_costs(calls.function, args, kwargs, found["grown"],
                                                        seed, pending[3])  # fmt: skip
+            found["scaled"] = _scaled_case(calls.function, args, kwargs, seed,
+                                           ((answer or {}).get("scaled") or {}).get(mine))  # fmt: skip
     except Exception as error:
         found["moved"] = _first_line(error)
     finally:
         _READING[0] = False
     return found
+
+
+def _scaled_case(function, args, kwargs, seed: int, answers: dict | None) -> dict | None:
+    """The call with its floats scaled down (fresh.scaled), each output scaled back by the
+    answer's power of the factor; in an author's run, the answer's powers where its result
+    scales with its inputs (else None: no such case)."""
+    printed = _outcome(lambda: fresh.scaled(function, args, kwargs, seed))
+    if not os.environ.get(PROGRAMS_ENV):
+        if not answers:
+            return None
+        if isinstance(printed, list) and len(printed) == len(answers["powers"]):
+            printed = fresh.unscaled(printed, answers["powers"])
+        return {"print": printed}
+    base = _outcome(lambda: fresh.run(function, args, kwargs, seed, scale=0.0))
+    if not isinstance(printed, list) or not isinstance(base, list):
+        return None
+    powers = fresh.powers(printed, base)
+    return None if powers is None else {"powers": powers, "print": fresh.unscaled(printed, powers)}
 
 
 def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> list[str]:
@@ -667,6 +686,15 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
             f"在更小的网格上（{sizes}）结果与参考答案不同 / on a smaller mesh the test never "
             f"used ({sizes}) the result is not the answer's: {why}"
         )
+    scaled = (answer.get("scaled") or {}).get(koan) or {}
+    why = _why((case.get("scaled") or {}).get("print"), scaled.get("print"))
+    if why:
+        problems.append(
+            "在缩小 2^24 倍的输入上（结果按参考答案的方式放大回来）结果与参考答案不同：阈值或 eps "
+            "这样的尺度被写进了代码 / on the test's inputs scaled down by 2^-24 (the result "
+            f"scaled back as the answer's scales) the result is not the answer's: {why}; a "
+            "scale written in (a threshold, an eps) meets values below it"
+        )
     steps = (answer.get("steps") or {}).get(koan)
     problems += costs.more_steps(case.get("steps"), steps)
     return problems
@@ -766,6 +794,7 @@ def _log(koan: str, name: str, read, signature: str = "", case: dict | None = No
             "steps": case.get("steps"),
             "carried": case.get("carried") or None,
             "mesh": case.get("mesh") if isinstance((case.get("mesh") or {}).get("print"), list) else None,
+            "scaled": case.get("scaled") or None,
         } | {k: case.get(k) for k in fresh.MOVES}  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),

@@ -15,6 +15,10 @@ rounding (1e-3 of the output's norm).
 A second case grows the call: every axis of one length is doubled (`grown`), so a block count,
 a size table or a shape written into the TODO meets a shape the test never used. The answer's
 profile names the length it grew (the first, largest first, on which the answer ran).
+
+A third scales the call's floats down by TINY (`scaled`), where the answer's result scales
+with them (by a power of TINY per output: no scale in the problem, a norm, a sum, a product),
+so a threshold or an eps written into the TODO meets values below it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ TAME = 1e6  # outputs this many times their inputs' size: drawn values the probl
 RTOL = 1e-3
 
 
+TINY = 2.0**-24  # the scaled case's factor: exact in binary, far below any written-in threshold
+POWERS = (0, 1, 2)  # the powers of the factor an answer's result may scale with
 SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
 # how the answer's fresh case was moved, kept in its profile per koan (plugin/contracts.py)
 MOVES = ("scale", "ints", "drawn")
@@ -327,3 +333,41 @@ def run(
         else moved(args, kwargs, seed, scale, ints)
     )
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)
+
+
+def scaled(function, args, kwargs, seed: int) -> list[list[float]]:
+    """The fingerprint of `function` on `args`/`kwargs` with every float (array or Python
+    float) times TINY."""
+    import jax
+
+    def shrink(leaf):
+        if type(leaf) is float:
+            return leaf * TINY
+        if not _array(leaf) or not _floating(leaf.dtype):
+            return leaf
+        return (leaf * TINY).astype(leaf.dtype)  # where it lives
+
+    new_args, new_kwargs = jax.tree.map(shrink, (args, kwargs))
+    return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)
+
+
+def unscaled(printed: list, powers: list) -> list:
+    """A scaled case's fingerprint with each output divided by TINY to its power."""
+    return [
+        [p[0] / TINY**k, p[1], p[2], *(x / TINY**k for x in p[3:])]
+        for p, k in zip(printed, powers, strict=True)
+    ]
+
+
+def powers(printed: list, base: list) -> list[int] | None:
+    """The power of TINY each output of a scaled case (`printed`) scales with against the
+    unscaled call's (`base`), or None where one scales with none (a scale in the problem)."""
+    if len(printed) != len(base) or diverged(base) or diverged(printed):
+        return None
+    found = []
+    for p, b in zip(printed, base, strict=True):
+        k = next((k for k in POWERS if not differs(unscaled([p], [k]), [b])), None)
+        if k is None or (b[0] == 0.0 and p[0] != 0.0):
+            return None
+        found.append(k)
+    return found

@@ -423,7 +423,7 @@ def test_a_fall_back_to_polling_is_said_once(tmp_path, capsys):
         why = "inotify"
 
     watcher = Switching()
-    session = watch_command.Session(None, [], [], tmp_path, watcher)
+    session = watch_command.Session(None, [], tmp_path, watcher)
     session.changed(set())
     watcher.why = "轮询 / polling every 0.2 s (inotify missed a change)"
     session.changed(set())
@@ -509,7 +509,7 @@ DTYPE = {
 
 
 def test_a_chapter_toml_changed_since_the_last_run_sets_the_next(tmp_path, watch):
-    """Each run is a fresh child of the warm process: a change to chapter.toml after a verdict
+    """Each run is a fresh pytest child: a change to chapter.toml after a verdict
     (x64 switched on) is what the next verdict follows."""
     koans = chapter(tmp_path, "01", DTYPE)
     like_the_course(tmp_path)
@@ -560,24 +560,6 @@ def test_no_process_of_the_watch_outlives_it(tmp_path, watch, stop):
         session.process.send_signal(getattr(signal, stop))
     session.process.wait(timeout=TIMEOUT_S)
     _until(lambda: not _processes_of(tmp_path), "end of every child")
-
-
-def test_q_interrupts_a_long_import_at_once():
-    """On a loaded machine importing a koan file's libraries takes seconds: q read by the keys'
-    thread meanwhile interrupts it, and other keys are kept for the watch loop."""
-    from jaxkoans.learner.keys import Keys
-
-    reading, writing = os.pipe()
-    keys = Keys()
-    keys.fd, keys.tty = reading, False
-    os.write(writing, b"h\nq\n")
-    started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt), keys.listening():
-        while time.monotonic() - started < TIMEOUT_S:  # an import that does not end by itself
-            sum(range(1000))
-    assert keys.waiting() and keys.read() == ["h", "q"] and not keys.waiting()
-    os.close(writing)
-    os.close(reading)
 
 
 def test_watch_blames_the_code_of_a_mixed_koan_and_hides_a_prediction(tmp_path, watch):

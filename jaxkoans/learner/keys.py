@@ -1,16 +1,12 @@
 """Keys for `progress.py watch`: one key at once on a terminal (cbreak mode, given back on exit
-and on Ctrl-Z), one command per line from a pipe; a thread reads them during a long import."""
+and on Ctrl-Z), one command per line from a pipe."""
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import os
-import select
 import signal
 import sys
-import threading
-from collections.abc import Iterator
 
 
 class Keys:
@@ -26,7 +22,6 @@ class Keys:
         self._saved: list | None = None
         self._stop_handler = None
         self._buffer = b""
-        self._heard: list[str] = []  # keys the listening thread read for the main thread
 
     def _cbreak(self) -> None:
         import termios  # POSIX only, like the watch itself
@@ -65,46 +60,8 @@ class Keys:
     def fileno(self) -> int | None:
         return self.fd
 
-    @contextlib.contextmanager
-    def listening(self) -> Iterator[None]:
-        """While the main thread is busy, read the keys in a thread: q or Ctrl-D interrupts it
-        with KeyboardInterrupt (as Ctrl-C does); other keys wait for `read`."""
-        if self.fd is None:
-            yield
-            return
-        stop = threading.Event()
-
-        def listen() -> None:
-            while not stop.is_set() and self.fd is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    if not select.select([self.fd], [], [], 0.05)[0]:
-                        continue
-                keys = self._read_now()
-                self._heard += keys
-                if "q" in keys:
-                    _thread.interrupt_main()
-                    return
-
-        thread = threading.Thread(target=listen, name="jaxkoans-keys", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
-
-    def waiting(self) -> bool:
-        """Keys the listening thread read that `read` has not returned yet."""
-        return bool(self._heard)
-
     def read(self) -> list[str]:
-        """The keys heard by the listening thread, else those waiting on stdin."""
-        if self._heard:
-            heard, self._heard = self._heard, []
-            return heard
-        return self._read_now()
-
-    def _read_now(self) -> list[str]:
+        """The keys waiting on stdin."""
         if self.fd is None:
             return []
         try:

@@ -1,7 +1,7 @@
 """Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one.
 
-A warm process (warm.py) forks a pytest child per run; saves come from watcher.py, keys from
-keys.py (h hint, n next, r rerun, v reveal, q quit). Nothing here writes the learner's files.
+Each run is a pytest child (watch_run.py); saves come from watcher.py, keys from keys.py
+(h hint, n next, r rerun, v reveal, q quit). Nothing here writes the learner's files.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import Course
-from jaxkoans.learner import language, memory, warm
+from jaxkoans.learner import language, memory
 from jaxkoans.learner.commands.hint import reveal
 from jaxkoans.learner.commands.reveal import WHOLE, open_blanks, shorten_values
 from jaxkoans.learner.keys import Keys
@@ -37,6 +37,7 @@ from jaxkoans.learner.koan_runs import (
     listed_koans,
 )
 from jaxkoans.learner.runner import stop_signals_leave
+from jaxkoans.learner.watch_run import Run, RunResult
 from jaxkoans.learner.watcher import Watcher, digest
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanState
@@ -48,7 +49,7 @@ KEYS += (("v", "揭晓", "reveal"), ("q", "退出", "quit"))
 
 # A job yields the koans to run (and pytest options), receives the run's outcome, and prints.
 Request = tuple[list[Koan], tuple[str, ...]]
-Job = Generator[Request, warm.RunResult, None]
+Job = Generator[Request, RunResult, None]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,7 +96,7 @@ def crash_site(checkout: Course, output: str, koan: Koan) -> str:
 
 
 def verdict(
-    checkout: Course, koan: Koan, outcome: warm.RunResult, timeout_s: float
+    checkout: Course, koan: Koan, outcome: RunResult, timeout_s: float
 ) -> tuple[KoanState, str]:
     """(state, the text to show) for `koan` after `outcome` (`RunRecord.result`'s reading)."""
     record, path = outcome.record, koan.path.as_posix()
@@ -161,13 +162,10 @@ class Console:
 class Session:
     """The watch loop: runs, file changes and keys, all from one select."""
 
-    def __init__(
-        self, args, koans: list[Koan], plugins: list[object], scratch: Path, watcher: Watcher
-    ) -> None:
+    def __init__(self, args, koans: list[Koan], scratch: Path, watcher: Watcher) -> None:
         self.args = args
         self.checkout: Course = getattr(args, "checkout", None) or Course.here()
         self.koans = koans
-        self.plugins = plugins
         self.scratch = scratch
         self.watcher = watcher
         self.keys = Keys()
@@ -177,7 +175,7 @@ class Session:
         self.announced: set[str] = set()  # koans whose pass was shown in this session
         self.skipped: set[str] = set()  # koans that cannot run on this machine
         self.job: Job | None = None
-        self.run: warm.Run | None = None
+        self.run: Run | None = None
         self.digests: dict[str, str | None] = {}  # files of the running request, at its start
         self.ran_digest: str | None = None  # the focus file's content at its last run
         self.why = watcher.why  # how files are watched, as last told
@@ -199,7 +197,7 @@ class Session:
             self.job.close()
             self.job = None
 
-    def _advance(self, outcome: warm.RunResult | None) -> None:
+    def _advance(self, outcome: RunResult | None) -> None:
         assert self.job is not None
         try:
             koans, extra = self.job.send(outcome) if outcome else next(self.job)
@@ -208,15 +206,10 @@ class Session:
             return
         files = {k.path.as_posix() for k in koans}
         self.digests = {f: digest(self.checkout.root / f) for f in files}
-        for file in files:
-            with self.keys.listening():
-                warm.preload(self.checkout.root / file)
         nodeids = [k.nodeid for k in koans]
-        self.run = warm.Run(
-            self.checkout, nodeids, self.plugins, self.scratch, self.args.timeout, extra
-        )
+        self.run = Run(self.checkout, nodeids, self.scratch, self.args.timeout, extra)
 
-    def _learn(self, outcome: warm.RunResult) -> None:
+    def _learn(self, outcome: RunResult) -> None:
         """Keep each verdict for this session and in progress.py's memory (so that `hint`,
         `diff` and the summary after a watch run nothing), for files unchanged since."""
         remembered, verdicts = memory.load(self.checkout), {}
@@ -263,7 +256,7 @@ class Session:
         own = [i for i, k in enumerate(self.koans) if k.chapter.number == koan.chapter.number]
         yield from self.search(own[0] if own else 0)  # its chapter's next open koan, then on
 
-    def recheck(self, koan: Koan) -> Generator[Request, warm.RunResult, tuple | None]:
+    def recheck(self, koan: Koan) -> Generator[Request, RunResult, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
         as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
         remembered = memory.load(self.checkout)
@@ -387,7 +380,7 @@ class Session:
 
     # ---- output ---------------------------------------------------------------------------
 
-    def show(self, koan: Koan, text: str, outcome: warm.RunResult) -> None:
+    def show(self, koan: Koan, text: str, outcome: RunResult) -> None:
         header = []
         if self.focus is None or koan.nodeid != self.focus.nodeid or self.console.tty:
             header = [f"━━━ 👀 {label(koan)} ━━━  {koan.path.as_posix()}:{koan.line}"]
@@ -462,7 +455,7 @@ class Session:
                     self.run = None
                     self._advance(outcome)
             self.changed(watcher.changes())
-            if keys.waiting() or (keys.fileno() is not None and keys.fileno() in ready):
+            if keys.fileno() is not None and keys.fileno() in ready:
                 for key in keys.read():
                     self.command(key)
                     if self.exit_code is not None:
@@ -495,12 +488,9 @@ def _refuse(message: str, code: int = 2) -> int:
 
 
 def run(args) -> int:
-    if not hasattr(os, "fork"):
+    if os.name != "posix":
         return _refuse(say("watch 需要 Linux、macOS 或 WSL", "watch needs Linux, macOS or WSL"), 1)
     chapter = args.chapter.zfill(2) if args.chapter else None
-    here = Course.here()  # its runs fork this process, whose harness is there
-    if args.checkout.root != here.root:
-        return _refuse(f"{say('watch 只监视', 'watches only the course at')} {here.root}")
     chapters = [c for c in args.checkout.chapters() if chapter in (None, c.number)]
     koans = course_order(inventory(args.checkout, chapters), args.checkout.recommended_path())
     if not koans:
@@ -508,16 +498,10 @@ def run(args) -> int:
     start = starting_place(args.checkout, koans, args.koan) if args.koan else 0
     if start is None:
         return _refuse(f"{say('找不到 koan', 'no such koan')}: {args.koan}")
-    warming = say("预热：pytest 和 JAX 只导入一次", "warming up: pytest and JAX are imported once")
-    Console().say(f"⏳ {warming} …")
-    try:
-        plugins = warm.prepare()
-    except warm.WarmError as error:
-        return _refuse(str(error), 1)
     with contextlib.ExitStack() as stack:
         watcher = stack.enter_context(Watcher(args.checkout.koans, poll=args.poll))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jaxkoans-watch-")))
-        session = Session(args, koans, plugins, scratch, watcher)
+        session = Session(args, koans, scratch, watcher)
         stack.enter_context(session.keys)
         stack.enter_context(stop_signals_leave())  # ends the watch like q
         stack.callback(session.stop)

@@ -1,4 +1,4 @@
-"""`boundary.Watch.catch_up`, which plugin/prewarm.py calls in grade's worker before it forks each
+"""`boundary.Watch.catch_up`, which hooks.prewarm calls in grade's worker before it forks each
 koan's process: the modules the koan files imported join the fingerprint once, there, and a
 koan's process forked after still finds one of them replaced. (That a prewarmed grade judges
 as before: tests/test_grade.py's guard tests and the graded answer key.)"""

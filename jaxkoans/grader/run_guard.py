@@ -323,7 +323,7 @@ class _ForkEachKoan:
             worker.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         else:
             with contextlib.suppress(Exception):  # the harness reads the files, in the worker
-                importlib.import_module("jaxkoans.plugin.prewarm").prepare(item)
+                importlib.import_module("jaxkoans.plugin.hooks").prewarm(item)
             worker.sendevent("logstart", nodeid=item.nodeid, location=item.location)
             if cls.koan_of(item) not in cls.course_code:
                 cls.alone_or_in_a_chain(worker, item, following)

@@ -18,7 +18,6 @@ from jaxkoans.course.predictions import NotAPrediction
 from jaxkoans.course.reading import ReadsTheTest
 from jaxkoans.plugin import boundary, contracts, costs, result_types, runtime
 from jaxkoans.plugin.classify import (
-    Attribution,
     Cause,
     attribute,
     computed_fills,
@@ -32,22 +31,8 @@ from jaxkoans.plugin.results import KoanState, Recorder
 
 pytest_plugins = ["jaxkoans.plugin.chip"]  # --tpu: the kernels compiled on a TPU too (opt-in)
 
-ATTRIBUTION = pytest.StashKey[Attribution]()
 OVERRIDES = pytest.StashKey[list[str]]()
 BOUNDARY = pytest.StashKey[boundary.Watch]()  # where koans run: plugin/boundary.py
-
-
-def _chapters_named_by(checkout: course.Course, args: list[str]) -> list[course.Chapter]:
-    """Chapters under the paths on the command line (fake courses in tests included)."""
-    found = []
-    for arg in args:
-        path = Path(arg.split("::")[0])
-        if path.is_file():
-            chapter = checkout.chapter_for(path)
-            found += [chapter] if chapter else []
-        elif path.is_dir():
-            found += [course.load_chapter(m) for m in path.rglob(course.MANIFEST)]
-    return found
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,14 +50,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Configure JAX once per process, before any koan computes anything."""
     config.stash[COURSE] = checkout = course.Course.here()
+    chapters = []
     try:
-        chapters = checkout.chapters() + _chapters_named_by(checkout, config.args)
+        for arg in config.args:  # fake courses in tests too
+            path = Path(arg.split("::")[0])
+            if path.is_file():
+                chapters += [c for c in [checkout.chapter_for(path)] if c]
+            elif path.is_dir():
+                chapters += [course.load_chapter(m) for m in path.rglob(course.MANIFEST)]
+        chapters += checkout.chapters()
     except course.CourseDataError as error:
         raise pytest.UsageError(str(error)) from None
     devices = max([c.devices for c in chapters], default=1)
     config.option.force_short_summary = True  # a koan's report is short: CI would repeat it all
     config.stash[OVERRIDES] = runtime.environment_overrides(devices)
-    if not _hands_koans_to_workers(config):  # only a process that runs koans needs JAX
+    # The xdist controller (`-n 2`) never imports JAX (a second of CPU): its workers run koans.
+    workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
+    controller = bool(workers) and not config.getoption("collectonly")
+    controller = controller and not hasattr(config, "workerinput")
+    if not controller:
         try:
             runtime.configure(devices)
         except runtime.SetupError as error:
@@ -80,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[BOUNDARY] = boundary.Watch(boundary.learner_lines_of(checkout))
     watchdog = HangGuard(config)  # armed by pytest-timeout's own timer hooks
     config.pluginmanager.register(watchdog, "koans-watchdog")
-    if not _hands_koans_to_workers(config):
+    if not controller:
         register_debugger(watchdog)
     if config.getoption("koans_reveal", False):
         os.environ[REVEAL_ENV] = "1"  # read by raises_exactly and the report (xdist workers too)
@@ -89,32 +85,23 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(Recorder(Path(record), Path(config.rootpath)), "koans-record")
 
 
-def _hands_koans_to_workers(config: pytest.Config) -> bool:
-    """The xdist controller (`-n 2`): its workers run the koans, so it never imports JAX, whose
-    import (a second of CPU) would only delay the workers' start."""
-    workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
-    return (
-        bool(workers) and not config.getoption("collectonly") and not hasattr(config, "workerinput")
-    )
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Say what JAX the koans run on, and which environment settings were overridden."""
     lines = [f"jax-koans: jax {metadata.version('jax')}, CPU, float64 per chapter"]
     return lines + [f"jax-koans: ⚠️ {note}" for note in config.stash.get(OVERRIDES, [])]
 
 
-def _course_key(item: pytest.Item) -> tuple:
-    path = Path(item.path)
-    chapter = item.config.stash[COURSE].chapter_for(path)
-    if chapter is None:
-        return (1, str(path), item.reportinfo()[1] or 0)
-    return (0, chapter.number, chapter.file_rank(path.name), item.reportinfo()[1] or 0)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run koans in course order: chapter, the chapter's file order, then line."""
-    items.sort(key=_course_key)
+
+    def key(item: pytest.Item) -> tuple:
+        path, line = Path(item.path), item.reportinfo()[1] or 0
+        chapter = item.config.stash[COURSE].chapter_for(path)
+        if chapter is None:
+            return (1, str(path), line)
+        return (0, chapter.number, chapter.file_rank(path.name), line)
+
+    items.sort(key=key)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -148,6 +135,34 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         runtime.set_x64(False)
 
 
+def _read_before_call(item: pytest.Item, chapter: course.Chapter):
+    """What the harness reads from files for a koan before its call (no JAX computes): its
+    refused fills, its twin (a gate's variant test_x__s003.py is judged as the koan file it
+    stands for), the twin as shipped, and the TODOs to record."""
+    checkout, path, koan = item.config.stash[COURSE], Path(item.path), koan_name(item)
+    twin = checkout.koans / chapter.number / course.twin_name(path)
+    computed = computed_fills(checkout, path, koan)
+    reads = reading_refusals(checkout, path, koan, chapter.contracts, twin)
+    shipped = shipped_text(checkout, twin)  # the TODO functions, as shipped with todo()
+    todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
+    watched = contracts.to_read(chapter, twin.name, todos) if getattr(item, "module", None) else {}
+    return computed, reads, twin, shipped, watched
+
+
+def prewarm(item: pytest.Item) -> None:
+    """grade forks each koan's process from its xdist worker (grader/run_guard.py): read here,
+    in the worker, what the harness reads for `item` (cached per process), so every fork
+    inherits it (half a second of CPU a koan). Each fork still makes every check itself."""
+    checkout, watch = item.config.stash.get(COURSE, None), item.config.stash.get(BOUNDARY, None)
+    chapter = checkout.chapter_for(Path(item.path)) if checkout is not None else None
+    if chapter is None or watch is None:
+        return
+    watch.catch_up()  # the modules the koan files imported: fingerprinted once, here
+    _read_before_call(item, chapter)
+    if getattr(item, "module", None) is not None:
+        watch.learner_codes(item.module)  # which code objects hold the learner's lines
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """A `pytest.raises(X)` filling an exception blank asks for the exact class, as raises_exactly;
@@ -157,24 +172,16 @@ def pytest_runtest_call(item: pytest.Item):
     chapter = checkout.chapter_for(Path(item.path))
     if chapter is None:
         return (yield)
-    koan = koan_name(item)
-    refused = computed_fills(checkout, Path(item.path), koan)
-    if refused:
-        raise NotAPrediction(refused)
-    # a gate's variant (test_x__s003.py) is judged as the koan file it stands for
-    twin = checkout.koans / chapter.number / course.twin_name(Path(item.path))
-    reads = reading_refusals(checkout, Path(item.path), koan, chapter.contracts, twin)
+    computed, reads, twin, shipped, watched = _read_before_call(item, chapter)
+    if computed:
+        raise NotAPrediction(computed)
     if reads:
         raise ReadsTheTest(reads)
-    module = getattr(item, "module", None)
-    shipped = shipped_text(checkout, twin)  # the TODO functions, as shipped with todo()
-    todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
-    watched = contracts.to_read(chapter, twin.name, todos) if module else {}
     item.config.stash[BOUNDARY].watch_module(item)
-    expect = item.config.stash[BOUNDARY].fingerprint.expect_member
+    fingerprint, module = item.config.stash[BOUNDARY].fingerprint, getattr(item, "module", None)
     with (
-        exact_raises_on_fills(checkout, item.path),
-        contracts.recording(module, watched, expect) as records,
+        exact_raises_on_fills(checkout, item.path, fingerprint.expect),
+        contracts.recording(module, watched, fingerprint.expect_member) as records,
         result_types.checking(item, chapter, twin.name, shipped),
     ):
         outcome = yield
@@ -199,7 +206,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not report.failed or call.excinfo is None:
         return report
     found = attribute(call.excinfo, Path(item.path), chapter.regions.get(Path(item.path).name, ()))
-    item.stash[ATTRIBUTION] = found
     report.user_properties.append(("koan_state", found.state.value))
     report.user_properties.append(("koan_cause", found.cause.value))
     if found.lineno:
@@ -216,29 +222,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_make_collect_report(collector: pytest.Collector):
     """A koan file that does not parse: say where, in one short report, not an import traceback."""
     report = yield
-    if report.failed and isinstance(collector, pytest.Module):
-        chapter = collector.config.stash[COURSE].chapter_for(Path(collector.path))
-        problem = syntax_problem(Path(collector.path)) if chapter else None
-        if problem:
-            report.longrepr = problem
-    return report
-
-
-def syntax_problem(path: Path) -> str | None:
+    path = Path(collector.path)
+    if not (report.failed and isinstance(collector, pytest.Module)):
+        return report
+    if collector.config.stash[COURSE].chapter_for(path) is None:
+        return report
     try:
         compile(path.read_text(encoding="utf-8"), str(path), "exec")
     except SyntaxError as error:
-        line = (error.text or "").rstrip("\n")
-        caret = " " * max((error.offset or 1) - 1, 0) + "^"
-        return (
+        line, caret = (error.text or "").rstrip("\n"), " " * max((error.offset or 1) - 1, 0) + "^"
+        report.longrepr = (
             f"🛠️ 语法错误 / syntax error: {path.name}:{error.lineno}: {error.msg}\n"
             f"   > {line}\n     {caret}\n"
             "   这个文件的 koan 都无法运行，其他文件不受影响。\n"
             "   The koans of this file cannot run until it parses; other files are not affected."
         )
     except (OSError, UnicodeDecodeError):
-        return None
-    return None
+        pass
+    return report
 
 
 def _learner_traceback(item: pytest.Item, excinfo) -> str:
@@ -246,8 +247,14 @@ def _learner_traceback(item: pytest.Item, excinfo) -> str:
     JAX's and the harness's frames are hidden."""
     koan_file = Path(item.path)
 
+    def same_file(path) -> bool:
+        try:
+            return os.path.samefile(path, koan_file)
+        except (OSError, TypeError):
+            return False
+
     def own_frames(info):
-        own = info.traceback.filter(lambda entry: _same_file(entry.path, koan_file))
+        own = info.traceback.filter(lambda entry: same_file(entry.path))
         return own if len(own) else info.traceback
 
     style = item.config.getoption("tbstyle", "auto")
@@ -262,18 +269,11 @@ def _learner_traceback(item: pytest.Item, excinfo) -> str:
     )
 
 
-def _same_file(path, koan_file: Path) -> bool:
-    try:
-        return os.path.samefile(path, koan_file)
-    except (OSError, TypeError):
-        return False
-
-
 @contextlib.contextmanager
-def exact_raises_on_fills(checkout: course.Course, koan_file):
+def exact_raises_on_fills(checkout: course.Course, koan_file, expect):
     """While a koan runs: a `pytest.raises(X)` on a line that held `__` as shipped is
     `raises_exactly(X)`, so a copy whose exception blanks still use pytest.raises asks for the
-    exact class too. Every other pytest.raises is left as it is."""
+    exact class too. `expect(namespace, key, value)` tells the boundary of this patch."""
     original = pytest.raises
     learner = taken(checkout, Path(koan_file))
     filled = learner.filled_lines() if learner is not None else {}
@@ -293,7 +293,9 @@ def exact_raises_on_fills(checkout: course.Course, koan_file):
         return original(expected_exception, *args, **kwargs)
 
     pytest.raises = raises
+    expected = expect(vars(pytest), "raises", raises)
     try:
         yield
     finally:
         pytest.raises = original
+        expect(vars(pytest), "raises", expected)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from jaxkoans import course
 from jaxkoans.course import Chapter, Course, koan_model, predictions, reading
+from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import (
     Attribution,
     Cause,
@@ -27,10 +27,6 @@ from jaxkoans.plugin.classify import (
 )
 
 COURSE = pytest.StashKey[Course]()  # the course this pytest runs, made once at configure (hooks)
-
-
-def _course(item) -> Course:
-    return item.config.stash[COURSE]
 
 
 def koan_name(item) -> str:
@@ -49,135 +45,29 @@ HEADLINES = {
     Cause.READS_TEST: "❌ 读了测试，没有解题 / reads the test instead of solving the problem",
     Cause.CONTRACT: "❌ 结果对，技术不对 / right numbers, not the lesson's technique",
 }
-
-TIMEOUT_ADVICE = (
-    "可能是死循环（while_loop 的条件永远为真）或巨大的编译（Python 循环被展开进 trace）。\n"
-    "Probably an endless loop (a while_loop whose condition never turns False) or a huge\n"
-    "compile (a Python loop unrolled into the trace)."
-)
-
-
-REGION_ADVICE = (
-    "这里的代码有错：读测试的断言找出症状，再修改 # ✍️ BEGIN 与 # ✍️ END 之间的代码。\n"
-    "The code here has bugs: read the tests' asserts for the symptoms, then edit the code\n"
-    "between # ✍️ BEGIN and # ✍️ END."
-)
-
-
-ENVIRONMENT_ADVICE = (
-    "C++ 编译失败：这是这台机器的问题，不是你的答案，也不算一次尝试。运行 `python progress.py doctor`。\n"
-    "The C++ build failed: a problem of this machine, not of your answer (it does not count as\n"
-    "an attempt). Run `python progress.py doctor`."
-)
+ADVICE = {
+    Cause.TIMEOUT: (
+        "可能是死循环（while_loop 的条件永远为真）或巨大的编译（Python 循环被展开进 trace）。\n"
+        "Probably an endless loop (a while_loop whose condition never turns False) or a huge\n"
+        "compile (a Python loop unrolled into the trace)."
+    ),
+    Cause.REGION: (
+        "这里的代码有错：读测试的断言找出症状，再修改 # ✍️ BEGIN 与 # ✍️ END 之间的代码。\n"
+        "The code here has bugs: read the tests' asserts for the symptoms, then edit the code\n"
+        "between # ✍️ BEGIN and # ✍️ END."
+    ),
+    Cause.ENVIRONMENT: (
+        "C++ 编译失败：这是这台机器的问题，不是你的答案，也不算一次尝试。运行 `python progress.py doctor`。\n"
+        "The C++ build failed: a problem of this machine, not of your answer (it does not count as\n"
+        "an attempt). Run `python progress.py doctor`."
+    ),
+}
 BUILD_OUTPUT_LINES = 12  # the compiler's last lines: enough to see why, not a screenful
-
-
 HIDDEN_ADVICE = (
     "🙈 JAX 算出的值先不显示：先预测，再验证。想看就运行下面一行（通过后记为“揭晓后通过”）。\n"
     "   What JAX computed stays hidden: predict, then check. To see it, run the line below\n"
     "   (the koan then counts as passed (revealed))."
 )
-
-
-def _koan(item) -> koan_model.KoanFunction | None:
-    """The model of `item`'s koan (a parametrized case's too)."""
-    return koan_model.read(Path(item.path)).koan(koan_name(item))
-
-
-def _indented(text: str, prefix: str = "   ") -> list[str]:
-    return [prefix + line for line in text.splitlines()]
-
-
-def lesson(item) -> list[str]:
-    """The koan's docstring, as the report quotes it."""
-    koan = _koan(item)
-    text = koan.docstring if koan else ""
-    return ["", *_indented(text, "   │ ")] if text else []
-
-
-def open_blanks(item) -> list[tuple[int, str]]:
-    """(line, source) of each line of the koan's function that still contains `__`."""
-    koan, model = _koan(item), koan_model.read(Path(item.path))
-    if koan is None:
-        return []
-    start, end = koan.span
-    lines = model.lines
-    return [(n, lines[n - 1].strip()) for n in sorted(model.blank_lines) if start <= n <= end]
-
-
-def _where(found: Attribution, item, start: Path) -> str:
-    path = found.path or Path(item.path)
-    lineno = found.lineno or (item.reportinfo()[1] or 0) + 1
-    return f"{os.path.relpath(path, start)}:{lineno}"
-
-
-def _is_spelling(error: BaseException) -> bool:
-    """An error about the learner's spelling (Python's own: an unknown name or attribute, an
-    import), not about what JAX computes: shown as it is. JAX raises NameError for an unbound
-    axis name too, without the `name` Python gives its own."""
-    if isinstance(error, NameError | AttributeError):
-        return getattr(error, "name", None) is not None
-    return isinstance(error, ImportError | SyntaxError)
-
-
-def _traceback_lines(item, excinfo) -> list[int]:
-    """The lines of the koan's file that the traceback went through, innermost last."""
-    return [entry.lineno + 1 for entry in entries_in(excinfo, Path(item.path).resolve())]
-
-
-def _function_lines(item) -> set[int]:
-    koan = _koan(item)
-    return set(range(koan.span[0], koan.span[1] + 1)) if koan else set()
-
-
-@dataclass(frozen=True)
-class Hidden:
-    """A wrong answer whose report hides JAX's value: the learner's fills it is about (each
-    once), and the learner's code the same failing values came from, if any."""
-
-    answers: list[str]
-    code: tuple[str, ...] = ()
-
-
-def hidden_answer(item, found: Attribution, excinfo) -> Hidden | None:
-    """The learner's fills a wrong answer is about, when its failure must not show JAX's value.
-
-    Following the data (classify.origins), hidden when a prediction fill (or one of a call made
-    for its effect before) fed the failing values, with the learner's code beside it if any.
-    None (show everything) when the learner's code alone computed them, the failure was raised
-    inside that code, for a spelling error, or with no fills known. A failure the data connects
-    to nothing stays hidden behind the koan's fills."""
-    if found.cause is not Cause.WRONG or _is_spelling(excinfo.value):
-        return None
-    path = Path(item.path)
-    checkout = _course(item)
-    learner = taken(checkout, path)
-    blanks = list(learner.blanks) if learner is not None else []
-    passed_through = _traceback_lines(item, excinfo)
-    if not blanks or set(passed_through) & learner.code_lines():
-        return None  # debugging the learner's own code: actual against expected
-    came_from = origins(checkout, path, koan_name(item), passed_through)
-    if came_from is not None:
-        read = {fill.blank: fill for fill in (*came_from.fills, *came_from.effects)}
-        if read:  # a fill the values read, or a call made for its effect before them
-            return Hidden(_texts(read[key] for key in sorted(read)), came_from.code)
-        if came_from.code:
-            return None  # the learner's code alone computed the failing values: show them
-    through = _through(blanks, {found.lineno} if found.lineno else set())
-    if not through:  # the failing line holds no fill: those of the koan and its frames
-        through = _through(blanks, _function_lines(item) | set(passed_through))
-    return Hidden(_texts(through)) if through else None
-
-
-def _through(blanks, lines: set[int]) -> list:
-    """The fills whose statement holds one of `lines`, each once."""
-    return [b for b in blanks if any(b.statement[0] <= n <= b.statement[1] for n in lines)]
-
-
-def _texts(blanks) -> list[str]:
-    return [fill.text for fill in blanks]
-
-
 MIXED_ADVICE = (
     "这里检查的值既来自你的代码（{code}），也来自你的预测：两者至少有一个不对。\n"
     "JAX 算出的值先不显示（它会说出预测的答案）。先确认代码：前面只检查代码的断言都通过了吗？\n"
@@ -187,66 +77,108 @@ MIXED_ADVICE = (
 )
 
 
-def render_hidden(
-    chapter: Chapter, item, found: Attribution, answers, message: str, start, code=()
-) -> str:
-    """A wrong prediction: the learner's answer, the lesson, where to look — not the value;
-    with `code`, the learner's code the same line compares it with."""
-    lines = [
-        *_header(chapter, item, found, start),
-        *_indented(found.source, "   > "),
-        "   你的答案 / your answer:  " + "  ·  ".join(f"`{text}`" for text in answers),
-    ]
-    if message:
-        lines += ["", *_indented(message)]
-    if code:
-        named = ", ".join(f"`{name}`" for name in code)
-        lines += ["", *_indented(MIXED_ADVICE.format(code=named))]
-    lines += [*lesson(item), "", "   " + HIDDEN_ADVICE]
-    lines += [f"   👁 python progress.py reveal {koan_name(item)}", _hint_line(item)]
-    return "\n".join(lines)
+def _indented(text: str, prefix: str = "   ") -> list[str]:
+    return [prefix + line for line in text.splitlines()]
 
 
-def _header(chapter: Chapter, item, found: Attribution, start: Path) -> list[str]:
+def _header(chapter: Chapter, item, found: Attribution, start: Path) -> tuple[list[str], object]:
+    """The report's first lines, and the koan's model (None for an unknown koan)."""
+    path = found.path or Path(item.path)
+    lineno = found.lineno or (item.reportinfo()[1] or 0) + 1
+    koan = koan_model.read(Path(item.path)).koan(koan_name(item))
     return [
         f"{HEADLINES[found.cause]}  ·  {chapter.title}",
         f"   koan: {item.name}",
-        f"   {_where(found, item, start)}",
-    ]
+        f"   {os.path.relpath(path, start)}:{lineno}",
+    ], koan
 
 
-def _hint_line(item) -> str:
+def _lesson(koan) -> list[str]:
+    """The koan's docstring, as the report quotes it."""
+    return ["", *_indented(koan.docstring, "   │ ")] if koan and koan.docstring else []
+
+
+def _hint(item) -> str:
     return f"   💡 python progress.py hint {koan_name(item)}"
+
+
+def hidden_answer(item, found: Attribution, excinfo) -> tuple[list[str], tuple[str, ...]] | None:
+    """(the learner's fills a wrong answer is about, the learner's code the same failing values
+    came from) when its failure must not show JAX's value.
+
+    Following the data (classify.origins), hidden when a prediction fill (or one of a call made
+    for its effect before) fed the failing values. None (show everything) when the learner's code
+    alone computed them, the failure was raised inside that code, for a spelling error (Python's
+    own NameError, AttributeError, ImportError), or with no fills known. A failure the data
+    connects to nothing stays hidden behind the koan's fills."""
+    error = excinfo.value
+    spelling = isinstance(error, ImportError | SyntaxError) or (
+        isinstance(error, NameError | AttributeError) and getattr(error, "name", None) is not None
+    )  # JAX raises NameError for an unbound axis name too, without Python's `name`
+    if found.cause is not Cause.WRONG or spelling:
+        return None
+    path, checkout = Path(item.path), item.config.stash[COURSE]
+    learner = taken(checkout, path)
+    blanks = list(learner.blanks) if learner is not None else []
+    passed = [entry.lineno + 1 for entry in entries_in(excinfo, path.resolve())]
+    if not blanks or set(passed) & learner.code_lines():
+        return None  # debugging the learner's own code: actual against expected
+    came_from = origins(checkout, path, koan_name(item), passed)
+    if came_from is not None:
+        read = {fill.blank: fill for fill in (*came_from.fills, *came_from.effects)}
+        if read:  # a fill the values read, or a call made for its effect before them
+            return [read[key].text for key in sorted(read)], came_from.code
+        if came_from.code:
+            return None  # the learner's code alone computed the failing values: show them
+
+    def through(lines: set[int]) -> list[str]:
+        return [b.text for b in blanks if any(b.statement[0] <= n <= b.statement[1] for n in lines)]
+
+    answers = through({found.lineno} if found.lineno else set())
+    if not answers:  # the failing line holds no fill: those of the koan and its frames
+        koan = koan_model.read(path).koan(koan_name(item))
+        span = set(range(koan.span[0], koan.span[1] + 1)) if koan else set()
+        answers = through(span | set(passed))
+    return (answers, ()) if answers else None
 
 
 def render_failure(chapter: Chapter, item, found: Attribution, details: str, start: Path) -> str:
     """The text pytest shows for a failed koan."""
-    lines = _header(chapter, item, found, start)
+    lines, koan = _header(chapter, item, found, start)
     if found.source and found.cause is not Cause.WRONG:  # pytest shows the wrong line itself
         lines += ["   > " + line for line in found.source.splitlines()]
-    if found.cause is Cause.BLANK and not has_blank(found.source):
+    if found.cause is Cause.BLANK and not has_blank(found.source) and koan is not None:
         # JAX used the blank after the function holding it had returned (a scan step, say):
         # point at the blanks still open instead.
-        lines += [f"   > {number}: {text}" for number, text in open_blanks(item)]
+        model, (begin, end) = koan_model.read(Path(item.path)), koan.span
+        open_ = [n for n in sorted(model.blank_lines) if begin <= n <= end]
+        lines += [f"   > {n}: {model.lines[n - 1].strip()}" for n in open_]
+    checkout, path = item.config.stash[COURSE], Path(item.path)
     if found.cause is Cause.COMPUTED:
-        lines += computed_advice(item)
+        lines += [
+            f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
+            f"{predictions.WHAT_IT_TAKES[kind]}"
+            for fill, kind in computed_fills(checkout, path, koan_name(item))
+        ]
+        lines += ["", *_indented(predictions.MESSAGE)]
     if found.cause is Cause.READS_TEST:
-        lines += reading_advice(chapter, item)
+        twin = checkout.koans / chapter.number / course.twin_name(path)
+        refused = reading_refusals(checkout, path, koan_name(item), chapter.contracts, twin)
+        lines += [f"   {r.describe()}  ·  {r.owner}" for r in refused]
+        lines += ["", *_indented(reading.MESSAGE)]
     if found.cause is Cause.CONTRACT:
         lines += ["", *_indented(found.message)]
     if found.cause in (Cause.TODO, Cause.CONTRACT):
         lines += judged_lines(chapter, item, found)
-    if found.cause is Cause.REGION:
-        lines += ["", REGION_ADVICE]
-    if found.cause is Cause.TIMEOUT:
-        lines += ["", TIMEOUT_ADVICE]
+    if found.cause in ADVICE:
+        lines += ["", ADVICE[found.cause]]
     if found.cause is Cause.ENVIRONMENT:
         said = found.message.splitlines()[-BUILD_OUTPUT_LINES:]
-        lines += ["", ENVIRONMENT_ADVICE, "", *("   │ " + line for line in said)]
+        lines += ["", *("   │ " + line for line in said)]
     if found.cause is Cause.WRONG:
-        lines += [*lesson(item), "", details]
+        lines += [*_lesson(koan), "", details]
     if found.cause is not Cause.ENVIRONMENT:  # a hint cannot fix a compiler
-        lines.append(_hint_line(item))
+        lines.append(_hint(item))
     return "\n".join(lines)
 
 
@@ -267,9 +199,8 @@ def judged_lines(chapter: Chapter, item, found: Attribution) -> list[str]:
     contract = chapter.contracts.get(f"{filename}::{name}")
     if not name or contract is None:
         return []
-    checkout, node = _course(item), model.top_level.get(name)
-    koan_file = checkout.koans / chapter.number / filename
-    solution = judged.solution_names(checkout, koan_file, name)
+    checkout, node = item.config.stash[COURSE], model.top_level.get(name)
+    solution = judged.solution_names(checkout, checkout.koans / chapter.number / filename, name)
     if not solution:  # no answer to keep out of an untraced TODO's reasons (a student release)
         contract = {k: v for k, v in contract.items() if k != "why"}
     said = judged.sentence(
@@ -281,54 +212,44 @@ def judged_lines(chapter: Chapter, item, found: Attribution) -> list[str]:
     return ["", *judged.wrapped(said, "   ")]
 
 
-def computed_advice(item) -> list[str]:
-    """What a computed fill of a prediction blank reads: the fill, why, what the blank takes."""
-    refused = computed_fills(_course(item), Path(item.path), koan_name(item))
-    lines = [
-        f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
-        f"{predictions.WHAT_IT_TAKES[kind]}"
-        for fill, kind in refused
-    ]
-    return [*lines, "", *_indented(predictions.MESSAGE)]
-
-
-def reading_advice(chapter: Chapter, item) -> list[str]:
-    """What a fill that reads the test reads: each place, and why it is refused."""
-    checkout, path = _course(item), Path(item.path)
-    twin = checkout.koans / chapter.number / course.twin_name(path)
-    refused = reading_refusals(checkout, path, koan_name(item), chapter.contracts, twin)
-    lines = [f"   {r.describe()}  ·  {r.owner}" for r in refused]
-    return [*lines, "", *_indented(reading.MESSAGE)]
-
-
 def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report, start) -> bool:
     """Apply "predict, then see" to a failed koan's `report`: no captured output for an open
     blank or a hidden value; the hidden report for a wrong prediction (True: longrepr is set).
     Under --koans-reveal nothing is hidden, and the reveal is remembered."""
     from jaxkoans.api.expect import WrongException, revealing
-    from jaxkoans.plugin import reveal_log as reveal
 
     hidden = hidden_answer(item, found, excinfo)
-    answers = hidden.answers if hidden else None
-    if answers is not None and revealing():
-        checkout = _course(item)
-        reveal.record(checkout, reveal.koan_nodeid(checkout, Path(item.path), item.name))
+    if hidden is not None and revealing():
+        checkout, path = item.config.stash[COURSE], Path(item.path)
+        try:  # the koan's id as progress.py names it
+            relative = path.resolve().relative_to(checkout.root).as_posix()
+        except ValueError:
+            relative = path.as_posix()
+        results.record_reveal(checkout, f"{relative}::{results.koan_id(item.name)}")
         return False
-    if answers is None and found.cause is not Cause.BLANK:
+    if hidden is None and found.cause is not Cause.BLANK:
         return False
     # pytest's "Captured stdout/stderr/log" sections may print the answer (a compile log).
     report.sections = [(title, text) for title, text in report.sections if "Captured" not in title]
-    if answers is None:
+    if hidden is None:
         return False
-    if isinstance(excinfo.value, WrongException):
-        message = str(excinfo.value)  # raises_exactly's own words never name what was raised
-    elif isinstance(excinfo.value, AssertionError):
-        message = ""
-    else:
-        name = type(excinfo.value).__name__
-        message = (
+    answers, code = hidden
+    lines, koan = _header(chapter, item, found, start)
+    lines += [
+        *_indented(found.source, "   > "),
+        "   你的答案 / your answer:  " + "  ·  ".join(f"`{text}`" for text in answers),
+    ]
+    name = type(excinfo.value).__name__
+    if isinstance(excinfo.value, WrongException):  # raises_exactly's words never name it
+        lines += ["", *_indented(str(excinfo.value))] if str(excinfo.value) else []
+    elif not isinstance(excinfo.value, AssertionError):
+        lines += ["", *_indented(
             f"你的答案在这一行引发了 {name}（它的消息先不显示）。\n"
             f"Your answer makes this line raise {name} (its message stays hidden)."
-        )
-    report.longrepr = render_hidden(chapter, item, found, answers, message, start, hidden.code)
+        )]  # fmt: skip
+    if code:
+        lines += ["", *_indented(MIXED_ADVICE.format(code=", ".join(f"`{c}`" for c in code)))]
+    lines += [*_lesson(koan), "", "   " + HIDDEN_ADVICE]
+    lines += [f"   👁 python progress.py reveal {koan_name(item)}", _hint(item)]
+    report.longrepr = "\n".join(lines)
     return True

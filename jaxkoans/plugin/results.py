@@ -1,12 +1,13 @@
-"""A koan's result, and the record of a pytest run, one JSON line per event: the plugin writes
-`KoanResult`s as the run goes (a run that hangs or crashes still leaves what it finished and
-what it was running), and progress.py, grade and the gates read them back here."""
+"""A koan's result, and the record of a pytest run, one JSON line per event, written as the run
+goes (a run that hangs or crashes leaves what it finished): progress.py, grade and the gates
+read it back here."""
 
 from __future__ import annotations
 
 import enum
 import json
 from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
     import pytest
 
 SCHEMA = 1
-
-
 # The notes of a koan that has no report of its own (`RunRecord.result`).
 NO_REPORT = "did not report (crash or hang)"
 TIMED_OUT = "timed out"
@@ -98,17 +97,17 @@ class Recorder:
         self.root = root
         self.path.write_text(json.dumps({"event": "start", "schema": SCHEMA}) + "\n")
 
-    def _write(self, record: dict) -> None:
+    def write(self, record: dict) -> None:
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def pytest_runtest_logstart(self, nodeid: str, location) -> None:
-        self._write({"event": "running", "nodeid": nodeid})
+        self.write({"event": "running", "nodeid": nodeid})
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # the last lines of its report
             message = "\n".join(str(report.longrepr or "").strip().splitlines()[-6:])
-            self._write({"event": "collect-error", "path": report.nodeid, "message": message})
+            self.write({"event": "collect-error", "path": report.nodeid, "message": message})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
@@ -117,18 +116,14 @@ class Recorder:
         done = report.when == "call" or (report.when == "setup" and not report.passed)
         if not done or "koan_state" not in properties:
             return
-        result = KoanResult(
-            nodeid=report.nodeid,
-            state=KoanState(properties["koan_state"]),
-            cause=properties.get("koan_cause", ""),
-            line=properties.get("koan_line"),
-            duration=round(report.duration, 3),
-            contracts=tuple(properties.get("koan_contracts", ())),
-        )
-        self._write(result.as_event())
+        state, get = KoanState(properties["koan_state"]), properties.get
+        contracts = tuple(get("koan_contracts", ()))
+        result = KoanResult(report.nodeid, state, get("koan_cause", ""), get("koan_line"),
+                            round(report.duration, 3), contracts=contracts)  # fmt: skip
+        self.write(result.as_event())
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
-        self._write({"event": "finish", "exitstatus": int(exitstatus)})
+        self.write({"event": "finish", "exitstatus": int(exitstatus)})
 
 
 def koan_id(nodeid: str) -> str:
@@ -200,3 +195,37 @@ def parse(text: str) -> list[dict]:
         except json.JSONDecodeError:
             break
     return events
+
+
+# ---- The learner's reveal log, .jaxkoans/reveals.jsonl: one line per koan whose hidden value the
+# learner asked to see (`--koans-reveal`: progress.py reveal, watch's `v`), read by status and
+# grade. Appending one short line is atomic: pytest-xdist workers never lose each other's.
+REVEALS = "reveals.jsonl"
+
+
+def record_reveal(checkout, nodeid: str) -> None:
+    """Remember that the learner saw what koan `nodeid` hid."""
+    line = json.dumps({"nodeid": nodeid, "at": datetime.now(UTC).isoformat(timespec="seconds")})
+    try:
+        checkout.state.mkdir(exist_ok=True)  # where the learner's tools keep their files
+        with (checkout.state / REVEALS).open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+    except OSError:  # a read-only checkout: the reveal still shows, it is just not remembered
+        pass
+
+
+def revealed(root: Path) -> set[str]:
+    """The koans of the course at `root` whose hidden value the learner has asked to see."""
+    try:
+        text = (Path(root) / ".jaxkoans" / REVEALS).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    found = set()
+    for line in text.splitlines():
+        try:
+            nodeid = json.loads(line)["nodeid"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a torn line of an interrupted write
+        if isinstance(nodeid, str):
+            found.add(koan_id(nodeid))  # a parametrized koan is one koan
+    return found

@@ -1,6 +1,6 @@
 """Predict, then see: on request, what a wrong prediction hides (the value JAX computed, the
 exception raised) and the answer of each blank not filled yet; a koan passed after that counts
-as passed (revealed), as remembered by plugin/reveal_log.py."""
+as passed (revealed), as remembered by plugin/results.py (record_reveal)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from jaxkoans.learner import runner
 from jaxkoans.learner.commands.diff import answers_note
 from jaxkoans.learner.koan_runs import Koan, chosen_chapters, file_missing, find_koan
 from jaxkoans.learner.language import lines_of, say
-from jaxkoans.plugin.reveal_log import LOG, koan_nodeid, record, revealed  # noqa: F401
+from jaxkoans.plugin.results import record_reveal
 
 RUN_TIMEOUT_S = 300
 
@@ -78,7 +78,7 @@ def open_blanks(checkout: Course, koan: Koan) -> str:
             f"   > {model.lines[line - 1].strip()}",
             f"     __ = {answers.get((line, column), '?')}",
         ]
-    record(checkout, koan.nodeid)
+    record_reveal(checkout, koan.nodeid)
     return "\n".join(lines)
 
 

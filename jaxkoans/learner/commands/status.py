@@ -13,8 +13,7 @@ from jaxkoans.learner.language import lines_of, say
 from jaxkoans.plugin import results
 from jaxkoans.plugin.classify import Cause
 from jaxkoans.plugin.contracts import HEADLINE as CONTRACT_HEADLINE
-from jaxkoans.plugin.results import KoanState
-from jaxkoans.plugin.reveal_log import revealed
+from jaxkoans.plugin.results import KoanState, revealed
 
 MARKS = {KoanState.PASSED: "█", KoanState.FAILING: "▒", KoanState.NOT_STARTED: "░"}
 SKIPPED, ENVIRONMENT = KoanState.SKIPPED, KoanState.ENVIRONMENT

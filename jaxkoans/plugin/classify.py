@@ -66,53 +66,55 @@ def has_blank(source: str) -> bool:
     return False
 
 
-def _exception_chain(exc: BaseException | None):
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
 def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -> Attribution:
-    """Attribute the failure in `excinfo` (a pytest ExceptionInfo) for a koan in `koan_file`.
-
+    """Attribute the failure in `excinfo` (a pytest ExceptionInfo) for a koan in `koan_file`;
     `shipped_regions`: the fingerprints of the file's fix regions as shipped (chapter.toml)."""
-    koan_file = Path(koan_file).resolve()
-    if isinstance(excinfo.value, predictions.NotAPrediction):
-        fill, _ = excinfo.value.refused[0]
-        line = fill.statement[0]
-        source = _line_of(koan_file, line)
-        return Attribution(Cause.COMPUTED, koan_file, line, source)
-    if isinstance(excinfo.value, reading.ReadsTheTest):
-        line = excinfo.value.refused[0].line
-        return Attribution(Cause.READS_TEST, koan_file, line, _line_of(koan_file, line))
-    if isinstance(excinfo.value, ContractBroken):
-        line = koan_model.read(koan_file).definitions.get(excinfo.value.function, (None,))[0]
+    koan_file, error = Path(koan_file).resolve(), excinfo.value
+    if isinstance(error, predictions.NotAPrediction | reading.ReadsTheTest):
+        computed = isinstance(error, predictions.NotAPrediction)
+        line = error.refused[0][0].statement[0] if computed else error.refused[0].line
+        cause = Cause.COMPUTED if computed else Cause.READS_TEST
+        return Attribution(cause, koan_file, line, _line_of(koan_file, line))
+    if isinstance(error, ContractBroken):
+        line = koan_model.read(koan_file).definitions.get(error.function, (None,))[0]
         source = _line_of(koan_file, line) if line else ""
-        return Attribution(Cause.CONTRACT, koan_file, line, source, message=str(excinfo.value))
-    chain = list(_exception_chain(excinfo.value))
+        return Attribution(Cause.CONTRACT, koan_file, line, source, message=str(error))
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    # pytest-timeout's signal method fails the test with "Timeout (>Ns) from pytest-timeout".
+    timeout = excinfo.typename == "Failed" and "Timeout" in str(excinfo.value)[:40]
+    entries = list(entries_in(excinfo, koan_file))
+    places = [_describe(entry) for entry in entries]  # the innermost is the learner's line
+    where = places[-1] if places else (None, None, "")
     built = [e for e in chain if isinstance(e, cbuild.BuildError | cbuild.CompilerNotFoundError)]
-    if built or (_is_timeout(excinfo) and _in_build(excinfo)):
+    in_build = timeout and any(  # pytest-timeout stopped a build
+        e.name == "build" for e in entries_in(excinfo, Path(cbuild.__file__).resolve())
+    )
+    if built or in_build:
         message = str(built[0]) if built else "the build timed out (jaxkoans.api.cbuild.build)"
-        where = _last_entry_in(excinfo, koan_file)
         return Attribution(Cause.ENVIRONMENT, *where, message=message)
-    if _is_timeout(excinfo):
-        where = _last_entry_in(excinfo, koan_file)
+    if timeout:
         return Attribution(Cause.TIMEOUT, *where)
 
-    # The innermost frame of the koan's file is the learner's line.
-    where = _last_entry_in(excinfo, koan_file)
+    def site(holds, fallback):
+        """The innermost statement of the koan's file whose source `holds` (a `__`, a `todo(`
+        call), else `fallback` (where the koan called a TODO stub)."""
+        return next((place for place in reversed(places) if holds(place[2])), fallback)
+
     if any(isinstance(e, TodoError) for e in chain):
-        return Attribution(Cause.TODO, *_site(excinfo, koan_file, lambda s: "todo(" in s, where))
+        return Attribution(Cause.TODO, *site(lambda s: "todo(" in s, where))
     if any(isinstance(e, BlankError) for e in chain):
-        return Attribution(Cause.BLANK, *_site(excinfo, koan_file, has_blank, where))
-    blank_site = _site(excinfo, koan_file, has_blank, (None, None, ""))
-    if blank_site[0] is not None:
-        return Attribution(Cause.BLANK, *blank_site)
-    region_line = _untouched_region(koan_file, shipped_regions, _koan_of(excinfo, koan_file))
-    if region_line is not None:
-        return Attribution(Cause.REGION, koan_file, region_line, REGION_BEGIN)
+        return Attribution(Cause.BLANK, *site(has_blank, where))
+    blank = site(has_blank, None)
+    if blank is not None:
+        return Attribution(Cause.BLANK, *blank)
+    koan = getattr(entries[0], "name", None) if entries else None  # the outermost frame's
+    region = _untouched_region(koan_file, shipped_regions, koan)
+    if region is not None:
+        return Attribution(Cause.REGION, koan_file, region, REGION_BEGIN)
     return Attribution(Cause.WRONG, *where)
 
 
@@ -134,23 +136,6 @@ def _untouched_region(path: Path, shipped: tuple[str, ...], koan: str | None) ->
     return begin if not inside or set(inside) & set(model.reached(koan)) else None
 
 
-def _koan_of(excinfo, koan_file: Path) -> str | None:
-    """The koan function: the outermost frame of the koan's file."""
-    entry = next(iter(entries_in(excinfo, koan_file)), None)
-    return getattr(entry, "name", None) if entry is not None else None
-
-
-def _is_timeout(excinfo) -> bool:
-    # pytest-timeout's signal method fails the test with "Timeout (>Ns) from pytest-timeout".
-    return excinfo.typename == "Failed" and "Timeout" in str(excinfo.value)[:40]
-
-
-def _in_build(excinfo) -> bool:
-    """Whether the traceback went through cbuild.build (pytest-timeout stopped a build)."""
-    built = Path(cbuild.__file__).resolve()
-    return any(entry.name == "build" for entry in entries_in(excinfo, built))
-
-
 def entries_in(excinfo, koan_file: Path):
     """The traceback's entries in `koan_file` (a resolved path), outermost first."""
     for entry in excinfo.traceback:
@@ -169,22 +154,14 @@ def _describe(entry) -> tuple[Path, int, str]:
     return Path(entry.path), entry.lineno + 1, statement
 
 
-def _last_entry_in(excinfo, koan_file: Path) -> tuple[Path | None, int | None, str]:
-    entries = list(entries_in(excinfo, koan_file))
-    return _describe(entries[-1]) if entries else (None, None, "")
-
-
-def _site(excinfo, koan_file, holds, fallback):
-    """The innermost statement of the koan's file whose source `holds` (a `__`, a `todo(`
-    call), else `fallback` (where the koan called a TODO stub)."""
-    for entry in reversed(list(entries_in(excinfo, koan_file))):
-        described = _describe(entry)
-        if holds(described[2]):
-            return described
-    return fallback
-
-
 # ---- The learner's fills: which lines of a koan file held `__` as shipped -------------------
+
+
+def shipped_text(checkout: Course, koan_file: Path) -> str | None:
+    """The koan file (or an answer's koan twin) as shipped; None when unknown (no fills then)."""
+    relative = _relative(checkout, koan_file)
+    found = checkout.shipped_text(relative) if relative is not None else None
+    return found[1] if found else None
 
 
 def _relative(checkout: Course, koan_file: Path) -> str | None:
@@ -194,13 +171,6 @@ def _relative(checkout: Course, koan_file: Path) -> str | None:
         if koan_file.is_relative_to(tree):
             return (Path("koans") / koan_file.relative_to(tree)).as_posix()
     return None
-
-
-def shipped_text(checkout: Course, koan_file: Path) -> str | None:
-    """The koan file (or an answer's koan twin) as shipped; None when unknown (no fills then)."""
-    relative = _relative(checkout, koan_file)
-    found = checkout.shipped_text(relative) if relative is not None else None
-    return found[1] if found else None
 
 
 def taken(checkout: Course, koan_file: Path, twin: Path | None = None) -> _fills.Taken | None:
@@ -253,9 +223,7 @@ def reading_refusals(
 
 @dataclass(frozen=True)
 class Origins:
-    """What the values of a koan's failing statement were computed from, following the data:
-    the names it reads, the koan's assignments to them, the helpers and TODO functions it
-    calls or hands to jit/lower, and the module-level names those read."""
+    """What the values of a koan's failing statement were computed from, following the data."""
 
     fills: tuple[_fills.BlankFill, ...] = ()  # the prediction fills read, each once, in file order
     code: tuple[str, ...] = ()  # the learner's code reached: TODO functions, helpers, fix regions
@@ -280,12 +248,9 @@ def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> O
 
 
 def _innermost_statement(function: ast.AST, line: int) -> ast.stmt | None:
-    def end(node: ast.AST) -> int:
-        return node.end_lineno or node.lineno
-
     statements = [n for n in ast.walk(function) if isinstance(n, ast.stmt) and n is not function]
-    holding = [n for n in statements if n.lineno <= line <= end(n)]
-    return min(holding, key=lambda n: end(n) - n.lineno, default=None)
+    holding = [n for n in statements if n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
 
 
 def _roots(target: ast.AST) -> list[str]:
@@ -329,8 +294,7 @@ class _DataWalk:
     its values were computed from."""
 
     def __init__(self, taken: _fills.Taken, function: ast.AST) -> None:
-        tree = taken.tree
-        self.function = function
+        tree, self.function = taken.tree, function
         self.fills = {_position(f.node): f for f in taken.blanks}
         self.code_lines = taken.code_lines()
         self.module: dict[str, list[ast.AST]] = {}  # module-level name -> what defines it
@@ -354,10 +318,10 @@ class _DataWalk:
                     self.local[name].extend(sources)
         # Calls made for their effect (a lowering registered, a config switched, a state
         # updated in place): whatever ran after them may depend on them.
-        self.effects = [
+        self.effects = [  # a check (np.testing.assert_allclose, …) has no effect
             node
             for node in [*tree.body, *(node for node, _ in _own_nodes(function))]
-            if isinstance(node, ast.Expr) and not _is_check(node.value)
+            if isinstance(node, ast.Expr) and "assert" not in _called(node.value).lower()
         ]
 
     def origins(self, statement: ast.stmt) -> Origins:
@@ -396,11 +360,8 @@ class _DataWalk:
                     fill = self.fills.get(_position(part))
                     if fill is not None:
                         effects[fill.blank] = fill
-        return Origins(
-            fills=tuple(found[key] for key in sorted(found)),
-            code=tuple(code),
-            effects=tuple(effects[key] for key in sorted(effects)),
-        )
+        ordered = [tuple(fills[key] for key in sorted(fills)) for fills in (found, effects)]
+        return Origins(fills=ordered[0], code=tuple(code), effects=ordered[1])
 
     def _code_in(self, node: ast.AST, code: dict[str, None]) -> None:
         """Note the learner's code (TODO body, fix region, added helper) among `node`'s lines."""
@@ -427,26 +388,19 @@ def _own_nodes(function: ast.AST, guards: tuple = ()):
         inner = guards
         if isinstance(node, (ast.With, ast.AsyncWith)):
             checks = [item.context_expr for item in node.items]  # a raises check computes nothing
-            inner = (*guards, *(c for c in checks if not _is_raises(c)))
+            inner = (*guards, *(c for c in checks if _called(c) not in RAISES))
         elif isinstance(node, (ast.If, ast.While)):
             inner = (*guards, node.test)
         yield from _own_nodes(node, inner)
+
+
+RAISES = ("raises", "raises_exactly")  # pytest.raises(…), raises_exactly(…)
 
 
 def _called(call: ast.AST) -> str:
     """The name `call` calls (`f(…)`, `a.b.f(…)`), "" when it is no call."""
     func = call.func if isinstance(call, ast.Call) else None
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
-def _is_raises(call: ast.AST) -> bool:
-    """`raises_exactly(…)`, `pytest.raises(…)`: a check of the exception the body raises."""
-    return _called(call) in ("raises", "raises_exactly")
-
-
-def _is_check(call: ast.AST) -> bool:
-    """A call that checks (np.testing.assert_allclose, assert_trees_all_close, …): no effect."""
-    return "assert" in _called(call).lower()
 
 
 def _position(node: ast.AST) -> tuple | None:

@@ -1,16 +1,10 @@
 """pytest --tpu (or JAXKOANS_TPU=1): each kernel koan also runs the learner's kernel compiled on
-a TPU, at the koan's own inputs, against what it computed in the interpreter.
-
-The koan runs as in the CPU course (the CPU stays JAX's default device). While it runs, each
-call of a TODO kernel that takes `interpret` is recorded with its inputs and the result the
-interpreter gave (a call made while tracing is recorded by its shapes and given fresh normal
-inputs); once the koan's own asserts pass, the same kernel is compiled with interpret=False on
-the TPU and compared, at the tolerance of jaxkoans.api.tpu (float32 kernels with their dots at
-Precision.HIGHEST). The interpreter's result is what the koan has just checked against its
-reference, so a kernel that differs on the chip fails the koan. A call the chip cannot take for
-a reason that is not the learner's (a block shape of the koan that Mosaic refuses, a GPU
-kernel, CORE_PARALLEL on a one-core chip) is skipped on the chip, saying why.
-Without a TPU, one line says so and the CPU course runs.
+a TPU, at the koan's own inputs, against what the interpreter computed (which the koan's asserts
+have just checked): each call of a TODO kernel taking `interpret` is recorded (a call made while
+tracing by its shapes, run on fresh normal inputs), then compiled with interpret=False on the chip
+and compared at jaxkoans.api.tpu's tolerance. A call the chip cannot take for a reason not the
+learner's (a block shape Mosaic refuses, a GPU kernel, CORE_PARALLEL on one core) is skipped,
+saying why. Without a TPU, one line says so and the CPU course runs.
 """
 
 from __future__ import annotations
@@ -40,7 +34,6 @@ class DiffersOnChip(AssertionError):
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """--tpu: also compile the kernels on a TPU (the environment's JAXKOANS_TPU=1 does the same)."""
     parser.getgroup("jax-koans").addoption(
         "--tpu", action="store_true",
         help="also run each kernel koan's kernel compiled on a TPU (JAXKOANS_TPU=1 does the same)",
@@ -63,8 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_Lines(config), "koans-tpu-lines")
     if config.getoption("tpu", False):
         os.environ[tpu.ENV] = "1"  # also when pytest_cmdline_main did not run (pytester)
-    if not tpu.requested() or _controller(config):
-        return
+    workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
+    if not tpu.requested() or (workers and not hasattr(config, "workerinput")):
+        return  # the xdist controller of `-n 2`: its workers run the koans and attach the TPU
     worker = getattr(config, "workerinput", {}).get("workerid", "gw0")
     if worker != "gw0":  # one process opens the TPU: the first xdist worker
         config.stash[ATTACHED] = tpu.Attached(None, f"{worker}: {ONE_PROCESS}")
@@ -72,12 +66,6 @@ def pytest_configure(config: pytest.Config) -> None:
     attached = tpu.attach()
     notes = config.stash.get(NOTES, [])
     config.stash[ATTACHED] = tpu.Attached(attached.device, "; ".join([attached.line, *notes]))
-
-
-def _controller(config: pytest.Config) -> bool:
-    """The xdist controller of `-n 2`: its workers run the koans and attach the TPU."""
-    workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
-    return bool(workers) and not hasattr(config, "workerinput")
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
@@ -101,13 +89,9 @@ def pytest_runtest_call(item: pytest.Item):
             setattr(module, name, function)
         for table, saved in tables:
             table.update(saved)
-    lines, failures = [], []
-    for name, recorded in calls.items():
-        for record in recorded:
-            line, failed = _check(name, kernels[name], record, attached.device)
-            lines.append(line)
-            failures += [line] if failed else []
-    item.user_properties += [(PROPERTY, line) for line in lines]
+    checked = [_check(n, kernels[n], r, attached.device) for n, rs in calls.items() for r in rs]
+    item.user_properties += [(PROPERTY, line) for line, _ in checked]
+    failures = [line for line, failed in checked if failed]
     if failures:
         raise DiffersOnChip(
             f"在 TPU 上编译后不对 / compiled on the TPU ({attached.device.device_kind}) your kernel "
@@ -164,58 +148,35 @@ def _swap_partials(module, watched: dict[int, object]) -> list[tuple[dict, dict]
 
 
 def _watched(function, calls: list):
+    """`function`, keeping (args, kwargs, result) of its first MAX_CALLS distinct signatures, or
+    (shapes, kwargs, None) for a call made while tracing."""
+    import jax
+    import jax.numpy as jnp
+
+    def signature(args, kwargs) -> str:
+        def spec(leaf):
+            return (tuple(leaf.shape), str(leaf.dtype)) if hasattr(leaf, "dtype") else leaf
+
+        return repr(jax.tree.map(spec, (args, {k: v for k, v in kwargs.items() if k != "interpret"})))  # fmt: skip
+
     def watched(*args, **kwargs):
         result = function(*args, **kwargs)
-        if len(calls) < MAX_CALLS and kwargs.get("interpret", True) is not False:
-            _record(calls, args, kwargs, result)
+        if len(calls) >= MAX_CALLS or kwargs.get("interpret", True) is False:
+            return result
+        record = (args, kwargs, result)
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(record)):
+            arrays = [x for x in jax.tree.leaves((args, kwargs)) if hasattr(x, "dtype")]
+            if any(not jnp.issubdtype(x.dtype, jnp.floating) for x in arrays):
+                return result  # integer inputs (indices, a page table) cannot be invented
+            shape = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype) if hasattr(x, "dtype") else x  # noqa: E731
+            record = (*jax.tree.map(shape, (args, kwargs)), None)
+        if all(signature(a, k) != signature(*record[:2]) for a, k, _ in calls):
+            calls.append(record)
         return result
 
     watched.__name__ = getattr(function, "__name__", "kernel")
     watched.__doc__ = getattr(function, "__doc__", None)
     return watched
-
-
-def _record(calls: list, args: tuple, kwargs: dict, result) -> None:
-    """Keep (args, kwargs, result), or (shapes, kwargs, None) for a call made while tracing."""
-    import jax
-    import jax.numpy as jnp
-
-    leaves = jax.tree.leaves((args, kwargs, result))
-    traced = any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
-    if traced:
-        arrays = [leaf for leaf in jax.tree.leaves((args, kwargs)) if hasattr(leaf, "dtype")]
-        if any(not jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in arrays):
-            return  # integer inputs (indices, a page table) cannot be invented
-        shapes = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype) if hasattr(x, "dtype") else x,
-            (args, kwargs),
-        )
-        record = (*shapes, None)
-    else:
-        record = (args, kwargs, result)
-    key = _signature(record[0], record[1])
-    if all(_signature(a, k) != key for a, k, _ in calls):
-        calls.append(record)
-
-
-def _signature(args, kwargs) -> str:
-    import jax
-
-    def spec(leaf):
-        return (tuple(leaf.shape), str(leaf.dtype)) if hasattr(leaf, "dtype") else leaf
-
-    kwargs = {k: v for k, v in kwargs.items() if k != "interpret"}
-    return repr(jax.tree.map(spec, (args, kwargs)))
-
-
-def _shapes(args) -> str:
-    import jax
-
-    return ", ".join(
-        f"{leaf.dtype}{list(leaf.shape)}"
-        for leaf in jax.tree.leaves(args)
-        if hasattr(leaf, "dtype")
-    )
 
 
 def _check(name: str, function, record, device) -> tuple[str, bool]:
@@ -233,7 +194,8 @@ def _check(name: str, function, record, device) -> tuple[str, bool]:
 
         args, kwargs = jax.tree.map(fresh, (args, kwargs))
         reference = function(*args, **{**kwargs, "interpret": True})
-    what = f"{name}({_shapes(args)})"
+    shapes = [f"{x.dtype}{list(x.shape)}" for x in jax.tree.leaves(args) if hasattr(x, "dtype")]
+    what = f"{name}({', '.join(shapes)})"
     try:
         why = tpu.why_not_on_chip(function, args, kwargs, device)
     except Exception as error:  # the kernel does not even trace with interpret=False
@@ -246,7 +208,7 @@ def _check(name: str, function, record, device) -> tuple[str, bool]:
         return f"{what}: 编译或运行失败 / failed to compile or run: {_first_line(error)}", True
     dtypes = [x.dtype for x in jax.tree.leaves((args, kwargs, reference)) if hasattr(x, "dtype")]
     error, limit = tpu.relative_error(got, reference), tpu.tolerance(dtypes)
-    verdict = "✓" if error <= limit else "✗"
+    verdict = "✗" if error > limit else "✓"
     return f"{what}: {verdict} relative error {error:.2e} (tolerance {limit:.0e})", error > limit
 
 
@@ -273,12 +235,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if not tpu.requested():
         return
     attached = config.stash.get(ATTACHED, None)
-    if attached is not None:
-        headline = attached.line
-    elif tpu.chips_on_this_machine():
-        headline = f"TPU: {ONE_PROCESS}"
-    else:
-        headline = tpu.NO_TPU
+    headline = f"TPU: {ONE_PROCESS}" if tpu.chips_on_this_machine() else tpu.NO_TPU
+    headline = attached.line if attached is not None else headline
     lines = config.stash.get(LINES, [])
     if not lines:
         terminalreporter.write_line(f"jax-koans --tpu: {headline}")

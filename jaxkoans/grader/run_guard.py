@@ -1,16 +1,8 @@
-"""The grader's watch inside the grading run: which harness runs, and what a koan changed.
-
-`grade` copies this file beside the pristine course as `_jaxkoans_grade_guard.py` and loads it
-with `-p` (standard library and pytest only, so any version of the course can be graded). The
-xdist controller, made non-dumpable, writes its events as JSON lines to the pipe
-`$JAXKOANS_GRADE_GUARD_FD` only the grader reads; workers write theirs at once to the grader's
-write-only FIFO `$JAXKOANS_GRADE_GUARD` (a process that dies still leaves its evidence) and in
-their reports' `user_properties`. Events: `harness` (where `jaxkoans` was imported from: a copy
-outside `$JAXKOANS_ROOT` stops the run), `collecting`/`collected` (a file whose import crashed),
-`patched` (the plugin's boundary, jaxkoans/plugin/boundary.py), `violation` (what no koan needs:
-`_Audit`), `message` (a failed or skipped report's text), `forged` (a report for a koan the
-scheduler had not given that worker), `reported` (which worker reported each koan), and the
-processes' `not_isolated`, `shared` and `chained`.
+"""The grader's watch inside the grading run (docs/sandbox.md), loaded with `-p` as
+`_jaxkoans_grade_guard` (standard library and pytest only: any version of the course can be
+graded). Its events are JSON lines: the controller's on the pipe `$JAXKOANS_GRADE_GUARD_FD`,
+the workers' at once on the grader's write-only FIFO `$JAXKOANS_GRADE_GUARD` (a process that
+dies still leaves its evidence); `graded_run` and `grading` read them.
 """
 
 from __future__ import annotations
@@ -21,8 +13,10 @@ import gc
 import importlib
 import json
 import os
+import select
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,15 +27,11 @@ _state: dict = {}
 
 
 def _emit(event: str, **fields) -> None:
-    record = {"event": event, **fields, "pid": os.getpid()}
-    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-    fd = _state.get("fd")
-    if fd is None:
-        fd = _worker_fd()
-    if fd is None:
-        return
-    with contextlib.suppress(OSError):
-        _write(fd, line)
+    line = json.dumps({"event": event, **fields, "pid": os.getpid()}, ensure_ascii=False)
+    fd = _state["fd"] if "fd" in _state else _worker_fd()
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            _write(fd, (line + "\n").encode("utf-8"))
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -52,11 +42,9 @@ def _write(fd: int, data: bytes) -> None:
 def _worker_fd() -> int | None:
     """A worker's end of the grader's FIFO, opened once (writable on the read-only mount)."""
     if "worker_fd" not in _state:
-        _state["worker_fd"] = None
-        path = os.environ.get("JAXKOANS_GRADE_GUARD")
-        with _quiet(), contextlib.suppress(OSError):
-            if path:
-                _state["worker_fd"] = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        _state["worker_fd"], path = None, os.environ.get("JAXKOANS_GRADE_GUARD")
+        with _quiet(), contextlib.suppress(OSError, TypeError):
+            _state["worker_fd"] = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     return _state["worker_fd"]
 
 
@@ -68,14 +56,6 @@ def _quiet():
         yield
     finally:
         _Audit.quiet = False
-
-
-def _non_dumpable() -> None:
-    """No process of the same user may ptrace this one or open its /proc/<pid>/fd."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
 
 
 @pytest.hookimpl(trylast=True)
@@ -90,13 +70,17 @@ def pytest_configure(config: pytest.Config) -> None:
     _state["controller"] = worker == "controller"
     _state["config"] = config
     fd = os.environ.pop("JAXKOANS_GRADE_GUARD_FD", "")
+    # Non-dumpable: no process of the same user may ptrace it or open its /proc/<pid>/fd (the
+    # controller's pipes; a worker's memory, which its koans' processes may not reach).
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     if _state["controller"] and fd.isdigit():
-        _non_dumpable()
         _state["fd"] = int(fd)
         with contextlib.suppress(OSError):
             os.set_inheritable(int(fd), False)
     elif not _state["controller"]:
-        _non_dumpable()  # its koans' processes may not read or write its memory
         _Audit.install(root)
         _DeferRegions.install()
         _ForkEachKoan.install(config)
@@ -206,8 +190,6 @@ class _KoanProcess:
     def run(self, index: int, following: int) -> tuple[bytes, bool]:
         """What it sent for the koan of `index` (keeping the fixtures the item of `following`
         shares), and whether it ended (or said too much) before its DONE."""
-        import select
-
         try:
             os.write(self.commands, f"{index} {following}\n".encode())
         except OSError:
@@ -242,14 +224,10 @@ class _KoanProcess:
 
 
 class _ForkEachKoan:
-    """Each koan in a process forked from the worker (which never initialised a JAX backend,
-    so forking is safe), so no koan's code runs where a later koan runs. The worker sends on
-    only that koan's reports, one per phase; anything else is a violation, and a process that
-    ends before its teardown report leaves a crash report. Koans share a process only where no
-    student code reaches a koan it would not reach alone (docs/sandbox.md): the koans of the
-    course's code only (`tamper.student_code_reached`) in one process per worker, whose verdict
-    counts only where every phase passed (else the koan runs again alone), and a chain of one
-    file's koans each reaching all the student code the koans before it reached."""
+    """Each koan in a process forked from the worker (which never initialised a JAX backend),
+    whose reports alone the worker sends on; koans share a process only where no student code
+    reaches a koan it would not reach alone: course code only (one shared process per worker),
+    or a chain of one file's koans (docs/sandbox.md, `tamper.student_code_reached`)."""
 
     RELAYED = frozenset({"logwarning", "warning_recorded"})
     PHASES = ("setup", "call", "teardown")
@@ -309,8 +287,6 @@ class _ForkEachKoan:
 
     @classmethod
     def run_one(cls, worker) -> None:
-        import time
-
         worker.item_index = worker.nextitem_index
         worker.nextitem_index = worker.torun.get()
         item = worker.session.items[worker.item_index]
@@ -400,10 +376,8 @@ class _ForkEachKoan:
 
     @classmethod
     def forked(cls, worker, item: pytest.Item) -> None:
-        """The koan alone, in a process of its own."""
-        process = _KoanProcess(worker, "alone", "", None)
-        data, _ = process.run(worker.item_index, -1)
-        cls.relay(worker, item, data, process.end())
+        process = _KoanProcess(worker, "alone", "", None)  # the koan alone
+        cls.relay(worker, item, process.run(worker.item_index, -1)[0], process.end())
 
     @classmethod
     def isolate(cls, worker, out: int) -> None:
@@ -471,10 +445,9 @@ class _ForkEachKoan:
 
 
 class _DeferRegions:
-    """A fix region's module-level code is the student's, and what runs in a worker runs before
-    every koan forked from it: a worker imports a koan file without the statements that reach
-    into a fix region, and each koan's process runs the whole file (asserts rewritten) before
-    its koan's setup, so a region's code reaches only the koans of its own file."""
+    """A worker imports a koan file without the statements that reach into a fix region (the
+    student's module-level code); each koan's process runs the whole file before its setup, so
+    a region's code reaches only the koans of its own file."""
 
     BEGIN, END = "# ✍️ BEGIN", "# ✍️ END"  # koan_model's markers: the guard imports no course
     deferred: ClassVar[set[str]] = set()  # files imported without their regions
@@ -498,25 +471,21 @@ class _DeferRegions:
         hook.exec_module = exec_module  # this loader only; pytest's classes stay as they are
 
     @classmethod
-    def spans(cls, lines: list[str]) -> list[tuple[int, int]]:
-        found, start = [], None
-        for number, line in enumerate(lines, start=1):
-            if line.strip().startswith(cls.BEGIN):
-                start = number
-            elif line.strip().startswith(cls.END) and start is not None:
-                found.append((start, number))
-                start = None
-        if start is not None:  # an unclosed region runs to the end
-            found.append((start, len(lines) + 1))
-        return found
-
-    @classmethod
     def without_regions(cls, path: Path, config):
         """The file's code without its statements that reach into a fix region (None: none)."""
         from _pytest.assertion.rewrite import rewrite_asserts
 
         source = path.read_bytes()
-        spans = cls.spans(source.decode("utf-8", errors="replace").splitlines())
+        spans, start = [], None
+        lines = source.decode("utf-8", errors="replace").splitlines()
+        for number, line in enumerate(lines, start=1):
+            if line.strip().startswith(cls.BEGIN):
+                start = number
+            elif line.strip().startswith(cls.END) and start is not None:
+                spans.append((start, number))
+                start = None
+        if start is not None:  # an unclosed region runs to the end
+            spans.append((start, len(lines) + 1))
         if not spans:
             return None
         tree = ast.parse(source, filename=str(path))
@@ -544,9 +513,9 @@ class _DeferRegions:
 
 
 class _Audit:
-    """An audit hook in each worker (it cannot be removed): what a koan's process tries against
-    the run, its actions, never a name in the code: writing or deleting a file the run loads,
-    reading `answers/`, another process's /proc entries, signalling another process."""
+    """An audit hook in each worker (it cannot be removed): a koan's actions against the run
+    (writing or deleting a file it loads, reading `answers/`, another process's /proc entries,
+    signalling another process)."""
 
     seen: ClassVar[list[str]] = []
     root = ""

@@ -1,6 +1,5 @@
-"""What is unusual in a student's fill, read as a syntax tree (names resolved through the
-enclosing scopes): most flags are notes; those `forbidden` names change the graded run from
-inside and score the koan zero. `tautology`: a fill that repeats what its assert checks.
+"""What is unusual in a student's fill, read as a syntax tree: most flags are notes; those
+`forbidden` names change the graded run from inside and score the koan zero.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""One grading run: pytest on a workdir in a process group of its own, in the sandbox where
-there is one (`sandbox.py`), through pytest-xdist, with the pristine harness and the grader's
-guard (`run_guard.py`, copied beside the workdir). The record and the controller's guard events
-come back through pipes, the workers' evidence through a write-only FIFO; the grade reads them
-from memory. A run that uses another harness is refused; one silent for the stall limit, or past
-its time limit, is stopped; on Ctrl-C (`stop_all`) the whole process group is killed.
+"""One grading run: pytest-xdist on a workdir, in a process group of its own, in the sandbox
+where there is one, with the grader's guard (`run_guard.py`). The record and the guard's events
+come back through pipes and a write-only FIFO, read from memory. A run with another harness is
+refused; one silent for the stall limit or past its time limit is stopped; Ctrl-C kills it.
 """
 
 from __future__ import annotations
@@ -69,8 +67,6 @@ def stop_all() -> None:
 
 @dataclass
 class GradedRunResult:
-    """What a run left: its record's events, the guard's events, stderr, how it ended."""
-
     events: list[dict] = field(default_factory=list)
     guard: list[dict] = field(default_factory=list)
     stderr: str = ""
@@ -193,14 +189,13 @@ def run(
 
 
 class _Progress:
-    """What the run's pipes said (the grade reads only that, from memory), and when it last
-    said something that counts as progress (a koan started or ended)."""
+    """What the run's pipes said, and when one that counts as progress last said something."""
 
     def __init__(self) -> None:
         self.last, self.said = time.monotonic(), {}
 
     def drain(self, name: str, fd: int, counts: bool, scratch: Path) -> None:
-        """Read a pipe into memory, and into scratch/NAME.jsonl for a person to watch."""
+        """A pipe into memory, and into scratch/NAME.jsonl for a person to watch."""
         kept = self.said.setdefault(name, bytearray())
         with (
             os.fdopen(fd, "rb", buffering=0) as source,

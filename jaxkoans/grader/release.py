@@ -1,6 +1,6 @@
-"""`progress.py release DIR [--grader]`: the course a student gets, or the course a grader runs
-against, both without any answer (instructors; docs/grading.md), and a copy's harness files
-against the course's, digested in their released form (a copy of a release is no change).
+"""`progress.py release DIR [--grader]`: the course a student gets, or the one grade runs
+against, both without any answer (docs/grading.md); and a copy's harness files digested in their
+released form (a copy of a release is no change).
 """
 
 from __future__ import annotations

@@ -74,9 +74,6 @@ def to_json_text(document: dict) -> str:
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
-# ---- Markdown -----------------------------------------------------------------------------------
-
-
 def headline(message: str) -> str:
     """The line of a koan's message that says the most: pytest's `E` lines, else the `>` line
     (a blank or a TODO), else the first."""
@@ -164,8 +161,6 @@ def markdown(document: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- GitHub Classroom ------------------------------------------------------------------------
-
 CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
 
 
@@ -188,21 +183,18 @@ def classroom(document: dict, points: int = 1) -> dict:
     return fit_payload(payload)
 
 
-# Past this many base64 characters the messages get shorter, then go, then the per-test file,
-# time and max_score, then the `koans/` of the names: this course's koans, all failing, need
-# about 99 KB in that last form (docs/grading.md measures it); 8,174 are left to the limit.
+# base64 characters; this course's koans, all failing, need about 99 KB barest (docs/grading.md)
 PAYLOAD_BUDGET = 120 << 10
 MESSAGE_CAPS = (300, 120, 48, 0)
 
 
-class PayloadTooLarge(ValueError):
-    """Even the barest payload (names, statuses, scores) is over the budget."""
+class PayloadTooLarge(ValueError):  # even the barest payload is over the budget
+    pass
 
 
 def fit_payload(payload: dict, budget: int = PAYLOAD_BUDGET) -> dict:
-    """`payload` cut until its base64 text fits `budget`: each test's message shorter, then
-    gone; then every test's file, time and max_score (the reporter reads only the payload's);
-    then the names' leading `koans/`. Scores, statuses and their order never change."""
+    """`payload` cut until it fits `budget`: messages shorter, then gone; then each test's file,
+    time and max_score; then the names' `koans/`. Scores, statuses and order never change."""
     for cap in MESSAGE_CAPS:
         if len(classroom_text(payload)) <= budget:
             return payload
@@ -230,9 +222,6 @@ def classroom_text(payload: dict) -> str:
     """The payload as the runner's `result` output holds it: base64 of the JSON, one line."""
     raw = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return base64.b64encode(raw).decode("ascii") + "\n"
-
-
-# ---- text and CSV ---------------------------------------------------------------------------------
 
 
 def summary(document: dict) -> str:
@@ -290,9 +279,6 @@ def csv_text(rows: list[list]) -> str:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows)
     return out.getvalue()
-
-
-# ---- writing ------------------------------------------------------------------------------------
 
 
 def write_all(outputs: dict[str, str]) -> None:

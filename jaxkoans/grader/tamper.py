@@ -1,11 +1,6 @@
-"""What grade takes from a student's koan file, and what it tells the instructor about the rest.
-
-The *graded file* is the pristine file with the student's blanks, TODO bodies and fix regions put
-in (`fills.take`): nothing else the student wrote runs, and each edit grade ignores is a note.
-Notes (ignored edits, deleted or added tests, harness files, unusual code) never cost a point.
-Findings need evidence and score the koans they name zero: a fill that repeats its assert, a
-computation where a prediction is asked, a fill that reads the test, a construct no koan needs
-that changes the run from inside (`fill_audit.forbidden`); the run adds its own (`run_guard.py`).
+"""What grade takes from a student's koan file: the *graded file*, the pristine file with the
+student's fills (`fills.take`); each edit grade ignores is a note. Notes never cost a point;
+findings need evidence and score the koans they name zero (docs/grading.md).
 """
 
 from __future__ import annotations
@@ -27,9 +22,7 @@ MAX_FILE_BYTES = 4 << 20  # a koan file is ~10 KB; long notes in it (290 KB seen
 
 
 @dataclass(frozen=True)
-class Finding:
-    """Something about a student's copy: evidence (a finding) or a note for a human reader."""
-
+class Finding:  # evidence (a finding) or a note for a human reader
     kind: str
     file: str  # relative to the course's root
     line: int | None  # in the student's file
@@ -80,8 +73,7 @@ def read_text(path: Path) -> tuple[str | None, str]:
     return text.replace("\r\n", "\n").replace("\r", "\n"), ""
 
 
-def parse_problem(text: str) -> str:
-    """Why `text` is not Python, or ""."""
+def parse_problem(text: str) -> str:  # why `text` is not Python, or ""
     error = koan_model.parse(text).error
     if isinstance(error, SyntaxError):
         return f"无法解析 / does not parse: line {error.lineno}: {error.msg}"
@@ -115,12 +107,9 @@ def check_file(
     for name in (n for n in names if n in check.missing):
         message = f"删除或改名的 koan / deleted or renamed koan: {name}"
         check.notes.append(Finding("missing_test", rel, None, (name,), message))
-    for name, (start, _) in s_spans.items():
-        if name not in names:
-            message = (
-                f"课程里没有的测试（不运行） / a test the course does not have (not run): {name}"
-            )
-            check.notes.append(Finding("added_test", rel, start, (), message))
+    for name, (start, _) in ((n, span) for n, span in s_spans.items() if n not in names):
+        message = f"课程里没有的测试（不运行） / a test the course does not have (not run): {name}"
+        check.notes.append(Finding("added_test", rel, start, (), message))
     ignored = _not_reformatting(taken.ignored, p_text, student_text)
     check.notes += _ignored_notes(rel, names, ignored, check.missing)
     parents, modules = parents_of(taken.tree), _imported(ast.parse(p_text))
@@ -349,7 +338,7 @@ class _Trusted:
 
     def __init__(self, kinds: dict[tuple[int, int], str], graded: ast.Module) -> None:
         self.kinds = kinds
-        self.modules = predictions.imported_names(graded)
+        self.modules = predictions.imports_in(graded)
 
     def same(self, p: ast.AST | None, g: ast.AST | None) -> bool:
         if p is None or g is None:

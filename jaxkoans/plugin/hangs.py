@@ -1,10 +1,6 @@
-"""The last resort against a koan stuck inside compiled code, never fired under a debugger.
-
-pytest-timeout cannot interrupt a `lax.while_loop` running inside XLA. Its timer hooks arm this
-watchdog with its limit: a grace period later the watchdog says why and ends the process (under
-xdist the worker is replaced and the other koans run). `breakpoint()`, `--pdb` and
-`jax.debug.breakpoint()` (through `debug_breakpoint`, which gets the terminal) disarm it.
-"""
+"""The last resort against a koan stuck inside compiled code (pytest-timeout cannot interrupt a
+`lax.while_loop` inside XLA): armed by pytest-timeout's timer hooks, a grace period after its limit
+it says why and ends the process (xdist replaces the worker). A debugger disarms it."""
 
 from __future__ import annotations
 
@@ -60,15 +56,6 @@ def compiling(thread_id: int | None) -> bool:
     return False
 
 
-def _debugger_attached() -> bool:
-    """pytest-timeout's own test: pytest's pdb was entered, or a debugger traces the code."""
-    try:
-        from pytest_timeout import is_debugging
-    except ImportError:
-        return False
-    return bool(is_debugging())
-
-
 class HangGuard:
     """A pytest plugin object: pytest-timeout's `pytest_timeout_set_timer` arms it for an item,
     `pytest_timeout_cancel_timer` disarms it; entering a debugger disarms it for good."""
@@ -83,16 +70,12 @@ class HangGuard:
     def pytest_timeout_set_timer(self, item: pytest.Item, settings) -> None:
         self.pytest_timeout_cancel_timer(item)
         limit = float(settings.timeout or 0)
-        if limit <= 0 or self.debugging:
-            return None
-        detect = not getattr(settings, "disable_debugger_detection", False)
-        self._arm(item, limit + GRACE_S, limit, detect, threading.get_ident(), limit + GRACE_S)
-        return None  # pytest-timeout sets its own timer as well
+        if limit > 0 and not self.debugging:  # pytest-timeout sets its own timer as well
+            detect = not getattr(settings, "disable_debugger_detection", False)
+            self._arm(item, limit + GRACE_S, limit, detect, threading.get_ident(), limit + GRACE_S)
 
-    def _arm(
-        self, item, after: float, limit: float, detect: bool, thread_id: int, at: float
-    ) -> None:
-        timer = threading.Timer(after, self._expire, args=(item, limit, detect, thread_id, at))
+    def _arm(self, item, after: float, limit: float, detect: bool, thread: int, at: float) -> None:
+        timer = threading.Timer(after, self._expire, args=(item, limit, detect, thread, at))
         timer.daemon = True
         self._timers[item.nodeid] = timer
         timer.start()
@@ -102,17 +85,13 @@ class HangGuard:
         timer = self._timers.pop(item.nodeid, None)
         if timer is not None:
             timer.cancel()
-        return None
-
-    @pytest.hookimpl
-    def pytest_enter_pdb(self) -> None:
-        self.disarm_for_debugging()
 
     @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.nodeid = nodeid
 
-    def disarm_for_debugging(self) -> None:
+    @pytest.hookimpl
+    def pytest_enter_pdb(self) -> None:
         self.debugging = True
         for timer in self._timers.values():
             timer.cancel()
@@ -123,10 +102,10 @@ class HangGuard:
     ) -> None:
         """`at`: seconds since the koan started. A koan still compiling is looked at again
         later, up to COMPILE_PATIENCE limits: slow, not stuck; past that it is stuck too."""
-        if self.debugging or (detect and _debugger_attached()):
-            return
-        if item.nodeid not in self._timers:
-            return  # the koan ended meanwhile
+        from pytest_timeout import is_debugging  # pytest's pdb entered, or a tracing debugger
+
+        if self.debugging or (detect and is_debugging()) or item.nodeid not in self._timers:
+            return  # or the koan ended meanwhile
         still = compiling(thread_id)
         if still and at < limit * COMPILE_PATIENCE:
             self._arm(item, GRACE_S, limit, detect, thread_id, at + GRACE_S)
@@ -151,7 +130,7 @@ def debug_breakpoint(watchdog: HangGuard):
 
     def run(frames, thread_id, **kwargs) -> None:
         config = watchdog.config
-        watchdog.disarm_for_debugging()
+        watchdog.pytest_enter_pdb()
         config.hook.pytest_enter_pdb(config=config, pdb=None)  # pytest-timeout stands down too
         capture = config.pluginmanager.getplugin("capturemanager")
         if capture is not None:

@@ -1,15 +1,9 @@
-"""What an untraced TODO returns is of a type the libraries or the course define, checked as
-it returns, before any assert of the koan sees it.
-
-A TODO whose contract says `traced = false` (chapter.toml) is judged by its result alone, and
-a result is only as honest as its type: a `float` subclass whose `__sub__` returns 0.0 passes
-`abs(result - measured) < 1e-12`. So each value such a TODO returns (through
-`sys.monitoring`'s PY_RETURN on its code object, whoever calls it) is walked, into tuples,
-lists, sets, dicts, namedtuples, dataclasses and namespaces: every type met must be one a
-library defines (builtins, NumPy, JAX: `float`, `jax.Array`, `PartitionSpec`, …), found
-under its own name in its own module, or a class of the course's file as shipped. A type the
-learner's code defines (a subclass, a class built by `type()`, one that names itself after
-another) fails the koan there, and grade reads it as evidence.
+"""What an untraced TODO (`traced = false`: judged by its result alone) returns is of a type a
+library or the course defines, checked as it returns (`sys.monitoring`'s PY_RETURN), before any
+assert sees it: a `float` subclass whose `__sub__` returns 0.0 passes `abs(result - x) < 1e-12`.
+The value is walked into containers, dataclasses and namespaces; every type met must be found
+under its own name in its own module outside the koan files, or be a class of the file as
+shipped. A type the learner's code defines fails the koan, and grade reads it as evidence.
 """
 
 from __future__ import annotations
@@ -19,6 +13,9 @@ import contextlib
 import dataclasses
 import sys
 import types
+
+from jaxkoans.course import koan_model
+from jaxkoans.plugin.contracts import contracted
 
 TOOL = 5  # sys.monitoring: 3 is the grade guard's, 4 contracts'; 5 (optimizer) is unused here
 LIMIT = 10_000  # values walked per result
@@ -75,31 +72,16 @@ def foreign(value, own: set[type]) -> str | None:
     return None
 
 
-def _untraced(chapter, filename: str) -> list[str]:
-    return [
-        key.partition("::")[2]
-        for key, contract in chapter.contracts.items()
-        if key.partition("::")[0] == filename and not contract.get("traced", True)
-    ]
-
-
 def _shipped_classes(module, shipped: str | None) -> set[type]:
     """The koan module's classes that the file as shipped defines outside its fix regions."""
-    from jaxkoans.course import koan_model
-
-    if not shipped:
-        return set()
-    try:
-        tree = ast.parse(shipped)
-    except (SyntaxError, ValueError):
-        return set()
-    regions = koan_model.parse(shipped).regions
-    names = {
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.ClassDef) and not any(b <= node.lineno <= e for b, e in regions)
+    model = koan_model.parse(shipped or "")
+    return {
+        value
+        for name, node in model.top_level.items()
+        if isinstance(node, ast.ClassDef)
+        and not any(b <= node.lineno <= e for b, e in model.regions)
+        and isinstance(value := vars(module).get(name), type)
     }
-    return {v for n in names if isinstance(v := vars(module).get(n), type)}
 
 
 @contextlib.contextmanager
@@ -107,7 +89,7 @@ def checking(item, chapter, filename: str, shipped: str | None):
     """While the block runs, each return of `item`'s module's untraced TODOs is checked."""
     module = getattr(item, "module", None)
     codes = {}
-    for name in _untraced(chapter, filename) if module is not None else ():
+    for name in contracted(chapter, filename, traced=False) if module is not None else ():
         function = inspect_unwrap(getattr(module, name, None))
         if isinstance(function, types.FunctionType):
             codes[function.__code__] = name
@@ -118,14 +100,10 @@ def checking(item, chapter, filename: str, shipped: str | None):
     monitoring = sys.monitoring
 
     def on_return(code, offset, value):
-        name = codes.get(code)
-        if name is None:
-            return None
-        what = foreign(value, own)
+        what = foreign(value, own) if code in codes else None
         if what:
-            found.append((name, what))
-            raise ForeignResult(name, what)
-        return None
+            found.append((codes[code], what))
+            raise ForeignResult(codes[code], what)
 
     if monitoring.get_tool(TOOL) is None:
         monitoring.use_tool_id(TOOL, "jaxkoans result types")
@@ -139,9 +117,7 @@ def checking(item, chapter, filename: str, shipped: str | None):
             monitoring.set_local_events(TOOL, code, 0)
         monitoring.register_callback(TOOL, monitoring.events.PY_RETURN, None)
         if found:
-            what = [
-                f"{name} returned {kind}: a type the learner's code defines" for name, kind in found
-            ]
+            what = [f"{name} returned {kind}: a type the learner's code defines" for name, kind in found]  # fmt: skip
             item.user_properties.append(("grade_violation", what[:5]))
             if sys.exc_info()[0] is None or not isinstance(sys.exc_info()[1], ForeignResult):
                 raise ForeignResult(*found[0])

@@ -1,11 +1,7 @@
 """JAX as the course needs it: the CPU platform, enough devices, float64 per chapter, and every
-process-wide flag at the value the answers were run with.
-
-The harness owns these settings. Values a learner's environment sets for them (JAX_PLATFORMS,
-JAX_NUM_CPU_DEVICES, a device count in XLA_FLAGS, JAX_DEBUG_NANS and the other flags of
-COURSE_FLAGS) are overridden and named in pytest's header, so they can never change a result.
-What a koan changes with `jax.config.update` is put back after it (`snapshot` / `restore`), so
-one koan's `jax_debug_nans` cannot fail the next.
+process-wide flag at the value the answers were run with. The learner's environment cannot change
+these (what it sets is overridden and named in pytest's header); what a koan changes with
+`jax.config.update` is put back after it, so one koan's `jax_debug_nans` cannot fail the next.
 """
 
 from __future__ import annotations
@@ -94,12 +90,7 @@ def configure(devices: int) -> None:
         ) from error
     for flag, value in COURSE_FLAGS.items():
         jax.config.update(flag, value)
-    fast_compile()
-
-
-def fast_compile() -> None:
-    """FAST_COMPILE ahead of the learner's XLA_FLAGS, before XLA reads them (its first backend)."""
-    theirs = os.environ.get("XLA_FLAGS", "")
+    theirs = os.environ.get("XLA_FLAGS", "")  # before XLA reads them (its first backend)
     if FAST_COMPILE not in theirs.split():
         os.environ["XLA_FLAGS"] = f"{FAST_COMPILE} {theirs}".strip()
 
@@ -118,18 +109,14 @@ def restore(saved: dict[str, object]) -> list[str]:
     changed = []
     for name, value in jax.config.values.items():
         before = saved.get(name, value)
-        if name in STARTUP_ONLY or before is value or _equal(before, value):
-            continue
-        jax.config.update(name, before)
-        changed.append(name)
+        try:
+            equal = before is value or bool(before == value)
+        except Exception:  # an object whose == is elementwise or raises: treat as changed
+            equal = False
+        if name not in STARTUP_ONLY and not equal:
+            jax.config.update(name, before)
+            changed.append(name)
     return changed
-
-
-def _equal(a: object, b: object) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # an object whose == is elementwise or raises: treat as changed
-        return False
 
 
 def require_devices(needed: int) -> None:

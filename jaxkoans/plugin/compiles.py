@@ -1,14 +1,8 @@
-"""One compile per program while a TODO is judged: the judge's runs share executables.
-
-Judging a TODO runs it again several times (fresh cases, liveness's observed and perturbed runs,
-trips' counted steps), and each of those runs under a fresh trace context (plugin/liveness.py)
-or on new shapes, so JAX's own caches miss and every op a TODO runs eagerly is compiled again,
-though most of those programs are ones already compiled. While `shared()` is active, a compile
-whose program is one compiled before in it, byte for byte, returns that executable: the key is
-JAX's own persistent-cache key (the module, jaxlib, backend, XLA flags, compile options and
-devices) and the devices it loads on. A program with host callbacks (liveness's observers,
-trips' counter) always compiles anew, as JAX's persistent cache does: its callbacks are its own.
-The koans' own compiles never pass here, so what a koan observes of compilation is unchanged.
+"""One compile per program while a TODO is judged: the judge's runs (fresh cases, liveness, trips)
+trace anew, so JAX's caches miss. While `shared()` is active, a program compiled before in it,
+byte for byte (JAX's persistent-cache key and the devices it loads on), returns that executable;
+one with host callbacks compiles anew, as in JAX's persistent cache. The koans' own compiles never
+pass here: what a koan observes of compilation is unchanged.
 """
 
 from __future__ import annotations

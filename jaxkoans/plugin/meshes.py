@@ -1,12 +1,9 @@
-"""A fresh case for a TODO that runs inside shard_map: the same call on a smaller mesh.
-
-Inside shard_map a TODO sees one device's block, and the mesh the test built: a ring of 8
-written in, a chunk count or a table of the test's device count is right on that mesh only.
-`placed` keeps what a call there was (its blocks' shapes, dtypes and the manual axes each
-varies along; the axes' sizes); `run` builds a mesh with every axis of even size halved (the
-same names, the first devices), draws global inputs whose blocks have the recorded shapes (a
-value that varies along axes is split along its first axis over them, an invariant one is
-replicated), runs the TODO under shard_map there and fingerprints every device's outputs.
+"""A fresh case for a TODO that runs inside shard_map: the same call on a smaller mesh (a ring of 8
+written in, or a table of the test's device count, is right on the test's mesh only). `placed`
+keeps what a call was (its blocks and the manual axes each varies along); `run` halves every axis
+of even size, draws global inputs whose blocks have the recorded shapes (split along their first
+axis over the axes they vary along, else replicated), runs the TODO there and fingerprints every
+device's outputs.
 """
 
 from __future__ import annotations
@@ -59,39 +56,37 @@ def smaller(sizes: tuple) -> dict[str, int]:
 def run(function, call: Placed, seed: int) -> list[list[float]]:
     """The fingerprint of `function` run under shard_map on the smaller mesh."""
     import jax
-
-    with jax.enable_x64(call.x64):
-        return _run(function, call, seed)
-
-
-def _run(function, call: Placed, seed: int) -> list[list[float]]:
-    import jax
     import numpy as np
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    sizes = smaller(call.sizes)
-    count = math.prod(sizes.values())
-    mesh = jax.make_mesh(tuple(sizes.values()), tuple(sizes), devices=jax.devices()[:count])
-    arrays = [i for i, leaf in enumerate(call.leaves) if isinstance(leaf, jax.ShapeDtypeStruct)]
-    specs, shapes = [], []
-    for i in arrays:
-        block, axes = call.leaves[i], call.varying[i]
-        times = math.prod(sizes[a] for a in axes)
-        shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
-                      if axes else block)  # fmt: skip
-        specs.append(P(axes) if axes else P())
-    values = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
-    values = [jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(values, specs, strict=True)]
+    with jax.enable_x64(call.x64):
+        sizes = smaller(call.sizes)
+        count = math.prod(sizes.values())
+        mesh = jax.make_mesh(tuple(sizes.values()), tuple(sizes), devices=jax.devices()[:count])
+        arrays = [i for i, leaf in enumerate(call.leaves) if isinstance(leaf, jax.ShapeDtypeStruct)]
+        specs, shapes = [], []
+        for i in arrays:
+            block, axes = call.leaves[i], call.varying[i]
+            times = math.prod(sizes[a] for a in axes)
+            shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
+                          if axes else block)  # fmt: skip
+            specs.append(P(axes) if axes else P())
+        values = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
+        values = [
+            jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(values, specs, strict=True)
+        ]
 
-    def body(*blocks):
-        leaves = list(call.leaves)
-        for i, block in zip(arrays, blocks, strict=True):
-            leaves[i] = block
-        args, kwargs = jax.tree.unflatten(call.tree, leaves)
-        return jax.tree.map(lambda out: out[None], function(*args, **kwargs))
+        def body(*blocks):
+            leaves = list(call.leaves)
+            for i, block in zip(arrays, blocks, strict=True):
+                leaves[i] = block
+            args, kwargs = jax.tree.unflatten(call.tree, leaves)
+            return jax.tree.map(lambda out: out[None], function(*args, **kwargs))
 
-    every = P(tuple(sizes))  # each device's outputs along a new first axis
-    mapped = jax.shard_map(body, mesh=mesh, in_specs=tuple(specs), out_specs=every, check_vma=False)
-    outputs = jax.block_until_ready(jax.jit(mapped)(*values))
-    return fresh.fingerprint(jax.tree.map(np.asarray, outputs), seed)
+        every = P(tuple(sizes))  # each device's outputs along a new first axis
+        mapped = jax.shard_map(
+            body, mesh=mesh, in_specs=tuple(specs), out_specs=every, check_vma=False
+        )
+        outputs = jax.block_until_ready(jax.jit(mapped)(*values))
+        return fresh.fingerprint(jax.tree.map(np.asarray, outputs), seed)

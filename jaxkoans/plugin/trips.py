@@ -1,11 +1,6 @@
-"""How many steps a TODO's data-dependent loops take when it runs: the serial work a program's
-text cannot show.
-
-The program reader counts a `while` whose trip count depends on the data once (it cannot know
-more). Run, each step of such a loop calls back to the host, so a loop that stops when its test
-holds and one that always runs to its last step differ here though their programs read the same.
-The run re-traces the TODO under a fresh `jax.make_user_context` value, so no trace cached
-before (a nested jit) escapes the count.
+"""How many steps a TODO's data-dependent loops take when it runs, which its program's text cannot
+show (a loop that stops early and one that runs to its last step read the same): each step calls
+back to the host. The run traces anew, so no trace cached before (a nested jit) escapes the count.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""The boundary a koan's checks run behind, while the learner's code runs.
-
-State by value: before any koan file is imported, the watched packages (numpy, JAX, pytest, the
-harness, builtins …) are fingerprinted: namespaces, classes, and each function's `__code__`,
-defaults, callables in its `__dict__` and closure cells (`marshal` can change a function and keep
-its identity). The state is compared at each check the koan calls once a learner's code ran
-(`sys.monitoring`), and after each phase; a difference fails the koan, named, and is put back.
-Refusals by kind: an audit hook refuses the routes to frames and code objects (`sys._getframe`,
-`gi_frame`, `code.__new__`, `marshal.loads`, `gc.get_referrers`, ctypes, a koan file opened …)
-taken from a learner's line, less what the TODO's contract allows. grade reads both as evidence
-(`grade_patched`, `grade_violation`): the koan is tampered.
+"""The boundary a koan's checks run behind, while the learner's code runs. State by value: the
+watched packages' namespaces, classes and functions (code, defaults, closures), fingerprinted
+before any koan file is imported, are compared at each check the koan calls once a learner's code
+ran, and after each phase; a difference fails the koan, named, and is put back. Refusals by kind:
+an audit hook refuses the routes to frames and code objects taken from a learner's line, less
+what the TODO's contract allows. grade reads both as evidence: the koan is tampered.
 """
 
 from __future__ import annotations
@@ -225,29 +220,6 @@ class Fingerprint:
         return found
 
 
-class KoanModule:
-    """The koan's own module per phase: a name bound to another object, or a new name hiding a
-    builtin (`global np`, `fn.__globals__.update(...)`)."""
-
-    def __init__(self, module) -> None:
-        self.namespace = vars(module) if module is not None else {}
-        self.saved = dict(self.namespace)
-
-    def restore(self, excused: set[str]) -> list[str]:
-        found, current = [], self.namespace
-        label = current.get("__name__", "the koan's module")
-        for key, value in self.saved.items():
-            if key in IGNORED or key in excused or current.get(key, _MISSING) is value:
-                continue
-            found.append(f"{label}.{key}")
-            current[key] = value
-        for key in sorted(set(current) - set(self.saved) - excused):
-            if key in vars(builtins):
-                found.append(f"{label}.{key} (hides the builtin)")
-                del current[key]
-        return found
-
-
 def monkeypatched(item) -> set[tuple[int, str]]:
     """(id of a namespace or class, name) for each name the koan's own `monkeypatch` fixture
     set and has not yet undone (its teardown does): the koan's, not the learner's."""
@@ -294,10 +266,9 @@ def install(
     learner_at: Callable[[object, int], str | None], touched: list | None = None
 ) -> tuple[Callable, Callable]:
     """Add the audit hook; (arm, drain): `arm(nodeid or None)` starts or stops a koan's watch,
-    `drain()` returns and forgets what it refused. `learner_at(code, offset)`: None where that
-    instruction is not the learner's, else the categories it is allowed ("" for none). `touched`
-    gets each object whose `__code__` or defaults are set, from anywhere (CPython raises the
-    event in those setters, the only way to change them)."""
+    `drain()` returns and forgets what it refused. `learner_at(code, offset)`: the categories
+    allowed where that instruction is the learner's, else None. `touched` gets each object whose
+    `__code__` or defaults are set, from anywhere (CPython's setters raise the event)."""
     state: dict = {"koan": None, "busy": False, "found": []}
     getframe, stdlib = sys._getframe, os.path.dirname(os.__file__) + os.sep
     packages = tuple({os.path.join(p, "") for p in (*site.getsitepackages(), site.getusersitepackages(),
@@ -370,7 +341,7 @@ class Watch:
         self.touched: list = []  # functions whose code or defaults were set (the audit hook)
         self.written: dict = {}  # code object -> whether it holds the learner's code
         self.arm, self.drain = install(self.learner_at, self.touched)
-        self.module: KoanModule | None = None
+        self.module: tuple[dict, dict] | None = None  # the koan's namespace, and as setup left it
         self.item = None  # the koan whose call is watched
         self.known = len(sys.modules)
         self.code, self.busy, self.at_checks = None, False, []
@@ -400,7 +371,6 @@ class Watch:
         return self.written[code]
 
     def start(self, item) -> None:
-        """A koan begins: modules imported since join the fingerprint, the audit hook watches."""
         self.catch_up()
         self.module = None
         self.arm(item.nodeid)
@@ -415,9 +385,9 @@ class Watch:
             self.known = len(sys.modules)
 
     def watch_module(self, item) -> None:
-        """Before the koan's call: its module as its setup left it (a fix region run), and
-        the calls its own code makes."""
-        self.module, self.item = KoanModule(getattr(item, "module", None)), item
+        """Before the koan's call: its module as its setup left it, and the calls its code makes."""
+        namespace = vars(item.module) if getattr(item, "module", None) is not None else {}
+        self.module, self.item = (namespace, dict(namespace)), item
         self.code = getattr(getattr(item, "function", None), "__code__", None)
         self.at_checks, self.dirty = [], True
         monitoring = sys.monitoring
@@ -454,15 +424,12 @@ class Watch:
         return found
 
     def on_start(self, code, offset: int):
-        """A learner's code started: the next check compares (then it is watched again)."""
-        self.dirty = True
+        self.dirty = True  # a learner's code started: the next check compares
         return sys.monitoring.DISABLE
 
     def on_call(self, code, offset: int, target, arg0) -> None:
-        """A call the koan's own code makes: where it calls a check (an assert of numpy.testing,
-        pytest.approx, allclose), code the learner wrote, or from a learner's line (a blank),
-        everything its checks call must be as fingerprinted, so a change put back before the
-        phase ends is seen too."""
+        """A call of the koan's own code: where it calls a check (numpy.testing, pytest.approx …),
+        code the learner wrote, or from a blank, all its checks call must be as fingerprinted."""
         if code is not self.code or self.busy:
             return
         checked = id(target) in self.checks or self.learner_at(code, offset) is not None
@@ -511,8 +478,8 @@ class Watch:
         changed = self.stop_calls() if when == "call" else []
         excused = set() if when == "teardown" else monkeypatched(item)
         if self.module is not None:
-            own = id(self.module.namespace)
-            changed += self.module.restore({name for where, name in excused if where == own})
+            own = {name for where, name in excused if where == id(self.module[0])}
+            changed += _restore_module(*self.module, own)
         if when != "setup" and not unchanged:
             self.arm(None)
             try:
@@ -521,6 +488,21 @@ class Watch:
             finally:
                 self.arm(None if when == "teardown" else item.nodeid)
         return changed[:20], self.drain()
+
+
+def _restore_module(current: dict, saved: dict, excused: set[str]) -> list[str]:
+    """The koan's own module: a name bound to another object, or a new name hiding a builtin
+    (`global np`, `fn.__globals__.update(...)`), each put back."""
+    found, label = [], current.get("__name__", "the koan's module")
+    for key, value in saved.items():
+        if key not in IGNORED and key not in excused and current.get(key, _MISSING) is not value:
+            found.append(f"{label}.{key}")
+            current[key] = value
+    for key in sorted(set(current) - set(saved) - excused):
+        if key in vars(builtins):
+            found.append(f"{label}.{key} (hides the builtin)")
+            del current[key]
+    return found
 
 
 def learner_lines_of(checkout) -> Callable[[str], tuple | None]:

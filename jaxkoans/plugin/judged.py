@@ -1,11 +1,7 @@
 """What a TODO is judged by, in words: shown where a TODO is not yet written or breaks its contract.
 
-A TODO's contract (koans/NN/chapter.toml) and its answer's cost profile (koans/NN/costs.json)
-decide what binds when the plugin judges it (plugin/contracts.py): its results on inputs the
-test never showed, its costs against the answer's, its technique carrying the result, a fresh
-reference. `sentence` says that in two lines, `评判：…。` and `Judged: ….`, without naming a
-primitive; the report (plugin/report.py) prints them under the TODO's failure, from the same
-contract and profile the judge holds it to, so they cannot go stale. No JAX is imported.
+Two lines, `评判：…。` and `Judged: ….`, naming no primitive, said from the same contract
+(chapter.toml) and answer's profile (costs.json) the judge (plugin/contracts.py) holds it to.
 """
 
 from __future__ import annotations
@@ -29,17 +25,13 @@ def sentence(
     solution: frozenset = frozenset(),
 ) -> tuple[str, str]:
     """(Chinese line, English line) saying what binds for a TODO with `contract` and its
-    answer's `profiles` ({signature key: profile}, costs.profiles_for): the results on moved and
-    grown inputs and the loop steps where the profile holds such runs, the cost dimensions the
-    contract does not free, the technique carrying the result, the `fresh` reference; for a
-    `traced = false` contract, its `why`, clause by clause, keeping only the clauses that name
-    nothing in code and no name of the `solution` (the answer's body) that `docstring` does not
-    already name: the lines give away nothing the TODO's own text does not."""
+    answer's `profiles` ({signature key: profile}, costs.profiles_for). For a `traced = false`
+    contract, the clauses of its `why` that name nothing in code and no name of the `solution`
+    (the answer's body) that `docstring` does not: nothing the TODO's own text does not give."""
     runs = list((profiles or {}).values())
-    if contract.get("traced", True) is False:
-        replayed = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
-        return _untraced(contract.get("why", ""), docstring, solution, replayed)
     moved = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
+    if contract.get("traced", True) is False:
+        return _untraced(contract.get("why", ""), docstring, solution, moved)
     grown = any(isinstance((v or {}).get("print"), list)
                 for p in runs for v in (p.get("grown") or {}).values())  # fmt: skip
     counts = any(v for p in runs for v in (p.get("ints") or {}).values())
@@ -154,22 +146,15 @@ def solution_names(checkout, koan_file: Path, name: str) -> frozenset:
 
     answer = checkout.answer_of(koan_file)
     tree = koan_model.read(answer).tree if answer.is_file() else None
+    defs, named = ast.FunctionDef | ast.AsyncFunctionDef, []
+    if tree is not None:  # at the top level, else at any depth; the last definition counts
+        named = [n for n in tree.body if isinstance(n, defs) and n.name == name]
+        named = named or [n for n in ast.walk(tree) if isinstance(n, defs) and n.name == name]
     found = set()
-    for node in _functions(tree, {name}).values():
+    for node in named[-1:]:
         for sub in ast.walk(ast.Module(body=node.body[1:], type_ignores=[])):
             if isinstance(sub, ast.Name):
                 found.add(sub.id)
             elif isinstance(sub, ast.Attribute):
                 found.add(sub.attr)
     return frozenset(found)
-
-
-def _functions(tree: ast.Module | None, names: set[str]) -> dict[str, ast.AST]:
-    """The functions of `tree` named `names`: at its top level, else at any depth."""
-    if tree is None:
-        return {}
-    defs = ast.FunctionDef | ast.AsyncFunctionDef
-    found = {n.name: n for n in tree.body if isinstance(n, defs) and n.name in names}
-    if len(found) < len(names):
-        found |= {n.name: n for n in ast.walk(tree) if isinstance(n, defs) and n.name in names}
-    return found

@@ -132,25 +132,20 @@ def _mentions(checkout: Course, test_file: Path, word: str) -> bool:
     return False
 
 
-def shipped_koans(checkout: Course, test_file: Path) -> list[tuple[str, int, str]]:
-    """The koans a koan file has as shipped: from its answer, else (a student release has no
-    answers/) from the course as shipped in koans/.shipped.json."""
-    answer = checkout.answer_of(test_file)
-    if answer.is_file():
-        return listed_koans(answer)
-    shipped = checkout.shipped_text(checkout.relative(test_file).as_posix())
-    return listed_koans(test_file, shipped[1]) if shipped else []
-
-
 def missing_koans(
     checkout: Course, chapter: course.Chapter, test_file: Path, present: set[str] = frozenset()
 ) -> list[Koan]:
-    """The shipped koans the learner's file lost (all of them: the file was deleted): they
-    count, as failing, until `progress.py reset` brings them back."""
+    """The shipped koans (from the answer, else koans/.shipped.json in a student release) the
+    learner's file lost (all: the file was deleted); failing until `progress.py reset`."""
     relative = test_file.relative_to(checkout.root)
     note = DELETED if test_file.is_file() else FILE_DELETED
+    answer, shipped = checkout.answer_of(test_file), checkout.shipped_text(relative.as_posix())
+    if answer.is_file():
+        listed = listed_koans(answer)
+    else:
+        listed = listed_koans(test_file, shipped[1]) if shipped else []
     koans = []
-    for name, _, doc in shipped_koans(checkout, test_file):
+    for name, _, doc in listed:
         if name not in present:
             lost = KoanResult(f"{relative.as_posix()}::{name}", KoanState.MISSING, note=note)
             koans.append(Koan(chapter, relative, name, 1, doc, lost))
@@ -158,12 +153,10 @@ def missing_koans(
 
 
 def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
-    """status's child run: quiet, every file collected, always through xdist (a worker that
-    crashes or is stopped by the watchdog is replaced, and the other koans still run)."""
-    return runner.pytest_command(
-        targets, record=record, workers=workers,
-        options=("-q", "--tb=no", "--continue-on-collection-errors"),
-    )  # fmt: skip
+    """status's run: quiet, every file collected, always through xdist (a worker that crashes or
+    is stopped by the watchdog is replaced, and the other koans still run)."""
+    options = ("-q", "--tb=no", "--continue-on-collection-errors")
+    return runner.pytest_command(targets, record=record, workers=workers, options=options)
 
 
 def run_koans(
@@ -255,16 +248,25 @@ def measure(
     koans = [k for k in inventoried if only in (None, k.path.as_posix(), k.nodeid)]
     remembered = memory.load(checkout)
     present = [k for k in koans if k.state != KoanState.MISSING]
-    stale = [k for k in present if not (reuse and recalled(remembered, k))]
-    if reuse:
-        stale = [k for k in stale if not as_shipped(checkout, k)]
+    stale = []
+    for koan in present:
+        if reuse and remembered.recall(koan) and koan.state != KoanState.ENVIRONMENT:
+            continue  # remembered (a failed build runs again: the machine may be fixed since)
+        koan.recalled = False
+        if reuse and checkout.is_shipped(koan.path.as_posix()):  # as shipped: not started
+            koan.hold(KoanResult(koan.nodeid, KoanState.NOT_STARTED))
+        else:
+            stale.append(koan)
     problems = remembered.problems_of([k for k in koans if k.recalled])
     problems += [
         f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}"
         for k in koans
         if k.result.note == DELETED
     ]
-    problems += missing_files(checkout, chapters)
+    listed = [checkout.koans / c.number / name for c in chapters for name in c.files]
+    problems += [
+        file_missing(p.relative_to(checkout.root).as_posix()) for p in listed if not p.exists()
+    ]
     files = sorted({k.path.as_posix() for k in stale})
     if files and run:
         workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
@@ -296,33 +298,6 @@ def run_targets(stale: list[Koan], present: list[Koan]) -> list[str]:
         everything = [k for k in present if k.path.as_posix() == path]
         targets += [path] if len(own) == len(everything) else [k.nodeid for k in own]
     return targets
-
-
-def recalled(remembered: memory.Memory, koan: Koan) -> bool:
-    """`koan`'s remembered state, unless it is a failed build (the machine may be fixed since)."""
-    if remembered.recall(koan) and koan.state != KoanState.ENVIRONMENT:
-        return True
-    koan.recalled = False
-    return False
-
-
-def as_shipped(checkout: Course, koan: Koan) -> bool:
-    """A koan of a file identical to the shipped one is not started: no need to run it."""
-    if not checkout.is_shipped(koan.path.as_posix()):
-        return False
-    koan.hold(KoanResult(koan.nodeid, KoanState.NOT_STARTED))
-    return True
-
-
-def missing_files(checkout: Course, chapters: list[course.Chapter]) -> list[str]:
-    """A line for each koan file that chapter.toml lists and the learner's copy lacks."""
-    lines = []
-    for chapter in chapters:
-        for name in chapter.files:
-            path = checkout.koans / chapter.number / name
-            if not path.exists():
-                lines.append(file_missing(path.relative_to(checkout.root).as_posix()))
-    return lines
 
 
 def file_missing(relative: str) -> str:

@@ -33,26 +33,19 @@ def koan_timeout(root: Path) -> float:
         return DEFAULT_KOAN_TIMEOUT_S
 
 
-def pytest_args(
+def pytest_command(
     targets: Iterable[str],
     *,
     record: Path | str | None = None,
     workers: int | None = None,
     options: Iterable[str] = (),
 ) -> list[str]:
-    """pytest's arguments: `targets`, the common options, the record, `workers` xdist workers
-    (None: no -n), then `options`."""
-    args = [*targets, *COMMON]
-    if record is not None:
-        args.append(f"--koans-record={record}")
-    if workers is not None:
-        args += ["-n", str(max(1, workers))]
+    """This interpreter's pytest with the harness's plugin on `targets`, the common options, the
+    record, `workers` xdist workers (None: no -n), then `options`."""
+    args = [sys.executable, "-m", "pytest", *PLUGIN, *targets, *COMMON]
+    args += [f"--koans-record={record}"] if record is not None else []
+    args += ["-n", str(max(1, workers))] if workers is not None else []
     return args + list(options)
-
-
-def pytest_command(targets: Iterable[str], **kwargs) -> list[str]:
-    """This interpreter's pytest with the harness's plugin, and `pytest_args`."""
-    return [sys.executable, "-m", "pytest", *PLUGIN, *pytest_args(targets, **kwargs)]
 
 
 def run_in_group(

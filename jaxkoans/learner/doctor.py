@@ -57,35 +57,27 @@ class Check:
     fix: str = ""  # what to do when it failed
 
 
-def pinned_versions(checkout: Course) -> dict[str, str]:
-    """name -> pinned version of each dependency that applies to this machine (a pin with an
-    environment marker, `; sys_platform == 'linux'`, only where the marker holds)."""
+def _packages(checkout: Course) -> list[Check]:
+    """Each pinned dependency that applies to this machine (a pin with an environment marker,
+    `; sys_platform == 'linux'`, only where the marker holds: pip's rules) against its install."""
     project = tomllib.loads((checkout.root / "pyproject.toml").read_text(encoding="utf-8"))
-    pins = {}
+    found = []
     for dependency in project.get("project", {}).get("dependencies", []):
         requirement, _, marker = dependency.partition(";")
         match = PIN.match(requirement.strip())
-        if match and (not marker.strip() or Marker(marker.strip()).evaluate()):  # pip's rules
-            pins[match.group(1)] = match.group(2).strip()
-    return pins
-
-
-def _python() -> Check:
-    version = sys.version.split()[0]
-    return Check(
-        sys.version_info >= (3, 12),
-        f"Python {version} (需要 / needs ≥ 3.12)",
-        "install Python 3.12 or newer (e.g. `pyenv install 3.12`), then rm -rf .venv && bash setup.sh",
-    )
-
-
-def _package(name: str, wanted: str) -> Check:
-    try:
-        have = importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return Check(False, f"{name} 未安装 / not installed (pin {wanted})", REINSTALL)
-    same = have == wanted
-    return Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
+        if not match or (marker.strip() and not Marker(marker.strip()).evaluate()):
+            continue
+        name, wanted = match.group(1), match.group(2).strip()
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found.append(Check(False, f"{name} 未安装 / not installed (pin {wanted})", REINSTALL))
+            continue
+        same = have == wanted
+        found.append(
+            Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
+        )
+    return found
 
 
 def _probe(checkout: Course, code: str, timeout_s: int) -> subprocess.CompletedProcess | None:
@@ -164,13 +156,13 @@ def _tpu(checkout: Course) -> Check:
 
 def checks(checkout: Course) -> list[Check]:
     """Every requirement of the course at `checkout`, in the order a fix should happen."""
-    found = [_python()]
-    found += [_package(name, wanted) for name, wanted in pinned_versions(checkout).items()]
-    return [*found, _devices(checkout), _compiler(checkout), _tpu(checkout)]
+    # progress.py itself refuses a Python older than 3.12: here it is named only
+    python = Check(True, f"Python {sys.version.split()[0]} (需要 / needs ≥ 3.12)")
+    return [python, *_packages(checkout), _devices(checkout), _compiler(checkout), _tpu(checkout)]
 
 
-def add_arguments(parser) -> None:
-    """`progress.py doctor` has no options."""
+def add_arguments(parser) -> None:  # no options
+    pass
 
 
 def run(args) -> int:

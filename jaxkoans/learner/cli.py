@@ -27,11 +27,6 @@ SUBCOMMANDS = {
 }  # fmt: skip
 
 
-def chosen_command(argv: list[str]) -> str | None:
-    """The subcommand named on the command line (its first word that names one), if any."""
-    return next((word for word in argv if word in SUBCOMMANDS), None)
-
-
 def main(
     argv: list[str] | None = None, description: str = "", checkout: Course | None = None
 ) -> int:
@@ -46,7 +41,7 @@ def main(
     lang = {"choices": ("zh", "en"), "help": "one language (default: both; hints: yours)"}
     parser.add_argument("--lang", **lang)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    chosen = chosen_command(argv)
+    chosen = next((word for word in argv if word in SUBCOMMANDS), None)  # its first word naming one
     module = status
     for name, (path, help_line) in SUBCOMMANDS.items():
         subparser = commands.add_parser(name, help=help_line)

@@ -39,11 +39,6 @@ def mark_ignored_edits(progress: Progress, found: list[outside.Outside]) -> None
             koan.ignored_edits = [f"{outside.where(checkout, e)}: {e.what}" for e in touched]
 
 
-def clean_pass(koan: Koan) -> bool:
-    """Passed, and would pass as grade runs it (no edit grade ignores in its lines)."""
-    return koan.state == KoanState.PASSED and not koan.ignored_edits
-
-
 def counted_as(koan: Koan) -> KoanState:
     """The state a koan is counted under: a crash or a deleted koan is an open attempt (❌)."""
     return KoanState.FAILING if koan.state in results.FAILED_STATES else koan.state
@@ -138,7 +133,9 @@ def show(
 def passed_revealed(progress: Progress, koans: list[Koan]) -> int:
     """How many of `koans` passed after the learner asked to see a hidden value."""
     seen = revealed(progress.checkout.root)
-    return sum(clean_pass(k) and k.nodeid in seen for k in koans)
+    return sum(
+        k.state == KoanState.PASSED and not k.ignored_edits and k.nodeid in seen for k in koans
+    )
 
 
 def koan_dict(k: Koan, seen: set[str]) -> dict:

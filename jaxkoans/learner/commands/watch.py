@@ -257,7 +257,9 @@ class Session:
         as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
         remembered = memory.load(self.checkout)
         others = [k for k in self.koans if k.path == koan.path and k.nodeid != koan.nodeid]
-        others = [k for k in others if self._passed_before(k, remembered)]
+        known = {n: state == PASSED for n, (state, _) in self.known.items()}
+        path = koan.path.as_posix()
+        others = [k for k in others if known.get(k.nodeid, remembered.passed_before(path, k.name))]
         others = [k for k in others if not self._passes(k, remembered)]
         if not others or digest(self.checkout.root / koan.path) is None:  # none, or deleted
             return None
@@ -271,12 +273,6 @@ class Session:
                 self.console.note(f"⚠️ {again}: {label(each)} {say('以前通过', 'passed before')}")
                 first = first or (each, text, outcome)
         return first
-
-    def _passed_before(self, koan: Koan, remembered: memory.Memory) -> bool:
-        known = self.known.get(koan.nodeid)
-        if known is not None:
-            return known[0] == PASSED
-        return remembered.passed_before(koan.path.as_posix(), koan.name)
 
     def uncover(self, koan: Koan) -> Job:
         """Run `koan` showing what a wrong prediction hides, and the answers of its blanks not

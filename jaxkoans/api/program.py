@@ -13,16 +13,10 @@ Compiled HLO is read the same way (`hlo_ops`): instructions reachable from ENTRY
 their operands, descending into the computations a live instruction calls (fusions, `to_apply`,
 `called_computations`, loop bodies), never a count of a substring.
 
-What a program costs (`Program.costs`) is read from the same walk: flops by place (inside Pallas
-kernels, on the host under `compute_on`, outside; opaque calls such as callbacks and FFI counted), bytes each collective kind moves
-per device, the largest live intermediate, serial loop steps, kernel launches and grids. Flops per
-primitive come from `jax.experimental.roofline`'s rules; what they skip, this reader adds: every
-loop body counts times its trip count, a kernel body times its grid, and a `while` whose trip
-count is not a constant is counted once and flagged as data-dependent.
-
-The koans' instruments that read jaxprs (`primitives`, `equations`, `pallas_call_structure`) and
-compiled HLO (`collectives`) live here too, so there is one reader; `jaxkoans.api.probes`
-re-exports them for the koan files.
+What a program costs (`Program.costs`) is read from the same walk, every loop body times its
+trip count and a kernel body times its grid; flops per primitive come from
+`jax.experimental.roofline`'s rules. The koans' instruments that read programs live here too
+(`jaxkoans.api.probes` re-exports them).
 """
 
 from __future__ import annotations
@@ -92,10 +86,6 @@ class Costs:
     equations: int = 0  # the program's size: live equations at every depth (a Python-unrolled
     # loop repeats its body; compile time grows with it)
     collective_calls: int = 0  # collectives run, each a latency whatever its payload
-
-    @property
-    def total_flops(self) -> int:
-        return sum(self.flops.values())
 
     def as_dict(self) -> dict:
         return {

@@ -190,28 +190,6 @@ def on_chip(function, args: tuple, kwargs: dict, device):
         return jax.block_until_ready(function(*args, **{**kwargs, "interpret": False}))
 
 
-def _pallas_calls(function, args: tuple, kwargs: dict) -> list:
-    """The pallas_call equations of function(*args, **kwargs, interpret=False), at any depth."""
-    import functools
-
-    import jax
-    from jax.extend.core import jaxprs_in_params
-
-    found = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "pallas_call":
-                found.append(eqn)
-                continue
-            for sub in jaxprs_in_params(eqn.params):
-                walk(getattr(sub, "jaxpr", sub))
-
-    traced = jax.make_jaxpr(functools.partial(function, **{**kwargs, "interpret": False}))
-    walk(traced(*args).jaxpr)
-    return found
-
-
 def _illegal_block(block_mapping) -> str | None:
     """Mosaic's rule for a block in VMEM: each of its last two dimensions is divisible by
     (8, 128) or equals the array's dimension; None when it holds (or the block is not in VMEM)."""
@@ -234,7 +212,12 @@ def why_not_on_chip(function, args: tuple, kwargs: dict, device) -> str | None:
     """Why this kernel call is not one to compile on `device` (None: compile it): a GPU
     kernel, a block shape Mosaic refuses (the koan's shape, not the learner's choice), or
     a CORE_PARALLEL axis on a one-core chip."""
-    calls = _pallas_calls(function, args, kwargs)
+    import functools
+
+    from jaxkoans.api import program
+
+    unmoved = functools.partial(function, **{**kwargs, "interpret": False})
+    calls = program.equations("pallas_call", unmoved, *args)
     if not calls:
         return "没有 pallas_call / no pallas_call"
     for call in calls:

@@ -12,6 +12,8 @@ import importlib
 import re
 from dataclasses import dataclass, field
 
+from jaxkoans.course.koan_model import imports_in
+
 WORDLIKE = re.compile(r"^[A-Za-z_][\w.\-]{0,40}$")
 
 
@@ -20,7 +22,7 @@ class Context:
     """What a fill's alternatives may be drawn from: its file's strings and imports."""
 
     strings: tuple[str, ...] = ()
-    imports: dict[str, str] = field(default_factory=dict)  # name in the file -> module
+    imports: dict[str, str] = field(default_factory=dict)  # name in the file -> dotted path
 
     @classmethod
     def of(cls, source: str) -> Context:
@@ -33,17 +35,7 @@ class Context:
                 if WORDLIKE.match(n.value)
             }
         )
-        imports: dict[str, str] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    imports[(alias.asname or alias.name).split(".")[0]] = (
-                        alias.name if alias.asname else alias.name.split(".")[0]
-                    )
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    imports[alias.asname or alias.name] = f"{node.module}:{alias.name}"
-        return cls(tuple(strings), imports)
+        return cls(tuple(strings), dict(imports_in(tree)))
 
     def resolve(self, expression: str):
         """The object `expression` (a dotted name) denotes in the file, or None."""
@@ -51,13 +43,12 @@ class Context:
         try:
             if parts[0] in self.imports:
                 target = self.imports[parts[0]]
-                module, _, name = target.partition(":")
-                value = importlib.import_module(module)
-                if name:
-                    try:
-                        value = getattr(value, name)
-                    except AttributeError:
-                        value = importlib.import_module(f"{module}.{name}")
+                module, _, name = target.rpartition(".")
+                try:  # `from a import b`: a's attribute b, else its submodule
+                    value = getattr(importlib.import_module(module), name) if module else None
+                except (ImportError, AttributeError):
+                    value = None
+                value = importlib.import_module(target) if value is None else value
             elif hasattr(builtins, parts[0]):
                 value = getattr(builtins, parts[0])
             else:

@@ -207,6 +207,7 @@ def _names(node: ast.AST, fixtures: bool) -> Iterator[str]:
             yield each.value
 
 
+@lru_cache(maxsize=256)  # asked per node of a file, and per file: shared, never modify it
 def imports_in(node: ast.AST) -> dict[str, str]:
     """{name: the dotted path it names} for every import under `node` (`from a import b`: a.b;
     a relative `from . import b` names nothing)."""

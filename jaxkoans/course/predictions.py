@@ -171,12 +171,6 @@ def of_file(koan_text: str, answer: Path) -> dict[str, str]:
     return found
 
 
-@functools.lru_cache(maxsize=64)  # a tree is read once per file (fills' cache keeps it alive)
-def imported_names(tree: ast.Module) -> frozenset[str]:
-    """The names a module binds by its imports (at any depth)."""
-    return frozenset(imports_in(tree))
-
-
 @functools.lru_cache(maxsize=64)
 def _bound_otherwise(tree: ast.Module) -> frozenset[str]:
     """Names the file binds other than by an import: assignments, defs, parameters, loops."""
@@ -210,7 +204,7 @@ def is_prediction(kind: str, node: ast.expr, tree: ast.Module) -> bool:
         root = name.split(".")[0]
         if root in _bound_otherwise(tree):
             return False  # a variable of the koan that holds the answer, not its name
-        return root in imported_names(tree) or hasattr(builtins, root)
+        return root in imports_in(tree) or hasattr(builtins, root)
     return True
 
 

@@ -11,7 +11,6 @@ one names it in its contract's `allow`. Read by syntax tree, through the file's 
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from dataclasses import dataclass
 
@@ -102,13 +101,6 @@ class Refusal:
         return f"line {self.line}: {self.what} ({self.category})"
 
 
-@functools.lru_cache(maxsize=64)  # asked per node of a file; its tree is read once per file
-def aliases(tree: ast.Module) -> dict[str, str]:
-    """{name: the dotted module path it names} for every import in `tree`, at any depth
-    (shared between calls: never modify it)."""
-    return imports_in(tree)
-
-
 _CANONICAL = {"np": "numpy", "jnp": "jax.numpy"}
 
 
@@ -138,7 +130,7 @@ def _module_category(module: str) -> str | None:
 
 def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
     """(line, what, category) of each construct in `node` that reads the test or switches a
-    guard; `names` are the file's imports (aliases())."""
+    guard; `names` are the file's imports (imports_in)."""
     found: list[tuple[int, str, str]] = []
     local = {**names, **imports_in(node)}
     for sub in ast.walk(node):
@@ -210,7 +202,7 @@ def refusals(taken, allowed: dict[str, set[str]] | None = None) -> list[Refusal]
     the contract of its TODO allows (`allowed`: owner -> categories or guard names)."""
     if taken.tree is None:
         return []
-    names = aliases(taken.tree)
+    names = imports_in(taken.tree)
     allowed = allowed or {}
     found = []
     for owner, node, _is_blank in taken.nodes:

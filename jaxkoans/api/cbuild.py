@@ -1,27 +1,12 @@
 """Build a C++ source of `csrc/` into a shared library for jax.ffi, once (chapter 05).
 
 The library is cached in `build/ffi/` (ignored by git) under a name derived from the source's
-hash, the JAX version and the compiler, so an edited source, another JAX or another compiler
-gets a fresh build and everything else reuses the file. A build writes to a temporary name and
-renames it into place, under a lock where the platform has one, so pytest-xdist workers that
-ask at the same moment neither collide nor compile twice.
-
-    path = cbuild.build("leaky_sum.cc")      # csrc/leaky_sum.cc -> build/ffi/leaky_sum-<key>.so
-
-What a koan calls is `ffi_library` (built, loaded with ctypes, once per process) and
-`ffi_target` (that, plus one of its symbols registered with jax.ffi under a name, once per
-process): the koan files of chapter 05 share one loader instead of each keeping a copy.
-
-    lib = cbuild.ffi_library("leaky_sum.cc")                           # lib.LeakySum, …
-    target = cbuild.ffi_target("koans_x", "leaky_sum.cc", "LeakySum")  # jax.ffi.ffi_call(target, …)
-
-Without a C++ compiler `build` raises `CompilerNotFoundError`, even when a library built earlier
-is cached (its name depends on the compiler, and doctor would call the machine broken while the
-koans pass); `ffi_library` and `ffi_target` turn it into `pytest.skip` with its message: only the
-koans that need the kernel are skipped. A compiler that fails, times out or cannot start, a
-build directory that cannot be written, and a built library that cannot be loaded raise
-`BuildError`, naming the compiler, which the harness reports as an environment problem, never
-as the learner's answer.
+hash, the JAX version and the compiler; a build writes a temporary file and renames it into
+place under a lock, so pytest-xdist workers neither collide nor compile twice. A koan calls
+`ffi_library` (built and loaded once per process) or `ffi_target` (that, plus one symbol
+registered with jax.ffi): without a C++ compiler they skip the koan with
+`CompilerNotFoundError`'s message; a compiler or library that fails raises `BuildError`, which
+the harness reports as an environment problem, never as the learner's answer.
 """
 
 from __future__ import annotations

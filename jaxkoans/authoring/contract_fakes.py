@@ -1,12 +1,5 @@
-"""Fakes generated from a TODO's technique contract: the shortcuts a contract exists to refuse.
-
-For every TODO whose contract asks something of its program, the shortcut gate also runs these
-`FAMILIES` around a reference body (the library the lesson replaces, else a callable of the
-module that takes the TODO's arguments): the technique computed and discarded (`dead`), added
-times zero (`zero`), selected away by a computed `where` (`selected_away`) or fed zeros
-(`on_zeros`) beside the reference; the reference in a host callback, a nested jit or an idle
-loop; the test read through closures or frames, or the transfer guard switched off. Each must
-make a koan fail, like every generated fake (authoring/shortcuts.py).
+"""Fakes generated from a TODO's technique contract: the shortcuts a contract exists to refuse
+(`FAMILIES`, each around a reference body), run by the shortcut gate (authoring/shortcuts.py).
 """
 
 from __future__ import annotations

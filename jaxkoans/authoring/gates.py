@@ -1,19 +1,8 @@
-"""Every gate of a chapter behind one command, and one record of what each gate last passed on.
-
-    python -m jaxkoans.authoring stamp [--chapter NN …] [--full] [-n 2]
-    python -m jaxkoans.authoring check [--chapter NN …]          (no koan runs: what is stale)
-
-`stamp` runs what the record (tests/gate_record.toml) says is stale, writes koans/.shipped.json
-and the record, and prints what failed. A record entry is a digest of what its gate reads: the
-mutation gate's, per koan, its own lines (koan and answer), its file's lines outside its koans,
-its `[equivalent]` entries and the chapter's settings (a prediction koan's edit re-runs that
-koan's mutants only); the fakes' and shortcut gate's, per file with a TODO, the lines outside
-its koans, the koans that reach a TODO, its fakes and its `[shortcuts]`/`[contracts]` entries.
-
-After an edit of the harness code (`HARNESS`, the gates' modules) the digests still hold but the
-verdicts were reached with other code: the chapter's **canary** runs instead of every gate, a
-fixed sample (`CANARY`) of mutants, fakes and generated fakes that must all fail beside their
-unchanged files. A canary that fails says which gate to run in full (`stamp --full`).
+"""Every gate of a chapter behind one command (`python -m jaxkoans.authoring stamp`), and one
+record (tests/gate_record.toml) of the digest of what each gate read when it last passed: per
+koan for the mutation gate, per file with a TODO for the fakes and the shortcut gate. After an
+edit of the harness code a chapter's canary (`CANARY`) runs instead of every gate
+(CONTRIBUTING.md, "The gates").
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""No answer stands next to its blank: where a blank's answer is already written for the learner.
-
-A blank is no prediction when its answer can be copied: from its koan's docstring, its first
-hint level, the lines around it, elsewhere in its file (code, comments, strings) or the lines of
-the chapter's README.md that name the file, in any spelling of the same value (`3`, `3.0`, `"3"`;
-`(4, 2)` and `[4, 2]`); nor when the koan's own name spells it (`test_needs_3_colours`,
-`test_stop_gradient_…` for `lax.stop_gradient`). Answers too short or too common to give anything
-away (`True`, `0`, `x`, `0.5`) are not looked for in the file. A finding the koan means is kept,
-with its reason, in chapter.toml:
+"""No answer stands next to its blank: a blank's answer (in any spelling of its value) copied from
+its koan's docstring or name, its first hint level, the lines around it, elsewhere in its file or
+the chapter's README.md. A finding the koan means is kept, with its reason, in chapter.toml:
 
     [giveaways]
     "test_meshes.py::test_x" = [{ answer = "(8, 4)", why = "the replicated shard is the whole array" }]

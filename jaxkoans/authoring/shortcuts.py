@@ -1,22 +1,8 @@
-"""The shortcut gate: the lazy learner's fakes of every TODO, generated from the answer file.
-
-Hand-written fakes (answers/NN/fakes/) test what their author imagined; a tired learner tries
-what is at hand. For every TODO function this gate writes:
-
-- **delegation**: `return f(<the TODO's arguments>)` for each callable the module defines or
-  imports that takes them (the reference, the unrolled twin, `odeint`, …);
-- **library**: each body chapter.toml names as the library the lesson replaces
-  (`[shortcuts."file::function"] library = ["return lax.associative_scan(fn, elems)"]`), as
-  written and through the function's private module path (`jax._src…`);
-- **substitution**: the answer's body with one call replaced by a reference the koans call
-  and the answer does not (`leaky_sum_reference` where the answer binds the primitive);
-- **constants**: `return <literal>` for the literals the koans' asserts compare against;
-- **unwritten helpers**: the answer's body while a TODO function it calls is still `todo()`;
-- **the contract's families** (authoring/contract_fakes.py), for a TODO whose contract asks
-  something of its program.
-
-Every fake runs with the TODO functions its answer calls left as shipped, and must make a koan
-fail; a true equivalent is recorded in chapter.toml (`equivalent = [{ fake = "label", why = "…" }]`).
+"""The shortcut gate: the lazy learner's fakes of every TODO, generated from the answer file:
+delegations to a callable at hand, the library the lesson replaces (chapter.toml `[shortcuts]`),
+a reference substituted for one call, the literals the koans compare against, the answer with a
+TODO it calls unwritten, and the contract's families (authoring/contract_fakes.py). Each must
+make a koan fail; a true equivalent is recorded in chapter.toml (CONTRIBUTING.md).
 
     python -m jaxkoans.authoring.shortcuts [--chapter NN …] [--list] [-n 2]
 """

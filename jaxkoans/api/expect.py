@@ -122,27 +122,21 @@ def warns_exactly(cls, *, match: str | re.Pattern[str] | None = None):
         raise WrongException(
             f"发出的是 {names}，不是 {_name(cls)} / {names} was issued, not {_name(cls)}"
         )
-    if any(issubclass(w.category, cls) for w in issued):
-        raise WrongException(
-            f"{_name(cls)} 是发出的警告的父类：请写出确切的那个类。\n"
-            f"{_name(cls)} is a base class of the warning issued: name the exact class."
-        )
-    raise WrongException(
-        f"发出的警告不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
-        f"The warning issued is not {_article(cls)} {_name(cls)} (which one stays hidden: predict, "
-        "then check)."
-    )
+    base = any(issubclass(w.category, cls) for w in issued)
+    raise WrongException(_wrong_class_message(cls, base, ("发出的警告", "warning issued")))
 
 
-def _wrong_class_message(cls: type, raised: BaseException) -> str:
-    if isinstance(raised, cls):
+def _wrong_class_message(cls: type, raised, what=("抛出的异常", "exception raised")) -> str:
+    """A wrong class: `raised` (an exception, or True when a subclass of `cls` was issued) is
+    said to be a subclass of `cls`, or not, never which class it is."""
+    if raised is True or isinstance(raised, cls):
         return (
-            f"{_name(cls)} 是抛出的异常的父类：请写出确切的那个类。\n"
-            f"{_name(cls)} is a base class of the exception raised: name the exact class."
+            f"{_name(cls)} 是{what[0]}的父类：请写出确切的那个类。\n"
+            f"{_name(cls)} is a base class of the {what[1]}: name the exact class."
         )
     return (
-        f"抛出的不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
-        f"The exception raised is not {_article(cls)} {_name(cls)} (which one stays hidden: "
+        f"{what[0]}不是 {_name(cls)}（是哪个类先不显示：先预测，再验证）。\n"
+        f"The {what[1]} is not {_article(cls)} {_name(cls)} (which one stays hidden: "
         "predict, then check)."
     )
 

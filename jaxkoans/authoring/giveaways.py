@@ -311,13 +311,8 @@ def _helper_lines(model) -> set[int]:
     helper that returns one of several outcomes ("hit", "not written", …) and a docstring
     that lists them enumerate the choices, which answers none of them."""
     koans = {k.name for k in model.koans}
-    lines: set[int] = set()
-    for node in model.tree.body if model.tree is not None else ():
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (
-            node.name not in koans
-        ):
-            lines |= set(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    return lines
+    spans = [span for name, span in model.definitions.items() if name not in koans]
+    return {line for start, end in spans for line in range(start, end + 1)}
 
 
 def _elsewhere(value, line: int, model, prose, literals) -> str | None:

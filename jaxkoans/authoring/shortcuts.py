@@ -28,10 +28,6 @@ CONSTANTS_PER_TODO = 3
 # ---- generating --------------------------------------------------------------------------
 
 
-def _functions(tree: ast.AST) -> list[ast.FunctionDef]:
-    return [n for n in ast.walk(tree) if isinstance(n, koan_model.FUNCTIONS)]
-
-
 def _takes(fn: ast.FunctionDef | ast.Lambda, count: int) -> bool:
     a = fn.args
     positional = len(a.posonlyargs) + len(a.args)
@@ -206,8 +202,8 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Fa
     context = Context.of(text)
     todo_names = set(spans)
     found = []
-    for fn in _functions(tree):
-        if fn.name not in todo_names:
+    for fn in ast.walk(tree):
+        if not isinstance(fn, koan_model.FUNCTIONS) or fn.name not in todo_names:
             continue
         koans = model.koans_seeing(spans[fn.name][0] + 1)
         helpers = tuple(sorted(_names_called(fn) & todo_names - {fn.name}))

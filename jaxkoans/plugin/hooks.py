@@ -18,7 +18,6 @@ from jaxkoans.course.predictions import NotAPrediction
 from jaxkoans.course.reading import ReadsTheTest
 from jaxkoans.plugin import boundary, contracts, costs, result_types, runtime
 from jaxkoans.plugin.classify import (
-    Cause,
     attribute,
     computed_fills,
     reading_refusals,
@@ -26,7 +25,7 @@ from jaxkoans.plugin.classify import (
     taken,
 )
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
-from jaxkoans.plugin.report import COURSE, koan_name, predict_then_see, render_failure
+from jaxkoans.plugin.report import COURSE, TODOS, koan_name, predict_then_see, render_failure
 from jaxkoans.plugin.results import KoanState, Recorder
 
 pytest_plugins = ["jaxkoans.plugin.chip"]  # --tpu: the kernels compiled on a TPU too (opt-in)
@@ -48,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Configure JAX once per process, before any koan computes anything."""
+    """Configure JAX once per process (the chapters' most devices), before any koan computes."""
     config.stash[COURSE] = checkout = course.Course.here()
     chapters = []
     try:
@@ -86,7 +85,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Say what JAX the koans run on, and which environment settings were overridden."""
     lines = [f"jax-koans: jax {metadata.version('jax')}, CPU, float64 per chapter"]
     return lines + [f"jax-koans: ⚠️ {note}" for note in config.stash.get(OVERRIDES, [])]
 
@@ -144,15 +142,14 @@ def _read_before_call(item: pytest.Item, chapter: course.Chapter):
     computed = computed_fills(checkout, path, koan)
     reads = reading_refusals(checkout, path, koan, chapter.contracts, twin)
     shipped = shipped_text(checkout, twin)  # the TODO functions, as shipped with todo()
-    todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
+    item.stash[TODOS] = todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
     watched = contracts.to_read(chapter, twin.name, todos) if getattr(item, "module", None) else {}
     return computed, reads, twin, shipped, watched
 
 
 def prewarm(item: pytest.Item) -> None:
-    """grade forks each koan's process from its xdist worker (grader/run_guard.py): read here,
-    in the worker, what the harness reads for `item` (cached per process), so every fork
-    inherits it (half a second of CPU a koan). Each fork still makes every check itself."""
+    """What the harness reads for `item`, read in grade's xdist worker before it forks the koan's
+    process (grader/run_guard.py), which inherits the caches: half a second of CPU a koan."""
     checkout, watch = item.config.stash.get(COURSE, None), item.config.stash.get(BOUNDARY, None)
     chapter = checkout.chapter_for(Path(item.path)) if checkout is not None else None
     if chapter is None or watch is None:
@@ -211,10 +208,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if found.lineno:
         report.user_properties.append(("koan_line", found.lineno))
     start = Path(item.config.invocation_params.dir)
-    if predict_then_see(chapter, item, found, call.excinfo, report, start):
-        return report  # a wrong prediction: the answer and lesson, not JAX's value
-    details = _learner_traceback(item, call.excinfo) if found.cause is Cause.WRONG else ""
-    report.longrepr = render_failure(chapter, item, found, details, start)
+    if not predict_then_see(chapter, item, found, call.excinfo, report, start):
+        report.longrepr = render_failure(chapter, item, found, call.excinfo, start)
     return report
 
 
@@ -240,33 +235,6 @@ def pytest_make_collect_report(collector: pytest.Collector):
     except (OSError, UnicodeDecodeError):
         pass
     return report
-
-
-def _learner_traceback(item: pytest.Item, excinfo) -> str:
-    """pytest's report of the failure with only the learner's frames (the koan's file):
-    JAX's and the harness's frames are hidden."""
-    koan_file = Path(item.path)
-
-    def same_file(path) -> bool:
-        try:
-            return os.path.samefile(path, koan_file)
-        except (OSError, TypeError):
-            return False
-
-    def own_frames(info):
-        own = info.traceback.filter(lambda entry: same_file(entry.path))
-        return own if len(own) else info.traceback
-
-    style = item.config.getoption("tbstyle", "auto")
-    return str(
-        excinfo.getrepr(
-            funcargs=True,
-            showlocals=item.config.getoption("showlocals", False),
-            style="long" if style == "auto" else style,
-            tbfilter=own_frames,
-            truncate_locals=True,
-        )
-    )
 
 
 @contextlib.contextmanager

@@ -15,18 +15,10 @@ import pytest
 from jaxkoans import course
 from jaxkoans.course import Chapter, Course, koan_model, predictions, reading
 from jaxkoans.plugin import results
-from jaxkoans.plugin.classify import (
-    Attribution,
-    Cause,
-    computed_fills,
-    entries_in,
-    has_blank,
-    origins,
-    reading_refusals,
-    taken,
-)
+from jaxkoans.plugin.classify import Attribution, Cause, entries_in, has_blank, origins, taken
 
 COURSE = pytest.StashKey[Course]()  # the course this pytest runs, made once at configure (hooks)
+TODOS = pytest.StashKey[list[str]]()  # a koan file's TODO functions as shipped (hooks; chip)
 
 
 def koan_name(item) -> str:
@@ -142,7 +134,27 @@ def hidden_answer(item, found: Attribution, excinfo) -> tuple[list[str], tuple[s
     return (answers, ()) if answers else None
 
 
-def render_failure(chapter: Chapter, item, found: Attribution, details: str, start: Path) -> str:
+def _learner_traceback(item, excinfo) -> str:
+    """pytest's report of the failure with only the learner's frames (the koan's file)."""
+
+    def own_frames(info):
+        own = set(map(id, entries_in(info, Path(item.path).resolve())))
+        kept = info.traceback.filter(lambda entry: id(entry) in own)
+        return kept if len(kept) else info.traceback
+
+    style = item.config.getoption("tbstyle", "auto")
+    return str(
+        excinfo.getrepr(
+            funcargs=True,
+            showlocals=item.config.getoption("showlocals", False),
+            style="long" if style == "auto" else style,
+            tbfilter=own_frames,
+            truncate_locals=True,
+        )
+    )
+
+
+def render_failure(chapter: Chapter, item, found: Attribution, excinfo, start: Path) -> str:
     """The text pytest shows for a failed koan."""
     lines, koan = _header(chapter, item, found, start)
     if found.source and found.cause is not Cause.WRONG:  # pytest shows the wrong line itself
@@ -153,18 +165,15 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         model, (begin, end) = koan_model.read(Path(item.path)), koan.span
         open_ = [n for n in sorted(model.blank_lines) if begin <= n <= end]
         lines += [f"   > {n}: {model.lines[n - 1].strip()}" for n in open_]
-    checkout, path = item.config.stash[COURSE], Path(item.path)
-    if found.cause is Cause.COMPUTED:
+    if found.cause is Cause.COMPUTED:  # refused before the koan ran: what the refusal holds
         lines += [
             f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
             f"{predictions.WHAT_IT_TAKES[kind]}"
-            for fill, kind in computed_fills(checkout, path, koan_name(item))
+            for fill, kind in excinfo.value.refused
         ]
         lines += ["", *_indented(predictions.MESSAGE)]
     if found.cause is Cause.READS_TEST:
-        twin = checkout.koans / chapter.number / course.twin_name(path)
-        refused = reading_refusals(checkout, path, koan_name(item), chapter.contracts, twin)
-        lines += [f"   {r.describe()}  ·  {r.owner}" for r in refused]
+        lines += [f"   {r.describe()}  ·  {r.owner}" for r in excinfo.value.refused]
         lines += ["", *_indented(reading.MESSAGE)]
     if found.cause is Cause.CONTRACT:
         lines += ["", *_indented(found.message)]
@@ -176,7 +185,7 @@ def render_failure(chapter: Chapter, item, found: Attribution, details: str, sta
         said = found.message.splitlines()[-BUILD_OUTPUT_LINES:]
         lines += ["", *("   │ " + line for line in said)]
     if found.cause is Cause.WRONG:
-        lines += [*_lesson(koan), "", details]
+        lines += [*_lesson(koan), "", _learner_traceback(item, excinfo)]
     if found.cause is not Cause.ENVIRONMENT:  # a hint cannot fix a compiler
         lines.append(_hint(item))
     return "\n".join(lines)

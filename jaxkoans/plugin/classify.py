@@ -236,21 +236,19 @@ def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> O
     found = taken(checkout, Path(koan_file))
     if found is None or found.tree is None:
         return None
-    function = next(
-        (n for n in found.tree.body if isinstance(n, koan_model.FUNCTIONS) and n.name == koan),
-        None,
-    )
-    if function is None:
+    functions = [n for n in found.tree.body if isinstance(n, koan_model.FUNCTIONS)]
+    function = next((n for n in functions if n.name == koan), None)
+    inside = [n for n in lines if function and function.lineno <= n <= function.end_lineno]
+    if not inside:
         return None
-    inside = [line for line in lines if function.lineno <= line <= function.end_lineno]
-    statement = _innermost_statement(function, inside[-1]) if inside else None
+    end = lambda node: node.end_lineno or node.lineno  # noqa: E731
+    holding = [
+        n
+        for n in ast.walk(function)
+        if isinstance(n, ast.stmt) and n is not function and n.lineno <= inside[-1] <= end(n)
+    ]
+    statement = min(holding, key=lambda n: end(n) - n.lineno, default=None)  # the innermost
     return _DataWalk(found, function).origins(statement) if statement else None
-
-
-def _innermost_statement(function: ast.AST, line: int) -> ast.stmt | None:
-    statements = [n for n in ast.walk(function) if isinstance(n, ast.stmt) and n is not function]
-    holding = [n for n in statements if n.lineno <= line <= (n.end_lineno or n.lineno)]
-    return min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
 
 
 def _roots(target: ast.AST) -> list[str]:
@@ -271,9 +269,7 @@ def _bindings(node: ast.AST) -> list[tuple[list[str], list[ast.AST]]]:
         return [([n for t in node.targets for n in _roots(t)], [node.value])]
     if isinstance(node, ast.AugAssign):
         return [(_roots(node.target), [node.value, node.target])]
-    if isinstance(node, ast.AnnAssign) and node.value is not None:
-        return [(_roots(node.target), [node.value])]
-    if isinstance(node, ast.NamedExpr):
+    if isinstance(node, ast.NamedExpr) or (isinstance(node, ast.AnnAssign) and node.value):
         return [(_roots(node.target), [node.value])]
     if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
         return [(_roots(node.target), [node.iter])]

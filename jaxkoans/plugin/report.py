@@ -96,13 +96,9 @@ def _hint(item) -> str:
 
 def hidden_answer(item, found: Attribution, excinfo) -> tuple[list[str], tuple[str, ...]] | None:
     """(the learner's fills a wrong answer is about, the learner's code the same failing values
-    came from) when its failure must not show JAX's value.
-
-    Following the data (classify.origins), hidden when a prediction fill (or one of a call made
-    for its effect before) fed the failing values. None (show everything) when the learner's code
-    alone computed them, the failure was raised inside that code, for a spelling error (Python's
-    own NameError, AttributeError, ImportError), or with no fills known. A failure the data
-    connects to nothing stays hidden behind the koan's fills."""
+    came from) when its failure must not show JAX's value: where a prediction fill (or a call's
+    made for its effect before) fed the failing values (classify.origins). Shown where the
+    learner's code alone computed them or raised, for a spelling error, or with no fills known."""
     error = excinfo.value
     spelling = isinstance(error, ImportError | SyntaxError) or (
         isinstance(error, NameError | AttributeError) and getattr(error, "name", None) is not None

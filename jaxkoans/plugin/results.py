@@ -147,9 +147,7 @@ def by_koan(events: list[dict]) -> dict[str, KoanResult]:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """The one reading of a run's record that status, watch and grade turn into koan states:
-    each koan's result (`by_koan`), each file that did not import, what started, whether the
-    run reached its end. What a koan without a result means is the reader's to say."""
+    """The one reading of a run's record that status, watch and grade turn into koan states."""
 
     koans: dict[str, KoanResult]
     collect_errors: tuple[tuple[str, str], ...]  # (file as the record names it, message), in order
@@ -167,9 +165,8 @@ class RunRecord:
         )
 
     def result(self, nodeid: str, timed_out: bool = False) -> KoanResult:
-        """The one reading of a koan's result, reported or not (status, watch and grade): its
-        report; else its file did not import (failing); else it ran out of time (failing);
-        else no report came back (crashed): never a pass."""
+        """A koan's report; else its file did not import, or it ran out of time (failing); else
+        no report came back (crashed): never a pass."""
         found = self.koans.get(koan_id(nodeid))
         if found is not None:
             return found

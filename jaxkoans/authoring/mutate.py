@@ -121,12 +121,8 @@ def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]
         siblings = [f"{prefix}.{s}" if prefix else s for s in _family_mutants(last)]
         rounds.append([s for s in siblings if context.resolve(s) is not None])
 
-    def edits(rule):  # every node of a fresh parse, so that edits never accumulate
-        per_node = []
-        for index in range(len(list(ast.walk(tree)))):
-            fresh = ast.parse(original, mode="eval")
-            node = list(ast.walk(fresh))[index]
-            per_node.append([ast.unparse(new) for new in rule(fresh, node)])
+    def edits(rule):  # each rule puts the node back as it was: edits never accumulate
+        per_node = [rule(tree, node) for node in list(ast.walk(tree))]
         # the first edit of every node before the second of any: `f(0.1, k=4)` tries k too
         depth = max((len(edits) for edits in per_node), default=0)
         return [edits[d] for d in range(depth) for edits in per_node if d < len(edits)]
@@ -146,7 +142,7 @@ def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]
         for value in values:
             saved = node.value
             node.value = value
-            made.append(ast.parse(ast.unparse(fresh), mode="eval"))
+            made.append(ast.unparse(fresh))
             node.value = saved
         return made
 
@@ -159,7 +155,7 @@ def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]
             if ast.dump(a) == ast.dump(b):
                 continue
             node.elts[i], node.elts[i + 1] = b, a
-            made.append(ast.parse(ast.unparse(fresh), mode="eval"))
+            made.append(ast.unparse(fresh))
             node.elts[i], node.elts[i + 1] = a, b
         return made
 

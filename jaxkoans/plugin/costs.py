@@ -71,8 +71,9 @@ def more_steps(mine: int | None, answer: int | None) -> list[str]:
 
 def signature_key(signature: str) -> str:
     """A short stable name for a call's argument signature (shapes, dtypes, shardings, static
-    arguments without the memory addresses their reprs carry: `<function f at 0x7f…>`)."""
-    stable = re.sub(r" at 0x[0-9a-fA-F]+", "", signature)
+    arguments without the memory addresses their reprs carry, `<function f at 0x7f…>`, or the
+    run's own names, a kernel target `koans_lookup_<uuid4 hex>`)."""
+    stable = re.sub(r" at 0x[0-9a-fA-F]+|[0-9a-f]{16,}", "", signature)
     return hashlib.sha256(stable.encode()).hexdigest()[:16]
 
 

@@ -497,22 +497,6 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
     if not subs:
         return
     name, p = eqn.primitive.name, eqn.params
-    if name == "pallas_call":
-        with _scope(_trips(eqn) or 1, "kernel"):
-            _descend_subs(eqn, subs, outs, live, depth, found, facts)
-        return
-    if name == "compute_on":  # jax.experimental.compute_on: its body runs on the host
-        with _scope(1, "host" if "host" in str(p.get("compute_type", "")) else None):
-            _descend_subs(eqn, subs, outs, live, depth, found, facts)
-        return
-    if name == "shard_map":
-        mesh = p.get("mesh")
-        _AXES.append({**_AXES[-1], **dict(getattr(mesh, "shape", {}) or {})})
-        try:
-            _descend_subs(eqn, subs, outs, live, depth, found, facts)
-        finally:
-            _AXES.pop()
-        return
     if name == "cond":
         for branch in subs:
             _walk(branch, outs if len(branch.outvars) == len(outs) else [live] * len(branch.outvars),
@@ -533,19 +517,27 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
         with _scope(_constant_trips(eqn) or 1, None):
             _fixpoint(body, p["body_nconsts"], carry, wanted, depth, live, found)
         return
-    _descend_subs(eqn, subs, outs, live, depth, found, facts)
+    kernel = name == "pallas_call"  # compute_on (jax.experimental): its body runs on the host
+    host = name == "compute_on" and "host" in str(p.get("compute_type", ""))
+    place = "kernel" if kernel else ("host" if host else None)
+    axes = dict(getattr(p.get("mesh"), "shape", {}) or {}) if name == "shard_map" else {}
+    with _scope((_trips(eqn) or 1) if kernel else 1, place, axes):
+        _descend_subs(eqn, subs, outs, live, depth, found, facts)
 
 
 @contextlib.contextmanager
-def _scope(times: int, place: str | None):
-    """Equations walked inside run `times` times as often, in `place` (None: unchanged)."""
+def _scope(times: int, place: str | None, axes: dict | None = None):
+    """Equations walked inside run `times` times as often, in `place` (None: unchanged), with
+    the mesh `axes` (shard_map's) in scope too."""
     _TIMES.append(_TIMES[-1] * times)
     _PLACE.append(place or _PLACE[-1])
+    _AXES.append({**_AXES[-1], **(axes or {})})
     try:
         yield
     finally:
         _TIMES.pop()
         _PLACE.pop()
+        _AXES.pop()
 
 
 def _descend_subs(eqn, subs, outs, live, depth, found, facts) -> None:

@@ -37,6 +37,7 @@ from jax.extend import core as jex
 _CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "checkpoint", "shard_map",
           "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin",
           "xla_call", "named_call", "remat2")  # fmt: skip
+_HOLDERS = (*_CALLS, "scan", "while", "cond")  # equations that hold sub-programs
 _PASS_ZERO = ("broadcast_in_dim", "convert_element_type", "reshape", "squeeze", "transpose",
               "expand_dims", "copy", "copy_p", "neg", "reduce_sum", "slice", "dynamic_slice",
               "rev", "reduce_precision")  # fmt: skip
@@ -161,7 +162,7 @@ class Program:
             bytes_accessed=sum(
                 e.times * (e.out_bytes + e.params.get("_in_bytes", 0))
                 for e in live
-                if e.place == "outside" and not _sub_programs_of(e)
+                if e.place == "outside" and e.primitive not in _HOLDERS  # cost: their bodies
             ),
             largest_intermediate=max((e.out_bytes for e in live), default=0),
             serial_steps=sum(e.times * max(e.trips, 1) for e in loops),
@@ -171,11 +172,6 @@ class Program:
             equations=len(live),
             collective_calls=sum(e.times for e in live if e.primitive in COLLECTIVE_KINDS),
         )
-
-
-def _sub_programs_of(equation: Equation) -> bool:
-    """True for an equation that holds sub-programs (its cost is theirs)."""
-    return equation.primitive in (*_CALLS, "scan", "while", "cond")
 
 
 def of(fn, *args, **kwargs) -> Program:
@@ -347,10 +343,6 @@ def _walk(
     return [v in needed for v in jaxpr.invars]
 
 
-def _sub_programs(eqn) -> list:
-    return _programs_in(eqn.params)
-
-
 def _programs_in(params: dict) -> list:
     """Every jaxpr an equation's params hold: JAX's own `jaxprs_in_params`, and those a
     higher-order primitive keeps on its rule object (`call_hi_primitive`'s CustomRoot:
@@ -369,7 +361,7 @@ def _call_needs(eqn, outs: list[bool], facts, depth: int) -> list[bool] | None:
     """Which inputs a call-like equation needs, read from its one sub-program; None otherwise."""
     if eqn.primitive.name not in _CALLS:
         return None
-    subs = _sub_programs(eqn)
+    subs = _programs_in(eqn.params)
     if (
         len(subs) != 1
         or len(subs[0].outvars) != len(outs)
@@ -397,7 +389,7 @@ def _flops(eqn) -> int:
     rl = sys.modules["jax.experimental.roofline.roofline"]  # the package shadows the module
 
     rule = rl._rooflines.get(eqn.primitive)
-    if rule is None or eqn.primitive.name in (*_CALLS, "scan", "while", "cond", "shard_map"):
+    if rule is None or eqn.primitive.name in _HOLDERS:
         return 0
     try:
         shapes = [rl.RooflineShape.from_aval(_aval(a)) for a in eqn.invars]
@@ -493,7 +485,7 @@ def _size(var) -> int:
 
 def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) -> None:
     """Walk the sub-programs of `eqn`, mapping which of their outputs are needed."""
-    subs = _sub_programs(eqn)
+    subs = _programs_in(eqn.params)
     if not subs:
         return
     name, p = eqn.primitive.name, eqn.params

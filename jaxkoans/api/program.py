@@ -22,6 +22,7 @@ trip count and a kernel body times its grid; flops per primitive come from
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import re
 import sys
@@ -89,15 +90,7 @@ class Costs:
     collective_calls: int = 0  # collectives run, each a latency whatever its payload
 
     def as_dict(self) -> dict:
-        return {
-            "flops": dict(self.flops), "opaque_calls": self.opaque_calls,
-            "collective_bytes": dict(self.collective_bytes),
-            "bytes_accessed": self.bytes_accessed,
-            "largest_intermediate": self.largest_intermediate,
-            "serial_steps": self.serial_steps, "data_dependent_loops": self.data_dependent_loops,
-            "kernel_launches": self.kernel_launches, "grids": [list(g) for g in self.grids],
-            "equations": self.equations, "collective_calls": self.collective_calls,
-        }  # fmt: skip
+        return {**dataclasses.asdict(self), "grids": [list(g) for g in self.grids]}
 
 
 @dataclass(frozen=True)

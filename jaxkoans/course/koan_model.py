@@ -305,12 +305,8 @@ def splice_body(text: str, function: str, body: str) -> str:
     start, end = model.body_of(function)
     lines = text.splitlines()
     fn = next(n for n in ast.walk(model.tree) if isinstance(n, FUNCTIONS) and n.name == function)
-    indent = " " * (fn.col_offset + 4)
-    if start >= len(lines) or not lines[start].strip():
-        first = next((line for line in lines[start:end] if line.strip()), "")
-        indent = first[: len(first) - len(first.lstrip())] or indent
-    else:
-        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    first = next((line for line in lines[start:end] if line.strip()), "")
+    indent = first[: len(first) - len(first.lstrip())] or " " * (fn.col_offset + 4)
     new = textwrap.indent(textwrap.dedent(body), indent).splitlines()
     return "\n".join([*lines[:start], *new, *lines[end:]]) + "\n"
 

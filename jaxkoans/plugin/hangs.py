@@ -114,19 +114,9 @@ class HangGuard:
 
 
 def register_debugger(watchdog: HangGuard) -> None:
-    """Make `jax.debug.breakpoint()` use `debug_breakpoint` (JAX's choice: highest priority)."""
-    from jax._src.debugger import core
-
-    try:
-        core.register_debugger("jaxkoans", debug_breakpoint(watchdog), priority=0)
-    except ValueError:  # registered by an earlier in-process pytest run: this run's wins
-        core._debugger_registry["jaxkoans"] = (0, debug_breakpoint(watchdog))
-
-
-def debug_breakpoint(watchdog: HangGuard):
-    """A `jax.debug.breakpoint()` backend: JAX's command-line debugger on the terminal (the
-    one JAX picks by itself), with pytest's capture suspended and no timer running."""
-    from jax._src.debugger import cli_debugger
+    """`jax.debug.breakpoint()` (JAX takes the highest priority): JAX's command-line debugger on
+    the terminal, the one JAX picks by itself, with pytest's capture suspended and no timer."""
+    from jax._src.debugger import cli_debugger, core
 
     def run(frames, thread_id, **kwargs) -> None:
         config = watchdog.config
@@ -145,7 +135,10 @@ def debug_breakpoint(watchdog: HangGuard):
             if capture is not None:
                 capture.resume()
 
-    return run
+    try:
+        core.register_debugger("jaxkoans", run, priority=0)
+    except ValueError:  # registered by an earlier in-process pytest run: this run's wins
+        core._debugger_registry["jaxkoans"] = (0, run)
 
 
 def no_terminal_breakpoint(*args, **kwargs) -> None:

@@ -298,9 +298,7 @@ class _Walk:
                 self.ignored.append(Ignored(MODULE, None, helper.lineno, f"added {plain(helper)}"))
                 continue
             target = p_defs[taken[id(helper)]]
-            at = min([target.lineno] + [d.lineno for d in target.decorator_list])
-            decorators = getattr(helper, "decorator_list", [])
-            first = min([helper.lineno] + [d.lineno for d in decorators])
+            at, first = koan_model.definition_span(target)[0], koan_model.definition_span(helper)[0]
             text = textwrap.dedent(_stripped(self.s_lines[first - 1 : helper.end_lineno]))
             self.edits.append(((at, 0, at, 0), text + "\n\n\n", first))
             here = self.owner(at)
@@ -318,7 +316,7 @@ class _Walk:
         body = s.body[1 if has_docstring(s) else 0 :]  # a deleted docstring is no edit
         if not body:
             return
-        first = min([body[0].lineno] + [d.lineno for d in getattr(body[0], "decorator_list", [])])
+        first = koan_model.definition_span(body[0])[0]
         text = textwrap.dedent(_stripped(self.s_lines[first - 1 : s.end_lineno]))
         indent = _indent(self.p_lines[p.body[skip].lineno - 1]) if len(p.body) > skip else "    "
         text = textwrap.indent(text, indent)

@@ -85,7 +85,7 @@ class KoanFile:
     @cached_property
     def definitions(self) -> dict[str, tuple[int, int]]:
         """Each top-level function or class -> its lines (1-based, decorators included)."""
-        return {name: _definition_span(node) for name, node in self.top_level.items()}
+        return {name: definition_span(node) for name, node in self.top_level.items()}
 
     @cached_property
     def _tables(self) -> dict[str, ast.AST]:
@@ -239,7 +239,7 @@ def todo_calls(fn: ast.AST) -> list[int]:
     return sorted(found)
 
 
-def _definition_span(node: ast.AST) -> tuple[int, int]:
+def definition_span(node: ast.AST) -> tuple[int, int]:
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     return start, node.end_lineno or node.lineno
 
@@ -248,7 +248,7 @@ def body_span(fn: ast.AST) -> tuple[int, int]:
     """0-based [start, end) of `fn`'s lines after its docstring."""
     if has_docstring(fn):
         return fn.body[0].end_lineno, fn.end_lineno  # from the line after the docstring
-    return _definition_span(fn.body[0])[0] - 1, fn.end_lineno
+    return definition_span(fn.body[0])[0] - 1, fn.end_lineno
 
 
 def _regions(lines: list[str]) -> tuple[tuple[int, int], ...]:
@@ -275,7 +275,7 @@ def parse(text: str) -> KoanFile:
         koans = tuple(KoanFunction(name, line, (line, line)) for name, line in lines)
         return KoanFile(text, None, error, koans, regions)
     spans = {  # each top-level test's lines, decorators included
-        node.name: _definition_span(node)
+        node.name: definition_span(node)
         for node in tree.body
         if isinstance(node, FUNCTIONS) and node.name.startswith("test")
     }

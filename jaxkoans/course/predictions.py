@@ -95,22 +95,13 @@ def _is_dict_call(node: ast.AST) -> bool:
     )
 
 
-def _dict_calls(node: ast.AST) -> bool:
-    return any(_is_dict_call(n) for n in ast.walk(node))
-
-
-class _LiteralDicts(ast.NodeTransformer):
+class _LiteralDicts(ast.NodeTransformer):  # each `dict(x=0, …)` written as `{"x": 0, …}`
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if not _is_dict_call(node):
             return node
         keys = [ast.Constant(k.arg) for k in node.keywords]
         return ast.Dict(keys=keys, values=[k.value for k in node.keywords])
-
-
-def _as_literal_dicts(node: ast.expr) -> ast.expr:
-    """`node` with each `dict(x=0, …)` written as `{"x": 0, …}` (a copy)."""
-    return _LiteralDicts().visit(copy.deepcopy(node))
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -187,10 +178,10 @@ def _bound_otherwise(tree: ast.Module) -> frozenset[str]:
 
 def is_prediction(kind: str, node: ast.expr, tree: ast.Module) -> bool:
     """True when the learner's fill `node` (in their file's `tree`) is a prediction of `kind`."""
-    if kind in (LITERAL, ARITHMETIC) and _dict_calls(node):
+    if kind in (LITERAL, ARITHMETIC) and any(_is_dict_call(n) for n in ast.walk(node)):
         if "dict" in _bound_otherwise(tree):
             return False  # not the builtin
-        node = _as_literal_dicts(node)
+        node = _LiteralDicts().visit(copy.deepcopy(node))
     if kind == LITERAL:
         return is_plain(node)
     if kind == ARITHMETIC:

@@ -192,11 +192,6 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
     )
 
 
-def _enclosing_function(tree: ast.Module, line: int) -> str | None:
-    defs = (n for n in tree.body if isinstance(n, (*koan_model.FUNCTIONS, ast.ClassDef)))
-    return next((n.name for n in defs if n.lineno <= line <= n.end_lineno), None)
-
-
 def refusals(taken, allowed: dict[str, set[str]] | None = None) -> list[Refusal]:
     """Each construct of the learner's fills (course/fills.Taken) that reads the test, less what
     the contract of its TODO allows (`allowed`: owner -> categories or guard names)."""
@@ -207,9 +202,9 @@ def refusals(taken, allowed: dict[str, set[str]] | None = None) -> list[Refusal]
     found = []
     for owner, node, _is_blank in taken.nodes:
         line0 = getattr(node, "lineno", 0)
-        where = owner
-        if owner == MODULE:
-            where = _enclosing_function(taken.tree, line0) or MODULE
+        defs = (n for n in taken.tree.body if isinstance(n, (*koan_model.FUNCTIONS, ast.ClassDef)))
+        held = (n.name for n in defs if n.lineno <= line0 <= n.end_lineno)  # a module-level fill
+        where = owner if owner != MODULE else next(held, MODULE)
         permitted = allowed.get(where, set()) | allowed.get("*", set())
         if owner != MODULE and not _is_blank:  # a fix region inside a koan
             permitted |= allowed.get("regions", set())

@@ -722,8 +722,8 @@ def _liveness(
 
     from jaxkoans.plugin import liveness
 
-    techniques = {n: read.primitive(n) for n in calls.contract.get("on_path", ())}
-    techniques = {n: p for n, p in techniques.items() if p is not None and n not in _STRUCTURE}
+    techniques = {n: read.primitive(n) for n in perturbed(calls.contract)}
+    techniques = {n: p for n, p in techniques.items() if p is not None}
     pending = next(p for s, p in calls.seen if s == signature)
     seed = zlib.crc32(costs.koan_key(koan).encode())  # the same in a gate's copy of the file
     args, kwargs = _inputs(calls, pending, signature, seed, size)  # drawn as the fresh case's
@@ -738,6 +738,14 @@ def _liveness(
 # not the holder, is perturbed.
 _STRUCTURE = ("pjit", "jit", "closed_call", "remat2", "checkpoint", "custom_jvp_call",
               "custom_vjp_call", "shard_map", "scan", "while", "cond")  # fmt: skip
+_LOOPS = ("scan", "while", "cond", "remat2", "shard_map")  # holders whose outputs can be changed
+
+
+def perturbed(contract: dict) -> list[str]:
+    """The contract's techniques liveness changes the outputs of: those inside a holder; where
+    it names only holders (a scan that accumulates, a while that searches), the loops."""
+    named = contract.get("on_path", ())
+    return [n for n in named if n not in _STRUCTURE] or [n for n in named if n in _LOOPS]
 
 
 def jax_x64(on: bool):

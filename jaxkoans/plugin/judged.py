@@ -67,7 +67,7 @@ def sentence(
     if any(v is not None for p in runs for v in (p.get("steps") or {}).values()):
         zh.append("由数据决定步数的循环，跑的步数不能比参考答案多太多")
         en.append("its data-dependent loops may run only about the answer's steps")
-    techniques = [n for n in contract.get("on_path", ()) if n not in contracts._STRUCTURE]
+    techniques = contracts.perturbed(contract)
     if techniques and contract.get("liveness", True) is not False:
         zh.append("它的技术必须随输入变化，并真正带出结果")
         en.append("its technique must vary with the inputs and carry the result")

@@ -144,12 +144,13 @@ def test_haiku_transforms_a_function_into_init_and_apply():
     """❌ 旧写法 / ✅ 推荐写法：Haiku 的模块只能在 hk.transform 包起来的函数里调用：transform 把函数
     变成一对纯函数 init 和 apply，参数是 init 返回、apply 接收的字典，按模块名（"linear"）分组，
     叫 "w" 和 "b"；在 transform 外面调用模块会报错。把 Haiku 的参数搬进 nnx.Linear（kernel 和
-    bias），它算出的结果和 apply 一模一样。
+    bias），不论层有多大，它算出的结果都和 apply 一模一样。
     ❌ old / ✅ new: a Haiku module can only be called inside a function wrapped by hk.transform:
     transform turns the function into a pair of pure functions, init and apply, and the
     parameters are a dict that init returns and apply takes, grouped by module name ("linear")
     and named "w" and "b"; calling the module outside transform raises. Move Haiku's
-    parameters into an nnx.Linear (kernel and bias): it computes exactly what apply computes.
+    parameters into an nnx.Linear (kernel and bias): whatever the layer's sizes, it computes
+    exactly what apply computes.
     """
     # Haiku is not removed: its README (dm-haiku 0.0.17) puts it in maintenance mode, bug fixes
     # and new JAX releases only, and recommends Flax for new projects. The old-API contrast
@@ -167,6 +168,16 @@ def test_haiku_transforms_a_function_into_init_and_apply():
     with raises_exactly(ValueError):
         forward(x)  # outside transform: no frame to hold the parameters
     layer = linear_from_haiku(params)
+    np.testing.assert_array_equal(layer(x), transformed.apply(params, None, x))
+    # a second layer whose sizes are drawn at run time: sizes written into the body fit one only
+    draw = np.random.default_rng(2)
+    d_in, d_out = (int(n) for n in draw.choice(np.arange(9, 16), 2, replace=False))
+    x = draw.standard_normal((2, d_in), np.float32)
+    w, b = draw.standard_normal((d_in, d_out), np.float32), draw.standard_normal(d_out, np.float32)
+    params = {"linear": {"w": w, "b": b}}
+    transformed = hk.transform(lambda x: hk.Linear(d_out)(x))
+    layer = linear_from_haiku(params)
+    assert (layer.in_features, layer.out_features) == (d_in, d_out)
     np.testing.assert_array_equal(layer(x), transformed.apply(params, None, x))
 
 

@@ -1,6 +1,7 @@
 """How long from a save to the verdict in `progress.py watch`, on the real chapter 01.
 
     .venv/bin/python tests/bench_watch.py            # 7 sessions, the first koan of test_scan.py
+    .venv/bin/python tests/bench_watch.py --runs 3 --poll
     .venv/bin/python tests/bench_watch.py --think 0    # save the moment a verdict shows
 
 Not collected by pytest (the name does not start with test_). The course is copied to a
@@ -87,6 +88,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--koan", default=KOAN, help="file.py::name in chapter 01")
+    parser.add_argument("--poll", action="store_true")
     parser.add_argument(
         "--think", type=float, default=2.0, metavar="S", help="seconds from a verdict to a save"
     )
@@ -105,7 +107,7 @@ def main() -> int:
         to_wrong, to_pass = [], []
         for run in range(options.runs):
             koan_file.write_text(blank, encoding="utf-8")
-            session = Session(root, [f"koans/01/{filename}::{name}"])
+            session = Session(root, [f"koans/01/{filename}::{name}"] + ["--poll"] * options.poll)
             try:
                 session.wait_for("✍️")
                 time.sleep(options.think)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from jaxkoans.learner import watcher as watcher_module
+from jaxkoans.learner.commands import watch as watch_command
 from jaxkoans.learner.watcher import Watcher
 
 from . import fakecourse
@@ -138,13 +141,14 @@ def watch():
         each.release()
 
 
-def test_a_save_shows_the_verdict_and_a_pass_moves_on(tmp_path, watch):
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_a_save_shows_the_verdict_and_a_pass_moves_on(tmp_path, watch, mode):
     koans = chapter(tmp_path, "01", ONE_AND_TWO)
     like_the_course(tmp_path)
     koan_file = koans / "test_a.py"
     shipped = koan_file.read_text(encoding="utf-8")
-    session = watch(tmp_path)
-    session.expect("polling every 0.2 s")
+    session = watch(tmp_path, *(["--poll"] if mode == "poll" else []))
+    session.expect(watcher_module.NATIVE if mode == "inotify" else "polling every 0.2 s (--poll)")
     session.expect("01 · test_a.py::test_one")
     session.expect("✍️ 填空 / fill in the blank")
 
@@ -301,34 +305,130 @@ def test_a_koan_that_never_ends_is_stopped(tmp_path, watch):
     assert session.close() == 0
 
 
-def test_saves_by_rename_new_chapters_and_deletions_are_seen(tmp_path):
+def _wait_for_change(watcher: Watcher, path: Path) -> set[Path]:
+    deadline, seen = time.monotonic() + 30, set()
+    while path not in seen and time.monotonic() < deadline:
+        select.select([watcher.fileno()], [], [], watcher.wait_s())
+        seen |= watcher.changes()
+    return seen
+
+
+def _watch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "jaxkoans-watch"]
+
+
+def _saved_an_hour_ago(directory: Path) -> None:
+    """As a learner's files are: watchfiles' poller sees no change within one second of mtime."""
+    earlier = time.time() - 3600
+    for path in directory.rglob("*"):
+        os.utime(path, (earlier, earlier))
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
+def test_saves_by_rename_new_chapters_and_deletions_are_seen(tmp_path, poll):
     koans = chapter(tmp_path, "01", ONE_AND_TWO)
-    watcher = Watcher(tmp_path / "koans")
-    temporary = koans / ".test_a.py.swp"
-    temporary.write_text(HEADER, encoding="utf-8")
-    os.replace(temporary, koans / "test_a.py")  # how many editors save
-    assert watcher.changes() == {koans / "test_a.py"}  # hidden files never count
-    later = chapter(tmp_path, "02", ONE_AND_TWO)
-    assert watcher.changes() == {later / "test_a.py", later / "chapter.toml"}
-    (later / "test_a.py").write_text(HEADER + "# edited\n", encoding="utf-8")
-    assert watcher.changes() == {later / "test_a.py"}
-    (later / "test_a.py").unlink()
-    assert watcher.changes() == {later / "test_a.py"}
-    assert watcher.changes() == set()
+    _saved_an_hour_ago(koans)
+    with Watcher(tmp_path / "koans", poll=poll) as watcher:
+        if not poll and watcher.mode != "inotify":
+            pytest.skip(f"inotify is not available here: {watcher.why}")
+        temporary = koans / ".test_a.py.swp"
+        temporary.write_text(HEADER, encoding="utf-8")
+        os.replace(temporary, koans / "test_a.py")  # how many editors save
+        seen = _wait_for_change(watcher, koans / "test_a.py")
+        assert koans / "test_a.py" in seen and temporary not in seen  # hidden files never count
+        later = chapter(tmp_path, "02", ONE_AND_TWO)
+        assert later / "test_a.py" in _wait_for_change(watcher, later / "test_a.py")
+        (later / "test_a.py").write_text(HEADER + "# edited\n", encoding="utf-8")
+        later_s = time.time() + 5  # saved a few seconds after it was made, as a learner would
+        os.utime(later / "test_a.py", (later_s, later_s))
+        assert later / "test_a.py" in _wait_for_change(watcher, later / "test_a.py")
+        (later / "test_a.py").unlink()
+        assert later / "test_a.py" in _wait_for_change(watcher, later / "test_a.py")
+    assert _watch_threads() == []  # closing it leaves no thread behind
 
 
-def test_two_saves_within_one_timestamp_tick_are_both_seen(tmp_path):
-    """A filesystem with coarse timestamps: the file being worked on is also compared by content."""
+def _silent_watch(*paths, stop_event, **options):
+    """watchfiles.watch on a mount whose changes never arrive (WSL, NFS): empty batches."""
+    while not stop_event.wait(0.01):
+        yield set()
+
+
+def test_a_change_that_inotify_misses_switches_to_polling(tmp_path, monkeypatch):
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    monkeypatch.setattr(watcher_module, "VERIFY_S", 0.0)
+    monkeypatch.setattr(watcher_module.watchfiles, "watch", _silent_watch)
+    with Watcher(tmp_path / "koans") as watcher:
+        if watcher.mode != "inotify":
+            pytest.skip(f"inotify is not available here: {watcher.why}")
+        focus = koans / "test_a.py"
+        watcher.watch_closely(focus)
+        assert watcher.changes() == set()
+        focus.write_text(HEADER + "# saved from the other side\n", encoding="utf-8")
+        # One check may come before watchfiles' batch of the save; the next one may not.
+        assert watcher.changes() == set() and watcher.mode == "inotify"
+        assert focus in watcher.changes()
+        assert watcher.mode == "poll"
+        assert "missed a change" in watcher.why
+
+
+def test_no_inotify_watch_left_falls_back_to_polling(tmp_path, monkeypatch):
+    koans = chapter(tmp_path, "01", ONE_AND_TWO)
+    _saved_an_hour_ago(koans)
+    real_watch = watcher_module.watchfiles.watch
+
+    def watch(*paths, force_polling, **options):
+        if not force_polling:  # what notify raises when max_user_watches is reached
+            raise OSError(28, "No space left on device (os error 28)")
+        return real_watch(*paths, force_polling=force_polling, **options)
+
+    monkeypatch.setattr(watcher_module.watchfiles, "watch", watch)
+    with Watcher(tmp_path / "koans") as watcher:
+        assert watcher.mode == "poll"
+        assert "unavailable" in watcher.why and "os error 28" in watcher.why
+        (koans / "test_a.py").write_text(HEADER + "# edited\n", encoding="utf-8")
+        assert koans / "test_a.py" in _wait_for_change(watcher, koans / "test_a.py")
+    assert _watch_threads() == []
+
+
+def test_two_saves_within_one_mtime_second_are_both_seen_when_polling(tmp_path):
+    """watchfiles' poller compares whole seconds of mtime: the file being worked on is also
+    compared by content."""
     koans = chapter(tmp_path, "01", ONE_AND_TWO)
     focus = koans / "test_a.py"
-    watcher = Watcher(tmp_path / "koans")
-    watcher.watch_closely(focus)
-    focus.write_text(HEADER + "# first\n", encoding="utf-8")
-    assert focus in watcher.changes()
-    first = focus.stat().st_mtime_ns
-    focus.write_text(HEADER + "# again\n", encoding="utf-8")
-    os.utime(focus, ns=(first, first))
-    assert watcher.changes() == {focus}
+    with Watcher(tmp_path / "koans", poll=True) as watcher:
+        watcher.watch_closely(focus)
+        focus.write_text(HEADER + "# first\n", encoding="utf-8")
+        assert focus in _wait_for_change(watcher, focus)
+        first = focus.stat().st_mtime_ns
+        focus.write_text(HEADER + "# again\n", encoding="utf-8")
+        os.utime(focus, ns=(first, first))  # a filesystem with coarse timestamps
+        assert focus in _wait_for_change(watcher, focus)
+
+
+@pytest.mark.parametrize(("value", "mode"), [("1", "poll"), ("false", "inotify")])
+def test_watchfiles_force_polling_is_honoured(tmp_path, monkeypatch, value, mode):
+    chapter(tmp_path, "01", ONE_AND_TWO)
+    monkeypatch.setenv("WATCHFILES_FORCE_POLLING", value)
+    with Watcher(tmp_path / "koans") as watcher:
+        if mode == "inotify" and watcher.mode != "inotify":
+            pytest.skip(f"inotify is not available here: {watcher.why}")
+        assert watcher.mode == mode
+        assert ("WATCHFILES_FORCE_POLLING=1" in watcher.why) == (mode == "poll")
+
+
+def test_a_fall_back_to_polling_is_said_once(tmp_path, capsys):
+    """The watch loop names the new way of watching the first time it changes, not again."""
+
+    class Switching:
+        why = "inotify"
+
+    watcher = Switching()
+    session = watch_command.Session(None, [], tmp_path, watcher)
+    session.changed(set())
+    watcher.why = "轮询 / polling every 0.2 s (inotify missed a change)"
+    session.changed(set())
+    session.changed(set())
+    assert capsys.readouterr().out.count("inotify missed a change") == 1
 
 
 def test_a_chapter_watch_ends_with_that_chapter_and_says_each_pass_once(tmp_path, watch):

@@ -1,18 +1,32 @@
-"""Which of the course's files changed: koans/ is polled every POLL_S (each file's mtime, size and
-inode: 1.3 ms of CPU for the course's 180 files), the file being worked on also by content (two
-saves within one timestamp tick). One way on every filesystem: inotify misses the changes of
-WSL and network mounts, and a save by rename or a new chapter needs no special case."""
+"""Which of the course's files changed: `watchfiles` in a thread, one batch per save, waking
+the watch loop's select through a pipe. Where inotify cannot work (--poll,
+WATCHFILES_FORCE_POLLING, a network or WSL mount, no inotify watch left) the tree is polled. The
+file being worked on is also compared by content (watchfiles' poller compares whole seconds of
+mtime); with inotify, a change that no event reported switches to polling.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import queue
+import sys
+import threading
 import time
 from pathlib import Path
+
+import watchfiles
 
 from jaxkoans.learner.language import say
 
 POLL_S = 0.2
+VERIFY_S = 1.0
+STEP_MS = 30  # a batch ends when STEP_MS pass without a new path: one batch per save
+MAX_BATCH_MS = 500
+HEARTBEAT_MS = 200  # watchfiles yields an empty batch this often: its first says it started
+START_S = 30.0  # how long a start may take on a loaded machine before it is not waited for
+NATIVE = {"linux": "inotify", "darwin": "FSEvents"}.get(sys.platform, "native events")
 
 
 def digest(path: Path) -> str | None:
@@ -22,54 +36,162 @@ def digest(path: Path) -> str | None:
         return None
 
 
+def polling_reason(poll: bool) -> str | None:
+    """Why to poll from the start; None when native events can work (a network or WSL mount
+    that drops them is found out at the first save they miss)."""
+    forced = os.environ.get("WATCHFILES_FORCE_POLLING", "")
+    if poll:
+        return "--poll"
+    if forced and forced.lower() not in ("false", "disable", "disabled"):
+        return f"WATCHFILES_FORCE_POLLING={forced}"
+    return None
+
+
+class Stream:
+    """`watchfiles.watch(root)` in a thread: batches of changed paths, and a pipe for select."""
+
+    def __init__(self, root: Path, polling: bool) -> None:
+        self.root, self.polling = root, polling
+        self.error: Exception | None = None  # why the thread ended early
+        self._batches: queue.SimpleQueue[set[Path]] = queue.SimpleQueue()
+        self._started, self._stop = threading.Event(), threading.Event()
+        self._read_fd, self._write_fd = os.pipe()
+        for fd in (self._read_fd, self._write_fd):
+            os.set_blocking(fd, False)
+        self._thread = threading.Thread(target=self._run, name="jaxkoans-watch", daemon=True)
+        self._thread.start()
+        self._started.wait(START_S)  # so that a failed start is known before the first line
+
+    def _run(self) -> None:
+        options = dict(debounce=MAX_BATCH_MS, step=STEP_MS, rust_timeout=HEARTBEAT_MS)
+        try:
+            for changes in watchfiles.watch(
+                self.root, watch_filter=None, stop_event=self._stop, yield_on_timeout=True,
+                force_polling=self.polling, poll_delay_ms=int(POLL_S * 1000),
+                raise_interrupt=False, **options,
+            ):  # fmt: skip
+                self._started.set()
+                depth = len(self.root.parts)
+                paths = {Path(p) for _, p in changes}
+                paths |= _files_of_new_directories(changes)
+                paths = {p for p in paths if not any(_hidden(n) for n in p.parts[depth:])}
+                if paths:
+                    self._batches.put(paths)
+                    self._wake()
+        except Exception as error:  # OSError: no inotify watch left; watchfiles' RuntimeError
+            self.error = error
+            self._wake()
+        finally:
+            self._started.set()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # a full pipe has woken select already
+            os.write(self._write_fd, b".")
+
+    def fileno(self) -> int:
+        return self._read_fd
+
+    def drain(self) -> set[Path]:
+        """The paths changed since the last call (the pipe first, so no wake-up is lost)."""
+        with contextlib.suppress(OSError):
+            while os.read(self._read_fd, 4096):
+                pass
+        changed: set[Path] = set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                changed |= self._batches.get_nowait()
+        return changed
+
+    def close(self) -> None:
+        """Stop the thread (watchfiles looks at the event every STEP_MS) and close the pipe."""
+        self._stop.set()
+        self._thread.join(START_S)
+        if not self._thread.is_alive():  # else it may still write: leave its pipe open
+            for fd in (self._read_fd, self._write_fd):
+                os.close(fd)
+
+
+def _files_of_new_directories(changes) -> set[Path]:
+    """The files inside each directory the batch added: those written into it before inotify
+    watched it (a new chapter copied in) have no event of their own."""
+    found: set[Path] = set()
+    for change, path in changes:
+        if change == watchfiles.Change.added and os.path.isdir(path):
+            with contextlib.suppress(OSError):
+                found |= {p for p in Path(path).rglob("*") if p.is_file()}
+    return found
+
+
 def _hidden(name: str) -> bool:
     return name.startswith(".") or name == "__pycache__"
 
 
-def snapshot(root: Path) -> dict[Path, tuple[int, int, int]]:
-    """Each file under `root` (hidden ones and __pycache__ left out) -> (mtime, size, inode)."""
-    found = {}
-    for directory, subdirectories, names in os.walk(root):
-        subdirectories[:] = [name for name in subdirectories if not _hidden(name)]
-        for name in names:
-            path = Path(directory, name)
-            try:
-                stat = path.stat()
-            except OSError:  # deleted meanwhile
-                continue
-            if not _hidden(name):
-                found[path] = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    return found
+def _polling(reason: str) -> str:
+    return say(f"每 {POLL_S} s 轮询一次", f"polling every {POLL_S} s") + f" ({reason})"
 
 
 class Watcher:
-    """Changes under `root`, as `changes()` finds them."""
+    """Changes under `root`: select on `fileno()`, call `changes()` when it is readable and
+    whenever `wait_s()` seconds have passed."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, poll: bool = False) -> None:
         self.root = root
-        self.why = say(f"每 {POLL_S} s 轮询一次", f"polling every {POLL_S} s")
         self.focus: Path | None = None
-        self._content: str | None = None  # the focus as last reported
-        self._files = snapshot(root)
-        self._check_at = time.monotonic() + POLL_S
+        self._content: str | None = None  # the focus as last reported or checked
+        self._suspect = False  # it changed and no event said so yet
+        self._check_at = 0.0
+        reason = polling_reason(poll)
+        self.mode, self.why = ("poll", _polling(reason)) if reason else (NATIVE, NATIVE)
+        self.stream = Stream(root, polling=reason is not None)
+        if self.stream.error is not None and self.mode != "poll":
+            self._poll(f"{say(f'{NATIVE} 不可用', f'{NATIVE} unavailable')}: {self.stream.error}")
+
+    def _poll(self, reason: str) -> None:
+        self.stream.close()
+        self.stream = Stream(self.root, polling=True)
+        self.mode, self.why, self._suspect = "poll", _polling(reason), False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def _period(self) -> float:
+        return POLL_S if self.mode == "poll" else VERIFY_S
 
     def wait_s(self) -> float:
-        return max(0.0, self._check_at - time.monotonic())
+        return max(0.0, self._check_at - time.monotonic()) if self.focus else self._period()
 
     def watch_closely(self, path: Path | None) -> None:
-        """The file being worked on, compared by content too."""
-        self.focus, self._content = path, digest(path) if path else None
+        """The file being worked on, compared by content (see the module's doc)."""
+        self.focus, self._content, self._suspect = path, digest(path) if path else None, False
+        self._check_at = time.monotonic() + self._period()
 
     def changes(self) -> set[Path]:
-        """What changed since the last call (the watch calls it at least every `wait_s()`)."""
-        self._check_at = time.monotonic() + POLL_S
-        files, self._files = self._files, snapshot(self.root)
-        changed = {
-            p for p in files.keys() | self._files.keys() if files.get(p) != self._files.get(p)
-        }
-        if self.focus is not None:
-            content = digest(self.focus)
-            if content != self._content:
-                changed.add(self.focus)
-            self._content = content
+        changed = self.stream.drain()
+        if self.stream.error is not None and self.mode != "poll":
+            self._poll(f"{say(f'{NATIVE} 出错', f'{NATIVE} failed')}: {self.stream.error}")
+        if self.focus in changed:
+            self._content, self._suspect = digest(self.focus), False
+        elif self.focus is not None and time.monotonic() >= self._check_at:
+            changed |= self._check_focus(self.focus)
         return changed
+
+    def _check_focus(self, focus: Path) -> set[Path]:
+        content = digest(focus)
+        if content == self._content:
+            self._suspect = False
+        elif self.mode != "poll" and not self._suspect:  # watchfiles may be gathering its batch
+            self._suspect, content = True, self._content
+        elif self.mode != "poll":  # it changed a whole check ago and no event said so
+            self._poll(say(f"{NATIVE} 没有报告修改", f"{NATIVE} missed a change"))
+        self._check_at = time.monotonic() + self._period()
+        changed, self._content = content != self._content, content
+        return {focus} if changed else set()
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

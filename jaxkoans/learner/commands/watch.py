@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("koan", nargs="?", help="start here (test name, file.py::name, nodeid)")
     parser.add_argument("--chapter", metavar="NN", help="only this chapter's koans")
     parser.add_argument(
+        "--poll", action="store_true", help="poll files every 0.2 s (when saves go unnoticed)"
+    )
+    parser.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="stop a run after S seconds"
     )
 
@@ -175,6 +178,7 @@ class Session:
         self.run: Run | None = None
         self.digests: dict[str, str | None] = {}  # files of the running request, at its start
         self.ran_digest: str | None = None  # the focus file's content at its last run
+        self.why = watcher.why  # how files are watched, as last told
         self.exit_code: int | None = None
 
     # ---- jobs -----------------------------------------------------------------------------
@@ -419,7 +423,11 @@ class Session:
         return path.suffix == ".py" and not path.name.startswith("test_")  # a helper, conftest
 
     def changed(self, changes: set[Path]) -> None:
-        """Files changed since the last poll: run the focus again, unless nothing really did."""
+        """A batch of changes (the watcher gathers a save's events): run the focus again,
+        unless nothing really changed."""
+        if self.watcher.why != self.why:  # it fell back to polling: said once
+            self.why = self.watcher.why
+            self.console.note(f"👀 {say('监视', 'watching')}: {self.why}")
         paths = {p for p in changes if self._relevant(p)}
         if not paths or self.focus is None:
             return
@@ -431,7 +439,7 @@ class Session:
     def loop(self) -> int:
         watcher, keys = self.watcher, self.keys
         while self.exit_code is None:
-            fds = [keys.fileno()] if keys.fileno() is not None else []
+            fds = [fd for fd in (keys.fileno(), watcher.fileno()) if fd is not None]
             waits = [1.0, watcher.wait_s()]
             if self.run is not None:
                 fds += self.run.fds()
@@ -487,15 +495,16 @@ def run(args) -> int:
     if start is None:
         return _refuse(f"{say('找不到 koan', 'no such koan')}: {args.koan}")
     with contextlib.ExitStack() as stack:
-        watcher = Watcher(args.checkout.koans)
+        watcher = stack.enter_context(Watcher(args.checkout.koans, poll=args.poll))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jaxkoans-watch-")))
         session = Session(args, koans, scratch, watcher)
         stack.enter_context(session.keys)
         stack.enter_context(stop_signals_leave())  # ends the watch like q
         stack.callback(session.stop)
         console = session.console
+        tell = console.note if watcher.mode == "poll" else console.say  # polling: kept on screen
         where = f"{args.checkout.koans.name}/ ({watcher.why})"
-        console.say(f"👀 {say('监视', 'watching')} {where}; Ctrl-C {say('退出', 'quits')}")
+        tell(f"👀 {say('监视', 'watching')} {where}; Ctrl-C {say('退出', 'quits')}")
         try:
             first = session.search(start) if isinstance(start, int) else session.check(start)
             session.start(first)

@@ -195,6 +195,8 @@ def test_token_weighted_loss_for_padded_batches():
     np.testing.assert_allclose(token_mean(padded, float_mask), real.mean(), rtol=1e-6)
     blown = padded.at[0, 0].set(jnp.inf)  # a real token's loss overflowed / 真实 token 的损失溢出
     assert float(token_mean(blown, mask)) == float("inf")  # only padding is left out / 只排除填充
+    broken = padded.at[2, 1].set(jnp.nan)  # a real token's NaN shows / 真实 token 的 NaN 照样显出来
+    assert np.isnan(float(token_mean(broken, float_mask)))
     per_sequence = np.mean(
         [real_row.mean() for real_row in np.split(real, np.cumsum(lengths)[:-1])]
     )

@@ -201,26 +201,33 @@ def test_a_sharded_export_fixes_the_device_count():
 
 
 @pytest.mark.parametrize(
-    ("x_spec", "axis_type"),
-    [(P("data", None), AxisType.Explicit), (P(), AxisType.Auto)],
+    ("split_rows", "axis_type"),
+    [(True, AxisType.Explicit), (False, AxisType.Auto)],
     ids=["rows-explicit", "replicated-auto"],
 )
-def test_another_device_count_needs_a_new_export(x_spec, axis_type):
+def test_another_device_count_needs_a_new_export(split_rows, axis_type):
     """写 export_for_devices。在 4 个设备的网格上导出的产物，放到有 8 个设备的服务端上：用上全部 8 个
     设备的参数去调用它，会被拒绝。不带分片导出的产物记着几个设备？拿 8 个设备上按行切开的参数去
     调用它，结果的每一块是什么形状？要让分片的模型用上 8 个设备，得回到源码、按产物记下的输入
-    （形状、dtype、PartitionSpec、轴名、轴类型）重新导出。
+    （形状、dtype、PartitionSpec、轴名、轴类型）重新导出。另一个产物，形状和轴名都不同，也照样
+    重新导出。
     Write export_for_devices. An artifact exported on a 4-device mesh meets a server with 8: called
     with arguments on all 8 devices, it is refused. How many devices does an artifact exported
     without shardings record? Called with arguments split by rows over the 8 devices, what shape
     is each piece of its result? For the sharded model to use all 8 devices, go back to the
     source and export again with the inputs the artifact records (shapes, dtypes,
-    PartitionSpecs, axis names and types).
+    PartitionSpecs, axis names and types). An artifact with other shapes and another axis name
+    is exported again the same way.
     """
     devices = jax.devices()
 
-    def data_mesh(devices):
-        return Mesh(np.array(devices), ("data",), axis_types=(axis_type,))
+    def data_mesh(devices, name="data"):
+        return Mesh(np.array(devices), (name,), axis_types=(axis_type,))
+
+    def x_spec_on(name):  # x's rows over the axis, or x replicated / x 的行沿这个轴切开，或复制
+        return P(name, None) if split_rows else P()
+
+    x_spec = x_spec_on("data")
 
     four_devices = data_mesh(devices[:4])
     specs = (
@@ -259,22 +266,48 @@ def test_another_device_count_needs_a_new_export(x_spec, axis_type):
     np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
     assert y.sharding.device_set == set(devices)
 
-    wider = (  # another artifact: its own shapes, re-exported for two devices
-        jax.ShapeDtypeStruct((3, 5), jnp.float32, sharding=NamedSharding(four_devices, P())),
-        jax.ShapeDtypeStruct((12, 3), jnp.float32, sharding=NamedSharding(four_devices, x_spec)),
+    # Another artifact: its own shapes and axis name, re-exported for two devices.
+    # 另一个产物：自己的形状和轴名，为两个设备重新导出。
+    batch_axis = data_mesh(devices[:4], name="batch")
+    wider = (
+        jax.ShapeDtypeStruct((3, 5), jnp.float32, sharding=NamedSharding(batch_axis, P())),
+        jax.ShapeDtypeStruct(
+            (12, 3), jnp.float32, sharding=NamedSharding(batch_axis, x_spec_on("batch"))
+        ),
     )
     two = export_for_devices(layer, export.export(jax.jit(layer))(*wider), devices[:2])
     assert two.nr_devices == 2 and [a.shape for a in two.in_avals] == [(3, 5), (12, 3)]
+    assert two.in_shardings_jax()[0].mesh.axis_names == ("batch",)
+    assert [s.spec for s in two.in_shardings_jax()] == [P(), x_spec_on("batch")]
+
+
+class Recording:
+    """exp 的替身：照常调用 exp.call，并记下每次调用收到的批大小（第 0 维）。
+    A stand-in for exp: calls exp.call as usual and notes the batch size (axis 0) each call
+    receives."""
+
+    def __init__(self, exp):
+        self.exp, self.batches = exp, []
+
+    def call(self, *args):
+        self.batches.append(args[0].shape[0])
+        return self.exp.call(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.exp, name)
 
 
 def test_buckets_and_warm_up_bound_the_compilations():
     """写 bucket_server：一个批维是符号的产物可以服务任何批大小，但每个新形状第一次调用时都要
     编译。把请求补到几个固定的桶，编译次数就只有桶的个数；启动时先用每个桶调用一次（预热），
-    之后的请求就一次也不用编译。
+    之后的请求就一次也不用编译。补到比装得下的最小的桶更大的桶，结果和编译次数都不变，但每个
+    请求都白算了扔掉的那些行：exp 的替身记下每次调用收到的批大小。
     Write bucket_server: an artifact with a symbolic batch serves every batch size, but each
     new shape compiles on its first call. Pad requests to a few fixed buckets and there are only
     as many compilations as buckets; call each bucket once at start-up (warm-up) and later
-    requests compile nothing.
+    requests compile nothing. Padding past the smallest bucket that fits changes neither the
+    results nor the compilations, but each request then computes rows only to throw them away:
+    a stand-in for exp notes the batch each call receives.
     """
     w1, w2 = np.random.default_rng(2).normal(size=(2, 3, 3)).astype(np.float32)
 
@@ -282,7 +315,7 @@ def test_buckets_and_warm_up_bound_the_compilations():
         return jnp.tanh(x @ w1) @ w2
 
     (b,) = export.symbolic_shape("b")
-    exp = export.export(jax.jit(predict))(jax.ShapeDtypeStruct((b, 3), jnp.float32))
+    exp = Recording(export.export(jax.jit(predict))(jax.ShapeDtypeStruct((b, 3), jnp.float32)))
     buckets = [4, 8, 16]
     serve = bucket_server(exp, buckets)
 
@@ -296,7 +329,9 @@ def test_buckets_and_warm_up_bound_the_compilations():
     for n, y in served.items():
         assert y.shape == (n, 3)
         np.testing.assert_allclose(y, predict(batch(n, seed=n)), rtol=1e-5, atol=1e-6)
+    assert exp.batches == buckets + [4] * 4 + [8] * 4 + [16] * 8  # one call per request
 
+    exp.batches.clear()
     other = bucket_server(exp, [5, 12])  # the buckets are the caller's
     with counting_compiles() as other_buckets:
         for n in (1, 5, 6, 12):
@@ -304,3 +339,4 @@ def test_buckets_and_warm_up_bound_the_compilations():
                 other(batch(n, seed=n)), predict(batch(n, seed=n)), rtol=1e-5, atol=1e-6
             )
     assert len(other_buckets) == 2
+    assert exp.batches == [5, 5, 12, 12]

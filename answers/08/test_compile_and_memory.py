@@ -213,12 +213,13 @@ def test_memory_analysis_answers_before_anything_runs():
     """写 compiled_bytes：一个大任务跑到一半才内存不够最浪费。只用形状和 dtype 编译，
     memory_analysis() 就能事先说出要多少内存：这里 (u @ v) @ x 要一个 GiB 的临时矩阵，
     换个结合顺序就只比输入和输出多几十个字节；一串逐元素运算的中间结果被 XLA 融合掉，不占内存。
-    程序一次都没有运行。
+    程序一次都没有运行：下面每个函数运行时都会回调主机，计数一直是零。
     Write compiled_bytes: running out of memory halfway through a big job is the most wasteful
     way to find out. Compiling from shapes and dtypes alone, memory_analysis() tells the memory
     in advance: here (u @ v) @ x needs a GiB temporary, the other association a few dozen bytes
     beyond its inputs and output, and a chain of elementwise operations is fused by XLA and
-    keeps no intermediate. The program never runs.
+    keeps no intermediate. The program never runs: each function below calls back to the host
+    when it runs, and the count stays at zero.
     """
     n, k = 2**14, 8
     specs = (
@@ -227,14 +228,18 @@ def test_memory_analysis_answers_before_anything_runs():
         jax.ShapeDtypeStruct((n,), jnp.float32),
     )
     inputs_and_output = (2 * n * k + 2 * n) * 4
+    runs = []  # one entry per run, written by the host callback / 每运行一次，主机回调记一笔
 
     def naive(u, v, x):
+        jax.debug.callback(lambda: runs.append("naive"))
         return (u @ v) @ x
 
     def reassociated(u, v, x):
+        jax.debug.callback(lambda: runs.append("reassociated"))
         return u @ (v @ x)
 
     def elementwise(u, v, x):  # its jaxpr names (n, k) intermediates; XLA fuses them away
+        jax.debug.callback(lambda: runs.append("elementwise"))
         return jnp.sum(jnp.exp(u) * 2.0, axis=1) + jnp.sum(jnp.tanh(v), axis=0) + x
 
     big, small = compiled_bytes(naive, *specs), compiled_bytes(reassociated, *specs)
@@ -242,3 +247,6 @@ def test_memory_analysis_answers_before_anything_runs():
     assert big >= inputs_and_output + n * n * 4  # the n×n temporary / n×n 的临时矩阵
     assert inputs_and_output <= small < inputs_and_output + 1024
     assert inputs_and_output <= compiled_bytes(elementwise, *specs) < inputs_and_output + 1024
+    assert runs == []  # compiled, never run / 编译了，从没运行
+    jax.jit(reassociated)(*(jnp.zeros(s.shape, s.dtype) for s in specs)).block_until_ready()
+    assert runs == ["reassociated"]  # a run does call back / 真的运行时会回调

@@ -13,6 +13,7 @@ device arrays a loop leaves behind. The tests check them against answers found a
 """
 
 import re
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -158,10 +159,12 @@ def make_training_loop(debug_every, width):
 def test_live_arrays_find_what_a_loop_leaks(debug_every, width):
     """写 leaked_shapes：内存一步步涨，却不知道是谁占着。jax.live_arrays() 列出此刻活着的每一个
     设备数组：比较循环前后，新出现的就是循环留下的。已经活着、形状相同的数组不能被算进去。
+    再跑一次循环，它把形状相同的新数组放进缓存，旧的随之释放：留下的是这些新数组。
     Write leaked_shapes: memory grows step by step and nobody knows who holds it.
     jax.live_arrays() lists every device array alive right now: compare before and after the
     loop, and the new ones are what it left behind. Arrays already alive, even of the same
-    shapes, must not be counted.
+    shapes, must not be counted. Run the loop again and it puts new arrays of the same shapes
+    in its cache, freeing the old ones: the new ones are what it leaves behind.
     """
     run, cache = make_training_loop(debug_every, width)
     already_alive = [jnp.zeros((i + 2, width)) for i in range(6)]  # same shapes, not leaked
@@ -169,4 +172,8 @@ def test_live_arrays_find_what_a_loop_leaks(debug_every, width):
     # The known answer, from the loop's own cache / 由循环自己的缓存算出的正确答案
     assert len(cache) > 1
     assert shapes == sorted(v.shape for v in cache.values())
+
+    old = [weakref.ref(v) for v in cache.values()]  # not kept alive / 不让它们活着
+    assert leaked_shapes(run) == sorted(v.shape for v in cache.values())
+    assert all(r() is None for r in old)  # the old entries were freed / 旧的已经释放
     del already_alive  # kept alive until here / 一直活到这里

@@ -495,12 +495,13 @@ def replicated_key(rng, mesh):
 def test_a_stateful_prng_hands_sharded_code_a_plain_key():
     """⚠️ 陷阱 / trap：StatefulPRNG 的计数器 Ref 放在一个设备上（设备 0），它发出的 key 也被
     “钉”在那个设备上。一个在 8 个设备上分片的 jit 程序拒收这样的 key，也拒收闭包里的生成器
-    本身：是哪个异常？生成器不能 device_put 到网格上（Ref 不能），能搬过去的是它发出的普通 key。
+    本身：是哪个异常？生成器不能 device_put 到网格上（Ref 不能），能搬过去的是它发出的普通 key，
+    搬到哪个网格都行，不论那个网格由哪几个设备组成。
     ⚠️ trap: a StatefulPRNG keeps its counter Ref on one device (device 0), and the keys it
     hands out are committed to that device too. A jit program sharded over 8 devices refuses
     such a key, and refuses the generator itself in a closure: with which exception? The
     generator cannot be device_put onto the mesh (a Ref cannot), but the plain keys it hands out
-    can.
+    can, onto any mesh, whichever devices that mesh is made of.
     """
     mesh = auto_mesh((N,), ("x",))
     sharded = jax.jit(
@@ -530,4 +531,10 @@ def test_a_stateful_prng_hands_sharded_code_a_plain_key():
         np.testing.assert_array_equal(
             drawn, jax.random.uniform(jax.random.fold_in(root, count), SHAPE)
         )
-    assert same_keys(rng.key(), jax.random.fold_in(root, 3))
+    # a mesh over a few devices picked at run time: the key goes onto that mesh's devices only
+    picked = np.random.default_rng(0).permutation(N)[: N // 2]
+    few = auto_mesh((N // 2,), ("x",), [jax.devices()[i] for i in picked])
+    third = replicated_key(rng, few)
+    assert third.sharding.device_set == set(few.devices.flat)
+    assert same_keys(third, jax.random.fold_in(root, 3))
+    assert same_keys(rng.key(), jax.random.fold_in(root, 4))

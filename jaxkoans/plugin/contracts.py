@@ -738,7 +738,9 @@ def _liveness(
 # not the holder, is perturbed.
 _STRUCTURE = ("pjit", "jit", "closed_call", "remat2", "checkpoint", "custom_jvp_call",
               "custom_vjp_call", "shard_map", "scan", "while", "cond")  # fmt: skip
-_LOOPS = ("scan", "while", "cond", "remat2", "shard_map")  # holders whose outputs can be changed
+# holders whose outputs liveness may change: not a while (changed, its outputs may steer
+# another loop that then never ends)
+_LOOPS = ("scan", "cond", "remat2", "shard_map")
 
 
 def perturbed(contract: dict) -> list[str]:

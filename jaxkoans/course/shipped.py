@@ -4,7 +4,7 @@ the same shipped course. The authoring tools write it (`python -m jaxkoans.cours
 every tool reads it through `Course.shipped()` and its kin (course/__init__.py).
 
 Each file's text is stored as a list of its lines, so an edit of a koan file changes about as
-many lines of the manifest.
+many lines of the manifest; the first format (one string per file) is still read.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from functools import cache
 from pathlib import Path
 
 MANIFEST_NAME = ".shipped.json"
-FORMAT = 2  # "lines": each file's text as a list of its lines
+FORMAT = 2  # 1: "text" one string per file; 2: "lines", a list of the lines
 SOURCE = "koans/.shipped.json"  # how a tool names where the shipped text came from
 
 
 def read_manifest(koans_dir: Path) -> dict[str, dict]:
-    """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}};
+    """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}}
+    (the whole text as one string, whatever the format);
     {} when the manifest is missing or damaged (then nothing is known to be as shipped)."""
     path = Path(koans_dir) / MANIFEST_NAME
     try:
@@ -38,7 +39,7 @@ def _read(path: str, mtime_ns: int, size: int) -> dict[str, dict]:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return {}
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
+    if not isinstance(document, dict) or document.get("format") not in (1, 2):
         return {}
     files = document.get("files")
     if not isinstance(files, dict):

@@ -107,6 +107,10 @@ CASES = {
     "K4_bubble_fraction_table_of_the_tests_counts": ("03/test_pipeline_parallel.py", "bubble_fraction"),
     # issue 54, this stop: a scale written in (the scaled case), meets values below it
     "L1_safe_norm_threshold_written_in": ("01/test_masking.py", "safe_norm"),
+    # a loop named alone is the technique: a scan's sum over itself beside the whole batch's
+    # gradient; a floor written under a norm's sqrt
+    "L2_accumulated_grad_whole_batch_times_scan_over_itself": ("06/test_grad_accumulation.py", "accumulated_grad"),
+    "L3_safe_norm_clamped_below_a_floor": ("01/test_masking.py", "safe_norm"),
 }
 HONEST = Path(__file__).parent / "honest_routes"
 # honest routes the lessons allow: every koan of the variant keeps its point

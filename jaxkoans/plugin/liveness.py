@@ -30,9 +30,8 @@ MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the s
 # honest programs.
 CARRIED, WHOLE = 0.8, 0.9
 ROUNDING = 1e-5  # of an output's largest element: a change below it is rounding, not a use
-# a profile's share with every use changed at once, zeroed (`carried["exp together"]`) and
-# moved alike (`carried["exp together moved"]`)
-TOGETHER, MOVED = "together", "together moved"
+# a profile's share with every use zeroed at once: `carried["exp together"]`
+TOGETHER = "together"
 EACH = "each output"  # that share per output leaf: `carried["exp each output"]` (a list)
 _ROUND = itertools.count(1)
 _EXECUTING = [0]  # primitives being run eagerly (compiled, lowered): their binds are JAX's
@@ -260,22 +259,20 @@ def problems(
                              0.0 if held_each else need, each=True)  # fmt: skip
         # every use at once: uses that cancel one another each seem to carry the result alone
         # (measured for the answer's profile; held where it is whole). Zeroed, a sum that
-        # cancels (r(2u) - 2 r(u)) stays zero; moved alike, a ratio of one value (r(u) / r(u))
-        # stays one, where an honest ratio of two (a sum over a count) changes under either.
-        # One use may be every call of a cached jit.
+        # cancels (r(2u) - 2 r(u)) stays zero, where an honest ratio of two uses (a sum over a
+        # count) does not survive its parts zeroed. (Moved alike at once, a value over itself
+        # would stay one, but so did an honest route's float8 casts: not held.) One use may be
+        # every call of a cached jit.
         held_each = held_each and bool(share)
-        together, cancelled = {}, []
-        for key, zero in ((TOGETHER, True), (MOVED, False)):
-            theirs = (answer or {}).get(f"{name} {key}")
-            if carried is not None or (theirs and theirs >= WHOLE and share):
-                uses = [tuple(informative)]
-                mine = _share(function, primitive, uses, args, kwargs, base, 0.0, zero=zero)
-                together[key] = mine
-                if theirs and theirs >= WHOLE and share and mine < CARRIED * theirs:
-                    cancelled.append((mine, theirs, "zeroed" if zero else "moved alike"))
+        theirs = (answer or {}).get(f"{name} {TOGETHER}")
+        held = bool(theirs and theirs >= WHOLE and share)
+        together = share
+        if carried is not None or held:
+            uses = [tuple(informative)]
+            together = _share(function, primitive, uses, args, kwargs, base, 0.0, zero=True)
         if carried is not None:
             carried[name] = round(share, 4)
-            carried |= {f"{name} {key}": round(v, 4) for key, v in together.items()}
+            carried[f"{name} {TOGETHER}"] = round(together, 4)
             carried[f"{name} {EACH}"] = [round(e, 4) for e in each]
         short = [
             i for i, (mine, t) in enumerate(zip(each, each_theirs, strict=False))
@@ -290,14 +287,12 @@ def problems(
                 "written and returned) and other work makes this one"
             )
             continue
-        if cancelled:
-            mine, theirs, how = cancelled[0]
+        if held and together < CARRIED * theirs:
             found.append(
-                f"同时改变 `{name}` 的每一处输出（{'置零' if how == 'zeroed' else '同样移动'}），结果"
-                f"只改变 {mine:.0%}，参考答案改变 {theirs:.0%} / changing every use of `{name}` "
-                f"at once ({how}) changes {mine:.0%} of the TODO's result where the answer's "
-                f"changes {theirs:.0%}: its uses cancel one another (a pair subtracted, a value "
-                "over itself), and other work makes the result"
+                f"同时把 `{name}` 的每一处输出置零，结果只改变 {together:.0%}，参考答案改变 "
+                f"{theirs:.0%} / zeroing every use of `{name}` at once changes {together:.0%} of "
+                f"the TODO's result where the answer's changes {theirs:.0%}: its uses cancel one "
+                "another (a pair subtracted), and other work makes the result"
             )
             continue
         if share == 0 and expected != 0:  # the answer's own may change only rounding (a shift)

@@ -261,8 +261,8 @@ def problems(
         # (measured for the answer's profile; held where it is whole). Zeroed, a sum that
         # cancels (r(2u) - 2 r(u)) stays zero, where an honest ratio of two uses (a sum over a
         # count) does not survive its parts zeroed. (Moved alike at once, a value over itself
-        # would stay one, but so did an honest route's float8 casts: not held.) One use may be
-        # every call of a cached jit.
+        # would stay one, but so did an honest quantize_mx by frexp in its koan: not held.)
+        # One use may be every call of a cached jit.
         held_each = held_each and bool(share)
         theirs = (answer or {}).get(f"{name} {TOGETHER}")
         held = bool(theirs and theirs >= WHOLE and share)

@@ -1,9 +1,9 @@
-"""The boundary a koan's checks run behind, while the learner's code runs. State by value: the
-watched packages' namespaces, classes and functions (code, defaults, closures), fingerprinted
-before any koan file is imported, are compared at each check the koan calls once a learner's code
-ran, and after each phase; a difference fails the koan, named, and is put back. Refusals by kind:
-an audit hook refuses the routes to frames and code objects taken from a learner's line, less
-what the TODO's contract allows. grade reads both as evidence: the koan is tampered.
+"""The boundary a koan's checks run behind. By value: the watched packages' namespaces, classes
+and functions (code, defaults, closures), fingerprinted before any koan file is imported, are
+compared at each check the koan calls once a learner's code ran, and after each phase; a
+difference fails the koan, named, and is put back. By kind: an audit hook refuses the routes to
+frames and code objects taken from a learner's line, less what the TODO's contract allows. grade
+reads both as evidence: the koan is tampered.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import sys
 import sysconfig
 import types
 from collections.abc import Callable
+from pathlib import Path
 
-from jaxkoans.course import reading
+from jaxkoans.course import reading, twin_name
 
 PACKAGES = ("numpy", "jax", "jaxlib", "ml_dtypes", "pytest", "_pytest", "pluggy", "xdist", "execnet", "jaxkoans")  # fmt: skip
-STARTS = sys.monitoring.events.PY_START | sys.monitoring.events.PY_RESUME
 TOOL, TOOL_NAME = 3, "jaxkoans boundary"  # sys.monitoring: 4 is contracts.py's, 5 result_types'
 MODULES = ("builtins", "math", "operator", "functools", "sys", "inspect", "traceback", "types")
 IGNORED = frozenset({"__warningregistry__", "__loader__", "__spec__"})
@@ -35,9 +35,14 @@ MESSAGE = (
     "the values you compute, not a changed check: compute the result with the lesson's technique."
 )
 FUNCTION_STATE = ("__code__", "__defaults__", "__kwdefaults__")
+_is, _MISSING, _contents = operator.is_, object(), operator.attrgetter("cell_contents")
 
-_is, _MISSING = operator.is_, object()
-_contents = operator.attrgetter("cell_contents")
+
+def _held(cell) -> object:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return _MISSING
 
 
 def _label(holder, key) -> str:
@@ -108,11 +113,16 @@ class Fingerprint:
                 self.add_module(name, module)
         self.trace = (sys.gettrace(), sys.getprofile())
 
+    def _first(self, thing) -> bool:
+        if id(thing) in self.seen:
+            return False
+        self.seen.add(id(thing))
+        return True
+
     def add_module(self, name: str, module) -> None:
         namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict) or id(namespace) in self.seen:
+        if not isinstance(namespace, dict) or not self._first(namespace):
             return
-        self.seen.add(id(namespace))
         self.modules[name] = module
         for key, value in list(namespace.items()):
             if key in IGNORED or not (callable(value) or isinstance(value, types.ModuleType)):
@@ -122,13 +132,10 @@ class Fingerprint:
             self.names.add(namespace, key, value)
             if isinstance(value, types.FunctionType):
                 self.add_function(value)
-            elif isinstance(value, type):
+            elif isinstance(value, type) and self._first(value):
                 self.add_class(value)
 
     def add_class(self, cls: type) -> None:
-        if id(cls) in self.seen:
-            return
-        self.seen.add(id(cls))
         if getattr(cls, "__module__", "").partition(".")[0] not in PACKAGES + MODULES:
             return
         proxy = vars(cls)
@@ -146,9 +153,8 @@ class Fingerprint:
                     self.add_function(function)
 
     def add_function(self, function: types.FunctionType) -> None:
-        if id(function) in self.seen:
+        if not self._first(function):
             return
-        self.seen.add(id(function))
         kwdefaults = function.__kwdefaults__
         self.functions.append((function, function.__code__, function.__defaults__, kwdefaults))
         for key, value in (kwdefaults or {}).items():
@@ -157,9 +163,7 @@ class Fingerprint:
             if callable(value):  # `__wrapped__`, a rule; data there is a cache
                 self.names.add(function.__dict__, key, value)
         for cell in function.__closure__ or ():
-            try:
-                contents = cell.cell_contents
-            except ValueError:
+            if (contents := _held(cell)) is _MISSING:
                 continue
             self.cells.append(cell)
             self.contents.append(contents)
@@ -179,16 +183,15 @@ class Fingerprint:
         return value
 
     def intact(self) -> bool:
-        """Everything but the functions' `__code__` and defaults as fingerprinted: those change
-        only through setters that raise an audit event, so `restore(touched=True)` compares
-        them where the hook saw one (reading each raises an event: 18,000 here)."""
+        """All but the functions' `__code__` and defaults, which change only through setters that
+        raise an audit event: `restore(touched=True)` compares them where the hook saw one."""
         try:
             cells = all(map(_is, map(_contents, self.cells), self.contents))
         except ValueError:  # a cell emptied
             cells = False
         return (
-            self.names.intact()
-            and cells
+            cells
+            and self.names.intact()
             and all(sys.modules.get(n) is m for n, m in self.modules.items() if n in MODULES)
             and (sys.gettrace(), sys.getprofile()) == self.trace
         )
@@ -206,7 +209,7 @@ class Fingerprint:
                     setattr(function, key, value)
         found += self.names.restore(excused)
         for cell, value in zip(self.cells, self.contents, strict=True):
-            if getattr(cell, "cell_contents", _MISSING) is not value:
+            if _held(cell) is not value:
                 found.append(f"a closure cell holding {type(value).__qualname__}")
                 cell.cell_contents = value
         for name, module in self.modules.items():
@@ -221,8 +224,8 @@ class Fingerprint:
 
 
 def monkeypatched(item) -> set[tuple[int, str]]:
-    """(id of a namespace or class, name) for each name the koan's own `monkeypatch` fixture
-    set and has not yet undone (its teardown does): the koan's, not the learner's."""
+    """(id of a namespace or class, name) for each name the koan's own `monkeypatch` fixture set
+    and has not yet undone: the koan's, not the learner's."""
     fixture = getattr(item, "funcargs", {}).get("monkeypatch")
     found = {(id(target), name) for target, name, _ in getattr(fixture, "_setitem", ())}
     for target, name, _ in getattr(fixture, "_setattr", ()):
@@ -256,9 +259,8 @@ def _category(event: str, args: tuple) -> str | None:
 
 
 def standard_library(filename: str, stdlib: str, packages: tuple[str, ...]) -> bool:
-    """Whether code in `filename` is the standard library's (or generated, `<string>`): under
-    `stdlib` and in none of the installed packages' directories, which conda and a Python
-    without a venv put under it (lib/python3.X/site-packages)."""
+    """Code of the standard library (or generated, `<string>`): under `stdlib` and in none of the
+    installed packages' directories, which conda and a bare Python put under it."""
     return filename.startswith((stdlib, "<")) and not filename.startswith(packages)
 
 
@@ -284,9 +286,7 @@ def install(
         state["busy"] = True
         try:
             category = _category(event, args)
-            if category is None:
-                return
-            frame = getframe(1)
+            frame = getframe(1) if category is not None else None
             while frame is not None:  # through the standard library to who asked
                 name = frame.f_code.co_filename
                 if name == __file__ or name.startswith("<frozen importlib"):
@@ -325,10 +325,32 @@ def _inside(position: tuple, spans: tuple) -> bool:
     return any((a, b) <= (line, col) and (end_line, end_col) <= (c, d) for a, b, c, d in spans)
 
 
+def learner_lines_of(checkout) -> Callable[[str], tuple | None]:
+    """For `Watch`: a koan file's code the learner wrote, read against the file as shipped: (lines
+    of its TODO bodies and fix regions, (line, col, end line, end col) of each blank's fill, what
+    its contracts allow); None for a file that is not a koan file."""
+    from jaxkoans.plugin import classify
+
+    def lines(filename: str) -> tuple | None:
+        path = Path(filename)
+        chapter = checkout.chapter_for(path) if path.name.startswith("test_") else None
+        if chapter is None:
+            return None
+        allowed = reading.allowed_by(chapter.contracts, twin_name(path)).values()
+        learner = classify.taken(checkout, path)
+        spans = tuple(
+            (f.node.lineno, f.node.col_offset, f.node.end_lineno, f.node.end_col_offset)
+            for f in (learner.blanks if learner is not None else ())
+        )
+        code = learner.code_lines() if learner is not None else frozenset()
+        return code, spans, " ".join(sorted(set().union(*allowed)))
+
+    return lines
+
+
 class Watch:
-    """One process's boundary: the fingerprint taken before any koan file is imported, the
-    audit hook, and the koan now running. `learner_lines(file)`: the lines of a koan file the
-    learner wrote and the categories its contracts allow ("code frames"), or None."""
+    """One process's boundary: the fingerprint taken before any koan file is imported, the audit
+    hook, and the koan now running. `learner_lines(file)`: see `learner_lines_of`."""
 
     def __init__(self, learner_lines: Callable[[str], tuple | None]) -> None:
         import jax.numpy as jnp
@@ -342,8 +364,7 @@ class Watch:
         self.written: dict = {}  # code object -> whether it holds the learner's code
         self.arm, self.drain = install(self.learner_at, self.touched)
         self.module: tuple[dict, dict] | None = None  # the koan's namespace, and as setup left it
-        self.item = None  # the koan whose call is watched
-        self.known = len(sys.modules)
+        self.item, self.known = None, len(sys.modules)  # the koan whose call is watched
         self.code, self.busy, self.at_checks = None, False, []
         self.learners: set = set()  # code objects holding a learner's line (PY_START)
         self.dirty = True  # a learner's code ran since the last comparison
@@ -352,17 +373,15 @@ class Watch:
         self.checks = {id(f): f for f in checks if callable(f)}  # held: their ids stay theirs
 
     def learner_at(self, code, offset: int) -> str | None:
-        """The categories allowed where `code`'s instruction at `offset` is the learner's (a
-        TODO body or fix region line, or inside a blank's fill), else None."""
+        """The categories allowed where `code`'s instruction at `offset` is the learner's (a TODO
+        body or fix region line, or inside a blank's fill), else None."""
         found = self.learner_file(code.co_filename)
         if found is None:
             return None
-        lines, spans, allowed = found
         position = next(itertools.islice(code.co_positions(), offset // 2, None), (None,) * 4)
-        return allowed if position[0] in lines or _inside(position, spans) else None
+        return found[2] if position[0] in found[0] or _inside(position, found[1]) else None
 
     def written_by_learner(self, code) -> bool:
-        """Does `code` hold an instruction the learner wrote?"""
         if code not in self.written:
             found = self.learner_file(code.co_filename)
             self.written[code] = found is not None and any(
@@ -376,8 +395,8 @@ class Watch:
         self.arm(item.nodeid)
 
     def catch_up(self) -> None:
-        """Modules imported since the fingerprint was taken join it as they are now (also
-        before a koan: a process forked after holds them already, hooks.prewarm)."""
+        """Modules imported since the fingerprint was taken join it as they are now (also before
+        a koan: a process forked after holds them already, hooks.prewarm)."""
         if len(sys.modules) != self.known:
             for name, module in list(sys.modules.items()):
                 if name.partition(".")[0] in PACKAGES and name not in self.fingerprint.modules:
@@ -386,26 +405,27 @@ class Watch:
 
     def watch_module(self, item) -> None:
         """Before the koan's call: its module as its setup left it, and the calls its code makes."""
-        namespace = vars(item.module) if getattr(item, "module", None) is not None else {}
+        module = getattr(item, "module", None)
+        namespace = vars(module) if module is not None else {}
         self.module, self.item = (namespace, dict(namespace)), item
         self.code = getattr(getattr(item, "function", None), "__code__", None)
         self.at_checks, self.dirty = [], True
-        monitoring = sys.monitoring
+        monitoring, events = sys.monitoring, sys.monitoring.events
         if self.code is not None and monitoring.get_tool(TOOL) in (None, TOOL_NAME):
             if monitoring.get_tool(TOOL) is None:
                 monitoring.use_tool_id(TOOL, TOOL_NAME)
-            monitoring.register_callback(TOOL, monitoring.events.CALL, self.on_call)
-            monitoring.register_callback(TOOL, monitoring.events.PY_START, self.on_start)
-            monitoring.register_callback(TOOL, monitoring.events.PY_RESUME, self.on_start)
-            self.learners = self.learner_codes(getattr(item, "module", None))
+            monitoring.register_callback(TOOL, events.CALL, self.on_call)
+            monitoring.register_callback(TOOL, events.PY_START, self.on_start)
+            monitoring.register_callback(TOOL, events.PY_RESUME, self.on_start)
+            self.learners = self.learner_codes(module)
             for code in self.learners:
-                monitoring.set_local_events(TOOL, code, STARTS)
-            monitoring.set_local_events(TOOL, self.code, monitoring.events.CALL)
+                monitoring.set_local_events(TOOL, code, events.PY_START | events.PY_RESUME)
+            monitoring.set_local_events(TOOL, self.code, events.CALL)
 
     def learner_codes(self, module) -> set:
-        """The code objects of the koan's module and its own code that hold a learner's line
-        (TODO bodies, functions of a fix region, lambdas in a blank): when one starts, what
-        the checks call may change, so the next check compares."""
+        """The code objects of the koan's module and its own code that hold a learner's line (TODO
+        bodies, functions of a fix region, lambdas in a blank): when one starts, what the checks
+        call may change, so the next check compares."""
         stack = [self.code]
         for value in list(vars(module).values()) if module is not None else ():
             with contextlib.suppress(Exception):  # a blank refuses every attribute
@@ -455,20 +475,18 @@ class Watch:
 
     def stop_calls(self) -> list[str]:
         """The call is over: what was found at its checks, and whether the watch was left on."""
-        found, code = self.at_checks, self.code
+        found, code, monitoring = self.at_checks, self.code, sys.monitoring
         self.at_checks, self.code = [], None
         for learners in self.learners:
-            sys.monitoring.set_local_events(TOOL, learners, 0)
+            monitoring.set_local_events(TOOL, learners, 0)
         self.learners = set()
-        if code is None:
-            return found
-        monitoring = sys.monitoring
-        if monitoring.get_tool(TOOL) != TOOL_NAME or not (
-            monitoring.get_local_events(TOOL, code) & monitoring.events.CALL
-        ):
-            found.append("sys.monitoring (the watch on the koan's calls was switched off)")
-        with contextlib.suppress(ValueError):
-            monitoring.set_local_events(TOOL, code, 0)
+        if code is not None:
+            if monitoring.get_tool(TOOL) != TOOL_NAME or not (
+                monitoring.get_local_events(TOOL, code) & monitoring.events.CALL
+            ):
+                found.append("sys.monitoring (the watch on the koan's calls was switched off)")
+            with contextlib.suppress(ValueError):
+                monitoring.set_local_events(TOOL, code, 0)
         return found
 
     def check(self, item, when: str) -> tuple[list[str], list[str]]:
@@ -505,42 +523,14 @@ def _restore_module(current: dict, saved: dict, excused: set[str]) -> list[str]:
     return found
 
 
-def learner_lines_of(checkout) -> Callable[[str], tuple | None]:
-    """For `Watch`: a koan file's code the learner wrote, read against the file as shipped:
-    (lines of its TODO bodies and fix regions, (line, col, end line, end col) of each blank's
-    fill, what its contracts allow); None for a file that is not a koan file."""
-    from pathlib import Path
-
-    from jaxkoans import course
-    from jaxkoans.plugin import classify
-
-    def lines(filename: str) -> tuple | None:
-        path = Path(filename)
-        chapter = checkout.chapter_for(path) if path.name.startswith("test_") else None
-        if chapter is None:
-            return None
-        allowed = reading.allowed_by(chapter.contracts, course.twin_name(path)).values()
-        learner = classify.taken(checkout, path)
-        spans = tuple(
-            (f.node.lineno, f.node.col_offset, f.node.end_lineno, f.node.end_col_offset)
-            for f in (learner.blanks if learner is not None else ())
-        )
-        code = learner.code_lines() if learner is not None else frozenset()
-        return code, spans, " ".join(sorted(set().union(*allowed)))
-
-    return lines
-
-
 def judge(watch: Watch, item, when: str, report) -> bool:
     """After a phase: a koan whose run crossed the boundary fails with what it did, which grade
     reads as evidence (`grade_patched`, `grade_violation`). True where it did."""
     changed, refused = watch.check(item, when)
     if not (changed or refused):
         return False
-    if changed:
-        report.user_properties.append(("grade_patched", changed))
-    if refused:
-        report.user_properties.append(("grade_violation", refused))
+    report.user_properties += [("grade_patched", changed)] if changed else []
+    report.user_properties += [("grade_violation", refused)] if refused else []
     report.outcome = "failed"
     report.longrepr = MESSAGE + "\n" + "\n".join(f"  - {f}" for f in (changed + refused)[:8])
     report.user_properties += [("koan_state", "failing"), ("koan_cause", "reads_test")]

@@ -6,6 +6,7 @@ and the static findings make each koan's state. The copy is only read.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from jaxkoans.grader import release, tamper
+from jaxkoans.grader import tamper
 from jaxkoans.grader.graded_run import GradedRunResult, Options, run
 from jaxkoans.grader.pristine_course import (
     CouldNotGrade,
@@ -59,10 +60,9 @@ class Grade:
 def versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for name in ("jax", "jaxlib", "pytest"):
-        try:
+        found[name] = "missing"
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "missing"
     return found
 
 
@@ -87,8 +87,6 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
                 (work / rel).write_text(checks[rel].graded, encoding="utf-8")
         findings = _selected([f for c in checks.values() for f in c.findings], pristine)
         notes = _selected([n for c in checks.values() for n in c.notes], pristine)
-        student_harness = release.harness_entries(student_dir, set(pristine.shipped))
-        notes += release.harness_notes(pristine.harness, student_harness)
         # A file whose graded text is the course's own (nothing filled in) is not started:
         # like progress.py, grade knows that without running it.
         as_shipped = {
@@ -98,27 +96,18 @@ def grade(student_dir: Path, pristine: PristineCourse, options: Options | None =
             and not check.tampered
         }
         targets = []
-        ran = [rel for rel, check in checks.items() if check.graded is not None]
-        for rel in (rel for rel in ran if rel not in as_shipped):
+        for rel in (r for r, c in checks.items() if c.graded is not None and r not in as_shipped):
             partial = rel in pristine.partial
             targets += [f"{rel}::{name}" for name in pristine.koans[rel]] if partial else [rel]
         count = sum(len(pristine.koans[rel]) for rel in pristine.files)
         reached = {f"{rel}::{k}": v for rel, c in checks.items() for k, v in c.reached.items()}
-        outcome = (
-            run(work, scratch, targets, count, options, reached) if targets else GradedRunResult()
-        )
+        outcome = run(work, scratch, targets, count, options, reached) if targets else None
+    outcome = outcome or GradedRunResult()
     koans = _merge(pristine, checks, outcome, findings, problems, work, as_shipped)
+    when, took = started.isoformat(timespec="seconds"), round(time.monotonic() - clock, 2)
     return Grade(
-        student=student_dir.name,
-        student_path=student_dir,
-        course=pristine,
-        koans=koans,
-        findings=findings,
-        notes=notes,
-        problems=problems,
-        graded_at=started.isoformat(timespec="seconds"),
-        duration_s=round(time.monotonic() - clock, 2),
-        versions=versions(),
+        *(student_dir.name, student_dir, pristine, koans, findings, notes, problems),
+        *(when, took, versions()),
         run={
             "exit_code": outcome.exit_code,
             "timed_out": outcome.stopped.startswith("time limit"),
@@ -273,27 +262,20 @@ def _messages(guard: list[dict], work: Path) -> dict[str, str]:
     return {nodeid: headline(text) for nodeid, (_, text) in best.items()}
 
 
-# pytest-timeout's failure: "Failed: Timeout (>30.0s) from pytest-timeout."
-TIMEOUT_LINE = re.compile(r"Timeout \(>(?P<limit>[\d.]+)s\) from pytest-timeout")
-OWN_EXIT = re.compile(r"the koan's own process exited with code (?P<code>-?\d+)")
-OWN_SIGNAL = re.compile(r"the koan's own process ended by signal (?P<signal>\w+)")
+HEADS = (  # what happened, by the text of the report
+    ("Timeout \\(>(?P<v>[\\d.]+)s\\) from pytest-timeout", "⏱️ 超时 / timed out: still running after {} s (an endless loop?)"),
+    ("the koan's own process exited with code (?P<v>-?\\d+)", "🚪 进程自己退出 / the koan's process exited by itself (code {}: os._exit, sys.exit or pytest.exit) before its verdict"),
+    ("the koan's own process ended by signal (?P<v>\\w+)", "💥 崩溃 / crashed: the koan's process was killed by {}"),
+)  # fmt: skip
 
 
 def headline(text: str) -> str:
-    """A message that starts with what happened: a timeout, an exit the koan's code made, a
-    signal (a crash), rather than the first line of source in the report."""
-    if found := TIMEOUT_LINE.search(text):
-        head = f"⏱️ 超时 / timed out: still running after {found['limit']} s (an endless loop?)"
-    elif found := OWN_EXIT.search(text):
-        head = (
-            f"🚪 进程自己退出 / the koan's process exited by itself (code {found['code']}: "
-            "os._exit, sys.exit or pytest.exit) before its verdict"
-        )
-    elif found := OWN_SIGNAL.search(text):
-        head = f"💥 崩溃 / crashed: the koan's process was killed by {found['signal']}"
-    else:
-        return text
-    return f"{head}\n{text}"
+    """A message that starts with what happened (a timeout, an exit the koan's code made, a
+    signal) rather than the first line of source in the report."""
+    for pattern, head in HEADS:
+        if found := re.search(pattern, text):
+            return f"{head.format(found['v'])}\n{text}"
+    return text
 
 
 def _evidence(

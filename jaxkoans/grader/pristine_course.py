@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import io
 import shutil
 import subprocess
@@ -37,18 +36,16 @@ class PristineCourse:
     chapters: list[course.Chapter]
     files: list[str]  # koans/NN/test_x.py, in course order
     koans: dict[str, list[str]]  # file -> its koans, in order
-    harness: dict[str, str] = field(default_factory=dict)  # harness file -> digest
-    allowed: Mapping[str, dict[str, set[str]]] = field(default_factory=dict)  # see tamper
+    allowed: Mapping[str, dict[str, set[str]]]  # file -> tamper.answer_flags
     partial: set[str] = field(default_factory=set)  # files of which only some koans are graded
-    shipped: frozenset[str] = frozenset()  # every koan file of the course, graded or not
 
     def chapter_of(self, rel: str) -> str:
         return rel.split("/")[1]
 
 
 class AnswerFlags(dict):
-    """`tamper.answer_flags` of each koan file, worked out when grading first asks for it: an
-    assignment of one chapter reads only that chapter's answers."""
+    """`tamper.answer_flags` of each koan file, worked out when first asked for: an assignment
+    of one chapter reads only that chapter's answers."""
 
     def __init__(self, root: Path, files: tuple[str, ...]) -> None:
         super().__init__()
@@ -61,14 +58,10 @@ class AnswerFlags(dict):
         if answer.is_file():
             self[rel] = tamper.answer_flags(koan, answer)
         else:  # a grading course (`release --grader`): the flags, precomputed
-            entry = self.precomputed.get(rel) or {}
+            entry = (release.read_flags(self.root) or {}).get(rel) or {}
             same = entry.get("koan") == as_shipped.blob_id(koan.read_bytes())
             self[rel] = {owner: set(f) for owner, f in entry.get("flags", {}).items() if same}
         return self[rel]
-
-    @functools.cached_property
-    def precomputed(self) -> dict[str, dict]:
-        return release.read_flags(self.root) or {}
 
 
 def _git(repo: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -130,10 +123,8 @@ def _read_course(root: Path, label: str, commit: str | None, dirty: bool | None)
             rel = path.relative_to(root).as_posix()
             files.append(rel)
             koans[rel] = [koan.name for koan in koan_model.read(path).koans]
-    harness = release.harness_entries(root, set(files))
     allowed = AnswerFlags(root, tuple(files))
-    read = PristineCourse(root, label, commit, dirty, chapters, files, koans, harness, allowed)
-    return replace(read, shipped=frozenset(files))
+    return PristineCourse(root, label, commit, dirty, chapters, files, koans, allowed)
 
 
 def select(

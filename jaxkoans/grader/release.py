@@ -1,24 +1,17 @@
 """`progress.py release DIR [--grader]`: the course a student gets, or the one grade runs
-against, both without any answer (docs/grading.md); and a copy's harness files digested in their
-released form (a copy of a release is no change).
-"""
+against, both without any answer (docs/grading.md)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
 import json
-import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-from jaxkoans import course
 from jaxkoans.course import shipped as as_shipped
 from jaxkoans.grader import tamper
 
@@ -60,13 +53,11 @@ def release(
             continue
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
-        rel = relative.as_posix()
-        if changed_by_release(rel):
-            text = path.read_text(encoding="utf-8")
-            destination.write_text(released_text(rel, text, answers), encoding="utf-8")
+        shutil.copy2(path, destination)
+        text = released_text(relative.as_posix(), path, answers)
+        if text is not None:
+            destination.write_text(text, encoding="utf-8")
             shutil.copystat(path, destination)
-        else:
-            shutil.copy2(path, destination)
         written.append(destination)
     manifest = target / "koans" / "course.toml"
     if not manifest.is_file():
@@ -165,102 +156,12 @@ def course_toml(text: str, answers: str) -> str:
     return ANSWERS_LINE.sub("", text).rstrip("\n") + f'\nanswers = "{escaped}"\n'
 
 
-def released_text(rel: str, text: str, answers: str | None = None) -> str:
-    """The release's form of the course's file `rel`; with `answers` None, course.toml loses
-    any `answers` line (to compare a release with the course)."""
-    if rel.startswith("koans/") and rel.endswith("/chapter.toml"):
-        return strip_chapter(text)
-    if rel == "koans/.shipped.json":
-        return strip_manifest(text)
+def released_text(rel: str, path: Path, answers: str) -> str | None:
+    """The release's form of the course's file `rel` (None: the file as it is)."""
     if rel == "koans/course.toml":
-        return ANSWERS_LINE.sub("", text) if answers is None else course_toml(text, answers)
-    return text
-
-
-RELEASED = ("koans/course.toml", "koans/.shipped.json")
-
-
-def changed_by_release(rel: str) -> bool:
-    return rel in RELEASED or (rel.startswith("koans/") and rel.endswith("/chapter.toml"))
-
-
-HARNESS_DIRS = ("jaxkoans", "csrc", "koans")
-SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
-IGNORED_SUFFIXES = (".pyc", ".md")
-# Under koans/ only what a pytest run loads counts (a notes.txt beside the koans does not).
-LOADED_SUFFIXES = (".py", ".toml", ".ini", ".cfg", ".pth", ".json")
-MAX_ENTRIES = 5000
-TEST_FILE = re.compile(r"koans/[^/]+/test_[^/]*\.py")
-
-
-def harness_entries(root: Path, koan_files: set[str]) -> dict[str, str]:
-    """Relative path -> digest of each harness file under `root` (the koan files excepted)."""
-    candidates = [root / name for name in course.HARNESS_FILES]
-    for directory in HARNESS_DIRS:
-        base = root / directory
-        if base.is_symlink() or not base.is_dir():
-            candidates.append(base)
-            continue
-        for current, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
-            candidates += [Path(current) / f for f in sorted(files)]
-            if len(candidates) > MAX_ENTRIES:
-                break
-    found: dict[str, str] = {}
-    for path in candidates[:MAX_ENTRIES]:
-        rel = path.relative_to(root).as_posix()
-        if rel in koan_files or path.name.endswith(IGNORED_SUFFIXES):
-            continue
-        loaded = path.is_dir() or path.name.endswith(LOADED_SUFFIXES)
-        digest = _digest(path, rel) if loaded or not rel.startswith("koans/") else None
-        if digest is not None:
-            found[rel] = digest
-    return found
-
-
-def _digest(path: Path, rel: str) -> str | None:
-    """A file's digest, where release rewrites it in its released form (a copy of a release
-    matches the course it came from)."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    if stat.S_ISLNK(info.st_mode):
-        return "link:" + os.readlink(path)
-    if stat.S_ISDIR(info.st_mode):
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return "special file"
-    if changed_by_release(rel):
-        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, RecursionError):
-            text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
-            return hashlib.sha256(released_text(rel, text).encode("utf-8")).hexdigest()
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as file:
-            while chunk := file.read(1 << 16):
-                digest.update(chunk.replace(b"\r\n", b"\n"))
-    except OSError:
-        return "unreadable"
-    return digest.hexdigest()
-
-
-ADDED_TEST = "课程里没有的测试文件（不运行） / a test file the course does not have (not run)"
-ADDED = "添加的课程工具文件（不使用） / an added harness file (not used)"
-CHANGED = "改动的课程工具文件（不使用） / a changed harness file (not used)"
-
-
-def harness_notes(pristine: dict[str, str], student: dict[str, str]) -> list[tamper.Finding]:
-    """The student's harness files that were added or changed: never used, always named (a
-    copy without one grades the same: the course's is used)."""
-    notes = []
-    for rel in sorted(student):
-        if rel in pristine:
-            kind, text = "harness_file", CHANGED
-        elif TEST_FILE.fullmatch(rel):
-            kind, text = "added_file", ADDED_TEST
-        else:
-            kind, text = "harness_file", ADDED
-        if pristine.get(rel) != student[rel]:
-            notes.append(tamper.Finding(kind, rel, None, (), f"{text}: {rel}"))
-    return notes
+        return course_toml(path.read_text(encoding="utf-8"), answers)
+    if rel == "koans/.shipped.json":
+        return strip_manifest(path.read_text(encoding="utf-8"))
+    if rel.startswith("koans/") and rel.endswith("/chapter.toml"):
+        return strip_chapter(path.read_text(encoding="utf-8"))
+    return None

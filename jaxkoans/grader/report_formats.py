@@ -20,20 +20,16 @@ from jaxkoans.plugin.results import KoanState
 SCHEMA = 2
 MARKS = {"passed": "✅", "failing": "❌", "not_started": "✍️", "tampered": "🚫"}
 MARKS |= {"missing": "❓", "crashed": "💥"}
-LABELS = {"passed": "通过 / passed", "failing": "未通过 / failing"}
-LABELS |= {"not_started": "未开始 / not started", "tampered": "篡改 / tampered"}
-LABELS |= {"missing": "缺失 / missing", "crashed": "崩溃 / crashed"}
+ZH = ("通过", "未通过", "未开始", "篡改", "缺失", "崩溃")
 STATUSES = tuple(KoanState(s) for s in MARKS)  # a skip or a failed build is open (grading)
+LABELS = {s: f"{MARKS[s]} {zh} / {s.replace('_', ' ')}" for s, zh in zip(STATUSES, ZH, strict=True)}
+EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}  # 2: usage error, 130: interrupt
 
 
 def _tally(koans: list[dict]) -> dict:
     counts = {status: sum(k["status"] == status for k in koans) for status in STATUSES}
     score = round(counts["passed"] / len(koans), 4) if koans else 0.0
     return {"passed": counts["passed"], "total": len(koans), "score": score, "counts": counts}
-
-
-# grade's exit code for one copy, by its status (2 is a usage error, 130 an interrupt).
-EXIT_CODES = {"graded": 0, "findings": 1, "incomplete": 3}
 
 
 def as_json(grade: Grade) -> dict:
@@ -78,22 +74,15 @@ def headline(message: str) -> str:
     """The line of a koan's message that says the most: pytest's `E` lines, else the `>` line
     (a blank or a TODO), else the first."""
     lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
-    errors = [e for e in errors if e]
-    if errors:
-        return " ".join(errors[:2])
+    errors = [e for e in (line[1:].strip() for line in lines if line.startswith("E ")) if e]
     pointed = [line for line in lines if line.startswith("> ")]
-    return pointed[0] if pointed else (lines[0] if lines else "")
+    return " ".join(errors[:2]) if errors else (pointed + lines + [""])[0]
 
 
 def _cell(text: str, limit: int = 140) -> str:
-    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    first = ((text or "").strip().splitlines() or [""])[0]
     first = first if len(first) <= limit else first[: limit - 1] + "…"
     return first.replace("|", "\\|").replace("`", "'")
-
-
-def _percent(tally: dict) -> str:
-    return f"{100 * tally['score']:.0f} %"
 
 
 def _entry(item: dict, limit: int, md: bool) -> str:
@@ -105,21 +94,28 @@ def _entry(item: dict, limit: int, md: bool) -> str:
     return f"  - {where} {item['kind']}{named}: {_cell(item['message'], limit)}"
 
 
+def _course(document: dict, quote: str) -> str:
+    commit = (document["course"]["commit"] or "")[:12]
+    source = f"{quote}{document['course']['source']}{quote}"
+    return source + (f" @ {quote}{commit}{quote}" if commit else "")
+
+
+def _no_sandbox(document: dict) -> str:
+    sandbox = document["run"].get("sandbox") or {}
+    return sandbox.get("reason", "") if sandbox and not sandbox.get("used") else ""
+
+
 def markdown(document: dict) -> str:
     """A summary for a CI page ($GITHUB_STEP_SUMMARY): scores, findings, koans not passed."""
-    total = document["total"]
-    course_line = f"`{document['course']['source']}`"
-    if document["course"]["commit"]:
-        course_line += f" @ `{document['course']['commit'][:12]}`"
-    v = document["versions"]
-    labels = " | ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
+    total, v = document["total"], document["versions"]
     lines = [
         f"## 🎓 jax-koans 评分 / grade: {document['student']['name']}",
         "",
-        f"**{total['passed']} / {total['total']}** koans 通过 / passed ({_percent(total)})"
-        f" · course {course_line} · Python {v['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}",
+        f"**{total['passed']} / {total['total']}** koans 通过 / passed"
+        f" ({100 * total['score']:.0f} %) · course {_course(document, '`')}"
+        f" · Python {v['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}",
         "",
-        f"| 章 / chapter | {labels} | 得分 / score |",
+        f"| 章 / chapter | {' | '.join(LABELS.values())} | 得分 / score |",
         "|---|" + "---:|" * (len(STATUSES) + 1),
     ]
     for chapter in document["chapters"]:
@@ -134,13 +130,12 @@ def markdown(document: dict) -> str:
         lines += ["", f"### ⚠️ 发现 / findings ({len(document['findings'])})", ""]
         lines += ["这些 koan 记零分 / the koans named score zero.", ""]
         lines += [_entry(finding, 300, md=True) for finding in document["findings"]]
-    if document.get("notes"):
+    if document["notes"]:
         title = f"📝 备注 / notes ({len(document['notes'])}): 不扣分 / they cost nothing"
         lines += ["", f"<details><summary>{title}</summary>", ""]
         lines += [_entry(note, 300, md=True) for note in document["notes"]] + ["", "</details>"]
-    sandbox = document["run"].get("sandbox") or {}
-    if sandbox and not sandbox.get("used"):
-        lines += ["", f"> ⚠️ 没有沙箱 / no sandbox: {_cell(sandbox.get('reason', ''), 300)}"]
+    if _no_sandbox(document):
+        lines += ["", f"> ⚠️ 没有沙箱 / no sandbox: {_cell(_no_sandbox(document), 300)}"]
     if document["problems"]:
         lines += ["", "### 🛠️ 问题 / problems", ""]
         for problem in document["problems"]:
@@ -161,7 +156,32 @@ def markdown(document: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-CLASSROOM_STATUS = {"passed": "pass", "crashed": "error"}
+def summary(document: dict) -> str:
+    """What a person reads in the terminal."""
+    total, notes = document["total"], document["notes"]
+    lines = [f"jax-koans · 评分 / grade: {document['student']['name']}  (course {_course(document, '')})", ""]  # fmt: skip
+    for chapter in document["chapters"]:
+        marks = "  ".join(f"{MARKS[s]} {chapter['counts'][s]}" for s in STATUSES)
+        lines.append(f"  {chapter['number']} {chapter['title_zh']} / {chapter['title_en']}")
+        lines.append(f"     {chapter['passed']:>3}/{chapter['total']:<3}  {marks}")
+    lines.append(
+        f"\n  总计 / total  {total['passed']}/{total['total']} ({100 * total['score']:.0f} %)   "
+        + "  ".join(LABELS.values())
+    )
+    if document["findings"]:
+        count = len(document["findings"])
+        lines.append(f"\n⚠️  发现 / findings ({count}): 这些 koan 记零分 / they score zero")
+        lines += [_entry(finding, 200, md=False) for finding in document["findings"]]
+    if notes:
+        lines.append(f"\n📝 备注 / notes ({len(notes)}): 不扣分 / they cost nothing")
+        lines += [_entry(note, 200, md=False) for note in notes[:20]]
+        lines += [f"  … {len(notes) - 20} more (--json)"] if len(notes) > 20 else []
+    if _no_sandbox(document):
+        lines.append(f"\n⚠️  没有沙箱 / no sandbox: {_no_sandbox(document)}")
+    for problem in document["problems"]:
+        where = f"{problem['file']}: " if problem["file"] else ""
+        lines.append(f"\n🛠️  {where}{problem['message']}")
+    return "\n".join(lines) + "\n"
 
 
 def classroom(document: dict, points: int = 1) -> dict:
@@ -171,9 +191,10 @@ def classroom(document: dict, points: int = 1) -> dict:
     for koan in document["koans"]:
         passed = koan["status"] == "passed"
         message = None if passed else _cell(f"{koan['status']}: {headline(koan['message'])}", 300)
+        status = {"passed": "pass", "crashed": "error"}.get(koan["status"], "fail")
         tests.append(
-            {"name": koan["nodeid"], "status": CLASSROOM_STATUS.get(koan["status"], "fail")}
-            | {"message": message, "filename": koan["file"], "line_no": koan["line"] or 0}
+            {"name": koan["nodeid"], "status": status, "message": message}
+            | {"filename": koan["file"], "line_no": koan["line"] or 0}
             | {"score": points if passed else 0, "max_score": points}
             | {"execution_time": f"{koan['duration']:.2f}s"}
         )
@@ -185,7 +206,6 @@ def classroom(document: dict, points: int = 1) -> dict:
 
 # base64 characters; this course's koans, all failing, need about 99 KB barest (docs/grading.md)
 PAYLOAD_BUDGET = 120 << 10
-MESSAGE_CAPS = (300, 120, 48, 0)
 
 
 class PayloadTooLarge(ValueError):  # even the barest payload is over the budget
@@ -195,69 +215,32 @@ class PayloadTooLarge(ValueError):  # even the barest payload is over the budget
 def fit_payload(payload: dict, budget: int = PAYLOAD_BUDGET) -> dict:
     """`payload` cut until it fits `budget`: messages shorter, then gone; then each test's file,
     time and max_score; then the names' `koans/`. Scores, statuses and order never change."""
-    for cap in MESSAGE_CAPS:
+
+    def cut(test: dict, step: int | str) -> None:
+        if isinstance(step, int):
+            test["message"] = _cell(test["message"], step) if step and test["message"] else None
+        elif step == "fields":
+            for key in ("filename", "execution_time", "max_score", "message"):
+                test.pop(key, None)
+        else:
+            test["name"] = test["name"].removeprefix("koans/")
+
+    for step in (None, 120, 48, 0, "fields", "names"):
+        if step is not None:
+            for test in payload["tests"]:
+                cut(test, step)
         if len(classroom_text(payload)) <= budget:
             return payload
-        for test in payload["tests"]:
-            if test.get("message"):
-                test["message"] = _cell(test["message"], cap) if cap else None
-    if len(classroom_text(payload)) <= budget:
-        return payload
-    for test in payload["tests"]:
-        for key in ("filename", "execution_time", "max_score", "message"):
-            test.pop(key, None)
-    if len(classroom_text(payload)) <= budget:
-        return payload
-    for test in payload["tests"]:
-        test["name"] = test["name"].removeprefix("koans/")
-    if len(classroom_text(payload)) > budget:
-        raise PayloadTooLarge(
-            f"{len(payload['tests'])} tests need {len(classroom_text(payload))} base64 bytes"
-            f" (budget {budget}): grade fewer chapters per runner (--chapter)"
-        )
-    return payload
+    raise PayloadTooLarge(
+        f"{len(payload['tests'])} tests need {len(classroom_text(payload))} base64 bytes"
+        f" (budget {budget}): grade fewer chapters per runner (--chapter)"
+    )
 
 
 def classroom_text(payload: dict) -> str:
     """The payload as the runner's `result` output holds it: base64 of the JSON, one line."""
     raw = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return base64.b64encode(raw).decode("ascii") + "\n"
-
-
-def summary(document: dict) -> str:
-    """What a person reads in the terminal."""
-    total = document["total"]
-    commit = (document["course"]["commit"] or "")[:12]
-    lines = [
-        f"jax-koans · 评分 / grade: {document['student']['name']}"
-        f"  (course {document['course']['source']}{' @ ' + commit if commit else ''})",
-        "",
-    ]
-    for chapter in document["chapters"]:
-        marks = "  ".join(f"{MARKS[s]} {chapter['counts'][s]}" for s in STATUSES)
-        lines.append(f"  {chapter['number']} {chapter['title_zh']} / {chapter['title_en']}")
-        lines.append(f"     {chapter['passed']:>3}/{chapter['total']:<3}  {marks}")
-    lines.append(
-        f"\n  总计 / total  {total['passed']}/{total['total']} ({_percent(total)})   "
-        + "  ".join(f"{MARKS[s]} {LABELS[s]}" for s in STATUSES)
-    )
-    if document["findings"]:
-        count = len(document["findings"])
-        lines.append(f"\n⚠️  发现 / findings ({count}): 这些 koan 记零分 / they score zero")
-        lines += [_entry(finding, 200, md=False) for finding in document["findings"]]
-    notes = document.get("notes", [])
-    if notes:
-        lines.append(f"\n📝 备注 / notes ({len(notes)}): 不扣分 / they cost nothing")
-        lines += [_entry(note, 200, md=False) for note in notes[:20]]
-        if len(notes) > 20:
-            lines.append(f"  … {len(notes) - 20} more (--json)")
-    sandbox = document["run"].get("sandbox") or {}
-    if sandbox and not sandbox.get("used"):
-        lines.append(f"\n⚠️  没有沙箱 / no sandbox: {sandbox.get('reason', '')}")
-    for problem in document["problems"]:
-        where = f"{problem['file']}: " if problem["file"] else ""
-        lines.append(f"\n🛠️  {where}{problem['message']}")
-    return "\n".join(lines) + "\n"
 
 
 def csv_header(chapters: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import inspect
 import os
 import stat
@@ -18,6 +19,9 @@ from jaxkoans.course import Course, fills, koan_model, predictions, reading
 from jaxkoans.course.koan_model import MODULE
 from jaxkoans.grader.fill_audit import audit, forbidden, parents_of, tautology
 
+UNUSUAL = (
+    "不常见的代码，仅供阅读（不扣分） / unusual for a koan, for a human to read (costs nothing)"
+)
 MAX_FILE_BYTES = 4 << 20  # a koan file is ~10 KB; long notes in it (290 KB seen) are no attack
 
 
@@ -110,10 +114,11 @@ def check_file(
     for name, (start, _) in ((n, span) for n, span in s_spans.items() if n not in names):
         message = f"课程里没有的测试（不运行） / a test the course does not have (not run): {name}"
         check.notes.append(Finding("added_test", rel, start, (), message))
-    ignored = _not_reformatting(taken.ignored, p_text, student_text)
-    check.notes += _ignored_notes(rel, names, ignored, check.missing)
+    check.notes += _ignored_notes(rel, names, taken, check.missing, p_text, student_text)
     parents, modules = parents_of(taken.tree), _imported(ast.parse(p_text))
-    unusual: dict[str, dict[str, list[int]]] = {}
+    reaching = koan_model.parse(student_text).koans_seeing  # line -> the koans it concerns
+    unusual: dict[tuple[str, ...], dict[str, int]] = {}  # koans -> flag -> its first line
+    costly: set[tuple[str, str]] = set()  # (owner, flag): a finding at its first line only
     for here, node, is_blank in taken.nodes:
         if here in check.missing:
             continue
@@ -122,34 +127,22 @@ def check_file(
             koans = tuple(names) if here == MODULE else (here,)
             check.touch(Finding("tautology", rel, node.lineno, koans, message))
         for flag in audit(node, parents, in_fill=is_blank, modules=modules):
-            if flag not in allowed.get(here, set()):
-                unusual.setdefault(here, {}).setdefault(flag, []).append(node.lineno)
-    reaching = koan_model.parse(student_text).koans_seeing  # line -> the koans it concerns
-    for here, flags in unusual.items():
-        costly = {flag: lines[0] for flag, lines in flags.items() if forbidden(flag)}
-        for flag, line in costly.items():
-            koans = (here,) if here != MODULE else reaching(line)
-            message = (
-                f"第 {line} 行 / line {line}: {forbidden(flag)} ({flag}); 没有 koan 需要它，"
-                "这个 koan 记零分 / no koan needs it: the koan scores zero"
-            )
-            check.touch(Finding("forbidden_code", rel, line, koans, message))
-        # One note per koan (a TODO body's or module code's flags belong to the koans that
-        # reach them), every flag named: a note is for a human reading that koan's pass.
-        by_koans: dict[tuple[str, ...], dict[str, int]] = {}
-        for flag, lines in flags.items():
-            if flag in costly:
+            if flag in allowed.get(here, set()):
                 continue
-            for line in lines:
-                koans = (here,) if here != MODULE else reaching(line)
-                for koan in koans or ("",):
-                    by_koans.setdefault((koan,) if koan else (), {}).setdefault(flag, line)
-        for koans, found in by_koans.items():
-            message = (
-                "不常见的代码，仅供阅读（不扣分） / unusual for a koan, for a human to read "
-                "(costs nothing): " + ", ".join(found)
-            )
-            check.notes.append(Finding("unusual_code", rel, min(found.values()), koans, message))
+            line, koans = node.lineno, (here,) if here != MODULE else reaching(node.lineno)
+            if not forbidden(flag):  # a note per koan naming every flag, for its reader
+                for koan in koans:
+                    unusual.setdefault((koan,), {}).setdefault(flag, line)
+            elif (here, flag) not in costly:
+                costly.add((here, flag))
+                message = (
+                    f"第 {line} 行 / line {line}: {forbidden(flag)} ({flag}); 没有 koan 需要它，"
+                    "这个 koan 记零分 / no koan needs it: the koan scores zero"
+                )
+                check.touch(Finding("forbidden_code", rel, line, koans, message))
+    for koans, found in unusual.items():
+        message = f"{UNUSUAL}: {', '.join(found)}"
+        check.notes.append(Finding("unusual_code", rel, min(found.values()), koans, message))
     for refusal in _reading_refusals(pristine, taken):
         excused = READS + refusal.category in allowed.get(refusal.owner, set())
         if excused or refusal.owner in check.missing:
@@ -205,57 +198,37 @@ def _imported(tree: ast.Module) -> set[str]:
 RESTRING = ("the value of a constant changed", "a TODO function's docstring changed")
 
 
-def _strings(text: str) -> dict[int, list[str]]:
-    """line -> the string constants that start or end on it."""
-    found: dict[int, list[str]] = {}
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return found
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            for line in {node.lineno, node.end_lineno or node.lineno}:
-                found.setdefault(line, []).append(node.value)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            docstring = ast.get_docstring(node, clean=False)
-            if docstring is not None:  # a function's docstring, by its def line
-                found.setdefault(node.lineno, []).append(docstring)
+def _strings(text: str) -> dict[int, set[str]]:
+    """line -> the words of the strings that start or end on it (a docstring: on its def line)."""
+    found: dict[int, set[str]] = {}
+    with contextlib.suppress(SyntaxError, ValueError, RecursionError):
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                lines, value = {node.lineno, node.end_lineno or node.lineno}, node.value
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                lines, value = {node.lineno}, ast.get_docstring(node, clean=False)
+            else:
+                continue
+            for line in lines if value is not None else ():
+                found.setdefault(line, set()).add(" ".join(inspect.cleandoc(value).split()))
     return found
 
 
-def _words(text: str) -> str:
-    return " ".join(inspect.cleandoc(text).split())
-
-
-def _not_reformatting(
-    ignored: list[fills.Ignored], p_text: str, student_text: str
-) -> list[fills.Ignored]:
-    """The edits outside the fills less a formatter's to a string (the same words: no note)."""
-    if not any(edit.what in RESTRING for edit in ignored):
-        return ignored
-    before, after = _strings(p_text), _strings(student_text)
-    kept = []
-    for edit in ignored:
+def _ignored_notes(
+    rel: str, names: list[str], taken: fills.Taken, missing: set[str], p_text: str, text: str
+) -> list[Finding]:
+    """One note per edit outside the fills (by owner and line): grade ran the pristine code. A
+    formatter's edit of a string (the same words) is none."""
+    before, after = _strings(p_text), _strings(text)
+    notes, seen = [], set()
+    for edit in taken.ignored:
+        key = (edit.owner, edit.student_line or edit.shipped_line)
+        if edit.owner in missing or key in seen:  # missing: named by its missing_test note
+            continue
         if edit.what in RESTRING and edit.shipped_line and edit.student_line:
-            old = {_words(v) for v in before.get(edit.shipped_line, [])}
-            new = {_words(v) for v in after.get(edit.student_line, [])}
+            old, new = before.get(edit.shipped_line), after.get(edit.student_line)
             if old and new and new <= old:
                 continue
-        kept.append(edit)
-    return kept
-
-
-def _ignored_notes(
-    rel: str, names: list[str], ignored: list[fills.Ignored], missing: set[str]
-) -> list[Finding]:
-    """One note per edit outside the fills (by owner and line): grade ran the pristine code."""
-    notes, seen = [], set()
-    for edit in ignored:
-        if edit.owner in missing:
-            continue  # named by its missing_test note
-        key = (edit.owner, edit.student_line or edit.shipped_line)
-        if key in seen:
-            continue
         seen.add(key)
         where = f"line {edit.student_line}" if edit.student_line else f"course line {key[1]}"
         message = (

@@ -61,6 +61,7 @@ class Equation:
     moved: int = 0  # for a collective: bytes it moves per device, one run
     trips: int = 0  # for a loop: its trip count (0: depends on the data); for a kernel: its grid
     eqn: object = field(default=None, compare=False, repr=False)  # the jaxpr equation read
+    within: tuple[str, ...] = ()  # the primitives of the equations holding it, outermost first
 
 
 COLLECTIVE_KINDS = {  # primitive -> (kind, bytes moved per device per byte of payload, ring)
@@ -76,7 +77,7 @@ OPAQUE = ("pure_callback", "io_callback", "ffi_call", "custom_call", "debug_call
 class Costs:
     """What a program costs, every loop body times its trip count (see `Program.costs`)."""
 
-    flops: dict[str, int]  # by place: "outside", "kernel"
+    flops: dict[str, int]  # by place: "outside", "kernel", "host", "technique"
     opaque_calls: int  # callbacks and FFI calls run (their work is not visible as flops)
     collective_bytes: dict[str, int]  # by HLO kind: bytes moved per device
     bytes_accessed: int  # outside kernels: each live equation's inputs and outputs (unfused)
@@ -135,15 +136,17 @@ class Program:
         """The Primitive object of the equations named `name` (None when there is none)."""
         return next((e.eqn.primitive for e in self.equations if e.primitive == name), None)
 
-    def costs(self) -> Costs:
+    def costs(self, technique: tuple[str, ...] = ()) -> Costs:
         """Flops by place, collective bytes by kind, the largest live intermediate (bytes),
         serial loop steps and kernel launches of the live equations, each counted as often as
-        it runs."""
+        it runs. Flops outside kernels and the host but inside an equation of a `technique`
+        primitive (a contract's scan, custom_root, shard_map) are its place, "technique"."""
         flops: Counter = Counter({"outside": 0})
         moved: Counter = Counter()
         live = [e for e in self.equations if e.live]
         for e in live:
-            flops[e.place] += e.flops * e.times
+            held = e.place == "outside" and set(e.within) & set(technique)
+            flops["technique" if held else e.place] += e.flops * e.times
             if e.primitive in COLLECTIVE_KINDS:
                 moved[COLLECTIVE_KINDS[e.primitive][0]] += e.moved * e.times
         loops = [e for e in live if e.primitive in ("scan", "while")]
@@ -260,6 +263,7 @@ _LOOPS = [0]  # how many loop bodies the marking walk is inside
 _KERNELS = [0]  # inside a kernel or rule body: every equation lives with the equation holding it
 _TIMES = [1]  # how often the body being walked runs: enclosing trip counts times grids
 _PLACE = ["outside"]  # "kernel" inside a pallas_call's body
+_WITHIN: list[str] = []  # the primitives of the equations whose sub-programs are being walked
 _AXES: list[dict] = [{}]  # the mesh axis sizes in scope (shard_map's mesh)
 _NEEDS: dict = {}  # one read's memo of needs-only walks: (jaxpr, outputs, seeds) -> inputs
 
@@ -330,6 +334,7 @@ def _walk(
                 _moved(eqn),
                 _trips(eqn),
                 eqn,
+                tuple(_WITHIN),
             )
         )
         _descend(eqn, outs, live, depth, found, (zero, known, eqn.invars))
@@ -481,6 +486,14 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
     subs = _programs_in(eqn.params)
     if not subs:
         return
+    _WITHIN.append(eqn.primitive.name)
+    try:
+        _descend_held(eqn, subs, outs, live, depth, found, facts)
+    finally:
+        _WITHIN.pop()
+
+
+def _descend_held(eqn, subs, outs: list[bool], live: bool, depth: int, found: list, facts) -> None:
     name, p = eqn.primitive.name, eqn.params
     if name == "cond":
         for branch in subs:

@@ -319,11 +319,12 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                     with jax_x64(pending[3][1]), contextlib.suppress(Exception):
                         _liveness(calls, read, signature, koan, carried=case["carried"],
                                   size=case.get("drawn") or 1.0)  # fmt: skip
-                _log(koan, calls.name, read, signature, case)
+                _log(koan, calls.name, read, signature, case, technique(calls.contract))
                 continue
             if answer is not None:
                 overrides = calls.contract.get("costs", {})
-                problems += costs.exceeded(read.costs().as_dict(), answer, overrides)
+                spent = read.costs(technique(calls.contract)).as_dict()
+                problems += costs.exceeded(spent, answer, overrides)
                 grown = (answer.get("grown") or {}).get(costs.koan_key(koan)) or {}
                 mine = (case.get("grown") or {}).get("costs")
                 if grown.get("costs") and mine:
@@ -459,7 +460,7 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
                 if isinstance(printed, list) or not os.environ.get(PROGRAMS_ENV):
                     break  # an author's run tries the next way where the answer raised
             if isinstance((found.get("grown") or {}).get("print"), list):
-                found["grown"]["costs"] = _grown_costs(calls.function, args, kwargs, found["grown"],
+                found["grown"]["costs"] = _grown_costs(calls, args, kwargs, found["grown"],
                                                        seed, pending[3])  # fmt: skip
             found["scaled"] = _scaled_case(calls.function, args, kwargs, seed,
                                            ((answer or {}).get("scaled") or {}).get(mine))  # fmt: skip
@@ -558,15 +559,15 @@ def _batch_in_front(rule):
     return canonical
 
 
-def _grown_costs(function, args, kwargs, grown: dict, seed: int, mesh) -> dict | None:
+def _grown_costs(calls: _Calls, args, kwargs, grown: dict, seed: int, mesh) -> dict | None:
     """What the program costs on the grown call (read by the one reader, as the koan's own call
     is): work that grows faster than the answer's (a dense matrix for a scan, rows one at a
     time) shows there even where the test's size hides it in the bound's slack."""
     import jax
 
     new = fresh.grown(args, kwargs, grown["length"], seed, bool(grown.get("ints")))
-    read = _read(function, *jax.tree.map(_spec, new), mesh)
-    return None if isinstance(read, str) else read.costs().as_dict()
+    read = _read(calls.function, *jax.tree.map(_spec, new), mesh)
+    return None if isinstance(read, str) else read.costs(technique(calls.contract)).as_dict()
 
 
 def _on_smaller_mesh(calls: _Calls, call, seed: int) -> dict:
@@ -787,7 +788,14 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
     return []
 
 
-def _log(koan: str, name: str, read, signature: str = "", case: dict | None = None) -> None:
+def technique(contract: dict) -> tuple[str, ...]:
+    """The primitives a contract names as its technique: work inside them is the technique's."""
+    return (*contract.get("on_path", ()), *contract.get("in_loop", ()))
+
+
+def _log(
+    koan: str, name: str, read, signature: str = "", case: dict | None = None, held: tuple = ()
+) -> None:
     import json
 
     path = os.environ.get(PROGRAMS_ENV)
@@ -808,7 +816,7 @@ def _log(koan: str, name: str, read, signature: str = "", case: dict | None = No
         } | {k: case.get(k) for k in fresh.MOVES}  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),
-                  "costs": read.costs().as_dict()
+                  "costs": read.costs(held).as_dict()
                   | {k: {mine: v} if v is not None else {} for k, v in ran.items()}}  # fmt: skip
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")

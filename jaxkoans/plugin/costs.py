@@ -21,7 +21,8 @@ FILE = "costs.json"
 # dimension -> (factor, slack): the TODO's figure may be at most factor x the answer's + slack
 BOUNDS = {
     "flops": (4.0, 1024),
-    "outside_flops": (2.0, 256),  # only where the answer works inside kernels or on the host
+    "outside_flops": (2.0, 256),  # only where the answer works in kernels, on the host or
+    # inside the holder its contract names (a custom_root's solve, a scan's body, a shard_map)
     "opaque_calls": (1.0, 0),
     "collective_bytes": (1.5, 0),
     "serial_steps": (1.0, 0),
@@ -32,8 +33,9 @@ BOUNDS = {
 WORDS = {
     "flops": ("浮点运算", "flops"),
     "outside_flops": (
-        "内核与主机之外（设备上）的浮点运算",
-        "flops outside the kernels and the host",
+        "内核、主机与契约所说的技巧（scan、custom_root、shard_map 等）之外的浮点运算",
+        "flops outside the kernels, the host and the technique the contract names (a scan, a "
+        "custom_root, a shard_map …)",
     ),
     "opaque_calls": ("回调 / FFI 调用次数", "callback and FFI calls run"),
     "collective_bytes": ("每个设备的集合通信字节数", "bytes of collectives per device"),
@@ -107,7 +109,7 @@ def exceeded(mine: dict, answer: dict | None, overrides: dict) -> list[str]:
         wanted = overrides.get(dimension, factor)
         if isinstance(wanted, str) or theirs[dimension] is None:
             continue  # freed by the contract, with its reason (or not in the answer's profile)
-        if dimension == "outside_flops":  # where the answer works in kernels or on the host
+        if dimension == "outside_flops":  # where the answer works in kernels, host, technique
             if not any(v for place, v in answer["flops"].items() if place != "outside"):
                 continue
             slack += int(0.05 * theirs["flops"])

@@ -1,11 +1,5 @@
-"""The static authoring gate, like rustlings' `dev check`: each problem says what to fix and where.
-`python -m jaxkoans.authoring stamp` (authoring/gates.py) runs the gates that run koans.
-
-Nothing here runs a koan or starts JAX's backend (a blank's kind may import a JAX module to
-resolve a name), so the whole course is checked in seconds:
-`python -m jaxkoans.authoring check [--chapter NN]`. tests/test_check.py runs them on each
-chapter, and finds each kind of problem on a small course made wrong one way at a time.
-"""
+"""The static authoring gate (`python -m jaxkoans.authoring check [--chapter NN]`): each problem
+says what to fix and where. Nothing here runs a koan, so the whole course is checked in seconds."""
 
 from __future__ import annotations
 
@@ -29,10 +23,6 @@ def is_english(text: str, words: int = 3) -> bool:
     return len(WORD.findall(CJK.sub(" ", text))) >= words
 
 
-def koan_files(root: Path) -> list[Path]:
-    return sorted(root.glob("*/test_*.py"))
-
-
 def listed(test_file: Path) -> list[tuple[str, int, str]]:
     return [(k.name, k.line, k.docstring) for k in koan_model.read(test_file).koans]
 
@@ -43,10 +33,9 @@ def listed(test_file: Path) -> list[tuple[str, int, str]]:
 def course_problems(checkout: course.Course) -> list[str]:
     """koans/ and answers/ hold the same files; koans/course.toml lists every chapter once;
     koans/.shipped.json is fresh."""
-    problems = []
-    koans = {p.relative_to(checkout.koans) for p in koan_files(checkout.koans)}
-    answers = {p.relative_to(checkout.answers) for p in koan_files(checkout.answers)}
-    problems += [f"koans/{p}: no answer file in answers/" for p in sorted(koans - answers)]
+    koans, answers = ({p.relative_to(d) for p in d.glob("*/test_*.py")}
+                      for d in (checkout.koans, checkout.answers))  # fmt: skip
+    problems = [f"koans/{p}: no answer file in answers/" for p in sorted(koans - answers)]
     problems += [f"answers/{p}: no koan file in koans/" for p in sorted(answers - koans)]
     numbers = [c.number for c in checkout.chapters()]
     path = checkout.manifest().get("path")
@@ -74,35 +63,22 @@ def manifest_problems(checkout: course.Course, chapter: course.Chapter) -> list[
     present = sorted(p.name for p in directory.glob("test_*.py"))
     problems = [] if chapter.title_zh and chapter.title_en else [f"{where}: titles missing"]
     if sorted(chapter.files) != present:
-        problems.append(
-            f"{where}: `files` must list exactly the chapter's test files in course order"
-        )
+        problems.append(f"{where}: `files` must list exactly the chapter's test files in course order")
     koans = {f"{f}::{name}" for f in present for name, _, _ in listed(directory / f)}
-    problems += [
-        f"{where}: a hint for a koan that does not exist: {k}"
-        for k in sorted(set(chapter.hints) - koans)
-    ]
-    problems += [
-        f'{where}: no hint for {k} ([hints."{k}"] zh/en)'
-        for k in sorted(koans - set(chapter.hints))
-    ]
-    return problems
+    problems += [f"{where}: a hint for a koan that does not exist: {k}"
+                 for k in sorted(set(chapter.hints) - koans)]  # fmt: skip
+    return problems + [f'{where}: no hint for {k} ([hints."{k}"] zh/en)'
+                       for k in sorted(koans - set(chapter.hints))]  # fmt: skip
 
 
 def region_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
     """A failing koan counts as not started while its fix region is as shipped: the harness
     knows that from the fingerprints in chapter.toml, so they must match the koan files."""
-    directory = checkout.koans / chapter.number
-    actual = {
-        p.name: tuple(twins.region_hashes(p.read_text(encoding="utf-8")))
-        for p in sorted(directory.glob("test_*.py"))
-    }
-    actual = {name: digests for name, digests in actual.items() if digests}
+    files = sorted((checkout.koans / chapter.number).glob("test_*.py"))
+    actual = {p.name: d for p in files if (d := tuple(koan_model.read(p).region_hashes()))}
     if chapter.regions == actual:
         return []
-    table = "".join(
-        f'\n"{n}" = [' + ", ".join(f'"{d}"' for d in ds) + "]" for n, ds in actual.items()
-    )
+    table = "".join(f'\n"{n}" = [' + ", ".join(f'"{d}"' for d in ds) + "]" for n, ds in actual.items())
     return [
         f"koans/{chapter.number}/chapter.toml: [regions] must fingerprint the fix regions as "
         f"shipped; the table is:\n[regions]{table}"
@@ -112,9 +88,7 @@ def region_problems(checkout: course.Course, chapter: course.Chapter) -> list[st
 def readme_problems(checkout: course.Course, chapter: course.Chapter) -> list[str]:
     readme = checkout.koans / chapter.number / "README.md"
     if not readme.is_file():
-        return [
-            f"koans/{chapter.number}/README.md: missing (what the chapter teaches, both languages)"
-        ]
+        return [f"koans/{chapter.number}/README.md: missing (what the chapter teaches, both languages)"]
     text = readme.read_text(encoding="utf-8")
     if not (CJK.search(text) and is_english(text, 20)):
         return [f"koans/{chapter.number}/README.md: needs Chinese and English"]
@@ -143,12 +117,10 @@ def chapter_counts(directory: Path) -> tuple[int, int | None]:
         model = koan_model.read(path)
         names = {k.name for k in model.koans}
         body = model.tree.body if model.tree is not None else []
-        lists = {
-            t.id: node.value for node in body if isinstance(node, ast.Assign)
-            for t in node.targets if isinstance(t, ast.Name)
-        }  # fmt: skip
+        lists = {t.id: node.value for node in body if isinstance(node, ast.Assign)
+                 for t in node.targets if isinstance(t, ast.Name)}  # fmt: skip
         for node in body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
+            if isinstance(node, koan_model.FUNCTIONS) and node.name in names:
                 koans += 1
                 cases = [_cases(d, lists) for d in node.decorator_list]
                 known = tests is not None and None not in cases
@@ -158,9 +130,7 @@ def chapter_counts(directory: Path) -> tuple[int, int | None]:
 
 def _cases(decorator: ast.expr, lists: dict[str, ast.expr]) -> int | None:
     """How many tests a decorator makes of its koan: a parametrize's cases, else 1."""
-    if not (
-        isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith("parametrize")
-    ):
+    if not (isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith("parametrize")):
         return 1
     values = [k.value for k in decorator.keywords if k.arg == "argvalues"] + decorator.args[1:2]
     return _length(values[0], lists) if values else None
@@ -176,10 +146,7 @@ def _length(node: ast.expr, lists: dict[str, ast.expr]) -> int | None:
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
         whole = _length(node.value, lists)
         try:
-            parts = [
-                ast.literal_eval(b) if b else None
-                for b in (node.slice.lower, node.slice.upper, node.slice.step)
-            ]
+            parts = [ast.literal_eval(b) if b else None for b in (node.slice.lower, node.slice.upper, node.slice.step)]
         except ValueError:
             return None
         return len(range(whole)[slice(*parts)]) if whole is not None else None
@@ -195,10 +162,8 @@ def shortcut_problems(checkout: course.Course, chapter: course.Chapter) -> list[
             try:
                 ast.parse(textwrap.dedent(body))
             except SyntaxError as error:
-                problems.append(
-                    f'koans/{chapter.number}/chapter.toml: [shortcuts."{key}"] a library body '
-                    f"does not parse ({error.msg}, its line {error.lineno}): {body[:60]!r}"
-                )
+                problems.append(f'koans/{chapter.number}/chapter.toml: [shortcuts."{key}"] a library body '
+                                f"does not parse ({error.msg}, its line {error.lineno}): {body[:60]!r}")  # fmt: skip
     return problems
 
 
@@ -210,30 +175,19 @@ def profile_problems(checkout: course.Course, chapter: course.Chapter) -> list[s
     for key, contract in sorted(chapter.contracts.items()):
         for dimension, value in contract.get("costs", {}).items():
             if dimension not in costs.BOUNDS:
-                problems.append(
-                    f"{where}: contracts.{key!r}.costs: unknown dimension {dimension!r}"
-                )
+                problems.append(f"{where}: contracts.{key!r}.costs: unknown dimension {dimension!r}")
             elif isinstance(value, str) and not value.strip():
                 problems.append(f"{where}: contracts.{key!r}.costs.{dimension}: say why it is free")
-    traced = [
-        k for k, c in chapter.contracts.items() if c.get("traced", True) and "::regions" not in k
-    ]
-    profiled = set()
-    for filename in {k.split("::")[0] for k in traced}:
-        found = costs.profiles_for(checkout.koans / chapter.number, filename)
-        profiled |= {f"{filename}::{todo}" for todo in found}
+    traced = [k for k, c in chapter.contracts.items() if c.get("traced", True) and "::regions" not in k]
+    profiled = {f"{filename}::{todo}" for filename in {k.split("::")[0] for k in traced}
+                for todo in costs.profiles_for(checkout.koans / chapter.number, filename)}  # fmt: skip
     missing = sorted(set(traced) - profiled)
+    run = f"python -m jaxkoans.authoring.programs --costs --chapter {chapter.number}"
     if traced and not profiled:
-        problems.append(
-            f"koans/{chapter.number}/{costs.FILE}: no cost profile of the answers: run "
-            f"python -m jaxkoans.authoring.programs --costs --chapter {chapter.number}"
-        )
+        problems.append(f"koans/{chapter.number}/{costs.FILE}: no cost profile of the answers: run {run}")
     elif missing:
-        problems.append(
-            f"koans/{chapter.number}/{costs.FILE}: no profile for {', '.join(missing)} (its answer is "
-            "never called on arrays, or the file is stale: run python -m jaxkoans.authoring.programs "
-            f"--costs --chapter {chapter.number})"
-        )
+        problems.append(f"koans/{chapter.number}/{costs.FILE}: no profile for {', '.join(missing)} (its answer is "
+                        f"never called on arrays, or the file is stale: run {run})")  # fmt: skip
     return problems
 
 
@@ -255,10 +209,8 @@ def contract_problems(checkout: course.Course, chapter: course.Chapter) -> list[
         "prints what its answer builds)"
         for key in sorted(set(wanted) - set(chapter.contracts))
     ]
-    problems += [
-        f"{where}: a contract for a TODO that does not exist: {key}"
-        for key in sorted(set(chapter.contracts) - set(wanted))
-    ]
+    problems += [f"{where}: a contract for a TODO that does not exist: {key}"
+                 for key in sorted(set(chapter.contracts) - set(wanted))]  # fmt: skip
     for key, contract in sorted(chapter.contracts.items()):
         asks = any(contract.get(k) for k in (*contract_fakes.ASKS, "fresh"))
         if not asks and not contract.get("why", "").strip():
@@ -277,11 +229,9 @@ def contract_problems(checkout: course.Course, chapter: course.Chapter) -> list[
                 if any(c.get(k) for k in contract_fakes.ASKS) or c.get("traced") is False
             ]  # fmt: skip
             if proxy and reached and not judged:
-                problems.append(
-                    f"{answer.relative_to(checkout.root)}:{proxy[0][0]} {koan.name} judges {', '.join(reached)} by "
-                    f"{proxy[0][1]}: give the TODO a contract the program reader checks "
-                    "(on_path / absent / max_intermediate)"
-                )
+                problems.append(f"{answer.relative_to(checkout.root)}:{proxy[0][0]} {koan.name} judges "
+                                f"{', '.join(reached)} by {proxy[0][1]}: give the TODO a contract the "
+                                "program reader checks (on_path / absent / max_intermediate)")  # fmt: skip
     return problems
 
 
@@ -336,18 +286,10 @@ def evaluated_at_import(node: ast.AST):
 def import_time_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """A learner's fill runs only where its koan runs: grade's workers import every koan file
     before forking a process per koan, so nothing the learner writes may run at import."""
-    tree = ast.parse(koan_file.read_text(encoding="utf-8"))
-    early = [
-        node.lineno
-        for node in evaluated_at_import(tree)
-        if (isinstance(node, ast.Name) and node.id == "__")
-        or (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo")
-    ]
-    return (
-        [f"{koan_file}: blanks run at import on lines {early}; move them into a function"]
-        if early
-        else []
-    )
+    early = [node.lineno for node in evaluated_at_import(ast.parse(koan_file.read_text(encoding="utf-8")))
+             if (isinstance(node, ast.Name) and node.id == "__")
+             or (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo")]  # fmt: skip
+    return [f"{koan_file}: blanks run at import on lines {early}; move them into a function"] * bool(early)
 
 
 def language_problems(checkout: course.Course, koan_file: Path) -> list[str]:
@@ -369,14 +311,6 @@ def language_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     return problems
 
 
-def _gives_away(answer: str, hint: str) -> bool:
-    """A blank's answer (an expression of 4+ characters) copied into a hint verbatim."""
-    answer = answer.strip()
-    if len(answer) < 4 or answer.replace(".", "").isdigit():
-        return False
-    return giveaways.appears(answer, hint)
-
-
 def hint_problems(checkout: course.Course, koan_file: Path) -> list[str]:
     """No hint holds its koan's answer or copies a TODO's solution."""
     answer = checkout.answer_of(koan_file)
@@ -392,7 +326,8 @@ def hint_problems(checkout: course.Course, koan_file: Path) -> list[str]:
         texts = " ".join((hint.zh + hint.en) if hint else ())
         start, end = spans[name]
         own = [text for line, text in blanks if start <= line <= end]
-        given = [a for a in own if _gives_away(a, texts)]
+        given = [a for a in own if len(a.strip()) >= 4 and not a.strip().replace(".", "").isdigit()
+                 and giveaways.appears(a.strip(), texts)]  # an answer copied into a hint  # fmt: skip
         if given:
             problems.append(f"{koan_file}::{name}: the hint contains the answer {given}")
         copied = [ln for ln in body_lines if len(ln) > 24 and ln in texts]
@@ -402,7 +337,6 @@ def hint_problems(checkout: course.Course, koan_file: Path) -> list[str]:
 
 
 def giveaway_problems(checkout: course.Course, koan_file: Path) -> list[str]:
-    """authoring/giveaways.py: an answer written next to its blank."""
     return [str(f) for f in giveaways.findings(checkout, koan_file, checkout.answer_of(koan_file))]
 
 
@@ -428,7 +362,5 @@ def check(
                 problems += each(checkout, koan_file)
     if not records:
         return problems
-    # the gates' record where it no longer covers a chapter (a file a gate reads, or the harness
-    # code, changed), and a stale manifest
     problems += [SHIPPED_STALE] if as_shipped.stale(checkout.root) else []
     return problems + [line for entry in gates.stale(checkout, chapters) for line in entry.lines()]

@@ -60,8 +60,6 @@ COMMON_ERRORS = (
 
 
 def _number_mutants(value: int | float) -> list[int | float]:
-    if isinstance(value, bool):
-        return []
     if value == 0:
         return [1, -1] if isinstance(value, int) else [1.0, -1.0]
     found = [value + 1, value - 1, value * 2]
@@ -111,7 +109,6 @@ def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]
         return []
     original = ast.unparse(tree)
     rounds: list[list[str]] = []  # one list per rule; taken round-robin
-
     dotted = predictions.dotted(tree.body)
     if dotted:
         value = context.resolve(dotted)
@@ -130,14 +127,11 @@ def wrong_fills(fill: str, context: Context, limit: int = PER_FILL) -> list[str]
     def constants(fresh, node):
         if not isinstance(node, ast.Constant):
             return []
-        if isinstance(node.value, bool):
-            values = [not node.value]
-        elif isinstance(node.value, int | float):
-            values = _number_mutants(node.value)
-        elif isinstance(node.value, str):
-            values = _string_mutants(node.value, context)
+        v = node.value
+        if isinstance(v, bool):
+            values = [not v]
         else:
-            values = []
+            values = _number_mutants(v) if isinstance(v, int | float) else _string_mutants(v, context) if isinstance(v, str) else []  # fmt: skip
         made = []
         for value in values:
             saved = node.value
@@ -206,8 +200,7 @@ class Mutant:
 
 
 def sites(koan: Path, answer: Path) -> list[Site]:
-    """Every blank of `answer` on one line, with its fill's columns: course/fills.py's reading
-    of the answer as the learner's file."""
+    """Every blank of `answer` on one line, with its fill's columns (fills.take's reading)."""
     text = answer.read_text(encoding="utf-8")
     lines, model = text.splitlines(), koan_model.read(answer)
     found = []
@@ -215,21 +208,15 @@ def sites(koan: Path, answer: Path) -> list[Site]:
         node = fill.node
         if node.end_lineno != node.lineno:
             continue  # twins keep a fill on its line; check.py names one that is not
-        encoded = lines[node.lineno - 1].encode("utf-8")  # ast's columns count bytes
-        start, end = (
-            len(encoded[:col].decode("utf-8")) for col in (node.col_offset, node.end_col_offset)
-        )
-        fill_text = lines[node.lineno - 1][start:end]
-        found.append(
-            Site(answer, node.lineno, (start, end), fill_text, model.koans_seeing(node.lineno))
-        )
+        line = lines[node.lineno - 1]
+        start, end = (len(line.encode()[:col].decode()) for col in (node.col_offset, node.end_col_offset))  # bytes
+        found.append(Site(answer, node.lineno, (start, end), line[start:end], model.koans_seeing(node.lineno)))
     return found
 
 
 def mutated_source(site: Site, fill: str) -> str:
     lines = site.answer.read_text(encoding="utf-8").splitlines(keepends=True)
-    line = lines[site.line - 1]
-    start, end = site.span
+    line, (start, end) = lines[site.line - 1], site.span
     lines[site.line - 1] = line[:start] + fill + line[end:]
     return "".join(lines)
 
@@ -247,16 +234,12 @@ def chapter_mutants(
     checkout: course.Course, chapter: course.Chapter, wanted: set[str] | None = None
 ) -> list[Mutant]:
     """The mutants of a chapter's answers (only the koans in `wanted`, if given)."""
-    mutants = []
-    for koan, answer in twin_files(checkout, chapter):
-        context = Context.of(answer.read_text(encoding="utf-8"))
-        for site in sites(koan, answer):
-            if wanted and not any(_wanted(wanted, answer, k) for k in site.koans):
-                continue
-            for fill in wrong_fills(site.fill, context):
-                if compiles(mutated_source(site, fill)):
-                    mutants.append(Mutant(site, fill))
-    return mutants
+    return [Mutant(site, fill)
+            for koan, answer in twin_files(checkout, chapter)
+            for context in [Context.of(answer.read_text(encoding="utf-8"))]
+            for site in sites(koan, answer)
+            if not wanted or any(_wanted(wanted, answer, k) for k in site.koans)
+            for fill in wrong_fills(site.fill, context) if compiles(mutated_source(site, fill))]  # fmt: skip
 
 
 def twin_files(checkout: course.Course, chapter: course.Chapter) -> list[tuple[Path, Path]]:
@@ -294,10 +277,8 @@ def baselines(changed: list[tuple[Path, tuple[str, ...]]]) -> list[Variant]:
     koans: dict[Path, set[str]] = {}
     for answer, names in changed:
         koans.setdefault(answer, set()).update(names)
-    return [
-        Variant(f"{answer.stem}{BASE}", answer.read_text(encoding="utf-8"), tuple(sorted(names)))
-        for answer, names in sorted(koans.items())
-    ]
+    return [Variant(f"{answer.stem}{BASE}", answer.read_text(encoding="utf-8"), tuple(sorted(names)))
+            for answer, names in sorted(koans.items())]  # fmt: skip
 
 
 def run_limit(checkout: course.Course, koans: int, workers: int = 2) -> float:
@@ -307,10 +288,8 @@ def run_limit(checkout: course.Course, koans: int, workers: int = 2) -> float:
 
 
 def koan_limit(checkout: course.Course) -> float:
-    """pytest-timeout's limit of one koan in the gate's runs: the course's own (pyproject.toml's
-    `timeout`), stretched by the machine's load. A koan's work does not grow on a loaded machine,
-    its wall time does: a slow compile there must not read as a fake killed or an answer that
-    fails. A fake that hangs is still stopped, later."""
+    """pytest-timeout's limit of one koan: the course's own, stretched by the machine's load (a
+    slow compile there must not read as a fake killed; a fake that hangs is still stopped)."""
     return runner.koan_timeout(checkout.root) * load_factor()
 
 
@@ -326,10 +305,9 @@ def load_factor() -> float:
 def run_chapters(
     checkout: course.Course, chapters: dict[str, list[Variant]], workers: int = 2
 ) -> tuple[dict[tuple[str, str], bool], str]:
-    """Every variant's koans, of every chapter, in ONE pytest process (one start of JAX for all
-    of them): ({(chapter, variant name): True when every koan of it reported and passed}, a
-    problem, or ""). A koan that never reported (its worker killed) counts as not passed; when
-    the whole run failed, such variants are absent."""
+    """Every variant's koans in ONE pytest process: ({(chapter, variant name): True when every
+    koan of it reported and passed}, a problem or ""). A koan that never reported (its worker
+    killed) counts as not passed; when the whole run failed, such variants are absent."""
     chapters = {number: variants for number, variants in chapters.items() if variants}
     if not chapters:
         return {}, ""
@@ -347,26 +325,17 @@ def run_chapters(
     for chapter, variants in chapters.items():
         for variant in variants:
             key = (chapter, variant.name)
-            states = passed.get(key, [])
             complete = set(variant.koans) <= reported.get(key, set())
-            if not all(states):
-                verdicts[key] = False
-            elif complete:
-                verdicts[key] = True
-            elif not problem:
-                # The run finished, yet a koan of this variant never reported: its worker
-                # was killed (a crash, a hang past the timeout). A missing result is never
-                # a pass.
-                verdicts[key] = False
+            if not all(passed.get(key, [])) or complete or not problem:
+                verdicts[key] = all(passed.get(key, [])) and complete  # unreported: never a pass
     return verdicts, problem
 
 
 def run_chapter_events(
     checkout: course.Course, chapters: dict[str, list[Variant]], workers: int = 2
 ) -> tuple[list[dict], str]:
-    """Every variant's koans in ONE pytest process, each in a directory named like its
-    chapter: the run record's events (a variant is `_module_of` an event's path), a problem,
-    or ""."""
+    """Every variant's koans in ONE pytest process, each in a directory named like its chapter:
+    (the run record's events, a problem or "")."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-mutants-") as scratch:
         nodeids = []
         for chapter, variants in chapters.items():
@@ -383,24 +352,16 @@ def run_chapter_events(
             options=("-q", "--tb=no", "-c", str(checkout.root / "pyproject.toml"), "--rootdir", scratch,
                      "-o", f"timeout={koan_limit(checkout):.0f}", *WORKER_ENDS_ON_TIMEOUT),
         )  # fmt: skip
-        _, problem = _run(command, run_limit(checkout, len(nodeids), workers), checkout.root)
+        limit = run_limit(checkout, len(nodeids), workers)
+        code, stderr = runner.run_in_group(command, limit, cwd=checkout.root)  # ends its workers too
+        problem = ("" if code in (0, 1) else f"the run did not finish within {limit:.0f} s" if code is None
+                   else "\n".join(stderr.strip().splitlines()[-5:]))  # fmt: skip
         return (results.read(record) if record.exists() else []), problem
 
 
 def _module_of(path: str) -> tuple[str, str]:
     """(chapter, file name) of a variant's path in a record."""
     return Path(path).parent.name, Path(path).name
-
-
-def _run(command: list[str], timeout_s: float, cwd: Path) -> tuple[int | None, str]:
-    """The child pytest in a process group of its own, ended with its xdist workers however this
-    run stops (a timeout, Ctrl-C, SIGTERM, SIGHUP): progress.py's runner."""
-    code, stderr = runner.run_in_group(command, timeout_s, cwd=cwd)
-    if code is None:
-        return None, f"the run did not finish within {timeout_s:.0f} s"
-    if code not in (0, 1):
-        return code, "\n".join(stderr.strip().splitlines()[-5:])
-    return code, ""
 
 
 # ---- TODO fakes -------------------------------------------------------------------------
@@ -442,32 +403,17 @@ def chapter_fakes(
     for koan, answer in twin_files(checkout, chapter):
         if files is not None and answer.name not in files:
             continue
-        model = koan_model.read(answer)
-        todo_lines = twins.todo_spans(koan, answer)
-        written = _fake_functions(fakes_file(answer))
-        for function in todo_lines:
-            own = [(label, body) for name, label, body in written if name == function]
-            if not own:
-                missing.append(f"{answer.name}::{function}")
-            start = todo_lines[function][0]
-            for label, body in own:
-                koans = model.koans_seeing(start + 1)
-                fakes.append(Fake(answer, function, label, body, koans))
+        model, path = koan_model.read(answer), fakes_file(answer)
+        written = koan_model.read(path) if path.is_file() else None
+        nodes = [n for n in written.tree.body if isinstance(n, ast.FunctionDef)
+                 and "__" in n.name.strip("_")] if written else []  # fmt: skip
+        for function, (start, _) in twins.todo_spans(koan, answer).items():
+            own = [n for n in nodes if n.name.partition("__")[0] == function]
+            missing += [] if own else [f"{answer.name}::{function}"]
+            fakes += [Fake(answer, function, n.name.partition("__")[2],
+                           "\n".join(written.lines[slice(*koan_model.body_span(n))]),
+                           model.koans_seeing(start + 1)) for n in own]  # fmt: skip
     return fakes, missing
-
-
-def _fake_functions(path: Path) -> list[tuple[str, str, str]]:
-    if not path.is_file():
-        return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
-    found = []
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and "__" in node.name.strip("_"):
-            function, _, label = node.name.partition("__")
-            start, end = koan_model.body_span(node)
-            found.append((function, label, "\n".join(lines[start:end])))
-    return found
 
 
 def faked_source(fake: Fake, koan: Path | None = None) -> str:
@@ -488,14 +434,9 @@ def check_all_fakes(
     passing_answers: set[str] | None = None,
     files: dict[str, set[str]] | None = None,
 ) -> dict[str, tuple[dict[str, bool | None], list[str], str]]:
-    """The fakes of every chapter, all in ONE pytest run: {number: (verdicts,
-    missing, problem)}. A problem of the run is every chapter's problem.
-
-    A fake's verdict needs its file's unchanged copy (the baseline) to pass where the fake ran.
-    `passing_answers` (nodeids `answers/NN/test_x.py::koan` of a run of answers/ just made)
-    stands in for most baselines: then only one baseline per chapter runs beside the fakes, the
-    one with the fewest koans, to show that the fakes' directory is a working chapter.
-    `files` ({chapter: answer file names}) checks only the fakes of those files."""
+    """The fakes of every chapter in ONE pytest run: {number: (verdicts, missing, problem)}.
+    A verdict needs its file's baseline to pass; `passing_answers` (nodeids of a run of answers/
+    just made) stands in for all but one baseline per chapter. `files`: {chapter: file names}."""
     planned = {}
     for chapter in chapters:
         only = None if files is None else files.get(chapter.number, set())
@@ -508,7 +449,7 @@ def check_all_fakes(
     passed, problem = run_chapters(checkout, runs, workers)
     found = {}
     for number, (variants, named, missing) in planned.items():
-        canary = all(passed.get((number, v.name)) is True for v in variants if _is_base(v))
+        canary = all(passed.get((number, v.name)) is True for v in variants if v.name.endswith(BASE))
         verdicts = {}
         for module, fake in named.items():
             if passing_answers is None:
@@ -522,21 +463,16 @@ def check_all_fakes(
     return found
 
 
-def _is_base(variant: Variant) -> bool:
-    return variant.name.endswith(BASE)
-
-
 def _one_baseline(variants: list[Variant]) -> list[Variant]:
     """The fakes and, of their baselines, only the one with the fewest koans."""
-    bases = sorted((v for v in variants if _is_base(v)), key=lambda v: (len(v.koans), v.name))
-    return [v for v in variants if not _is_base(v)] + bases[:1]
+    bases = sorted((v for v in variants if v.name.endswith(BASE)), key=lambda v: (len(v.koans), v.name))
+    return [v for v in variants if not v.name.endswith(BASE)] + bases[:1]
 
 
 def fake_variants(
     checkout: course.Course, fakes: list[Fake], tag: str
 ) -> tuple[list[Variant], dict[str, Fake]]:
-    """Each fake's module (`<file>__<tag>NNN.py`) beside one unchanged copy of each file the
-    fakes change, and {module: fake}."""
+    """Each fake's module (`<file>__<tag>NNN.py`) beside its file's baseline, and {module: fake}."""
     named = {f"{fake.answer.stem}__{tag}{i:03d}.py": fake for i, fake in enumerate(fakes)}
     sources = {m: faked_source(fake, checkout.koan_of(fake.answer)) for m, fake in named.items()}
     variants = [Variant(m, source, named[m].koans) for m, source in sources.items()]
@@ -592,11 +528,9 @@ def _normal(fill: str) -> str:
 
 
 def equivalent_reason(chapter: course.Chapter, mutant: Mutant) -> str | None:
-    for koan in mutant.site.koans:
-        for entry in chapter.equivalent.get(f"{mutant.site.answer.name}::{koan}", ()):
-            if _normal(str(entry.get("fill", ""))) == _normal(mutant.fill):
-                return str(entry.get("why", ""))
-    return None
+    return next((str(entry.get("why", "")) for koan in mutant.site.koans
+                 for entry in chapter.equivalent.get(f"{mutant.site.answer.name}::{koan}", ())
+                 if _normal(str(entry.get("fill", ""))) == _normal(mutant.fill)), None)  # fmt: skip
 
 
 def gate(
@@ -608,12 +542,9 @@ def gate(
     started = time.perf_counter()
     mutants = chapter_mutants(checkout, chapter, wanted)
     outcome = Outcome(chapter.number, mutants)
-    variants = []
     for i, mutant in enumerate(mutants):
         mutant.module = f"{mutant.site.answer.stem}__m{i:04d}.py"
-        variants.append(
-            Variant(mutant.module, mutated_source(mutant.site, mutant.fill), mutant.site.koans)
-        )
+    variants = [Variant(m.module, mutated_source(m.site, m.fill), m.site.koans) for m in mutants]
     variants += baselines([(m.site.answer, m.site.koans) for m in mutants])
     passed, outcome.problem = run_chapters(checkout, {chapter.number: variants}, workers)
     outcome.judge(passed, {m.module: m for m in mutants}, lambda m: equivalent_reason(chapter, m))
@@ -628,13 +559,9 @@ def describe(mutant: Mutant) -> str:
 
 
 def table(outcomes: list[Outcome]) -> list[str]:
-    lines = ["chapter  mutants  killed  equivalent  survived  unknown  kill rate  seconds"]
-    for o in outcomes:
-        lines.append(
-            f"{o.chapter:>7}  {len(o.tried):>7}  {len(o.killed):>6}  {len(o.equivalent):>10}"
-            f"  {len(o.survived):>8}  {len(o.unknown):>7}  {o.rate:>8.1f} %  {o.seconds:>7.0f}"
-        )
-    return lines
+    return ["chapter  mutants  killed  equivalent  survived  unknown  kill rate  seconds"] + [
+        f"{o.chapter:>7}  {len(o.tried):>7}  {len(o.killed):>6}  {len(o.equivalent):>10}"
+        f"  {len(o.survived):>8}  {len(o.unknown):>7}  {o.rate:>8.1f} %  {o.seconds:>7.0f}" for o in outcomes]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -385,6 +385,31 @@ def test_collective_bytes_per_device_follow_the_ring():
     assert total(gather) == {"all-gather": 8 * shard * 7 // 8}
 
 
+
+def test_work_inside_the_holder_a_contract_names_is_the_techniques_place():
+    def newton(f, x):  # 4 fixed steps of x - f(x) / 2x on x^2 - a
+        return lax.fori_loop(0, 4, lambda i, x: x - f(x) / (2.0 * x), x)
+
+    def honest(a):  # the steps run as custom_root's solve
+        f = lambda x: x * x - a  # noqa: E731
+        return lax.custom_root(f, jnp.ones_like(a), newton, lambda g, y: y / 2.0)
+
+    def outside(a):  # the same steps before it, their root handed in as the guess
+        f = lambda x: x * x - a  # noqa: E731
+        root = newton(f, jnp.ones_like(a))
+        return lax.custom_root(f, root, lambda f, x0: x0, lambda g, y: y / 2.0)
+
+    a = jnp.full(8, 2.0)
+    np.testing.assert_allclose(honest(a), outside(a))
+    # 4 steps over 8 elements of f (mul, sub), then mul, div, sub; inside custom_root the
+    # step also counts its counter (1) and the call of f (eval_jaxpr, 8: roofline has no rule)
+    step, held = 4 * 5 * 8, 4 * (5 * 8 + 1 + 8)
+    own = 8  # the custom_root equation's output (no rule either)
+    named = ("call_hi_primitive",)
+    assert program.of(honest, a).costs(named).flops == {"outside": own, "technique": held}
+    assert program.of(outside, a).costs(named).flops == {"outside": step + own}
+    assert program.of(honest, a).costs().flops == {"outside": own + held}  # none named
+
 def test_a_kernel_body_counts_times_its_grid_and_apart_from_the_rest():
     from jax.experimental import pallas as pl
 

@@ -48,10 +48,8 @@ MUTATE = GATE_MODULES[0]  # the mutation gate and the fakes check
 def harness_digest(checkout: course.Course, *gate_modules: str) -> str:
     """A digest of `checkout`'s harness code (HARNESS) and of `gate_modules` (paths under its root)."""
     root = checkout.root
-    files: set[Path] = set()
-    for entry in (*HARNESS, *gate_modules):
-        path = root / entry
-        files |= set(path.rglob("*.py")) if path.is_dir() else {path} if path.is_file() else set()
+    paths = [root / entry for entry in (*HARNESS, *gate_modules)]
+    files = {f for p in paths for f in (p.rglob("*.py") if p.is_dir() else [p] if p.is_file() else [])}
     hashed = hashlib.sha256()
     for path in sorted(files):
         hashed.update(f"{path.relative_to(root).as_posix()}\0".encode())
@@ -80,10 +78,6 @@ def _own(table: dict, name: str) -> dict:
     return {k: v for k, v in table.items() if k.split("::", 1)[0] == name}
 
 
-def _bytes(path: Path) -> bytes | None:
-    return path.read_bytes() if path.is_file() else None
-
-
 def _parts(path: Path) -> tuple[str, dict[str, str]]:
     """(the file's lines outside its koans, {koan: its own lines and those of the koans it
     calls}): what every koan of the file reads, and what only one does."""
@@ -96,12 +90,6 @@ def _parts(path: Path) -> tuple[str, dict[str, str]]:
     common = "\n".join(line for i, line in enumerate(lines) if i not in inside)
     reached = {k: [k, *(d for d in model.reached(k) if d in own and d != k)] for k in own}
     return common, {k: "\n".join(own[d] for d in names) for k, names in reached.items()}
-
-
-def todo_koans(koan: Path) -> set[str]:
-    """The koans that reach a TODO function of `koan` (none: the file has no TODO)."""
-    model = koan_model.read(koan) if koan.is_file() else None
-    return {k for todo in (model.todos if model else ()) for k in model.koans_seeing(todo.line)}
 
 
 def file_digests(chapter: course.Chapter, koan: Path, answer: Path) -> dict[str, dict[str, str]]:
@@ -118,11 +106,12 @@ def file_digests(chapter: course.Chapter, koan: Path, answer: Path) -> dict[str,
         equivalent = chapter.equivalent.get(f"{name}::{koan_name}", [])
         mine = (k_own.get(koan_name, ""), a_own[koan_name])
         found["mutation"][f"{name}::{koan_name}"] = _hash(*common, *mine, equivalent)
-    todo = sorted(todo_koans(koan))
+    model = koan_model.read(koan)  # the koans that reach a TODO function
+    todo = sorted({k for t in model.todos for k in model.koans_seeing(t.line)})
     if todo:
         both = (*common, [(k_own.get(k, ""), a_own.get(k, "")) for k in todo])
         contracts = _own(chapter.contracts, name)
-        fakes = _bytes(mutate.fakes_file(answer))
+        fakes = mutate.fakes_file(answer).read_bytes() if mutate.fakes_file(answer).is_file() else None
         found["fakes"] = {name: _hash(*both, fakes, contracts)}
         found["shortcuts"] = {name: _hash(*both, _own(chapter.shortcuts, name), contracts)}
     return found
@@ -153,8 +142,7 @@ def record_path(checkout: course.Course) -> Path:
 
 
 def read(path: Path) -> dict[str, dict]:
-    """{chapter: {"harness": digest, file name: {gate: {"digest": …, counts…}}}} of the record
-    at `path` (record_path(checkout))."""
+    """{chapter: {"harness": digest, file name: {gate: {"digest": …, counts…}}}}."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
@@ -203,11 +191,8 @@ class Stale:
 
     def lines(self) -> list[str]:
         n = self.chapter.number
-        found = [
-            f"{n}: the {gate} record is stale for {_grouped(names)}"
-            for gate, names in self.files.items()
-            if names
-        ]
+        found = [f"{n}: the {gate} record is stale for {_grouped(names)}"
+                 for gate, names in self.files.items() if names]  # fmt: skip
         if self.harness and self.recorded:
             found.append(f"{n}: the harness code changed since its gates passed (the canary runs)")
         elif self.harness:
@@ -263,10 +248,8 @@ def stale(
 
 def _spread(items: list, count: int) -> list:
     """`count` items spread evenly over `items`, always the same ones."""
-    if len(items) <= count:
-        return list(items)
-    if count == 1:
-        return [items[0]]
+    if len(items) <= count or count == 1:
+        return list(items[:count])
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
@@ -276,22 +259,15 @@ def canary_plan(
     """(the variants, {module: what it is}) of a chapter's canary: CANARY mutants, fakes and
     generated fakes that must fail, each file they change unchanged beside them."""
     variants, named, changed = [], {}, []
-    mutants = [
-        m
-        for m in mutate.chapter_mutants(checkout, chapter)
-        if mutate.equivalent_reason(chapter, m) is None
-    ]
+    mutants = [m for m in mutate.chapter_mutants(checkout, chapter) if mutate.equivalent_reason(chapter, m) is None]
     for i, m in enumerate(_spread(mutants, CANARY["mutation"])):
         module = f"{m.site.answer.stem}__cm{i:02d}.py"
         variants.append(mutate.Variant(module, mutate.mutated_source(m.site, m.fill), m.site.koans))
         named[module] = f"mutation: {mutate.describe(m)}"
         changed.append((m.site.answer, m.site.koans))
-    generated = [
-        s
-        for s in shortcuts.chapter_shortcuts(checkout, chapter)
-        if shortcuts.equivalent_reason(chapter, s) is None
-        and mutate.compiles(shortcuts.variant_source(checkout, s))
-    ]
+    generated = [s for s in shortcuts.chapter_shortcuts(checkout, chapter)
+                 if shortcuts.equivalent_reason(chapter, s) is None
+                 and mutate.compiles(shortcuts.variant_source(checkout, s))]  # fmt: skip
     hand_written, _ = mutate.chapter_fakes(checkout, chapter)
     for gate, fakes in (("fakes", hand_written), ("shortcuts", generated)):
         for i, fake in enumerate(_spread(fakes, CANARY[gate])):
@@ -367,9 +343,7 @@ def _mutation(
 
 def _fakes(checkout: course.Course, chapters: list[course.Chapter], names: dict[str, list[str]],
            record: dict, workers: int) -> list[Failure]:  # fmt: skip
-    checked = mutate.check_all_fakes(
-        checkout, chapters, workers, files={n: set(v) for n, v in names.items()}
-    )
+    checked = mutate.check_all_fakes(checkout, chapters, workers, files={n: set(v) for n, v in names.items()})
     failures = []
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
@@ -384,9 +358,7 @@ def _fakes(checkout: course.Course, chapters: list[course.Chapter], names: dict[
         digests = chapter_digests(checkout, chapter)
         for name in names[chapter.number]:
             mine = {k: v for k, v in verdicts.items() if k.split("::")[0] == name}
-            if not mine or not all(v is True for v in mine.values()):
-                continue
-            if any(m.split("::")[0] == name for m in missing):
+            if not mine or not all(v is True for v in mine.values()) or any(m.split("::")[0] == name for m in missing):
                 continue
             _record(record, chapter.number, "fakes", name,
                     {"digest": digests["fakes"][name], "fakes": len(mine)})  # fmt: skip
@@ -395,9 +367,7 @@ def _fakes(checkout: course.Course, chapters: list[course.Chapter], names: dict[
 
 def _shortcuts(checkout: course.Course, chapters: list[course.Chapter],
                names: dict[str, list[str]], record: dict, workers: int) -> list[Failure]:  # fmt: skip
-    outcomes = shortcuts.gate(
-        checkout, chapters, workers, files={n: set(v) for n, v in names.items()}
-    )
+    outcomes = shortcuts.gate(checkout, chapters, workers, files={n: set(v) for n, v in names.items()})
     failures = []
     for chapter, outcome in zip(chapters, outcomes, strict=True):
         print(shortcuts.summary(outcome), flush=True)
@@ -442,9 +412,8 @@ def stamp(
     gates=GATES,
     failures: list[Failure] | None = None,
 ) -> list[Failure]:
-    """Run what is stale of `chapters` (with `full`, every file of the `gates` named, and what
-    is stale of the others), record what passed, write the manifest; `failures` (the static
-    checks') and the gates' failures."""
+    """Run what is stale of `chapters` (with `full`, every file of the `gates` named), record
+    what passed, write the manifest; `failures` (the static checks') and the gates' failures."""
     started = time.monotonic()
     as_shipped.write(checkout.root)
     print(f"wrote {as_shipped.SOURCE}", flush=True)
@@ -472,11 +441,8 @@ def stamp(
             failures += run(checkout, [s.chapter for s in chosen], names, record, workers)
     # A chapter whose every gate ran on every file confirms the harness by itself; one whose
     # record still covers some files runs its canary.
-    whole = [
-        s.chapter
-        for s in todo
-        if s.harness and ((full and set(gates) == set(GATES)) or _covers_all(checkout, s))
-    ]
+    whole = [s.chapter for s in todo
+             if s.harness and ((full and set(gates) == set(GATES)) or _covers_all(checkout, s))]  # fmt: skip
     failed = {f.chapter for f in failures if f.gate != "check"}
     for chapter in whole:
         if chapter.number not in failed:

@@ -566,15 +566,15 @@ def table(outcomes: list[Outcome]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jaxkoans.authoring.mutate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("koans", nargs="*", help="only these koans: name, file.py::name, nodeid, "
-                        "or a file (all its koans)")  # fmt: skip
+                        "or a file (all its koans)")
     parser.add_argument("--chapter", action="append", default=[], metavar="NN")
     parser.add_argument("-n", "--workers", type=int, default=2)
     parser.add_argument("--survivors", type=Path, help="also write the survivors to this file")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--fakes", action="store_true", help="check the TODO fakes instead")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # fmt: skip
     wanted = {k.split("[", 1)[0] for k in args.koans} or None
     numbers = {c.zfill(2) for c in args.chapter}
     if wanted and not numbers:
@@ -587,9 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fakes:
         return fakes_main(checkout, chapters, args)
     if args.list:
-        for chapter in chapters:
-            for mutant in chapter_mutants(checkout, chapter, wanted):
-                print(describe(mutant))
+        print("".join(f"{describe(m)}\n" for c in chapters for m in chapter_mutants(checkout, c, wanted)), end="")
         return 0
     if wanted and not any(chapter_mutants(checkout, c, wanted) for c in chapters):
         print(f"没有选中任何变异 / no mutants for {sorted(wanted)}: name a koan, file.py::koan, "
@@ -604,8 +602,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"⚠️  {chapter.number}: {outcome.problem}")
     print("\n" + "\n".join(table(outcomes)))
     if survivors:
-        print("\n存活的变异 / survivors (a wrong fill that passes):")
-        print("\n".join("  " + s for s in survivors))
+        print("\n存活的变异 / survivors (a wrong fill that passes):\n" + "\n".join("  " + s for s in survivors))
     if args.survivors:
         args.survivors.write_text("".join(s + "\n" for s in survivors), encoding="utf-8")
     unknown = sum(len(o.unknown) for o in outcomes)
@@ -617,9 +614,7 @@ def main(argv: list[str] | None = None) -> int:
 def fakes_main(checkout: course.Course, chapters: list[course.Chapter], args) -> int:
     failed = 0
     named = [Path(k.split("::")[0]) for k in args.koans if k.split("::")[0].endswith(".py")]
-    files = None  # every fake of the chapters, unless answer files are named
-    if named:
-        files = {c.number: {p.name for p in named if p.parent.name == c.number} for c in chapters}
+    files = {c.number: {p.name for p in named if p.parent.name == c.number} for c in chapters} if named else None
     checked = check_all_fakes(checkout, chapters, args.workers, files=files)
     for chapter in chapters:
         verdicts, missing, problem = checked[chapter.number]
@@ -630,8 +625,7 @@ def fakes_main(checkout: course.Course, chapters: list[course.Chapter], args) ->
             if verdict is not True:
                 print(f"  {'passes' if verdict is False else 'no verdict'}: {name}")
                 failed += 1
-        for name in missing:
-            print(f"  no fake: {name}")
+        print("".join(f"  no fake: {name}\n" for name in missing), end="")
         if problem:
             print(f"⚠️  {chapter.number}: {problem}")
     return 1 if failed else 0

@@ -90,7 +90,10 @@ class _Namespaces:
         return found
 
     def expect(self, holder, key, value) -> object:
-        """`holder[key]` is to be `value` from now on; the value expected before."""
+        """`holder[key]` (a namespace, or a class's) is to be `value` from now on (the harness's
+        own patch while a koan runs); the value expected before."""
+        if isinstance(holder, type):
+            holder = next((g[0] for g in self.groups.values() if g[4] is holder), None)
         _, keys, values, *_ = self.groups.get(id(holder), (None, [], []))
         if key in keys:
             index = keys.index(key)
@@ -169,18 +172,6 @@ class Fingerprint:
             self.contents.append(contents)
             if isinstance(contents, types.FunctionType):
                 self.add_function(contents)  # what a decorator wraps
-
-    def expect(self, namespace: dict, key: str, value) -> object:
-        """`namespace[key]` is to be `value` from now on (the harness's own patch while a koan
-        runs: hooks.exact_raises_on_fills); the value expected before."""
-        return self.names.expect(namespace, key, value)
-
-    def expect_member(self, cls: type, key: str, value) -> object:
-        """`cls.key` is to be `value` from now on (contracts.recording's patch); as `expect`."""
-        for holder, *_, owner in self.names.groups.values():
-            if owner is cls:
-                return self.names.expect(holder, key, value)
-        return value
 
     def intact(self) -> bool:
         """All but the functions' `__code__` and defaults, which change only through setters that
@@ -318,10 +309,13 @@ def install(
     return arm, drain
 
 
-def _inside(position: tuple, spans: tuple) -> bool:
+def _learners(position: tuple, found: tuple) -> bool:
+    """Is the instruction at `position` (co_positions) the learner's: on a line of `found` (see
+    `learner_lines_of`) or inside a blank's fill?"""
     line, end_line, col, end_col = position
-    if line is None or col is None:
-        return False
+    if line in found[0]:
+        return True
+    spans = found[1] if line is not None and col is not None else ()
     return any((a, b) <= (line, col) and (end_line, end_col) <= (c, d) for a, b, c, d in spans)
 
 
@@ -379,13 +373,13 @@ class Watch:
         if found is None:
             return None
         position = next(itertools.islice(code.co_positions(), offset // 2, None), (None,) * 4)
-        return found[2] if position[0] in found[0] or _inside(position, found[1]) else None
+        return found[2] if _learners(position, found) else None
 
     def written_by_learner(self, code) -> bool:
         if code not in self.written:
             found = self.learner_file(code.co_filename)
             self.written[code] = found is not None and any(
-                p[0] in found[0] or _inside(p, found[1]) for p in code.co_positions()
+                _learners(p, found) for p in code.co_positions()
             )
         return self.written[code]
 

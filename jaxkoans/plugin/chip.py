@@ -9,6 +9,8 @@ saying why. Without a TPU, one line says so and the CPU course runs.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import os
 
@@ -19,7 +21,6 @@ from jaxkoans.plugin.report import TODOS
 
 ATTACHED = pytest.StashKey[tpu.Attached]()
 NOTES = pytest.StashKey[list[str]]()  # what neutralise() set aside before JAX was imported
-LINES = pytest.StashKey[list[str]]()
 MAX_CALLS = 2  # distinct argument signatures checked per kernel and koan
 PROPERTY = "koan_tpu"  # report.user_properties: one line per kernel call checked or skipped
 ONE_PROCESS = (
@@ -51,8 +52,6 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """After the harness set JAX to the CPU (its tryfirst configure): add the TPU if asked."""
-    config.stash[LINES] = []
-    config.pluginmanager.register(_Lines(config), "koans-tpu-lines")
     if config.getoption("tpu", False):
         os.environ[tpu.ENV] = "1"  # also when pytest_cmdline_main did not run (pytester)
     workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
@@ -63,8 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[ATTACHED] = tpu.Attached(None, f"{worker}: {ONE_PROCESS}")
         return
     attached = tpu.attach()
-    notes = config.stash.get(NOTES, [])
-    config.stash[ATTACHED] = tpu.Attached(attached.device, "; ".join([attached.line, *notes]))
+    notes = [attached.line, *config.stash.get(NOTES, [])]
+    config.stash[ATTACHED] = tpu.Attached(attached.device, "; ".join(notes))
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
@@ -105,11 +104,9 @@ def _kernels(item: pytest.Item, module) -> dict[str, object]:
     found = {}
     for name in item.stash.get(TODOS, []):
         function = getattr(module, name, None)
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             if callable(function) and "interpret" in inspect.signature(function).parameters:
                 found[name] = function
-        except (TypeError, ValueError):
-            continue
     return found
 
 
@@ -117,7 +114,6 @@ def _swap_partials(module, watched: dict[int, object]) -> list[tuple[dict, dict]
     """A module-level table of cases (`{name: (functools.partial(kernel, bm=8), shapes, …)}`)
     holds the kernel it captured at import: point its partials at the watched kernel too.
     Returns (table, its entries as they were) to put back."""
-    import functools
 
     def swapped(value):
         if isinstance(value, functools.partial) and id(value.func) in watched:
@@ -166,8 +162,7 @@ def _watched(function, calls: list):
             calls.append(record)
         return result
 
-    watched.__name__ = getattr(function, "__name__", "kernel")
-    watched.__doc__ = getattr(function, "__doc__", None)
+    watched.__name__, watched.__doc__ = getattr(function, "__name__", "kernel"), function.__doc__
     return watched
 
 
@@ -209,19 +204,6 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:300] if text else ''}"
 
 
-class _Lines:
-    """Collects the chip's lines from each koan's report (xdist workers' reports too)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call":
-            koan = report.nodeid.split("::")[-1]
-            found = [value for key, value in report.user_properties if key == PROPERTY]
-            self.config.stash[LINES].extend(f"{koan}: {line}" for line in found)
-
-
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """One line without a TPU; with one, the chip and each kernel call checked on it."""
     if not tpu.requested():
@@ -229,7 +211,13 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     attached = config.stash.get(ATTACHED, None)
     headline = f"TPU: {ONE_PROCESS}" if tpu.chips_on_this_machine() else tpu.NO_TPU
     headline = attached.line if attached is not None else headline
-    lines = config.stash.get(LINES, [])
+    reports = [r for rs in terminalreporter.stats.values() for r in rs if getattr(r, "when", "") == "call"]  # fmt: skip
+    lines = [
+        f"{r.nodeid.split('::')[-1]}: {line}"
+        for r in reports  # xdist workers' reports too
+        for key, line in r.user_properties
+        if key == PROPERTY
+    ]
     if not lines:
         terminalreporter.write_line(f"jax-koans --tpu: {headline}")
         return

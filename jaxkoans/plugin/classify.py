@@ -55,8 +55,8 @@ class Attribution:
 
 
 def has_blank(source: str) -> bool:
-    """True when `source` uses the name `__` (not in a string or comment). A statement cut out
-    of a file may not tokenize whole (an unclosed bracket): the tokens before the error count."""
+    """`source` uses the name `__` (not in a string or comment); a statement cut out of a file
+    may not tokenize whole (an unclosed bracket): the tokens before the error count."""
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             if token.type == tokenize.NAME and token.string == "__":
@@ -87,7 +87,7 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
     # pytest-timeout's signal method fails the test with "Timeout (>Ns) from pytest-timeout".
     timeout = excinfo.typename == "Failed" and "Timeout" in str(excinfo.value)[:40]
     entries = list(entries_in(excinfo, koan_file))
-    places = [_describe(entry) for entry in entries]  # the innermost is the learner's line
+    places = [(Path(e.path), e.lineno + 1, _statement(e)) for e in entries]  # innermost last
     where = places[-1] if places else (None, None, "")
     built = [e for e in chain if isinstance(e, cbuild.BuildError | cbuild.CompilerNotFoundError)]
     in_build = timeout and any(  # pytest-timeout stopped a build
@@ -98,19 +98,14 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
         return Attribution(Cause.ENVIRONMENT, *where, message=message)
     if timeout:
         return Attribution(Cause.TIMEOUT, *where)
-
-    def site(holds, fallback):
-        """The innermost statement of the koan's file whose source `holds` (a `__`, a `todo(`
-        call), else `fallback` (where the koan called a TODO stub)."""
-        return next((place for place in reversed(places) if holds(place[2])), fallback)
-
+    # The innermost statement of the koan's file holding a `todo(` call or a `__`, else where the
+    # koan called a TODO stub.
+    todo = next((p for p in reversed(places) if "todo(" in p[2]), where)
+    blank = next((p for p in reversed(places) if has_blank(p[2])), None)
     if any(isinstance(e, TodoError) for e in chain):
-        return Attribution(Cause.TODO, *site(lambda s: "todo(" in s, where))
-    if any(isinstance(e, BlankError) for e in chain):
-        return Attribution(Cause.BLANK, *site(has_blank, where))
-    blank = site(has_blank, None)
-    if blank is not None:
-        return Attribution(Cause.BLANK, *blank)
+        return Attribution(Cause.TODO, *todo)
+    if blank is not None or any(isinstance(e, BlankError) for e in chain):
+        return Attribution(Cause.BLANK, *(blank or where))
     koan = getattr(entries[0], "name", None) if entries else None  # the outermost frame's
     region = _untouched_region(koan_file, shipped_regions, koan)
     if region is not None:
@@ -121,6 +116,13 @@ def attribute(excinfo, koan_file: Path, shipped_regions: tuple[str, ...] = ()) -
 def _line_of(path: Path, line: int) -> str:
     linecache.checkcache(str(path))  # the learner's file as it is now
     return linecache.getline(str(path), line).strip()
+
+
+def _statement(entry) -> str:
+    try:
+        return str(entry.statement).strip()
+    except Exception:  # source not available
+        return ""
 
 
 def _untouched_region(path: Path, shipped: tuple[str, ...], koan: str | None) -> int | None:
@@ -146,25 +148,10 @@ def entries_in(excinfo, koan_file: Path):
             continue
 
 
-def _describe(entry) -> tuple[Path, int, str]:
-    try:
-        statement = str(entry.statement).strip()
-    except Exception:  # source not available
-        statement = ""
-    return Path(entry.path), entry.lineno + 1, statement
+# ---- The learner's fills: what the learner wrote, read against the file as shipped ----------
 
 
-# ---- The learner's fills: which lines of a koan file held `__` as shipped -------------------
-
-
-def shipped_text(checkout: Course, koan_file: Path) -> str | None:
-    """The koan file (or an answer's koan twin) as shipped; None when unknown (no fills then)."""
-    relative = _relative(checkout, koan_file)
-    found = checkout.shipped_text(relative) if relative is not None else None
-    return found[1] if found else None
-
-
-def _relative(checkout: Course, koan_file: Path) -> str | None:
+def relative(checkout: Course, koan_file: Path) -> str | None:
     """ "koans/NN/test_x.py" for a koan file or its answers/ twin of `checkout`; else None."""
     koan_file = Path(koan_file).resolve()
     for tree in (checkout.koans, checkout.answers):
@@ -173,15 +160,19 @@ def _relative(checkout: Course, koan_file: Path) -> str | None:
     return None
 
 
+def shipped_text(checkout: Course, koan_file: Path) -> str | None:
+    """The koan file (or an answer's koan twin) as shipped; None when unknown (no fills then)."""
+    found = checkout.shipped_text(relative(checkout, koan_file) or "")
+    return found[1] if found else None
+
+
 def taken(checkout: Course, koan_file: Path, twin: Path | None = None) -> _fills.Taken | None:
     """The one reading of what the learner wrote (course/fills.py): `koan_file` against the
     shipped text of `twin` (the koan file a gate's variant stands for), else of itself. None
     when the shipped file is unknown or the learner's does not parse."""
     shipped = shipped_text(checkout, Path(twin or koan_file))
-    if shipped is None:
-        return None
     try:
-        return _taken(shipped, Path(koan_file).read_text(encoding="utf-8"))
+        return _taken(shipped, Path(koan_file).read_text(encoding="utf-8")) if shipped else None
     except Exception:  # whatever the learner's text makes the reader raise: no fills known
         return None
 
@@ -191,53 +182,21 @@ def _taken(shipped: str, current: str) -> _fills.Taken:
     return _fills.take(shipped, current)
 
 
-def computed_fills(
-    checkout: Course, koan_file: Path, koan: str
-) -> list[tuple[_fills.BlankFill, str]]:
-    """(fill, kind) of each fill of `koan` (or of its module's lines) that computes where its
-    blank asks for a prediction (course/predictions.py); [] when the shipped file is unknown."""
-    relative = _relative(checkout, Path(koan_file))
-    kinds = checkout.predictions(relative) if relative is not None else {}
-    found = taken(checkout, koan_file) if kinds else None
-    if found is None:
-        return []
-    owners = {koan, koan_model.MODULE}
-    return [(f, k) for f, k in predictions.refusals(found, kinds) if f.owner in owners]
-
-
-def reading_refusals(
-    checkout: Course, koan_file: Path, koan: str, contracts: dict, twin: Path | None = None
-) -> list[reading.Refusal]:
-    """Each fill `koan` reaches that reads the test or switches its guard (course/reading.py),
-    less what `contracts` allow (for `twin`, the koan file a gate's variant stands for)."""
-    found = taken(checkout, koan_file, twin)
-    if found is None:
-        return []
-    reached = {koan, koan_model.MODULE, *koan_model.read(Path(koan_file)).reached(koan)}
-    allowed = reading.allowed_by(contracts, Path(twin or koan_file).name)
-    return [r for r in reading.refusals(found, allowed) if r.owner in reached]
-
-
 # ---- Where a failing statement's values come from: a prediction, the learner's code, both ----
 
 
 @dataclass(frozen=True)
 class Origins:
-    """What the values of a koan's failing statement were computed from, following the data."""
-
-    fills: tuple[_fills.BlankFill, ...] = ()  # the prediction fills read, each once, in file order
+    # The prediction fills read, or of calls made for their effect before it; each once, in order.
+    fills: tuple[_fills.BlankFill, ...] = ()
     code: tuple[str, ...] = ()  # the learner's code reached: TODO functions, helpers, fix regions
-    effects: tuple[_fills.BlankFill, ...] = ()  # fills of calls made for their effect before it
 
 
-def origins(checkout: Course, koan_file: Path, koan: str, lines: list[int]) -> Origins | None:
+def origins(found: _fills.Taken | None, koan: str, lines: list[int]) -> Origins | None:
     """Where the failing statement of `koan` (the innermost of `lines`, the traceback's lines of
     the koan file, inside its function) got its values; None when that cannot be told."""
-    found = taken(checkout, Path(koan_file))
-    if found is None or found.tree is None:
-        return None
-    functions = [n for n in found.tree.body if isinstance(n, koan_model.FUNCTIONS)]
-    function = next((n for n in functions if n.name == koan), None)
+    body = found.tree.body if found is not None and found.tree is not None else []
+    function = next((n for n in body if isinstance(n, koan_model.FUNCTIONS) and n.name == koan), None)  # fmt: skip
     inside = [n for n in lines if function and function.lineno <= n <= function.end_lineno]
     if not inside:
         return None
@@ -263,8 +222,8 @@ def _roots(target: ast.AST) -> list[str]:
 
 
 def _bindings(node: ast.AST) -> list[tuple[list[str], list[ast.AST]]]:
-    """(names bound or changed, the expressions they are computed from) for one statement
-    (or walrus) of a function."""
+    """(names bound or changed, the expressions they are computed from) for one statement (or
+    walrus) of a function."""
     if isinstance(node, ast.Assign):
         return [([n for t in node.targets for n in _roots(t)], [node.value])]
     if isinstance(node, ast.AugAssign):
@@ -301,76 +260,65 @@ class _DataWalk:
                     self.module.setdefault(name, []).append(node)
         self.local: dict[str, list[ast.AST]] = {}  # the koan's own assignments
         changes = []  # `found.append(x)`: counts only for a name the koan binds itself
-        for node, guards in _own_nodes(function):
+        own = list(_own_nodes(function))
+        for node, guards in own:
             for names, sources in _bindings(node):
-                if isinstance(node, ast.Expr):
-                    changes.append((names, [*sources, *guards]))
-                    continue
                 for name in names:
-                    self.local.setdefault(name, []).extend([*sources, *guards])
-        for names, sources in changes:
-            for name in names:
-                if name in self.local:
-                    self.local[name].extend(sources)
-        # Calls made for their effect (a lowering registered, a config switched, a state
-        # updated in place): whatever ran after them may depend on them.
-        self.effects = [  # a check (np.testing.assert_allclose, …) has no effect
+                    if isinstance(node, ast.Expr):
+                        changes.append((name, [*sources, *guards]))
+                    else:
+                        self.local.setdefault(name, []).extend([*sources, *guards])
+        for name, sources in changes:
+            if name in self.local:
+                self.local[name].extend(sources)
+        # Calls made for their effect (a lowering registered, a config switched, a state updated
+        # in place): whatever ran after them may depend on them; a check (assert_allclose) has none.
+        self.effects = [
             node
-            for node in [*tree.body, *(node for node, _ in _own_nodes(function))]
+            for node in [*tree.body, *(node for node, _ in own)]
             if isinstance(node, ast.Expr) and "assert" not in _called(node.value).lower()
         ]
+
+    def _fills_in(self, node: ast.AST, into: dict) -> None:
+        for part in ast.walk(node):
+            fill = self.fills.get(_position(part))
+            if fill is not None:
+                into[fill.blank] = fill
 
     def origins(self, statement: ast.stmt) -> Origins:
         found: dict[tuple, _fills.BlankFill] = {}
         code: dict[str, None] = {}
-        seen_local: set[str] = set()
-        seen_module: set[str] = set()
+        seen_local, seen_module = set(), set()
         work: list[tuple[ast.AST, bool]] = [(statement, True)]  # (node, in the koan's scope)
         while work:
             node, local = work.pop()
             if not local or node is statement:
                 self._code_in(node, code)
-            for part in ast.walk(node):
-                fill = self.fills.get(_position(part))
-                if fill is not None:
-                    found[fill.blank] = fill
-                if not isinstance(part, ast.Name):
-                    continue
-                name = part.id
+            self._fills_in(node, found)
+            for name in (part.id for part in ast.walk(node) if isinstance(part, ast.Name)):
                 if local and name in self.local and name not in seen_local:
                     seen_local.add(name)
                     for source in self.local[name]:
                         self._code_in(source, code)
                         work.append((source, True))
-                elif (
-                    (not local or name not in self.local)
-                    and name not in seen_module
-                    and name in self.module  # a helper, fixture or constant of the file
+                elif name in self.module and not (
+                    name in seen_module or (local and name in self.local)
                 ):
-                    seen_module.add(name)
+                    seen_module.add(name)  # a helper, fixture or constant of the file
                     work += [(definition, False) for definition in self.module[name]]
-        effects: dict[tuple, _fills.BlankFill] = {}
         for node in self.effects:
             if node.lineno < statement.lineno or node in self.module_level:
-                for part in ast.walk(node):
-                    fill = self.fills.get(_position(part))
-                    if fill is not None:
-                        effects[fill.blank] = fill
-        ordered = [tuple(fills[key] for key in sorted(fills)) for fills in (found, effects)]
-        return Origins(fills=ordered[0], code=tuple(code), effects=ordered[1])
+                self._fills_in(node, found)
+        return Origins(tuple(found[key] for key in sorted(found)), tuple(code))
 
     def _code_in(self, node: ast.AST, code: dict[str, None]) -> None:
         """Note the learner's code (TODO body, fix region, added helper) among `node`'s lines."""
         if not hasattr(node, "lineno") or node is self.function:
             return
-        lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-        if not any(line in self.code_lines for line in lines):
-            return
-        name = getattr(node, "name", None)
-        if not isinstance(name, str):
-            first = min(line for line in lines if line in self.code_lines)
-            name = f"{REGION_BEGIN} … (line {first})"
-        code[name] = None
+        lines = [n for n in range(node.lineno, (node.end_lineno or node.lineno) + 1) if n in self.code_lines]  # fmt: skip
+        if lines:
+            name = getattr(node, "name", None)
+            code[name if isinstance(name, str) else f"{REGION_BEGIN} … (line {lines[0]})"] = None
 
 
 def _own_nodes(function: ast.AST, guards: tuple = ()):
@@ -382,15 +330,12 @@ def _own_nodes(function: ast.AST, guards: tuple = ()):
         if isinstance(node, (*koan_model.FUNCTIONS, ast.ClassDef)):
             continue
         inner = guards
-        if isinstance(node, (ast.With, ast.AsyncWith)):
-            checks = [item.context_expr for item in node.items]  # a raises check computes nothing
-            inner = (*guards, *(c for c in checks if _called(c) not in RAISES))
+        if isinstance(node, (ast.With, ast.AsyncWith)):  # a raises check computes nothing
+            checks = [item.context_expr for item in node.items]
+            inner = (*guards, *(c for c in checks if _called(c) not in ("raises", "raises_exactly")))  # fmt: skip
         elif isinstance(node, (ast.If, ast.While)):
             inner = (*guards, node.test)
         yield from _own_nodes(node, inner)
-
-
-RAISES = ("raises", "raises_exactly")  # pytest.raises(…), raises_exactly(…)
 
 
 def _called(call: ast.AST) -> str:

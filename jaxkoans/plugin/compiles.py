@@ -26,27 +26,23 @@ def shared():
         return
 
     def compile_or_reuse(backend, computation, devices, options, host_callbacks, *rest, **named):
+        def build():
+            return original(backend, computation, devices, options, host_callbacks, *rest, **named)
+
         profiler = named.get("pgle_profiler", rest[1] if len(rest) > 1 else None)
         if host_callbacks or profiler is not None:
-            return original(backend, computation, devices, options, host_callbacks, *rest, **named)
+            return build()
         try:
             loads_on = rest[0] if rest else named["executable_devices"]
-            key = (
-                cache_key.get(computation, devices, options, backend),
-                tuple(d.id for d in loads_on),
-            )
+            key = (cache_key.get(computation, devices, options, backend), tuple(d.id for d in loads_on))  # fmt: skip
         except Exception:  # a program JAX cannot key: compiled as usual
-            return original(backend, computation, devices, options, host_callbacks, *rest, **named)
-        found = _KEPT.get(key)
-        if found is not None:
+            return build()
+        if key in _KEPT:
             _KEPT.move_to_end(key)
             _STATS["hits"] += 1
-            return found
-        executable = original(
-            backend, computation, devices, options, host_callbacks, *rest, **named
-        )
+            return _KEPT[key]
+        _KEPT[key] = executable = build()
         _STATS["compiles"] += 1
-        _KEPT[key] = executable
         if len(_KEPT) > LIMIT:
             _KEPT.popitem(last=False)
         return executable

@@ -61,9 +61,7 @@ class HangGuard:
     `pytest_timeout_cancel_timer` disarms it; entering a debugger disarms it for good."""
 
     def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.debugging = False
-        self.nodeid = ""  # the koan running now
+        self.config, self.debugging, self.nodeid = config, False, ""  # nodeid: the koan running now
         self._timers: dict[str, threading.Timer] = {}
 
     @pytest.hookimpl(optionalhook=True)
@@ -86,11 +84,9 @@ class HangGuard:
         if timer is not None:
             timer.cancel()
 
-    @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.nodeid = nodeid
 
-    @pytest.hookimpl
     def pytest_enter_pdb(self) -> None:
         self.debugging = True
         for timer in self._timers.values():

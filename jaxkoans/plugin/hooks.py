@@ -13,17 +13,9 @@ import pytest
 
 from jaxkoans import course
 from jaxkoans.api.expect import REVEAL_ENV, raises_exactly
-from jaxkoans.course import koan_model
-from jaxkoans.course.predictions import NotAPrediction
-from jaxkoans.course.reading import ReadsTheTest
+from jaxkoans.course import koan_model, predictions, reading
 from jaxkoans.plugin import boundary, contracts, costs, result_types, runtime
-from jaxkoans.plugin.classify import (
-    attribute,
-    computed_fills,
-    reading_refusals,
-    shipped_text,
-    taken,
-)
+from jaxkoans.plugin.classify import attribute, relative, shipped_text, taken
 from jaxkoans.plugin.hangs import HangGuard, register_debugger
 from jaxkoans.plugin.report import COURSE, TODOS, koan_name, predict_then_see, render_failure
 from jaxkoans.plugin.results import KoanState, Recorder
@@ -65,22 +57,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[OVERRIDES] = runtime.environment_overrides(devices)
     # The xdist controller (`-n 2`) never imports JAX (a second of CPU): its workers run koans.
     workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
-    controller = bool(workers) and not config.getoption("collectonly")
-    controller = controller and not hasattr(config, "workerinput")
+    worker = hasattr(config, "workerinput")
+    controller = bool(workers) and not (config.getoption("collectonly") or worker)
+    watchdog = HangGuard(config)  # armed by pytest-timeout's own timer hooks
+    config.pluginmanager.register(watchdog, "koans-watchdog")
     if not controller:
         try:
             runtime.configure(devices)
         except runtime.SetupError as error:
             raise pytest.UsageError(str(error)) from None
         config.stash[BOUNDARY] = boundary.Watch(boundary.learner_lines_of(checkout))
-    watchdog = HangGuard(config)  # armed by pytest-timeout's own timer hooks
-    config.pluginmanager.register(watchdog, "koans-watchdog")
-    if not controller:
         register_debugger(watchdog)
     if config.getoption("koans_reveal", False):
         os.environ[REVEAL_ENV] = "1"  # read by raises_exactly and the report (xdist workers too)
     record = config.getoption("koans_record", None)
-    if record and not hasattr(config, "workerinput"):  # the xdist controller records
+    if record and not worker:  # the xdist controller records
         config.pluginmanager.register(Recorder(Path(record), Path(config.rootpath)), "koans-record")
 
 
@@ -134,13 +125,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 
 
 def _read_before_call(item: pytest.Item, chapter: course.Chapter):
-    """What the harness reads from files for a koan before its call (no JAX computes): its
-    refused fills, its twin (a gate's variant test_x__s003.py is judged as the koan file it
-    stands for), the twin as shipped, and the TODOs to record."""
+    """What the harness reads from files for a koan before its call (no JAX computes): the fills
+    of the koan (or its module's lines) that compute where a prediction is asked, those it
+    reaches that read the test (less what its contracts allow), its twin (a gate's variant
+    test_x__s003.py is judged as the koan file it stands for), the twin as shipped, and the
+    TODOs and contracted functions to record."""
     checkout, path, koan = item.config.stash[COURSE], Path(item.path), koan_name(item)
     twin = checkout.koans / chapter.number / course.twin_name(path)
-    computed = computed_fills(checkout, path, koan)
-    reads = reading_refusals(checkout, path, koan, chapter.contracts, twin)
+    kinds = checkout.predictions(relative(checkout, path) or "")
+    own = taken(checkout, path) if kinds else None
+    refused = predictions.refusals(own, kinds) if own is not None else []
+    computed = [(f, k) for f, k in refused if f.owner in (koan, koan_model.MODULE)]
+    learner, allowed = taken(checkout, path, twin), reading.allowed_by(chapter.contracts, twin.name)
+    reached = {koan, koan_model.MODULE, *koan_model.read(path).reached(koan)} if learner else ()
+    reads = [r for r in reading.refusals(learner, allowed) if r.owner in reached] if learner else []
     shipped = shipped_text(checkout, twin)  # the TODO functions, as shipped with todo()
     item.stash[TODOS] = todos = [t.name for t in koan_model.parse(shipped).todos] if shipped else []
     watched = contracts.to_read(chapter, twin.name, todos) if getattr(item, "module", None) else {}
@@ -171,14 +169,14 @@ def pytest_runtest_call(item: pytest.Item):
         return (yield)
     computed, reads, twin, shipped, watched = _read_before_call(item, chapter)
     if computed:
-        raise NotAPrediction(computed)
+        raise predictions.NotAPrediction(computed)
     if reads:
-        raise ReadsTheTest(reads)
+        raise reading.ReadsTheTest(reads)
     item.config.stash[BOUNDARY].watch_module(item)
     fingerprint, module = item.config.stash[BOUNDARY].fingerprint, getattr(item, "module", None)
     with (
-        exact_raises_on_fills(checkout, item.path, fingerprint.expect),
-        contracts.recording(module, watched, fingerprint.expect_member) as records,
+        exact_raises_on_fills(checkout, item.path, fingerprint.names.expect),
+        contracts.recording(module, watched, fingerprint.names.expect) as records,
         result_types.checking(item, chapter, twin.name, shipped),
     ):
         outcome = yield

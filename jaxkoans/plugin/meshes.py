@@ -31,26 +31,20 @@ def placed(args, kwargs, axis_sizes: dict, x64: bool) -> Placed | None:
     import jax
 
     leaves, tree = jax.tree.flatten((args, kwargs))
-    names = tuple(axis_sizes)
     kept, varying = [], []
     for leaf in leaves:
-        if not isinstance(leaf, jax.core.Tracer):
-            kept.append(leaf)
-            varying.append(())
-            continue
-        aval = jax.typeof(leaf)
+        aval = jax.typeof(leaf) if isinstance(leaf, jax.core.Tracer) else None
         manual = getattr(aval, "manual_axis_type", None)
-        axes = tuple(a for a in names if a in getattr(manual, "varying", ()))
+        axes = tuple(a for a in axis_sizes if a in getattr(manual, "varying", ()))
         if axes and not aval.shape:
             return None
-        kept.append(jax.ShapeDtypeStruct(aval.shape, aval.dtype))
+        kept.append(leaf if aval is None else jax.ShapeDtypeStruct(aval.shape, aval.dtype))
         varying.append(axes)
     return Placed(tuple(kept), tuple(varying), tree, tuple(axis_sizes.items()), x64)
 
 
 def smaller(sizes: tuple) -> dict[str, int]:
-    """Each axis of even size halved: {name: size}."""
-    return {name: n // 2 if n % 2 == 0 else n for name, n in sizes}
+    return {name: n // 2 if n % 2 == 0 else n for name, n in sizes}  # each even axis halved
 
 
 def run(function, call: Placed, seed: int) -> list[list[float]]:
@@ -72,10 +66,8 @@ def run(function, call: Placed, seed: int) -> list[list[float]]:
             shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
                           if axes else block)  # fmt: skip
             specs.append(P(axes) if axes else P())
-        values = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
-        values = [
-            jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(values, specs, strict=True)
-        ]
+        drawn = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
+        values = [jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(drawn, specs, strict=True)]  # fmt: skip
 
         def body(*blocks):
             leaves = list(call.leaves)

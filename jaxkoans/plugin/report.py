@@ -78,20 +78,14 @@ def _header(chapter: Chapter, item, found: Attribution, start: Path) -> tuple[li
     path = found.path or Path(item.path)
     lineno = found.lineno or (item.reportinfo()[1] or 0) + 1
     koan = koan_model.read(Path(item.path)).koan(koan_name(item))
-    return [
-        f"{HEADLINES[found.cause]}  ·  {chapter.title}",
-        f"   koan: {item.name}",
-        f"   {os.path.relpath(path, start)}:{lineno}",
-    ], koan
+    where = f"   {os.path.relpath(path, start)}:{lineno}"
+    return [f"{HEADLINES[found.cause]}  ·  {chapter.title}", f"   koan: {item.name}", where], koan
 
 
-def _lesson(koan) -> list[str]:
-    """The koan's docstring, as the report quotes it."""
-    return ["", *_indented(koan.docstring, "   │ ")] if koan and koan.docstring else []
-
-
-def _hint(item) -> str:
-    return f"   💡 python progress.py hint {koan_name(item)}"
+def _lesson_and_hint(koan, item, *between: str) -> list[str]:
+    """The koan's docstring as the report quotes it, `between`, and the hint's command."""
+    lesson = ["", *_indented(koan.docstring, "   │ ")] if koan and koan.docstring else []
+    return [*lesson, *between, f"   💡 python progress.py hint {koan_name(item)}"]
 
 
 def hidden_answer(item, found: Attribution, excinfo) -> tuple[list[str], tuple[str, ...]] | None:
@@ -105,17 +99,16 @@ def hidden_answer(item, found: Attribution, excinfo) -> tuple[list[str], tuple[s
     )  # JAX raises NameError for an unbound axis name too, without Python's `name`
     if found.cause is not Cause.WRONG or spelling:
         return None
-    path, checkout = Path(item.path), item.config.stash[COURSE]
-    learner = taken(checkout, path)
+    path = Path(item.path)
+    learner = taken(item.config.stash[COURSE], path)
     blanks = list(learner.blanks) if learner is not None else []
     passed = [entry.lineno + 1 for entry in entries_in(excinfo, path.resolve())]
     if not blanks or set(passed) & learner.code_lines():
         return None  # debugging the learner's own code: actual against expected
-    came_from = origins(checkout, path, koan_name(item), passed)
+    came_from = origins(learner, koan_name(item), passed)
     if came_from is not None:
-        read = {fill.blank: fill for fill in (*came_from.fills, *came_from.effects)}
-        if read:  # a fill the values read, or a call made for its effect before them
-            return [read[key].text for key in sorted(read)], came_from.code
+        if came_from.fills:  # a fill the values read, or a call made for its effect before them
+            return [fill.text for fill in came_from.fills], came_from.code
         if came_from.code:
             return None  # the learner's code alone computed the failing values: show them
 
@@ -153,38 +146,36 @@ def _learner_traceback(item, excinfo) -> str:
 def render_failure(chapter: Chapter, item, found: Attribution, excinfo, start: Path) -> str:
     """The text pytest shows for a failed koan."""
     lines, koan = _header(chapter, item, found, start)
-    if found.source and found.cause is not Cause.WRONG:  # pytest shows the wrong line itself
+    cause, refused = found.cause, getattr(excinfo.value, "refused", ())
+    if found.source and cause is not Cause.WRONG:  # pytest shows the wrong line itself
         lines += ["   > " + line for line in found.source.splitlines()]
-    if found.cause is Cause.BLANK and not has_blank(found.source) and koan is not None:
+    if cause is Cause.BLANK and not has_blank(found.source) and koan is not None:
         # JAX used the blank after the function holding it had returned (a scan step, say):
         # point at the blanks still open instead.
         model, (begin, end) = koan_model.read(Path(item.path)), koan.span
         open_ = [n for n in sorted(model.blank_lines) if begin <= n <= end]
         lines += [f"   > {n}: {model.lines[n - 1].strip()}" for n in open_]
-    if found.cause is Cause.COMPUTED:  # refused before the koan ran: what the refusal holds
+    if cause is Cause.COMPUTED:  # refused before the koan ran: what the refusal holds
         lines += [
             f"   你的答案 / your answer:  `{fill.text}`  (line {fill.statement[0]})  →  "
             f"{predictions.WHAT_IT_TAKES[kind]}"
-            for fill, kind in excinfo.value.refused
+            for fill, kind in refused
         ]
         lines += ["", *_indented(predictions.MESSAGE)]
-    if found.cause is Cause.READS_TEST:
-        lines += [f"   {r.describe()}  ·  {r.owner}" for r in excinfo.value.refused]
+    if cause is Cause.READS_TEST:
+        lines += [f"   {r.describe()}  ·  {r.owner}" for r in refused]
         lines += ["", *_indented(reading.MESSAGE)]
-    if found.cause is Cause.CONTRACT:
+    if cause is Cause.CONTRACT:
         lines += ["", *_indented(found.message)]
-    if found.cause in (Cause.TODO, Cause.CONTRACT):
+    if cause in (Cause.TODO, Cause.CONTRACT):
         lines += judged_lines(chapter, item, found)
-    if found.cause in ADVICE:
-        lines += ["", ADVICE[found.cause]]
-    if found.cause is Cause.ENVIRONMENT:
-        said = found.message.splitlines()[-BUILD_OUTPUT_LINES:]
-        lines += ["", *("   │ " + line for line in said)]
-    if found.cause is Cause.WRONG:
-        lines += [*_lesson(koan), "", _learner_traceback(item, excinfo)]
-    if found.cause is not Cause.ENVIRONMENT:  # a hint cannot fix a compiler
-        lines.append(_hint(item))
-    return "\n".join(lines)
+    if cause in ADVICE:
+        lines += ["", ADVICE[cause]]
+    if cause is Cause.ENVIRONMENT:  # the compiler's last lines; a hint cannot fix a compiler
+        return "\n".join([*lines, "", *("   │ " + line for line in found.message.splitlines()[-BUILD_OUTPUT_LINES:])])  # fmt: skip
+    if cause is Cause.WRONG:
+        return "\n".join(lines + _lesson_and_hint(koan, item, "", _learner_traceback(item, excinfo)))  # fmt: skip
+    return "\n".join(lines + _lesson_and_hint(None, item))
 
 
 def judged_lines(chapter: Chapter, item, found: Attribution) -> list[str]:
@@ -225,11 +216,8 @@ def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report
 
     hidden = hidden_answer(item, found, excinfo)
     if hidden is not None and revealing():
-        checkout, path = item.config.stash[COURSE], Path(item.path)
-        try:  # the koan's id as progress.py names it
-            relative = path.resolve().relative_to(checkout.root).as_posix()
-        except ValueError:
-            relative = path.as_posix()
+        checkout = item.config.stash[COURSE]
+        relative = os.path.relpath(Path(item.path).resolve(), checkout.root).replace(os.sep, "/")
         results.record_reveal(checkout, f"{relative}::{results.koan_id(item.name)}")
         return False
     if hidden is None and found.cause is not Cause.BLANK:
@@ -238,23 +226,24 @@ def predict_then_see(chapter: Chapter, item, found: Attribution, excinfo, report
     report.sections = [(title, text) for title, text in report.sections if "Captured" not in title]
     if hidden is None:
         return False
-    answers, code = hidden
+    (answers, code), error = hidden, excinfo.value
     lines, koan = _header(chapter, item, found, start)
     lines += [
         *_indented(found.source, "   > "),
         "   你的答案 / your answer:  " + "  ·  ".join(f"`{text}`" for text in answers),
     ]
-    name = type(excinfo.value).__name__
-    if isinstance(excinfo.value, WrongException):  # raises_exactly's words never name it
-        lines += ["", *_indented(str(excinfo.value))] if str(excinfo.value) else []
-    elif not isinstance(excinfo.value, AssertionError):
+    name = type(error).__name__
+    if isinstance(error, WrongException):  # raises_exactly's words never name it
+        lines += ["", *_indented(str(error))] if str(error) else []
+    elif not isinstance(error, AssertionError):
         lines += ["", *_indented(
             f"你的答案在这一行引发了 {name}（它的消息先不显示）。\n"
             f"Your answer makes this line raise {name} (its message stays hidden)."
         )]  # fmt: skip
     if code:
         lines += ["", *_indented(MIXED_ADVICE.format(code=", ".join(f"`{c}`" for c in code)))]
-    lines += [*_lesson(koan), "", "   " + HIDDEN_ADVICE]
-    lines += [f"   👁 python progress.py reveal {koan_name(item)}", _hint(item)]
+    lines += _lesson_and_hint(
+        koan, item, "", "   " + HIDDEN_ADVICE, f"   👁 python progress.py reveal {koan_name(item)}"
+    )
     report.longrepr = "\n".join(lines)
     return True

@@ -11,11 +11,12 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import os
 import sys
 import types
 
 from jaxkoans.course import koan_model
-from jaxkoans.plugin.contracts import contracted
+from jaxkoans.plugin.contracts import _code_of, contracted
 
 TOOL = 5  # sys.monitoring: 3 is the grade guard's, 4 contracts'; 5 (optimizer) is unused here
 LIMIT = 10_000  # values walked per result
@@ -40,15 +41,13 @@ def _library_type(cls: type, own: set[type]) -> bool:
     """Defined by a library under its own name, or a class of the koan file as shipped."""
     if cls in own or not cls.__flags__ & HEAP_TYPE:
         return True  # a type written in C (NoneType, float, jaxlib's): no Python code makes one
-    module = sys.modules.get(getattr(cls, "__module__", None) or "")
-    found = module
+    found = module = sys.modules.get(getattr(cls, "__module__", None) or "")
     for part in (getattr(cls, "__qualname__", "") or "<>").split("."):
         found = getattr(found, part, None)
     if found is not cls or module is None:
         return False
     origin = getattr(module, "__file__", None) or ""
-    name = origin.rsplit("/", 1)[-1]
-    return not (name.startswith("test_") or "/koans/" in origin or "/answers/" in origin)
+    return not (os.path.basename(origin).startswith("test_") or "/koans/" in origin or "/answers/" in origin)  # fmt: skip
 
 
 def foreign(value, own: set[type]) -> str | None:
@@ -88,11 +87,8 @@ def _shipped_classes(module, shipped: str | None) -> set[type]:
 def checking(item, chapter, filename: str, shipped: str | None):
     """While the block runs, each return of `item`'s module's untraced TODOs is checked."""
     module = getattr(item, "module", None)
-    codes = {}
-    for name in contracted(chapter, filename, traced=False) if module is not None else ():
-        function = inspect_unwrap(getattr(module, name, None))
-        if isinstance(function, types.FunctionType):
-            codes[function.__code__] = name
+    names = contracted(chapter, filename, traced=False) if module is not None else ()
+    codes = {code: name for name in names if (code := _code_of(getattr(module, name, None)))}
     if not codes:
         yield
         return
@@ -121,12 +117,3 @@ def checking(item, chapter, filename: str, shipped: str | None):
             item.user_properties.append(("grade_violation", what[:5]))
             if sys.exc_info()[0] is None or not isinstance(sys.exc_info()[1], ForeignResult):
                 raise ForeignResult(*found[0])
-
-
-def inspect_unwrap(function):
-    """`function` under jit's and functools' wrappers (contracts.py reads them the same way)."""
-    for _ in range(8):
-        if isinstance(function, types.FunctionType) or function is None:
-            return function
-        function = getattr(function, "__wrapped__", None) or getattr(function, "fun", None)
-    return None

@@ -4,6 +4,7 @@ read it back here."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 from dataclasses import asdict, dataclass, replace
@@ -93,8 +94,7 @@ class Recorder:
     """Appends `{"event": ...}` lines to `path`: start, collect-error, koan, finish."""
 
     def __init__(self, path: Path, root: Path) -> None:
-        self.path = Path(path)
-        self.root = root
+        self.path, self.root = Path(path), root
         self.path.write_text(json.dumps({"event": "start", "schema": SCHEMA}) + "\n")
 
     def write(self, record: dict) -> None:
@@ -219,10 +219,6 @@ def revealed(root: Path) -> set[str]:
         return set()
     found = set()
     for line in text.splitlines():
-        try:
-            nodeid = json.loads(line)["nodeid"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a torn line of an interrupted write
-        if isinstance(nodeid, str):
-            found.add(koan_id(nodeid))  # a parametrized koan is one koan
+        with contextlib.suppress(ValueError, LookupError, TypeError, AttributeError):  # torn line
+            found.add(koan_id(json.loads(line)["nodeid"]))  # a parametrized koan is one koan
     return found

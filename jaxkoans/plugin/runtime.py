@@ -16,29 +16,16 @@ _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\d+)")
 # whether stdout is a terminal). tests/test_harness.py checks them against a clean process.
 COURSE_FLAGS: dict[str, object] = {
     "jax_enable_x64": False,  # then per chapter (chapter.toml's x64)
-    "jax_disable_jit": False,
-    "jax_debug_nans": False,
-    "jax_debug_infs": False,
-    "jax_log_compiles": False,
-    "jax_explain_cache_misses": False,
-    "jax_check_tracer_leaks": False,
-    "jax_enable_checks": False,
-    "jax_debug_key_reuse": False,
-    "jax_numpy_rank_promotion": "allow",
-    "jax_numpy_dtype_promotion": "standard",
-    "jax_default_matmul_precision": None,
-    "jax_default_prng_impl": "threefry2x32",
-    "jax_threefry_partitionable": True,
-    "jax_enable_custom_prng": False,
-    "jax_legacy_prng_key": "allow",
-    "jax_random_seed_offset": 0,
-    "jax_softmax_custom_jvp": False,
-    "jax_disable_most_optimizations": False,
-    "jax_traceback_filtering": "auto",
-    "jax_transfer_guard": None,
-    "jax_log_checkpoint_residuals": False,
-    "jax_pprint_use_color": False,
-}
+    **dict.fromkeys(("jax_disable_jit", "jax_debug_nans", "jax_debug_infs", "jax_log_compiles",
+                     "jax_explain_cache_misses", "jax_check_tracer_leaks", "jax_enable_checks",
+                     "jax_debug_key_reuse", "jax_enable_custom_prng", "jax_softmax_custom_jvp",
+                     "jax_disable_most_optimizations", "jax_log_checkpoint_residuals",
+                     "jax_pprint_use_color"), False),
+    **dict.fromkeys(("jax_default_matmul_precision", "jax_transfer_guard"), None),
+    "jax_numpy_rank_promotion": "allow", "jax_numpy_dtype_promotion": "standard",
+    "jax_default_prng_impl": "threefry2x32", "jax_threefry_partitionable": True,
+    "jax_legacy_prng_key": "allow", "jax_random_seed_offset": 0, "jax_traceback_filtering": "auto",
+}  # fmt: skip
 COLOUR_DEFAULT = True  # JAX's own default for jax_pprint_use_color (colour on a terminal)
 # Set once before the backend starts; a koan cannot change them, so they are never restored.
 STARTUP_ONLY = frozenset({"jax_platforms", "jax_platform_name", "jax_num_cpu_devices"})
@@ -96,10 +83,9 @@ def configure(devices: int) -> None:
 
 
 def snapshot() -> dict[str, object]:
-    """Every JAX config value as it is now, for `restore`."""
     import jax
 
-    return dict(jax.config.values)
+    return dict(jax.config.values)  # every JAX config value as it is now, for `restore`
 
 
 def restore(saved: dict[str, object]) -> list[str]:

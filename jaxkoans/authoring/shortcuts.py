@@ -31,8 +31,7 @@ CONSTANTS_PER_TODO = 3
 def _takes(fn: ast.FunctionDef | ast.Lambda, count: int) -> bool:
     a = fn.args
     positional = len(a.posonlyargs) + len(a.args)
-    required = positional - len(a.defaults)
-    return required <= count and (count <= positional or a.vararg is not None)
+    return positional - len(a.defaults) <= count and (count <= positional or a.vararg is not None)
 
 
 def _signature_takes(value, count: int) -> bool:
@@ -63,10 +62,8 @@ def delegations(tree: ast.Module, fn: ast.FunctionDef, context: Context) -> list
         if isinstance(stmt, koan_model.FUNCTIONS):
             if stmt.name != fn.name and not stmt.name.startswith("test") and _takes(stmt, count):
                 found[stmt.name] = None
-        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
-            for target in stmt.targets:
-                if isinstance(target, ast.Name) and _takes(stmt.value, count):
-                    found[target.id] = None
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda) and _takes(stmt.value, count):
+            found |= {t.id: None for t in stmt.targets if isinstance(t, ast.Name)}
     froms = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module]
     for alias in (a for s in froms if not s.module.startswith("jaxkoans") for a in s.names):
         value = context.resolve(alias.asname or alias.name)
@@ -104,27 +101,15 @@ def substitutions(
 ) -> list[tuple[str, str]]:
     """(label, body) of the answer's body with one call replaced by a call of a reference the
     koans call and the answer does not, where that reference takes the call's arguments."""
-    defined = {
-        n.name: n
-        for n in tree.body
-        if isinstance(n, koan_model.FUNCTIONS)
-        and not n.name.startswith("test")
-        and n.name != fn.name
-    }
-    tests = [n for n in tree.body if isinstance(n, koan_model.FUNCTIONS) and n.name in koans]
-    used_by_koans = set().union(*(_names_called(t) for t in tests)) if tests else set()
-    uses = _names_called(fn)
-    references = [
-        defined[name] for name in sorted(used_by_koans - uses - {fn.name}) if name in defined
-    ]
+    tops = [n for n in tree.body if isinstance(n, koan_model.FUNCTIONS)]
+    defined = {n.name: n for n in tops if not n.name.startswith("test") and n.name != fn.name}
+    used_by_koans = set().union(*(_names_called(t) for t in tops if t.name in koans))
+    references = [defined[name] for name in sorted(used_by_koans - _names_called(fn) - {fn.name}) if name in defined]
     if not references:
         return []
     body_tree = ast.parse(textwrap.dedent(answer_body))
-    calls = [
-        n
-        for n in ast.walk(body_tree)
-        if isinstance(n, ast.Call) and not any(isinstance(a, ast.Starred) for a in n.args)
-    ]
+    calls = [n for n in ast.walk(body_tree)
+             if isinstance(n, ast.Call) and not any(isinstance(a, ast.Starred) for a in n.args)]  # fmt: skip
     found = {}
     for reference in references:
         for i, call in enumerate(calls):
@@ -152,23 +137,17 @@ def constants(model: koan_model.KoanFile, koans: tuple[str, ...]) -> list[tuple[
                 candidates = [node.left, *node.comparators]
             elif isinstance(node, ast.Call) and "assert" in (ast.unparse(node.func) or ""):
                 candidates = list(node.args[1:2])
-            for candidate in candidates:
-                if predictions.is_plain(candidate) and not isinstance(
-                    getattr(candidate, "value", None), (bool, type(None))
-                ):
-                    values[ast.unparse(candidate)] = None
-    chosen = list(values)[:CONSTANTS_PER_TODO]
-    return [(f"constant_{i}", f"return {value}") for i, value in enumerate(chosen)]
+            values |= {ast.unparse(c): None for c in candidates if predictions.is_plain(c)
+                       and not isinstance(getattr(c, "value", None), (bool, type(None)))}  # fmt: skip
+    return [(f"constant_{i}", f"return {value}") for i, value in enumerate(list(values)[:CONSTANTS_PER_TODO])]
 
 
 def library(chapter: course.Chapter, key: str, context: Context) -> list[tuple[str, str]]:
     """(label, body) of each library body the chapter data names, and its private-path twin."""
     found = []
     for i, body in enumerate(chapter.shortcuts.get(key, {}).get("library", [])):
-        found.append((f"library_{i}", body))
         private = _through_private_path(body, context)
-        if private:
-            found.append((f"library_{i}_private", private))
+        found += [(f"library_{i}", body)] + ([(f"library_{i}_private", private)] if private else [])
     return found
 
 
@@ -197,29 +176,21 @@ def file_shortcuts(chapter: course.Chapter, koan: Path, answer: Path) -> list[Fa
     if not spans:
         return []
     text = answer.read_text(encoding="utf-8")
-    tree = ast.parse(text)
-    model = koan_model.read(answer)
-    context = Context.of(text)
-    todo_names = set(spans)
-    found = []
+    tree, model, context, todo_names, found = ast.parse(text), koan_model.read(answer), Context.of(text), set(spans), []
     for fn in ast.walk(tree):
         if not isinstance(fn, koan_model.FUNCTIONS) or fn.name not in todo_names:
             continue
         koans = model.koans_seeing(spans[fn.name][0] + 1)
         helpers = tuple(sorted(_names_called(fn) & todo_names - {fn.name}))
         key = f"{answer.name}::{fn.name}"
-        bodies = delegations(tree, fn, context) + library(chapter, key, context)
-        bodies += constants(model, koans)
         answer_body = "\n".join(model.lines[slice(*model.body_of(fn.name))])
+        bodies = delegations(tree, fn, context) + library(chapter, key, context) + constants(model, koans)
         bodies += substitutions(tree, fn, answer_body, koans)
-        bodies += (
-            [(f"unwritten_{'_'.join(helpers)}", textwrap.dedent(answer_body))] if helpers else []
-        )
+        bodies += [(f"unwritten_{'_'.join(helpers)}", textwrap.dedent(answer_body))] if helpers else []
         references = library(chapter, key, context)[:1] or delegations(tree, fn, context)[:1]
         if references and contract_fakes.asks_of_program(chapter.contracts.get(key, {})):
             bodies += contract_fakes.families(fn, textwrap.dedent(answer_body), references[0])
-        for label, body in bodies:
-            found.append(Fake(answer, fn.name, label, body, koans, helpers))
+        found += [Fake(answer, fn.name, label, body, koans, helpers) for label, body in bodies]
     return found
 
 
@@ -227,12 +198,8 @@ def chapter_shortcuts(
     checkout: course.Course, chapter: course.Chapter, files: set[str] | None = None
 ) -> list[Fake]:
     """The generated fakes of the chapter (of its answer files `files`, when given)."""
-    return [
-        s
-        for koan, answer in mutate.twin_files(checkout, chapter)
-        if files is None or answer.name in files
-        for s in file_shortcuts(chapter, koan, answer)
-    ]
+    return [s for koan, answer in mutate.twin_files(checkout, chapter) if files is None or answer.name in files
+            for s in file_shortcuts(chapter, koan, answer)]  # fmt: skip
 
 
 def variant_source(checkout: course.Course, shortcut: Fake) -> str:
@@ -249,10 +216,7 @@ def summary(outcome: mutate.Outcome) -> str:
 
 def equivalent_reason(chapter: course.Chapter, shortcut: Fake) -> str | None:
     entries = chapter.shortcuts.get(f"{shortcut.answer.name}::{shortcut.function}", {})
-    for entry in entries.get("equivalent", []):
-        if entry.get("fake") == shortcut.label:
-            return entry.get("why") or None
-    return None
+    return next((e.get("why") or None for e in entries.get("equivalent", []) if e.get("fake") == shortcut.label), None)
 
 
 def gate(
@@ -267,9 +231,7 @@ def gate(
     names: dict[str, dict[str, Fake]] = {}
     for chapter in chapters:
         only = None if files is None else files.get(chapter.number, set())
-        variants, names[chapter.number] = mutate.fake_variants(
-            checkout, chapter_shortcuts(checkout, chapter, only), "s"
-        )
+        variants, names[chapter.number] = mutate.fake_variants(checkout, chapter_shortcuts(checkout, chapter, only), "s")
         plan[chapter.number] = [v for v in variants if mutate.compiles(v.source)]
     passed, problem = mutate.run_chapters(checkout, plan, workers)
     outcomes = []

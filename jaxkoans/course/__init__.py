@@ -92,14 +92,9 @@ CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
 def _check_keys(manifest: Path, where: str, table: dict, allowed: dict) -> None:
     for key, value in table.items():
         if key not in allowed:
-            raise CourseDataError(
-                f"{manifest}: 未知的键 / unknown key {where}{key!r} (known: {', '.join(allowed)})"
-            )
-        wanted = allowed[key]
-        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
-            raise CourseDataError(
-                f"{manifest}: {where}{key!r} 类型不对 / has the wrong type ({type(value).__name__})"
-            )
+            raise CourseDataError(f"{manifest}: 未知的键 / unknown key {where}{key!r} (known: {', '.join(allowed)})")
+        if not isinstance(value, allowed[key]) or (allowed[key] is int and isinstance(value, bool)):
+            raise CourseDataError(f"{manifest}: {where}{key!r} 类型不对 / has the wrong type ({type(value).__name__})")
 
 
 def validate(manifest: Path, data: dict) -> None:
@@ -108,14 +103,11 @@ def validate(manifest: Path, data: dict) -> None:
         if required not in data:
             raise CourseDataError(f"{manifest}: 缺少 / missing key {required!r}")
     _check_keys(manifest, "", data, KEYS)
-    for key, hint in data.get("hints", {}).items():
-        if not isinstance(hint, dict):
-            raise CourseDataError(f"{manifest}: hints.{key!r} 必须是表 / must be a table")
-        _check_keys(manifest, f"hints.{key!r}.", hint, HINT_KEYS)
-    for key, contract in data.get("contracts", {}).items():
-        if not isinstance(contract, dict):
-            raise CourseDataError(f"{manifest}: contracts.{key!r} 必须是表 / must be a table")
-        _check_keys(manifest, f"contracts.{key!r}.", contract, CONTRACT_KEYS)
+    for table, allowed in (("hints", HINT_KEYS), ("contracts", CONTRACT_KEYS)):
+        for key, entry in data.get(table, {}).items():
+            if not isinstance(entry, dict):
+                raise CourseDataError(f"{manifest}: {table}.{key!r} 必须是表 / must be a table")
+            _check_keys(manifest, f"{table}.{key!r}.", entry, allowed)
 
 
 @cache
@@ -123,34 +115,20 @@ def load_chapter(manifest: Path) -> Chapter:
     try:
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise CourseDataError(
-            f"{manifest}: 章节数据无法读取 / chapter data unreadable: {error!r}"
-        ) from error
+        raise CourseDataError(f"{manifest}: 章节数据无法读取 / chapter data unreadable: {error!r}") from error
     validate(manifest, data)
-    hints = {
-        key: Hint(zh=tuple(_levels(value.get("zh"))), en=tuple(_levels(value.get("en"))))
-        for key, value in data.pop("hints", {}).items()
-    }
+
+    def levels(value: str | list[str] | None) -> tuple[str, ...]:
+        return () if value is None else (value,) if isinstance(value, str) else tuple(value)
+
+    tuples = {k: {key: tuple(v) for key, v in data.get(k, {}).items()} for k in ("regions", "equivalent", "giveaways")}
     return Chapter(
-        number=manifest.parent.name,
-        title_zh=data["title_zh"],
-        title_en=data["title_en"],
-        devices=int(data.get("devices", 1)),
-        x64=bool(data.get("x64", False)),
-        files=tuple(data.get("files", ())),
-        hints=hints,
-        regions={name: tuple(v) for name, v in data.get("regions", {}).items()},
-        equivalent={key: tuple(v) for key, v in data.get("equivalent", {}).items()},
-        shortcuts=dict(data.get("shortcuts", {})),
-        giveaways={key: tuple(v) for key, v in data.get("giveaways", {}).items()},
-        contracts=dict(data.get("contracts", {})),
-    )
-
-
-def _levels(value: str | list[str] | None) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
+        number=manifest.parent.name, title_zh=data["title_zh"], title_en=data["title_en"],
+        devices=int(data.get("devices", 1)), x64=bool(data.get("x64", False)),
+        files=tuple(data.get("files", ())), shortcuts=dict(data.get("shortcuts", {})),
+        hints={key: Hint(levels(v.get("zh")), levels(v.get("en"))) for key, v in data.get("hints", {}).items()},
+        contracts=dict(data.get("contracts", {})), **tuples,
+    )  # fmt: skip
 
 
 def twin_name(test_file: Path) -> str:
@@ -192,7 +170,6 @@ class Course:
         return Path(path).resolve().relative_to(self.root)
 
     def answer_of(self, test_file: Path) -> Path:
-        """answers/NN/test_x.py for koans/NN/test_x.py."""
         return self.answers / Path(test_file).resolve().relative_to(self.koans)
 
     def koan_of(self, test_file: Path) -> Path:
@@ -247,9 +224,8 @@ class Course:
         from jaxkoans.course import shipped
 
         entry = self.shipped().get(relative)
-        if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
-            return None
-        return shipped.SOURCE, entry["text"]
+        text = entry.get("text") if isinstance(entry, dict) else None
+        return (shipped.SOURCE, text) if isinstance(text, str) else None
 
     def predictions(self, relative: str) -> dict[tuple[int, int], str]:
         """{(line, column) of a shipped `__`: the kind of answer it takes} (course/predictions.py)."""
@@ -261,12 +237,11 @@ class Course:
         """True when the file at `relative` (under the root) is exactly as shipped."""
         entry = self.shipped().get(relative)
         wanted = entry.get("blob") if isinstance(entry, dict) else None
-        path = self.root / relative
         try:
-            stat = path.stat()
+            stat = (self.root / relative).stat()
         except OSError:
             return False
-        return wanted is not None and _blob_of(str(path), stat.st_mtime_ns, stat.st_size) == wanted
+        return wanted is not None and _blob_of(str(self.root / relative), stat.st_mtime_ns, stat.st_size) == wanted
 
 
 @cache

@@ -66,10 +66,8 @@ def _stop(message: str, code: int = COULD_NOT_GRADE) -> int:
 
 
 def _grade_problem(args) -> str:
-    if args.batch and args.student:
-        return "STUDENT_DIR 与 --batch 只能选一个 / give STUDENT_DIR or --batch, not both"
-    if not args.batch and not args.student:
-        return "需要 STUDENT_DIR 或 --batch DIR / STUDENT_DIR or --batch DIR is needed"
+    if bool(args.batch) == bool(args.student):
+        return "需要 STUDENT_DIR 或 --batch DIR 之一 / give STUDENT_DIR or --batch DIR (one)"
     if args.batch and not args.csv:
         return "--batch 需要 --csv / --batch needs --csv OUT.csv"
     if args.student and not Path(args.student).is_dir():
@@ -119,13 +117,9 @@ def run(args) -> int:
 
 
 def _single(args, pristine: grading.PristineCourse, options: grading.Options) -> int:
-    grade = grading.grade(Path(args.student), pristine, options)
-    document = report_formats.as_json(grade)
-    outputs = {}
-    if args.json:
-        outputs[args.json] = report_formats.to_json_text(document)
-    if args.markdown:
-        outputs[args.markdown] = report_formats.markdown(document)
+    document = report_formats.as_json(grading.grade(Path(args.student), pristine, options))
+    writers = {args.json: report_formats.to_json_text, args.markdown: report_formats.markdown}
+    outputs = {target: write(document) for target, write in writers.items() if target}
     if args.classroom:
         try:
             payload = report_formats.classroom(document, args.points)
@@ -146,7 +140,7 @@ def _batch(args, pristine: grading.PristineCourse, options: grading.Options) -> 
     numbers = [c.number for c in pristine.chapters]
     rows: dict[str, list] = {}
     codes: list[int] = []
-    documents: dict[str, str] = {}
+    documents: dict[str, str] = {}  # --reports: path -> JSON
 
     def one(student: Path) -> tuple[list, int]:
         try:

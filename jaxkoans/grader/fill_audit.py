@@ -101,6 +101,7 @@ def forbidden(flag: str) -> str | None:
 
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, *COMPREHENSIONS)
 ASSERT_LIKE = {"allclose", "array_equal", "array_equiv", "isclose", "equal"}
 
 
@@ -135,18 +136,22 @@ def _bound(scope: ast.AST) -> set[str]:
     return names
 
 
+def _enclosing(node: ast.AST, parents: dict[int, ast.AST]):
+    """The scopes around `node`, innermost first."""
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (*FUNCTIONS, ast.ClassDef)):
+            yield node
+
+
 def is_local(name: ast.Name, parents: dict[int, ast.AST], bound: dict[int, set[str]]) -> bool:
     """True when an enclosing function, lambda or comprehension binds the name (`bound`: a
     cache of each scope's names)."""
-    node: ast.AST = name
-    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, *COMPREHENSIONS)
-    while id(node) in parents:
-        node = parents[id(node)]
-        if isinstance(node, scopes):
-            if id(node) not in bound:
-                bound[id(node)] = _bound(node)
-            if name.id in bound[id(node)]:
-                return True
+    for scope in (s for s in _enclosing(name, parents) if not isinstance(s, ast.ClassDef)):
+        if id(scope) not in bound:
+            bound[id(scope)] = _bound(scope)
+        if name.id in bound[id(scope)]:
+            return True
     return False
 
 
@@ -225,7 +230,8 @@ def _shadowing(node: ast.AST, parents: dict[int, ast.AST], modules: set[str]) ->
     """A module-level binding of a builtin's name (`all = …`) or an imported module (`np = …`)."""
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        names = [n for t in targets for n in _bound_names(t)]
+        stored = (n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        names = [n.id for n in stored if isinstance(n.ctx, ast.Store)]  # not `a.x`, `a[i]`
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         names = [node.name]
     elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -234,27 +240,8 @@ def _shadowing(node: ast.AST, parents: dict[int, ast.AST], modules: set[str]) ->
     else:
         return []
     hit = [n for n in names if n in BUILTIN_NAMES or n in modules]
-    return [f"rebinds {n}" for n in hit] if hit and _at_module_level(node, parents) else []
-
-
-def _bound_names(target: ast.AST) -> list[str]:
-    """The names an assignment target binds (`a`, `a, b`, `*a`), not `a.x` or `a[i]`."""
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for e in target.elts for n in _bound_names(e)]
-    if isinstance(target, ast.Starred):
-        return _bound_names(target.value)
-    return []
-
-
-def _at_module_level(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
-    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, *COMPREHENSIONS)
-    while id(node) in parents:
-        node = parents[id(node)]
-        if isinstance(node, scopes):
-            return False
-    return True
+    at_module_level = next(_enclosing(node, parents), None) is None
+    return [f"rebinds {n}" for n in hit] if hit and at_module_level else []
 
 
 def _root_name(node: ast.AST) -> str | None:

@@ -100,11 +100,10 @@ def run(
     fifo_keep = os.open(fifo, os.O_WRONLY)  # no EOF before the run is over
     os.set_blocking(fifo_read, True)
     os.chmod(fifo, 0o222)  # write-only: no one in the run can read evidence away
-    availability = (
-        sandbox.probe() if options.sandbox else sandbox.Availability(None, reason="--no-sandbox")
-    )
-    summary = {"used": availability.ok, "bwrap": availability.version}
-    outcome = GradedRunResult(sandbox=summary | {"reason": availability.reason})
+    off = sandbox.Availability(None, reason="--no-sandbox")
+    availability = sandbox.probe() if options.sandbox else off
+    used = {"used": availability.ok, "bwrap": availability.version, "reason": availability.reason}
+    outcome = GradedRunResult(sandbox=used)
     record_read, record_write = os.pipe()
     guard_read, guard_write = os.pipe()
     inside_tmp = Path("/tmp") if availability.ok else tmp
@@ -230,13 +229,11 @@ def _wait(
             )
 
 
-def _ended_how(exit_code: int | None) -> str:
-    if exit_code is not None and exit_code < 0:
-        return f"killed: pytest ended by signal {signal.Signals(-exit_code).name}"
-    if exit_code is not None and exit_code > 128:  # bwrap passes a signalled child on as 128+n
-        with contextlib.suppress(ValueError):
-            return f"killed: pytest ended by signal {signal.Signals(exit_code - 128).name}"
-    return f"stopped early: pytest ended (exit code {exit_code}) before reporting its end"
+def _ended_how(code: int | None) -> str:
+    number = -code if code and code < 0 else code - 128 if code and code > 128 else 0  # bwrap's
+    if number in signal.valid_signals():
+        return f"killed: pytest ended by signal {signal.Signals(number).name}"
+    return f"stopped early: pytest ended (exit code {code}) before reporting its end"
 
 
 def _guard_events(controller: str, workers: str) -> list[dict]:

@@ -739,6 +739,9 @@ def _liveness(
 # not the holder, is perturbed.
 _STRUCTURE = ("pjit", "jit", "closed_call", "remat2", "checkpoint", "custom_jvp_call",
               "custom_vjp_call", "shard_map", "scan", "while", "cond")  # fmt: skip
+# holders whose bodies do a technique's work (plugin/costs.py: its place)
+_HOLDS_WORK = ("scan", "while", "cond", "remat2", "checkpoint", "custom_jvp_call",
+               "custom_vjp_call", "shard_map", "call_hi_primitive", "custom_linear_solve")  # fmt: skip
 # holders whose outputs liveness may change: not a while (changed, its outputs may steer
 # another loop that then never ends)
 _LOOPS = ("scan", "cond", "remat2", "shard_map")
@@ -789,8 +792,10 @@ def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:
 
 
 def technique(contract: dict) -> tuple[str, ...]:
-    """The primitives a contract names as its technique: work inside them is the technique's."""
-    return (*contract.get("on_path", ()), *contract.get("in_loop", ()))
+    """The holders a contract names as its technique: work inside them is the technique's (a
+    scatter's or a reduction's combiner is not work it holds)."""
+    named = (*contract.get("on_path", ()), *contract.get("in_loop", ()))
+    return tuple(n for n in named if n in _HOLDS_WORK)
 
 
 def _log(

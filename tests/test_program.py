@@ -399,16 +399,25 @@ def test_work_inside_the_holder_a_contract_names_is_the_techniques_place():
         root = newton(f, jnp.ones_like(a))
         return lax.custom_root(f, root, lambda f, x0: x0, lambda g, y: y / 2.0)
 
-    a = jnp.full(8, 2.0)
+    n = 64
+    a = jnp.full(n, 2.0)
     np.testing.assert_allclose(honest(a), outside(a))
-    # 4 steps over 8 elements of f (mul, sub), then mul, div, sub; inside custom_root the
-    # step also counts its counter (1) and the call of f (eval_jaxpr, 8: roofline has no rule)
-    step, held = 4 * 5 * 8, 4 * (5 * 8 + 1 + 8)
-    own = 8  # the custom_root equation's output (no rule either)
+    # 4 steps over n elements of f (mul, sub), then mul, div, sub; inside custom_root the
+    # step also counts its counter (1) and the call of f (eval_jaxpr, n: roofline has no rule)
+    step, held = 4 * 5 * n, 4 * (5 * n + 1 + n)
+    own = n  # the custom_root equation's output (no rule either)
     named = ("call_hi_primitive",)
     assert program.of(honest, a).costs(named).flops == {"outside": own, "technique": held}
     assert program.of(outside, a).costs(named).flops == {"outside": step + own}
     assert program.of(honest, a).costs().flops == {"outside": own + held}  # none named
+    from jaxkoans.plugin import costs
+
+    answer = program.of(honest, a).costs(named).as_dict()
+    assert costs.exceeded(program.of(honest, a).costs(named).as_dict(), answer, {}) == []
+    (said,) = costs.exceeded(program.of(outside, a).costs(named).as_dict(), answer, {})
+    assert "does 0 flops inside it" in said
+    assert costs.exceeded(program.of(outside, a).costs(named).as_dict(), answer,
+                          {"technique_flops": "why"}) == []  # fmt: skip
 
 def test_a_kernel_body_counts_times_its_grid_and_apart_from_the_rest():
     from jax.experimental import pallas as pl

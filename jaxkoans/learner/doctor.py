@@ -70,13 +70,10 @@ def _packages(checkout: Course) -> list[Check]:
         name, wanted = match.group(1), match.group(2).strip()
         try:
             have = importlib.metadata.version(name)
+            line = f"{name} {have}" + ("" if have == wanted else f" ≠ pin {wanted}")
         except importlib.metadata.PackageNotFoundError:
-            found.append(Check(False, f"{name} 未安装 / not installed (pin {wanted})", REINSTALL))
-            continue
-        same = have == wanted
-        found.append(
-            Check(same, f"{name} {have}" + ("" if same else f" ≠ pin {wanted}"), REINSTALL)
-        )
+            have, line = None, f"{name} 未安装 / not installed (pin {wanted})"
+        found.append(Check(have == wanted, line, REINSTALL))
     return found
 
 
@@ -121,12 +118,9 @@ def _compiler(checkout: Course) -> Check:
         for source in sources[:1]:
             cbuild.build(source, build_dir=built)
     except (cbuild.BuildError, OSError, subprocess.TimeoutExpired) as error:
-        why = str(error).strip().splitlines()[-1:] or [""]
-        return Check(
-            False,
-            f"{line}: {compiler} 无法编译 / cannot build {sources[0].name}: {why[0]}",
-            "repair or reinstall the compiler, or " + install,
-        )
+        why = (str(error).strip().splitlines() or [""])[-1]
+        line += f": {compiler} 无法编译 / cannot build {sources[0].name}: {why}"
+        return Check(False, line, "repair or reinstall the compiler, or " + install)
     return Check(True, f"{line}: {compiler}" + (" (test build ✓)" if sources else ""))
 
 
@@ -134,19 +128,16 @@ def _tpu(checkout: Course) -> Check:
     """The TPU, where this machine has one: the chip, the libtpu, whether Pallas compiles."""
     if not tpu.chips_on_this_machine():
         return Check(True, "TPU: 没有 / none on this machine (the course runs on the CPU)")
-    line = "TPU"
     probe = _probe(checkout, TPU_PROBE, 300)
     if probe is None:
-        return Check(False, f"{line}: 启动超时 / did not start in 300 s", TPU_FIX)
+        return Check(False, "TPU: 启动超时 / did not start in 300 s", TPU_FIX)
     try:
         found = json.loads(probe.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         why = (probe.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        return Check(False, f"{line}: 无法启动 / JAX cannot start it: {why}", TPU_FIX)
-    version = found.get("libtpu")
-    line = f"{line}: {found['chip']}"
-    line += "".join(f"; {note}" for note in found.get("notes", []))
-    if tpu.libtpu_older_than(version):
+        return Check(False, f"TPU: 无法启动 / JAX cannot start it: {why}", TPU_FIX)
+    line = f"TPU: {found['chip']}" + "".join(f"; {note}" for note in found.get("notes", []))
+    if tpu.libtpu_older_than(found.get("libtpu")):
         return Check(False, f"{line}: Pallas needs libtpu >= 0.0.46", TPU_FIX)
     if found.get("pallas"):
         return Check(True, f"{line}; pallas_call 编译运行 / compiles and runs (interpret=False)")
@@ -154,19 +145,15 @@ def _tpu(checkout: Course) -> Check:
     return Check(False, f"{line}; pallas_call 不能编译 / does not compile: {why}", TPU_FIX)
 
 
-def checks(checkout: Course) -> list[Check]:
-    """Every requirement of the course at `checkout`, in the order a fix should happen."""
-    # progress.py itself refuses a Python older than 3.12: here it is named only
-    python = Check(True, f"Python {sys.version.split()[0]} (需要 / needs ≥ 3.12)")
-    return [python, *_packages(checkout), _devices(checkout), _compiler(checkout), _tpu(checkout)]
-
-
 def add_arguments(parser) -> None:  # no options
     pass
 
 
 def run(args) -> int:
-    found = checks(args.checkout)
+    """Every requirement of the course, in the order a fix should happen."""
+    checkout = args.checkout  # progress.py itself refuses a Python older than 3.12: named only
+    found = [Check(True, f"Python {sys.version.split()[0]} (需要 / needs ≥ 3.12)")]
+    found += [*_packages(checkout), _devices(checkout), _compiler(checkout), _tpu(checkout)]
     for check in found:
         print(("✅ " if check.ok else "❌ ") + check.line)
         if not check.ok and check.fix:

@@ -23,24 +23,20 @@ class Keys:
         self._stop_handler = None
         self._buffer = b""
 
-    def _cbreak(self) -> None:
+    def _cbreak(self, on: bool = True) -> None:
         import termios  # POSIX only, like the watch itself
         import tty
 
         with contextlib.suppress(termios.error):
-            self._saved = tty.setcbreak(self._terminal, termios.TCSANOW)
-
-    def _restore(self) -> None:
-        import termios
-
-        if self._saved is not None:
-            with contextlib.suppress(termios.error):
+            if on:
+                self._saved = tty.setcbreak(self._terminal, termios.TCSANOW)
+            elif self._saved is not None:
                 termios.tcsetattr(self._terminal, termios.TCSADRAIN, self._saved)
-            self._saved = None
+        self._saved = self._saved if on else None
 
     def _suspend(self, signum, frame) -> None:
         """Ctrl-Z: the shell gets its terminal back as it was; `fg` resumes the keys."""
-        self._restore()
+        self._cbreak(on=False)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until SIGCONT
         signal.signal(signal.SIGTSTP, self._suspend)
@@ -55,17 +51,16 @@ class Keys:
     def __exit__(self, *exc) -> None:
         if self._stop_handler is not None:
             signal.signal(signal.SIGTSTP, self._stop_handler)
-        self._restore()
+        if self._terminal is not None:
+            self._cbreak(on=False)
 
     def fileno(self) -> int | None:
         return self.fd
 
     def read(self) -> list[str]:
         """The keys waiting on stdin."""
-        if self.fd is None:
-            return []
         try:
-            data = os.read(self.fd, 1024)
+            data = os.read(self.fd, 1024) if self.fd is not None else None
         except (BlockingIOError, InterruptedError):
             return []
         except OSError:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jaxkoans import course
 from jaxkoans.course import Course, koan_model
-from jaxkoans.learner import memory, runner
+from jaxkoans.learner import memory, runner, state
 from jaxkoans.learner.language import say
 from jaxkoans.plugin import results
 from jaxkoans.plugin.results import KoanResult, KoanState
@@ -46,11 +46,8 @@ class Koan:
     ignored_edits: list[str] = field(default_factory=list)  # "file:line: what" grade will not use
 
     def __post_init__(self) -> None:
+        self.nodeid = f"{self.path.as_posix()}::{self.name}"
         self.result = self.result or KoanResult(self.nodeid, KoanState.NOT_STARTED)
-
-    @property
-    def nodeid(self) -> str:
-        return f"{self.path.as_posix()}::{self.name}"
 
     @property
     def state(self) -> KoanState:
@@ -73,15 +70,12 @@ class Progress:
         return [k for k in self.koans if k.chapter.number == chapter.number]
 
     def next_koan(self, path: list[str], chapter: str | None = None) -> Koan | None:
-        """The course's next koan (`first_open`), with where it waits."""
-        following = first_open(self.koans, path, chapter, lambda k: k.state)
-        if following is None:
-            return None
-        if not following.recalled and self.checkout.is_shipped(following.path.as_posix()):
-            model = koan_model.read(self.checkout.root / following.path)
-            blank = model.first_blank_line(following.name)
-            following.line = blank or following.line  # where it waits, found without a run
-        return following
+        """The course's next koan (`first_open`), with where it waits (found without a run)."""
+        koan = first_open(self.koans, path, chapter, lambda k: k.state)
+        if koan and not koan.recalled and self.checkout.is_shipped(koan.path.as_posix()):
+            model = koan_model.read(self.checkout.root / koan.path)
+            koan.line = model.first_blank_line(koan.name) or koan.line
+        return koan
 
 
 def course_order(koans: list[Koan], path: list[str], chapter: str | None = None) -> list[Koan]:
@@ -106,50 +100,39 @@ def listed_koans(test_file: Path, text: str | None = None) -> list[tuple[str, in
 
 
 def inventory(checkout: Course, chapters: list[course.Chapter], naming: str = "") -> list[Koan]:
-    """Every koan of the chosen chapters, in course order, before anything runs; with `naming`,
-    only the files whose text (or their answer's) has that word (a search parses no more)."""
+    """Every koan of the chosen chapters, in course order, before anything runs, with those the
+    learner deleted (from the answer, else koans/.shipped.json); with `naming`, only the files
+    whose text (or their answer's) has that word (a search parses no more)."""
     koans = []
     for chapter in chapters:
         directory = checkout.koans / chapter.number
         names = {p.name for p in directory.glob("test_*.py")} | set(chapter.files)
-        files = [directory / n for n in sorted(names, key=lambda n: (chapter.file_rank(n), n))]
-        for test_file in files:
-            if naming and not _mentions(checkout, test_file, naming):
+        for file_name in sorted(names, key=lambda n: (chapter.file_rank(n), n)):
+            test_file = directory / file_name
+            answer = checkout.answer_of(test_file)
+            if naming and not any(_mentions(p, naming) for p in (test_file, answer)):
                 continue
             relative = test_file.relative_to(checkout.root)
             present = listed_koans(test_file) if test_file.is_file() else []
             koans += [Koan(chapter, relative, name, line, doc=doc) for name, line, doc in present]
-            if not checkout.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
-                koans += missing_koans(checkout, chapter, test_file, {n for n, _, _ in present})
+            if checkout.is_shipped(relative.as_posix()):  # as shipped: nothing deleted
+                continue
+            text = None if answer.is_file() else (checkout.shipped_text(relative.as_posix()) or "")
+            listed = listed_koans(answer if text is None else test_file, text and text[1])
+            note = DELETED if test_file.is_file() else FILE_DELETED
+            for lost, _, doc in listed:  # failing until `progress.py reset`
+                if lost not in {n for n, _, _ in present}:
+                    result = KoanResult(
+                        f"{relative.as_posix()}::{lost}", KoanState.MISSING, note=note
+                    )
+                    koans.append(Koan(chapter, relative, lost, 1, doc, result))
     return koans
 
 
-def _mentions(checkout: Course, test_file: Path, word: str) -> bool:
-    for path in (test_file, checkout.answer_of(test_file)):
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            if word in path.read_text(encoding="utf-8"):
-                return True
+def _mentions(path: Path, word: str) -> bool:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return word in path.read_text(encoding="utf-8")
     return False
-
-
-def missing_koans(
-    checkout: Course, chapter: course.Chapter, test_file: Path, present: set[str] = frozenset()
-) -> list[Koan]:
-    """The shipped koans (from the answer, else koans/.shipped.json in a student release) the
-    learner's file lost (all: the file was deleted); failing until `progress.py reset`."""
-    relative = test_file.relative_to(checkout.root)
-    note = DELETED if test_file.is_file() else FILE_DELETED
-    answer, shipped = checkout.answer_of(test_file), checkout.shipped_text(relative.as_posix())
-    if answer.is_file():
-        listed = listed_koans(answer)
-    else:
-        listed = listed_koans(test_file, shipped[1]) if shipped else []
-    koans = []
-    for name, _, doc in listed:
-        if name not in present:
-            lost = KoanResult(f"{relative.as_posix()}::{name}", KoanState.MISSING, note=note)
-            koans.append(Koan(chapter, relative, name, 1, doc, lost))
-    return koans
 
 
 def pytest_command(targets: list[str], record: Path, workers: int) -> list[str]:
@@ -169,17 +152,14 @@ def run_koans(
     """Run pytest on `targets` in a child; (its record's events, any problem, whether the run
     finished). `on_result` sees each koan result as the run writes it."""
     with tempfile.TemporaryDirectory(prefix="jaxkoans-") as scratch:
-        record = Path(scratch) / "record.jsonl"
-        seen = [0]
+        record, seen = Path(scratch) / "record.jsonl", [0]
 
         def tick() -> None:
-            if on_result is None or not record.exists():
-                return
-            events = results.read(record)
+            events = results.read(record) if on_result and record.exists() else []
             for event in events[seen[0] :]:
                 if event.get("event") == "koan":
                     on_result(KoanResult.from_event(event))
-            seen[0] = len(events)
+            seen[0] = max(seen[0], len(events))
 
         command = pytest_command(targets, record, workers)
         code, stderr = runner.run_in_group(
@@ -191,50 +171,48 @@ def run_koans(
         elif code not in (0, 1):  # 0: all passed, 1: some failed
             tail = "\n".join(stderr.strip().splitlines()[-5:])
             problem = f"pytest stopped with exit code {code}: {tail}"
-        events = results.read(record) if record.exists() else []
-        return events, problem, code is not None
+        return results.read(record) if record.exists() else [], problem, code is not None
 
 
 def show_result(result: KoanResult) -> None:
     """One line on stderr per koan as the run reports it (stdout keeps the summary)."""
-    mark = RESULT_MARKS.get(result.state, "❌")
     said = say("超时（死循环？）", "timed out (an endless loop?)")
     late = f"  ⏱️ {said}" if result.cause == "timeout" else ""
+    mark = RESULT_MARKS.get(result.state, "❌")
     print(f"   {mark} {result.nodeid}{late}", file=sys.stderr, flush=True)
 
 
 def merge(checkout: Course, koans: list[Koan], events: list[dict], problem: str) -> Progress:
     progress = Progress(checkout, koans)
     record = results.RunRecord.of(events)
-    for path, error in record.collect_errors:
-        message = f"{path}: 无法导入 / cannot be imported:\n{error}"
+
+    def tell(path: str, message: str) -> None:
         progress.problems.append(message)
-        progress.file_problems[path] = message
+        known = progress.file_problems.get(path)
+        progress.file_problems[path] = f"{known}\n{message}" if known else message
+
+    for path, error in record.collect_errors:
+        tell(path, f"{path}: 无法导入 / cannot be imported:\n{error}")
     if problem:
         running = [n for n in record.started if results.koan_id(n) not in record.koans]
-        where = f" (still running: {running[-1]})" if running else ""
-        progress.problems.append(problem + where)
+        progress.problems.append(problem + (f" (still running: {running[-1]})" if running else ""))
     for koan in koans:
         result = record.result(koan.nodeid)
-        if result.cause == "import":
-            result = replace(result, note="file does not import")
-        koan.hold(result)
+        koan.hold(
+            replace(result, note="file does not import") if result.cause == "import" else result
+        )
         if result.state == KoanState.CRASHED:
-            path = koan.path.as_posix()
-            message = (
+            tell(
+                koan.path.as_posix(),
                 f"{koan.nodeid}: 💥 崩溃或超时，没有结果 / crashed or hung, no result: "
-                f"run `pytest {koan.nodeid}` to see why"
+                f"run `pytest {koan.nodeid}` to see why",
             )
-            progress.problems.append(message)
-            known = progress.file_problems.get(path)
-            progress.file_problems[path] = f"{known}\n{message}" if known else message
     return progress
 
 
 def measure(
     checkout: Course,
     chapter: str | None = None,
-    workers: int | None = None,
     reuse: bool = True,
     run: bool = True,
     only: str | None = None,
@@ -245,11 +223,10 @@ def measure(
     file's or that koan's alone (`diff` needs no more)."""
     chapters = [c for c in checkout.chapters() if chapter in (None, c.number)]
     inventoried = inventory(checkout, chapters)
+    present = [k for k in inventoried if k.state != KoanState.MISSING]
     koans = [k for k in inventoried if only in (None, k.path.as_posix(), k.nodeid)]
-    remembered = memory.load(checkout)
-    present = [k for k in koans if k.state != KoanState.MISSING]
-    stale = []
-    for koan in present:
+    remembered, stale = memory.load(checkout), []
+    for koan in (k for k in koans if k.state != KoanState.MISSING):
         if reuse and remembered.recall(koan) and koan.state != KoanState.ENVIRONMENT:
             continue  # remembered (a failed build runs again: the machine may be fixed since)
         koan.recalled = False
@@ -257,7 +234,10 @@ def measure(
             koan.hold(KoanResult(koan.nodeid, KoanState.NOT_STARTED))
         else:
             stale.append(koan)
-    problems = remembered.problems_of([k for k in koans if k.recalled])
+    recalled = dict.fromkeys(k.path.as_posix() for k in koans if k.recalled)
+    problems = [
+        remembered.files[p]["problem"] for p in recalled if remembered.files[p].get("problem")
+    ]
     problems += [
         f"{k.nodeid} 不见了 / is missing: python progress.py reset {k.path}"
         for k in koans
@@ -267,20 +247,29 @@ def measure(
     problems += [
         file_missing(p.relative_to(checkout.root).as_posix()) for p in listed if not p.exists()
     ]
-    files = sorted({k.path.as_posix() for k in stale})
+    files = list(dict.fromkeys(k.path.as_posix() for k in stale))
     if files and run:
-        workers = workers if workers is not None else min(2, os.cpu_count() or 1, len(files))
-        targets = run_targets(stale, [k for k in inventoried if k.state != KoanState.MISSING])
+        workers = min(2, os.cpu_count() or 1, len(files))
+        targets = []  # a file whose every koan is stale by its path, else its stale koans
+        for path in files:
+            own = [k for k in stale if k.path.as_posix() == path]
+            whole = len(own) == sum(k.path.as_posix() == path for k in present)
+            targets += [path] if whole else [k.nodeid for k in own]
         count = f"{len(stale)} koan(s) of {len(files)} file(s)"
         rest = say("其余的结果记得", "the rest are remembered")
         print(f"⏳ {say('运行', 'running')} {count}; {rest}", file=sys.stderr, flush=True)
         events, problem, complete = run_koans(checkout, targets, workers, on_result=show_result)
         fresh = merge(checkout, stale, events, problem)
         problems += fresh.problems
-        passed = remembered.newly_passed(stale)
+        passed = [
+            k
+            for k in stale
+            if k.state == KoanState.PASSED
+            and not remembered.passed_before(k.path.as_posix(), k.name)
+        ]
         if passed:
             memory.note_passed(checkout, passed[-1].nodeid)
-        ran = [k for k in present if k.path.as_posix() in files]  # recalled ones keep theirs
+        ran = [k for k in koans if k.path.as_posix() in files and k.state != KoanState.MISSING]
         if only is not None and "::" in only:  # one koan ran: its file's others stay known
             kept = [k for k in ran if complete or k.state != KoanState.CRASHED]
             remembered.learn(only.partition("::")[0], {k.name: k.result for k in kept})
@@ -288,16 +277,6 @@ def measure(
             remembered.remember(ran, fresh.file_problems, complete)
         memory.save(checkout, remembered)
     return Progress(checkout, koans, problems)
-
-
-def run_targets(stale: list[Koan], present: list[Koan]) -> list[str]:
-    """What pytest runs: a file whose every koan is stale by its path, else its stale koans."""
-    targets = []
-    for path in dict.fromkeys(k.path.as_posix() for k in stale):
-        own = [k for k in stale if k.path.as_posix() == path]
-        everything = [k for k in present if k.path.as_posix() == path]
-        targets += [path] if len(own) == len(everything) else [k.nodeid for k in own]
-    return targets
 
 
 def file_missing(relative: str) -> str:
@@ -317,6 +296,30 @@ def find_koan(checkout: Course, wanted: str | None, chapter: str | None = None) 
         if wanted in (koan.name, koan.nodeid, f"{koan.path.name}::{koan.name}"):
             return koan
     return None
+
+
+def locate(checkout: Course, target: str | None) -> tuple[Path | None, Koan | None]:
+    """(koan file, koan) `target` names: a koan file (a path, or test_x.py, 04/test_x.py under
+    koans/, also one deleted) with no koan, else a koan; without a target, the koan that passed
+    last, else the next one."""
+    if target and Path(target).is_file():
+        return Path(target).resolve(), None
+    if target and target.endswith(".py"):
+        named = sorted(checkout.koans.glob(target if "/" in target else f"*/{target}"))
+        if len(named) == 1:
+            return named[0].resolve(), None
+    just_passed = None if target else state.load(checkout.state, memory.LAST).get("passed")
+    just_passed = just_passed if isinstance(just_passed, str) else None
+    koan = find_koan(checkout, target or just_passed)
+    if koan is None and just_passed:  # the koan that passed last is gone: the next one
+        koan = find_koan(checkout, None)
+    if koan is not None:
+        return checkout.root / koan.path, koan
+    for base in (Path.cwd(), checkout.root) if target else ():  # a deleted koan file
+        candidate = (base / target).resolve()
+        if checkout.koans in candidate.parents and candidate.name.startswith("test_"):
+            return candidate, None
+    return None, None
 
 
 def chosen_chapters(args) -> tuple[list[course.Chapter], str | None]:

@@ -25,10 +25,11 @@ SCHEMA = 2  # 2: a key per koan
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "pytest")
 
 
-def _digest_files(paths: list[Path], digest) -> None:
-    for path in sorted(paths):
+def _digest_files(paths: list[Path], digest):
+    for path in sorted(p for p in paths if p.is_file()):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
+    return digest
 
 
 def environment(root: Path) -> str:
@@ -39,22 +40,18 @@ def environment(root: Path) -> str:
             digest.update(f"{name}={importlib.metadata.version(name)}".encode())
         except importlib.metadata.PackageNotFoundError:
             digest.update(f"{name}=-".encode())
-    _digest_files(harness_files(root), digest)
-    return digest.hexdigest()
+    return _digest_files(harness_files(root), digest).hexdigest()
 
 
 def harness_files(root: Path) -> list[Path]:
     """Every module of jaxkoans/, and the course's csrc/ and pytest configuration."""
-    harness = list(Path(__file__).resolve().parents[1].rglob("*.py"))
-    harness += [p for p in (root / "csrc").rglob("*") if p.is_file()]
-    return harness + [p for p in (root / n for n in course.HARNESS_FILES) if p.is_file()]
+    harness = [*Path(__file__).resolve().parents[1].rglob("*.py"), *(root / "csrc").rglob("*")]
+    return harness + [root / n for n in course.HARNESS_FILES]
 
 
 def file_key(environment: str, test_file: Path) -> str:
-    digest = hashlib.sha256(environment.encode())
     manifest = test_file.parent / course.MANIFEST
-    _digest_files([p for p in (test_file, manifest) if p.is_file()], digest)
-    return digest.hexdigest()
+    return _digest_files([test_file, manifest], hashlib.sha256(environment.encode())).hexdigest()
 
 
 def koan_keys(environment: str, test_file: Path) -> dict[str, str]:
@@ -63,16 +60,13 @@ def koan_keys(environment: str, test_file: Path) -> dict[str, str]:
     model = koan_model.read(test_file)
     if model.tree is None:
         return {}
-    base = hashlib.sha256(environment.encode())
-    manifest = test_file.parent / course.MANIFEST
-    _digest_files([manifest] if manifest.is_file() else [], base)
-    lines = model.lines
+    base = _digest_files([test_file.parent / course.MANIFEST], hashlib.sha256(environment.encode()))
     keys = {}
     for koan in model.koans:
         others = [k.span for k in model.koans if k.name != koan.name]
         kept = [
             line
-            for number, line in enumerate(lines, 1)
+            for number, line in enumerate(model.lines, 1)
             if not any(start <= number <= end for start, end in others)
         ]
         digest = base.copy()
@@ -125,36 +119,19 @@ class Memory:
         """Remembered as passing, whatever the file holds now (watch: broken again?)."""
         return self.files.get(path, {}).get("koans", {}).get(name, [""])[0] == KoanState.PASSED
 
-    def problems_of(self, koans) -> list[str]:
-        paths = dict.fromkeys(k.path.as_posix() for k in koans)
-        return [self.files[p]["problem"] for p in paths if self.files.get(p, {}).get("problem")]
-
-    def newly_passed(self, koans) -> list:
-        """Those of `koans` (just measured) that pass and did not when last remembered."""
-        passed = [k for k in koans if k.state == KoanState.PASSED]
-        return [k for k in passed if not self.passed_before(k.path.as_posix(), k.name)]
-
     def remember(self, koans, file_problems: dict[str, str], complete: bool = True) -> None:
         """Store each file's results; a file with a crash in a run that did not finish (stopped)
         is measured again next time."""
-        by_file: dict[str, list] = {}
-        for koan in koans:
-            by_file.setdefault(koan.path.as_posix(), []).append(koan)
-        for path, own in by_file.items():
+        for path in dict.fromkeys(k.path.as_posix() for k in koans):
+            own = [k for k in koans if k.path.as_posix() == path]
             self.files.pop(path, None)
-            if not complete and any(k.state == KoanState.CRASHED for k in own):
-                continue
-            keys = {k.name: self._koan_key(path, k.name) for k in own}
-            self.files[path] = {
-                "key": self._key(path),
-                "koans": {k.name: k.result.remembered() for k in own},
-                "keys": {name: key for name, key in keys.items() if key},
-                "problem": file_problems.get(path, ""),
-            }
+            if complete or all(k.state != KoanState.CRASHED for k in own):
+                self.learn(path, {k.name: k.result for k in own})
+                self.files[path]["problem"] = file_problems.get(path, "")
 
     def learn(self, path: str, verdicts: dict[str, KoanResult]) -> None:
-        """Add single koans' verdicts (from watch) to what is known of `path` as it is now;
-        the other koans' results stay where their own key still matches."""
+        """Add koans' verdicts (watch's, one koan's run, a whole file's) to what is known of
+        `path` as it is now; the other koans' results stay where their own key still matches."""
         stored = self.files.get(path)
         if not stored or stored.get("key") != self._key(path):
             old = stored or {"koans": {}}
@@ -195,8 +172,3 @@ def save(checkout: Course, memory: Memory) -> None:
 
 def note_passed(checkout: Course, nodeid: str) -> None:
     state.save(checkout.state, LAST, {"passed": nodeid})
-
-
-def last_passed(checkout: Course) -> str | None:
-    value = state.load(checkout.state, LAST).get("passed")
-    return value if isinstance(value, str) else None

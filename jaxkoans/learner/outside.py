@@ -11,6 +11,7 @@ from jaxkoans import course
 from jaxkoans.course import Course, fills, koan_model
 from jaxkoans.course.koan_model import MODULE
 from jaxkoans.learner.language import say
+from jaxkoans.plugin.results import KoanState
 
 MAX_SHOWN = 8  # warnings in the summary; the rest are counted
 
@@ -26,18 +27,13 @@ class Outside:
 def edits_outside(checkout: Course, koan_file: Path) -> list[Outside]:
     """The edits of `koan_file` that grade ignores (none when the shipped file is unknown)."""
     found = checkout.shipped_text(checkout.relative(koan_file).as_posix())
-    shipped = found[1] if found else None
     try:
         current = Path(koan_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return []
-    if shipped is None or current == shipped:
-        return []
-    try:
-        taken = fills.take(shipped, current)
-    except (SyntaxError, ValueError, RecursionError):
+        taken = fills.take(found[1], current) if found and current != found[1] else None
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return []  # the run says what is wrong with the file
-    return [Outside(Path(koan_file), e.student_line, e.owner, e.what) for e in taken.ignored]
+    ignored = taken.ignored if taken else []
+    return [Outside(Path(koan_file), e.student_line, e.owner, e.what) for e in ignored]
 
 
 def edits(checkout: Course, chapters: list[course.Chapter]) -> list[Outside]:
@@ -52,17 +48,22 @@ def edits(checkout: Course, chapters: list[course.Chapter]) -> list[Outside]:
     ]
 
 
-def touching(checkout: Course, found: list[Outside], koan_file: Path, koan: str) -> list[Outside]:
-    """The edits of `found` in the lines of `koan` or of a helper it reaches (an edit in a
-    helper touches only the koans that call it; one elsewhere at module level, every koan)."""
-    koan_file = checkout.root / koan_file
-    seeing = koan_model.read(koan_file).koans_seeing
-    return [
-        e
-        for e in found
-        if e.file == koan_file
-        and (e.koan == koan or (e.koan == MODULE and (not e.line or koan in seeing(e.line))))
-    ]
+def mark(checkout: Course, koans: list, found: list[Outside]) -> None:
+    """Note on each passed koan the edits of `found` grade ignores in its lines or in a helper it
+    reaches (one elsewhere at module level: every koan): it passes here with them, grade runs it
+    without them, so progress does not call it a plain pass."""
+    for koan in (k for k in koans if k.state == KoanState.PASSED):
+        koan_file = checkout.root / koan.path
+        seeing = koan_model.read(koan_file).koans_seeing
+        koan.ignored_edits = [
+            f"{where(checkout, e)}: {e.what}"
+            for e in found
+            if e.file == koan_file
+            and (
+                e.koan == koan.name
+                or (e.koan == MODULE and (not e.line or koan.name in seeing(e.line)))
+            )
+        ]
 
 
 def where(checkout: Course, edit: Outside) -> str:
@@ -75,11 +76,9 @@ def where(checkout: Course, edit: Outside) -> str:
 def warnings(checkout: Course, found: list[Outside]) -> list[str]:
     """A line per edit that grade will not use, for the summary (the koan it is in, whose pass
     with it is counted ⚠️, not ✅)."""
-    if not found:
-        return []
     zh = "grade 不会使用这些改动（空、TODO 和修复区以外；靠它通过的 koan 记为 ⚠️，不是 ✅）"
     en = "grade will not use these edits (outside the blanks, TODOs and fix regions; a pass that"
     en += " needs one counts ⚠️, not ✅)"
-    lines = [f"{say(zh, en)}: {len(found)}"]
+    lines = [f"{say(zh, en)}: {len(found)}"] if found else []
     lines += [f"   {where(checkout, e)} ({e.koan}): {e.what}" for e in found[:MAX_SHOWN]]
     return lines + ([f"   … {len(found) - MAX_SHOWN} more"] if len(found) > MAX_SHOWN else [])

@@ -11,12 +11,13 @@ import tempfile
 from pathlib import Path
 
 _warned: set[str] = set()
+FORGOTTEN = "进度不会被记住 / progress is not remembered"
 
 
 def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
-        print(message, file=sys.stderr)
+        print(f"⚠️  {message}", file=sys.stderr)
 
 
 def load(directory: Path, name: str) -> dict:
@@ -31,10 +32,7 @@ def load(directory: Path, name: str) -> dict:
     if isinstance(data, dict):
         return data
     if not path.is_file():  # .jaxkoans is a file, or `name` is a directory: nothing to move
-        _warn_once(
-            str(path),
-            f"⚠️  {path} 无法读取 / cannot be read: 进度不会被记住 / progress is not remembered",
-        )
+        _warn_once(str(path), f"{path} 无法读取 / cannot be read: {FORGOTTEN}")
         return {}
     aside = path.with_suffix(path.suffix + ".damaged")
     try:
@@ -42,32 +40,24 @@ def load(directory: Path, name: str) -> dict:
         note = f"已移到 / moved to {aside.name}"
     except OSError as error:  # the name is taken by a directory, or the checkout is read-only
         note = f"无法移开 / could not be moved aside ({error.strerror})"
-    _warn_once(str(path), f"⚠️  {path} 已损坏 / was damaged, {note}")
+    _warn_once(str(path), f"{path} 已损坏 / was damaged, {note}")
     return {}
 
 
 def save(directory: Path, name: str, data: dict) -> bool:
     """Store `data` as `name` in `directory`; False (with one message) when it cannot."""
-    target = directory / name
+    target, temporary = directory / name, None
     try:
         target.parent.mkdir(exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.")
-    except OSError as error:
-        _warn_once(
-            "save",
-            f"⚠️  {target.parent} 不可写 / cannot be written ({error.strerror}): "
-            "进度不会被记住 / progress is not remembered",
-        )
-        return False
-    try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(data, out, ensure_ascii=False, indent=1)
         os.replace(temporary, target)
+        return True
     except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
-        _warn_once("save", f"⚠️  {target} 不可写 / cannot be written ({error.strerror})")
+        where = target if temporary else target.parent
+        _warn_once("save", f"{where} 不可写 / cannot be written ({error.strerror}): {FORGOTTEN}")
         return False
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return True
+    finally:
+        if temporary:
+            Path(temporary).unlink(missing_ok=True)  # gone once replaced; else half written

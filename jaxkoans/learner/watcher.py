@@ -20,10 +20,8 @@ import watchfiles
 
 from jaxkoans.learner.language import say
 
-POLL_S = 0.2
-VERIFY_S = 1.0
-STEP_MS = 30  # a batch ends when STEP_MS pass without a new path: one batch per save
-MAX_BATCH_MS = 500
+POLL_S, VERIFY_S = 0.2, 1.0
+STEP_MS, MAX_BATCH_MS = 30, 500  # a batch ends when STEP_MS pass without a new path: one a save
 HEARTBEAT_MS = 200  # watchfiles yields an empty batch this often: its first says it started
 START_S = 30.0  # how long a start may take on a loaded machine before it is not waited for
 NATIVE = {"linux": "inotify", "darwin": "FSEvents"}.get(sys.platform, "native events")
@@ -34,17 +32,6 @@ def digest(path: Path) -> str | None:
         return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
     except OSError:
         return None
-
-
-def polling_reason(poll: bool) -> str | None:
-    """Why to poll from the start; None when native events can work (a network or WSL mount
-    that drops them is found out at the first save they miss)."""
-    forced = os.environ.get("WATCHFILES_FORCE_POLLING", "")
-    if poll:
-        return "--poll"
-    if forced and forced.lower() not in ("false", "disable", "disabled"):
-        return f"WATCHFILES_FORCE_POLLING={forced}"
-    return None
 
 
 class Stream:
@@ -64,6 +51,7 @@ class Stream:
 
     def _run(self) -> None:
         options = dict(debounce=MAX_BATCH_MS, step=STEP_MS, rust_timeout=HEARTBEAT_MS)
+        depth = len(self.root.parts)
         try:
             for changes in watchfiles.watch(
                 self.root, watch_filter=None, stop_event=self._stop, yield_on_timeout=True,
@@ -71,10 +59,17 @@ class Stream:
                 raise_interrupt=False, **options,
             ):  # fmt: skip
                 self._started.set()
-                depth = len(self.root.parts)
                 paths = {Path(p) for _, p in changes}
-                paths |= _files_of_new_directories(changes)
-                paths = {p for p in paths if not any(_hidden(n) for n in p.parts[depth:])}
+                for change, path in changes:  # files written into a new directory before
+                    # inotify watched it (a new chapter copied in) have no event of their own
+                    if change == watchfiles.Change.added and os.path.isdir(path):
+                        with contextlib.suppress(OSError):
+                            paths |= {p for p in Path(path).rglob("*") if p.is_file()}
+                paths = {
+                    p
+                    for p in paths
+                    if not any(n.startswith(".") or n == "__pycache__" for n in p.parts[depth:])
+                }
                 if paths:
                     self._batches.put(paths)
                     self._wake()
@@ -87,9 +82,6 @@ class Stream:
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # a full pipe has woken select already
             os.write(self._write_fd, b".")
-
-    def fileno(self) -> int:
-        return self._read_fd
 
     def drain(self) -> set[Path]:
         """The paths changed since the last call (the pipe first, so no wake-up is lost)."""
@@ -111,48 +103,35 @@ class Stream:
                 os.close(fd)
 
 
-def _files_of_new_directories(changes) -> set[Path]:
-    """The files inside each directory the batch added: those written into it before inotify
-    watched it (a new chapter copied in) have no event of their own."""
-    found: set[Path] = set()
-    for change, path in changes:
-        if change == watchfiles.Change.added and os.path.isdir(path):
-            with contextlib.suppress(OSError):
-                found |= {p for p in Path(path).rglob("*") if p.is_file()}
-    return found
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(".") or name == "__pycache__"
-
-
-def _polling(reason: str) -> str:
-    return say(f"每 {POLL_S} s 轮询一次", f"polling every {POLL_S} s") + f" ({reason})"
-
-
 class Watcher:
     """Changes under `root`: select on `fileno()`, call `changes()` when it is readable and
     whenever `wait_s()` seconds have passed."""
 
     def __init__(self, root: Path, poll: bool = False) -> None:
-        self.root = root
-        self.focus: Path | None = None
+        self.root, self.focus = root, None
         self._content: str | None = None  # the focus as last reported or checked
         self._suspect = False  # it changed and no event said so yet
         self._check_at = 0.0
-        reason = polling_reason(poll)
-        self.mode, self.why = ("poll", _polling(reason)) if reason else (NATIVE, NATIVE)
-        self.stream = Stream(root, polling=reason is not None)
-        if self.stream.error is not None and self.mode != "poll":
+        forced = os.environ.get("WATCHFILES_FORCE_POLLING", "")
+        if forced.lower() in ("", "false", "disable", "disabled"):
+            forced = ""
+        reason = "--poll" if poll else forced and f"WATCHFILES_FORCE_POLLING={forced}"
+        self.mode, self.why = NATIVE, NATIVE
+        self.stream = Stream(root, polling=bool(reason))
+        if reason:
+            self._poll(reason, start=False)
+        elif self.stream.error is not None:
             self._poll(f"{say(f'{NATIVE} 不可用', f'{NATIVE} unavailable')}: {self.stream.error}")
 
-    def _poll(self, reason: str) -> None:
-        self.stream.close()
-        self.stream = Stream(self.root, polling=True)
-        self.mode, self.why, self._suspect = "poll", _polling(reason), False
+    def _poll(self, reason: str, start: bool = True) -> None:
+        if start:
+            self.stream.close()
+            self.stream = Stream(self.root, polling=True)
+        said = say(f"每 {POLL_S} s 轮询一次", f"polling every {POLL_S} s")
+        self.mode, self.why, self._suspect = "poll", f"{said} ({reason})", False
 
     def fileno(self) -> int:
-        return self.stream.fileno()
+        return self.stream._read_fd
 
     def _period(self) -> float:
         return POLL_S if self.mode == "poll" else VERIFY_S
@@ -169,29 +148,24 @@ class Watcher:
         changed = self.stream.drain()
         if self.stream.error is not None and self.mode != "poll":
             self._poll(f"{say(f'{NATIVE} 出错', f'{NATIVE} failed')}: {self.stream.error}")
-        if self.focus in changed:
-            self._content, self._suspect = digest(self.focus), False
-        elif self.focus is not None and time.monotonic() >= self._check_at:
-            changed |= self._check_focus(self.focus)
+        focus = self.focus
+        if focus in changed:
+            self._content, self._suspect = digest(focus), False
+        elif focus is not None and time.monotonic() >= self._check_at:
+            content = digest(focus)
+            if content == self._content:
+                self._suspect = False
+            elif self.mode != "poll" and not self._suspect:  # watchfiles may gather its batch
+                self._suspect, content = True, self._content
+            elif self.mode != "poll":  # it changed a whole check ago and no event said so
+                self._poll(say(f"{NATIVE} 没有报告修改", f"{NATIVE} missed a change"))
+            self._check_at = time.monotonic() + self._period()
+            changed |= {focus} if content != self._content else set()
+            self._content = content
         return changed
-
-    def _check_focus(self, focus: Path) -> set[Path]:
-        content = digest(focus)
-        if content == self._content:
-            self._suspect = False
-        elif self.mode != "poll" and not self._suspect:  # watchfiles may be gathering its batch
-            self._suspect, content = True, self._content
-        elif self.mode != "poll":  # it changed a whole check ago and no event said so
-            self._poll(say(f"{NATIVE} 没有报告修改", f"{NATIVE} missed a change"))
-        self._check_at = time.monotonic() + self._period()
-        changed, self._content = content != self._content, content
-        return {focus} if changed else set()
-
-    def close(self) -> None:
-        self.stream.close()
 
     def __enter__(self) -> Watcher:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.stream.close()

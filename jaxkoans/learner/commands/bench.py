@@ -180,10 +180,7 @@ def run(args) -> int:
         if c.kernel in (args.only or [c.kernel])
     ]
     columns = ("kernel", "dtype", "shape", "compiles", "error", "kernel ms", "XLA ms")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    print(
-        "\n".join(
-            lines + ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
-        )
-    )
+    print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
     return 0

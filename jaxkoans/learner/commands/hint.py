@@ -17,11 +17,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chapter", metavar="NN", help="the next koan of this chapter")
 
 
-def _seen_level(seen: dict, nodeid: str) -> int:
-    value = seen.get(nodeid, 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def reveal(checkout: Course, koan: Koan, level: int | None = None, again: str = "") -> list[str]:
     """The lines to show: one more level than last time (or `level` levels), remembered;
     `again` says how to see the next level."""
@@ -30,28 +25,23 @@ def reveal(checkout: Course, koan: Koan, level: int | None = None, again: str = 
         return [language.say(f"没有提示 {koan.name}", f"no hint for {koan.name}")]
     levels = hint.zh if (language.SPOKEN or language.default_language()) == "zh" else hint.en
     seen = state.load(checkout.state, SEEN)
-    shown = level if level is not None else _seen_level(seen, koan.nodeid) + 1
-    shown = max(1, min(shown, len(levels)))
-    seen[koan.nodeid] = max(shown, _seen_level(seen, koan.nodeid))
+    before = seen.get(koan.nodeid, 0)
+    before = before if type(before) is int else 0  # a hand-edited store may hold anything
+    shown = max(1, min(before + 1 if level is None else level, len(levels)))
+    seen[koan.nodeid] = max(shown, before)
     state.save(checkout.state, SEEN, seen)
     lines = [f"💡 {koan.chapter.number} · {koan.path.name}::{koan.name}  ({shown}/{len(levels)})"]
     lines += [f"  {i}. {text}" for i, text in enumerate(levels[:shown], start=1)]
-    if shown < len(levels):
-        lines.append(
-            again or "  " + language.say("再运行一次看下一层", "run it again for the next level")
-        )
-    return lines
+    more = again or "  " + language.say("再运行一次看下一层", "run it again for the next level")
+    return lines + ([more] if shown < len(levels) else [])
 
 
 def run(args) -> int:
     _, wanted = chosen_chapters(args)
     koan = find_koan(args.checkout, args.koan, wanted)
     if koan is None:
-        print(
-            language.say("找不到 koan", "no such koan") + f": {args.koan}"
-            if args.koan
-            else "🎉 " + language.say("全部通过", "all passed")
-        )
+        none = f"{language.say('找不到 koan', 'no such koan')}: {args.koan}"
+        print(none if args.koan else "🎉 " + language.say("全部通过", "all passed"))
         return 1
     print("\n".join(reveal(args.checkout, koan, args.level)))
     return 0

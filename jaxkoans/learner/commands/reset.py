@@ -8,11 +8,11 @@ import argparse
 import shutil
 import sys
 import time
-from pathlib import Path
+from collections import Counter
 
-from jaxkoans.course import Course, fills, koan_model, unfill
+from jaxkoans.course import fills, koan_model, unfill
 from jaxkoans.course import shipped as as_shipped
-from jaxkoans.learner.commands.diff import resolve
+from jaxkoans.learner.koan_runs import locate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,53 +23,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", action="store_true", help="do not ask first")
 
 
-def target_file(checkout: Course, target: str) -> Path | None:
-    """The koan file `target` names: a koan, an existing file, or a deleted koan file's path."""
-    koan_file, _ = resolve(checkout, target)
-    if koan_file is not None:
-        return koan_file
-    for base in (Path.cwd(), checkout.root):
-        candidate = (base / target).resolve()
-        if checkout.koans in candidate.parents and candidate.name.startswith("test_"):
-            return candidate
-    return None
-
-
 def reset_reached(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
     """(the learner's text with `koan` as shipped, the places put back in words: its blanks, each
     TODO it reaches that the learner wrote, each helper's filled blanks, its fix regions).
     Raises SyntaxError when the learner's file does not parse."""
     text, helper_blanks = unfill.reset_koan(shipped, current, koan)
-    taken = fills.take(shipped, current)
     theirs, mine = koan_model.parse(shipped), koan_model.parse(current)
+    own = [koan for fill in fills.take(shipped, current).blanks if fill.owner == koan]
+    spans = [theirs.definitions.get(name, (0, -1)) for name in theirs.reached(koan)]
+
+    def body(model: koan_model.KoanFile, name: str) -> str | None:
+        lines = model.body_of(name)
+        return lines and "\n".join(t.rstrip() for t in model.lines[lines[0] : lines[1]]).strip()
+
     places = []
-    own = sum(1 for fill in taken.blanks if fill.owner == koan)
-    if own:
-        places.append(f"{koan} ({own} 个空 / blank{'s' if own > 1 else ''})")
-    reached = theirs.reached(koan)
-    for todo in theirs.todos:
-        held = [n for n in reached if _holds(theirs, n, todo.line)]
-        if not held:
-            continue
-        yours, as_shipped = mine.body_of(todo.name), theirs.body_of(todo.name)
-        if yours and as_shipped and _text(mine, yours) != _text(theirs, as_shipped):
+    for name, count in Counter(own).items():  # the koan's own blanks first
+        places.append(f"{name} ({count} 个空 / blank{'s' if count > 1 else ''})")
+    for todo in theirs.todos:  # in the koan or a helper it reaches, written by the learner
+        yours, as_shipped = body(mine, todo.name), body(theirs, todo.name)
+        if (
+            any(s <= todo.line <= e for s, e in spans)
+            and yours
+            and as_shipped
+            and yours != as_shipped
+        ):
             places.append(f"{todo.name} (TODO)")
-    for name in dict.fromkeys(helper_blanks):
-        count = helper_blanks.count(name)
+    for name, count in Counter(helper_blanks).items():
         places.append(f"{name} ({count} 个空 / blank{'s' if count > 1 else ''})")
     span = mine.spans.get(koan)
     if span and any(span[0] <= begin <= span[1] for begin, _ in mine.regions):
         places.append(f"{koan} ({koan_model.REGION_BEGIN} … {koan_model.REGION_END})")
     return text, places
-
-
-def _holds(model: koan_model.KoanFile, name: str, line: int) -> bool:
-    start, end = model.definitions.get(name, (0, -1))
-    return start <= line <= end
-
-
-def _text(model: koan_model.KoanFile, body: tuple[int, int]) -> str:
-    return "\n".join(line.rstrip() for line in model.lines[body[0] : body[1]]).strip()
 
 
 def confirm(question: str) -> bool:
@@ -81,8 +65,7 @@ def confirm(question: str) -> bool:
 
 def run(args) -> int:
     checkout = args.checkout
-    _, koan = resolve(checkout, args.target)
-    koan_file = target_file(checkout, args.target)
+    koan_file, koan = locate(checkout, args.target)
     if koan_file is None or checkout.koans not in koan_file.parents:
         print(f"找不到 koan 或文件 / no such koan or koan file: {args.target}", file=sys.stderr)
         return 2

@@ -28,28 +28,14 @@ WHERE = re.compile(r"^E\s+\+\s+where ")
 
 def shorten_values(output: str) -> str:
     """`output` with each "where …" line longer than two values cut in the middle."""
-    limit = 2 * REPR_MAX
-    lines = []
-    for line in output.split("\n"):
-        if WHERE.match(line) and len(line) > limit:
-            head = max(0, (limit - 3) // 2)
-            line = line[:head] + "..." + line[len(line) - (limit - 3 - head) :]
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def run_revealed(
-    checkout: Course, nodeid: str, timeout_s: float = RUN_TIMEOUT_S
-) -> tuple[int | None, str]:
-    """Run one koan with its values shown; (pytest's exit code or None on a timeout, output)."""
-    options = ("--koans-reveal", *WHOLE, "-p", "no:xdist")
-    code, output = runner.run_in_group(
-        runner.pytest_command([nodeid], options=options), timeout_s, cwd=checkout.root,
-        env=checkout.env({REVEAL_ENV: "1"}), keep_stdout=True,
-    )  # fmt: skip
-    if code is None:
-        return None, f"⏱️ 超时 / timed out after {timeout_s:.0f} s"
-    return code, shorten_values(output)
+    head, tail = (2 * REPR_MAX - 3) // 2, 2 * REPR_MAX - 3 - (2 * REPR_MAX - 3) // 2
+    cut = [
+        line[:head] + "..." + line[-tail:]
+        if WHERE.match(line) and len(line) > 2 * REPR_MAX
+        else line
+        for line in output.split("\n")
+    ]
+    return "\n".join(cut)
 
 
 def open_blanks(checkout: Course, koan: Koan) -> str:
@@ -65,13 +51,11 @@ def open_blanks(checkout: Course, koan: Koan) -> str:
     model = koan_model.parse(shipped)
     spans = [model.definitions[name] for name in model.reached(koan.name)]
     waiting = [b for b in model.blanks if b not in filled and any(s <= b[0] <= e for s, e in spans)]
+    if waiting and not answer.is_file():
+        return f"👁 {say('还没填的空', 'blanks not filled yet')}: {len(waiting)}\n  {answers_note(checkout)}"
     if not waiting:
         return ""
-    if not answer.is_file():
-        return f"👁 {say('还没填的空', 'blanks not filled yet')}: {len(waiting)}\n  {answers_note(checkout)}"
-    answers = {
-        fill.blank: fill.text for fill in fills.take(shipped, answer.read_text("utf-8")).blanks
-    }
+    answers = {f.blank: f.text for f in fills.take(shipped, answer.read_text("utf-8")).blanks}
     lines = [f"👁 {say('还没填的空的答案', 'the answer of each blank not filled yet')}:"]
     for line, column in waiting:
         lines += [
@@ -102,8 +86,13 @@ def run(args) -> int:
         "  Revealed: what JAX computed is shown; passing it now counts as passed (revealed)."
     )
     print("\n".join(lines_of(said)) + "\n")
-    code, output = run_revealed(args.checkout, koan.nodeid)
-    print(output.rstrip())
+    options = ("--koans-reveal", *WHOLE, "-p", "no:xdist")  # one koan, its values shown
+    code, output = runner.run_in_group(
+        runner.pytest_command([koan.nodeid], options=options), RUN_TIMEOUT_S,
+        cwd=args.checkout.root, env=args.checkout.env({REVEAL_ENV: "1"}), keep_stdout=True,
+    )  # fmt: skip
+    timed_out = f"⏱️ 超时 / timed out after {RUN_TIMEOUT_S:.0f} s"
+    print(timed_out if code is None else shorten_values(output).rstrip())
     answers = open_blanks(args.checkout, koan)
     if answers:
         print("\n" + answers)

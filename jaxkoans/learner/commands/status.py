@@ -19,6 +19,12 @@ MARKS = {KoanState.PASSED: "█", KoanState.FAILING: "▒", KoanState.NOT_STARTE
 SKIPPED, ENVIRONMENT = KoanState.SKIPPED, KoanState.ENVIRONMENT
 BAR_WIDTH = 24
 IGNORED = "passed_with_ignored_edits"  # passes here only with an edit grade will not use
+APART = (("⚠️", IGNORED), ("⏭️", SKIPPED), ("🛠️", ENVIRONMENT))  # each shown when not 0
+CANNOT_RUN = (
+    ("⏭️", SKIPPED, "个 koan 在这台机器上被跳过", "koans were skipped on this machine (they cannot run here)"),
+    ("🛠️", ENVIRONMENT, "个 koan 因 C++ 编译失败而无法运行，不算尝试",
+     "koans could not run because the C++ build failed (not counted as attempts)"),
+)  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,25 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def mark_ignored_edits(progress: Progress, found: list[outside.Outside]) -> None:
-    """Note on each passed koan the edits grade ignores in its lines: it passes here with them,
-    grade runs it without them, so progress does not call it a plain pass."""
-    for koan in progress.koans:
-        if koan.state == KoanState.PASSED:
-            checkout = progress.checkout
-            touched = outside.touching(checkout, found, koan.path, koan.name)
-            koan.ignored_edits = [f"{outside.where(checkout, e)}: {e.what}" for e in touched]
-
-
-def counted_as(koan: Koan) -> KoanState:
-    """The state a koan is counted under: a crash or a deleted koan is an open attempt (❌)."""
-    return KoanState.FAILING if koan.state in results.FAILED_STATES else koan.state
-
-
 def column(koan: Koan) -> KoanState:
-    """The bar's column: a pass with ignored edits is drawn as attempted."""
+    """The state a koan is counted under: a crash or a deleted koan is an open attempt (❌), and
+    so is a pass with ignored edits in the bar."""
     flagged = koan.state == KoanState.PASSED and koan.ignored_edits
-    return KoanState.FAILING if flagged else counted_as(koan)
+    return KoanState.FAILING if flagged or koan.state in results.FAILED_STATES else koan.state
 
 
 def bar(koans: list[Koan]) -> str:
@@ -61,9 +53,9 @@ def bar(koans: list[Koan]) -> str:
 def counts(koans: list[Koan]) -> dict[str, int]:
     """Koans per state; "passed" counts only clean passes, those with an edit grade ignores
     are counted apart ("passed_with_ignored_edits")."""
-    found = {state: sum(counted_as(k) == state for k in koans) for state in MARKS}
     flagged = sum(k.state == KoanState.PASSED and bool(k.ignored_edits) for k in koans)
-    found[KoanState.PASSED] -= flagged
+    found = {state: sum(column(k) == state for k in koans) for state in MARKS}
+    found[KoanState.FAILING] -= flagged
     apart = {state: sum(k.state == state for k in koans) for state in (SKIPPED, ENVIRONMENT)}
     return {**found, **apart, IGNORED: flagged}
 
@@ -83,9 +75,7 @@ def show(
         print(
             f"     {bar(own)}  {c['passed']:>3}/{len(own):<3}"
             f"  ✅ {c['passed']}  ❌ {c['failing']}  ✍️ {c['not_started']}"
-            + (f"  ⚠️ {c[IGNORED]}" if c[IGNORED] else "")
-            + (f"  ⏭️ {c[SKIPPED]}" if c[SKIPPED] else "")
-            + (f"  🛠️ {c[ENVIRONMENT]}" if c[ENVIRONMENT] else "")
+            + "".join(f"  {m} {c[k]}" for m, k in APART if c[k])
             + (f"  (👁 {seen} {say('揭晓后通过', 'passed (revealed)')})" if seen else "")
         )
     total, n = counts(progress.koans), len(progress.koans)
@@ -98,14 +88,9 @@ def show(
     warned = outside.warnings(progress.checkout, found)  # edits grade will not use
     if warned:
         print("\n⚠️  " + "\n".join(warned))
-    if total[SKIPPED]:
-        zh = "个 koan 在这台机器上被跳过"
-        en = "koans were skipped on this machine (they cannot run here)"
-        print(f"\n⏭️  {total[SKIPPED]} {say(zh, en)}: python progress.py doctor")
-    if total[ENVIRONMENT]:
-        zh = "个 koan 因 C++ 编译失败而无法运行，不算尝试"
-        en = "koans could not run because the C++ build failed (not counted as attempts)"
-        print(f"\n🛠️  {total[ENVIRONMENT]} {say(zh, en)}: python progress.py doctor")
+    for mark, state, zh, en in CANNOT_RUN:
+        if total[state]:
+            print(f"\n{mark}  {total[state]} {say(zh, en)}: python progress.py doctor")
     if following is None:
         done = ("全部通过！", "every koan passes!")
         if total[SKIPPED] or total[ENVIRONMENT]:
@@ -116,12 +101,10 @@ def show(
     print(f"\n{say('下一个 koan', 'next koan')}:  {named}")
     note = f"  ({following.result.note})" if following.result.note else ""
     print(f"  {following.path.as_posix()}:{following.line}{note}")
-    refused = {Cause.COMPUTED.value: predictions.MESSAGE, Cause.READS_TEST.value: reading.MESSAGE}
-    if following.result.cause in refused:  # refused, not run: say why here too
-        for line in refused[following.result.cause].splitlines():
-            print(f"  ❌ {line}")
-    if following.result.cause == Cause.CONTRACT.value:
-        print(f"  ❌ {CONTRACT_HEADLINE}")
+    refused = {Cause.COMPUTED: predictions.MESSAGE, Cause.READS_TEST: reading.MESSAGE}
+    refused[Cause.CONTRACT] = CONTRACT_HEADLINE  # refused, not run: say why here too
+    for line in refused.get(following.result.cause, "").splitlines():
+        print(f"  ❌ {line}")
     if following.result.cause == "timeout":  # pytest-timeout stopped it
         print("  ⏱️ " + say("超时，已停止（死循环？）", "timed out and stopped (an endless loop?)"))
     for line in lines_of(following.doc):
@@ -131,49 +114,40 @@ def show(
 
 
 def passed_revealed(progress: Progress, koans: list[Koan]) -> int:
-    """How many of `koans` passed after the learner asked to see a hidden value."""
+    """How many of `koans` passed (cleanly) after the learner asked to see a hidden value."""
     seen = revealed(progress.checkout.root)
-    return sum(
-        k.state == KoanState.PASSED and not k.ignored_edits and k.nodeid in seen for k in koans
-    )
-
-
-def koan_dict(k: Koan, seen: set[str]) -> dict:
-    return {
-        "chapter": k.chapter.number,
-        "nodeid": k.nodeid,
-        "file": k.path.as_posix(),
-        "name": k.name,
-        "line": k.line,
-        "state": k.state,
-        "cause": k.result.cause,
-        "note": k.result.note,
-        # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
-        "revealed": k.state == KoanState.PASSED and k.nodeid in seen,
-        # edits in its lines that grade ignores ("file:line: what"): a pass grade may not give
-        "ignored_edits": k.ignored_edits,
-    }
+    return sum(column(k) == KoanState.PASSED and k.nodeid in seen for k in koans)
 
 
 def as_json(progress: Progress, chapters: list[course.Chapter], following: Koan | None) -> dict:
     seen = revealed(progress.checkout.root)
+
+    def koan(k: Koan) -> dict:
+        return {
+            "chapter": k.chapter.number, "nodeid": k.nodeid, "file": k.path.as_posix(),
+            "name": k.name, "line": k.line, "state": k.state, "cause": k.result.cause,
+            "note": k.result.note,
+            # passed after `progress.py reveal` / --koans-reveal showed what a wrong answer hid
+            "revealed": k.state == KoanState.PASSED and k.nodeid in seen,
+            # edits in its lines that grade ignores ("file:line: what"): a pass grade may not give
+            "ignored_edits": k.ignored_edits,
+        }  # fmt: skip
+
+    def tally(koans: list[Koan]) -> dict:
+        return {"total": len(koans), **counts(koans)}
+
+    def chapter(c: course.Chapter) -> dict:
+        titles = {"number": c.number, "title_zh": c.title_zh, "title_en": c.title_en}
+        own = progress.of(c)
+        return {**titles, **tally(own), "passed_revealed": passed_revealed(progress, own)}
+
     return {
         "schema": 1,
-        "chapters": [
-            {
-                "number": c.number,
-                "title_zh": c.title_zh,
-                "title_en": c.title_en,
-                "total": len(progress.of(c)),
-                **counts(progress.of(c)),
-                "passed_revealed": passed_revealed(progress, progress.of(c)),
-            }
-            for c in chapters
-        ],
-        "total": {"total": len(progress.koans), **counts(progress.koans)},
+        "chapters": [chapter(c) for c in chapters],
+        "total": tally(progress.koans),
         "passed_revealed": passed_revealed(progress, progress.koans),
-        "next": koan_dict(following, seen) if following else None,
-        "koans": [koan_dict(k, seen) for k in progress.koans],
+        "next": koan(following) if following else None,
+        "koans": [koan(k) for k in progress.koans],
         "problems": progress.problems,
     }
 
@@ -182,7 +156,7 @@ def run(args) -> int:
     chapters, wanted = chosen_chapters(args)
     progress = measure(args.checkout, wanted, reuse=not args.all)
     found = outside.edits(args.checkout, chapters)  # read once: the marks and the warnings
-    mark_ignored_edits(progress, found)
+    outside.mark(args.checkout, progress.koans, found)
     following = progress.next_koan(args.checkout.recommended_path(), wanted)
     if args.json:
         print(json.dumps(as_json(progress, chapters, following), ensure_ascii=False, indent=2))

@@ -1,8 +1,6 @@
-"""Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one.
-
-Each run is a pytest child (watch_run.py); saves come from watcher.py, keys from keys.py
-(h hint, n next, r rerun, v reveal, q quit). Nothing here writes the learner's files.
-"""
+"""Watch mode: the koan you work on runs again at every save; ✅ moves on to the next one. Each
+run is a pytest child (watch_run.py); saves come from watcher.py, keys from keys.py (h hint,
+n next, r rerun, v reveal, q quit). Nothing here writes the learner's files."""
 
 from __future__ import annotations
 
@@ -31,10 +29,10 @@ from jaxkoans.learner.koan_runs import (
     Koan,
     course_order,
     file_missing,
-    find_koan,
     first_open,
     inventory,
     listed_koans,
+    locate,
 )
 from jaxkoans.learner.runner import stop_signals_leave
 from jaxkoans.learner.watch_run import Run, RunResult
@@ -53,14 +51,11 @@ Job = Generator[Request, RunResult, None]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("koan", nargs="?", help="start here (test name, file.py::name, nodeid)")
-    parser.add_argument("--chapter", metavar="NN", help="only this chapter's koans")
-    parser.add_argument(
-        "--poll", action="store_true", help="poll files every 0.2 s (when saves go unnoticed)"
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=120.0, metavar="S", help="stop a run after S seconds"
-    )
+    add = parser.add_argument
+    add("koan", nargs="?", help="start here (a koan, a koan file, or a chapter number)")
+    add("--chapter", metavar="NN", help="only this chapter's koans")
+    add("--poll", action="store_true", help="poll files every 0.2 s (when saves go unnoticed)")
+    add("--timeout", type=float, default=120.0, metavar="S", help="stop a run after S seconds")
 
 
 def label(koan: Koan) -> str:
@@ -85,13 +80,12 @@ def crash_site(checkout: Course, output: str, koan: Koan) -> str:
     """Where in the learner's file the interpreter died (faulthandler lists the innermost
     frame first), with that line of source; "" when the dump names no frame of it."""
     koan_file = (checkout.root / koan.path).resolve()
-    for line in output.splitlines():
-        found = FAULT_FRAME.match(line)
-        if found and Path(found["path"]).resolve() == koan_file:
-            number = int(found["line"])
+    for found in filter(None, map(FAULT_FRAME.match, output.splitlines())):
+        if Path(found["path"]).resolve() == koan_file:
             linecache.checkcache(str(koan_file))
-            source = linecache.getline(str(koan_file), number).strip()
-            return f"   {koan.path.as_posix()}:{number} (in {found['name']})\n   > {source}"
+            source = linecache.getline(str(koan_file), int(found["line"])).strip()
+            where = f"{koan.path.as_posix()}:{found['line']} (in {found['name']})"
+            return f"   {where}\n   > {source}"
     return ""
 
 
@@ -99,34 +93,37 @@ def verdict(
     checkout: Course, koan: Koan, outcome: RunResult, timeout_s: float
 ) -> tuple[KoanState, str]:
     """(state, the text to show) for `koan` after `outcome` (`RunRecord.result`'s reading)."""
-    record, path = outcome.record, koan.path.as_posix()
-    result = record.result(koan.nodeid, timed_out=outcome.timed_out)
-    if result.state == PASSED:
-        return PASSED, ""
-    if result.state == SKIPPED:
-        did_not = say("没有运行", "did not run")
-        return SKIPPED, f"⏭️ {say('被跳过', 'skipped')}: {koan.name} {did_not} (a skip mark?)"
-    if koan.nodeid in record.koans:  # its own report
-        return result.state, outcome.report(koan.nodeid) or f"❌ {result.state}"
+    path = koan.path.as_posix()
+    result = outcome.record.result(koan.nodeid, timed_out=outcome.timed_out)
+    state = result.state
+    if state == PASSED:
+        return state, ""
+    if state == SKIPPED:
+        return (
+            state,
+            f"⏭️ {say('被跳过', 'skipped')}: {koan.name} {say('没有运行', 'did not run')} (a skip mark?)",
+        )
+    if koan.nodeid in outcome.record.koans:  # its own report
+        return state, outcome.report(koan.nodeid) or f"❌ {state}"
     if not (checkout.root / path).is_file():  # deleted (or renamed) since the watch began
-        return result.state, f"🗑️ {file_missing(path)}"
+        return state, f"🗑️ {file_missing(path)}"
     if result.cause == "import":
-        cannot = say("无法导入", "cannot be imported")
-        return result.state, outcome.report(path) or f"🛠️ {path}: {cannot}\n{result.note}"
+        return state, outcome.report(
+            path
+        ) or f"🛠️ {path}: {say('无法导入', 'cannot be imported')}\n{result.note}"
     if result.cause == "timeout":
-        said = say(
+        zh, en = (
             f"{koan.name} 运行超过 {timeout_s:.0f} s，已停止（死循环？）",
             f"{koan.name} was stopped after {timeout_s:.0f} s (an endless loop?)",
         )
-        text = f"⏱️ {say('超时', 'timed out')}: {said}\n{_tail(outcome.output)}"
-        return result.state, text.rstrip()
-    if outcome.signal:
-        name = signal.Signals(outcome.signal).name
+        text = f"⏱️ {say('超时', 'timed out')}: {say(zh, en)}\n{_tail(outcome.output)}"
+    elif outcome.signal:
         site = crash_site(checkout, outcome.output, koan) or _tail(outcome.output)
-        return result.state, f"💥 {say('崩溃', 'crashed')}: {name}\n{site}".rstrip()
-    said = say(f"没有结果：{koan.nodeid}", f"no result for {koan.nodeid}")
-    text = f"❓ {said} (pytest exit code {outcome.exit_code})\n{_tail(outcome.output)}"
-    return result.state, text.rstrip()
+        text = f"💥 {say('崩溃', 'crashed')}: {signal.Signals(outcome.signal).name}\n{site}"
+    else:
+        said = say(f"没有结果：{koan.nodeid}", f"no result for {koan.nodeid}")
+        text = f"❓ {said} (pytest exit code {outcome.exit_code})\n{_tail(outcome.output)}"
+    return state, text.rstrip()  # fmt: skip
 
 
 # Home, clear the screen, then clear the scrollback too: terminals (tmux's scroll-on-clear,
@@ -139,15 +136,14 @@ class Console:
     repeats the notes said since the last one (and only there: the scrollback is cleared)."""
 
     def __init__(self) -> None:
-        self.tty = sys.stdout.isatty()
-        self.notes: list[str] = []
+        self.tty, self.notes = sys.stdout.isatty(), []
 
     def say(self, *lines: str) -> None:
         sys.stdout.write("".join(line + "\n" for line in lines))
         sys.stdout.flush()
 
     def note(self, line: str) -> None:
-        """A line that the next screen repeats (a terminal's screen is cleared)."""
+        """A line that the next screen repeats."""
         self.notes.append(line)
         self.say(line)
 
@@ -163,13 +159,9 @@ class Session:
     """The watch loop: runs, file changes and keys, all from one select."""
 
     def __init__(self, args, koans: list[Koan], scratch: Path, watcher: Watcher) -> None:
-        self.args = args
+        self.args, self.koans, self.scratch, self.watcher = args, koans, scratch, watcher
         self.checkout: Course = getattr(args, "checkout", None) or Course.here()
-        self.koans = koans
-        self.scratch = scratch
-        self.watcher = watcher
-        self.keys = Keys()
-        self.console = Console()
+        self.keys, self.console = Keys(), Console()
         self.focus: Koan | None = None
         self.known: dict[str, tuple[str, str | None]] = {}  # nodeid -> (state, file digest)
         self.announced: set[str] = set()  # koans whose pass was shown in this session
@@ -204,8 +196,7 @@ class Session:
         except StopIteration:
             self.job = None
             return
-        files = {k.path.as_posix() for k in koans}
-        self.digests = {f: digest(self.checkout.root / f) for f in files}
+        self.digests = {k.path.as_posix(): digest(self.checkout.root / k.path) for k in koans}
         nodeids = [k.nodeid for k in koans]
         self.run = Run(self.checkout, nodeids, self.scratch, self.args.timeout, extra)
 
@@ -226,14 +217,17 @@ class Session:
         if verdicts:
             memory.save(self.checkout, remembered)
 
-    def _passes(self, koan: Koan, remembered: memory.Memory) -> bool:
-        """Known to pass in its file's present content (from this session or progress.py)."""
+    def _state(self, koan: Koan, remembered: memory.Memory) -> KoanState | None:
+        """What this session or progress.py knows of `koan` in its file's present content:
+        passed, cannot run here (skipped), or None (not known, or not passing)."""
+        if koan.nodeid in self.skipped:
+            return SKIPPED
         if koan.nodeid in self.known:
             state, seen = self.known[koan.nodeid]
             if seen == digest(self.checkout.root / koan.path):
-                return state == PASSED
+                return PASSED if state == PASSED else None
         copy = dataclasses.replace(koan)
-        return remembered.recall(copy) and copy.state == PASSED
+        return PASSED if remembered.recall(copy) and copy.state == PASSED else None
 
     def check(self, koan: Koan) -> Job:
         """Run `koan`; show its verdict; when it passes, go on to the next koan. The koans of
@@ -259,12 +253,15 @@ class Session:
     def recheck(self, koan: Koan) -> Generator[Request, RunResult, tuple | None]:
         """Run the other koans of `koan`'s file that passed before and are not known to pass
         as the file is now; note each that fails. Returns the first (koan, text, outcome)."""
-        remembered = memory.load(self.checkout)
-        others = [k for k in self.koans if k.path == koan.path and k.nodeid != koan.nodeid]
+        remembered, path = memory.load(self.checkout), koan.path.as_posix()
         known = {n: state == PASSED for n, (state, _) in self.known.items()}
-        path = koan.path.as_posix()
-        others = [k for k in others if known.get(k.nodeid, remembered.passed_before(path, k.name))]
-        others = [k for k in others if not self._passes(k, remembered)]
+        others = [
+            k
+            for k in self.koans
+            if k.path == koan.path and k.nodeid != koan.nodeid
+            and known.get(k.nodeid, remembered.passed_before(path, k.name))
+            and self._state(k, remembered) != PASSED
+        ]  # fmt: skip
         if not others or digest(self.checkout.root / koan.path) is None:  # none, or deleted
             return None
         outcome = yield others, ()
@@ -300,13 +297,6 @@ class Session:
                 return i + (each.nodeid == koan.nodeid)
         return own[0] if own else 0  # its file was deleted: the next file's koans start there
 
-    def _state(self, koan: Koan, remembered: memory.Memory) -> KoanState | None:
-        """What this session or progress.py knows of `koan` in its file's present content:
-        passed, cannot run here (skipped), or None (not known, or not passing)."""
-        if koan.nodeid in self.skipped:
-            return SKIPPED
-        return PASSED if self._passes(koan, remembered) else None
-
     def search(self, start: int) -> Job:
         """Focus on the course's next open koan (`first_open`, as status) from `start` on,
         wrapping around. What is known is trusted; the rest runs, a file's koans together,
@@ -315,14 +305,14 @@ class Session:
         note = self.console.note
         while True:
             remembered = memory.load(self.checkout)
-            known = functools.partial(self._state, remembered=remembered)
-            koan = first_open(ordered, [], None, known)
+            koan = first_open(
+                ordered, [], None, functools.partial(self._state, remembered=remembered)
+            )
             if koan is None:
                 break
-            rest = ordered[ordered.index(koan) + 1 :]
             batch = [koan]
-            for following in rest:  # the rest of the file after it, no wrapping: pytest runs
-                # a batch in file order, so an earlier failing koan would stop it (-x) first
+            # the rest of its file, no wrapping: pytest runs a batch in file order (-x)
+            for following in ordered[ordered.index(koan) + 1 :]:
                 if following.path != koan.path or following.line < koan.line:
                     break
                 if self._state(following, remembered) is None:
@@ -353,35 +343,36 @@ class Session:
 
     def next_chapter(self, chapter: course.Chapter) -> str:
         """Where the watch goes next, and why there: the course's recommended path."""
-        path = " → ".join(self.checkout.recommended_path())
-        number, order = chapter.number, say("课程顺序", "the course's path")
-        return (
-            f"➡️ {say(f'第 {number} 章', f'on to chapter {number}')}: "
-            f"{say(chapter.title_zh, chapter.title_en)}  ({order}: {path})"
-        )
+        path, number = " → ".join(self.checkout.recommended_path()), chapter.number
+        title, order = say(chapter.title_zh, chapter.title_en), say("课程顺序", "the course's path")
+        return f"➡️ {say(f'第 {number} 章', f'on to chapter {number}')}: {title}  ({order}: {path})"
 
     def finished(self) -> str:
         """The last word: what passes is all this watch looked at (a chapter, or the course)."""
-        count = len(self.skipped)
-        cannot = say(f"{count} 个无法在这里运行", f"{count} cannot run here")
-        skipped = f"（{cannot}）" if count else ""
-        chapter = self.args.chapter.zfill(2) if self.args.chapter else None
-        if chapter is None:
+        count, chapter = len(self.skipped), self.args.chapter
+        skipped = (
+            f"（{say(f'{count} 个无法在这里运行', f'{count} cannot run here')}）" if count else ""
+        )
+        if not chapter:
             return f"🎉 {say('全部通过！', 'every koan passes!')}{skipped}"
-        path = self.checkout.recommended_path()
+        chapter, path = chapter.zfill(2), self.checkout.recommended_path()
         later = path[path.index(chapter) + 1 :] if chapter in path else []
-        following = f"  {say('下一章', 'next')}: python progress.py watch --chapter {later[0]}"
+        following = (
+            f"  {say('下一章', 'next')}: python progress.py watch --chapter {later[0]}"
+            if later
+            else ""
+        )
         every = say(f"第 {chapter} 章全部通过", f"every koan of chapter {chapter} passes")
-        return f"🎉 {every}{skipped}{following if later else ''}"
+        return f"🎉 {every}{skipped}{following}"
 
-    # ---- output ---------------------------------------------------------------------------
+    # ---- output and events ----------------------------------------------------------------
 
     def show(self, koan: Koan, text: str, outcome: RunResult) -> None:
-        header = []
-        if self.focus is None or koan.nodeid != self.focus.nodeid or self.console.tty:
+        header, new = [], self.focus is None or koan.nodeid != self.focus.nodeid
+        if new or self.console.tty:
             header = [f"━━━ 👀 {label(koan)} ━━━  {koan.path.as_posix()}:{koan.line}"]
             header += [f"  │ {line}" for line in language.lines_of(koan.doc)]
-        if self.focus is None or koan.nodeid != self.focus.nodeid:
+        if new:
             self.focus = koan
             self.ran_digest = self.digests.get(koan.path.as_posix())
             self.watcher.watch_closely(self.checkout.root / koan.path)
@@ -389,8 +380,6 @@ class Session:
         keys += "" if self.keys.tty else "  (one per line)"
         stamp = f"⌚ {outcome.seconds:.1f} s · {time.strftime('%H:%M:%S')}"
         self.console.screen(*header, text, f"{stamp}    {keys}")
-
-    # ---- events ---------------------------------------------------------------------------
 
     def command(self, key: str) -> None:
         if key == "q":
@@ -406,21 +395,8 @@ class Session:
         elif key == "n":
             self.console.note(f"⏭️ {say('跳过', 'skipped')}  ·  {label(self.focus)}")
             self.start(self.search(self.after(self.focus)))
-        elif key == "r":
-            self.start(self.check(self.focus))
-        elif key == "v":
-            self.start(self.uncover(self.focus))
-
-    def _relevant(self, path: Path) -> bool:
-        if path.name == course.MANIFEST:
-            course.load_chapter.cache_clear()
-        if self.focus is None or path.suffix not in (".py", ".toml"):
-            return False
-        if path == self.checkout.root / self.focus.path:
-            return True
-        if path.name == course.MANIFEST:
-            return path.parent.name == self.focus.chapter.number
-        return path.suffix == ".py" and not path.name.startswith("test_")  # a helper, conftest
+        elif key in "rv":
+            self.start((self.check if key == "r" else self.uncover)(self.focus))
 
     def changed(self, changes: set[Path]) -> None:
         """A batch of changes (the watcher gathers a save's events): run the focus again,
@@ -428,13 +404,24 @@ class Session:
         if self.watcher.why != self.why:  # it fell back to polling: said once
             self.why = self.watcher.why
             self.console.note(f"👀 {say('监视', 'watching')}: {self.why}")
-        paths = {p for p in changes if self._relevant(p)}
-        if not paths or self.focus is None:
+        if any(p.name == course.MANIFEST for p in changes):
+            course.load_chapter.cache_clear()
+        if self.focus is None:
             return
         own = self.checkout.root / self.focus.path
-        if paths == {own} and digest(own) == self.ran_digest:
-            return  # saved unchanged, or still deleted
-        self.start(self.check(self.focus))
+        paths = {
+            p
+            for p in changes
+            if p == own  # the focus, its chapter.toml, a helper or conftest (not another koan)
+            or (p.name == course.MANIFEST and p.parent.name == self.focus.chapter.number)
+            or (p.suffix == ".py" and not p.name.startswith("test_"))
+        }
+        if not paths:
+            return
+        if (
+            paths != {own} or digest(own) != self.ran_digest
+        ):  # else saved unchanged, or still deleted
+            self.start(self.check(self.focus))
 
     def loop(self) -> int:
         watcher, keys = self.watcher, self.keys
@@ -445,11 +432,10 @@ class Session:
                 fds += self.run.fds()
                 waits.append(self.run.wait_s())
             ready, _, _ = select.select(fds, [], [], min(waits))
-            if self.run is not None:
-                outcome = self.run.poll()
-                if outcome is not None:
-                    self.run = None
-                    self._advance(outcome)
+            outcome = self.run.poll() if self.run is not None else None
+            if outcome is not None:
+                self.run = None
+                self._advance(outcome)
             self.changed(watcher.changes())
             if keys.fileno() is not None and keys.fileno() in ready:
                 for key in keys.read():
@@ -463,37 +449,29 @@ def starting_place(checkout: Course, koans: list[Koan], target: str) -> int | Ko
     """Where `watch TARGET` starts: the koan it names, else the index in `koans` of the first
     koan of the chapter (03) or koan file (test_x.py, 03/test_x.py, a path) it names."""
     if target.isdigit():
-        place = [i for i, k in enumerate(koans) if k.chapter.number == target.zfill(2)]
-    else:
-        named = Path(target).resolve() if Path(target).is_file() else None
-        parts = Path(target).parts
-        place = [
-            i
-            for i, k in enumerate(koans)
-            if (checkout.root / k.path).resolve() == named or k.path.parts[-len(parts) :] == parts
-        ]
-    if place:
-        return place[0]
-    found = find_koan(checkout, target)
-    return next((k for k in koans if found and k.nodeid == found.nodeid), None)
-
-
-def _refuse(message: str, code: int = 2) -> int:
-    print(message, file=sys.stderr)
-    return code
+        return next((i for i, k in enumerate(koans) if k.chapter.number == target.zfill(2)), None)
+    koan_file, koan = locate(checkout, target)
+    if koan is not None:
+        return next((k for k in koans if k.nodeid == koan.nodeid), None)
+    own = (i for i, k in enumerate(koans) if (checkout.root / k.path).resolve() == koan_file)
+    return next(own, None)
 
 
 def run(args) -> int:
+    def refuse(message: str, code: int = 2) -> int:
+        print(message, file=sys.stderr)
+        return code
+
     if os.name != "posix":
-        return _refuse(say("watch 需要 Linux、macOS 或 WSL", "watch needs Linux, macOS or WSL"), 1)
+        return refuse(say("watch 需要 Linux、macOS 或 WSL", "watch needs Linux, macOS or WSL"), 1)
     chapter = args.chapter.zfill(2) if args.chapter else None
     chapters = [c for c in args.checkout.chapters() if chapter in (None, c.number)]
     koans = course_order(inventory(args.checkout, chapters), args.checkout.recommended_path())
     if not koans:
-        return _refuse(say("没有 koan", "no koans") + (f" (chapter {chapter})" if chapter else ""))
+        return refuse(say("没有 koan", "no koans") + (f" (chapter {chapter})" if chapter else ""))
     start = starting_place(args.checkout, koans, args.koan) if args.koan else 0
     if start is None:
-        return _refuse(f"{say('找不到 koan', 'no such koan')}: {args.koan}")
+        return refuse(f"{say('找不到 koan', 'no such koan')}: {args.koan}")
     with contextlib.ExitStack() as stack:
         watcher = stack.enter_context(Watcher(args.checkout.koans, poll=args.poll))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jaxkoans-watch-")))

@@ -26,10 +26,10 @@ DEFAULT_KOAN_TIMEOUT_S = 60.0  # pytest-timeout's limit when pyproject.toml name
 def koan_timeout(root: Path) -> float:
     """pytest-timeout's limit of one koan: the course's own (`root`/pyproject.toml's `timeout`)."""
     try:
-        with open(Path(root) / "pyproject.toml", "rb") as config:
-            options = tomllib.load(config).get("tool", {}).get("pytest", {}).get("ini_options", {})
+        config = tomllib.loads((Path(root) / "pyproject.toml").read_text(encoding="utf-8"))
+        options = config.get("tool", {}).get("pytest", {}).get("ini_options", {})
         return float(options.get("timeout", DEFAULT_KOAN_TIMEOUT_S))
-    except (OSError, ValueError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError):  # TOMLDecodeError is a ValueError
         return DEFAULT_KOAN_TIMEOUT_S
 
 

@@ -14,6 +14,8 @@ from jaxkoans.course import fills, koan_model, unfill
 from jaxkoans.course import shipped as as_shipped
 from jaxkoans.learner.koan_runs import locate
 
+YES = ("y", "yes", "是")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -56,13 +58,6 @@ def reset_reached(shipped: str, current: str, koan: str) -> tuple[str, list[str]
     return text, places
 
 
-def confirm(question: str) -> bool:
-    if not sys.stdin.isatty():
-        print(question + " — 需要 --yes / needs --yes when not run in a terminal")
-        return False
-    return input(question + " [y/N] ").strip().lower() in ("y", "yes", "是")
-
-
 def run(args) -> int:
     checkout = args.checkout
     koan_file, koan = locate(checkout, args.target)
@@ -98,9 +93,12 @@ def run(args) -> int:
     backup = checkout.state / "backups" / f"{relative}.{time.strftime('%Y%m%d-%H%M%S')}.bak"
     kept = backup.relative_to(checkout.root).as_posix()
     question = f"重置 / reset {what} to {ref}? 你的版本将保存为 / yours would be saved as {kept}"
-    if not args.yes and not confirm(question):
-        print("没有改动 / nothing changed")
-        return 1
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(question + " — 需要 --yes / needs --yes when not run in a terminal")
+        if not sys.stdin.isatty() or input(question + " [y/N] ").strip().lower() not in YES:
+            print("没有改动 / nothing changed")
+            return 1
     try:
         backup.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(koan_file, backup)

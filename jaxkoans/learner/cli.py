@@ -32,10 +32,9 @@ def main(
 ) -> int:
     """Run the command `argv` names on `checkout` (default: $JAXKOANS_ROOT, else this one)."""
     argv = sys.argv[1:] if argv is None else argv
+    formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="progress.py",
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "progress.py", description=description, formatter_class=formatter
     )
     status.add_arguments(parser)
     lang = {"choices": ("zh", "en"), "help": "one language (default: both; hints: yours)"}

@@ -74,14 +74,8 @@ class Run:
 
     _count = 0
 
-    def __init__(
-        self,
-        checkout: course.Course,
-        nodeids: list[str],
-        scratch: Path,
-        timeout_s: float,
-        extra: tuple[str, ...] = (),
-    ) -> None:
+    def __init__(self, checkout: course.Course, nodeids: list[str], scratch: Path,
+                 timeout_s: float, extra: tuple[str, ...] = ()) -> None:  # fmt: skip
         Run._count += 1
         self.timeout_s = timeout_s
         self.files = [scratch / f"run-{Run._count}.{n}" for n in ("jsonl", "reports", "out")]
@@ -116,18 +110,12 @@ class Run:
         timed_out = code is None and time.monotonic() >= self.started + self.timeout_s
         if code is None and not timed_out:
             return None
-        seconds = time.monotonic() - self.started
-        record, reports, out = self.files
-        events, failed = (results.read(p) if p.exists() else [] for p in (record, reports))
-        output = out.read_bytes()[-runner.OUTPUT_CHARS :].decode("utf-8", errors="replace")
+        seconds, code = time.monotonic() - self.started, None if timed_out else code
+        events, failed = (results.read(p) if p.exists() else [] for p in self.files[:2])
+        output = self.files[2].read_bytes()[-runner.OUTPUT_CHARS :].decode("utf-8", "replace")
         self.stop()
-        code = None if timed_out else code
-        return RunResult(
-            events, failed, output,
-            exit_code=code if code is not None and code >= 0 else None,
-            signal=-code if code is not None and code < 0 else None,
-            timed_out=timed_out, seconds=seconds,
-        )  # fmt: skip
+        exit_code, died = (code, None) if code is None or code >= 0 else (None, -code)
+        return RunResult(events, failed, output, exit_code, died, timed_out, seconds)
 
     def stop(self) -> None:
         """End the run (its whole group) and forget its files."""

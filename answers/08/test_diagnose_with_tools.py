@@ -2,14 +2,15 @@
 
 前面的文件让你预测 `jax.explain_cache_misses` 和 `jax.live_arrays()` 会报出什么；这里由你写
 用它们诊断的代码。两个函数都是通用的：交给它们任何一个程序，它们说出是哪个参数在让 jit 重新编译，
-以及循环留下了哪些设备数组。测试用别的办法（逐个参数地数编译次数、查看程序自己的缓存）算出
-正确答案来核对。
+以及循环留下了哪些设备数组。测试用别的办法（逐个参数地数 jit 又追踪了几次、查看程序自己的
+缓存）算出正确答案来核对。
 
 The files before this one ask you to predict what `jax.explain_cache_misses` and
 `jax.live_arrays()` report; here you write the code that diagnoses with them. Both functions
 are generic: hand them any program and they say which argument makes jit recompile and which
 device arrays a loop leaves behind. The tests check them against answers found another way
-(counting compilations one argument at a time, looking into the program's own cache).
+(counting how often jit traces again, one argument at a time; looking into the program's own
+cache).
 """
 
 import re
@@ -21,19 +22,22 @@ import numpy as np
 import pytest
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import counting_compiles, recording_jax_logs
+from jaxkoans.api.probes import recording_jax_logs
 
 
 def recompiling_arguments(fn, calls):
     """用 jax.explain_cache_misses 找出让 jit 重新编译的参数：把 jax.jit(fn) 依次用 calls 里的
     每个参数元组（按位置）调用，收集 "jax" 日志器写出的 "TRACING CACHE MISS" 消息（可以用
     jaxkoans.api.probes.recording_jax_logs），返回这些消息点名的参数名（每行 "* at 参数名, now …"），
-    去重后排序。第一次调用的未命中（"never seen function"）不点名任何参数。大约 6 行。
+    去重后排序。第一次调用的未命中（"never seen function"）不点名任何参数。fn 可能之前就跑过
+    （追踪缓存跟着函数走，jax.jit 的每个包装共用它）：缓存里已有的调用不算未命中。大约 6 行。
     With jax.explain_cache_misses, find the arguments that make jit recompile: call jax.jit(fn)
     with each argument tuple of calls in turn (positionally), collect the "TRACING CACHE MISS"
     messages of the "jax" logger (jaxkoans.api.probes.recording_jax_logs does that) and return the
     argument names they blame (each line "* at NAME, now ..."), without repeats, sorted. The
-    first call's miss ("never seen function") blames no argument. About 6 lines.
+    first call's miss ("never seen function") blames no argument. fn may have run before (the
+    tracing cache goes with the function, shared by every jax.jit of it): a call the cache
+    already holds is no miss. About 6 lines.
     """
     step = jax.jit(fn)
     with recording_jax_logs() as messages, jax.explain_cache_misses(True):
@@ -43,75 +47,118 @@ def recompiling_arguments(fn, calls):
     return sorted({name for m in misses for name in re.findall(r"\* at (.+?), now", m)})
 
 
-def step(w, x, lr, mask):
-    """一步被遮罩的梯度下降；四个参数都是数组或标量。One masked gradient step on four inputs."""
-    grad = jax.grad(lambda w: jnp.mean((x @ w) ** 2 * mask))(w)
-    return w - lr * grad
+def make_step():
+    """一步被遮罩的梯度下降，每次调用都是一个新的函数对象：jit 的追踪缓存按函数对象保存（同一个
+    函数的所有 jax.jit 包装共用它），所以每个测试都从空缓存开始。
+    One masked gradient step, a new function object on every call: jit's tracing cache is kept
+    per function object (shared by every jax.jit wrapper of that function), so each test starts
+    from an empty one.
+    """
+
+    def step(w, x, lr, mask):
+        grad = jax.grad(lambda w: jnp.mean((x @ w) ** 2 * mask))(w)
+        return w - lr * grad
+
+    return step
 
 
 ARGUMENTS = ["w", "x", "lr", "mask"]
 
 
 def calls_where(culprit):
-    """五次调用：x 和 lr 的值每次都变，x 还在 NumPy 数组和 jax.Array 之间来回换（Python 类型
-    变了，形状和 dtype 没变）；culprit 指定哪一个参数每隔一次还变一次 JAX 看到的类型。
-    Five calls: x and lr change value every time, and x also switches between a NumPy array and
-    a jax.Array (another Python type, the same shape and dtype); culprit names the argument
-    whose type as JAX sees it also changes every other call.
+    """(warm_up, calls)：lr 和 mask 在 JAX 看来各有两种类型（弱类型的 Python float 与
+    np.float32，float32 与 bool）。calls 是五次调用：x 和 lr 的值每次都变，x 还在 NumPy 数组和
+    jax.Array 之间来回换（Python 类型变了，形状和 dtype 没变），lr 和 mask 每隔一次一起换类型。
+    warm_up 是之前跑过的两次调用（比如一遍预热）：culprit 之外的那个参数的两种类型都在里面，
+    culprit 只有第一种。
+    (warm_up, calls): lr and mask each come in two types as JAX sees them (a weakly typed
+    Python float or np.float32, float32 or bool). calls are five calls: x and lr change value
+    every time, x also switches between a NumPy array and a jax.Array (another Python type, the
+    same shape and dtype), and lr and mask switch types together every other call. warm_up are
+    two calls run before (a warm-up pass, say): they hold both types of the argument that is not
+    culprit, and only the first type of culprit.
     """
     rng = np.random.default_rng(0)
-    calls = []
-    for i in range(5):
+
+    def call(i, kinds):
         x = rng.normal(size=(4, 3)).astype(np.float32)
         if i % 2:
             x = jnp.asarray(x)  # same shape and dtype / 形状和 dtype 相同
         lr = 0.1 / (1 + i)
-        mask = np.array([1, 1, 0, 1], np.float32)
-        if i % 2 and culprit == "lr":
+        if kinds["lr"]:
             lr = np.float32(lr)  # same value and dtype, strongly typed / 值和 dtype 相同，强类型
-        if i % 2 and culprit == "mask":
+        mask = np.array([1, 1, 0, 1], np.float32)
+        if kinds["mask"]:
             mask = mask.astype(bool)  # same values, another dtype / 值相同，dtype 不同
-        calls.append((np.zeros(3, np.float32), x, lr, mask))
-    return calls
+        return (np.zeros(3, np.float32), x, lr, mask)
+
+    other = {"lr": "mask", "mask": "lr"}[culprit]
+    warm_up = [call(5 + i, {other: i, culprit: 0}) for i in range(2)]
+    calls = [call(i, {other: i % 2, culprit: i % 2}) for i in range(5)]
+    return warm_up, calls
 
 
-def compiles_when_only(name, calls):
-    """只让 name 这一个参数按 calls 变化、其余参数固定为第一次调用的值时，jit 编译几次。
-    How many times jit compiles when only the argument name varies along calls and the others
-    keep their first values.
+def retraces_when_only(name, step, warm_up, calls):
+    """一个新函数（调用 step）的 jit 先追踪 warm_up 和 calls[0]，然后只让 name 这一个参数按
+    calls 变化、其余参数固定为第一次调用的值时，它又追踪（也就是又编译）几次。只追踪不编译：
+    数函数体运行了几次。
+    A jit of a new function (calling step) first traces warm_up and calls[0]; how many more
+    times it traces (and so compiles) when only the argument name then varies along calls and
+    the others keep their first values. It traces without compiling and counts how often the
+    function's body runs.
     """
-    f = jax.jit(lambda *args: step(*args))
-    with counting_compiles() as compiled:
-        for args in calls:
-            f(
-                *(
-                    a if n == name else first
-                    for n, a, first in zip(ARGUMENTS, args, calls[0], strict=True)
-                )
+    traced = []
+
+    def f(*args):
+        traced.append(args)
+        return step(*args)
+
+    jitted = jax.jit(f)
+    for args in [*warm_up, calls[0]]:
+        jitted.trace(*args)
+    traced.clear()
+    for args in calls:
+        jitted.trace(
+            *(
+                a if n == name else first
+                for n, a, first in zip(ARGUMENTS, args, calls[0], strict=True)
             )
-    return len(compiled)
+        )
+    return len(traced)
 
 
 @pytest.mark.parametrize("culprit", ["lr", "mask"])
 def test_explain_cache_misses_names_the_argument_that_recompiles(culprit):
     """写 recompiling_arguments：“训练越来越慢”的常见原因是每隔一步就重新编译一次。
     猜是哪个参数不如让 explain_cache_misses 点名：值每次都变的参数不会触发编译，变的是类型
-    （弱类型的 Python float 与 np.float32，float32 与 bool）的参数才会。
+    （弱类型的 Python float 与 np.float32，float32 与 bool）的参数才会——但只在缓存里还没有
+    这种类型时。缓存跟着函数走：同一个函数先前（比如预热时）见过的类型不再编译，哪怕它和上一次
+    调用的类型不同；从没跑过的函数则每种新类型都要编译。
     Write recompiling_arguments: "training keeps getting slower" often means a recompilation
     every other step. Rather than guess which argument, let explain_cache_misses name it: an
     argument whose value changes every call does not compile again; one whose type (a weakly
-    typed Python float against np.float32, float32 against bool) changes does.
+    typed Python float against np.float32, float32 against bool) changes does, but only when
+    the cache does not hold that type yet. The cache goes with the function: a type the same
+    function saw before (in a warm-up, say) compiles no more, even where it differs from the
+    call before; a function never run compiles each new type.
     """
-    calls = calls_where(culprit)
+    step = make_step()
+    warm_up, calls = calls_where(culprit)
+    warm = jax.jit(step)  # the warm-up pass, another jit of the same function / 预热
+    for args in warm_up:
+        warm(*args)
     # The known answer, from the function's behaviour / 由函数的行为算出的正确答案
-    expected = [n for n in sorted(ARGUMENTS) if compiles_when_only(n, calls) > 1]
+    expected = [n for n in sorted(ARGUMENTS) if retraces_when_only(n, step, warm_up, calls)]
     assert expected == [culprit]
     assert recompiling_arguments(step, calls) == expected
 
-    def renamed(params, batch, rate, keep):  # any program: its own argument names
+    def renamed(params, batch, rate, keep):  # never run: its cache is empty / 从没跑过
         return step(params, batch, rate, keep)
 
-    assert recompiling_arguments(renamed, calls) == [{"lr": "rate", "mask": "keep"}[culprit]]
+    names = {"w": "params", "x": "batch", "lr": "rate", "mask": "keep"}
+    cold = [n for n in ARGUMENTS if retraces_when_only(n, renamed, [], calls)]
+    assert sorted(cold) == ["lr", "mask"]
+    assert recompiling_arguments(renamed, calls) == sorted(names[n] for n in cold)
 
 
 def leaked_shapes(run):

@@ -7,6 +7,8 @@ A deployment stores two things apart: the parameters (a pytree) go to Orbax, the
 what you get back.
 """
 
+import shutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,15 +69,16 @@ def pure(module):
 
 
 def restore_backbone(path, model):
-    """path 处是 StandardCheckpointer 存下的 nnx.to_pure_dict(nnx.state(旧模型))，旧模型的输出头
-    类别数和 model 的不同。把检查点里的 "backbone" 原地恢复进 model，model 的输出头保持初始化
-    时的样子。做法：从 model 的状态做一棵只有 "backbone" 的抽象目标树，用
+    """path 处是 Orbax 存下的 nnx.to_pure_dict(nnx.state(旧模型))，旧模型的输出头类别数和 model
+    的不同；旧输出头的文件可能根本不在。把检查点里的 "backbone" 原地恢复进 model，model 的输出头
+    保持初始化时的样子。做法：从 model 的状态做一棵只有 "backbone" 的抽象目标树，用
     ocp.PyTreeCheckpointer 和一个只恢复一部分的 ocp.args.PyTreeRestore（上一个 koan 的写法）恢复
     （restore_args 由 ocp.checkpoint_utils.construct_restore_args(目标) 给出），再用
     nnx.replace_by_pure_dict 和 nnx.update 写回 model。不返回值。大约 12 行。
 
-    At path is nnx.to_pure_dict(nnx.state(an old model)) saved by StandardCheckpointer; the old
-    model's head has another number of classes than model's. Restore the checkpoint's
+    At path is nnx.to_pure_dict(nnx.state(an old model)) saved by Orbax; the old model's head
+    has another number of classes than model's, and its files may not be there at all. Restore
+    the checkpoint's
     "backbone" into model in place and keep model's head as initialised. The way: build an
     abstract target holding only "backbone" from model's state, restore it with
     ocp.PyTreeCheckpointer and a partial ocp.args.PyTreeRestore (as in the koan before; the
@@ -217,11 +220,17 @@ def test_padding_and_partial_restore_are_opt_in(tmp_path):
 def test_fine_tuning_restores_the_backbone_only(tmp_path):
     """写 restore_backbone：在新任务上微调时，要保留预训练的主干，输出头换成新的，形状也不同。
     按整个模型恢复，默认会被拒绝；strict=False 不报错，却把旧的输出头截断或补齐后塞进新的输出头，
-    悄悄地错了。只恢复主干，新的输出头保持初始化的值。
+    悄悄地错了。只恢复主干，新的输出头保持初始化的值。部分恢复只读目标里有的数组：不用 OCDBT
+    存时每个数组一个目录，删掉旧输出头的目录（比如只拷来了主干），只恢复主干照样成功，而读整个
+    检查点会因找不到文件而失败。
     Write restore_backbone: fine-tuning on a new task keeps the pretrained backbone and starts
     a new head of another shape. Restoring the whole model is refused by default; strict=False
     raises nothing but fits the old head into the new one, truncated or padded: silently
-    wrong. Restore only the backbone and keep the new head as initialised.
+    wrong. Restore only the backbone and keep the new head as initialised. A partial restore
+    reads only the arrays its target names: saved without OCDBT, each array has a directory of
+    its own; with the old head's directories deleted (only the backbone was copied, say),
+    restoring the backbone alone still works, where reading the whole checkpoint fails for the
+    files it cannot find.
     """
     pretrained = Classifier(2, nnx.Rngs(0))
     save(tmp_path / "pretrained", nnx.to_pure_dict(nnx.state(pretrained)))
@@ -242,3 +251,18 @@ def test_fine_tuning_restores_the_backbone_only(tmp_path):
     x = np.random.default_rng(3).normal(size=(4, 3)).astype(np.float32)
     np.testing.assert_allclose(model.backbone(x), pretrained.backbone(x), rtol=1e-6)
     assert model(x).shape == (4, 5)
+
+    apart = ocp.PyTreeCheckpointer(use_ocdbt=False)  # one directory per array / 每个数组一个目录
+    try:
+        apart.save(tmp_path / "backbone_only", nnx.to_pure_dict(nnx.state(pretrained)))
+    finally:
+        apart.close()
+    heads = sorted((tmp_path / "backbone_only").glob("head.*"))
+    assert [d.name for d in heads] == ["head.bias", "head.kernel"]
+    for directory in heads:
+        shutil.rmtree(directory)  # the old head's files are gone / 旧输出头的文件没了
+    other = Classifier(3, nnx.Rngs(2))
+    other_head = pure(other.head)
+    restore_backbone(tmp_path / "backbone_only", other)
+    jax.tree.map(np.testing.assert_array_equal, pure(other.backbone), pure(pretrained.backbone))
+    jax.tree.map(np.testing.assert_array_equal, pure(other.head), other_head)

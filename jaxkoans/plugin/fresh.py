@@ -327,12 +327,32 @@ def run(
     """The fingerprint of `function` on the moved inputs (grown along `length`, when given)."""
     import jax
 
+    args, kwargs = with_defaults(function, args, kwargs)
     new_args, new_kwargs = (
         grown(args, kwargs, length, seed, ints)
         if length
         else moved(args, kwargs, seed, scale, ints)
     )
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)
+
+
+def with_defaults(function, args, kwargs):
+    """The call with each number the caller left to a default passed explicitly, so the fresh
+    case moves it as well: a count written in where the default stands meets another."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function)
+        given = signature.bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):  # no signature to read (a builtin), or not this call's
+        return args, kwargs
+    left = {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name not in given and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and type(p.default) in (int, float)  # not a bool: a flag is no count
+    }  # fmt: skip
+    return args, {**kwargs, **left}
 
 
 def scaled(function, args, kwargs, seed: int) -> list[list[float]]:

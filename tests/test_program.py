@@ -361,6 +361,18 @@ def test_a_loop_body_counts_times_its_trip_count():
     assert costs.serial_steps == 3 + 3 * 5 and costs.flops == {"outside": 3 * 5 * 4}
 
 
+def test_bytes_handed_to_host_callbacks_count_every_run():
+    def norm_sent(g):  # the norm reaches the host: one float each of 3 steps
+        step = lambda c, _: (jax.debug.callback(print, jnp.linalg.norm(c)) or c, None)  # noqa: E731
+        return lax.scan(step, g, None, length=3)[0]
+
+    def all_sent(g):  # the whole array does
+        return jax.pure_callback(np.linalg.norm, jax.ShapeDtypeStruct((), g.dtype), g)
+
+    assert program.of(norm_sent, jnp.ones(100)).costs().host_bytes == 3 * 4
+    assert program.of(all_sent, jnp.ones(100)).costs().host_bytes == 100 * 4
+
+
 def test_a_while_whose_trip_count_the_data_decides_is_flagged():
     def doubling(x):
         return lax.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0, x)

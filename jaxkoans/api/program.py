@@ -71,6 +71,7 @@ COLLECTIVE_KINDS = {  # primitive -> (kind, bytes moved per device per byte of p
     "ragged_all_to_all": ("all-to-all", 1), "ppermute": ("collective-permute", 1),
 }  # fmt: skip
 OPAQUE = ("pure_callback", "io_callback", "ffi_call", "custom_call", "debug_callback")
+_HOST = ("pure_callback", "io_callback", "debug_callback")  # their operands go to the host
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class Costs:
     equations: int = 0  # the program's size: live equations at every depth (a Python-unrolled
     # loop repeats its body; compile time grows with it)
     collective_calls: int = 0  # collectives run, each a latency whatever its payload
+    host_bytes: int = 0  # bytes handed to host callbacks (pure, io, debug), every run
 
     def as_dict(self) -> dict:
         return {**dataclasses.asdict(self), "grids": [list(g) for g in self.grids]}
@@ -167,6 +169,7 @@ class Program:
             grids=tuple(tuple(e.params["grid_mapping"].grid) for e in kernels),
             equations=len(live),
             collective_calls=sum(e.times for e in live if e.primitive in COLLECTIVE_KINDS),
+            host_bytes=sum(e.times * e.params["_in_bytes"] for e in live if e.primitive in _HOST),
         )
 
 

@@ -29,6 +29,7 @@ BOUNDS = {
     "largest_intermediate": (4.0, 1024),
     "equations": (2.0, 32),  # a loop unrolled in Python beside a one-step scan
     "collective_calls": (1.5, 1),  # a collective per feature where one carries them all
+    "host_bytes": (2.0, 64),  # the whole array sent to a callback to reduce it on the host
 }
 WORDS = {
     "flops": ("浮点运算", "flops"),
@@ -42,6 +43,7 @@ WORDS = {
     "largest_intermediate": ("最大的中间数组（字节）", "bytes of the largest intermediate"),
     "equations": ("程序的大小（方程数）", "the program's size (equations)"),
     "collective_calls": ("集合通信的次数", "collectives run"),
+    "host_bytes": ("交给主机回调的字节数", "bytes handed to host callbacks"),
 }
 
 
@@ -96,6 +98,7 @@ def figures(profile: dict) -> dict[str, int]:
         "largest_intermediate": profile["largest_intermediate"],
         "equations": profile.get("equations"),  # None in a profile written before it was kept
         "collective_calls": profile.get("collective_calls"),
+        "host_bytes": profile.get("host_bytes"),
     }
 
 

@@ -237,6 +237,10 @@ def test_in_loop_tells_work_done_each_step_from_work_done_once():
         ),
         ("import glob\nreturn glob.glob('koans/*/test_*.py')", "file"),
         ("try:\n    fn()\nexcept Exception as e:\n    return e.__traceback__", "frames"),
+        # a wait on the clock where the work is waited on
+        ("import time\nfn(x)\ntime.sleep(3)\nreturn x", "time.sleep"),
+        ("from time import sleep as pause\nfn(x)\npause(3)\nreturn x", "time.sleep"),
+        ("import asyncio\nasyncio.run(asyncio.sleep(3))\nreturn fn(x)", "asyncio.sleep"),
     ],
 )
 def test_a_read_spelled_another_way_is_refused_too(body, category):

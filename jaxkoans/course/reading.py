@@ -18,11 +18,11 @@ from jaxkoans.course import koan_model, predictions
 from jaxkoans.course.koan_model import MODULE, imports_in
 
 MESSAGE = (
-    "这段代码读取的是测试本身（闭包、帧、全局变量、本文件的源码）或者关掉了本课要教的检查，\n"
-    "而不是解决问题：请用本课的技术来计算结果。\n"
-    "This code reads the test itself (closures, frames, globals, the koan's own file) or switches\n"
-    "off the check the lesson is about, instead of solving the problem: compute the result with\n"
-    "the lesson's technique."
+    "这段代码读取的是测试本身（闭包、帧、全局变量、本文件的源码）、关掉了本课要教的检查，\n"
+    "或者在等时钟而不是等计算完成，而不是解决问题：请用本课的技术来计算结果。\n"
+    "This code reads the test itself (closures, frames, globals, the koan's own file), switches\n"
+    "off the check the lesson is about or waits on the clock instead of on the work, instead of\n"
+    "solving the problem: compute the result with the lesson's technique."
 )
 
 # Attributes through which a value of the test is read instead of computed: category. The one
@@ -73,6 +73,9 @@ GUARDS = (
     # watchdog's limits through signals and threads
     "sys.monitoring", "threading.settrace", "threading.setprofile", "signal.signal",
     "signal.alarm", "signal.setitimer", "signal.pthread_sigmask",
+    # a wait on the clock where the lesson waits on the work (block_until_ready, an async
+    # save's wait_until_finished): long enough here, too short on a slower machine
+    "time.sleep", "asyncio.sleep",
 )  # fmt: skip
 NAMES = {"__file__": "file", "__spec__": "file", "__loader__": "file"}
 # The last part of a dotted name that switches a guard wherever it is imported from

@@ -132,11 +132,8 @@ def bench_case(case: Case, directory: Path, args, blocks: dict) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("chapter", choices=["07"], help="the chapter whose kernels to bench")
-    add(
-        "--cpu-interpret",
-        action="store_true",
-        help="small sizes in the interpreter on the CPU (tries the code path; times mean nothing)",
-    )
+    add("--cpu-interpret", action="store_true",
+        help="small sizes in the interpreter on the CPU (tries the code path; times mean nothing)")  # fmt: skip
     add("--answers", action="store_true", help="bench the answer key, not your koans")
     add("--repeats", type=int, default=None, help="timed calls per kernel (median)")
     add("--only", action="append", default=[], metavar="KERNEL", help="only this kernel")
@@ -174,12 +171,8 @@ def run(args) -> int:
     where = "CPU, interpret=True" if args.cpu_interpret else tpu.describe(jax.devices()[0])
     print(f"bench 07 ({mine}): {where}; jax {jax.__version__}; median of {args.repeats}, "
           "warm-up excluded" + "".join(f"; {n}" for n in notes), flush=True)  # fmt: skip
-    rows = [
-        bench_case(c, directory, args, blocks)
-        for c in CASES
-        if c.kernel in (args.only or [c.kernel])
-    ]
     columns = ("kernel", "dtype", "shape", "compiles", "error", "kernel ms", "XLA ms")
+    rows = [bench_case(c, directory, args, blocks) for c in CASES if c.kernel in (args.only or [c.kernel])]  # fmt: skip
     print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")

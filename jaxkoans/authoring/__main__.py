@@ -25,16 +25,11 @@ def stamp(checkout: course.Course, chapters: list[course.Chapter], args) -> int:
     if unknown:
         print(f"no such gate: {', '.join(sorted(unknown))} (gates: {', '.join(gates.GATES)})")
         return 2
-    static = [
-        gates.Failure(chapter.number, "check", problem)
-        for chapter in chapters
-        for problem in check.check(checkout, [chapter], whole=False, records=False)
-    ]
+    static = [gates.Failure(chapter.number, "check", problem) for chapter in chapters
+              for problem in check.check(checkout, [chapter], whole=False, records=False)]  # fmt: skip
     failures = gates.stamp(checkout, chapters, args.full, args.workers, chosen, static)
     if failures:
-        print("\n未通过 / failed:", file=sys.stderr)
-        for failure in failures:
-            print(f"❌ {failure}", file=sys.stderr)
+        print("\n未通过 / failed:" + "".join(f"\n❌ {failure}" for failure in failures), file=sys.stderr)
         return 1
     print(f"✅ {len(chapters)} chapter(s): every gate passed")
     return 0
@@ -45,21 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     one = commands.add_parser("check", help="the static authoring gate (no JAX, seconds)")
     one.add_argument("--chapter", action="append", default=[], metavar="NN")
-    gate = commands.add_parser(
-        "stamp",
-        help="run every gate of the stale chapters (or of --chapter NN), write the manifest "
-        "and tests/gate_record.toml, print what failed",
-    )
+    gate = commands.add_parser("stamp", help="run every gate of the stale chapters (or of --chapter NN), "
+                               "write the manifest and tests/gate_record.toml, print what failed")
     gate.add_argument("--chapter", action="append", default=[], metavar="NN")
-    gate.add_argument(
-        "--full", action="store_true", help="every gate on every file, not only what is stale"
-    )
-    gate.add_argument(
-        "--gates",
-        metavar="G,G",
-        help="with --full: run only these gates on every file (mutation, fakes, shortcuts)",
-    )
-    gate.add_argument("-n", "--workers", type=int, default=2)
+    gate.add_argument("--full", action="store_true", help="every gate on every file, not only what is stale")
+    gate.add_argument("--gates", metavar="G,G",
+                      help="with --full: run only these gates on every file (mutation, fakes, shortcuts)")
+    gate.add_argument("-n", "--workers", type=int, default=2)  # fmt: skip
     args = parser.parse_args(argv)
     checkout = course.Course.here()
     chapters = checkout.chosen(args.chapter)
@@ -72,13 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     problems = check.check(checkout, chapters, whole=not args.chapter)
     files = sum(len(list((checkout.koans / c.number).glob("test_*.py"))) for c in chapters)
-    for problem in problems:
-        print(f"❌ {problem}")
+    print("".join(f"❌ {problem}\n" for problem in problems), end="")
     seconds = time.monotonic() - started
     if problems:
-        print(
-            f"\n{len(problems)} problem(s) in {len(chapters)} chapter(s), {files} files ({seconds:.1f} s)"
-        )
+        print(f"\n{len(problems)} problem(s) in {len(chapters)} chapter(s), {files} files ({seconds:.1f} s)")
         return 1
     print(f"✅ {len(chapters)} chapter(s), {files} koan files: no problem ({seconds:.1f} s)")
     return 0

@@ -38,14 +38,8 @@ def families(
     `reference` (label, body)."""
     ref_label, ref_body = reference
     args = arguments(fn)
-    prelude = "\n".join(
-        [
-            "import jax as _jax",
-            "import numpy as _np",
-            _define("_technique", fn, answer_body),
-            _define("_reference", fn, ref_body),
-        ]
-    )
+    prelude = "\n".join(["import jax as _jax", "import numpy as _np",
+                          _define("_technique", fn, answer_body), _define("_reference", fn, ref_body)])  # fmt: skip
     positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     keywords = [a.arg for a in fn.args.kwonlyargs]
     values = ", ".join(positional + keywords)
@@ -62,24 +56,16 @@ def families(
     )
     bodies = {
         "dead": f"_ = _technique({args})\nreturn _reference({args})",
-        "zero": (
-            f"return _jax.tree.map(lambda r, t: r + 0 * t, _reference({args}), _technique({args}))"
-        ),
+        "zero": f"return _jax.tree.map(lambda r, t: r + 0 * t, _reference({args}), _technique({args}))",
         "callback": (
             flat
             + f"_shape = _jax.eval_shape(lambda: _reference({args}))\n"
             + "return _jax.pure_callback(_host, _shape, *[_flat[i] for i in _arrays], vmap_method='sequential')"
         ),
         "nested_jit": f"return _jax.jit(lambda: _reference({args}))()",
-        "idle_loop": (
-            f"return _jax.lax.while_loop(lambda c: False, lambda c: c, _reference({args}))"
-        ),
-        "reads_closure": (
-            f"_ = [getattr(v, '__closure__', None) for v in ({values},)]\nreturn _reference({args})"
-        ),
-        "reads_frame": (
-            f"import sys as _sys\n_ = _sys._getframe(1).f_locals\nreturn _reference({args})"
-        ),
+        "idle_loop": f"return _jax.lax.while_loop(lambda c: False, lambda c: c, _reference({args}))",
+        "reads_closure": f"_ = [getattr(v, '__closure__', None) for v in ({values},)]\nreturn _reference({args})",
+        "reads_frame": f"import sys as _sys\n_ = _sys._getframe(1).f_locals\nreturn _reference({args})",
         "guard_off": f"with _jax.transfer_guard('allow'):\n    return _reference({args})",
         "selected_away": (
             "def _pick(r, t):\n"

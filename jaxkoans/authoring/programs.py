@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from jaxkoans import course
+from jaxkoans.learner import runner
 from jaxkoans.plugin import costs
 from jaxkoans.plugin.contracts import PROGRAMS_ENV
 
@@ -33,16 +33,12 @@ TECHNIQUES = (
 
 
 def collect(checkout: course.Course, paths: list[str]) -> list[dict]:
-    """Run `paths` (answer files or directories of `checkout`) with every TODO recorded; the
-    log's entries."""
+    """Run `paths` (answer files or directories) with every TODO recorded: the log's entries."""
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "programs.jsonl"
-        env = {**os.environ, PROGRAMS_ENV: str(log)}
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]
-        subprocess.run(command, env=env, cwd=checkout.root, check=False, timeout=3600)
-        if not log.is_file():
-            return []
-        return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+        runner.run_in_group(command, 3600, cwd=checkout.root, env={**os.environ, PROGRAMS_ENV: str(log)})
+        return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.is_file() else []
 
 
 def summary(entries: list[dict]) -> dict[str, dict]:
@@ -50,9 +46,7 @@ def summary(entries: list[dict]) -> dict[str, dict]:
     found: dict[str, dict] = {}
     for entry in entries:
         todo = f"{entry['koan'].split('::')[0].rsplit('/', 1)[-1]}::{entry['todo']}"
-        item = found.setdefault(
-            todo, {"live": set(), "every": set(), "largest": 0, "errors": [], "koans": set()}
-        )
+        item = found.setdefault(todo, {"live": set(), "every": set(), "largest": 0, "errors": [], "koans": set()})
         item["koans"].add(entry["koan"].split("::", 1)[1])
         if "error" in entry:
             item["errors"].append(entry["error"])
@@ -68,11 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", help="answer files (default: the chapters' answers)")
     parser.add_argument("--chapter", action="append", default=[])
     parser.add_argument("--toml", action="store_true", help="print a [contracts] table to edit")
-    parser.add_argument(
-        "--costs",
-        action="store_true",
-        help="write each chapter's koans/NN/costs.json (the answers' cost profiles)",
-    )
+    parser.add_argument("--costs", action="store_true", help="write each chapter's koans/NN/costs.json (the answers' cost profiles)")
     args = parser.parse_args(argv)
     paths = args.paths + [f"answers/{n}" for n in args.chapter]
     if not paths:
@@ -91,16 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             if item["errors"] and not item["live"]:
                 print(f'traced = false\nwhy = "{item["errors"][0][:80]}"\n')
                 continue
-            print(f"on_path = {json.dumps(on_path)}")
-            print('absent = ["pure_callback", "io_callback"]')
-            print(f'why = ""  # largest live intermediate: {item["largest"]}\n')
+            print(f'on_path = {json.dumps(on_path)}\nabsent = ["pure_callback", "io_callback"]\n'
+                  f'why = ""  # largest live intermediate: {item["largest"]}\n')  # fmt: skip
             continue
-        print(f"{todo}  ({len(item['koans'])} koans)")
-        print(f"  live: {' '.join(sorted(item['live']))}")
-        print(f"  dead only: {' '.join(dead) or '-'}")
-        print(f"  largest live intermediate: {item['largest']}")
-        for error in dict.fromkeys(item["errors"]):
-            print(f"  not traced: {error}")
+        print(f"{todo}  ({len(item['koans'])} koans)\n  live: {' '.join(sorted(item['live']))}\n"
+              f"  dead only: {' '.join(dead) or '-'}\n  largest live intermediate: {item['largest']}")  # fmt: skip
+        print("".join(f"  not traced: {error}\n" for error in dict.fromkeys(item["errors"])), end="")
     return 0
 
 

@@ -60,27 +60,27 @@ class KoanFile:
     @cached_property
     def blanks(self) -> tuple[tuple[int, int], ...]:
         """(1-based line, column) of each `__`."""
-        if self.tree is None:
-            return ()
-        found = (n for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id == "__")
+        found = (n for n in self._nodes if isinstance(n, ast.Name) and n.id == "__")
         return tuple(sorted((n.lineno, n.col_offset) for n in found))
 
     @cached_property
     def todos(self) -> tuple[TodoFunction, ...]:
-        if self.tree is None:
-            return ()
-        found = (
-            TodoFunction(node.name, node.lineno, calls[0], body_span(node))
-            for node in ast.walk(self.tree)
-            if isinstance(node, FUNCTIONS) and (calls := todo_calls(node))
-        )
+        found = (TodoFunction(node.name, node.lineno, calls[0], body_span(node)) for node in self._nodes
+                 if isinstance(node, FUNCTIONS) and (calls := todo_calls(node)))  # fmt: skip
         return tuple(sorted(found, key=lambda todo: todo.line))
+
+    @property
+    def _nodes(self):
+        return ast.walk(self.tree) if self.tree is not None else ()
+
+    @property
+    def _body(self) -> list[ast.stmt]:
+        return self.tree.body if self.tree is not None else []
 
     @cached_property
     def top_level(self) -> dict[str, ast.AST]:
         """Each top-level function or class -> its node."""
-        body = self.tree.body if self.tree is not None else []
-        return {n.name: n for n in body if isinstance(n, (*FUNCTIONS, ast.ClassDef))}
+        return {n.name: n for n in self._body if isinstance(n, (*FUNCTIONS, ast.ClassDef))}
 
     @cached_property
     def definitions(self) -> dict[str, tuple[int, int]]:
@@ -91,9 +91,8 @@ class KoanFile:
     def _tables(self) -> dict[str, ast.AST]:
         """Top-level names bound by an assignment (a table of the file's functions, say): a koan
         that reads one reaches what its value names."""
-        body = self.tree.body if self.tree is not None else []
         found = {}
-        for node in body:
+        for node in self._body:
             if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
@@ -107,16 +106,13 @@ class KoanFile:
 
     @cached_property
     def fixture_uses(self) -> dict[str, tuple[str, ...]]:
-        """`uses`, and the fixtures pytest runs for it: one taken as an argument, one a string
-        names (`usefixtures("…")`, `getfixturevalue`)."""
+        """`uses`, and the fixtures pytest runs for it (an argument, a string that names one)."""
         return self._uses(fixtures=True)
 
     def _uses(self, fixtures: bool) -> dict[str, tuple[str, ...]]:
         nodes = self._tables | self.top_level
-        return {
-            name: tuple(dict.fromkeys(n for n in _names(node, fixtures) if n in nodes))
-            for name, node in nodes.items()
-        }
+        return {name: tuple(dict.fromkeys(n for n in _names(node, fixtures) if n in nodes))
+                for name, node in nodes.items()}  # fmt: skip
 
     @property
     def lines(self) -> list[str]:
@@ -171,25 +167,19 @@ class KoanFile:
         return tuple(users) or tuple(k.name for k in self.koans)
 
     def body_of(self, name: str) -> tuple[int, int] | None:
-        """0-based [start, end) lines of the body of function `name` (at any depth) after its
-        docstring."""
-        functions = ast.walk(self.tree) if self.tree is not None else ()
-        found = next((n for n in functions if isinstance(n, FUNCTIONS) and n.name == name), None)
+        """0-based [start, end) lines of function `name`'s body (at any depth) after its docstring."""
+        found = next((n for n in self._nodes if isinstance(n, FUNCTIONS) and n.name == name), None)
         return body_span(found) if found is not None else None
 
     def region_hashes(self) -> list[str]:
-        """A fingerprint of each fix region's code, in file order (chapter.toml keeps those of
-        the regions as shipped)."""
-        lines = self.lines
-        code = ["\n".join(line.rstrip() for line in lines[b : e - 1]) for b, e in self.regions]
+        """A fingerprint of each fix region's code, in file order (chapter.toml's [regions])."""
+        code = ["\n".join(line.rstrip() for line in self.lines[b : e - 1]) for b, e in self.regions]
         return [hashlib.sha256(text.encode()).hexdigest()[:12] for text in code]
 
     def untouched_region(self, shipped: tuple[str, ...] | list[str]) -> int | None:
         """The BEGIN line of the first fix region still as shipped, else None."""
-        for (begin, _), digest in zip(self.regions, self.region_hashes(), strict=True):
-            if digest in shipped:
-                return begin
-        return None
+        pairs = zip(self.regions, self.region_hashes(), strict=True)
+        return next((begin for (begin, _), digest in pairs if digest in shipped), None)
 
 
 def owner(spans: dict[str, tuple[int, int]], line: int) -> str:
@@ -274,16 +264,10 @@ def parse(text: str) -> KoanFile:
         lines = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in TEST_DEF.finditer(text)]
         koans = tuple(KoanFunction(name, line, (line, line)) for name, line in lines)
         return KoanFile(text, None, error, koans, regions)
-    spans = {  # each top-level test's lines, decorators included
-        node.name: definition_span(node)
-        for node in tree.body
-        if isinstance(node, FUNCTIONS) and node.name.startswith("test")
-    }
-    koans = tuple(
-        KoanFunction(node.name, node.lineno, spans[node.name], ast.get_docstring(node) or "")
-        for node in tree.body
-        if getattr(node, "name", None) in spans
-    )
+    spans = {node.name: definition_span(node) for node in tree.body  # decorators included
+             if isinstance(node, FUNCTIONS) and node.name.startswith("test")}  # fmt: skip
+    koans = tuple(KoanFunction(node.name, node.lineno, spans[node.name], ast.get_docstring(node) or "")
+                  for node in tree.body if getattr(node, "name", None) in spans)  # fmt: skip
     return KoanFile(text, tree, None, koans, regions)
 
 

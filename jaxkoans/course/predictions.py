@@ -60,19 +60,11 @@ def _literal(node: ast.AST) -> bool:
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         return all(_literal(element) for element in node.elts)
     if isinstance(node, ast.Dict):
-        return all(k is not None and _literal(k) for k in node.keys) and all(
-            _literal(v) for v in node.values
-        )
+        return all(k is not None and _literal(k) for k in node.keys) and all(map(_literal, node.values))
     if isinstance(node, ast.Attribute):
         return node.attr in CONSTANT_NAMES and isinstance(node.value, ast.Name)
-    if isinstance(node, ast.Call):
-        return (
-            isinstance(node.func, ast.Name)
-            and node.func.id in NUMBER_TYPES
-            and not node.keywords
-            and all(isinstance(a, ast.Constant) for a in node.args)
-        )
-    return False
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NUMBER_TYPES
+            and not node.keywords and all(isinstance(a, ast.Constant) for a in node.args))  # fmt: skip
 
 
 def is_plain(node: ast.AST) -> bool:
@@ -86,13 +78,8 @@ def is_plain(node: ast.AST) -> bool:
 
 def _is_dict_call(node: ast.AST) -> bool:
     """`dict(x=0, y=1)`: the builtin called with keywords only, a dict written down."""
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "dict"
-        and not node.args
-        and all(k.arg is not None for k in node.keywords)
-    )
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict"
+            and not node.args and all(k.arg is not None for k in node.keywords))  # fmt: skip
 
 
 class _LiteralDicts(ast.NodeTransformer):  # each `dict(x=0, …)` written as `{"x": 0, …}`
@@ -100,8 +87,7 @@ class _LiteralDicts(ast.NodeTransformer):  # each `dict(x=0, …)` written as `{
         self.generic_visit(node)
         if not _is_dict_call(node):
             return node
-        keys = [ast.Constant(k.arg) for k in node.keywords]
-        return ast.Dict(keys=keys, values=[k.value for k in node.keywords])
+        return ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords], values=[k.value for k in node.keywords])
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -110,9 +96,7 @@ def dotted(node: ast.AST) -> str | None:
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id, *reversed(parts)])
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 
 def kind_of_answer(node: ast.expr, context) -> str:
@@ -122,15 +106,10 @@ def kind_of_answer(node: ast.expr, context) -> str:
         return LITERAL
     if _literal(node):
         return ARITHMETIC
-    name = dotted(node)
-    if name is None:
-        return CODE
-    value = context.resolve(name)
+    value = context.resolve(name) if (name := dotted(node)) is not None else None
     if isinstance(value, type) and issubclass(value, BaseException):
         return EXCEPTION
-    if _is_dtype(value):
-        return DTYPE
-    return CODE
+    return DTYPE if name is not None and _is_dtype(value) else CODE
 
 
 def _is_dtype(value) -> bool:
@@ -153,13 +132,8 @@ def of_file(koan_text: str, answer: Path) -> dict[str, str]:
 
     answer_text = answer.read_text(encoding="utf-8")
     context = Context.of(answer_text)
-    taken = fills.take(koan_text, answer_text)
-    found = {}
-    for fill in taken.blanks:
-        kind = kind_of_answer(fill.node, context)
-        if kind != CODE:
-            found[f"{fill.blank[0]}:{fill.blank[1]}"] = kind
-    return found
+    kinds = ((fill.blank, kind_of_answer(fill.node, context)) for fill in fills.take(koan_text, answer_text).blanks)
+    return {f"{line}:{column}": kind for (line, column), kind in kinds if kind != CODE}
 
 
 @functools.lru_cache(maxsize=64)
@@ -203,12 +177,8 @@ def refusals(taken, kinds: dict[tuple[int, int], str]) -> list[tuple[object, str
     """(fills.BlankFill, kind) of each learner's fill that computes where a prediction is asked."""
     if not kinds or taken.tree is None:
         return []
-    return [
-        (fill, kinds[fill.blank])
-        for fill in taken.blanks
-        if fill.blank in kinds
-        and not _safely(is_prediction, kinds[fill.blank], fill.node, taken.tree)
-    ]
+    return [(fill, kinds[fill.blank]) for fill in taken.blanks
+            if fill.blank in kinds and not _safely(is_prediction, kinds[fill.blank], fill.node, taken.tree)]  # fmt: skip
 
 
 def _safely(check, *args) -> bool:

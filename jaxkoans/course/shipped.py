@@ -22,9 +22,8 @@ SOURCE = "koans/.shipped.json"  # how a tool names where the shipped text came f
 
 
 def read_manifest(koans_dir: Path) -> dict[str, dict]:
-    """{path under the course root ("koans/NN/test_x.py"): {"blob", "text", "predictions"}}
-    (the whole text as one string, whatever the format);
-    {} when the manifest is missing or damaged (then nothing is known to be as shipped)."""
+    """{"koans/NN/test_x.py": {"blob", "text", "predictions"}} (text: one string, whatever the
+    format); {} when the manifest is missing or damaged."""
     path = Path(koans_dir) / MANIFEST_NAME
     try:
         stat = path.stat()
@@ -39,9 +38,7 @@ def _read(path: str, mtime_ns: int, size: int) -> dict[str, dict]:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return {}
-    if not isinstance(document, dict) or document.get("format") not in (1, 2):
-        return {}
-    files = document.get("files")
+    files = document.get("files") if isinstance(document, dict) and document.get("format") in (1, 2) else None
     if not isinstance(files, dict):
         return {}
     for entry in files.values():
@@ -52,13 +49,9 @@ def _read(path: str, mtime_ns: int, size: int) -> dict[str, dict]:
 
 
 def kinds_of(entry: dict) -> dict[tuple[int, int], str]:
-    found = {}
     kinds = entry.get("predictions", {}) if isinstance(entry, dict) else {}
-    for key, kind in (kinds if isinstance(kinds, dict) else {}).items():
-        line, _, column = key.partition(":")
-        if line.isdigit() and column.isdigit():
-            found[(int(line), int(column))] = kind
-    return found
+    pairs = ((key.partition(":"), kind) for key, kind in (kinds if isinstance(kinds, dict) else {}).items())
+    return {(int(line), int(column)): kind for (line, _, column), kind in pairs if line.isdigit() and column.isdigit()}
 
 
 def blob_id(data: bytes) -> str:
@@ -89,22 +82,16 @@ def build(root: Path, previous: dict | None = None) -> dict:
     for path in sorted((root / "koans").rglob("test_*.py")):
         if "__pycache__" in path.parts:
             continue
-        relative = path.relative_to(root).as_posix()
-        data = path.read_bytes()
+        relative, data = path.relative_to(root).as_posix(), path.read_bytes()
         answer = root / "answers" / path.relative_to(root / "koans")
         answer_blob = blob_id(answer.read_bytes()) if answer.is_file() else None
-        before = known.get(relative, {})
-        text = data.decode("utf-8")
+        before, text = known.get(relative, {}), data.decode("utf-8")
         if before.get("blob") == blob_id(data) and before.get("answer") == answer_blob:
             found = before.get("predictions", {})
         else:
             found = kinds.of_file(text, answer) if answer.is_file() else {}
-        files[relative] = {
-            "blob": blob_id(data),
-            "answer": answer_blob,
-            "lines": text.splitlines(keepends=True),
-            "predictions": found,
-        }
+        files[relative] = {"blob": blob_id(data), "answer": answer_blob,
+                           "lines": text.splitlines(keepends=True), "predictions": found}  # fmt: skip
     return {"format": FORMAT, "kinds_code": code, "files": files}
 
 
@@ -132,8 +119,7 @@ def stale(root: Path) -> bool:
 
 
 def main() -> int:
-    """`python -m jaxkoans.course.shipped`: write koans/.shipped.json (`authoring check` says
-    when it is stale)."""
+    """`python -m jaxkoans.course.shipped`: write koans/.shipped.json."""
     if sys.argv[1:]:  # `--help`, an old `--check`: writing nothing is the safe answer
         print("usage: python -m jaxkoans.course.shipped (writes koans/.shipped.json)")
         return 2

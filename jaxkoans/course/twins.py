@@ -11,8 +11,7 @@ from jaxkoans.course import fills, koan_model
 
 @dataclass
 class TwinReport:
-    """The twin check's verdict. What the answer wrote where (its fills' positions) is read
-    by course/fills.py's `take`, the one reader of a fill; `todo_bodies` below."""
+    """The twin check's verdict (what the answer wrote where: fills.take)."""
 
     koan: Path
     problems: list[str] = field(default_factory=list)
@@ -33,9 +32,8 @@ def compare(koan: Path, answer: Path) -> TwinReport:
 
 
 def compare_text(k_text: str, a_text: str, koan: Path) -> TwinReport:
-    """`compare` of two texts, read as course/fills.py reads a learner's file (the answer is
-    the learner who filled everything): every edit it would ignore, every helper it would add
-    and every blank not filled on its own line is a problem. `koan` names the koan file."""
+    """`compare` of two texts, the answer read as a learner's file (fills.take): every edit it
+    would ignore, helper it would add and blank not filled on its own line is a problem."""
     report = TwinReport(koan)
     k_file, a_file = koan_model.parse(k_text), koan_model.parse(a_text)
     error = k_file.error or a_file.error

@@ -23,13 +23,7 @@ def reset_koan(shipped: str, current: str, koan: str) -> tuple[str, list[str]]:
         held = [name for name, (start, end) in helpers.items() if start <= fill.blank[0] <= end]
         if fill.owner == koan or held:
             node = fill.node
-            edits.append(
-                (
-                    (node.lineno - 1, node.col_offset),
-                    (node.end_lineno - 1, node.end_col_offset),
-                    b"__",
-                )
-            )
+            edits.append(((node.lineno - 1, node.col_offset), (node.end_lineno - 1, node.end_col_offset), b"__"))
             helper_blanks += held[:1] if fill.owner != koan else []
     todo_names = {t.name for t in theirs.todos}
     inside = ast.walk(theirs.top_level[koan]) if koan in theirs.top_level else ()

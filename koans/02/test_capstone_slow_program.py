@@ -211,11 +211,11 @@ def test_fast_train_matches_the_reference():
 
 
 def test_fast_train_does_not_recompile_for_new_sizes_or_rates():
-    """第一轮之后，换一批从没见过的 batch 大小和学习率，再训练一轮：一次编译也没有。fast_train 的 jaxpr
-    里每个 batch 恰好一次 fast_step 调用，别无其他。
-    After a first epoch, another epoch with batch sizes and learning rates never seen before
-    compiles nothing at all. fast_train's jaxpr holds exactly one fast_step call per batch and
-    nothing else.
+    """第一轮之后，换一批从没见过的 batch 大小和学习率，再训练一轮，然后再训练一轮只有短 batch 的：
+    一次编译也没有。fast_train 的 jaxpr 里每个 batch 恰好一次 fast_step 调用，别无其他。
+    After a first epoch, another epoch with batch sizes and learning rates never seen before,
+    then an epoch of short batches only, compile nothing at all. fast_train's jaxpr holds
+    exactly one fast_step call per batch and nothing else.
     """
     w0 = np.zeros(FEATURES, np.float32)
     with counting_compiles() as first:
@@ -226,6 +226,8 @@ def test_fast_train_does_not_recompile_for_new_sizes_or_rates():
     assert [e.params.get("name") for e in program.eqns] == ["fast_step"] * len(SIZES)
     with counting_compiles() as second:
         w = fast_train(w, make_batches(5, [32, 11, 32, 3]), [0.07, 0.06, 0.05, 0.04])
+        # no batch of this epoch is full, and it holds fewer batches than the others
+        w = fast_train(w, make_batches(6, [11, 3, 13]), [0.03, 0.02, 0.01])
         jax.block_until_ready(w)
     assert second == [], f"recompiled: {second}"
 

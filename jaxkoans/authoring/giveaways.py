@@ -45,11 +45,8 @@ def appears(answer: str, text: str) -> bool:
 
 
 def _too_common(answer: str, kind: str) -> bool:
-    if answer in ("True", "False", "None") or len(answer) < 3:
-        return True
-    return kind in (predictions.LITERAL, predictions.ARITHMETIC) and bool(
-        re.fullmatch(r"-?\d{1,2}(\.\d)?", answer)
-    )
+    return answer in ("True", "False", "None") or len(answer) < 3 or (
+        kind in (predictions.LITERAL, predictions.ARITHMETIC) and bool(re.fullmatch(r"-?\d{1,2}(\.\d)?", answer)))  # fmt: skip
 
 
 # ---- the same value in any spelling ----------------------------------------------------
@@ -138,19 +135,14 @@ def spellings(value) -> set[str]:
 
 
 def _written(words: set[str], text: str) -> bool:
-    """Any of the spellings, whole: not inside a longer number or name (`3` not in `32`, `x3`,
-    `3.5` or `a[3]`'s neighbour `3]`… a bracket is fine)."""
-    return any(
-        re.search(rf"(?<![\w.]){re.escape(w)}(?![\w]|\.\d)", text) is not None for w in words
-    )
+    """Any of the spellings, whole: not inside a longer number or name (`3` not in `32`, `x3`, `3.5`)."""
+    return any(re.search(rf"(?<![\w.]){re.escape(w)}(?![\w]|\.\d)", text) is not None for w in words)
 
 
 def _literals(tree):
     """(line, canonical value) of every literal in the file, containers and their items."""
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict)) and (
-            predictions.is_plain(node)
-        ):
+        if isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict)) and predictions.is_plain(node):
             try:
                 yield node.lineno, canonical(ast.literal_eval(node))
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -182,8 +174,7 @@ _GENERIC = {"error", "exception", "warning", "test", "jax", "jnp", "np", "lax", 
 
 def words_of(identifier: str) -> list[str]:
     """`stop_gradient` -> [stop, gradient]; `FloatingPointError` -> [floating, point, error]."""
-    parts = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+[a-z]*", identifier)
-    return [p.lower() for p in parts]
+    return [p.lower() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+[a-z]*", identifier)]
 
 
 def _named_by(answer_node, value, kind: str, koan_name: str) -> str | None:
@@ -215,9 +206,7 @@ def _named_by(answer_node, value, kind: str, koan_name: str) -> str | None:
             return None  # one word (`checkpoint`, `callback`) is the topic a name may state
     if not words or len("".join(words)) < 4 or set(words) <= _GENERIC:
         return None
-    n = len(words)
-    joined = [tokens[i : i + n] for i in range(len(tokens) - n + 1)]
-    if words in joined:
+    if words in [tokens[i : i + len(words)] for i in range(len(tokens) - len(words) + 1)]:
         return "_".join(words)
     return "".join(words) if "".join(words) in tokens else None
 
@@ -337,9 +326,5 @@ def _elsewhere(value, line: int, model, prose, literals) -> str | None:
 
 def _recorded(chapter: course.Chapter, file: str) -> set[tuple[str, str]]:
     """(koan, answer) of the findings chapter.toml's [giveaways] keeps, each with its reason."""
-    kept = set()
-    for key, entries in chapter.giveaways.items():
-        name, _, koan = key.partition("::")
-        if name == file:
-            kept |= {(koan, e["answer"]) for e in entries if e.get("why") and "answer" in e}
-    return kept
+    return {(key.partition("::")[2], e["answer"]) for key, entries in chapter.giveaways.items()
+            if key.partition("::")[0] == file for e in entries if e.get("why") and "answer" in e}  # fmt: skip

@@ -27,15 +27,8 @@ class Context:
     @classmethod
     def of(cls, source: str) -> Context:
         tree = ast.parse(source)
-        strings = sorted(
-            {
-                n.value
-                for n in ast.walk(tree)
-                if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                if WORDLIKE.match(n.value)
-            }
-        )
-        return cls(tuple(strings), dict(imports_in(tree)))
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        return cls(tuple(sorted(s for s in strings if WORDLIKE.match(s))), dict(imports_in(tree)))
 
     def resolve(self, expression: str):
         """The object `expression` (a dotted name) denotes in the file, or None."""

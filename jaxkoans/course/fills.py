@@ -88,12 +88,8 @@ class Taken:
 
     def code_lines(self) -> frozenset[int]:
         """The learner's lines where they write code: TODO bodies and fix regions."""
-        return frozenset(
-            line
-            for _, node, is_blank in self.nodes
-            if not is_blank
-            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
-        )
+        return frozenset(line for _, node, is_blank in self.nodes if not is_blank
+                         for line in range(node.lineno, (node.end_lineno or node.lineno) + 1))  # fmt: skip
 
 
 def _key(node: ast.AST) -> str:
@@ -142,15 +138,13 @@ class _Walk:
     def owner(self, line: int) -> str:
         return owner(self.spans, line)
 
-    def ignore(
-        self, p: ast.AST | None, s: ast.AST | None, what: str, line: int, s_line: int | None
-    ) -> None:
+    def ignore(self, p: ast.AST | None, s: ast.AST | None, what: str, line: int, s_line: int | None) -> None:
         p_line = getattr(p, "lineno", None) or line
         s_line = getattr(s, "lineno", None) or s_line
         self.ignored.append(Ignored(self.owner(p_line), p_line, s_line, what))
 
-    def count_fill(self, here: str, count: int = 1) -> None:
-        self.fills[here] = self.fills.get(here, 0) + count
+    def count_fill(self, here: str) -> None:
+        self.fills[here] = self.fills.get(here, 0) + 1
 
     def walk(self, p: ast.AST, s: ast.AST, line: int, s_line: int | None = None) -> None:
         if isinstance(s, ast.stmt):
@@ -245,9 +239,7 @@ class _Walk:
                 elif x != y or type(x) is not type(y):
                     self.ignore(None, None, f"{name} changed", line, s_line)
             return
-        matcher = difflib.SequenceMatcher(
-            a=[_key(n) for n in a], b=[_key(n) for n in b], autojunk=False
-        )
+        matcher = difflib.SequenceMatcher(a=[_key(n) for n in a], b=[_key(n) for n in b], autojunk=False)
         for op, i1, i2, j1, j2 in matcher.get_opcodes():
             pairs = list(zip(a[i1:i2], b[j1:j2], strict=False))
             if op == "equal" or (i2 - i1 == j2 - j1 and all(_key(x) == _key(y) for x, y in pairs)):
@@ -268,12 +260,8 @@ class _Walk:
         under new names none of which is a test: a helper for a TODO, graded with it when the
         TODO uses it."""
         names = _bound_names(node)
-        return (
-            bool(names)
-            and id(node) in self.s_top
-            and not any(n.startswith("test") for n in names)
-            and not set(names) & set(self.p_names)
-        )
+        return (bool(names) and id(node) in self.s_top and not any(n.startswith("test") for n in names)
+                and not set(names) & set(self.p_names))  # fmt: skip
 
     def helpers(self) -> None:
         """Take each added helper that the taken code uses (directly or through another taken
@@ -346,21 +334,14 @@ class _Walk:
                 self.edits.append(((pb + 1, 0, pe - 1, end_col), text, sb + 1))
             elif text.strip():  # an empty region as shipped: insert before END
                 self.edits.append(((pe, 0, pe, 0), text + "\n", sb + 1))
-            self.nodes += [
-                (here, node, False)
-                for node in ast.walk(self.s_tree)
-                if isinstance(node, ast.stmt) and sb < node.lineno < se
-            ]
+            self.nodes += [(here, node, False) for node in ast.walk(self.s_tree)
+                           if isinstance(node, ast.stmt) and sb < node.lineno < se]  # fmt: skip
             self.count_fill(here)
 
 
 def _region_code(tree: ast.Module, begin: int, end: int) -> list[str]:
     """The statements between a region's markers, by syntax tree (no lines, no comments)."""
-    return [
-        ast.dump(node)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.stmt) and begin < node.lineno < end
-    ]
+    return [ast.dump(node) for node in ast.walk(tree) if isinstance(node, ast.stmt) and begin < node.lineno < end]
 
 
 # What a person calls each kind of node (the notes grade and progress.py print).
@@ -421,15 +402,8 @@ def take(p_text: str, s_text: str) -> Taken:
 
 def _same_lines(a: list[str], b: list[str]) -> dict[int, int]:
     """Shipped 0-based line -> the learner's 1-based line, where the text is the same."""
-    matcher = difflib.SequenceMatcher(
-        a=[x.strip() for x in a], b=[x.strip() for x in b], autojunk=False
-    )
-    return {
-        i1 + n: j1 + n + 1
-        for op, i1, i2, j1, _ in matcher.get_opcodes()
-        if op == "equal"
-        for n in range(i2 - i1)
-    }
+    matcher = difflib.SequenceMatcher(a=[x.strip() for x in a], b=[x.strip() for x in b], autojunk=False)
+    return {i1 + n: j1 + n + 1 for op, i1, i2, j1, _ in matcher.get_opcodes() if op == "equal" for n in range(i2 - i1)}
 
 
 def _apply(

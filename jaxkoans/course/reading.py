@@ -170,9 +170,7 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
             named = sub.args[1] if len(sub.args) > 1 else None
             if callee.rsplit(".", 1)[-1] in ("attrgetter", "methodcaller"):
                 named = sub.args[0] if sub.args else None
-            computed = named is not None and not (
-                isinstance(named, ast.Constant) and isinstance(named.value, str)
-            )
+            computed = named is not None and not (isinstance(named, ast.Constant) and isinstance(named.value, str))
             if callee.rsplit(".", 1)[-1] in DYNAMIC and computed:
                 found.append((line, ast.unparse(sub)[:60], "inspect"))
         if isinstance(sub, (ast.Attribute, ast.Call)):
@@ -184,15 +182,9 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
     for line, what, category in found:
         unique.setdefault((line, category), (line, what, category))
     # one guard named once per line: `jax.config.update` says all that `jax.config` says
-    return sorted(
-        (line, what, category)
-        for line, what, category in unique.values()
-        if not any(
-            other != category and other.startswith(category + ".")
-            for (other_line, other) in unique
-            if other_line == line
-        )
-    )
+    return sorted((line, what, category) for line, what, category in unique.values()
+                  if not any(other != category and other.startswith(category + ".")
+                             for (other_line, other) in unique if other_line == line))  # fmt: skip
 
 
 def refusals(taken, allowed: dict[str, set[str]] | None = None) -> list[Refusal]:
@@ -220,9 +212,5 @@ def refusals(taken, allowed: dict[str, set[str]] | None = None) -> list[Refusal]
 
 def allowed_by(contracts: dict[str, dict], filename: str) -> dict[str, set[str]]:
     """{TODO function or "regions" → the categories its contract allows} for one file."""
-    found: dict[str, set[str]] = {}
-    for key, contract in contracts.items():
-        file, _, owner = key.partition("::")
-        if file == filename:
-            found[owner] = set(contract.get("allow", ()))
-    return found
+    return {key.partition("::")[2]: set(contract.get("allow", ()))
+            for key, contract in contracts.items() if key.partition("::")[0] == filename}  # fmt: skip

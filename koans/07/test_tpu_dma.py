@@ -23,9 +23,10 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.extend.core import Literal
 
 from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import equations, pallas_call_structure, primitives
+from jaxkoans.api.probes import equations, pallas_call_structure
 
 ROWS = 8  # rows per block
 
@@ -56,20 +57,61 @@ def double_with_prefetch(x, *, interpret=True):
     todo("double_with_prefetch: 双缓冲的手写 DMA / hand-written double-buffered DMA")
 
 
-def _starts_before_the_first_wait(fn, x):
-    """内核 jaxpr 顶层方程里，第一个 dma_wait 之前有几个含 dma_start 的方程（pl.when 是 cond）。
-    How many top-level equations of the kernel's jaxpr hold a dma_start before the first
-    dma_wait (a pl.when is a cond)."""
+def _scalar(index):
+    """一个下标：算出来的标量是 int，其余（切片、算不出的）按它的文本。/ An index: a computed
+    scalar as an int, anything else (a slice, an unknown) by its text."""
+    return int(index) if isinstance(index, int | np.integer | np.ndarray) else str(index)
+
+
+def _copies_in_order(fn, x):
+    """每个 grid 步里按顺序发起（"start"）和等待（"wait"）的拷贝，各记它从 x 的哪一行开始
+    （一次等待完成的是它那个信号量上还没完成的拷贝）：逐步走一遍内核的 jaxpr，用这一步的
+    program_id 算出标量，pl.when 只走它选中的分支。
+    For each grid step, the copies started ("start") and waited for ("wait") in order, each
+    with the row of x it begins at (a wait completes the copy pending on its semaphore): the
+    kernel's jaxpr walked step by step, the scalars computed from that step's program_id, a
+    pl.when followed only into the branch it picks."""
     (call,) = equations("pallas_call", fn, x)
-    starts = 0
-    for eqn in call.params["jaxpr"].eqns:
-        inside = {eqn.primitive.name} | set().union(
-            *(primitives(getattr(b, "jaxpr", b)) for b in eqn.params.get("branches", ()))
-        )
-        if "dma_wait" in inside:
-            return starts
-        starts += "dma_start" in inside
-    return starts
+    grid = tuple(call.params["grid_mapping"].grid)
+
+    def run(jaxpr, values, point, events):
+        env = dict(zip(jaxpr.invars, values, strict=True))
+        for eqn in jaxpr.eqns:
+            ins = [v.val if isinstance(v, Literal) else env.get(v) for v in eqn.invars]
+            name, params, outs = eqn.primitive.name, eqn.params, [None] * len(eqn.outvars)
+            if name in ("program_id", "num_programs"):
+                outs = [np.int32((point if name == "program_id" else grid)[params["axis"]])]
+            elif name in ("dma_start", "dma_wait"):
+                source, _, semaphore = jax.tree.unflatten(params["tree"], ins)[:3]
+                row = source.transforms[0].indices[0]
+                events.append((name[4:], getattr(row, "start", row), semaphore.transforms))
+            elif name == "cond":
+                branches = params["branches"]
+                if ins[0] is None:
+                    events.append(("unknown", None, ()))  # a choice that reads data
+                else:
+                    run(branches[int(ins[0])].jaxpr, ins[1:], point, events)
+            elif name in ("jit", "pjit", "closed_call"):
+                outs = run(params["jaxpr"].jaxpr, ins, point, events)
+            elif "jaxpr" in str(params.keys()):  # a loop inside the kernel: not read here
+                events.append(("unknown", None, ()))
+            elif all(v is not None and np.ndim(v) == 0 for v in ins) and not eqn.effects:
+                outs = eqn.primitive.bind(*ins, **params)
+                outs = [np.asarray(o) for o in (outs if eqn.primitive.multiple_results else [outs])]
+            env.update(zip(eqn.outvars, outs, strict=True))
+        return [v.val if isinstance(v, Literal) else env.get(v) for v in jaxpr.outvars]
+
+    kernel, steps, pending = call.params["jaxpr"], [], {}
+    for point in np.ndindex(*grid):
+        events = []
+        run(kernel, [None] * len(kernel.invars), point, events)
+        steps.append([])
+        for kind, row, semaphore in events:  # a wait completes its semaphore's pending copy
+            slot = str([[_scalar(i) for i in t.indices] for t in semaphore])
+            if kind == "start":
+                pending[slot] = row
+            steps[-1].append((kind, pending.pop(slot, None) if kind == "wait" else row))
+    return [[(kind, None if row is None else int(row)) for kind, row in s] for s in steps]
 
 
 @pytest.mark.parametrize("shape", [(32, 128), (16, 256), (8, 128)])
@@ -77,14 +119,15 @@ def test_a_double_buffered_kernel_prefetches_the_next_block(shape):
     """✍️ 实现 double_with_prefetch。检查：TPU 解释器下（DMA 在 wait 时执行，或一发起就执行；开着竞争检测）
     结果都是 2·x；结构：输入不分块（整个数组，留在 HBM）、输出按 (ROWS, C) 分块、scratch 是
     一个 (2, ROWS, C) 的缓冲区和两个 DMA 信号量、("arbitrary",)；内核里有 dma_start 和
-    dma_wait；第一次 dma_wait 之前发起了两处拷贝（块 0，和下一块）：先等再预取的内核不算
-    流水线。最后它为 TPU 降级成一个 tpu_custom_call。
+    dma_wait；逐步读内核的程序：每块只拷一次，第 i 步等块 i 之前已经发起了块 i + 1 的拷贝：
+    先等再预取、或每步只拷自己那一块的内核不算流水线。最后它为 TPU 降级成一个 tpu_custom_call。
     Write double_with_prefetch. Checked: under the TPU interpreter (DMAs run at their wait, or
     as soon as they start; race detection on) the result is 2·x with no race; the structure: the input not blocked (the whole
     array, left in HBM), the output in (ROWS, C) blocks, the scratch one (2, ROWS, C) buffer and
-    two DMA semaphores, ("arbitrary",); dma_start and dma_wait in the kernel; two copies issued
-    before the first dma_wait (block 0, and the next block): a kernel that waits first and
-    prefetches afterwards is no pipeline. Finally it lowers for TPU to one tpu_custom_call.
+    two DMA semaphores, ("arbitrary",); dma_start and dma_wait in the kernel; the kernel's
+    program read step by step: each block copied once, and step i starts the copy of block i + 1
+    before it waits for block i: a kernel that waits first and prefetches afterwards, or copies
+    only its own block each step, is no pipeline. Finally it lowers for TPU to one tpu_custom_call.
     """
     x = jax.random.normal(jax.random.key(0), shape, jnp.float32)
     try:
@@ -104,7 +147,13 @@ def test_a_double_buffered_kernel_prefetches_the_next_block(shape):
     assert semaphores == (2,) and "dma" in str(semaphore_dtype)
     assert kernel["semantics"] == ("arbitrary",)
     assert {"dma_start", "dma_wait"} <= kernel["kernel_ops"]
-    assert _starts_before_the_first_wait(fn, x) == 2, "先预取，再等 / prefetch, then wait"
+    steps = _copies_in_order(fn, x)
+    started = sorted(row for events in steps for kind, row in events if kind == "start")
+    assert started == list(range(0, shape[0], ROWS)), "每块拷一次 / each block copied once"
+    for i, events in enumerate(steps):  # 先发起下一块，再等这一块 / the next block, then wait
+        assert ("wait", i * ROWS) in events, f"第 {i} 步没等自己的块 / step {i}: {events}"
+        ahead = events[: events.index(("wait", i * ROWS))]
+        assert i + 1 == len(steps) or ("start", (i + 1) * ROWS) in ahead, f"{i}: {events}"
 
     tpu = functools.partial(double_with_prefetch, interpret=False)
     lowered = jax.jit(tpu).trace(x).lower(lowering_platforms=("tpu",))

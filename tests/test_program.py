@@ -383,8 +383,6 @@ def test_bytes_handed_to_host_callbacks_count_every_run():
 
     norm, whole = (program.of(f, jnp.ones(3)).costs().as_dict() for f in (norm_once, all_sent))
     assert any("host callbacks: 12" in p for p in costs.exceeded(whole, norm, {}))
-    quiet = program.of(lambda g: g * 2.0, jnp.ones(3)).costs().as_dict()
-    assert costs.exceeded(whole, quiet, {}) == []  # a print of a few numbers, where none is due
 
 
 def test_a_while_whose_trip_count_the_data_decides_is_flagged():

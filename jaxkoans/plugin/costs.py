@@ -29,9 +29,7 @@ BOUNDS = {
     "largest_intermediate": (4.0, 1024),
     "equations": (2.0, 32),  # a loop unrolled in Python beside a one-step scan
     "collective_calls": (1.5, 1),  # a collective per feature where one carries them all
-    "host_bytes": (2.0, 64),  # the whole array sent to a callback to reduce it on the host
-    # (no slack where the answer hands the host something: what it hands is the lesson's
-    # measure; where it hands nothing, a print of a few numbers is left to the learner)
+    "host_bytes": (2.0, 0),  # the whole array sent to a callback to reduce it on the host
 }
 WORDS = {
     "flops": ("浮点运算", "flops"),
@@ -114,8 +112,6 @@ def exceeded(mine: dict, answer: dict | None, overrides: dict) -> list[str]:
         wanted = overrides.get(dimension, factor)
         if isinstance(wanted, str) or theirs[dimension] is None:
             continue  # freed by the contract, with its reason (or not in the answer's profile)
-        if dimension == "host_bytes" and theirs[dimension]:
-            slack = 0
         if dimension == "outside_flops":  # where the answer works in kernels or on the host
             if not any(v for place, v in answer["flops"].items() if place in ("kernel", "host")):
                 continue

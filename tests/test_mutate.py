@@ -173,12 +173,12 @@ def test_a_variant_whose_koan_never_reported_is_no_pass(monkeypatch):
         mutate.Variant("killed.py", "", ("test_b", "test_never_ran")),
         mutate.Variant("clean.py", "", ("test_a",)),
     ]
-    monkeypatch.setattr(mutate, "_run", fake_run)
+    monkeypatch.setattr(mutate.runner, "run_in_group", fake_run)
     assert mutate.run_chapters(HERE, {"01": variants}) == (
         {("01", "hung.py"): False, ("01", "killed.py"): False, ("01", "clean.py"): True},
         "",
     )
-    monkeypatch.setattr(mutate, "_run", lambda c, t, d: (fake_run(c, t, d)[0], "the run was cut"))
+    monkeypatch.setattr(mutate.runner, "run_in_group", lambda c, t, cwd: fake_run(c, t, cwd) and (2, "the run was cut"))
     assert mutate.run_chapters(HERE, {"01": variants}) == (
         {("01", "killed.py"): False, ("01", "clean.py"): True},
         "the run was cut",

@@ -601,22 +601,29 @@ def _boldest(calls: _Calls, pending, signature: str, seed: int, read) -> dict:
         if fresh.tame(base, args, kwargs):
             break  # else at last the koan's own values, or drawn as large as the test's type
     scale = fresh.SCALE
-    for ints in (True, False):
-        printed, steps = _moved_run(calls.function, args, kwargs, seed, read, scale, ints)
-        if not isinstance(printed, list) or fresh.far(printed, base):
-            continue
-        if not ints:
-            break
-        # a count moved past what the inputs allow may leave memory unwritten (a block size
-        # that no longer divides the length): such a case is not the same twice
-        again = _outcome(
-            lambda: fresh.run(calls.function, args, kwargs, seed, scale=scale, ints=True)
-        )
-        if isinstance(again, list) and not fresh.differs(again, printed):
-            break
-    while fresh.far(printed, base) and scale > 0:
-        scale = scale / 10 if scale > fresh.SCALE / 50 else 0.0  # at last: unmoved
-        printed, steps = _moved_run(calls.function, args, kwargs, seed, read, scale, ints)
+    while True:  # at each move of the floats, every int one up first (a count written in)
+        for ints in (True, False):
+            printed, steps = _moved_run(calls.function, args, kwargs, seed, read, scale, ints)
+            if not isinstance(printed, list):
+                if ints:
+                    continue
+                break  # the floats' move alone raises: kept as it is
+            if fresh.far(printed, base):
+                continue
+            if not ints:
+                break
+            # a count moved past what the inputs allow may leave memory unwritten (a block size
+            # that no longer divides the length): such a case is not the same twice
+            again = _outcome(
+                lambda s=scale: fresh.run(calls.function, args, kwargs, seed, scale=s, ints=True)
+            )
+            if isinstance(again, list) and not fresh.differs(again, printed):
+                break
+        else:
+            if scale > 0:
+                scale = scale / 10 if scale > fresh.SCALE / 50 else 0.0  # at last: unmoved
+                continue
+        break
     return {
         "moved": printed,
         "steps": steps,

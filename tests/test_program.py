@@ -409,7 +409,6 @@ def test_collective_bytes_per_device_follow_the_ring():
     assert total(gather) == {"all-gather": 8 * shard * 7 // 8}
 
 
-
 def test_work_inside_the_holder_a_contract_names_is_the_techniques_place():
     def newton(f, x):  # 4 fixed steps of x - f(x) / 2x on x^2 - a
         return lax.fori_loop(0, 4, lambda i, x: x - f(x) / (2.0 * x), x)
@@ -442,6 +441,7 @@ def test_work_inside_the_holder_a_contract_names_is_the_techniques_place():
     assert "does 0 flops inside it" in said
     assert costs.exceeded(program.of(outside, a).costs(named).as_dict(), answer,
                           {"technique_flops": "why"}) == []  # fmt: skip
+
 
 def test_a_kernel_body_counts_times_its_grid_and_apart_from_the_rest():
     from jax.experimental import pallas as pl
@@ -694,6 +694,18 @@ def test_a_fresh_case_moves_a_count_and_the_length_it_names():
     assert fresh.moved((x, True, 3), {}, 5, ints=True)[0][1:] == (True, 4)  # a flag is no count
     grown, _ = fresh.grown((x, 8), {}, 8, 5, ints=True)
     assert grown[0].shape == (16,) and grown[1] == 16
+
+    def steps_of(x, steps=4, rate=0.5, scaled=True):  # the work: `steps` steps of `rate`
+        return x * (1.0 - rate) ** steps if scaled else x
+
+    def four_of(x, steps=4, rate=0.5, scaled=True):  # the default's count written in
+        return x * (1.0 - rate) ** 4
+
+    assert fresh.with_defaults(steps_of, (x,), {"rate": 0.1}) == ((x,), {"rate": 0.1, "steps": 4})
+    answer = fresh.run(steps_of, (x,), {}, 5, scale=0.0, ints=True)  # five steps asked
+    assert "another result" in fresh.differs(
+        fresh.run(four_of, (x,), {}, 5, scale=0.0, ints=True), answer
+    )
 
 
 def test_nan_by_design_is_not_divergence_and_drawn_values_stay_tame():

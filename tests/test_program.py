@@ -436,9 +436,19 @@ def test_work_inside_the_holder_a_contract_names_is_the_techniques_place():
     from jaxkoans.plugin import costs
 
     answer = program.of(honest, a).costs(named).as_dict()
+    assert answer["technique_steps"] == 4  # the fori_loop inside the solve
     assert costs.exceeded(program.of(honest, a).costs(named).as_dict(), answer, {}) == []
-    (said,) = costs.exceeded(program.of(outside, a).costs(named).as_dict(), answer, {})
-    assert "does 0 flops inside it" in said
+    said = costs.exceeded(program.of(outside, a).costs(named).as_dict(), answer, {})
+    assert "does 0 flops inside it" in said[0] and "runs no loop inside it" in said[1]
+
+    def one_step_inside(a):  # the loop outside, one step of it as the solve: flops enough
+        f = lambda x: x * x - a  # noqa: E731
+        root = newton(f, jnp.ones_like(a))
+        step = lambda f, x: x - f(x) / (2.0 * x)  # noqa: E731
+        return lax.custom_root(f, root, step, lambda g, y: y / 2.0)
+
+    (said,) = costs.exceeded(program.of(one_step_inside, a).costs(named).as_dict(), answer, {})
+    assert "runs no loop inside it where the answer's runs 4 steps" in said
     assert costs.exceeded(program.of(outside, a).costs(named).as_dict(), answer,
                           {"technique_flops": "why"}) == []  # fmt: skip
 

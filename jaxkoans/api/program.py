@@ -91,6 +91,7 @@ class Costs:
     # loop repeats its body; compile time grows with it)
     collective_calls: int = 0  # collectives run, each a latency whatever its payload
     host_bytes: int = 0  # bytes handed to host callbacks (pure, io, debug), every run
+    technique_steps: int = 0  # serial steps of the loops that are, or sit in, the technique
 
     def as_dict(self) -> dict:
         return {**dataclasses.asdict(self), "grids": [list(g) for g in self.grids]}
@@ -152,6 +153,7 @@ class Program:
             if e.primitive in COLLECTIVE_KINDS:
                 moved[COLLECTIVE_KINDS[e.primitive][0]] += e.moved * e.times
         loops = [e for e in live if e.primitive in ("scan", "while")]
+        own = [e for e in loops if e.primitive in technique or set(e.within) & set(technique)]
         kernels = [e for e in live if e.primitive == "pallas_call"]
         return Costs(
             flops=dict(flops),
@@ -170,6 +172,7 @@ class Program:
             equations=len(live),
             collective_calls=sum(e.times for e in live if e.primitive in COLLECTIVE_KINDS),
             host_bytes=sum(e.times * e.params["_in_bytes"] for e in live if e.primitive in _HOST),
+            technique_steps=sum(e.times * max(e.trips, 1) for e in own),
         )
 
 

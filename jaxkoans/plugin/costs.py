@@ -92,6 +92,7 @@ def figures(profile: dict) -> dict[str, int]:
         "flops": sum(flops.values()),
         "outside_flops": flops.get("outside", 0),
         "technique_flops": flops.get("technique", 0),
+        "technique_steps": profile.get("technique_steps"),  # None in a profile written before
         "opaque_calls": profile["opaque_calls"],
         "collective_bytes": sum(profile["collective_bytes"].values()),
         "serial_steps": profile["serial_steps"],
@@ -136,16 +137,29 @@ LEAST = (0.25, 64)
 
 
 def _held_too_little(mine: dict, theirs: dict, overrides: dict) -> list[str]:
+    """The holder the contract names does next to none of the answer's work inside it: a
+    quarter of its flops less a slack, or no loop where the answer's holds one (a while of
+    data-dependent steps is counted once, so one step inside beside the loop outside would
+    meet the flops)."""
     factor, slack = LEAST
-    done, due = mine["technique_flops"], theirs["technique_flops"]
-    if isinstance(overrides.get("technique_flops"), str) or done >= factor * due - slack:
+    if isinstance(overrides.get("technique_flops"), str):
         return []
-    return [
-        f"契约所说的技巧（scan、custom_root、shard_map 等）内部只做了 {done} 次浮点运算，不到参考答案"
-        f"（{due}）的 {factor:g} 倍 / the holder the contract names (a scan, a custom_root, a "
-        f"shard_map …) does {done} flops inside it, less than {factor:g} x the answer's {due}: "
-        "the work is done outside it and its result handed in"
-    ]
+    done, due = mine["technique_flops"], theirs["technique_flops"]
+    problems = []
+    if done < factor * due - slack:
+        problems.append(
+            f"契约所说的技巧（scan、custom_root、shard_map 等）内部只做了 {done} 次浮点运算，不到参考"
+            f"答案（{due}）的 {factor:g} 倍 / the holder the contract names (a scan, a custom_root, "
+            f"a shard_map …) does {done} flops inside it, less than {factor:g} x the answer's "
+            f"{due}: the work is done outside it and its result handed in"
+        )
+    if theirs["technique_steps"] and not mine["technique_steps"]:
+        problems.append(
+            f"契约所说的技巧内部没有循环，参考答案在那里跑 {theirs['technique_steps']} 步 / the holder "
+            f"the contract names runs no loop inside it where the answer's runs "
+            f"{theirs['technique_steps']} steps: the loop runs outside it and its result is handed in"
+        )
+    return problems
 
 
 def profiles_for(chapter_dir: Path, filename: str) -> dict[str, dict]:

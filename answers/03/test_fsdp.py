@@ -343,12 +343,16 @@ def test_fsdp_gathers_weights_in_the_step_and_scatters_gradients():
 def test_zero3_gathers_every_weight_again_in_the_backward_pass():
     """（先写好 fsdp_loss 和 zero3_loss。）你的 zero3_loss 与不切分的模型给出同样的损失和梯度。
     编译后的训练步里每个切开的权重被收齐两次：前向一次，反向重算这一层时又一次——和 fsdp_loss
-    的训练步比，all-gather 正好翻倍；reduce-scatter 一样多。这个 koan 数的是收齐的次数，不是字节数。
+    的训练步比，all-gather 正好翻倍；reduce-scatter 一样多。反向是一层一层重算的：第 1 层的权重要等
+    第 2 层的梯度切开（reduce-scatter）之后才再收齐，所以反向里同一时刻只收齐着一层的权重。这个
+    koan 数的是收齐的次数和先后，不是字节数。
     (Write fsdp_loss and zero3_loss first.) Your zero3_loss gives the unsharded model's loss
     and gradients. In the compiled step every split weight is gathered twice: once in the
     forward pass and again when the backward pass recomputes its layer: against fsdp_loss's
-    step, exactly twice the all-gathers and as many reduce-scatters. This koan counts the
-    gathers, not bytes.
+    step, exactly twice the all-gathers and as many reduce-scatters. The backward pass
+    recomputes layer by layer: layer 1's weights are gathered again only after layer 2's
+    gradient has been scattered (reduce-scatter), so the backward pass holds one layer's
+    gathered weights at a time. This koan counts the gathers and their order, not bytes.
     """
     params, x, y = make_model()
     want_loss, want_grads = jax.jit(jax.value_and_grad(loss))(params, x, y)
@@ -367,7 +371,8 @@ def test_zero3_gathers_every_weight_again_in_the_backward_pass():
     for name in params:
         np.testing.assert_allclose(got_grads[name], want_grads[name], rtol=1e-5, atol=1e-6)
 
-    found = collectives(step.lower(*args).compile().as_text())
+    hlo = step.lower(*args).compile().as_text()
+    found = collectives(hlo)
     specs = {"in_specs": (MODEL_SPECS, P("fsdp"), P("fsdp")), "out_specs": (P(), MODEL_SPECS)}
     fsdp_step = jax.jit(jax.shard_map(jax.value_and_grad(fsdp_loss), mesh=mesh, **specs))
     once = collectives(fsdp_step.lower(*args).compile().as_text())
@@ -375,6 +380,14 @@ def test_zero3_gathers_every_weight_again_in_the_backward_pass():
     twice = sorted(map(elements, once["all-gather"] * 2))
     assert sorted(map(elements, found["all-gather"])) == twice
     assert len(found["reduce-scatter"]) == len(once["reduce-scatter"])
+    # 按运行的先后（已调度的 HLO 按顺序打印）：第一次切开梯度之后还收齐了哪些权重？
+    # In the order they run (a scheduled HLO prints in order): what is gathered after the
+    # first gradient is scattered?
+    ran = re.findall(r"= (\w+\[[\d,]*\])\S* (all-gather|reduce-scatter)\(", hlo)
+    kinds = [kind for _, kind in ran]
+    assert "reduce-scatter" in kinds
+    later = [shape for shape, kind in ran[kinds.index("reduce-scatter") :] if kind == "all-gather"]
+    assert sorted(map(elements, later)) == [96, 6144]  # b1、w1：第 1 层 / layer 1's
 
 
 def test_zero3_memory_shows_in_a_scan_over_layers():

@@ -470,6 +470,94 @@ def test_a_kernel_body_counts_times_its_grid_and_apart_from_the_rest():
     assert costs.kernel_launches == 1 and costs.grids == ((4,),)
 
 
+def _blocked_product(body, grid=(4, 4), extra=()):
+    """C[i, j] = body's work on the blocks A[i] and B[j] (8 x 8 each) over a grid of blocks."""
+    from jax.experimental import pallas as pl
+
+    def kernel(a_ref, b_ref, *refs):
+        body(pl.program_id(0), pl.program_id(1), a_ref, b_ref, *refs)
+
+    def product(a, b, *flags):
+        blocks = [
+            pl.BlockSpec((8, 8), lambda i, j: (i, 0)),
+            pl.BlockSpec((8, 8), lambda i, j: (0, j)),
+        ]
+        return pl.pallas_call(
+            kernel, grid=grid, out_shape=jax.ShapeDtypeStruct((8 * grid[0], 8 * grid[1]), a.dtype),
+            in_specs=blocks + [pl.BlockSpec((1, 1), lambda i, j: (0, 0))] * len(flags),
+            out_specs=pl.BlockSpec((8, 8), lambda i, j: (i, j)), interpret=True,
+        )(a, b, *flags)  # fmt: skip
+
+    a, b = jnp.ones((8 * grid[0], 8)), jnp.ones((8, 8 * grid[1]))
+    return program.of(product, a, b, *extra)
+
+
+_DOT = 2 * 8 * 8 * 8  # one 8 x 8 block product: 1024 flops
+
+
+def _dots(read) -> list[tuple[int, int]]:
+    return [(e.times, e.flops * e.times) for e in read.equations if e.primitive == "dot_general"]
+
+
+def test_a_branch_the_grid_decides_counts_only_at_the_points_that_take_it():
+    from jax.experimental import pallas as pl
+
+    def causal(i, j, a_ref, b_ref, o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+        @pl.when(j <= i)  # on and below the diagonal of a 4 x 4 grid: 4 + 3 + 2 + 1 = 10 points
+        def _():
+            o_ref[...] = jnp.dot(a_ref[...], b_ref[...])
+
+            @pl.when(j == pl.num_programs(1) - 4)  # the first column, within: 4 points
+            def _():
+                o_ref[...] += jnp.dot(a_ref[...], b_ref[...])
+
+        @pl.when(i > 3)  # no point of the grid
+        def _():
+            o_ref[...] = jnp.exp(o_ref[...])
+
+    read = _blocked_product(causal)
+    assert _dots(read) == [(10, 10 * _DOT), (4, 4 * _DOT)]  # not 16 and 16
+    assert not read.on_path("exp")  # a branch no point takes never runs
+    # the masked kernel that computes every block runs 16 products
+    masked = _blocked_product(
+        lambda i, j, a_ref, b_ref, o_ref: o_ref.__setitem__(
+            ..., jnp.where(j <= i, jnp.dot(a_ref[...], b_ref[...]), 0.0)
+        )
+    )
+    assert _dots(masked) == [(16, 16 * _DOT)]
+
+
+def test_a_branch_chosen_by_data_or_by_a_loop_counter_counts_at_every_point():
+    from jax.experimental import pallas as pl
+
+    def by_data(i, j, a_ref, b_ref, flag_ref, o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+        @pl.when(flag_ref[0, 0] > 0)  # the data decides: which points take it is unknown
+        def _():
+            o_ref[...] = jnp.dot(a_ref[...], b_ref[...])
+
+    read = _blocked_product(by_data, extra=(jnp.ones((1, 1)),))
+    assert _dots(read) == [(16, 16 * _DOT)]
+
+    def by_counter(i, j, a_ref, b_ref, o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+        def step(k, carry):
+            @pl.when(k <= i)  # inside a loop body: the reader's rule, every step at every point
+            def _():
+                o_ref[...] += jnp.dot(a_ref[...], b_ref[...])
+
+            return carry
+
+        jax.lax.fori_loop(0, 2, step, 0)
+
+    read = _blocked_product(by_counter)
+    assert _dots(read) == [(16 * 2, 16 * 2 * _DOT)]
+
+
 # ---- liveness by perturbation and fresh cases ------------------------------------------------
 
 _W = jnp.arange(6.0).reshape(3, 2)

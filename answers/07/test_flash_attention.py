@@ -22,11 +22,12 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from jax.extend.core import Literal, jaxprs_in_params
+from jax.extend.core import jaxprs_in_params
 from jax.sharding import AbstractDevice, AbstractMesh
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import equations, pallas_call_structure, primitives
+from jaxkoans.api import program as program_reader
+from jaxkoans.api.probes import pallas_call_structure, primitives
 
 
 def reference_attention(q, k, v):
@@ -375,63 +376,19 @@ def test_causal_flash_attention_matches_the_reference(length, d, bq, bk):
     assert not {"iota", "dot_general", "exp"} & kernel["outside_ops"]
 
 
-def _matmul_flops_run(fn, *args):
-    """内核真正执行的矩阵乘法浮点运算：逐个 grid 点走一遍内核的 jaxpr，用这一点的 program_id
-    算出能算的标量，pl.when（cond）只走它选中的分支，循环走它真正的步数；选择或步数读的是
-    数据、算不出来时，取花费更大的分支、算一步。
-    The matmul flops the kernel really runs: the kernel's jaxpr walked at each grid point, the
-    scalars computable from that point's program_ids computed, a pl.when (cond) followed only
-    into the branch it picks and a loop for the steps it really takes; where the choice or the
-    step count reads data and cannot be computed, the costlier branch counts, and one step."""
-    (call,) = equations("pallas_call", fn, *args)
-    grid = tuple(call.params["grid_mapping"].grid)
-
-    def run(jaxpr, values, point):
-        env, flops = dict(zip(jaxpr.invars, values, strict=True)), 0
-        for eqn in jaxpr.eqns:
-            ins = [v.val if isinstance(v, Literal) else env.get(v) for v in eqn.invars]
-            name, params, outs = eqn.primitive.name, eqn.params, [None] * len(eqn.outvars)
-            if name in ("program_id", "num_programs"):
-                outs = [np.int32((point if name == "program_id" else grid)[params["axis"]])]
-            elif name == "dot_general":
-                (contracting, _), _ = params["dimension_numbers"]
-                depth = np.prod([eqn.invars[0].aval.shape[a] for a in contracting])
-                flops += 2 * int(depth) * int(np.prod(eqn.outvars[0].aval.shape))
-            elif name == "cond":
-                branches = params["branches"]
-                picked = branches if ins[0] is None else [branches[int(ins[0])]]
-                flops += max(run(b.jaxpr, ins[1:], point)[0] for b in picked)
-            elif name in ("jit", "pjit", "closed_call"):
-                done, outs = run(params["jaxpr"].jaxpr, ins, point)
-                flops += done
-            elif name == "scan":
-                consts, carry = params["num_consts"], params["num_carry"]
-                state = ins[consts : consts + carry]
-                for _ in range(params["length"]):
-                    xs = [None] * (len(ins) - consts - carry)
-                    done, new = run(params["jaxpr"].jaxpr, ins[:consts] + state + xs, point)
-                    flops, state = flops + done, new[:carry]
-            elif name == "while":
-                test, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
-                nc, nb = params["cond_nconsts"], params["body_nconsts"]
-                state = ins[nc + nb :]
-                for _ in range(10_000):
-                    (go,) = run(test, ins[:nc] + state, point)[1]
-                    if go is not None and not go:
-                        break
-                    done, state = run(body, ins[nc : nc + nb] + state, point)
-                    flops += done
-                    if go is None:
-                        break
-                outs = state
-            elif all(v is not None and np.ndim(v) == 0 for v in ins) and not eqn.effects:
-                outs = eqn.primitive.bind(*ins, **params)
-                outs = [np.asarray(o) for o in (outs if eqn.primitive.multiple_results else [outs])]
-            env.update(zip(eqn.outvars, outs, strict=True))
-        return flops, [v.val if isinstance(v, Literal) else env.get(v) for v in jaxpr.outvars]
-
-    kernel = call.params["jaxpr"]
-    return sum(run(kernel, [None] * len(kernel.invars), p)[0] for p in np.ndindex(*grid))
+def _kernel_matmul_flops(fn, *args):
+    """内核里的矩阵乘法浮点运算，按程序读取器（jaxkoans.api.program）的数法：每个方程乘以它运行
+    的次数，内核体乘以 grid；由 program_id 决定的 pl.when 只在选中它的 grid 点上算，由数据决定
+    的每个分支都算。
+    The kernel's matmul flops as the program reader (jaxkoans.api.program) counts them: each
+    equation times how often it runs, a kernel body times its grid; a pl.when that program_id
+    decides counts only at the grid points that take it, one the data decides every branch."""
+    read = program_reader.of(fn, *args)
+    return sum(
+        e.flops * e.times
+        for e in read.equations
+        if e.live and e.place == "kernel" and e.primitive == "dot_general"
+    )
 
 
 @pytest.mark.parametrize(("length", "d", "bq", "bk"), [(16, 8, 8, 8), (16, 4, 4, 8)])
@@ -445,12 +402,13 @@ def test_causal_kernel_skips_the_blocks_above_the_diagonal(length, d, bq, bk):
     memory). No query can see them, but a kernel that only masks computes them anyway: the
     masked probabilities are 0, yet 0 × NaN is NaN. A kernel that does not compute the blocks
     wholly above the diagonal at all equals the reference computed on the sequence alone.
-    计算量也要省下来：逐个 grid 点数内核真正执行的矩阵乘法，最多是对角线上和对角线下那些块
-    所需的 1.5 倍；每一块都算、再用掩码或夹紧的下标把结果挡掉的内核，要多算一倍以上。
-    The work is saved too: the matmul flops the kernel really runs, counted grid point by grid
-    point, are at most 1.5 times what the blocks on and below the diagonal need; a kernel that
-    computes every block and hides the result behind the mask or a clamped index runs twice that
-    and more.
+    计算量也要省下来：程序读取器数出的内核矩阵乘法（由 program_id 决定的 pl.when 只在选中它的
+    grid 点上算）最多是对角线上和对角线下那些块所需的 1.5 倍；每一块都算、再用掩码或夹紧的下标
+    把结果挡掉的内核，要多算一倍以上。
+    The work is saved too: the kernel's matmul flops as the program reader counts them (a
+    pl.when that program_id decides counts only at the grid points that take it) are at most 1.5
+    times what the blocks on and below the diagonal need; a kernel that computes every block and
+    hides the result behind the mask or a clamped index runs twice that and more.
     """
     q = _data((length, d), 0)
     k, v = _data((2 * length, d), 1), _data((2 * length, d), 2)
@@ -462,7 +420,7 @@ def test_causal_kernel_skips_the_blocks_above_the_diagonal(length, d, bq, bk):
     blocks = itertools.product(range(length // bq), range(2 * length // bk))
     visible = sum(j * bk <= i * bq + bq - 1 for i, j in blocks)
     needed = visible * 2 * (2 * bq * bk * d)  # q·kᵀ and p·v for each visible block
-    run = _matmul_flops_run(
+    run = _kernel_matmul_flops(
         functools.partial(causal_flash_attention_forward, bq=bq, bk=bk), q, k, v
     )
     assert run <= 1.5 * needed, f"内核算了 {run} 次浮点运算 / the kernel ran {run} flops: {needed=}"

@@ -34,6 +34,8 @@ import jax
 import numpy as np
 from jax.extend import core as jex
 
+from jaxkoans.api import kernel_branches
+
 # Equations whose sub-program maps its inputs and outputs one to one onto the equation's.
 _CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "checkpoint", "shard_map",
           "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin",
@@ -187,6 +189,8 @@ def read(jaxpr, output: int | None = None) -> Program:
     found: list[Equation] = []
     needed = [output is None or i == output for i in range(len(inner.outvars))]
     _NEEDS.clear()
+    _ROUTE.clear()
+    _GRID_PICKS.clear()
     from jax._src import core  # the named axes in scope (a read under shard_map): no public reader
 
     _AXES[:] = [dict(core.get_axis_env().axis_sizes)]
@@ -272,6 +276,9 @@ _PLACE = ["outside"]  # "kernel" inside a pallas_call's body
 _WITHIN: list[str] = []  # the primitives of the equations whose sub-programs are being walked
 _AXES: list[dict] = [{}]  # the mesh axis sizes in scope (shard_map's mesh)
 _NEEDS: dict = {}  # one read's memo of needs-only walks: (jaxpr, outputs, seeds) -> inputs
+_ROUTE: list = []  # the ids of the equations whose sub-programs are being walked (and branches)
+# per kernel being walked: (kernel_branches.counts, where its route starts, the times outside it)
+_GRID_PICKS: list[tuple[dict | None, int, int]] = []
 
 
 def _walk(
@@ -493,18 +500,26 @@ def _descend(eqn, outs: list[bool], live: bool, depth: int, found: list, facts) 
     if not subs:
         return
     _WITHIN.append(eqn.primitive.name)
+    _ROUTE.append(id(eqn))
     try:
         _descend_held(eqn, subs, outs, live, depth, found, facts)
     finally:
         _WITHIN.pop()
+        _ROUTE.pop()
 
 
 def _descend_held(eqn, subs, outs: list[bool], live: bool, depth: int, found: list, facts) -> None:
     name, p = eqn.primitive.name, eqn.params
     if name == "cond":
-        for branch in subs:
-            _walk(branch, outs if len(branch.outvars) == len(outs) else [live] * len(branch.outvars),
-                  depth + 1, live, found)  # fmt: skip
+        runs = _branch_runs(len(subs))
+        for b, branch in enumerate(subs):
+            _ROUTE.append(b)
+            try:
+                with _scope(1, None, at=runs[b] if runs else None):
+                    _walk(branch, outs if len(branch.outvars) == len(outs) else [live] * len(branch.outvars),
+                          depth + 1, live and (not runs or runs[b] > 0), found)  # fmt: skip
+            finally:
+                _ROUTE.pop()
         return
     if name == "scan":
         consts, carry, _ = p["ft_in"].unpack()  # jax 0.12: flat trees (consts, carry, xs)
@@ -525,15 +540,42 @@ def _descend_held(eqn, subs, outs: list[bool], live: bool, depth: int, found: li
     host = name == "compute_on" and "host" in str(p.get("compute_type", ""))
     place = "kernel" if kernel else ("host" if host else None)
     axes = dict(getattr(p.get("mesh"), "shape", {}) or {}) if name == "shard_map" else {}
-    with _scope((_trips(eqn) or 1) if kernel else 1, place, axes):
-        _descend_subs(eqn, subs, outs, live, depth, found, facts)
+    if kernel:
+        grid = tuple(p["grid_mapping"].grid)
+        picks = kernel_branches.counts(subs[0], grid) if len(subs) == 1 else None
+        _GRID_PICKS.append((picks, len(_ROUTE), _TIMES[-1]))
+    try:
+        with _scope((_trips(eqn) or 1) if kernel else 1, place, axes):
+            _descend_subs(eqn, subs, outs, live, depth, found, facts)
+    finally:
+        if kernel:
+            _GRID_PICKS.pop()
+
+
+def _branch_runs(branches: int) -> list[int] | None:
+    """How often each branch of the cond being walked runs, where the grid decides it: a
+    `pl.when` on program_id (a causal kernel's blocks on and below the diagonal) runs at the grid
+    points that pick it, times what runs the kernel, not at every point. None (every branch as
+    often as the cond) outside kernels, inside a kernel's loop body, or on a grid too large to
+    evaluate. Where the index reads data `kernel_branches` counts every branch at every point
+    that reaches the cond, as this reader always has: which branch runs is unknown, and a bound
+    from above (the flops bounds, the koans' kernel-flops bounds) stays one; the flops floor
+    (`costs.LEAST`) reads only work outside kernels. The answer's profile and a TODO's are read
+    by this same rule."""
+    if not _GRID_PICKS:
+        return None
+    picks, start, outside = _GRID_PICKS[-1]
+    taken = (picks or {}).get(tuple(_ROUTE[start:]))
+    if taken is None or len(taken) != branches:
+        return None
+    return [outside * t for t in taken]
 
 
 @contextlib.contextmanager
-def _scope(times: int, place: str | None, axes: dict | None = None):
-    """Equations walked inside run `times` times as often, in `place` (None: unchanged), with
-    the mesh `axes` (shard_map's) in scope too."""
-    _TIMES.append(_TIMES[-1] * times)
+def _scope(times: int, place: str | None, axes: dict | None = None, at: int | None = None):
+    """Equations walked inside run `times` times as often (or `at` times in all), in `place`
+    (None: unchanged), with the mesh `axes` (shard_map's) in scope too."""
+    _TIMES.append(_TIMES[-1] * times if at is None else at)
     _PLACE.append(place or _PLACE[-1])
     _AXES.append({**_AXES[-1], **(axes or {})})
     try:

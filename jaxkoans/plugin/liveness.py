@@ -10,7 +10,11 @@ whatever primitive does the work instead. (b) is measured: where the answer's te
 perturbed, changes (nearly) every element of the result (its profile's `carried`, per koan), a
 TODO's uses together must change at least `CARRIED` times as many, so the technique applied
 to one row, one block or one head beside other work that makes the rest does not carry the
-result. The runs
+result. And (c) where every use of the answer's technique carries the result when its value is
+resized (`_resized`: each element's size changed, its sign, order, zeros, infs and NaNs kept;
+the profile's `carried["<name> idle"]` is 0), so must every use of the TODO's: the technique's
+value used only through a property another route also keeps (its sign, a comparison, whether
+it is NaN), or selected away by a computed `where` beside other work, fails. The runs
 re-trace the TODO under a fresh `jax.make_user_context` value, so no trace cached before (a
 nested jit) escapes the patch.
 """
@@ -33,6 +37,8 @@ ROUNDING = 1e-5  # of an output's largest element: a change below it is rounding
 # a profile's share with every use zeroed at once: `carried["exp together"]`
 TOGETHER = "together"
 EACH = "each output"  # that share per output leaf: `carried["exp each output"]` (a list)
+# how many of the uses perturbed one by one change nothing when resized: `carried["exp idle"]`
+IDLE = "idle"
 _ROUND = itertools.count(1)
 _EXECUTING = [0]  # primitives being run eagerly (compiled, lowered): their binds are JAX's
 _FRESH = []  # the user context, made on first use (making one at import would import JAX)
@@ -52,8 +58,11 @@ class _Patch:
     """While active, each bind of the watched primitives is a numbered use: in "observe" mode
     its float outputs are sent to the host, in "perturb" mode use `target`'s are changed."""
 
-    def __init__(self, primitives, mode: str, targets=(), zero: bool = False) -> None:
+    def __init__(
+        self, primitives, mode: str, targets=(), zero: bool = False, resize: bool = False
+    ) -> None:
         self.primitives, self.mode, self.targets, self.zero = primitives, mode, set(targets), zero
+        self.resize = resize  # perturb by `_resized`, not `_changed`
         self.uses = 0
         self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
         self.seen: dict[tuple[int, int], list] = {}
@@ -79,7 +88,9 @@ class _Patch:
         if _kind(value) is None:
             return value
         if self.mode == "perturb":
-            return _changed(value, self.zero) if use in self.targets else value
+            if use not in self.targets:
+                return value
+            return _resized(value) if self.resize else _changed(value, self.zero)
         self._observe(self.seen, use, value)
         return value
 
@@ -142,6 +153,19 @@ def _changed(value, zero: bool = False):
     if jnp.issubdtype(value.dtype, jnp.bool_) or jnp.issubdtype(value.dtype, jnp.unsignedinteger):
         return ~value
     return value ^ jnp.ones_like(value)
+
+
+def _resized(value):
+    """`value` with each float element's size changed and what an honest route may read of it
+    alone kept: v (1.25 + tanh(v) / 4) is increasing, so signs, order (an argmax), zeros, infs
+    and NaNs stay, and not homogeneous, so a value over its own sum changes too. A use whose
+    value matters only through such a property, or that a computed where selects away, changes
+    nothing. Integers, booleans and keys are changed as `_changed` does."""
+    import jax.numpy as jnp
+
+    if _kind(value) != "float":
+        return _changed(value)
+    return value * (1.25 + jnp.tanh(value) / 4)
 
 
 @contextlib.contextmanager
@@ -308,7 +332,37 @@ def problems(
                 f"where the answer's changes {expected:.0%}: the technique makes a part (a row, "
                 "a block, a head) and other work makes the rest"
             )
+        else:
+            found += _idle(function, name, primitive, informative[:MAX_USES], args, kwargs, base,
+                           answer, carried)  # fmt: skip
     return found
+
+
+def _idle(function, name: str, primitive, uses: list, args, kwargs, base: list, answer, carried):
+    """(c): where each use of the answer's technique, resized (`_resized`), changes the result
+    (its profile's idle count is 0), each of the TODO's `uses` must too; an author's run writes
+    the count to `carried` (every use tried)."""
+    if carried is None and (answer or {}).get(f"{name} {IDLE}") != 0:
+        return []  # the answer's own has a use that changes nothing so (or no such profile)
+    idle = []
+    for use in uses:
+        if _share(function, primitive, [use], args, kwargs, base, 0.0, resize=True) == 0:
+            idle.append(use)
+            if carried is None:
+                break
+    if carried is not None:
+        carried[f"{name} {IDLE}"] = len(idle)
+        return []
+    if not idle:
+        return []
+    return [
+        f"`{name}` 的第 {idle[0] + 1} 处输出改变大小（符号、顺序、零和 NaN 不变）不改变结果，参考"
+        f"答案的每一处都改变它 / resizing what use {idle[0] + 1} of `{name}` computes (its "
+        "signs, order, zeros and NaNs kept) leaves the TODO's result as it was, where every "
+        "use of the answer's changes it: that value counts only through a property another "
+        "route also keeps (a sign, a comparison, whether it is NaN) or a computed where selects "
+        "it away, and other work makes the result"
+    ]
 
 
 def _share(
@@ -321,6 +375,7 @@ def _share(
     need: float,
     zero: bool = False,
     each: bool = False,
+    resize: bool = False,
 ):
     """The share of the output elements that perturbing `uses` (one at a time; a tuple of uses
     at once) changes, together; the search stops once it is more than `need`. With `each`,
@@ -333,7 +388,7 @@ def _share(
     for use in uses:
         try:
             targets = use if isinstance(use, tuple) else (use,)
-            with _Patch([primitive], "perturb", targets, zero).active():
+            with _Patch([primitive], "perturb", targets, zero, resize).active():
                 after = _run(function, args, kwargs)
         except Exception:  # the perturbed run could not finish: the value was used
             return (1.0, [1.0] * len(base)) if each else 1.0

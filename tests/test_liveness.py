@@ -1,0 +1,134 @@
+"""Liveness (plugin/liveness.py) by resizing each use of the technique: where every use of the
+answer's carries the result when its value's sizes change (signs, order, zeros, infs and NaNs
+kept), a TODO's use that counts only through such a property, or that a computed where selects
+away, fails; and a fresh case (plugin/fresh.py) moves inputs that hold inf or NaN."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+
+def _cumsum():
+    import jax
+    import jax.numpy as jnp
+
+    return jax.make_jaxpr(jax.lax.cumsum)(jnp.ones(3)).eqns[0].primitive
+
+
+def _honest(x):
+    import jax
+
+    s = jax.lax.cumsum(x)
+    return s, jax.lax.cumsum(x) * s
+
+
+def _sign_only(x):  # the second use's sign alone, its sizes taken from the first use
+    import jax
+    import jax.numpy as jnp
+
+    s = jax.lax.cumsum(x)
+    return s, jnp.sign(jax.lax.cumsum(x)) * jnp.abs(s) * s
+
+
+def _selected_away(x):  # the technique selected away unless NaN; another use redoes the work
+    import jax
+    import jax.numpy as jnp
+
+    s = jax.lax.cumsum(x)
+    steps = jnp.diff(jnp.tril(jnp.ones((x.size, x.size))) @ x, prepend=0.0)
+    done = jax.lax.cumsum(jnp.where(jnp.isnan(s), s, steps))
+    return done, done * done
+
+
+def _normalized(x):  # honest: each element's size counts, even over the sum
+    import jax
+    import jax.numpy as jnp
+
+    s = jax.lax.cumsum(x)
+    return s, jax.lax.cumsum(x) * s / jnp.sum(s)
+
+
+X = (0.5, 2.0, 16)
+
+
+def _profile(function) -> dict:
+    import jax.numpy as jnp
+
+    from jaxkoans.plugin import liveness
+
+    carried: dict = {}
+    x = jnp.linspace(*X)
+    assert liveness.problems(function, {"cumsum": _cumsum()}, (x,), {}, 3, carried=carried) == []
+    return carried
+
+
+def _judged(function, answer: dict | None) -> list[str]:
+    import jax.numpy as jnp
+
+    from jaxkoans.plugin import liveness
+
+    return liveness.problems(function, {"cumsum": _cumsum()}, (jnp.linspace(*X),), {}, 3, answer)
+
+
+def test_the_answer_profile_counts_the_uses_that_change_nothing_resized():
+    from jaxkoans.plugin import liveness
+
+    assert _profile(_honest)[f"cumsum {liveness.IDLE}"] == 0
+    assert _profile(_sign_only)[f"cumsum {liveness.IDLE}"] == 1
+
+
+@pytest.mark.parametrize("shortcut", [_sign_only, _selected_away])
+def test_a_use_that_counts_only_through_a_kept_property_fails(shortcut):
+    """Both carry every element of the result under the shift-and-scale perturbation (another
+    use of the same technique makes it), so only each use resized tells them from the
+    answer."""
+    answer = _profile(_honest)
+    (said,) = _judged(shortcut, answer)
+    assert "resizing what use" in said and "signs, order, zeros and NaNs kept" in said
+
+
+def test_honest_routes_pass_and_no_profile_holds_nothing():
+    from jaxkoans.plugin import liveness
+
+    answer = _profile(_honest)
+    assert _judged(_normalized, answer) == []
+    assert _judged(_sign_only, None) == []  # no answer's profile: nothing to hold to
+    loose = answer | {f"cumsum {liveness.IDLE}": 1}  # the answer's own has such a use
+    assert _judged(_sign_only, loose) == []
+
+
+def test_resized_keeps_signs_order_zeros_infs_and_nans_and_changes_sizes():
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxkoans.plugin import liveness
+
+    x = jnp.array([-3.0, -0.5, 0.0, 0.25, 1.0, 4.0, jnp.inf, -jnp.inf, jnp.nan])
+    got = np.asarray(liveness._resized(x))
+    np.testing.assert_array_equal(np.sign(got), np.sign(np.asarray(x)))
+    finite = np.isfinite(np.asarray(x))
+    assert np.all(np.diff(got[:6]) > 0) and np.isnan(got[-1]) and not finite[6:8].any()
+    assert np.isinf(got[6:8]).all() and got[2] == 0.0
+    ratios = got[:6][np.asarray(x)[:6] != 0] / np.asarray(x)[:6][np.asarray(x)[:6] != 0]
+    assert np.all(ratios > 1.0) and np.ptp(ratios) > 0.1  # not one common scaling
+    flags = jnp.array([True, False])
+    assert np.array_equal(np.asarray(liveness._resized(flags)), [False, True])
+
+
+def test_a_fresh_case_moves_the_finite_entries_of_an_input_that_holds_inf():
+    """A padded batch's losses hold inf: moving them must not warn (a learner's run treats
+    the warning as an error and then ran no fresh case and no liveness at all)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxkoans.plugin import fresh
+
+    losses = jnp.array([[0.5, jnp.inf], [jnp.nan, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ((moved,), _) = fresh.moved((losses,), {}, 7)
+    moved = np.asarray(moved)
+    assert np.isinf(moved[0, 1]) and np.isnan(moved[1, 0])
+    assert moved[0, 0] != 0.5 and moved[1, 1] != 2.0

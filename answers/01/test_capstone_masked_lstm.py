@@ -166,9 +166,11 @@ def test_final_state_equals_unpadded_run():
 
 
 def test_padded_outputs_are_zero_valid_outputs_match():
-    """补齐位置的输出恰好是 0；有效位置的输出与未补齐运行逐步一致。
+    """补齐位置的输出恰好是 0；有效位置的输出与未补齐运行逐步一致。掩码只挡住补齐：有效步里
+    真的 NaN 照样传下去（不要把输入里的 NaN 换掉）。
     Outputs at padded positions are exactly 0; valid outputs match the unpadded run step by
-    step.
+    step. The mask hides the padding only: a real NaN at a valid step still propagates (do not
+    replace the NaNs of the input).
     """
     params = init_params()
     xs, lengths = padded_batch(pad_value=np.nan)  # garbage in the padding / 补齐位置是垃圾
@@ -178,6 +180,10 @@ def test_padded_outputs_are_zero_valid_outputs_match():
         _, ys_ref = numpy_lstm(params, np.asarray(xs)[b, :n])
         np.testing.assert_allclose(ys[b, :n], ys_ref, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(ys[b, n:], np.zeros((T - n, H)))
+    broken = xs.at[0, 1, 0].set(jnp.nan)  # a real NaN at a valid step of example 0 / 有效步里的 NaN
+    (h, c), ys = jax.device_get(jax.jit(masked_lstm)(params, broken, lengths))
+    assert np.isnan(h[0]).all() and np.isnan(c[0]).all() and np.isnan(ys[0, 1:LENGTHS[0]]).all()
+    assert np.isfinite(h[1:]).all() and np.isfinite(ys[1:]).all()  # the others are untouched
 
 
 def test_extra_padding_under_jit_changes_nothing():

@@ -156,6 +156,8 @@ def test_scan_over_stacked_layers_traces_one_layer():
     Write the "scan over layers" idiom of large models: stack the L layers' parameters into
     one pytree and scan over it as xs. The jaxpr and the compiled program then hold one layer,
     so tracing and compile time do not grow with depth, and differentiation works as usual.
+    stack_layers 对任意结构的层都成立（元组、嵌套的 dict）。
+    stack_layers works for layers of any structure (tuples, nested dicts).
     """
     rng = np.random.default_rng(0)
     n_layers, d = 6, 4
@@ -176,6 +178,9 @@ def test_scan_over_stacked_layers_traces_one_layer():
     stacked = stack_layers(layers)
     assert jax.tree.map(jnp.shape, stacked) == {"w": (n_layers, d, d), "b": (n_layers, d)}
     np.testing.assert_array_equal(stacked["w"][2], layers[2]["w"])
+    nested = stack_layers([(layer["b"], {"inner": {"w": layer["w"]}}) for layer in layers])
+    assert jax.tree.map(jnp.shape, nested) == ((n_layers, d), {"inner": {"w": (n_layers, d, d)}})
+    np.testing.assert_array_equal(nested[1]["inner"]["w"][2], layers[2]["w"])
     np.testing.assert_allclose(jax.jit(apply_stack)(stacked, x), python_loop(layers, x), rtol=1e-5)
 
     jaxpr = jax.make_jaxpr(apply_stack)(stacked, x)

@@ -173,9 +173,10 @@ def test_diagnose_the_slow_training_loop():
 
 
 def test_pad_batch_keeps_the_real_rows_and_masks_the_rest():
-    """pad_batch：形状固定为 (BATCH, FEATURES) / (BATCH,)，前 n 行是原数据，mask 标出它们。
+    """pad_batch：形状固定为 (BATCH, FEATURES) / (BATCH,)，前 n 行是原数据，mask 标出它们
+    （真实的行也可能全是 0、目标也可能是 0：mask 只看行数）。
     pad_batch: fixed shapes (BATCH, FEATURES) / (BATCH,), the first n rows are the data,
-    and mask marks them.
+    and mask marks them (a real row may be all zeros, a target may be 0: the mask counts rows).
     """
     [(x, y)] = make_batches(1, [20])
     xp, yp, mask = pad_batch(x, y)
@@ -191,6 +192,11 @@ def test_pad_batch_keeps_the_real_rows_and_masks_the_rest():
     xp, yp, mask = pad_batch(wide, np.ones(7, np.float32), size=9)
     assert xp.shape == (9, 5) and yp.shape == mask.shape == (9,)
     np.testing.assert_array_equal(xp[:7], wide)
+    wide[2] = 0.0  # a real row of zeros with a zero target is still a real row
+    targets = np.array([1.0, 0.0, 0.0, 2.0, 0.0, 3.0, 0.0], np.float32)
+    xp, yp, mask = pad_batch(wide, targets, size=9)
+    np.testing.assert_array_equal(mask, [1.0] * 7 + [0.0] * 2)
+    np.testing.assert_array_equal(yp[:7], targets)
 
 
 def test_fast_train_matches_the_reference():

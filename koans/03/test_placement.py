@@ -319,22 +319,24 @@ def test_make_array_from_single_device_arrays_wraps_the_buffers_where_they_are()
 @pytest.mark.parametrize("spec", [P("X"), P("Y", "X"), P(None, ("Y", "X")), P("Y")], ids=str)
 def test_stitch_per_device_results_into_one_global_array(spec):
     """（先写好 stitch。）每个设备手里已经有自己那一块（顺序打乱了给你）。stitch 返回的全局数组
-    形状、分片、数值都对（四种 spec），并且每个分片正是给你的那块缓冲区：没有一个字节被复制。
+    形状、分片、数值都对（四种 spec、两种全局形状），并且每个分片正是给你的那块缓冲区：没有一个字节被复制。
     (Write stitch first.) Each device already holds its own block (handed to you in shuffled
     order). The global array stitch returns has the right shape, sharding and values (four
-    specs), and every shard is the very buffer you were given: not one byte was copied.
+    specs, two global shapes), and every shard is the very buffer you were given: not one byte
+    was copied.
     """
-    source = np.arange(8.0 * 16, dtype=np.float32).reshape(8, 16)
     mesh = jax.make_mesh((4, 2), ("X", "Y"))
-    where = NamedSharding(mesh, spec).addressable_devices_indices_map(source.shape)
-    pieces = {d: jax.device_put(source[index] * 1.0, d) for d, index in reversed(where.items())}
-    address = {d: p.unsafe_buffer_pointer() for d, p in pieces.items()}
+    for rows, columns in ((8, 16), (4, 24)):  # the global shape follows from the blocks
+        source = np.arange(float(rows * columns), dtype=np.float32).reshape(rows, columns)
+        where = NamedSharding(mesh, spec).addressable_devices_indices_map(source.shape)
+        pieces = {d: jax.device_put(source[i] * 1.0, d) for d, i in reversed(where.items())}
+        address = {d: p.unsafe_buffer_pointer() for d, p in pieces.items()}
 
-    out = stitch(pieces, mesh, spec)
-    assert out.shape == source.shape
-    assert out.sharding == NamedSharding(mesh, spec)
-    np.testing.assert_array_equal(out, source)
-    assert {s.device: s.data.unsafe_buffer_pointer() for s in out.addressable_shards} == address
+        out = stitch(pieces, mesh, spec)
+        assert out.shape == source.shape
+        assert out.sharding == NamedSharding(mesh, spec)
+        np.testing.assert_array_equal(out, source)
+        assert {s.device: s.data.unsafe_buffer_pointer() for s in out.addressable_shards} == address
 
 
 def test_pinned_host_memory_keeps_an_array_off_the_device():

@@ -252,7 +252,10 @@ def test_jvp_rule_gives_forward_mode():
     tangent). Write leaky_sum_jvp; with it jax.jvp works, under jit as well (jacfwd also needs
     vmap, that is a batching rule). The koan reads the program the rule builds: the jvp's jaxpr
     must bind leaky_sum itself, for the output and for the tangent, not a scan that imitates it.
+    A linear map's tangent does not depend on the point it is taken at: it stays exact at a
+    primal 10⁴ times larger.
     JVP 规则构造的程序也要检查：jvp 的 jaxpr 里输出和切向量都由 leaky_sum 原语计算，而不是模仿它的 scan。
+    线性映射的切向量与求导点无关：原始输入放大 10⁴ 倍，切向量仍然精确。
     """
     prim = make_leaky_sum(jvp=False, transpose=False, batch=False)
     x = jnp.array([[1.0, -2.0, 0.5, 3.0], [0.0, 1.0, 2.0, -1.0]])
@@ -276,6 +279,8 @@ def test_jvp_rule_gives_forward_mode():
     bound = equations("leaky_sum", lambda x, t: jax.jvp(f, (x,), (t,)), x, t)
     assert [e.params for e in bound] == [params, params], "输出和切向量都用 prim.bind / bind prim for both"
     assert "scan" not in primitives(jax.make_jaxpr(lambda x, t: jax.jvp(f, (x,), (t,)))(x, t).jaxpr)
+    _, far = jax.jvp(lambda v: prim.bind(v, **params), (1e4 * x,), (t,))
+    np.testing.assert_allclose(far, leaky_sum_reference(t, **params), rtol=1e-6)
 
 
 def test_transpose_rule_gives_reverse_mode():
@@ -317,10 +322,12 @@ def test_transpose_rule_gives_reverse_mode():
 
 def test_batching_rule_gives_vmap():
     """vmap 需要批处理规则 batching.primitive_batchers[原语]：收到带批次轴的参数和批次轴的
-    位置，返回 (输出, 输出的批次轴)。写出 leaky_sum_batch：一次 bind 处理整批，不展开循环。
+    位置，返回 (输出, 输出的批次轴)。写出 leaky_sum_batch：一次 bind 处理整批，不展开循环；
+    批次轴在哪根轴上（三根轴都试，还有两层 vmap）都一样。
     vmap needs a batching rule, batching.primitive_batchers[primitive]: it receives the batched
     operands and where their batch axes are, and returns (output, the output's batch axis).
-    Write leaky_sum_batch: one bind for the whole batch, no loop.
+    Write leaky_sum_batch: one bind for the whole batch, no loop, wherever the batch axis is
+    (each of the three axes, and a vmap of a vmap).
     """
     prim = make_leaky_sum(batch=False)
     params = {"decay": 0.5, "reverse": True}
@@ -341,8 +348,9 @@ def test_batching_rule_gives_vmap():
         np.testing.assert_allclose(got, jax.vmap(reference, in_axes=axis)(xs), rtol=1e-6)
     nested = jax.vmap(jax.vmap(f))(xs)
     np.testing.assert_allclose(nested, reference(xs), rtol=1e-6)
-    eqns = jax.make_jaxpr(jax.vmap(f, in_axes=1))(xs).eqns
-    assert [e.primitive.name for e in eqns].count("leaky_sum") == 1
+    for batched in (*(jax.vmap(f, in_axes=axis) for axis in (0, 1, 2)), jax.vmap(jax.vmap(f))):
+        eqns = jax.make_jaxpr(batched)(xs).eqns
+        assert [e.primitive.name for e in eqns].count("leaky_sum") == 1
 
 
 def make_scale(jvp_rule):
@@ -398,10 +406,12 @@ def scale_jvp(prim, primals, tangents):
 
 def test_a_jvp_rule_skips_symbolic_zeros():
     """跳过符号零的 JVP 规则：对 x、对 a、对两者求 jvp 都等于 a * x 的导数，grad 对两个参数都
-    对；只对 x 求导时，切向部分只有一个乘法（没有为零切向量做的乘法）。
+    对；只对 x 求导时，切向部分只有一个乘法（没有为零切向量做的乘法），jvp 的程序里除了原始输出
+    和这一个乘法别无其他运算，只对 a 求导时也一样。
     A JVP rule that skips symbolic zeros: jvp with respect to x, to a, and to both equals the
     derivative of a * x, and grad is right for both arguments; differentiating x alone, the
-    tangent part holds a single multiplication (none spent on the zero tangent).
+    tangent part holds a single multiplication (none spent on the zero tangent), and the jvp's
+    program holds nothing else than the primal and that product, differentiating a alone too.
     """
     prim = make_scale(scale_jvp)
     a, x = jnp.float32(3.0), jnp.arange(1.0, 4.0)
@@ -417,6 +427,9 @@ def test_a_jvp_rule_skips_symbolic_zeros():
     np.testing.assert_allclose(grads[1], 2 * a * a * x, rtol=1e-6)
     jvp_jaxpr = jax.make_jaxpr(lambda x, t: jax.jvp(lambda x: prim.bind(a, x), (x,), (t,)))(x, tx)
     assert [e.primitive.name for e in jvp_jaxpr.eqns].count("mul") == 1
+    assert len(jvp_jaxpr.eqns) == 2
+    wrt_a_jaxpr = jax.make_jaxpr(lambda a, t: jax.jvp(lambda a: prim.bind(a, x), (a,), (t,)))(a, ta)
+    assert len(wrt_a_jaxpr.eqns) == 2
 
 
 def test_capstone_all_rules_compose():

@@ -344,11 +344,13 @@ def test_the_table_is_built_once_per_executable_and_read_on_every_call():
     """✍️ 实现 lookup_stages_cc 和 lookup（register_stateful 来自上一个 koan）。查找表是这个
     处理函数实例的状态：编译时建一次，之后每次调用只读它，不再重建；每个可执行程序（这里 n=4 和
     n=8 各一个）有自己的表。探针 ScaleLiveTables 直接改写活着的表，用来证明 execute 读的是状态。
+    小于 0 或不小于 n 的下标都被拒绝；表的大小 n = 0 时，编译就失败。
     Write lookup_stages_cc and lookup (register_stateful comes from the last koan). The lookup
     table is the state of this instance of the handler: built once at compile time, then only
     read on each call, never rebuilt; each executable (one for n=4, one for n=8 here) has a table
     of its own. The probe ScaleLiveTables rewrites the live tables in place, which shows that
-    execute reads the state.
+    execute reads the state. An index below 0 or at n and above is refused, and so is a table
+    size n = 0 when the program is compiled.
     """
     library = table_library(lookup_stages_cc)
     name = register_stateful(f"koans_lookup_{uuid.uuid4().hex}", library)
@@ -377,6 +379,10 @@ def test_the_table_is_built_once_per_executable_and_read_on_every_call():
     # (JaxRuntimeError or, once the executable has run, ValueError: match the kernel's message)
     with pytest.raises(Exception, match="outside the table"):
         four(wide).block_until_ready()
+    with pytest.raises(Exception, match="outside the table"):  # below the table too
+        four(jnp.array([0, -1, 1, 2, 3], dtype=jnp.int32)).block_until_ready()
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INVALID_ARGUMENT"):
+        looking.lower(index, name, 0).compile()  # no table of no values
     assert library.StatesMade() == 2
 
     del four, eight

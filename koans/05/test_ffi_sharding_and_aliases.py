@@ -110,6 +110,7 @@ def test_the_compiled_header_names_the_buffer_each_output_reuses():
     ⚠️ 陷阱 / trap：头里有表不等于内核原地写：只捐赠、不加内核别名时表照样在，内核写进新缓冲区，
     再复制过去；两个形状相同的输出交换了顺序时，jit 的配对和内核的别名对不上，XLA 复制四次
     （两个输入先各复制一份给内核覆盖，两个结果再各复制进另一个参数的缓冲区）。
+    序号可以有两位：十一个捐赠的输入按相反的顺序返回时，第 0 个输出写在第 10 个参数里。
     Write buffer_aliases: counting copies says only how many there were; to confirm an alias,
     read the compiled program's header: its input_output_alias table lists which parameter's
     buffer each output reuses. The table comes from donation: when jit lowers, it gives each
@@ -121,6 +122,8 @@ def test_the_compiled_header_names_the_buffer_each_output_reuses():
     over; and when two outputs of the same shape come back swapped, jit's pairing and the
     kernel's aliases disagree and XLA copies four times (each input copied first for the kernel
     to overwrite, each result copied into the other parameter's buffer).
+    Numbers may take two digits: eleven donated inputs handed back in reverse order put output 0
+    in parameter 10's buffer.
     """
     target = cbuild.ffi_target("koans_leaky_sum_header", "leaky_sum.cc", "LeakySum")
 
@@ -162,6 +165,13 @@ def test_the_compiled_header_names_the_buffer_each_output_reuses():
     out = jax.jit(swapped, donate_argnums=(0, 1))(jnp.array(x), jnp.array(twin))
     np.testing.assert_allclose(out[0], leaky_sum_numpy(twin, 0.5), rtol=1e-6)
     np.testing.assert_allclose(out[1], leaky_sum_numpy(x, 0.5), rtol=1e-6)
+
+    # Eleven donated vectors of eleven lengths, handed back reversed: two-digit numbers.
+    def reversed_doubles(*vs):
+        return tuple(2 * v for v in vs[::-1])
+
+    eleven = compiled(reversed_doubles, *(jnp.ones(n) for n in range(1, 12)), donate_argnums=tuple(range(11)))
+    assert buffer_aliases(eleven) == {k: 10 - k for k in range(11)}
 
 
 def _sharded_rows():

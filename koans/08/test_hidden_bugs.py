@@ -90,7 +90,8 @@ def test_checkify_finds_the_row_that_made_a_hidden_nan(bad_row, column):
     checks a jitted function's outputs). Run eagerly, primitive by primitive, it stops at the
     primitive that made the NaN (as in test_locating_faults.py) but cannot say which row of
     data. The bad row still skews the loss. checkify's float checks look at every primitive's
-    output and, under vmap, name the row.
+    output and, under vmap, name the row. 整批一次检查：row_fn 的程序只运行一次，不是每行一次。
+    The whole batch is checked at once: row_fn's program runs once, not once per row.
     """
     batch = make_batch(bad_row, column)
     loss = jax.jit(training_loss)
@@ -105,6 +106,18 @@ def test_checkify_finds_the_row_that_made_a_hidden_nan(bad_row, column):
     assert first_nan(lambda row: jnp.log(row[0] - row[1]), batch) == (
         None if column != 0 else expected
     )
+    runs = []  # each run of row_fn's program, with the shape its rows reached it in
+
+    def tally(rows):
+        runs.append(rows.shape)
+        return rows
+
+    def watched(row):  # under vmap the callback sees every row together, in one call
+        shape = jax.ShapeDtypeStruct(row.shape, row.dtype)
+        return row_loss(jax.pure_callback(tally, shape, row, vmap_method="expand_dims"))
+
+    assert first_nan(watched, batch) == expected
+    assert runs == [batch.shape], f"{len(runs)} runs of row_fn: check the rows in one vmap"
 
 
 # -- 2. a recompile deep inside a helper / 藏在辅助函数深处的重新编译 ---------------------------

@@ -227,10 +227,14 @@ def test_a_shipped_kernel_runs_where_the_consumer_registers_it(tmp_path):
     library = cbuild.build("leaky_sum.cc")
     x = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
     spec = jax.ShapeDtypeStruct(x.shape, jnp.float32)
-    # Here first: an artifact whose only switched-off check is the platform's needs no kernel.
-    # 先在本进程：只关掉了平台检查的产物不需要任何内核。
+    # Here first: an artifact whose only switched-off check is the platform's needs no kernel,
+    # though its module holds a custom call (ApproxTopK: one of the targets JAX guarantees).
+    # 先在本进程：只关掉了平台检查的产物不需要任何内核，尽管它的模块里有一个 custom call
+    # （ApproxTopK：JAX 担保的目标之一）。
     unchecked = [export.DisabledSafetyCheck.platform()]
-    platform_only = export.export(jax.jit(jnp.sin), disabled_checks=unchecked)(spec)
+    top_two = jax.jit(lambda x: lax.approx_max_k(jnp.sin(x), 2)[0])
+    platform_only = export.export(top_two, disabled_checks=unchecked)(spec)
+    assert "custom_call @ApproxTopK(" in platform_only.mlir_module()
     assert register_shipped_kernels(platform_only, loaded) == []
     teams = {"acme_leaky_sum": (0.5, False), "zeta_leaky_sum_rev": (0.25, True)}
     for target, (decay, reverse) in teams.items():

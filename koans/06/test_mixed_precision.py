@@ -154,13 +154,15 @@ def test_dynamic_loss_scaling_inside_jit():
     """上一个 koan 的动态损失缩放是一个 Python 循环：每一步都把梯度是否有限取回主机再决定，
     训练循环因此每步同步一次。真实训练把它放进编译好的一步里：跳过这一步、调整缩放因子都是
     程序里的 select，缩放因子是状态的一部分。第 2 步的输入被放大 300 倍，使它的 fp16 梯度溢出；
-    period=2 表示连续两步有限之后缩放因子翻倍。对照 fp32 的参考：只走有限的那几步。
+    period=2 表示连续两步有限之后缩放因子翻倍（别的 period、factor 按它自己的来）。
+    对照 fp32 的参考：只走有限的那几步。
     The previous koan's dynamic loss scaling is a Python loop: every step fetches whether the
     gradients are finite to the host before deciding, so the training loop syncs once per step.
     Real training puts it in the compiled step: skipping the step and adjusting the scale are
     selects in the program, and the scale is part of the state. Step 2's input is scaled up 300
     times so that its fp16 gradients overflow; period=2 doubles the scale after two finite steps
-    in a row. The reference is fp32 training that takes only the finite steps.
+    in a row (a scale of another period and factor follows its own). The reference is fp32
+    training that takes only the finite steps.
     """
     w = 0.1 * jax.random.normal(jax.random.key(0), (8, 4))
     x = jax.random.normal(jax.random.key(1), (5, 16, 8)).at[2].multiply(300.0)
@@ -181,6 +183,10 @@ def test_dynamic_loss_scaling_inside_jit():
     assert flags == [True, True, False, True, True]
     assert scales == [2.0**10, 2.0**11, 2.0**10, 2.0**10, 2.0**11]
     assert int(opt_state[0].count) == 4  # the skipped step left Adam's state alone
+    # The scale's own period and factor decide, whatever they are: period 3, factor 4.
+    other = jmp.DynamicLossScale(jnp.float32(2.0**10), jnp.int32(2), period=3, factor=4)
+    _, _, other, finite = step(w, opt_state, other, x[0], y[0])
+    assert (bool(finite), float(other.loss_scale), int(other.counter)) == (True, 2.0**12, 0)
     assert bool(jnp.all(jnp.isfinite(w)))
     np.testing.assert_allclose(opt_state[0].mu, ref_state[0].mu, rtol=2e-2, atol=1e-3)
     # Close, not equal: the updates were made from the fp16 gradients, not from fp32 ones.

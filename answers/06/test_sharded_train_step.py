@@ -195,12 +195,13 @@ def test_fsdp_by_hand_gathers_weights_and_reduce_scatters_gradients():
     all-gather 转置成 reduce-scatter：每个设备的整块梯度加起来、只留下自己那一块，不必先
     all-reduce 出一份完整梯度再丢掉 7/8。（上一个 koan 里 XLA 自己选的是 all-reduce。）
     用 Adam 训练 3 步，损失与在一个设备上训练相同，梯度和 Adam 状态在每个设备上都只有 1/8。
+    在 4 个设备的网格上，损失也一样。
     Inside shard_map you write the collectives yourself: FSDP all-gathers the weights in the
     forward pass, and the backward pass transposes that all-gather into a reduce-scatter: every
     device's whole-weight gradients are summed and each keeps only its block, with no all-reduce
     of a full gradient that is 7/8 thrown away. (In the previous koan XLA chose an all-reduce.)
     Three Adam steps give the losses of one-device training, and the gradients and Adam state
-    take 1/8 per device.
+    take 1/8 per device. On a mesh of 4 devices the loss is the same.
     """
     x, y = batch()
     mesh = jax.make_mesh((DATA * MODEL,), ("data",), axis_types=(AxisType.Auto,))
@@ -235,6 +236,10 @@ def test_fsdp_by_hand_gathers_weights_and_reduce_scatters_gradients():
 
     found = collectives(hlo)
     assert sorted(found["all-gather"]) == ["f32[256,64]", "f32[64,256]"]
+    half = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Auto,), devices=jax.devices()[:4])
+    on_half = jax.device_put((params, x, y), NamedSharding(half, P("data")))
+    loss, _ = jax.jit(lambda *a: fsdp_loss_and_grads(half, *a))(*on_half)
+    np.testing.assert_allclose(float(loss), want[0], rtol=1e-5)  # the mean over 4 devices too
     assert sorted(found["reduce-scatter"]) == ["f32[32,64]", "f32[8,256]"]
     assert found["all-reduce"] == ["f32[]"]  # only the loss
 

@@ -259,7 +259,8 @@ def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
     合起来？save_from_both_policies 只会对两个布尔值做“或”，碰到“卸载”这种第三种回答就报错：
     是哪种异常？所以自己写一个策略。jaxpr 里卸载是一对 device_put（f32<host>[...] 是主机内存里的值）；
     为 GPU 降级时它们变成带 _xla_buffer_placement 的 annotate_device_placement 自定义调用。
-    为这块 CPU 降级的文本里还有没有这个自定义调用？
+    为这块 CPU 降级的文本里还有没有这个自定义调用？带批次维的矩阵乘（比如注意力的分数）
+    不卸载，而是重算。
     Host offload: when device memory runs short, rather than recompute, move residuals to host
     memory and bring them back for the backward pass. Chapter 03 offloads by name; training
     large models commonly offloads by operation, every matmul result without batch dimensions
@@ -268,7 +269,8 @@ def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
     on the third kind of answer, "offload": with which exception? So write a policy yourself.
     In the jaxpr an offload is a pair of device_puts (f32<host>[...] is a value in host
     memory); lowered for a GPU they become annotate_device_placement custom calls carrying
-    _xla_buffer_placement. Does the text lowered for this CPU still hold that custom call?
+    _xla_buffer_placement. Does the text lowered for this CPU still hold that custom call? A
+    matmul with a batch dimension (attention's scores, say) is recomputed, not offloaded.
     """
     ps, x = _params(), jnp.ones((BATCH, WIDTH))
     policies = jax.checkpoint_policies
@@ -305,6 +307,12 @@ def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
     assert placements == {"pinned_host": LAYERS, "device": LAYERS}
     cpu_text = jax.jit(jax.grad(loss)).lower(ps, x).as_text()
     assert ("annotate_device_placement" in cpu_text) is False
+    # A matmul with a batch dimension (attention's scores, say) is recomputed, not offloaded.
+    def scores(a, b):
+        return jnp.sum(jnp.tanh(a @ b))
+
+    a, b = jnp.ones((2, 3, 4)), jnp.ones((2, 4, 5))
+    assert not equations("device_put", jax.grad(jax.checkpoint(scores, policy=keep_up_offload_dots)), a, b)
 
 
 def test_what_an_offload_policy_compiles_to_on_this_cpu():

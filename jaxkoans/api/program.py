@@ -14,7 +14,8 @@ their operands, descending into the computations a live instruction calls (fusio
 `called_computations`, loop bodies), never a count of a substring.
 
 What a program costs (`Program.costs`) is read from the same walk, every loop body times its
-trip count and a kernel body times its grid; flops per primitive come from
+trip count and a kernel body times its grid (a `pl.when` whose choice the grid decides only
+at the grid points that take it: `kernel_branches`); flops per primitive come from
 `jax.experimental.roofline`'s rules. The koans' instruments that read programs live here too
 (`jaxkoans.api.probes` re-exports them).
 """

@@ -326,11 +326,12 @@ def reported(reports, function):
 def test_each_process_reads_only_its_own_rows(reports):
     """✍️ 写 load_my_shard。每个进程只读自己的一段：两个进程读的行互不重叠、合起来正好是整个
     数据集，每个进程只读一次（Dataset 记下了每一次读）；读回的行就是数据集里的那几行；换一个长度的
-    数据集也一样平分。
+    数据集也一样平分；只有一个进程时（pytest 自己这个进程），它读全部的行。
     Write load_my_shard. Each process reads only its own block: the two processes' rows do not
     overlap and together are the whole dataset, each process reads once (the Dataset records
     every read), and the rows read back are exactly those rows of the dataset; a dataset of
-    another length is split the same way.
+    another length is split the same way; and in a system of one process (pytest's own) it reads
+    every row.
     """
     got = reported(reports, load_my_shard)
     x, y = make_data()
@@ -343,6 +344,9 @@ def test_each_process_reads_only_its_own_rows(reports):
         features, targets = report["load_my_shard"]["rows"]
         np.testing.assert_array_equal(features, x[rows])
         np.testing.assert_array_equal(targets, y[rows])
+    alone = Dataset(x, y)  # this pytest process is a system of one process: every row is its own
+    load_my_shard(alone)
+    assert alone.reads == [[0, ROWS]]
 
 
 def test_the_global_batch_spans_both_processes(reports):

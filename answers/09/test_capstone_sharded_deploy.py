@@ -156,7 +156,9 @@ def test_the_artifact_records_its_mesh_and_serves_here(tmp_path, monkeypatch):
     Explicit mesh the sharding is part of the type); the parameters are a checkpoint Orbax
     restores; served here, the result equals mlp's, also after a new checkpoint written by Orbax
     takes the old one's place. The server runs the artifact's program: the next model version
-    changes only the artifact, and the same serve serves it.
+    changes only the artifact, and the same serve serves it. 服务端的设备数也跟着产物走：记着
+    2 个设备的产物照样服务。The server's device count follows the artifact too: one recorded on
+    2 devices is served as well.
     """
     params = make_params()
     save_sharded(params, tmp_path, jax.devices()[:4])
@@ -197,6 +199,14 @@ def test_the_artifact_records_its_mesh_and_serves_here(tmp_path, monkeypatch):
     np.testing.assert_allclose(
         serve(tmp_path / "v2", inputs()), calibrated(params, inputs()), rtol=1e-5, atol=1e-6
     )
+
+    # An artifact of another device count: the server's mesh follows the artifact, not a number.
+    # 另一个设备数的产物：服务端的网格跟着产物走，而不是一个写死的数。
+    (tmp_path / "pair").mkdir()
+    save_sharded(params, tmp_path / "pair", jax.devices()[4:6])
+    pair = export.deserialize(bytearray((tmp_path / "pair" / MODEL_FILE).read_bytes()))
+    assert pair.nr_devices == 2
+    np.testing.assert_allclose(serve(tmp_path / "pair", inputs()), mlp(params, inputs()), rtol=1e-5)
 
 
 def test_a_fresh_process_with_the_same_mesh_serves_and_another_is_refused(tmp_path):

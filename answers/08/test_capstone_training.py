@@ -153,7 +153,8 @@ def test_the_guard_passes_a_row_inside_the_tolerance():
     Symptom one: when a row's error lies wholly within the tolerance, its loss and gradient are
     0 and the other row's gradient is e / |e|, all finite numbers; yet production's guard
     (checkify's float checks) stops the step. Once repaired the guard reports nothing, and the
-    loss and gradient are unchanged.
+    loss and gradient are unchanged. 一批全在容差以内时损失恰好是 0.0（根号下不加 eps）。
+    A batch wholly within the tolerance has a loss of exactly 0.0 (no eps under the root).
     """
     x = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     y = jnp.zeros((2, OUT))
@@ -165,6 +166,10 @@ def test_the_guard_passes_a_row_inside_the_tolerance():
     np.testing.assert_allclose(grads["w"], [[0, 0], [0.3, 0.4], [0, 0]], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(grads["b"], [0.3, 0.4], rtol=1e-6)
     assert err.get() is None
+    exact = {"w": jnp.zeros((D, OUT)), "b": jnp.zeros(OUT)}  # every row's error is 0
+    err, (loss, grads) = guarded(exact, x, y)
+    assert float(loss) == 0.0 and err.get() is None  # exactly 0, not the root of an eps
+    assert not any(np.asarray(g).any() for g in jax.tree.leaves(grads))
 
 
 def test_training_matches_the_numpy_reference():

@@ -132,3 +132,20 @@ def test_a_fresh_case_moves_the_finite_entries_of_an_input_that_holds_inf():
     moved = np.asarray(moved)
     assert np.isinf(moved[0, 1]) and np.isnan(moved[1, 0])
     assert moved[0, 0] != 0.5 and moved[1, 1] != 2.0
+
+
+def test_a_lone_use_read_through_its_sign_fails_by_the_share_it_carries():
+    """One use, held to the answer's whole share, is not resized again: read only through its
+    sign, it changes too little of the result under the shift-and-scale perturbation."""
+    import jax
+    import jax.numpy as jnp
+
+    def answer(x):
+        return jax.lax.cumsum(x) * 2.0
+
+    def lone_sign(x):
+        done = jnp.tril(jnp.ones((x.size, x.size))) @ x
+        return jnp.sign(jax.lax.cumsum(x)) * jnp.abs(done) * 2.0
+
+    (said,) = _judged(lone_sign, _profile(answer))
+    assert "does not change the TODO's result" in said

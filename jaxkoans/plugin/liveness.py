@@ -334,16 +334,22 @@ def problems(
             )
         else:
             found += _idle(function, name, primitive, informative[:MAX_USES], args, kwargs, base,
-                           answer, carried)  # fmt: skip
+                           answer, carried, need)  # fmt: skip
     return found
 
 
-def _idle(function, name: str, primitive, uses: list, args, kwargs, base: list, answer, carried):
+def _idle(
+    function, name, primitive, uses: list, args, kwargs, base: list, answer, carried, need: float
+):
     """(c): where each use of the answer's technique, resized (`_resized`), changes the result
     (its profile's idle count is 0), each of the TODO's `uses` must too; an author's run writes
-    the count to `carried` (every use tried)."""
+    the count to `carried` (every use tried). A lone use held to `need` is left to it: no other
+    use can make the result, and a value read through its sign or selected away changes a
+    share of it far below the answer's (a run saved per TODO)."""
     if carried is None and (answer or {}).get(f"{name} {IDLE}") != 0:
         return []  # the answer's own has a use that changes nothing so (or no such profile)
+    if carried is None and len(uses) == 1 and need:
+        return []
     idle = []
     for use in uses:
         if _share(function, primitive, [use], args, kwargs, base, 0.0, resize=True) == 0:

@@ -13,6 +13,7 @@ import dataclasses
 import gc
 import inspect
 import marshal
+import os
 import shutil
 import subprocess
 import sys
@@ -223,6 +224,19 @@ def _ctypes():
     return ctypes.c_long.from_address(id(_noop))
 
 
+def _subprocess():
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", "pass"], timeout=60, check=True)
+
+
+def _os_system():
+    import os
+
+    return os.system("true")
+
+
 READS = {  # the issue's route first; then the brief's list and our own
     "sys._current_frames + object.__getattribute__": (_frames_by_current_frames, "frames"),
     "sys._getframe spelled apart": (_frames_by_getframe, "frames"),
@@ -238,6 +252,9 @@ READS = {  # the issue's route first; then the brief's list and our own
     "traceback.extract_stack": (_extract_stack, "frames"),
     "gc.get_referrers": (_referrers, "inspect"),
     "ctypes": (_ctypes, "inspect"),
+    # another process reads the answer file (`cat`): red team 6
+    "subprocess.run": (_subprocess, "exec"),
+    "os.system": (_os_system, "exec"),
 }
 
 
@@ -255,6 +272,28 @@ def test_a_read_of_frames_or_code_is_refused_by_kind(hook, route):
     assert any(f": {category}, from the learner's code (test_boundary.py:" in f for f in found), (
         found
     )
+
+
+@pytest.mark.parametrize("link", [os.symlink, os.link])
+def test_a_koan_file_imported_through_a_link_is_refused(tmp_path, monkeypatch, link):
+    """A link to an answer file under another name, imported: the open is the answer's text
+    (red team 6: `os.symlink(answer, "seg_copy.py")`, then `import seg_copy`)."""
+    answer = tmp_path / "answers" / "01" / "test_x.py"
+    answer.parent.mkdir(parents=True)
+    answer.write_text("VALUE = 42\n")
+    course = frozenset({(answer.stat().st_dev, answer.stat().st_ino)})
+    arm, drain = boundary.install(
+        lambda code, offset: "" if code.co_filename == __file__ else None, None, course
+    )
+    link(answer, tmp_path / "linked_copy_of_x.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    arm("koan")
+    try:
+        import linked_copy_of_x  # noqa: F401
+    finally:
+        arm(None)
+        sys.modules.pop("linked_copy_of_x", None)
+    assert any(f.startswith("open: file, from the learner's code") for f in drain())
 
 
 def test_the_libraries_own_reads_and_honest_code_are_not_refused(hook):
@@ -294,6 +333,11 @@ def test_the_text_refuses_the_same_kinds_before_the_koan_runs():
         "types.CodeType": "code",
         "gc.get_referrers(f)": "inspect",
         "from jaxkoans.plugin import boundary": "harness",
+        "import subprocess": "exec",
+        "import runpy": "exec",
+        "from multiprocessing import Pool": "exec",
+        "os.popen('cat answers/01/x.py')": "exec",
+        "from os import execv": "exec",
     }
     for source, category in spelled.items():
         found = reading.in_node(ast.parse(source), {"types": "types", "gc": "gc"})

@@ -52,6 +52,12 @@ MODULES = {
     "importlib": "globals", "dis": "code", "linecache": "file", "tokenize": "file",
     "builtins": "globals", "marshal": "code", "jaxkoans.plugin": "harness",
     "jaxkoans.grader": "harness", "_pytest": "harness", "pluggy": "harness",
+    # another process or interpreter reads what this one may not (`cat` of the answer file)
+    "subprocess": "exec", "runpy": "exec", "multiprocessing": "exec", "pty": "exec",
+    **{f"os.{call}{tail}": "exec" for call in ("exec", "spawn")
+       for tail in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")},
+    **{f"os.{call}": "exec" for call in ("system", "popen", "fork", "forkpty", "posix_spawn",
+                                        "posix_spawnp")},
 }  # fmt: skip
 # Calls of builtins that read the test: category.
 BUILTINS = {
@@ -178,6 +184,8 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
             guard = _guard(dotted) if dotted else None
             if guard:
                 found.append((line, dotted, guard))
+            elif dotted and (category := _module_category(dotted)):
+                found.append((line, dotted, category))  # `os.system`: a module's one call
     unique = {}
     for line, what, category in found:
         unique.setdefault((line, category), (line, what, category))

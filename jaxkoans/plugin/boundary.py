@@ -29,10 +29,12 @@ MODULES = ("builtins", "math", "operator", "functools", "sys", "inspect", "trace
 IGNORED = frozenset({"__warningregistry__", "__loader__", "__spec__"})
 MESSAGE = (
     "这个 koan 运行时改变了检查所用的代码（函数的代码、默认值、闭包或模块里的名字），或者读取了程序本身"
-    "（帧、代码对象）。检查要比较的是你算出的值，而不是被改过的检查：请用本课的技术计算结果。\n"
+    "（帧、代码对象、koan 或答案文件，另起的进程也算）。检查要比较的是你算出的值，而不是被改过的检查："
+    "请用本课的技术计算结果。\n"
     "While this koan ran, code changed what its checks call (a function's code, defaults, closure "
-    "or a module's names) or read the program itself (frames, code objects). The checks compare "
-    "the values you compute, not a changed check: compute the result with the lesson's technique."
+    "or a module's names) or read the program itself (frames, code objects, a koan or answer "
+    "file, by another process too). The checks compare the values you compute, not a changed "
+    "check: compute the result with the lesson's technique."
 )
 FUNCTION_STATE = ("__code__", "__defaults__", "__kwdefaults__")
 _is, _MISSING, _contents = operator.is_, object(), operator.attrgetter("cell_contents")
@@ -232,6 +234,9 @@ EVENTS = {
     "code.__new__": "code", "marshal.loads": "code", "marshal.load": "code",
     "gc.get_referrers": "inspect", "gc.get_referents": "inspect", "gc.get_objects": "inspect",
     "sys.setprofile": "sys.settrace", "sys.settrace": "sys.settrace",
+    # another process reads what this one may not (course/reading.py's "exec" modules)
+    "subprocess.Popen": "exec", "os.system": "exec", "os.exec": "exec", "os.spawn": "exec",
+    "os.posix_spawn": "exec", "os.fork": "exec", "os.forkpty": "exec",
 }  # fmt: skip
 # object.__getattr__/__setattr__/__delattr__, by the attribute's name (the course's one table)
 ATTRIBUTES = {name: reading.ATTRIBUTES[name] for name in (*FUNCTION_STATE, "gi_frame", "cr_frame",
@@ -240,10 +245,18 @@ ATTRIBUTES = {name: reading.ATTRIBUTES[name] for name in (*FUNCTION_STATE, "gi_f
 CTYPES = ("ctypes.dlopen", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "ctypes.addressof", "ctypes.call_function")  # fmt: skip
 
 
-def _category(event: str, args: tuple) -> str | None:
+def _category(event: str, args: tuple, course_files: frozenset = frozenset()) -> str | None:
     if event == "open":  # a koan file's text: its expected values read, not computed
-        name = os.path.basename(args[0]) if isinstance(args[0], str) else ""
-        return "file" if name.startswith("test_") and name.endswith(".py") else None
+        if isinstance(args[0], int):
+            return None  # a descriptor already open
+        name = os.path.basename(os.fsdecode(args[0]))
+        if name.startswith("test_") and name.endswith(".py"):
+            return "file"
+        try:  # a link to a koan or answer file under another name (imported, say)
+            found = os.stat(args[0])
+        except (OSError, TypeError, ValueError):
+            return None
+        return "file" if (found.st_dev, found.st_ino) in course_files else None
     if event.startswith("object.__"):
         return ATTRIBUTES.get(args[1]) if isinstance(args[1], str) else None
     return EVENTS.get(event) or ("inspect" if event.startswith(CTYPES) else None)
@@ -255,13 +268,26 @@ def standard_library(filename: str, stdlib: str, packages: tuple[str, ...]) -> b
     return filename.startswith((stdlib, "<")) and not filename.startswith(packages)
 
 
+def course_files(checkout) -> frozenset:
+    """(device, inode) of every koan and answer file: a link to one is the file itself."""
+    found = set()
+    for path in (*checkout.koans.glob("*/test_*.py"), *checkout.answers.glob("*/test_*.py")):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            found.add((stat.st_dev, stat.st_ino))
+    return frozenset(found)
+
+
 def install(
-    learner_at: Callable[[object, int], str | None], touched: list | None = None
+    learner_at: Callable[[object, int], str | None],
+    touched: list | None = None,
+    course: frozenset = frozenset(),
 ) -> tuple[Callable, Callable]:
     """Add the audit hook; (arm, drain): `arm(nodeid or None)` starts or stops a koan's watch,
     `drain()` returns and forgets what it refused. `learner_at(code, offset)`: the categories
     allowed where that instruction is the learner's, else None. `touched` gets each object whose
-    `__code__` or defaults are set, from anywhere (CPython's setters raise the event)."""
+    `__code__` or defaults are set, from anywhere (CPython's setters raise the event). `course`:
+    the koan and answer files by inode (`course_files`)."""
     state: dict = {"koan": None, "busy": False, "found": []}
     getframe, stdlib = sys._getframe, os.path.dirname(os.__file__) + os.sep
     packages = tuple({os.path.join(p, "") for p in (*site.getsitepackages(), site.getusersitepackages(),
@@ -276,11 +302,11 @@ def install(
             return
         state["busy"] = True
         try:
-            category = _category(event, args)
+            category = _category(event, args, course)
             frame = getframe(1) if category is not None else None
             while frame is not None:  # through the standard library to who asked
                 name = frame.f_code.co_filename
-                if name == __file__ or name.startswith("<frozen importlib"):
+                if name == __file__ or (name.startswith("<frozen importlib") and category != "file"):
                     return  # the boundary's own reads; an import statement's (marshal, open)
                 if not standard_library(name, stdlib, packages):
                     break
@@ -346,7 +372,9 @@ class Watch:
     """One process's boundary: the fingerprint taken before any koan file is imported, the audit
     hook, and the koan now running. `learner_lines(file)`: see `learner_lines_of`."""
 
-    def __init__(self, learner_lines: Callable[[str], tuple | None]) -> None:
+    def __init__(
+        self, learner_lines: Callable[[str], tuple | None], course: frozenset = frozenset()
+    ) -> None:
         import jax.numpy as jnp
         import numpy
         import numpy.testing  # numpy loads it on first use: the asserts
@@ -356,7 +384,7 @@ class Watch:
         self.learner_file = functools.cache(learner_lines)
         self.touched: list = []  # functions whose code or defaults were set (the audit hook)
         self.written: dict = {}  # code object -> whether it holds the learner's code
-        self.arm, self.drain = install(self.learner_at, self.touched)
+        self.arm, self.drain = install(self.learner_at, self.touched, course)
         self.module: tuple[dict, dict] | None = None  # the koan's namespace, and as setup left it
         self.item, self.known = None, len(sys.modules)  # the koan whose call is watched
         self.code, self.busy, self.at_checks = None, False, []

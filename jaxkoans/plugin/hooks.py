@@ -66,7 +66,9 @@ def pytest_configure(config: pytest.Config) -> None:
             runtime.configure(devices)
         except runtime.SetupError as error:
             raise pytest.UsageError(str(error)) from None
-        config.stash[BOUNDARY] = boundary.Watch(boundary.learner_lines_of(checkout))
+        config.stash[BOUNDARY] = boundary.Watch(
+            boundary.learner_lines_of(checkout), boundary.course_files(checkout)
+        )
         register_debugger(watchdog)
     if config.getoption("koans_reveal", False):
         os.environ[REVEAL_ENV] = "1"  # read by raises_exactly and the report (xdist workers too)

@@ -58,10 +58,13 @@ def counts(kernel, grid: tuple) -> dict[tuple, list[int]] | None:
     memo = _MEMO.setdefault(kernel, {})
     if grid not in memo:
         coords = [c.reshape(-1).astype(np.int32) for c in np.indices(grid)] if grid else []
-        found: dict[tuple, list[int]] = {}
-        with np.errstate(all="ignore"):  # points that do not reach an equation may divide by 0
-            _run(kernel, [None] * len(kernel.invars), np.ones(points, bool), (), found,
-                 (coords, grid))  # fmt: skip
+        found: dict[tuple, list[int]] | None = {}
+        try:
+            with np.errstate(all="ignore"):  # points that do not reach an equation may divide by 0
+                _run(kernel, [None] * len(kernel.invars), np.ones(points, bool), (), found,
+                     (coords, grid))  # fmt: skip
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+            found = None  # a kernel this evaluator misreads keeps the reader's rule
         memo[grid] = found
     return memo[grid]
 

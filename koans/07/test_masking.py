@@ -112,11 +112,12 @@ def masked_sum_kernel(x_ref, o_ref, *, n):
 def test_masked_block_sum_ignores_the_padding(n):
     """掩码块求和：每块的和等于 numpy 对同一段真实元素的求和，n 整除或不整除 BLOCK 都对；内核
     用 iota 和 program_id 算出全局下标、用 select 选出真实元素（都从内核的 jaxpr 里读出）；填充
-    不是 NaN 而是别的值时（这里是一段被当作填充的真实内存）也照样对。
+    不是 NaN 而是别的值时（这里是一段被当作填充的真实内存，取值和数据一样分布）也照样对。
     A masked block sum: each block's sum equals numpy's sum over the same real elements,
     whether or not BLOCK divides n; the kernel builds the global index from iota and program_id
     and selects the real elements (all read from the kernel's jaxpr); and it is still right when
-    the padding is not NaN but something else (here real memory past n, passed as padding).
+    the padding is not NaN but something else (here real memory past n, passed as padding,
+    drawn like the data).
     """
     x = jnp.asarray(np.random.default_rng(n).normal(size=n), jnp.float32)  # no pattern to read
     sums = jax.jit(functools.partial(_block_sums, masked_sum_kernel))(x)
@@ -124,9 +125,11 @@ def test_masked_block_sum_ignores_the_padding(n):
     np.testing.assert_allclose(sums, expected, rtol=1e-5, atol=1e-6)
     kernel_ops = pallas_call_structure(functools.partial(_block_sums, masked_sum_kernel), x)
     assert {"iota", "program_id", "select_n"} <= kernel_ops["kernel_ops"]
-    # Padding that is not NaN: whole blocks of memory, of which only the first n are real.
+    # Padding that is not NaN: whole blocks of memory, of which only the first n are real; it is
+    # drawn like the data, so no value tells it apart, only its index.
     whole = -(-n // BLOCK) * BLOCK
-    garbage = jnp.concatenate([x, jnp.full((whole - n,), 1e6, x.dtype)])
+    past = np.random.default_rng(n + 1).normal(size=whole - n)
+    garbage = jnp.concatenate([x, jnp.asarray(past, x.dtype)])
     padded = jax.jit(functools.partial(_block_sums, masked_sum_kernel, n=n))(garbage)
     np.testing.assert_allclose(padded, expected, rtol=1e-5, atol=1e-6)
 

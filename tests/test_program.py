@@ -347,6 +347,14 @@ def test_a_matmul_costs_two_flops_per_multiply_add():
     assert costs.serial_steps == 0 and costs.kernel_launches == 0
 
 
+def test_a_reshaped_input_is_no_intermediate():
+    """A reshape is a view (XLA's bitcast): one loss over all rows of a reshaped batch makes no
+    array larger than its own products (red team 6: an honest `xs.reshape(-1, F)` was refused)."""
+    xs, w = jnp.ones((6, 32, 16)), jnp.ones((16, 4))
+    costs = program.of(lambda xs, w: jnp.tanh(xs.reshape(-1, 16) @ w), xs, w).costs()
+    assert costs.largest_intermediate == 6 * 32 * 4 * 4  # the f32[192,4] products, not the f32[192,16]
+
+
 def test_a_loop_body_counts_times_its_trip_count():
     def scanned(x):  # 8 steps of tanh over 16 elements; the loop's carry is the result
         return lax.scan(lambda c, r: (c * jnp.tanh(r), None), jnp.ones(16), x)[0]

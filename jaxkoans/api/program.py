@@ -42,6 +42,9 @@ _CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "checkpoint", "sha
           "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin",
           "xla_call", "named_call", "remat2")  # fmt: skip
 _HOLDERS = (*_CALLS, "scan", "while", "cond")  # equations that hold sub-programs
+# a view of its operand, no new buffer (XLA makes it a bitcast): an input reshaped is no
+# intermediate, and an intermediate reshaped was counted where it was made
+_VIEWS = ("reshape", "squeeze")
 _PASS_ZERO = ("broadcast_in_dim", "convert_element_type", "reshape", "squeeze", "transpose",
               "expand_dims", "copy", "copy_p", "neg", "reduce_sum", "slice", "dynamic_slice",
               "rev", "reduce_precision")  # fmt: skip
@@ -167,7 +170,9 @@ class Program:
                 for e in live
                 if e.place == "outside" and e.primitive not in _HOLDERS  # cost: their bodies
             ),
-            largest_intermediate=max((e.out_bytes for e in live), default=0),
+            largest_intermediate=max(
+                (e.out_bytes for e in live if e.primitive not in _VIEWS), default=0
+            ),
             serial_steps=sum(e.times * max(e.trips, 1) for e in loops),
             data_dependent_loops=sum(1 for e in loops if e.trips == 0),
             kernel_launches=sum(e.times for e in kernels),

@@ -70,6 +70,35 @@ def test_a_spec_or_a_string_is_compared_exactly():
     assert "another result" in fresh.differs(fresh.fingerprint(P(None, "data"), 1), spec)
 
 
+def test_a_sparse_result_is_compared_as_the_matrix_it_stands_for():
+    """The same matrix stored in another order is the same result (red team 6: a BCOO built
+    by scipy.sparse.kron was refused against the answer's)."""
+    import jax.numpy as jnp
+    from jax.experimental import sparse
+
+    dense = jnp.array([[0.0, 2.0], [3.0, 0.0]])
+    stored = sparse.BCOO.fromdense(dense)
+    flipped = sparse.BCOO((stored.data[::-1], stored.indices[::-1]), shape=stored.shape)
+    assert fresh.differs(fresh.fingerprint(flipped, 1), fresh.fingerprint(stored, 1)) == ""
+    other = sparse.BCOO.fromdense(dense.T)
+    assert "another result" in fresh.differs(fresh.fingerprint(other, 1), fresh.fingerprint(stored, 1))
+
+
+def test_a_mesh_moved_keeps_the_most_devices_that_still_split_its_arrays():
+    """One device fewer where that splits the arrays (8 → 7 for 56 rows); else the most that do
+    (64 rows: 4), so a device count written in meets a mesh the call can run on (red team 6b:
+    `psum(loss) / 8` passed where 7 devices could not split the batch)."""
+    import jax
+    import jax.numpy as jnp
+
+    mesh = jax.make_mesh((8,), ("data",))
+    for rows, devices in ((56, 7), (64, 4)):
+        x = jax.device_put(jnp.ones((rows, 2)), jax.NamedSharding(mesh, jax.P("data")))
+        (moved_mesh, moved_x), _ = fresh.moved((mesh, x), {}, 3, ints=True)
+        assert moved_mesh.shape["data"] == devices
+        assert moved_x.sharding.mesh.shape["data"] == devices and moved_x.shape == (rows, 2)
+
+
 def test_the_program_read_is_the_one_the_koans_call_ran(monkeypatch):
     """A weakly typed argument (a Python scalar through jit) is read as one, and what the TODO's
     own code bound that its contract forbids fails it even where a re-trace would not show it;

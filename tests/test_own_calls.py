@@ -99,6 +99,24 @@ def test_a_mesh_moved_keeps_the_most_devices_that_still_split_its_arrays():
         assert moved_x.sharding.mesh.shape["data"] == devices and moved_x.shape == (rows, 2)
 
 
+def test_values_drawn_for_tracers_on_an_explicit_mesh_go_on_the_mesh_the_call_was_handed():
+    """A TODO jitted with its Mesh static and its arrays typed on that Mesh's Explicit axes got
+    unplaced values drawn, its shard_map refused them and no fresh case ran (06 `reduce_once`
+    dividing by 8 devices written in passed): drawn values go on the Mesh among the arguments,
+    so moving that Mesh moves them with it."""
+    import jax
+    import jax.numpy as jnp
+
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Explicit,))
+    x = jax.device_put(jnp.ones((64, 2)), jax.NamedSharding(mesh, jax.P("data")))
+    specs = []
+    jax.jit(lambda m, v: specs.append(contracts._spec(v)) or v, static_argnums=0)(mesh, x)
+    (same, drawn), _ = fresh.drawn((mesh, specs[0]), {}, 5)
+    assert drawn.sharding.mesh == mesh and drawn.sharding.is_equivalent_to(x.sharding, 2)
+    (smaller, moved), _ = fresh.moved((same, drawn), {}, 5, ints=True)
+    assert moved.sharding.mesh is smaller and smaller.shape["data"] == 4
+
+
 def test_the_program_read_is_the_one_the_koans_call_ran(monkeypatch):
     """A weakly typed argument (a Python scalar through jit) is read as one, and what the TODO's
     own code bound that its contract forbids fails it even where a re-trace would not show it;

@@ -227,6 +227,20 @@ def drawn(args, kwargs, seed: int, size: float = 1.0, host: bool = False):
     import numpy as np
 
     generator = np.random.default_rng(seed)
+    meshes = [m for m in jax.tree.leaves((args, kwargs)) if isinstance(m, jax.sharding.Mesh)]
+
+    def place(leaf, value):
+        """Where the tracer lived: a value typed on an Explicit mesh goes on the Mesh the call
+        was handed (a static argument, which a fresh case may move) or one like it."""
+        sharding = leaf.sharding
+        if not isinstance(sharding, jax.NamedSharding):
+            return jax.numpy.asarray(value)
+        mesh = sharding.mesh
+        if isinstance(mesh, jax.sharding.AbstractMesh):
+            mesh = next((m for m in meshes if m.abstract_mesh == mesh), None) or jax.make_mesh(
+                mesh.axis_sizes, mesh.axis_names, axis_types=mesh.axis_types
+            )
+        return jax.device_put(value, jax.NamedSharding(mesh, sharding.spec, memory_kind=sharding.memory_kind))
 
     def draw(leaf):
         if not isinstance(leaf, jax.ShapeDtypeStruct):
@@ -243,7 +257,7 @@ def drawn(args, kwargs, seed: int, size: float = 1.0, host: bool = False):
             value = generator.integers(0, 4, leaf.shape).astype(dtype)
         else:
             value = (size * generator.standard_normal(leaf.shape)).astype(dtype)
-        return value if host else jax.numpy.asarray(value)
+        return value if host else place(leaf, value)
 
     return jax.tree.map(draw, (args, kwargs))
 

@@ -393,6 +393,26 @@ def test_bytes_handed_to_host_callbacks_count_every_run():
     assert any("host callbacks: 12" in p for p in costs.exceeded(whole, norm, {}))
 
 
+def test_each_bind_of_a_primitive_defined_outside_jax_counts_as_an_opaque_call():
+    """Its work is hidden from the reader like a callback's: four binds where the answer has one
+    are more calls (red team 6b: a rule binding the primitive four times passed the costs)."""
+    import functools
+
+    from jax._src import dispatch
+    from jax.extend.core import Primitive
+
+    doubled = Primitive("doubled")
+    doubled.def_impl(functools.partial(dispatch.apply_primitive, doubled))  # JAX's own impl
+    doubled.def_abstract_eval(lambda x: x)  # and a rule of ours: defined outside JAX
+    mlir_rule = jax.interpreters.mlir.lower_fun(lambda x: 2 * x, multiple_results=False)
+    jax.interpreters.mlir.register_lowering(doubled, mlir_rule)
+    once = program.of(lambda x: doubled.bind(x) * 3.0, jnp.ones(4)).costs()
+    four = program.of(lambda x: doubled.bind(doubled.bind(doubled.bind(doubled.bind(x)))),
+                      jnp.ones(4)).costs()  # fmt: skip
+    assert (once.opaque_calls, four.opaque_calls) == (1, 4)
+    assert program.of(lambda x: jnp.exp(x) * 3.0, jnp.ones(4)).costs().opaque_calls == 0
+
+
 def test_a_while_whose_trip_count_the_data_decides_is_flagged():
     def doubling(x):
         return lax.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0, x)

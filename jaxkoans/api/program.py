@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import re
 import sys
@@ -80,12 +81,33 @@ OPAQUE = ("pure_callback", "io_callback", "ffi_call", "custom_call", "debug_call
 _HOST = ("pure_callback", "io_callback", "debug_callback")  # their operands go to the host
 
 
+def _defined_outside_jax(primitive) -> bool:
+    """A primitive made with jax.extend.core.Primitive (its impl or abstract-eval rule is code
+    outside JAX): its work is as hidden from the reader as a callback's, so its binds count."""
+    rules, seen = [getattr(primitive, "impl", None), getattr(primitive, "abstract_eval", None)], set()
+    while rules:
+        rule = rules.pop()
+        if id(rule) in seen or not callable(rule):
+            continue
+        seen.add(id(rule))
+        if isinstance(rule, functools.partial):
+            rules.append(rule.func)
+            continue
+        with contextlib.suppress(ValueError):  # an empty cell
+            rules += [cell.cell_contents for cell in getattr(rule, "__closure__", None) or ()]
+        module = getattr(rule, "__module__", None) or ""
+        if module and not module.startswith(("jax", "functools", "builtins")):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Costs:
     """What a program costs, every loop body times its trip count (see `Program.costs`)."""
 
     flops: dict[str, int]  # by place: "outside", "kernel", "host", "technique"
-    opaque_calls: int  # callbacks and FFI calls run (their work is not visible as flops)
+    opaque_calls: int  # callbacks, FFI calls and binds of primitives defined outside JAX run
+    # (their work is not visible as flops)
     collective_bytes: dict[str, int]  # by HLO kind: bytes moved per device
     bytes_accessed: int  # outside kernels: each live equation's inputs and outputs (unfused)
     largest_intermediate: int  # bytes of the largest array a live equation makes
@@ -163,7 +185,11 @@ class Program:
         kernels = [e for e in live if e.primitive == "pallas_call"]
         return Costs(
             flops=dict(flops),
-            opaque_calls=sum(e.times for e in live if e.primitive in OPAQUE),
+            opaque_calls=sum(
+                e.times
+                for e in live
+                if e.primitive in OPAQUE or _defined_outside_jax(getattr(e.eqn, "primitive", None))
+            ),
             collective_bytes=dict(moved),
             bytes_accessed=sum(
                 e.times * (e.out_bytes + e.params.get("_in_bytes", 0))

@@ -37,7 +37,7 @@ WORDS = {
         "内核与主机之外（设备上）的浮点运算",
         "flops outside the kernels and the host",
     ),
-    "opaque_calls": ("回调 / FFI 调用次数", "callback and FFI calls run"),
+    "opaque_calls": ("回调、FFI 与自定义原语的调用次数", "callback, FFI and custom primitive calls run"),
     "collective_bytes": ("每个设备的集合通信字节数", "bytes of collectives per device"),
     "serial_steps": ("串行的循环步数", "serial loop steps"),
     "largest_intermediate": ("最大的中间数组（字节）", "bytes of the largest intermediate"),

@@ -54,11 +54,13 @@ def chain(a, n):
 
 def honest_time(f, *args, clock=time.perf_counter):
     """测量 f(*args) 稳态下的一次调用：先调用一次并等它算完（编译和预热不计入），然后读
-    clock()，再调用一次、等结果算完，再读 clock()。返回 (秒数, 结果)。大约 5 行。
+    clock()，再调用一次、等结果算完（结果可以是 pytree：等它的每个叶子），再读 clock()。
+    返回 (秒数, 结果)。大约 5 行。
 
     Measure one steady-state call of f(*args): call it once first and wait for it
     (compilation and warm-up stay outside the measurement), then read clock(), call again,
-    wait for the result, and read clock() again. Return (seconds, result). About 5 lines.
+    wait for the result (it may be a pytree: every leaf of it), and read clock() again.
+    Return (seconds, result). About 5 lines.
     """
     jax.block_until_ready(f(*args))
     begin = clock()
@@ -102,10 +104,11 @@ def test_honest_time_waits_for_the_work_and_excludes_compilation():
     A fake clock checks your honest_time: at every reading it records how many compilations
     have happened and whether f's results are ready. The compilation must be over before the
     clock starts (there is just one), and the timed call's result must be ready when it stops.
-    然后换一个没见过的 f（另一个形状）：它的结果是 Deferred，要有人等它才开工，固定时长的等待
-    （sleep、盯着时钟空转）等不来它。
-    Then a new f (another shape): its results are Deferred, whose work starts only when someone
-    waits for it, so no wait of a fixed length (a sleep, a loop watching the clock) sees it done.
+    然后换一个没见过的 f（另一个形状）：它的结果是一个 pytree，叶子里有 Deferred，要有人等它才开工，
+    固定时长的等待（sleep、盯着时钟空转）或只等一个叶子都等不来整个结果。
+    Then a new f (another shape): its result is a pytree whose leaves include Deferred values,
+    whose work starts only when someone waits for them, so no wait of a fixed length (a sleep,
+    a loop watching the clock) and no wait on one leaf sees the whole result done.
     """
     fresh_step = jax.jit(lambda a: jnp.tanh(a @ a) * 2.0)  # a new function: not compiled yet
     x = jnp.eye(N) * 0.25
@@ -135,18 +138,21 @@ def test_honest_time_waits_for_the_work_and_excludes_compilation():
     y = jnp.linspace(-1.0, 1.0, 15).reshape(5, 3)
     results, done = [], []
 
-    def deferred_step(y):
-        results.append(Deferred(later, y))
+    def deferred_step(y):  # a pytree: a count and two Deferred values, no leaf ready alone
+        results.append(
+            {"rows": y.shape[0], "gram": Deferred(later, y), "dual": Deferred(later, y.T)}
+        )
         return results[-1]
 
     def deferred_clock():
-        done.append([r.done for r in results])
+        done.append([r[k].done for r in results for k in ("gram", "dual")])
         return 4.0 * len(done)
 
     seconds, out = honest_time(deferred_step, y, clock=deferred_clock)
-    assert done == [[True], [True, True]], "wait for each call's result, not for a fixed time"
+    assert done == [[True] * 2, [True] * 4], "wait for each call's whole result, every leaf"
     assert seconds == 4.0
-    np.testing.assert_allclose(out, np.sin(y) @ np.asarray(y).T, rtol=1e-5)
+    np.testing.assert_allclose(out["gram"], np.sin(y) @ np.asarray(y).T, rtol=1e-5)
+    np.testing.assert_allclose(out["dual"], np.sin(y.T) @ np.asarray(y), rtol=1e-5)
 
 
 def test_copy_to_host_async_starts_the_copy_without_waiting():
@@ -195,11 +201,12 @@ def python_loop(w, xs, ys):
 
 def make_train_steps():
     """返回一个 jit 编译的函数 train(w, xs, ys)：用 lax.scan 沿 xs、ys 的第 0 轴把 sgd_step 走完
-    所有步，一次调用、一次派发；w 的缓冲区捐给输出（调用之后旧的 w 不能再用）。返回最后的 w。
-    约 4 行。
+    所有步（xs 有几行就走几步，不管是多少），一次调用、一次派发；w 的缓冲区捐给输出（调用之后旧的 w
+    不能再用）。返回最后的 w。约 4 行。
     Return a jitted function train(w, xs, ys) that runs sgd_step over every step with lax.scan
-    along axis 0 of xs and ys, in one call and one dispatch, with w's buffer donated to the
-    output (the old w is unusable after the call). It returns the final w. About 4 lines.
+    along axis 0 of xs and ys (as many steps as xs has rows, whatever that number), in one call
+    and one dispatch, with w's buffer donated to the output (the old w is unusable after the
+    call). It returns the final w. About 4 lines.
     """
 
     def scanned(w, xs, ys):
@@ -241,5 +248,7 @@ def test_many_training_steps_in_one_call():
     assert w.is_deleted()  # donated: its buffer now holds the output
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(again, python_loop(expected, xs, ys), rtol=1e-5, atol=1e-6)
+    fewer = train(out + 0.0, xs[:5], ys[:5])  # another run length: as many steps as xs has
+    np.testing.assert_allclose(fewer, python_loop(out, xs[:5], ys[:5]), rtol=1e-5, atol=1e-6)
     memory = train.lower(w0, xs, ys).compile().memory_analysis()
     assert memory.alias_size_in_bytes == w0.nbytes

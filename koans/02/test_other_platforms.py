@@ -195,6 +195,11 @@ def test_write_one_artifact_for_this_cpu_and_a_gpu():
             # the GPU implementation survives the round trip / GPU 的实现在往返之后还在
             assert set(each_alone["cuda"]) <= set(custom_call_targets(restored.mlir_module()))
 
+    b = jnp.arange(1.0, 5.0)  # a function of two arrays: the artifact takes both
+    solved = export_for_cpu_and_nvidia(jnp.linalg.solve, m, b)
+    assert [a.shape for a in solved.in_avals] == [m.shape, b.shape]
+    np.testing.assert_allclose(solved.call(m, b), np.linalg.solve(m, b), rtol=1e-4, atol=1e-5)
+
     gpu_only = export.export(jax.jit(jnp.linalg.eigvalsh), platforms=("cuda",))(m)
     with raises_exactly(ValueError) as info:
         gpu_only.call(m)

@@ -178,11 +178,12 @@ def dropless_moe(x, w_gate, w_block):
 def test_a_dropless_layer_sorts_each_devices_tokens_by_expert_for_ragged_dot():
     """（先写好 grouped_experts。）整个不丢 token 的层等于不切分的参考（两组数据，没有容量），HLO 里
     的集合通信是三条 all-to-all（token、专家号、结果）。grouped_experts 单独也检查：每行乘自己的
-    专家，空行输出 0。
+    专家，空行输出 0，编译后的运算量不超过一次 ragged_dot（不是每个专家各乘一遍全部的行）。
     (Write grouped_experts first.) The whole dropless layer equals the unsharded reference (two
     data sets, no capacity), and the HLO's collectives are three all-to-alls (tokens, expert
     numbers, results). grouped_experts is checked on its own too: each row through its own
-    expert, empty rows 0.
+    expert, empty rows 0, and its compiled flops no more than one ragged_dot's (not every
+    expert multiplying every row in turn).
     """
     compiled, _ = on_mesh(dropless_moe, *model())
     for seed in (0, 1):
@@ -202,6 +203,12 @@ def test_a_dropless_layer_sorts_each_devices_tokens_by_expert_for_ragged_dot():
     np.testing.assert_allclose(got_empty[::3], 0.0)
     keep = np.asarray(empty) < LOCAL
     np.testing.assert_allclose(np.asarray(got_empty)[keep], np.asarray(ref)[keep], rtol=1e-5, atol=1e-5)
+    # no more work than the one ragged_dot: every row through every expert, by any primitive, is more
+    def flops(fn):
+        return jax.jit(fn).lower(tokens, ids, w_local).compile().cost_analysis()["flops"]
+
+    one = flops(lambda t, i, w: lax.ragged_dot(t, w, jnp.bincount(i, length=LOCAL)))
+    assert flops(grouped_experts) < 1.25 * one, "one ragged_dot for all the experts"
 
 
 def grouped_inputs():

@@ -105,11 +105,13 @@ def budget_policy(max_size):
 def test_write_a_memory_budget_policy(max_size, kept, kept_one_row):
     """✍️ 实现 budget_policy：库里的 policy 按名字或按原语挑（save_only_these_names、
     dots_saveable），没有按大小挑的。你的 policy 在 print_saved_residuals 里留下的只有三个参数和
-    装得下的带名字的值（B 行一批和一行一批都要对）；梯度和不加 checkpoint 时一样。
+    装得下的带名字的值（B 行一批和一行一批都要对，bfloat16 的也要对：数的是元素个数）；梯度和不加
+    checkpoint 时一样。
     Write budget_policy: the library's policies choose by name or by primitive
     (save_only_these_names, dots_saveable), none by size. Your policy leaves only the three
     arguments and the named values that fit in print_saved_residuals' listing, for a batch of B
-    rows and of one row; the gradient is the one without a checkpoint.
+    rows and of one row, and in bfloat16 too (max_size counts elements, not bytes); the gradient
+    is the one without a checkpoint.
     """
     remat = jax.checkpoint(block, policy=budget_policy(max_size))
     for args, names in ((_block_args(), kept), (_block_args(rows=1), kept_one_row)):
@@ -122,6 +124,9 @@ def test_write_a_memory_budget_policy(max_size, kept, kept_one_row):
             strict=True,
         ):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    half = [a.astype(jnp.bfloat16) for a in _block_args()]  # half the bytes, the same sizes
+    named = re.findall(r"named '(\w+)'", "\n".join(saved(remat, *half)))
+    assert named == kept, "max_size counts elements, whatever their dtype"
 
 
 def mlp(n, m, hidden=64, seed=0):

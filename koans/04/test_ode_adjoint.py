@@ -152,10 +152,12 @@ def test_odeint_is_reverse_mode_only():
 
 def test_adjoint_gradient_matches_backprop():
     """综合：你的伴随梯度对 y0 和 θ 都与直接反向传播的梯度一致（不同步长下的误差是 O(h⁴)），
-    几组不同的 y0 和 θ；反向过程每个 RK4 阶段只算一次 f（一个 sin）：一次 vjp 同时给出两个余切。
+    几组不同的 y0 和 θ；反向过程每个 RK4 阶段只算一次 f（一个 sin）：一次 vjp 同时给出两个余切；
+    反向积分恰好走 n 步（一个长度为 n 的 scan）。
     Capstone: your adjoint gradient with respect to y0 and θ agrees with backprop through the
     solver (they differ by O(h⁴)), for several y0 and θ; the backward pass evaluates f (one
-    sin) once per RK4 stage: one vjp gives both cotangents.
+    sin) once per RK4 stage: one vjp gives both cotangents; and it integrates back in exactly
+    n steps (one scan of length n).
     """
     adjoint_grad = jax.jit(jax.grad(loss_of(adjoint_solve), argnums=(0, 1)))
     backprop_grad = jax.jit(jax.grad(loss_of(backprop_solve), argnums=(0, 1)))
@@ -169,6 +171,9 @@ def test_adjoint_gradient_matches_backprop():
     # 每个 RK4 阶段只算一次 f（一次 vjp 同时给出两个余切）/ f once per RK4 stage (one vjp, both)
     backward = jax.make_jaxpr(lambda res, v: adjoint_bwd(T1, 150, res, v))((Y0, THETA), Y0)
     assert read(backward).every()["sin"] == 4
+    # the n steps asked for, back from T: fewer would still pass a tolerance at this fine step
+    (scan,) = [e for e in backward.eqns if e.primitive.name == "scan"]
+    assert scan.params["length"] == 150, scan.params["length"]
 
 
 def test_adjoint_memory_does_not_grow_with_steps():

@@ -68,6 +68,11 @@ def test_warm_up_then_cosine_decay():
     quarter = WARMUP + (TOTAL - WARMUP) // 4  # a cosine, not a straight line / 是余弦，不是直线
     cosine = END + (PEAK - END) * (1 + np.cos(np.pi / 4)) / 2
     np.testing.assert_allclose(float(lr(quarter)), cosine, rtol=1e-5)
+    # 每一步都在这条余弦上，不只是整齐的步数 / on the cosine at every step, not only at round ones
+    odd = np.random.default_rng(0).integers(WARMUP + 1, TOTAL, size=5)
+    phase = np.pi * (odd - WARMUP) / (TOTAL - WARMUP)
+    on_cosine = END + (PEAK - END) * (1 + np.cos(phase)) / 2
+    np.testing.assert_allclose([float(lr(int(s))) for s in odd], on_cosine, rtol=1e-5)
     rising = [float(lr(s)) for s in range(0, 101, 10)]
     falling = [float(lr(s)) for s in range(100, 1001, 50)]
     assert rising == sorted(rising) and falling == sorted(falling, reverse=True)

@@ -216,33 +216,37 @@ def onto_mesh(abstract, mesh, specs):
 
 def test_restore_onto_another_mesh(tmp_path):
     """检查点存的是整个数组和它的形状，不是设备的布局：在 8 个设备的一维 FSDP 网格上保存的参数，
-    可以恢复到 4 × 2 的数据 × 模型网格上、按另一种规格分片，只要恢复目标带上新的分片；每个设备
-    只读自己那一块。不给目标时，Orbax 按保存时的分片恢复。
+    可以恢复到 4 × 2（或 2 × 4）的数据 × 模型网格上、按另一种规格分片，只要恢复目标带上新的分片；
+    每个设备只读自己那一块，每个数组保持保存时的 dtype。不给目标时，Orbax 按保存时的分片恢复。
     A checkpoint holds whole arrays and their shapes, not the devices' layout: parameters saved
-    on an 8-device 1-D FSDP mesh restore onto a 4 × 2 data × model mesh with another spec, as
-    long as the restore target carries the new sharding; each device reads only its block.
-    Without a target Orbax restores the sharding the arrays were saved with.
+    on an 8-device 1-D FSDP mesh restore onto a 4 × 2 (or 2 × 4) data × model mesh with another
+    spec, as long as the restore target carries the new sharding; each device reads only its
+    block, and every array keeps the dtype it was saved with. Without a target Orbax restores the
+    sharding the arrays were saved with.
     """
     old_mesh = jax.make_mesh((8,), ("fsdp",), axis_types=(AxisType.Auto,))
-    new_mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
     saved = {
         "kernel": jnp.arange(64 * 32, dtype=jnp.float32).reshape(64, 32),
         "bias": jnp.arange(32, dtype=jnp.float32),
+        "seen": jnp.arange(8, dtype=jnp.int32),  # an integer array keeps its dtype / 整数数组保持 dtype
     }
     saved = jax.device_put(saved, NamedSharding(old_mesh, P("fsdp")))
     manager = ocp.CheckpointManager(tmp_path)
     manager.save(0, args=ocp.args.StandardSave(saved))
     manager.wait_until_finished()
 
-    specs = {"kernel": P(None, "model"), "bias": P("model")}
+    specs = {"kernel": P(None, "model"), "bias": P("model"), "seen": P("data")}
     abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), saved)
-    restored = manager.restore(
-        0, args=ocp.args.StandardRestore(onto_mesh(abstract, new_mesh, specs))
-    )
-    for name, spec in specs.items():
-        np.testing.assert_array_equal(restored[name], saved[name])
-        assert restored[name].sharding == NamedSharding(new_mesh, spec)
-    assert {s.data.shape for s in restored["kernel"].addressable_shards} == {(64, 16)}
+    for shape in ((4, 2), (2, 4)):  # whichever mesh the target names / 目标说哪个网格就是哪个
+        new_mesh = jax.make_mesh(shape, ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+        restored = manager.restore(
+            0, args=ocp.args.StandardRestore(onto_mesh(abstract, new_mesh, specs))
+        )
+        for name, spec in specs.items():
+            np.testing.assert_array_equal(restored[name], saved[name])
+            assert restored[name].dtype == saved[name].dtype
+            assert restored[name].sharding == NamedSharding(new_mesh, spec)
+        assert {s.data.shape for s in restored["kernel"].addressable_shards} == {(64, 32 // shape[1])}
     as_saved = manager.restore(0)["kernel"]
     assert as_saved.sharding.mesh.shape == {"fsdp": 8}
     manager.close()

@@ -340,3 +340,11 @@ def test_an_nnx_train_state_with_its_rng_and_data_position(tmp_path):
         jax.tree.leaves(nnx.state(model, nnx.Param)), jax.tree.leaves(uninterrupted), strict=True
     ):
         np.testing.assert_array_equal(got, want)
+
+    # 数据位置是数据管道记下的、读回来的，不是从步数推出来的 / the data position is the one the
+    # pipeline recorded, read back, not worked out from the step number
+    elsewhere = ocp.CheckpointManager(tmp_path / "elsewhere")
+    save_nnx_train_state(elsewhere, 7, model, opt, 50)
+    elsewhere.wait_until_finished()
+    assert restore_nnx_train_state(elsewhere, *new_model_and_optimizer(1)) == (8, 50)
+    elsewhere.close()

@@ -125,12 +125,13 @@ def test_one_anybuffer_handler_serves_float32_and_float64():
         (line,) = custom_calls(call.lower(x64, name).compile().as_text())
         assert "f64[6]" in line and "f32" not in line
 
-    xh = jnp.arange(6.0, dtype=jnp.bfloat16)
-    yh = call(xh, name)
-    assert yh.dtype == jnp.bfloat16
-    np.testing.assert_array_equal(yh, want32.astype(jnp.bfloat16))
-    (line,) = custom_calls(call.lower(xh, name).compile().as_text())
-    assert f'custom_call_target="{name}"' in line and "f32[6]" in line
+    for half in (jnp.bfloat16, jnp.float16):  # both half floats / 两种半精度浮点
+        xh = jnp.arange(6.0, dtype=half)
+        yh = call(xh, name)
+        assert yh.dtype == half
+        np.testing.assert_array_equal(yh, want32.astype(half))
+        (line,) = custom_calls(call.lower(xh, name).compile().as_text())
+        assert f'custom_call_target="{name}"' in line and "f32[6]" in line
 
     with raises_exactly(__) as info:
         call(jnp.arange(6, dtype=jnp.int32), name).block_until_ready()

@@ -490,3 +490,11 @@ def test_a_callback_inside_shard_map_sees_one_block_per_device():
     assert seen == [(3, 2), (3, 2)]
     assert y.sharding.spec == P("rows")
     assert collectives(run.lower(row_sums_of_squares, x, mesh).compile().as_text()) == {}
+
+    # 网格是调用者给的：只有一个设备时，那个设备拿到全部 6 行 / the mesh is the caller's: with
+    # one device, that device hands over all 6 rows
+    one = jax.make_mesh((1,), ("rows",), axis_types=(jax.sharding.AxisType.Auto,))
+    seen.clear()
+    y = run(row_sums_of_squares, jax.device_put(x, NamedSharding(one, P("rows"))), one)
+    np.testing.assert_allclose(y, (np.arange(12.0).reshape(6, 2) ** 2).sum(axis=1))
+    assert seen == [(6, 2)] and y.sharding.mesh == one

@@ -10,7 +10,7 @@ from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo  # noqa: F401  (the koans' blanks)
-from jaxkoans.api.probes import collectives
+from jaxkoans.api.probes import collectives, primitives
 
 
 def like(x):
@@ -238,6 +238,9 @@ def test_custom_jvp_makes_a_callback_differentiable():
     # The derivative really comes from the host: two callbacks in the gradient's jaxpr.
     jaxpr = str(jax.make_jaxpr(jax.grad(lambda v: host_sin(v).sum()))(x))
     assert jaxpr.count("pure_callback[") == 2
+    # 设备上只剩乘以 t 这一步 / on the device only the product with t is left
+    jvp_jaxpr = jax.make_jaxpr(lambda v, dv: jax.jvp(host_sin, (v,), (dv,)))(x, jnp.ones_like(x))
+    assert primitives(jvp_jaxpr) - {"custom_jvp_call", "pure_callback"} == {"mul"}
 
 
 def test_effects_and_ordering_of_io_callbacks():

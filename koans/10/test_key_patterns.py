@@ -130,6 +130,12 @@ def test_per_step_keys_with_fold_in():
     # shift that changes with the step)
     many = np.asarray(jax.vmap(step_noise, in_axes=(None, 0))(base, jnp.arange(512)))
     assert np.all(np.abs(many.mean(axis=0)) < 0.15) and np.all(np.abs(many.std(axis=0) - 1) < 0.1)
+    # 训练会走很多步：步数超过任何一张表或一个模数，每步的噪声仍是它自己的（模 m 时 m + 3 即第 3 步）
+    # training runs long: past any table or modulus, each step's noise is still its own (m + 3 is
+    # step 3 modulo m)
+    far = jnp.array([m + 3 for m in (512, 1000, 1024, 4096, 10**4, 2**16, 10**5, 2**20, 2**24)])
+    late = np.asarray(jax.vmap(step_noise, in_axes=(None, 0))(base, far))
+    assert distinct_rows(np.concatenate([many, late])) == 512 + len(far)
 
 
 def test_per_device_keys_need_each_device_s_position():

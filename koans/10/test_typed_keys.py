@@ -131,6 +131,8 @@ def test_as_typed_key_accepts_both_kinds():
     rbg_data = jax.random.key_data(jax.random.key(3, impl="rbg"))  # uint32[4]
     rbg = as_typed_key(rbg_data, impl="rbg")
     assert jax.random.key_impl(rbg) == "rbg"
+    unsafe_data = jax.random.key_data(jax.random.key(3, impl="unsafe_rbg"))  # uint32[4] too
+    assert jax.random.key_impl(as_typed_key(unsafe_data, impl="unsafe_rbg")) == "unsafe_rbg"
     rbg_typed = jax.random.key(3, impl="rbg")
     assert jax.random.key_impl(as_typed_key(rbg_typed)) == "rbg"
     jitted = jax.jit(lambda k: jax.random.uniform(as_typed_key(k), (2,)))

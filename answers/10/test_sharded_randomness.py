@@ -251,6 +251,11 @@ def test_dropout_keys_on_a_data_model_mesh():
         reference = jax.random.bernoulli(jax.random.fold_in(key, d), 0.5, masks.shape[2:])
         np.testing.assert_array_equal(masks[d, 0], reference)
     assert len({masks[d, 0].tobytes() for d in range(DATA)}) == DATA  # one mask per data shard
+    other = jax.random.key(1)  # another key, other masks: the key handed in decides them
+    other_masks = _masks_per_device(dropout_key, other, x, mesh)
+    for d in range(DATA):
+        reference = jax.random.bernoulli(jax.random.fold_in(other, d), 0.5, masks.shape[2:])
+        np.testing.assert_array_equal(other_masks[d, 1], reference)
     out = _dropout_layer(dropout_key, mesh)(key, x)
     assert out.shape == (8, 16)
 
@@ -297,11 +302,11 @@ def local_init(key, mesh):
 
 
 def test_sharded_initialisation_is_the_same_on_any_mesh():
-    """在网格上直接生成的参数只取决于 key 和形状，与网格无关：8 路、4 路、2 × 4 的网格给出同样
-    的参数，和不分片的 init_params 逐位相同。所以换一个网格恢复训练、或者在另一台机器上复现，
-    数都不变。每个设备用自己的 key 生成自己那一块（local_init）时还是这样吗？
+    """在网格上直接生成的参数只取决于 key 和形状，与网格无关：8 路、4 路、2 × 4、4 × 2（模型轴
+    在前）的网格给出同样的参数，和不分片的 init_params 逐位相同。所以换一个网格恢复训练、或者
+    在另一台机器上复现，数都不变。每个设备用自己的 key 生成自己那一块（local_init）时还是这样吗？
     Parameters generated directly on a mesh depend only on the key and the shapes, not on the
-    mesh: 8-way, 4-way and 2 × 4 meshes give the same parameters, bit for bit those of the
+    mesh: 8-way, 4-way, 2 × 4 and 4 × 2 meshes give the same parameters, bit for bit those of the
     unsharded init_params. So resuming on another mesh, or reproducing on another machine,
     keeps the numbers. Does that still hold when each device draws its block with its own key
     (local_init)?
@@ -313,12 +318,16 @@ def test_sharded_initialisation_is_the_same_on_any_mesh():
         "8": auto_mesh((8,), ("model",)),
         "4": auto_mesh((4,), ("model",), devices[:4]),
         "2x4": auto_mesh((2, 4), ("data", "model")),
+        "4x2": auto_mesh((4, 2), ("model", "data")),  # the model axis first
     }
+    other = jax.random.key(1)  # the function draws from the key it is called with
+    other_reference = init_params(other)
     for name, mesh in meshes.items():
         compiled = sharded_init(mesh).lower(key).compile()
         params = compiled(key)
         for leaf in ("up", "down"):
             np.testing.assert_array_equal(params[leaf], reference[leaf], err_msg=name)
+            np.testing.assert_array_equal(compiled(other)[leaf], other_reference[leaf])
             assert params[leaf].sharding.is_equivalent_to(NamedSharding(mesh, SPECS[leaf]), 2)
         block = 64 * 256 // mesh.shape["model"]
         assert largest_u32_buffer(compiled.as_text()) == block, name
@@ -365,6 +374,8 @@ def test_explicit_meshes_shard_the_init_in_the_draw():
         with jax.set_mesh(mesh):
             compiled = jax.jit(explicit_init).lower(key).compile()  # one compilation per mesh
             params = compiled(key)
+            from_other = compiled(jax.random.key(1))  # another key, its own parameters
+        np.testing.assert_array_equal(from_other["down"], init_params(jax.random.key(1))["down"])
         types = {leaf: str(jax.typeof(value)) for leaf, value in params.items()}
         assert types == {"up": "float32[64,256@model]", "down": "float32[256@model,64]"}
         hlo = compiled.as_text()
@@ -543,3 +554,5 @@ def test_a_stateful_prng_hands_sharded_code_a_plain_key():
     assert third.sharding.device_set == set(few.devices.flat)
     assert same_keys(third, jax.random.fold_in(root, 3))
     assert same_keys(rng.key(), jax.random.fold_in(root, 4))
+    seeded = stateful.stateful_rng(5)  # another seed: the key is the generator's own next key
+    assert same_keys(replicated_key(seeded, mesh), jax.random.fold_in(jax.random.key(5), 0))

@@ -399,6 +399,9 @@ def test_a_nan_that_appears_only_in_the_backward_pass():
     np.testing.assert_allclose(root_sum(x), 3.0)
     assert float(root_sum(-x)) == 0.0  # the others count exactly 0 / 其余的恰好算 0
     np.testing.assert_allclose(jax.grad(root_sum)(x), [0.0, 0.25, 0.5])
+    small = jnp.array([1e-12, 1e-8, 0.0])  # positive, however small, counts / 再小的正数也算
+    np.testing.assert_allclose(root_sum(small), 1e-6 + 1e-4, rtol=1e-5)
+    np.testing.assert_allclose(jax.grad(root_sum)(small), [5e5, 5e3, 0.0], rtol=1e-5)
     with jax.debug_nans(True), jax.debug_infs(True):
         jax.jit(jax.grad(root_sum))(jnp.array([0.0, 0.0, 9.0]))  # no error / 不报错
 

@@ -22,6 +22,7 @@ diagnosis on several programs with different bugs (and one without).
 import functools
 import re
 import traceback
+import types
 
 import jax
 import jax.numpy as jnp
@@ -222,6 +223,18 @@ def test_explain_cache_misses_names_the_helper_that_recompiles(bugs):
 
 # -- 3. a transfer hidden in the loop / 藏在循环里的传输 --------------------------------------
 
+# 项目里另一个模块的辅助函数：它的帧不属于本文件 / a helper of another module of the project:
+# its frame is not this file's
+log_helpers = types.ModuleType("log_helpers")
+exec(  # a module made from its source / 由源码造出的模块
+    compile(
+        "import numpy as np\n\n\ndef to_host(a):\n    return np.asarray(a)\n",
+        "log_helpers.py",
+        "exec",
+    ),
+    vars(log_helpers),
+)
+
 
 def make_loop(bug):
     """8 个设备上的数据并行最小二乘，跑 4 步，返回 run()；bug 指定哪一处藏着一次隐式传输
@@ -255,6 +268,8 @@ def make_loop(bug):
         return scale(w, decay)
 
     def log_residual(residual):
+        if bug == "helper":  # the same read, inside another module's helper
+            residual = log_helpers.to_host(residual)
         history.append(np.asarray(residual) if bug == "log" else residual)
 
     def run():
@@ -296,6 +311,7 @@ def first_refused_transfer(run):
         ("lr", ("host-to-device", "run")),
         ("decay", ("device-to-device", "apply_decay")),
         ("log", ("device-to-host", "log_residual")),
+        ("helper", ("device-to-host", "log_residual")),
         (None, None),
     ],
 )

@@ -280,6 +280,15 @@ def test_another_device_count_needs_a_new_export(split_rows, axis_type):
     assert two.in_shardings_jax()[0].mesh.axis_names == ("batch",)
     assert [s.spec for s in two.in_shardings_jax()] == [P(), x_spec_on("batch")]
 
+    # Inputs in a dict: exp.in_tree puts the flat avals back in their places.
+    # 输入放在字典里：exp.in_tree 把展平的 aval 放回原位。
+    def dict_layer(params, x):
+        return layer(params["w"], x)
+
+    nested = export.export(jax.jit(dict_layer))({"w": wider[0]}, wider[1])
+    again = export_for_devices(dict_layer, nested, devices[:2])
+    assert again.nr_devices == 2 and again.in_tree == nested.in_tree
+
 
 class Recording:
     """exp 的替身：照常调用 exp.call，并记下每次调用收到的批大小（第 0 维）。

@@ -220,7 +220,7 @@ def test_restore_onto_another_mesh(tmp_path):
     saved = {
         "kernel": jnp.arange(64 * 32, dtype=jnp.float32).reshape(64, 32),
         "bias": jnp.arange(32, dtype=jnp.float32),
-        "seen": jnp.arange(8, dtype=jnp.int32),  # an integer array keeps its dtype / 整数数组保持 dtype
+        "seen": jnp.arange(8, dtype=jnp.int32),  # keeps its dtype / 保持 dtype
     }
     saved = jax.device_put(saved, NamedSharding(old_mesh, P("fsdp")))
     manager = ocp.CheckpointManager(tmp_path)
@@ -238,7 +238,8 @@ def test_restore_onto_another_mesh(tmp_path):
             np.testing.assert_array_equal(restored[name], saved[name])
             assert restored[name].dtype == saved[name].dtype
             assert restored[name].sharding == NamedSharding(new_mesh, spec)
-        assert {s.data.shape for s in restored["kernel"].addressable_shards} == {(64, 32 // shape[1])}
+        blocks = {s.data.shape for s in restored["kernel"].addressable_shards}
+        assert blocks == {(64, 32 // shape[1])}
     as_saved = manager.restore(0)["kernel"]
     assert as_saved.sharding.mesh.shape == __
     manager.close()

@@ -27,6 +27,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxkoans import __, raises_exactly, todo, warns_exactly  # noqa: F401  (the koans' blanks)
+from jaxkoans.api.program import read
 
 # ---- 给定代码 / given code -------------------------------------------------------------
 
@@ -359,12 +360,15 @@ def test_gradient_accumulation_communicates_once_after_the_loop():
     """（先写好 accumulated_grads。）它和整批的梯度相同。编译后的 HLO 里 while 循环跑
     MICROBATCHES 次：给定的对照在循环体里做 all-reduce，每个微批次一次；你的循环体里一条也没有，
     all-reduce 都在循环之后（ENTRY 里）。条数本身取决于 XLA 的 CPU pass cpu-all-reduce-combiner
-    （它把 w 和 b 的两次求和并成一条），在循环里还是循环外则不取决于它。
+    （它把 w 和 b 的两次求和并成一条），在循环里还是循环外则不取决于它。梯度的运算都在循环里：
+    循环之外几乎没有浮点运算（Program.costs 按位置数）。
     (Write accumulated_grads first.) It equals the whole batch's gradient. In the compiled
     HLO the while loop runs MICROBATCHES times: the given contrast all-reduces inside the loop
     body, once per microbatch; your loop body holds none, and the all-reduces come after the
     loop (in ENTRY). Their number depends on XLA's CPU pass cpu-all-reduce-combiner (which
     merges the sums of w and b into one); whether they sit inside or outside the loop does not.
+    The gradients' arithmetic is the loop's: next to no flops happen beside it (Program.costs
+    counts them by place).
     """
     params, x, y = regression_data()
     reference = jax.grad(linear_loss)(params, x, y)
@@ -384,3 +388,8 @@ def test_gradient_accumulation_communicates_once_after_the_loop():
     mine = jax.jit(jax.shard_map(accumulated_grads, **specs))
     trips, in_loop, after = loop_and_entry_all_reduces(mine.lower(*args).compile().as_text())
     assert (trips, in_loop) == (MICROBATCHES, 0) and after >= 1
+    # the loop does the gradients' arithmetic: next to none beside it (a whole-batch gradient
+    # outside the scan, the scan's sum selected away, is the other program)
+    program = read(jax.make_jaxpr(jax.shard_map(accumulated_grads, **specs))(*args).jaxpr)
+    flops = program.costs(("scan",)).flops
+    assert flops["outside"] < 0.25 * flops["technique"], flops

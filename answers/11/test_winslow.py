@@ -60,8 +60,9 @@ def corner_edges(p):
 def cross(u, v):
     """二维叉积 u × v = uₓv_y - u_yvₓ（最后一轴是 x, y，只有这两个）。/ The 2-D cross product
     (the last axis holds x and y, nothing more)."""
-    (ux, uy), (vx, vy) = jnp.moveaxis(u, -1, 0), jnp.moveaxis(v, -1, 0)
-    return ux * vy - uy * vx
+    if u.shape[-1] != 2 or v.shape[-1] != 2:
+        raise ValueError(f"2-D vectors expected, got shapes {u.shape} and {v.shape}")
+    return u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]
 
 
 def shoelace_quad_areas(p):

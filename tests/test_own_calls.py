@@ -117,6 +117,29 @@ def test_values_drawn_for_tracers_on_an_explicit_mesh_go_on_the_mesh_the_call_wa
     assert moved.sharding.mesh is smaller and smaller.shape["data"] == 4
 
 
+def test_the_judges_runs_happen_inside_the_mesh_the_koan_set(tmp_path, monkeypatch):
+    """A TODO called inside `with jax.set_mesh(mesh)` naming a bare PartitionSpec raised in
+    every fresh case, run after the koan left the block (03 `sum_of_products`, 06 `zero_step`,
+    10 `explicit_init` had none): the judge's runs enter the mesh the call had."""
+    import jax
+    import jax.numpy as jnp
+
+    n = jax.device_count()
+    mesh = jax.make_mesh((n,), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
+
+    def spread(x):
+        return jax.sharding.reshard(x * 2.0, jax.P("d"))
+
+    module = types.SimpleNamespace(spread=spread)
+    monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
+    with contracts.recording(module, {"spread": {"on_path": ["mul"]}}) as records:
+        with jax.set_mesh(mesh):
+            module.spread(jnp.ones((2 * n, 3)))
+    contracts.check(records, "answers/03/test_x.py::test_spread")
+    (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert isinstance(entry["costs"]["fresh"]["test_spread"], list)
+
+
 def test_the_program_read_is_the_one_the_koans_call_ran(monkeypatch):
     """A weakly typed argument (a Python scalar through jit) is read as one, and what the TODO's
     own code bound that its contract forbids fails it even where a re-trace would not show it;

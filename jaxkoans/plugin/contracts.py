@@ -55,6 +55,7 @@ class _Calls:
     seen: list = field(default_factory=list)
     values: dict = field(default_factory=dict)  # signature -> the call's own (args, kwargs)
     placed: dict = field(default_factory=dict)  # signature -> meshes.Placed (under shard_map)
+    mesh_set: dict = field(default_factory=dict)  # signature -> the Mesh jax.set_mesh put in force
     ran: set = field(default_factory=set)  # the primitives the koan's own calls bound
     # those the TODO's own code bound (with what they hold), not a rule run inside a bind (an
     # eager scan's while, a jvp rule's products): what it bound that it must not is its own
@@ -80,7 +81,11 @@ class _Calls:
                 self.values[signature] = (args, kwargs)
             return
         mesh = (jax.sharding.get_abstract_mesh(), bool(jax.config.jax_enable_x64))
-        from jax._src import core  # the named axes in scope: no public reader in 0.12
+        from jax._src import core, sharding_impls  # no public readers in 0.12 (get_mesh
+        # raises under jit): the named axes in scope, the concrete mesh in force
+
+        if not sharding_impls.get_concrete_mesh().empty:  # run again inside it (fresh cases)
+            self.mesh_set[signature] = sharding_impls.get_concrete_mesh()
 
         static = [leaf for leaf in jax.tree.leaves((args, kwargs)) if not hasattr(leaf, "aval")]
         if core.get_axis_env().axis_sizes or any(_closes_over_tracer(leaf) for leaf in static):
@@ -316,7 +321,7 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
             if os.environ.get(PROGRAMS_ENV):  # an author's run that records the answers' profiles
                 if calls.contract.get("liveness", True) and isinstance(pending, tuple):
                     case["carried"] = {}  # the share of the result the technique carries
-                    with jax_x64(pending[3][1]), contextlib.suppress(Exception):
+                    with _as_called(calls, signature), contextlib.suppress(Exception):
                         _liveness(calls, read, signature, koan, carried=case["carried"],
                                   size=case.get("drawn") or 1.0)  # fmt: skip
                 _log(koan, calls.name, read, signature, case, technique(calls.contract))
@@ -336,7 +341,7 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
             problems += _fresh_problems(case, answer, costs.koan_key(koan))
             if not isinstance(pending, tuple) or problems:
                 continue
-            with jax_x64(pending[3][1]):
+            with _as_called(calls, signature):
                 # inputs of no array type to move: the asserts judged it
                 with contextlib.suppress(Exception):
                     if calls.contract.get("liveness", True):
@@ -422,7 +427,7 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
     found: dict = {}
     _READING[0] = True
     try:
-        with jax_x64(pending[3][1]):
+        with _as_called(calls, signature):
             if os.environ.get(PROGRAMS_ENV):
                 found |= _boldest(calls, pending, signature, seed, read)
             else:
@@ -765,6 +770,19 @@ def jax_x64(on: bool):
     import jax
 
     return jax.enable_x64(on)
+
+
+def _as_called(calls: _Calls, signature: str) -> contextlib.ExitStack:
+    """Float64 on or off, and the mesh `jax.set_mesh` put in force, as at the koan's call:
+    the judge's runs (fresh cases, liveness) happen after the koan left its blocks."""
+    import jax
+
+    stack = contextlib.ExitStack()
+    pending = next(p for s, p in calls.seen if s == signature)
+    stack.enter_context(jax_x64(pending[3][1]))
+    if signature in calls.mesh_set:
+        stack.enter_context(jax.set_mesh(calls.mesh_set[signature]))
+    return stack
 
 
 def disagreements(calls: _Calls, args, kwargs, koan: str) -> list[str]:

@@ -307,6 +307,8 @@ def fingerprint(outputs, seed: int) -> list[list[float]]:
     # a sparse matrix as the matrix it stands for: its entries' storage order is no result
     outputs = jax.tree.map(lambda x: x.todense() if _sparse(x) else x, outputs, is_leaf=_sparse)
     for i, leaf in enumerate(jax.tree.leaves(outputs)):
+        if hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)  # a typed key's dtype is no NumPy dtype
         bits = (
             8 * np.dtype(getattr(leaf, "dtype", np.float64)).itemsize
             if hasattr(leaf, "dtype")

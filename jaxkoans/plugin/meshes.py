@@ -50,7 +50,6 @@ def smaller(sizes: tuple) -> dict[str, int]:
 def run(function, call: Placed, seed: int) -> list[list[float]]:
     """The fingerprint of `function` run under shard_map on the smaller mesh."""
     import jax
-    import numpy as np
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
@@ -81,4 +80,4 @@ def run(function, call: Placed, seed: int) -> list[list[float]]:
             body, mesh=mesh, in_specs=tuple(specs), out_specs=every, check_vma=False
         )
         outputs = jax.block_until_ready(jax.jit(mapped)(*values))
-        return fresh.fingerprint(jax.tree.map(np.asarray, outputs), seed)
+        return fresh.fingerprint(outputs, seed)  # a key among them read as its data

@@ -347,6 +347,17 @@ def test_a_matmul_costs_two_flops_per_multiply_add():
     assert costs.serial_steps == 0 and costs.kernel_launches == 0
 
 
+def test_a_ragged_dot_costs_each_row_against_its_own_groups_matrix():
+    """Roofline has no rule for ragged_dot_general (the reader counted its output's size, so
+    one dense dot per group over every row cost more than it): 2·M·K·N, as one dot of the
+    rows against their own group's matrix."""
+    lhs, rhs = jnp.ones((128, 8)), jnp.ones((2, 8, 16))
+    sizes = jnp.array([60, 68], jnp.int32)
+    ragged = program.of(lax.ragged_dot, lhs, rhs, sizes).costs().flops["outside"]
+    every = program.of(lambda a, b: jnp.einsum("mk,gkn->gmn", a, b), lhs, rhs).costs()
+    assert ragged == 2 * 128 * 8 * 16 and every.flops["outside"] == 2 * ragged
+
+
 def test_a_reshaped_input_is_no_intermediate():
     """A reshape is a view (XLA's bitcast): one loss over all rows of a reshaped batch makes no
     array larger than its own products (red team 6: an honest `xs.reshape(-1, F)` was refused)."""

@@ -84,7 +84,8 @@ _HOST = ("pure_callback", "io_callback", "debug_callback")  # their operands go 
 def _defined_outside_jax(primitive) -> bool:
     """A primitive made with jax.extend.core.Primitive (its impl or abstract-eval rule is code
     outside JAX): its work is as hidden from the reader as a callback's, so its binds count."""
-    rules, seen = [getattr(primitive, "impl", None), getattr(primitive, "abstract_eval", None)], set()
+    rules = [getattr(primitive, "impl", None), getattr(primitive, "abstract_eval", None)]
+    seen = set()
     while rules:
         rule = rules.pop()
         if id(rule) in seen or not callable(rule):
@@ -431,6 +432,15 @@ def _flops(eqn) -> int:
 
     rl = sys.modules["jax.experimental.roofline.roofline"]  # the package shadows the module
 
+    if eqn.primitive.name == "ragged_dot_general":  # roofline has no rule for it
+        numbers = eqn.params["ragged_dot_dimension_numbers"]
+        contracted, batch = (dims[1] for dims in numbers.dot_dimension_numbers)  # the rhs's
+        kept = set(contracted) | set(batch) | set(numbers.rhs_group_dimensions)
+        rhs = [n for axis, n in enumerate(_aval(eqn.invars[1]).shape) if axis not in kept]
+        # each lhs element meets one group's rhs, not every group's (XLA's CPU loop does G×)
+        with contextlib.suppress(TypeError):  # a symbolic dimension: no count
+            return 2 * _size(eqn.invars[0]) * math.prod(int(n) for n in rhs)
+        return 0
     rule = rl._rooflines.get(eqn.primitive)
     if rule is None or eqn.primitive.name in _HOLDERS:
         return 0

@@ -149,3 +149,39 @@ def test_a_lone_use_read_through_its_sign_fails_by_the_share_it_carries():
 
     (said,) = _judged(lone_sign, _profile(answer))
     assert "does not change the TODO's result" in said
+
+
+def test_a_todo_read_in_place_under_shard_map_is_run_there_with_its_collective_perturbed():
+    """A TODO called inside the koan's shard_map had no liveness (red team 7a: a whole-batch
+    gradient beside the scan whose sum a computed where selected away passed 03): its call is
+    placed on a mesh of its own axes (meshes.mapped) and its collective perturbed there."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkoans.api import program
+    from jaxkoans.plugin import liveness, meshes
+
+    mesh = jax.make_mesh((8,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def total(b):
+        return jax.lax.psum(b * b, "i")
+
+    def selected_away(b):  # the psum computed, a gather of every block does the work
+        honest = jax.lax.psum(b * b, "i")
+        other = jax.lax.all_gather(b * b, "i").sum(0)
+        return jnp.where(jnp.isnan(honest), honest, other)
+
+    found = []
+    for todo in (total, selected_away):
+        placed = []
+
+        def koan(b, todo=todo, placed=placed):
+            placed.append(meshes.placed((b,), {}, {"i": 8}, False))
+            return todo(b)
+
+        spec = jax.P("i")
+        jax.jit(jax.shard_map(koan, mesh=mesh, in_specs=spec, out_specs=spec))(jnp.ones(16))
+        function, args = meshes.mapped(todo, placed[0], 3)
+        psum = program.of(function, *args).primitive("psum_invariant")
+        found.append(liveness.problems(function, {"psum": psum}, args, {}, 3))
+    assert found[0] == [] and "does not change the TODO" in found[1][0]

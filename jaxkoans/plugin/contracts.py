@@ -319,7 +319,7 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                 _fresh_case(calls, pending, signature, read, koan, answer) if calls.contract else {}
             )
             if os.environ.get(PROGRAMS_ENV):  # an author's run that records the answers' profiles
-                if calls.contract.get("liveness", True) and isinstance(pending, tuple):
+                if calls.contract.get("liveness", True) and _runs_again(calls, signature):
                     case["carried"] = {}  # the share of the result the technique carries
                     with _as_called(calls, signature), contextlib.suppress(Exception):
                         _liveness(calls, read, signature, koan, carried=case["carried"],
@@ -339,7 +339,7 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                         for problem in costs.exceeded(mine, grown["costs"], overrides)
                     ]
             problems += _fresh_problems(case, answer, costs.koan_key(koan))
-            if not isinstance(pending, tuple) or problems:
+            if not _runs_again(calls, signature, answer, koan) or problems:
                 continue
             with _as_called(calls, signature):
                 # inputs of no array type to move: the asserts judged it
@@ -351,7 +351,7 @@ def _check(records: list[_Calls], koan: str, profiles: dict | None) -> list[str]
                         problems += _liveness(
                             calls, read, signature, koan, shares.get(mine), size=size
                         )
-                if calls.contract.get("fresh") and not problems:
+                if calls.contract.get("fresh") and isinstance(pending, tuple) and not problems:
                     problems += disagreements(calls, pending[1], pending[2], koan)
         if problems:
             raise ContractBroken(calls.name, list(dict.fromkeys(problems)))
@@ -739,9 +739,12 @@ def _liveness(
     techniques = {n: p for n, p in techniques.items() if p is not None}
     pending = next(p for s, p in calls.seen if s == signature)
     seed = zlib.crc32(costs.koan_key(koan).encode())  # the same in a gate's copy of the file
-    args, kwargs = _inputs(calls, pending, signature, seed, size)  # drawn as the fresh case's
     _READING[0] = True
     try:
+        if signature in calls.placed:  # under shard_map: run there, on the call's own mesh
+            function, args = meshes.mapped(calls.function, calls.placed[signature], seed)
+            return liveness.problems(function, techniques, args, {}, seed, answer, carried)
+        args, kwargs = _inputs(calls, pending, signature, seed, size)  # drawn as the fresh case's
         return liveness.problems(calls.function, techniques, args, kwargs, seed, answer, carried)
     finally:
         _READING[0] = False
@@ -772,6 +775,17 @@ def jax_x64(on: bool):
     return jax.enable_x64(on)
 
 
+def _runs_again(calls: _Calls, signature: str, answer: dict | None = None, koan: str = "") -> bool:
+    """The judge can run the TODO's call again: read after the koan, or read in place under
+    shard_map where the call can be placed on a mesh (plugin/meshes.py); in a learner's run,
+    such a call only in the koan whose smaller mesh the answer's profile keeps (each costs
+    compiles: one koan per TODO holds it)."""
+    pending = next(p for s, p in calls.seen if s == signature)
+    if signature not in calls.placed or os.environ.get(PROGRAMS_ENV):
+        return isinstance(pending, tuple) or signature in calls.placed
+    return bool(((answer or {}).get("mesh") or {}).get(costs.koan_key(koan)))
+
+
 def _as_called(calls: _Calls, signature: str) -> contextlib.ExitStack:
     """Float64 on or off, and the mesh `jax.set_mesh` put in force, as at the koan's call:
     the judge's runs (fresh cases, liveness) happen after the koan left its blocks."""
@@ -779,7 +793,8 @@ def _as_called(calls: _Calls, signature: str) -> contextlib.ExitStack:
 
     stack = contextlib.ExitStack()
     pending = next(p for s, p in calls.seen if s == signature)
-    stack.enter_context(jax_x64(pending[3][1]))
+    placed = calls.placed.get(signature)
+    stack.enter_context(jax_x64(placed.x64 if placed else pending[3][1]))
     if signature in calls.mesh_set:
         stack.enter_context(jax.set_mesh(calls.mesh_set[signature]))
     return stack

@@ -47,37 +47,48 @@ def smaller(sizes: tuple) -> dict[str, int]:
     return {name: n // 2 if n % 2 == 0 else n for name, n in sizes}  # each even axis halved
 
 
-def run(function, call: Placed, seed: int) -> list[list[float]]:
-    """The fingerprint of `function` run under shard_map on the smaller mesh."""
+def mapped(function, call: Placed, seed: int, sizes: dict[str, int] | None = None):
+    """(a jitted function of global arrays that runs `function` under shard_map on a mesh of
+    `sizes` (default: the call's own, and the varying axes checked as the koan's shard_map
+    checks them by default: its collectives are the same primitives) and stacks every
+    device's outputs, drawn global arrays whose blocks have the recorded shapes)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
+    sizes = sizes or dict(call.sizes)
+    count = math.prod(sizes.values())
+    mesh = jax.make_mesh(tuple(sizes.values()), tuple(sizes), devices=jax.devices()[:count])
+    arrays = [i for i, leaf in enumerate(call.leaves) if isinstance(leaf, jax.ShapeDtypeStruct)]
+    specs, shapes = [], []
+    for i in arrays:
+        block, axes = call.leaves[i], call.varying[i]
+        times = math.prod(sizes[a] for a in axes)
+        shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
+                      if axes else block)  # fmt: skip
+        specs.append(P(axes) if axes else P())
+    drawn = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
+    values = [jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(drawn, specs, strict=True)]  # fmt: skip
+
+    def body(*blocks):
+        leaves = list(call.leaves)
+        for i, block in zip(arrays, blocks, strict=True):
+            leaves[i] = block
+        args, kwargs = jax.tree.unflatten(call.tree, leaves)
+        return jax.tree.map(lambda out: out[None], function(*args, **kwargs))
+
+    every = P(tuple(sizes))  # each device's outputs along a new first axis
+    program = jax.shard_map(
+        body, mesh=mesh, in_specs=tuple(specs), out_specs=every, check_vma=sizes == dict(call.sizes)
+    )
+    return jax.jit(program), values
+
+
+def run(function, call: Placed, seed: int) -> list[list[float]]:
+    """The fingerprint of `function` run under shard_map on the smaller mesh."""
+    import jax
+
     with jax.enable_x64(call.x64):
-        sizes = smaller(call.sizes)
-        count = math.prod(sizes.values())
-        mesh = jax.make_mesh(tuple(sizes.values()), tuple(sizes), devices=jax.devices()[:count])
-        arrays = [i for i, leaf in enumerate(call.leaves) if isinstance(leaf, jax.ShapeDtypeStruct)]
-        specs, shapes = [], []
-        for i in arrays:
-            block, axes = call.leaves[i], call.varying[i]
-            times = math.prod(sizes[a] for a in axes)
-            shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
-                          if axes else block)  # fmt: skip
-            specs.append(P(axes) if axes else P())
-        drawn = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
-        values = [jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(drawn, specs, strict=True)]  # fmt: skip
-
-        def body(*blocks):
-            leaves = list(call.leaves)
-            for i, block in zip(arrays, blocks, strict=True):
-                leaves[i] = block
-            args, kwargs = jax.tree.unflatten(call.tree, leaves)
-            return jax.tree.map(lambda out: out[None], function(*args, **kwargs))
-
-        every = P(tuple(sizes))  # each device's outputs along a new first axis
-        mapped = jax.shard_map(
-            body, mesh=mesh, in_specs=tuple(specs), out_specs=every, check_vma=False
-        )
-        outputs = jax.block_until_ready(jax.jit(mapped)(*values))
+        program, values = mapped(function, call, seed, smaller(call.sizes))
+        outputs = jax.block_until_ready(program(*values))
         return fresh.fingerprint(outputs, seed)  # a key among them read as its data

@@ -132,9 +132,9 @@ def test_the_judges_runs_happen_inside_the_mesh_the_koan_set(tmp_path, monkeypat
 
     module = types.SimpleNamespace(spread=spread)
     monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
-    with contracts.recording(module, {"spread": {"on_path": ["mul"]}}) as records:
-        with jax.set_mesh(mesh):
-            module.spread(jnp.ones((2 * n, 3)))
+    contract = {"spread": {"on_path": ["mul"]}}
+    with contracts.recording(module, contract) as records, jax.set_mesh(mesh):
+        module.spread(jnp.ones((2 * n, 3)))
     contracts.check(records, "answers/03/test_x.py::test_spread")
     (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert isinstance(entry["costs"]["fresh"]["test_spread"], list)
@@ -215,3 +215,22 @@ def test_the_grown_call_doubles_every_length_at_once():
     every = fresh.run(scores, (q, k), {}, 1, length=[8, 4])
     assert "another result" in fresh.differs(fresh.run(four, (q, k), {}, 1, length=[8, 4]), every)
     assert fresh.doubled([8, 4])[1] == "every axis of length 8, 4 doubled at once"
+
+
+def test_a_moved_call_hands_in_another_key_so_a_seed_written_in_shows():
+    """Keys were kept as the test's (red team 7c: 10 `explicit_init` drawing from the tested
+    seed passed): with the counts moved, each typed key is another, which the answer follows
+    and a key written into the TODO does not."""
+    import jax
+
+    def draw(key, shape=(4,)):
+        return jax.random.normal(key, shape)
+
+    def written_in(key, shape=(4,)):
+        return jax.random.normal(jax.random.key(0), shape)
+
+    key = jax.random.key(0)
+    assert fresh.differs(fresh.run(written_in, (key,), {}, 1), fresh.run(draw, (key,), {}, 1)) == ""
+    assert fresh.differs(
+        fresh.run(written_in, (key,), {}, 1, ints=True), fresh.run(draw, (key,), {}, 1, ints=True)
+    )

@@ -81,8 +81,9 @@ def far(printed, base) -> bool:
 
 def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
-    each value's size plus one), and with `ints` every Python int one up and every Mesh one
-    device fewer along each axis (the arrays placed on it moved onto the smaller one)."""
+    each value's size plus one), and with `ints` every Python int one up, every typed PRNG key
+    another and every Mesh one device fewer along each axis (the arrays placed on it moved
+    onto the smaller one)."""
     import jax
     import numpy as np
 
@@ -107,6 +108,9 @@ def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
         if id(leaf) in meshes:
             return meshes[id(leaf)]
         dtype = getattr(leaf, "dtype", None)
+        if ints and dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            data = jax.random.key_data(leaf)  # another key: a seed written in is wrong there
+            return jax.random.wrap_key_data(data ^ 1, impl=jax.random.key_impl(leaf))
         if dtype is None or not hasattr(leaf, "shape") or not _floating(dtype):
             # integers, booleans and keys are kept: the problem's own (on the smaller mesh)
             return place(leaf, leaf) if meshes and isinstance(leaf, jax.Array) else leaf

@@ -230,6 +230,10 @@ def test_in_loop_tells_work_done_each_step_from_work_done_once():
     [
         ("return getattr(fn, '__clo' + 'sure__')", "inspect"),
         ("import operator\nreturn operator.attrgetter('__wra' + 'pped__')(fn)", "inspect"),
+        # an f-string whose written end ends a refused name (f_back, __globals__)
+        ("part = 'f'\nreturn getattr(fn, f'{part}_back')", "inspect"),
+        ("return getattr(fn, f'{x}globals__')", "inspect"),
+        ("return getattr(sys, f'_get{x}frame')", "inspect"),
         ("with jax._src.config.transfer_guard('allow'):\n    return fn(x)", "jax.transfer_guard"),
         (
             "from jax._src.api import disable_jit\nwith disable_jit():\n    return fn(x)",
@@ -245,6 +249,13 @@ def test_in_loop_tells_work_done_each_step_from_work_done_once():
 )
 def test_a_read_spelled_another_way_is_refused_too(body, category):
     assert category in {r.category for r in _refusals(body)}
+
+
+def test_a_field_named_by_an_f_string_with_a_plain_end_is_no_read_of_the_test():
+    """Red team 7c: 08 `compiled_bytes` summing `getattr(stats, f"{part}_size_in_bytes")` was
+    refused as reading the test; the written end names no frame, closure or module."""
+    body = "return sum(getattr(fn, f'{p}_size_in_bytes') for p in ('argument', 'temp'))"
+    assert _refusals(body) == []
 
 
 def test_a_kernel_lives_through_its_ref_writes_and_dies_with_its_call():

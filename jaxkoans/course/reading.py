@@ -89,6 +89,19 @@ NAMES = {"__file__": "file", "__spec__": "file", "__loader__": "file"}
 GUARD_NAMES = {g.rsplit(".", 1)[-1] for g in GUARDS if g.startswith("jax.")} - {"config"}
 
 
+def _plain_tail(named: ast.expr) -> bool:
+    """An f-string name whose written end (`f"{part}_size_in_bytes"`) ends no name the tables
+    above refuse, nor a dunder: whatever comes before it, the attribute read is an ordinary
+    one (a `stats` field), not a frame, a closure or a module's globals."""
+    tail = named.values[-1] if isinstance(named, ast.JoinedStr) and named.values else None
+    if not (isinstance(tail, ast.Constant) and isinstance(tail.value, str)):
+        return False
+    end = tail.value
+    tables = [*ATTRIBUTES, *MODULES, *BUILTINS, *GUARDS, *NAMES]
+    protected = {n.rsplit(".", 1)[-1] for n in tables} | {"modules", "settrace", "setprofile"}
+    return len(end) >= 3 and end[-1] != "_" and not any(p.endswith(end) for p in protected)
+
+
 class ReadsTheTest(AssertionError):
     """Raised in place of running a koan whose fill reads the test or switches its guard off."""
 
@@ -177,7 +190,7 @@ def in_node(node: ast.AST, names: dict[str, str]) -> list[tuple[int, str, str]]:
             if callee.rsplit(".", 1)[-1] in ("attrgetter", "methodcaller"):
                 named = sub.args[0] if sub.args else None
             computed = named is not None and not (isinstance(named, ast.Constant) and isinstance(named.value, str))
-            if callee.rsplit(".", 1)[-1] in DYNAMIC and computed:
+            if callee.rsplit(".", 1)[-1] in DYNAMIC and computed and not _plain_tail(named):
                 found.append((line, ast.unparse(sub)[:60], "inspect"))
         if isinstance(sub, (ast.Attribute, ast.Call)):
             dotted = _dotted(sub.func if isinstance(sub, ast.Call) else sub, local)

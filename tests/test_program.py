@@ -1011,7 +1011,7 @@ def test_a_draw_is_reused_for_the_grown_case_only_while_intact():
 
 def test_a_scaled_case_is_kept_where_the_answer_scales_and_meets_a_threshold_written_in():
     """The floats scaled down by 2^-24: a norm scales with them (power 1), a dot and an argmax
-    with powers 2 and 0, a layer norm's eps is a scale of the problem (no case); a threshold
+    with powers 2 and 0, a norm's root with 0.5, a layer norm's eps is a scale of the problem (no case); a threshold
     written into a norm gives 0 there where the answer gives the norm."""
     from jaxkoans.plugin import fresh
 
@@ -1027,6 +1027,8 @@ def test_a_scaled_case_is_kept_where_the_answer_scales_and_meets_a_threshold_wri
 
     assert powers(norm) == [1]
     assert powers(lambda x: (x @ x, jnp.argmax(x))) == [2, 0]
+    # a root of a norm (red team 7c: 08 root_sum's threshold met no scaled case)
+    assert powers(lambda x: jnp.sqrt(jnp.sqrt(jnp.sum(x * x)))) == [0.5]
     assert powers(lambda x: (x - x.mean()) / jnp.sqrt(x.var() + 1e-5)) is None
     answer = fresh.unscaled(fresh.scaled(norm, (_XS[0],), {}, 1), [1])
     written_in = fresh.unscaled(fresh.scaled(lambda x: norm(x, 1e-12), (_XS[0],), {}, 1), [1])

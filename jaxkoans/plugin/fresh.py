@@ -33,7 +33,7 @@ RTOL = 1e-3
 
 
 TINY = 2.0**-24  # the scaled case's factor: exact in binary, far below any written-in threshold
-POWERS = (0, 1, 2)  # the powers of the factor an answer's result may scale with
+POWERS = (0, 0.5, 1, 2)  # the powers of the factor an answer's result may scale with (a norm: 0.5)
 SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
 # how the answer's fresh case was moved, kept in its profile per koan (plugin/contracts.py)
 MOVES = ("scale", "ints", "drawn")
@@ -422,7 +422,7 @@ def unscaled(printed: list, powers: list) -> list:
     ]
 
 
-def powers(printed: list, base: list) -> list[int] | None:
+def powers(printed: list, base: list) -> list[float] | None:
     """The power of TINY each output of a scaled case (`printed`) scales with against the
     unscaled call's (`base`), or None where one scales with none (a scale in the problem)."""
     if len(printed) != len(base) or diverged(base) or diverged(printed):

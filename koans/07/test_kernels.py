@@ -123,13 +123,14 @@ def test_tiled_elementwise_add_relu(shape, block):
 
 @pytest.mark.parametrize(
     ("m", "k", "n", "bm", "bk", "bn"),
-    [(8, 16, 8, 4, 4, 4), (16, 32, 8, 8, 8, 8), (4, 12, 6, 2, 3, 3)],
+    [(8, 16, 8, 4, 4, 4), (16, 32, 8, 8, 8, 8), (4, 15, 6, 2, 3, 3)],
 )
 def test_tiled_matmul_accumulates_over_k(m, k, n, bm, bk, bn):
     """分块矩阵乘：K 轴在 grid 里，x 和 y 的块只覆盖 bk 列 / 行，所以每个输出块必须在 K 的各步
-    之间累加（每个例子 K 至少分 3 块）；结果等于 x @ y，矩阵乘在内核里做。
+    之间累加（每个例子 K 至少分 3 块，块数各不相同）；结果等于 x @ y，矩阵乘在内核里做。
     A tiled matmul: K is a grid axis and the x and y blocks cover only bk columns / rows, so
-    each output block must accumulate across the K steps (every case splits K at least 3 ways);
+    each output block must accumulate across the K steps (every case splits K at least 3 ways,
+    not always as many);
     the result equals x @ y, and the product is computed inside the kernel.
     """
     x, y = _data((m, k), 2), _data((k, n), 3)

@@ -206,9 +206,10 @@ def test_tiled_matmul_accumulates_over_k(m, k, n, bm, bk, bn):
 
 @pytest.mark.parametrize(("shape", "bm"), [((8, 16), 2), ((6, 128), 3), ((4, 7), 4)])
 def test_row_softmax_is_stable(shape, bm):
-    """逐行 softmax：等于 jax.nn.softmax；输入加上 1000 也不溢出（因为先减去了行最大值）。
-    Row softmax: equals jax.nn.softmax, and adding 1000 to the input does not overflow (the row
-    max is subtracted first).
+    """逐行 softmax：等于 jax.nn.softmax；输入加上 1000、或把分数拉开 40 倍也不溢出（因为先减去
+    了行最大值）。
+    Row softmax: equals jax.nn.softmax, and adding 1000 to the input or spreading the scores 40
+    times wider does not overflow (the row max is subtracted first).
     """
     x = _data(shape, 4) * 5
     np.testing.assert_allclose(
@@ -216,6 +217,9 @@ def test_row_softmax_is_stable(shape, bm):
     )
     np.testing.assert_allclose(
         row_softmax(x + 1000.0, bm=bm), jax.nn.softmax(x, axis=-1), rtol=1e-4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        row_softmax(x * 40, bm=bm), jax.nn.softmax(x * 40, axis=-1), rtol=1e-4, atol=1e-6
     )
     kernel = pallas_call_structure(functools.partial(row_softmax, bm=bm), x)
     assert kernel["grid"] == (shape[0] // bm,)

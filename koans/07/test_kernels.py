@@ -167,8 +167,9 @@ def test_row_softmax_is_stable(shape, bm):
 
 @pytest.mark.parametrize(("shape", "bm"), [((8, 32), 4), ((6, 10), 2), ((3, 128), 3)])
 def test_layer_norm_matches_reference(shape, bm):
-    """LayerNorm 内核：等于 jnp 写的参考实现（包括 gamma 和 beta）。
-    A LayerNorm kernel: equal to a jnp reference, gamma and beta included.
+    """LayerNorm 内核：等于 jnp 写的参考实现（包括 gamma 和 beta），默认的 eps 和给定的 eps 都对。
+    A LayerNorm kernel: equal to a jnp reference, gamma and beta included, with the default eps
+    and with an eps passed in.
     """
     x = _data(shape, 5) * 3 + 2
     gamma, beta = _data(shape[-1:], 6), _data(shape[-1:], 7)
@@ -176,6 +177,10 @@ def test_layer_norm_matches_reference(shape, bm):
     var = x.var(-1, keepdims=True)
     expected = (x - mean) / jnp.sqrt(var + 1e-5) * gamma + beta
     np.testing.assert_allclose(layer_norm(x, gamma, beta, bm=bm), expected, rtol=1e-4, atol=1e-4)
+    wider = (x - mean) / jnp.sqrt(var + 4.0) * gamma + beta  # eps = 4: the caller's, not 1e-5
+    np.testing.assert_allclose(
+        layer_norm(x, gamma, beta, bm=bm, eps=4.0), wider, rtol=1e-4, atol=1e-4
+    )
     kernel = pallas_call_structure(functools.partial(layer_norm, bm=bm), x, gamma, beta)
     assert kernel["grid"] == (shape[0] // bm,)
     assert kernel["blocks"] == [

@@ -234,3 +234,23 @@ def test_a_moved_call_hands_in_another_key_so_a_seed_written_in_shows():
     assert fresh.differs(
         fresh.run(written_in, (key,), {}, 1, ints=True), fresh.run(draw, (key,), {}, 1, ints=True)
     )
+
+
+def test_a_call_under_shard_map_and_a_jit_call_of_the_same_shapes_are_two_calls():
+    """The jit call of a TODO kept no fresh case where a shard_map call of the same shapes came
+    first (red team 7a, 03 `grouped_experts`): a call under named axes is its own signature."""
+    import jax
+    import jax.numpy as jnp
+
+    def double(x):
+        return 2.0 * x
+
+    module = types.SimpleNamespace(double=double)
+    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
+    block = jnp.ones((4, 3))
+    with contracts.recording(module, {"double": {"on_path": ["mul"]}}) as records:
+        spread = jnp.ones((4 * jax.device_count(), 3))
+        jax.shard_map(module.double, mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P("i"))(spread)
+        jax.jit(module.double)(block)
+    (calls,) = records
+    assert len(calls.seen) == 2 and "under [('i'" in calls.seen[0][0]

@@ -73,6 +73,11 @@ class _Calls:
             signature = repr(jax.tree.map(lambda x: x, abstract)).replace(", weak_type=True", "")
         except Exception:
             return
+        from jax._src import core  # the named axes in scope: no public reader in 0.12
+
+        if core.get_axis_env().axis_sizes:  # a call under named axes is another call than a
+            # jit's of the same shapes (red team 7a: the jit's lost its fresh cases to it)
+            signature += f" under {sorted(core.get_axis_env().axis_sizes.items())}"
         if any(signature == s for s, *_ in self.seen):
             return
         if self.contract.get("traced", True) is False:
@@ -81,8 +86,8 @@ class _Calls:
                 self.values[signature] = (args, kwargs)
             return
         mesh = (jax.sharding.get_abstract_mesh(), bool(jax.config.jax_enable_x64))
-        from jax._src import core, sharding_impls  # no public readers in 0.12 (get_mesh
-        # raises under jit): the named axes in scope, the concrete mesh in force
+        from jax._src import sharding_impls  # the concrete mesh in force: no public reader
+        # in 0.12 (get_mesh raises under jit)
 
         if not sharding_impls.get_concrete_mesh().empty:  # run again inside it (fresh cases)
             self.mesh_set[signature] = sharding_impls.get_concrete_mesh()

@@ -147,8 +147,10 @@ def _spec(leaf):
         if isinstance(leaf, jax.core.Tracer):
             aval = jax.typeof(leaf)
             typed = getattr(aval, "sharding", None)  # an Explicit mesh's type
-            if isinstance(typed, jax.NamedSharding) and any(typed.spec):
-                sharding = typed
+            if isinstance(typed, jax.NamedSharding) and (
+                any(typed.spec) or jax.sharding.AxisType.Explicit in typed.mesh.axis_types
+            ):
+                sharding = typed  # replicated on an Explicit mesh is on its devices too
             if getattr(aval, "memory_space", None) == jax.memory.Space.Host:
                 memory = {"_memory_space": jax.memory.Space.Host}
                 if sharding is not None:  # a sharding's own memory kind wins over the space

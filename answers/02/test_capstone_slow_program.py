@@ -117,11 +117,12 @@ def pad_batch(x, y, size=BATCH):
 
 @jax.jit
 def fast_step(w, x, y, mask, lr):
-    """补齐后的 batch 上的一步 SGD：损失是只对真实行（mask 为 1）求的均方误差，
-    lr 是被追踪的参数。大约 4 行。
+    """补齐后的 batch 上的一步 SGD：损失是按 mask 加权的平方误差之和除以 mask 之和（mask 是
+    权重：真实行为 1，补齐行为 0），lr 是被追踪的参数。大约 4 行。
 
-    One SGD step on a padded batch: the loss is the mean squared error over the real rows
-    only (where mask is 1), and lr is a traced argument. About 4 lines.
+    One SGD step on a padded batch: the loss is the squared errors weighted by mask, summed
+    and divided by mask's sum (mask is a weight: 1 on a real row, 0 on padding), and lr is a
+    traced argument. About 4 lines.
     """
 
     def masked_loss(w):

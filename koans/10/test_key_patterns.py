@@ -98,10 +98,14 @@ def test_split_child_i_is_fold_in_of_i():
 
 def step_noise(base_key, step):
     """第 step 个训练步的噪声（shape (3,) 的标准正态）：只由 (base_key, step) 决定，每步不同，
-    step 在 jit 里是被追踪的整数也能用，从任何一步恢复训练都得到同样的噪声。约 1 行。
+    step 在 jit 里是被追踪的整数也能用，从任何一步恢复训练都得到同样的噪声。这一步的 key 是
+    step 混进 base_key 的结果，噪声直接从它抽（不再 split）：评判在测试没见过的 key 和步数上
+    比较的就是这次抽样。约 1 行。
     The noise of training step `step` (standard normal, shape (3,)): determined by
     (base_key, step) alone, different at every step, working when step is a traced integer
-    under jit, the same whichever step training resumes from. About 1 line.
+    under jit, the same whichever step training resumes from. The step's key is base_key with
+    step mixed in, and the noise is drawn from it directly (no further split): on keys and
+    steps the test never showed, the judge compares with that very draw. About 1 line.
     """
     todo("step_noise: 把 step 混进 base_key / mix step into base_key")
 

@@ -409,6 +409,18 @@ def test_the_compiled_program_shows_what_replicates(bug, expected):
     outputs = jax.tree.leaves(jax.jit(f)(x))
     assert [i for i, out in enumerate(outputs) if out.sharding.is_fully_replicated] == expected[1]
     assert silent_replication(f, x) == expected
+    # 分片写着一根只有一个设备的轴：每个设备仍拿着整份
+    # a sharding may name an axis of one device: every device still holds the whole
+    if bug is None:
+        mesh = jax.make_mesh((8, 1), ("data", "one"))  # Explicit axes / 显式轴
+        with jax.set_mesh(mesh):
+            y = jax.device_put(x, NamedSharding(mesh, P("data")))
+
+            def total(y):
+                return 2 * y, jax.sharding.reshard(y.sum(0), P("one"))
+
+            found = silent_replication(total, y)
+        assert found == ([], [1])
 
 
 def test_inspect_array_sharding_reads_the_middle_of_a_program():

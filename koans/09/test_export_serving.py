@@ -183,12 +183,14 @@ def test_a_sharded_export_fixes_the_device_count():
 
     w, x = np.ones((3, 2), np.float32), batch(8)
     for artifact in (exp, exp_2d):
-        server = serving_mesh(artifact, devices[4:])  # other devices / 别的设备
-        assert server.devices.size == artifact.nr_devices
-        shardings = artifact.in_shardings_jax(server)
-        y = artifact.call(*(jax.device_put(a, s) for a, s in zip((w, x), shardings, strict=True)))
-        np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
-        assert y.sharding.device_set == set(devices[4:8])
+        for spare in (devices[4:], devices[1::2]):  # other devices / 别的设备
+            server = serving_mesh(artifact, spare)
+            assert server.devices.size == artifact.nr_devices
+            shardings = artifact.in_shardings_jax(server)
+            placed = (jax.device_put(a, s) for a, s in zip((w, x), shardings, strict=True))
+            y = artifact.call(*placed)
+            np.testing.assert_allclose(y, np.tanh(x @ w), rtol=1e-6)
+            assert y.sharding.device_set == set(spare)
 
     small = mesh_of(devices[:2])
     with raises_exactly(__) as info:

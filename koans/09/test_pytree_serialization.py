@@ -111,7 +111,7 @@ def test_registered_nodes_round_trip_with_their_aux_data():
 
     Layer = make_layer_class()
     assert register_for_export(Layer, fresh_name()) is Layer
-    for config in (("tanh", 0.5), ("relu", 2.25)):
+    for config in (("tanh", 0.5), ("relu", 1 / 3)):  # 1/3: no short binary fraction
         layer = Layer(w, b, config)
         exp = export.export(jax.jit(apply))(layer, x_spec)
         again = export.deserialize(exp.serialize())
@@ -120,7 +120,7 @@ def test_registered_nodes_round_trip_with_their_aux_data():
 
     refused = ""
     try:
-        again.call(Layer(w, b, ("tanh", 0.5)), x)  # exported for ("relu", 2.25)
+        again.call(Layer(w, b, ("tanh", 0.5)), x)  # exported for ("relu", 1 / 3)
     except Exception as error:  # noqa: BLE001  (only its message matters here)
         refused = str(error)
     assert "structural differences" in refused
@@ -142,7 +142,7 @@ except Exception as error:  # only its message is checked / 只核对消息
 register_for_export(Layer, name)
 again = export.deserialize(blob)
 w, b, x = (np.load(f"{directory}/{k}.npy") for k in ("w", "b", "x"))
-np.save(f"{directory}/y.npy", again.call(Layer(w, b, ("relu", 2.25)), x))
+np.save(f"{directory}/y.npy", again.call(Layer(w, b, ("relu", 0.7)), x))
 """
 
 
@@ -158,7 +158,7 @@ def test_the_consumer_registers_the_same_name(tmp_path):
     x = rng.normal(size=(4, 3)).astype(np.float32)
     name = fresh_name()
     Layer = register_for_export(make_layer_class(), name)
-    layer = Layer(w, b, ("relu", 2.25))
+    layer = Layer(w, b, ("relu", 0.7))
     exp = export.export(jax.jit(apply))(layer, jax.ShapeDtypeStruct((4, 3), jnp.float32))
     (tmp_path / "layer.jaxexport").write_bytes(exp.serialize())
     for key, value in (("w", w), ("b", b), ("x", x)):

@@ -239,7 +239,7 @@ def test_a_shipped_kernel_runs_where_the_consumer_registers_it(tmp_path):
     platform_only = export.export(top_two, disabled_checks=unchecked)(spec)
     assert "custom_call @ApproxTopK(" in platform_only.mlir_module()
     assert register_shipped_kernels(platform_only, loaded) == []
-    teams = {"acme_leaky_sum": (0.5, False), "zeta_leaky_sum_rev": (0.25, True)}
+    teams = {"acme_leaky_sum": (0.5, False), "ZetaDecayScanRev": (0.25, True)}
     for target, (decay, reverse) in teams.items():
         checks = [export.DisabledSafetyCheck.custom_call(target)]
         if reverse:

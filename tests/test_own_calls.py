@@ -254,3 +254,32 @@ def test_a_call_under_shard_map_and_a_jit_call_of_the_same_shapes_are_two_calls(
         jax.jit(module.double)(block)
     (calls,) = records
     assert len(calls.seen) == 2 and "under [('i'" in calls.seen[0][0]
+
+
+def test_a_smaller_mesh_keeps_the_calls_global_shapes_or_else_its_blocks():
+    """03 `fsdp_loss` (a gathered weight against an unsplit batch) raised on the smaller mesh
+    where each block kept its shape: the global shapes are kept first, each device's block
+    grows; two operands split alike (a ring matmul) still run with their blocks kept."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkoans.plugin import meshes
+
+    n = jax.device_count()
+    mesh = jax.make_mesh((n,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def gathered(w_block, x):  # x is not split: it has every feature
+        return x @ jax.lax.all_gather(w_block, "i", tiled=True)
+
+    placed = []
+
+    def koan(w_block, x):
+        placed.append(meshes.placed((w_block, x), {}, {"i": n}, False))
+        return gathered(w_block, x)
+
+    specs = (jax.P("i"), jax.P())
+    shard = jax.shard_map(koan, mesh=mesh, in_specs=specs, out_specs=jax.P("i"))
+    jax.jit(shard)(jnp.ones((2 * n, 3)), jnp.ones((5 * n, 2 * n)))
+    assert isinstance(meshes.run(gathered, placed[0], 1), list)
+    with pytest.raises(TypeError):  # blocks kept: half the features against all of x's
+        meshes.run(gathered, placed[0], 1, blocks=True)

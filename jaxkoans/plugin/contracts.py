@@ -427,7 +427,7 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
         costs.koan_key(koan)
     )
     if signature in calls.placed and wanted:  # the answer's profile keeps one per TODO
-        return {"mesh": _on_smaller_mesh(calls, calls.placed[signature], seed)}
+        return {"mesh": _on_smaller_mesh(calls, calls.placed[signature], seed, wanted)}
     if not isinstance(pending, tuple):
         return {}
     mine = costs.koan_key(koan)
@@ -582,15 +582,22 @@ def _grown_costs(calls: _Calls, args, kwargs, grown: dict, seed: int, mesh) -> d
     return None if isinstance(read, str) else read.costs(technique(calls.contract)).as_dict()
 
 
-def _on_smaller_mesh(calls: _Calls, call, seed: int) -> dict:
+def _on_smaller_mesh(calls: _Calls, call, seed: int, wanted) -> dict:
     """The TODO's fingerprint on a mesh with each axis halved (plugin/meshes.py), with the
-    sizes it ran at."""
+    sizes it ran at: the call's global shapes kept, or its blocks' where the answer's profile
+    says so (an author's run keeps the first way the answer runs)."""
+    ways = [False, True] if os.environ.get(PROGRAMS_ENV) else [bool(wanted.get("blocks"))]
     _READING[0] = True
     try:
-        printed = _outcome(lambda: meshes.run(calls.function, call, seed))
+        for blocks in ways:
+            printed = _outcome(lambda b=blocks: meshes.run(calls.function, call, seed, b))
+            if isinstance(printed, list):
+                break
     finally:
         _READING[0] = False
-    return {"sizes": meshes.smaller(call.sizes), "print": printed}
+    return {"sizes": meshes.smaller(call.sizes), "print": printed} | (
+        {"blocks": True} if blocks else {}
+    )
 
 
 def _on_a_chip() -> bool:

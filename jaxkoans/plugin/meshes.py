@@ -1,9 +1,11 @@
 """A fresh case for a TODO that runs inside shard_map: the same call on a smaller mesh (a ring of 8
 written in, or a table of the test's device count, is right on the test's mesh only). `placed`
 keeps what a call was (its blocks and the manual axes each varies along); `run` halves every axis
-of even size, draws global inputs whose blocks have the recorded shapes (split along their first
-axis over the axes they vary along, else replicated), runs the TODO there and fingerprints every
-device's outputs.
+of even size, draws global inputs of the call's global shapes (its blocks times the axes they vary
+along, split along their first axis over those axes, so each device's block grows and the values
+the call does not split keep theirs), or where the answer cannot run so, of its blocks' shapes
+(two operands split alike shrink together), runs the TODO there and fingerprints every device's
+outputs.
 """
 
 from __future__ import annotations
@@ -47,11 +49,14 @@ def smaller(sizes: tuple) -> dict[str, int]:
     return {name: n // 2 if n % 2 == 0 else n for name, n in sizes}  # each even axis halved
 
 
-def mapped(function, call: Placed, seed: int, sizes: dict[str, int] | None = None):
+def mapped(
+    function, call: Placed, seed: int, sizes: dict[str, int] | None = None, blocks: bool = False
+):
     """(a jitted function of global arrays that runs `function` under shard_map on a mesh of
     `sizes` (default: the call's own, and the varying axes checked as the koan's shard_map
     checks them by default: its collectives are the same primitives) and stacks every
-    device's outputs, drawn global arrays whose blocks have the recorded shapes)."""
+    device's outputs, drawn global arrays of the call's global shapes, or with `blocks` of
+    its blocks' shapes: each array's rows then shrink with its axes)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -63,7 +68,7 @@ def mapped(function, call: Placed, seed: int, sizes: dict[str, int] | None = Non
     specs, shapes = [], []
     for i in arrays:
         block, axes = call.leaves[i], call.varying[i]
-        times = math.prod(sizes[a] for a in axes)
+        times = math.prod((sizes if blocks else dict(call.sizes))[a] for a in axes)
         shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
                       if axes else block)  # fmt: skip
         specs.append(P(axes) if axes else P())
@@ -84,11 +89,11 @@ def mapped(function, call: Placed, seed: int, sizes: dict[str, int] | None = Non
     return jax.jit(program), values
 
 
-def run(function, call: Placed, seed: int) -> list[list[float]]:
-    """The fingerprint of `function` run under shard_map on the smaller mesh."""
+def run(function, call: Placed, seed: int, blocks: bool = False) -> list[list[float]]:
+    """The fingerprint of `function` run under shard_map on the smaller mesh (`mapped`)."""
     import jax
 
     with jax.enable_x64(call.x64):
-        program, values = mapped(function, call, seed, smaller(call.sizes))
+        program, values = mapped(function, call, seed, smaller(call.sizes), blocks)
         outputs = jax.block_until_ready(program(*values))
         return fresh.fingerprint(outputs, seed)  # a key among them read as its data

@@ -154,3 +154,7 @@ def test_a_cold_server_loads_a_compiled_executable(tmp_path):
     assert isinstance(served, jax.stages.Compiled)
     with raises_exactly(TypeError):
         served(np.zeros((4, 8), np.float32))
+    # 为另一个形状保存的，就为那个形状服务 / saved for another shape, it serves that shape
+    save_executable(model, jax.ShapeDtypeStruct((4, 8), jnp.float32), tmp_path / "four.executable")
+    four = load_executable(tmp_path / "four.executable")
+    assert [arg.shape for arg in jax.tree.leaves(four.args_info)] == [(4, 8)]

@@ -104,6 +104,8 @@ def test_checkify_finds_the_row_that_made_a_hidden_nan(bad_row, column):
     # The known answer, from the data / 由数据算出的正确答案
     expected = None if bad_row is None else (bad_row, {0: "log", 2: "sqrt"}[column])
     assert first_nan(row_loss, batch) == expected
+    tall = jnp.concatenate([make_batch(None, 0), batch])  # 两位数的行号 / a two-digit row
+    assert first_nan(row_loss, tall) == (None if bad_row is None else (8 + bad_row, expected[1]))
     assert first_nan(lambda row: jnp.log(row[0] - row[1]), batch) == (
         None if column != 0 else expected
     )

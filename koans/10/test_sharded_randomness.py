@@ -301,14 +301,15 @@ def local_init(key, mesh):
 
 
 def test_sharded_initialisation_is_the_same_on_any_mesh():
-    """在网格上直接生成的参数只取决于 key 和形状，与网格无关：8 路、4 路、2 × 4、4 × 2（模型轴
-    在前）的网格给出同样的参数，和不分片的 init_params 逐位相同。所以换一个网格恢复训练、或者
-    在另一台机器上复现，数都不变。每个设备用自己的 key 生成自己那一块（local_init）时还是这样吗？
+    """在网格上直接生成的参数只取决于 key 和形状，与网格无关：8 路、4 路（前四个设备，或后四个
+    倒序）、2 × 4、4 × 2（模型轴在前）的网格给出同样的参数，和不分片的 init_params 逐位相同。
+    所以换一个网格恢复训练、或者在另一台机器上复现，数都不变。每个设备用自己的 key 生成自己
+    那一块（local_init）时还是这样吗？
     Parameters generated directly on a mesh depend only on the key and the shapes, not on the
-    mesh: 8-way, 4-way, 2 × 4 and 4 × 2 meshes give the same parameters, bit for bit those of the
-    unsharded init_params. So resuming on another mesh, or reproducing on another machine,
-    keeps the numbers. Does that still hold when each device draws its block with its own key
-    (local_init)?
+    mesh: 8-way, 4-way (the first four devices, or the last four reversed), 2 × 4 and 4 × 2
+    meshes give the same parameters, bit for bit those of the unsharded init_params. So
+    resuming on another mesh, or reproducing on another machine, keeps the numbers. Does that
+    still hold when each device draws its block with its own key (local_init)?
     """
     key = jax.random.key(0)
     reference = init_params(key)
@@ -316,6 +317,8 @@ def test_sharded_initialisation_is_the_same_on_any_mesh():
     meshes = {
         "8": auto_mesh((8,), ("model",)),
         "4": auto_mesh((4,), ("model",), devices[:4]),
+        # 后四个设备，倒序 / the last four devices, reversed
+        "4 others": auto_mesh((4,), ("model",), devices[:3:-1]),
         "2x4": auto_mesh((2, 4), ("data", "model")),
         "4x2": auto_mesh((4, 2), ("model", "data")),  # the model axis first
     }

@@ -165,8 +165,10 @@ def test_row_softmax_is_stable(shape, bm):
     assert set(kernel["outside_ops"]) <= {"jit", "pjit"}  # the max, exp and sum are the kernel's
 
 
-@pytest.mark.parametrize(("shape", "bm"), [((8, 32), 4), ((6, 10), 2), ((3, 128), 3)])
-def test_layer_norm_matches_reference(shape, bm):
+@pytest.mark.parametrize(
+    ("shape", "bm", "eps"), [((8, 32), 4, None), ((6, 10), 2, 4.0), ((3, 128), 3, None)]
+)
+def test_layer_norm_matches_reference(shape, bm, eps):
     """LayerNorm 内核：等于 jnp 写的参考实现（包括 gamma 和 beta），默认的 eps 和给定的 eps 都对。
     A LayerNorm kernel: equal to a jnp reference, gamma and beta included, with the default eps
     and with an eps passed in.
@@ -175,12 +177,10 @@ def test_layer_norm_matches_reference(shape, bm):
     gamma, beta = _data(shape[-1:], 6), _data(shape[-1:], 7)
     mean = x.mean(-1, keepdims=True)
     var = x.var(-1, keepdims=True)
-    expected = (x - mean) / jnp.sqrt(var + 1e-5) * gamma + beta
-    np.testing.assert_allclose(layer_norm(x, gamma, beta, bm=bm), expected, rtol=1e-4, atol=1e-4)
-    wider = (x - mean) / jnp.sqrt(var + 4.0) * gamma + beta  # eps = 4: the caller's, not 1e-5
-    np.testing.assert_allclose(
-        layer_norm(x, gamma, beta, bm=bm, eps=4.0), wider, rtol=1e-4, atol=1e-4
-    )
+    given = {} if eps is None else {"eps": eps}  # None: the default, 1e-5 / None 即默认的 1e-5
+    expected = (x - mean) / jnp.sqrt(var + given.get("eps", 1e-5)) * gamma + beta
+    out = layer_norm(x, gamma, beta, bm=bm, **given)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
     kernel = pallas_call_structure(functools.partial(layer_norm, bm=bm), x, gamma, beta)
     assert kernel["grid"] == (shape[0] // bm,)
     assert kernel["blocks"] == [

@@ -284,12 +284,3 @@ def test_a_smaller_mesh_keeps_the_calls_global_shapes_or_else_its_blocks():
     with pytest.raises(TypeError):  # blocks kept: half the features against all of x's
         meshes.run(gathered, placed[0], 1, blocks=True)
 
-
-def test_a_float_mask_of_zeros_and_ones_is_kept_as_a_boolean_one_is():
-    """Red team 8a: 02 `fast_step`'s float pad mask was moved like data, so an honest
-    `where(mask > 0, …)` was refused where the answer weighted by the mask."""
-    import jax.numpy as jnp
-
-    mask, data = jnp.asarray([1.0, 1.0, 0.0]), jnp.asarray([1.0, 2.0, 0.0])
-    (moved_mask, moved_data), _ = fresh.moved((mask, data), {}, 4)
-    assert (moved_mask == mask).all() and not (moved_data == data).all()

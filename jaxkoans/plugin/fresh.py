@@ -115,10 +115,6 @@ def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
             # integers, booleans and keys are kept: the problem's own (on the smaller mesh)
             return place(leaf, leaf) if meshes and isinstance(leaf, jax.Array) else leaf
         value = np.asarray(leaf, dtype=np.float64)
-        if np.isin(value, (0.0, 1.0)).all() and np.unique(value).size == 2:
-            # a mask of 0s and 1s in a float array, kept as a boolean one is: an honest
-            # `where(mask > 0)` reads it as the mask it is, not as weights
-            return place(leaf, leaf) if meshes and isinstance(leaf, jax.Array) else leaf
         step = generator.standard_normal(value.shape) * scale * (1.0 + np.abs(value))
         # an inf or NaN the test hands in (a padded loss) stays: a learner's run treats the
         # warning that inf - inf gives as an error, and no fresh case would run at all

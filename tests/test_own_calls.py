@@ -283,4 +283,3 @@ def test_a_smaller_mesh_keeps_the_calls_global_shapes_or_else_its_blocks():
     assert isinstance(meshes.run(gathered, placed[0], 1), list)
     with pytest.raises(TypeError):  # blocks kept: half the features against all of x's
         meshes.run(gathered, placed[0], 1, blocks=True)
-

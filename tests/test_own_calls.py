@@ -51,15 +51,76 @@ def test_an_untraced_todo_on_plain_values_is_held_to_the_answer_on_moved_ones(
         _run(looked_up, tmp_path, profiles, monkeypatch=monkeypatch)
 
 
+def warmup():  # returns what the koan calls: a schedule of the step
+    return lambda step: min(step, 100) / 100.0
+
+
+def warmup_looked_up():  # right at the steps the test asks only
+    return lambda step: {10: 0.1, 50: 0.5, 100: 1.0}[step]
+
+
+def _made(function, tmp_path, profiles=None, author=False, monkeypatch=None):
+    module = types.SimpleNamespace(warmup=function)
+    if author:
+        monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
+    else:
+        monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+    with contracts.recording(module, {"warmup": UNTRACED}) as records:
+        lr = module.warmup()
+        assert [lr(s) for s in (10, 50, 100)] == [0.1, 0.5, 1.0]
+    return contracts.check(records, KOAN, {"warmup": profiles} if profiles else None)
+
+
+def test_a_callable_an_untraced_todo_returns_is_called_again_on_moved_values(
+    tmp_path, monkeypatch
+):
+    """A schedule, a step function, an optimizer's update: what an untraced TODO returns is
+    called again as the koan called it, from the TODO's replayed result, on its values moved
+    (red teams 7a–c: a returned function was never called on other inputs)."""
+    _made(warmup, tmp_path, author=True, monkeypatch=monkeypatch)
+    (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert entry["costs"]["ints"] and len(entry["costs"]["fresh"]["test_bubble"]) == 2
+    chapter = tmp_path / "03"
+    chapter.mkdir()
+    costs.write(chapter, [entry])
+    profiles = costs.profiles_for(chapter, "test_x.py")["warmup"]
+    assert _made(warmup, tmp_path, profiles, monkeypatch=monkeypatch) == []
+    with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
+        _made(warmup_looked_up, tmp_path, profiles, monkeypatch=monkeypatch)
+    assert not contracts._MADE  # the returned function's code is watched no longer
+
+
+def test_a_jitted_function_a_todo_returns_is_called_again_on_values_of_its_traced_types():
+    """jit calls the function it wraps only to trace it: the koan's call is kept as the
+    types it was traced at, and values of those types are drawn to call it again."""
+    import jax
+    import jax.numpy as jnp
+
+    def make_step():
+        return jax.jit(lambda w, x: w - 0.1 * x)
+
+    module = types.SimpleNamespace(make_step=make_step)
+    with contracts.recording(module, {"make_step": UNTRACED}) as records:
+        module.make_step()(jnp.ones(3), jnp.ones(3))
+    ((signature, _),) = records[0].seen
+    (code,) = records[0].returned[signature]
+    ((args, kwargs),) = records[0].made[code]
+    assert all(isinstance(a, jax.ShapeDtypeStruct) and a.shape == (3,) for a in args)
+    made = [records[0].made[code]]
+    again = contracts._remade(make_step, made, 1, fresh.SCALE, False)()
+    assert len(again) == 1 and again[0].shape == (3,) and not jnp.allclose(again[0], 0.9)
+
+
 def test_only_plain_values_are_called_again():
     import numpy as np
 
-    assert fresh.plain((8, 3, 0.5, None, (2, 4)), {"x": np.ones(3)})
-    assert not fresh.plain((print,), {})  # a function: the call may do anything again
-    assert not fresh.plain(("/tmp/checkpoint",), {})  # a path: I/O
-    assert not fresh.plain((object(),), {})
-    assert not fresh.plain((), {})  # nothing to move: the koan's own call, already judged
-    assert not fresh.plain((True, None), {})
+    assert fresh.values_only((8, 3, 0.5, None, (2, 4)), {"x": np.ones(3)})
+    assert fresh.movable((8, 3, 0.5, None, (2, 4)), {"x": np.ones(3)})
+    assert not fresh.values_only((print,), {})  # a function: the call may do anything again
+    assert not fresh.values_only(("/tmp/checkpoint",), {})  # a path: I/O
+    assert not fresh.values_only((object(),), {})
+    assert fresh.values_only((), {}) and not fresh.movable((), {})  # its result may be moved
+    assert not fresh.movable((True, None), {})  # a flag is no count
 
 
 def test_a_spec_or_a_string_is_compared_exactly():

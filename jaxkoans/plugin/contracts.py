@@ -61,10 +61,21 @@ class _Calls:
     # eager scan's while, a jvp rule's products): what it bound that it must not is its own
     ran_own: set = field(default_factory=set)
     depth: int = 0  # the binds in progress when its last call started
+    # an untraced TODO's result may hold callables (a schedule, a step function, an optimizer's
+    # init and update): signature -> their code objects, and each code's calls by the koan,
+    # replayed from the TODO's replayed result (_remade)
+    returned: dict = field(default_factory=dict)
+    made: dict = field(default_factory=dict)  # code -> [(args, kwargs)] the koan called it with
+    last: str | None = None  # the signature of the call in progress, where it was recorded
+
+    def pending(self, signature: str):
+        """What was kept of the call of `signature`: the program read, or what to read it from."""
+        return next(p for s, p in self.seen if s == signature)
 
     def record(self, args: tuple, kwargs: dict) -> None:
         import jax
 
+        self.last = None
         if len(self.seen) >= MAX_CALLS:
             return
         try:
@@ -81,9 +92,10 @@ class _Calls:
         if any(signature == s for s, *_ in self.seen):
             return
         if self.contract.get("traced", True) is False:
-            if fresh.plain(args, kwargs):  # values only: called again on moved ones (_replayed)
+            if fresh.values_only(args, kwargs):  # called again on moved ones (_replayed)
                 self.seen.append((signature, None))
                 self.values[signature] = (args, kwargs)
+                self.last = signature
             return
         mesh = (jax.sharding.get_abstract_mesh(), bool(jax.config.jax_enable_x64))
         from jax._src import sharding_impls  # the concrete mesh in force: no public reader
@@ -187,10 +199,33 @@ _RUNNING: list = []  # the _Calls of the TODOs running in the koan's own calls, 
 _DEPTH = [0]  # binds in progress (a bind inside another's rule is the rule's, not the TODO's)
 
 
+_MADE: dict = {}  # code object of a callable an untraced TODO returned -> the TODO's _Calls
+
+
 def _on_end(code, offset, value):
     calls = _WATCHED.get(code)
     if calls is not None and _RUNNING and _RUNNING[-1] is calls:
         _RUNNING.pop()
+        if calls.last is not None and calls.last not in calls.returned and not _READING[0]:
+            calls.returned[calls.last] = codes = [_code_of(f) for f in _callables(value)]
+            for made in codes:
+                if made is not None and made not in _WATCHED and made not in _MADE:
+                    _MADE[made] = calls
+                    sys.monitoring.set_local_events(_TOOL, made, sys.monitoring.events.PY_START)
+
+
+def _callables(value, limit: int = 64) -> list:
+    """The functions in a result (walked into tuples, lists and dicts), in order."""
+    found, stack = [], [value]
+    while stack and limit:
+        value, limit = stack.pop(0), limit - 1
+        if isinstance(value, (tuple, list)):
+            stack += list(value)
+        elif isinstance(value, dict):
+            stack += list(value.values())
+        elif callable(value) and not isinstance(value, type) and _code_of(value) is not None:
+            found.append(value)
+    return found
 
 
 def _watching_binds(bind):
@@ -220,11 +255,33 @@ def _watching_binds(bind):
 
 def _on_start(code, offset):
     calls = _WATCHED.get(code)
-    if calls is None or _READING[0]:
+    if _READING[0]:
+        return None
+    if calls is None:
+        maker = _MADE.get(code)
+        if maker is not None:  # a callable a TODO returned: its values-only calls, to replay
+            made = maker.made.setdefault(code, [])
+            if len(made) < MAX_CALLS:
+                made += _values(*_arguments(code, sys._getframe(1)))
         return None
     _RUNNING.append(calls)
     calls.depth = _DEPTH[0]
-    frame = sys._getframe(1)
+    calls.record(*_arguments(code, sys._getframe(1)))
+    return None
+
+
+def _values(args: tuple, kwargs: dict) -> list:
+    """[(args, kwargs)] where they hold only values, a tracer kept as its type (a jitted
+    function traced: values of that type are drawn to call it again); else []."""
+    import jax
+
+    kept = jax.tree.map(lambda x: _spec(x) if isinstance(x, jax.core.Tracer) else x,
+                        (args, kwargs), is_leaf=lambda x: x is None)  # fmt: skip
+    return [kept] if fresh.values_only(*kept, drawn=True) else []
+
+
+def _arguments(code, frame) -> tuple[tuple, dict]:
+    """The (args, kwargs) a call of `code` was made with, read from its frame as it starts."""
     names, flags = code.co_varnames, code.co_flags
     positional = [frame.f_locals[n] for n in names[: code.co_argcount]]
     at = code.co_argcount
@@ -235,8 +292,7 @@ def _on_start(code, offset):
         at += 1
     if flags & inspect.CO_VARKEYWORDS:
         keywords |= frame.f_locals[names[at]]
-    calls.record(tuple(positional), keywords)
-    return None
+    return tuple(positional), keywords
 
 
 def _code_of(function):
@@ -289,9 +345,10 @@ def recording(module, contracts: dict[str, dict], expect=None):
             core.Primitive.bind = bound
             if expect:
                 expect(core.Primitive, "bind", bound)
-        for code in codes:
+        for code in [*codes, *_MADE]:
             monitoring.set_local_events(_TOOL, code, 0)
             _WATCHED.pop(code, None)
+        _MADE.clear()
         _RUNNING.clear()
         _DEPTH[0] = 0
 
@@ -504,25 +561,34 @@ def _scaled_case(function, args, kwargs, seed: int, answers: dict | None) -> dic
 def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> list[str]:
     """An untraced TODO called on plain values (numbers, shapes, arrays) is called again on
     them moved (floats, and where the answer gives the same result twice every int one up):
-    a table of the test's values, a count written in, is wrong there. An author's run logs
-    the answer's result there; a learner's run is held to it."""
+    a table of the test's values, a count written in, is wrong there. Each callable in its
+    result (a schedule, a step function, an optimizer's update) is called as the koan called
+    it, on those values moved alike. An author's run logs the answer's result there; a
+    learner's run is held to it."""
     import zlib
 
     seed = zlib.crc32(f"{calls.name}::{costs.signature_key(signature)}".encode())
     args, kwargs = calls.values[signature]
+    made = [calls.made.get(code) or [] for code in calls.returned.get(signature) or []]
+    if not fresh.movable(args, kwargs) and not any(made):
+        return []  # nothing a move changes: the koan's own call was judged by its asserts
     mine = costs.koan_key(koan)
 
-    def run(ints: bool):
-        return _outcome(lambda: fresh.run(calls.function, args, kwargs, seed, ints=ints))
+    def run(ints: bool, scale: float = fresh.SCALE):
+        function = _remade(calls.function, made, seed, scale, ints)
+        return _outcome(lambda: fresh.run(function, args, kwargs, seed, scale=scale, ints=ints))
 
     _READING[0] = True
     try:
         if not os.environ.get(PROGRAMS_ENV):
-            if not isinstance(((answer or {}).get("fresh") or {}).get(mine), list):
+            expected = ((answer or {}).get("fresh") or {}).get(mine)
+            if not isinstance(expected, list):
                 return []
             moved = run(bool(((answer or {}).get("ints") or {}).get(mine)))
+            if any(made) and isinstance(moved, list) and len(moved) != len(expected):
+                return []  # its callables return another layout (an optimizer's state): honest
             return _fresh_problems({"moved": moved}, answer, mine)
-        base = _outcome(lambda: fresh.run(calls.function, args, kwargs, seed, scale=0.0))
+        base = run(False, scale=0.0)
         for ints in (True, False):
             printed = run(ints)
             again = run(ints)  # the same twice: no clock, no address, no unwritten memory
@@ -537,6 +603,34 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
         return []
     finally:
         _READING[0] = False
+
+
+def _remade(function, made: list, seed: int, scale: float, ints: bool):
+    """`function` whose result's callables are each called as the koan called them (`made`:
+    per callable, its (args, kwargs)), on those moved alike: the result's other leaves, then
+    what each call returned (a value of no array type as its text)."""
+    if not any(made):
+        return function
+
+    def remade(*args, **kwargs):
+        import inspect
+        import re
+
+        import jax
+
+        out = function(*args, **kwargs)
+        found = [leaf for leaf in jax.tree.leaves(out) if not callable(leaf)]
+        for i, (again, calls) in enumerate(zip(_callables(out), made, strict=False)):
+            for j, (a, k) in enumerate(calls):
+                a = a[1:] if inspect.ismethod(again) else a  # its frame's args hold self
+                a, k = fresh.drawn(a, k, seed + 7 * i + j)  # where it was traced: new values
+                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, ints)
+                for leaf in jax.tree.leaves(again(*a, **k)):
+                    array = isinstance(leaf, int | float | bool) or hasattr(leaf, "dtype")
+                    found.append(leaf if array else re.sub(r" at 0x[0-9a-f]+", "", repr(leaf)))
+        return found
+
+    return remade
 
 
 def _log_replayed(koan: str, name: str, signature: str, printed: list, ints: bool) -> None:
@@ -751,7 +845,7 @@ def _liveness(
 
     techniques = {n: read.primitive(n) for n in perturbed(calls.contract)}
     techniques = {n: p for n, p in techniques.items() if p is not None}
-    pending = next(p for s, p in calls.seen if s == signature)
+    pending = calls.pending(signature)
     seed = zlib.crc32(costs.koan_key(koan).encode())  # the same in a gate's copy of the file
     _READING[0] = True
     try:
@@ -794,7 +888,7 @@ def _runs_again(calls: _Calls, signature: str, answer: dict | None = None, koan:
     shard_map where the call can be placed on a mesh (plugin/meshes.py); in a learner's run,
     such a call only in the koan whose smaller mesh the answer's profile keeps (each costs
     compiles: one koan per TODO holds it)."""
-    pending = next(p for s, p in calls.seen if s == signature)
+    pending = calls.pending(signature)
     if signature not in calls.placed or os.environ.get(PROGRAMS_ENV):
         return isinstance(pending, tuple) or signature in calls.placed
     return bool(((answer or {}).get("mesh") or {}).get(costs.koan_key(koan)))
@@ -806,7 +900,7 @@ def _as_called(calls: _Calls, signature: str) -> contextlib.ExitStack:
     import jax
 
     stack = contextlib.ExitStack()
-    pending = next(p for s, p in calls.seen if s == signature)
+    pending = calls.pending(signature)
     placed = calls.placed.get(signature)
     stack.enter_context(jax_x64(placed.x64 if placed else pending[3][1]))
     if signature in calls.mesh_set:

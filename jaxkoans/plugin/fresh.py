@@ -266,10 +266,10 @@ def drawn(args, kwargs, seed: int, size: float = 1.0, host: bool = False):
     return jax.tree.map(draw, (args, kwargs))
 
 
-def plain(args, kwargs) -> bool:
+def values_only(args, kwargs, drawn: bool = False) -> bool:
     """True when `args`/`kwargs` hold only values (numbers, flags, None, arrays: no function,
-    no object, no path; a call that can be made again with nothing else) and a number or a
-    float array among them that a move changes."""
+    no object, no path; a call that can be made again with nothing else), and with `drawn`
+    types to draw values of (jax.ShapeDtypeStruct)."""
     import jax
     import numpy as np
 
@@ -278,12 +278,20 @@ def plain(args, kwargs) -> bool:
             leaf is None
             or type(leaf) in (int, float, bool)
             or (isinstance(leaf, jax.Array | np.ndarray) and not isinstance(leaf, jax.core.Tracer))
+            or (drawn and isinstance(leaf, jax.ShapeDtypeStruct))
         )
 
-    leaves = jax.tree.leaves((args, kwargs), is_leaf=lambda x: x is None)
-    return all(map(value, leaves)) and any(
-        type(leaf) in (int, float) or (_array(leaf) and _floating(leaf.dtype)) for leaf in leaves
-    )  # and something a move changes (else the call is the koan's own, already judged)
+    return all(map(value, jax.tree.leaves((args, kwargs), is_leaf=lambda x: x is None)))
+
+
+def movable(args, kwargs) -> bool:
+    """True when a number or a float array among `args`/`kwargs` is one a move changes."""
+    import jax
+
+    return any(
+        type(leaf) in (int, float) or (_array(leaf) and _floating(leaf.dtype))
+        for leaf in jax.tree.leaves((args, kwargs))
+    )
 
 
 def _as_floats(leaf):

@@ -133,8 +133,11 @@ def _kind(value) -> str | None:
 
 
 def _changed(value, zero: bool = False):
-    """`value` perturbed: a float scaled and shifted, a signed integer's lowest bit flipped (an
-    index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
+    """`value` perturbed: a float's nonzero elements scaled and shifted (a zero the technique
+    computes stays one: a row no group covers, a masked entry, is structure, not a use of the
+    value; shifted, it would count as carried in the answer's profile and hold an honest route
+    that zeroes it its own way to a share it cannot reach), a signed integer's lowest bit
+    flipped (an index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
     the high ones), a boolean negated, a key's data flipped like unsigned bits. With `zero`
     (every use at once) a number is zeroed: uses that cancel (a pair subtracted, `r(2u) - 2
     r(u)`) stay cancelled, as under any scaling, while a ratio of two uses (a sum over a
@@ -146,7 +149,7 @@ def _changed(value, zero: bool = False):
     if zero and kind in ("float", "int"):
         return jnp.zeros_like(value)
     if kind == "float":
-        return value * 1.5 + 0.25
+        return jnp.where(value == 0, value, value * 1.5 + 0.25)
     if kind == "key":
         data = jax.random.key_data(value)
         return jax.random.wrap_key_data(~data, impl=jax.random.key_impl(value))

@@ -344,3 +344,43 @@ def test_a_smaller_mesh_keeps_the_calls_global_shapes_or_else_its_blocks():
     assert isinstance(meshes.run(gathered, placed[0], 1), list)
     with pytest.raises(TypeError):  # blocks kept: half the features against all of x's
         meshes.run(gathered, placed[0], 1, blocks=True)
+
+
+def _bold(function, tmp_path, monkeypatch, profiles=None):
+    import jax.numpy as jnp
+
+    module = types.SimpleNamespace(act=function)
+    if profiles is None:
+        monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
+    else:
+        monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+    with contracts.recording(module, {"act": {"on_path": ["mul"]}}) as records:
+        x = jnp.linspace(-0.1, 0.1, 8)
+        assert jnp.allclose(module.act(x), x * jnp.tanh(x), rtol=1e-3, atol=1e-7)
+    return contracts.check(records, "answers/03/test_x.py::test_act", profiles)
+
+
+def test_a_series_right_over_the_tests_range_meets_the_bold_case(tmp_path, monkeypatch):
+    """x - x^3/3 for tanh is right to 1e-5 over the test's |x| <= 0.1, moved or scaled down;
+    the bold case (every float 32 times larger, where the answer is finite and well
+    conditioned) takes it past that range."""
+    import jax
+    import jax.numpy as jnp
+
+    def answer(x):
+        return x * jnp.tanh(x)
+
+    def series(x):
+        return x * (x - x**3 / 3)
+
+    answer, series = jax.jit(answer), jax.jit(series)  # the koan's call traces: binds are seen
+    _bold(answer, tmp_path, monkeypatch)
+    (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert isinstance(entry["costs"]["bold"]["test_act"]["print"], list)
+    chapter = tmp_path / "03"
+    chapter.mkdir()
+    costs.write(chapter, [entry])
+    profiles = {"act": costs.profiles_for(chapter, "test_x.py")["act"]}
+    assert _bold(answer, tmp_path, monkeypatch, profiles) == ["act"]
+    with pytest.raises(contracts.ContractBroken, match="scaled up by 32"):
+        _bold(series, tmp_path, monkeypatch, profiles)

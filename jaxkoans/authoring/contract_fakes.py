@@ -8,7 +8,7 @@ import ast
 import textwrap
 
 FAMILIES = ("dead", "zero", "callback", "nested_jit", "idle_loop", "reads_closure",
-            "reads_frame", "guard_off", "selected_away", "on_zeros")  # fmt: skip
+            "reads_frame", "guard_off", "selected_away", "on_zeros", "one_row", "only_tested")  # fmt: skip
 ASKS = ("on_path", "in_loop", "absent", "max_intermediate")
 
 
@@ -81,6 +81,24 @@ def families(
             f"_za, _zk = _jax.tree.map(_zero, {packed})\n"
             f"_t = _technique(*_za, **_zk)\n"
             f"return _jax.tree.map(lambda r, t: r + t if hasattr(t, 'dtype') else r, _reference({args}), _t)"
+        ),
+        # the technique makes the first row of each output, other work the rest
+        "one_row": (
+            "def _first(r, t):\n"
+            "    if not getattr(r, 'ndim', 0) or getattr(t, 'shape', None) != r.shape:\n"
+            "        return r\n"
+            "    return r.at[0].set(t[0])\n"
+            f"return _jax.tree.map(_first, _reference({args}), _technique({args}))"
+        ),
+        # right only at the shapes of its first call (a size written in): elsewhere off by 1 %
+        "only_tested": (
+            f"_key = repr(_jax.tree.map(lambda v: (_np.shape(v), str(getattr(v, 'dtype', type(v)))), {packed}))\n"
+            "_first = globals().setdefault('_only_tested_first_call', _key)\n"
+            f"_out = _technique({args})\n"
+            "def _off(o):\n"
+            "    floating = hasattr(o, 'dtype') and _jax.numpy.issubdtype(o.dtype, _jax.numpy.floating)\n"
+            "    return o * 1.01 if floating else o\n"
+            "return _out if _key == _first else _jax.tree.map(_off, _out)"
         ),
     }
     return [(f"contract_{name}_{ref_label}", prelude + "\n" + bodies[name]) for name in FAMILIES]

@@ -533,6 +533,8 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
                                                        seed, pending[3])  # fmt: skip
             found["scaled"] = _scaled_case(calls.function, args, kwargs, seed,
                                            ((answer or {}).get("scaled") or {}).get(mine))  # fmt: skip
+            found["bold"] = _bold_case(calls.function, args, kwargs, seed,
+                                       ((answer or {}).get("bold") or {}).get(mine))  # fmt: skip
     except Exception as error:
         found["moved"] = _first_line(error)
     finally:
@@ -556,6 +558,21 @@ def _scaled_case(function, args, kwargs, seed: int, answers: dict | None) -> dic
         return None
     powers = fresh.powers(printed, base)
     return None if powers is None else {"powers": powers, "print": fresh.unscaled(printed, powers)}
+
+
+def _bold_case(function, args, kwargs, seed: int, answers: dict | None) -> dict | None:
+    """The call with its floats BOLD times larger (fresh.scaled); in an author's run kept where
+    the answer's result there is finite and a NUDGE more moves it less than the tolerance."""
+    if not fresh.floats(args, kwargs) or not (answers or os.environ.get(PROGRAMS_ENV)):
+        return None
+    printed = _outcome(lambda: fresh.scaled(function, args, kwargs, seed, fresh.BOLD))
+    if not os.environ.get(PROGRAMS_ENV):
+        return {"print": printed}
+    factor = fresh.BOLD * (1 + fresh.NUDGE)
+    nudged = _outcome(lambda: fresh.scaled(function, args, kwargs, seed, factor))
+    if not (isinstance(printed, list) and isinstance(nudged, list)) or fresh.diverged(printed):
+        return None
+    return None if fresh.differs(nudged, printed) else {"print": printed}
 
 
 def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> list[str]:
@@ -816,6 +833,15 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
             f"scaled back as the answer's scales) the result is not the answer's: {why}; a "
             "scale written in (a threshold, an eps) meets values below it"
         )
+    bold = (answer.get("bold") or {}).get(koan) or {}
+    why = _why((case.get("bold") or {}).get("print"), bold.get("print"))
+    if why:
+        problems.append(
+            "在放大 32 倍的输入上结果与参考答案不同：只在测试数值的范围里成立的写法（固定的平移、"
+            "级数、截断）到了范围之外 / on the test's inputs scaled up by 32 the result is not the "
+            f"answer's: {why}; a way right only over the range the test's values span (a fixed "
+            "shift, a series, a clamp) meets values past it"
+        )
     steps = (answer.get("steps") or {}).get(koan)
     problems += costs.more_steps(case.get("steps"), steps)
     return problems
@@ -966,6 +992,7 @@ def _log(
             "carried": case.get("carried") or None,
             "mesh": case.get("mesh") if isinstance((case.get("mesh") or {}).get("print"), list) else None,
             "scaled": case.get("scaled") or None,
+            "bold": case.get("bold") or None,
         } | {k: case.get(k) for k in fresh.MOVES}  # fmt: skip
         entry |= {"live": dict(read.live()), "every": dict(read.every()),
                   "largest_live": read.largest_live(),

@@ -50,7 +50,8 @@ WORDS = {
 # a profile's per-koan figures (each koan calls the TODO on its own data): its fresh cases, its
 # loops' steps, the share of the result its technique carries (plugin/liveness.py), how its
 # fresh case was moved where the usual move makes the answer diverge (fresh.MOVES)
-PER_KOAN = ("fresh", "grown", "steps", "carried", "scale", "ints", "drawn", "mesh", "scaled")
+PER_KOAN = ("fresh", "grown", "steps", "carried", "scale", "ints", "drawn", "mesh", "scaled",
+            "bold")  # fmt: skip
 # a TODO's data-dependent loops may take at most factor x the answer's steps + slack when run
 # (plugin/trips.py): another honest stopping test (a do-while, a flag set in the body) takes one
 # step more each time a loop runs, which doubles a run of one step; a loop that always runs to

@@ -18,7 +18,10 @@ profile names the length it grew (the first, largest first, on which the answer 
 
 A third scales the call's floats down by TINY (`scaled`), where the answer's result scales
 with them (by a power of TINY per output: no scale in the problem, a norm, a sum, a product),
-so a threshold or an eps written into the TODO meets values below it.
+so a threshold or an eps written into the TODO meets values below it. A fourth scales them up
+by BOLD (`bold`), where the answer's result there is finite and well conditioned (every float
+nudged by NUDGE moves it by less than the tolerance, so honest programs' rounding agrees): a
+trick right over the test's range meets values past it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ RTOL = 1e-3
 
 
 TINY = 2.0**-24  # the scaled case's factor: exact in binary, far below any written-in threshold
+# the bold case's factor (exact in binary): a trick fitted to the range the test's values span
+# (a fixed shift before exp, a series, a clamp) meets values past it
+BOLD = 32.0
+NUDGE = 1e-6  # kept where the answer's result there moves by less than RTOL under this nudge
 POWERS = (0, 0.5, 1, 2)  # the powers of the factor an answer's result may scale with (a norm: 0.5)
 SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
 # how the answer's fresh case was moved, kept in its profile per koan (plugin/contracts.py)
@@ -406,17 +413,17 @@ def with_defaults(function, args, kwargs):
     return args, {**kwargs, **left}
 
 
-def scaled(function, args, kwargs, seed: int) -> list[list[float]]:
+def scaled(function, args, kwargs, seed: int, factor: float = TINY) -> list[list[float]]:
     """The fingerprint of `function` on `args`/`kwargs` with every float (array or Python
-    float) times TINY."""
+    float) times `factor` (TINY: the scaled case; BOLD: the bold case)."""
     import jax
 
     def shrink(leaf):
         if type(leaf) is float:
-            return leaf * TINY
+            return leaf * factor
         if not _array(leaf) or not _floating(leaf.dtype):
             return leaf
-        return (leaf * TINY).astype(leaf.dtype)  # where it lives
+        return (leaf * factor).astype(leaf.dtype)  # where it lives
 
     new_args, new_kwargs = jax.tree.map(shrink, (args, kwargs))
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)

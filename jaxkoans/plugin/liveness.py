@@ -79,18 +79,20 @@ class _Patch:
             if self.mode == "observe":
                 for a in args:
                     self._observe(self.fed, use, a)
-            outs = [self._touch(use, o) for o in outs]
+            keep = _uncovered(primitive, args, outs[0]) if self.mode == "perturb" else None
+            outs = [self._touch(use, o, keep) for o in outs]
             return outs if primitive.multiple_results else outs[0]
 
         return patched
 
-    def _touch(self, use: int, value):
+    def _touch(self, use: int, value, keep=None):
         if _kind(value) is None:
             return value
         if self.mode == "perturb":
             if use not in self.targets:
                 return value
-            return _resized(value) if self.resize else _changed(value, self.zero)
+            changed = _resized(value) if self.resize else _changed(value, self.zero)
+            return changed if keep is None else jax_numpy().where(keep, value, changed)
         self._observe(self.seen, use, value)
         return value
 
@@ -114,6 +116,28 @@ class _Patch:
             yield self
 
 
+def jax_numpy():
+    import jax.numpy as jnp
+
+    return jnp
+
+
+def _uncovered(primitive, args, out):
+    """Where a ragged dot's output is zero by its definition (the rows past the sum of its
+    group sizes, which no group covers), or None: those stay as they are when it is perturbed,
+    so the answer's share does not count rows an honest TODO may zero its own way (03
+    `grouped_experts` masking them again was refused)."""
+    if primitive.name != "ragged_dot_general" or len(args) < 3:
+        return None
+    lhs, sizes = args[0], args[2]
+    if getattr(out, "ndim", 0) != 2 or getattr(sizes, "ndim", 0) != 1:
+        return None
+    if out.shape[0] != lhs.shape[0]:
+        return None
+    jnp = jax_numpy()
+    return (jnp.arange(out.shape[0]) >= jnp.sum(sizes))[:, None]
+
+
 def _kind(value) -> str | None:
     """What a technique's output is, for observing and changing it: "float", "int" (integers
     and booleans: indices, counts, masks), "key" (typed PRNG keys); None for anything else."""
@@ -133,11 +157,8 @@ def _kind(value) -> str | None:
 
 
 def _changed(value, zero: bool = False):
-    """`value` perturbed: a float's nonzero elements scaled and shifted (a zero the technique
-    computes stays one: a row no group covers, a masked entry, is structure, not a use of the
-    value; shifted, it would count as carried in the answer's profile and hold an honest route
-    that zeroes it its own way to a share it cannot reach), a signed integer's lowest bit
-    flipped (an index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
+    """`value` perturbed: a float scaled and shifted, a signed integer's lowest bit flipped (an
+    index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
     the high ones), a boolean negated, a key's data flipped like unsigned bits. With `zero`
     (every use at once) a number is zeroed: uses that cancel (a pair subtracted, `r(2u) - 2
     r(u)`) stay cancelled, as under any scaling, while a ratio of two uses (a sum over a
@@ -149,7 +170,7 @@ def _changed(value, zero: bool = False):
     if zero and kind in ("float", "int"):
         return jnp.zeros_like(value)
     if kind == "float":
-        return jnp.where(value == 0, value, value * 1.5 + 0.25)
+        return value * 1.5 + 0.25
     if kind == "key":
         data = jax.random.key_data(value)
         return jax.random.wrap_key_data(~data, impl=jax.random.key_impl(value))

@@ -91,9 +91,14 @@ def families(
             f"return _jax.tree.map(_first, _reference({args}), _technique({args}))"
         ),
         # right only at the shapes of its first call (a size written in): elsewhere off by 1 %
+        # (the first call's shapes kept on a module that outlives the call, per variant)
         "only_tested": (
             f"_key = repr(_jax.tree.map(lambda v: (_np.shape(v), str(getattr(v, 'dtype', type(v)))), {packed}))\n"
-            "_first = globals().setdefault('_only_tested_first_call', _key)\n"
+            "try:\n"
+            "    _firsts = _np._jaxkoans_only_tested\n"
+            "except AttributeError:\n"
+            "    _firsts = _np._jaxkoans_only_tested = {}\n"
+            f"_first = _firsts.setdefault(__name__ + '::{fn.name}', _key)\n"
             f"_out = _technique({args})\n"
             "def _off(o):\n"
             "    floating = hasattr(o, 'dtype') and _jax.numpy.issubdtype(o.dtype, _jax.numpy.floating)\n"

@@ -367,20 +367,19 @@ def test_a_series_right_over_the_tests_range_meets_the_bold_case(tmp_path, monke
     import jax
     import jax.numpy as jnp
 
-    def answer(x):
-        return x * jnp.tanh(x)
+    def answer():  # a new function each time: the koan's call traces it, so its binds are seen
+        return jax.jit(lambda x: x * jnp.tanh(x))
 
-    def series(x):
-        return x * (x - x**3 / 3)
+    def series():
+        return jax.jit(lambda x: x * (x - x**3 / 3))
 
-    answer, series = jax.jit(answer), jax.jit(series)  # the koan's call traces: binds are seen
-    _bold(answer, tmp_path, monkeypatch)
+    _bold(answer(), tmp_path, monkeypatch)
     (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert isinstance(entry["costs"]["bold"]["test_act"]["print"], list)
     chapter = tmp_path / "03"
     chapter.mkdir()
     costs.write(chapter, [entry])
     profiles = {"act": costs.profiles_for(chapter, "test_x.py")["act"]}
-    assert _bold(answer, tmp_path, monkeypatch, profiles) == ["act"]
+    assert _bold(answer(), tmp_path, monkeypatch, profiles) == ["act"]
     with pytest.raises(contracts.ContractBroken, match="scaled up by 32"):
-        _bold(series, tmp_path, monkeypatch, profiles)
+        _bold(series(), tmp_path, monkeypatch, profiles)

@@ -534,7 +534,7 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
             found["scaled"] = _scaled_case(calls.function, args, kwargs, seed,
                                            ((answer or {}).get("scaled") or {}).get(mine))  # fmt: skip
             found["bold"] = _bold_case(calls.function, args, kwargs, seed,
-                                       ((answer or {}).get("bold") or {}).get(mine))  # fmt: skip
+                                       ((answer or {}).get("bold") or {}).get(mine), read)  # fmt: skip
     except Exception as error:
         found["moved"] = _first_line(error)
     finally:
@@ -560,10 +560,14 @@ def _scaled_case(function, args, kwargs, seed: int, answers: dict | None) -> dic
     return None if powers is None else {"powers": powers, "print": fresh.unscaled(printed, powers)}
 
 
-def _bold_case(function, args, kwargs, seed: int, answers: dict | None) -> dict | None:
+def _bold_case(function, args, kwargs, seed: int, answers: dict | None, read) -> dict | None:
     """The call with its floats BOLD times larger (fresh.scaled); in an author's run kept where
-    the answer's result there is finite and a NUDGE more moves it less than the tolerance."""
+    the answer's result there is finite and a NUDGE more moves it less than the tolerance, and
+    where the answer has no loop whose trip count depends on the data (an adaptive step, a
+    Newton iteration may not end on values 32 times larger)."""
     if not fresh.floats(args, kwargs) or not (answers or os.environ.get(PROGRAMS_ENV)):
+        return None
+    if not answers and read.costs().data_dependent_loops:
         return None
     printed = _outcome(lambda: fresh.scaled(function, args, kwargs, seed, fresh.BOLD))
     if not os.environ.get(PROGRAMS_ENV):

@@ -106,12 +106,14 @@ def test_clip_then_adamw_with_a_decay_mask():
     clipped gradient. Weight decay shrinks the matrices by learning rate × decay even with zero
     gradients, while biases and scales stay.
     """
-    big = jax.tree.map(lambda p: jnp.full_like(p, 100.0), params())
-    _, state = run(make_optimizer(), big, steps=1)
-    mu = optax.tree.get(state, "mu")
-    norm = float(optax.tree.norm(big))
-    for name in params():
-        np.testing.assert_allclose(mu[name], 0.1 * 100.0 * MAX_NORM / norm, rtol=1e-5)
+    sizes = {"kernel": 100.0, "bias": -300.0, "norm_scale": 40.0}  # 不均匀 / uneven
+    for factor in (1.0, 0.01, 0.001):  # 裁剪、裁剪、低于 MAX_NORM 不动 / clipped, clipped, left
+        grads = {name: jnp.full_like(p, sizes[name] * factor) for name, p in params().items()}
+        _, state = run(make_optimizer(), grads, steps=1)
+        mu = optax.tree.get(state, "mu")
+        scale = min(1.0, MAX_NORM / float(optax.tree.norm(grads)))
+        for name in params():
+            np.testing.assert_allclose(mu[name], 0.1 * grads[name] * scale, rtol=1e-5)
 
     zero = jax.tree.map(jnp.zeros_like, params())
     steps = 60

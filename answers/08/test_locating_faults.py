@@ -399,9 +399,10 @@ def test_a_nan_that_appears_only_in_the_backward_pass():
     np.testing.assert_allclose(root_sum(x), 3.0)
     assert float(root_sum(-x)) == 0.0  # the others count exactly 0 / 其余的恰好算 0
     np.testing.assert_allclose(jax.grad(root_sum)(x), [0.0, 0.25, 0.5])
-    small = jnp.array([1e-12, 1e-8, 0.0])  # positive, however small, counts / 再小的正数也算
-    np.testing.assert_allclose(root_sum(small), 1e-6 + 1e-4, rtol=1e-5)
-    np.testing.assert_allclose(jax.grad(root_sum)(small), [5e5, 5e3, 0.0], rtol=1e-5)
+    tiny = float(jnp.finfo(jnp.float32).tiny)  # 最小的正规 float32 / the smallest normal float32
+    small = jnp.array([tiny, 1e-8, 0.0])  # positive, however small, counts / 再小的正数也算
+    np.testing.assert_allclose(root_sum(small), tiny**0.5 + 1e-4, rtol=1e-5)
+    np.testing.assert_allclose(jax.grad(root_sum)(small), [0.5 / tiny**0.5, 5e3, 0.0], rtol=1e-5)
     with jax.debug_nans(True), jax.debug_infs(True):
         jax.jit(jax.grad(root_sum))(jnp.array([0.0, 0.0, 9.0]))  # no error / 不报错
 
@@ -527,6 +528,19 @@ def test_checkify_turns_silent_faults_into_errors():
         with raises_exactly(checkify.JaxRuntimeError) as info:
             checked(score)(*args)
         assert str(info.value).startswith(message)
+
+    def ratio(values, i):  # 另一个函数、另一组参数 / another function, other arguments
+        return values[i] / values[0]
+
+    np.testing.assert_allclose(checked(ratio)(table, jnp.array([2, 4])), [3.0, 5.0])
+    for args, message in (((table, jnp.array([9])), "out-of-bounds indexing"),
+                          ((table.at[0].set(0.0), jnp.array([1])), "division by zero")):
+        try:
+            checked(ratio)(*args)
+        except Exception as error:  # noqa: BLE001  (its kind is asked above / 种类上面已问过)
+            assert str(error).startswith(message)
+        else:
+            raise AssertionError(f"{message}: 没有报错 / not raised")
 
 
 # Two failing programs, written afresh for every run: which fault, the functions' names and the

@@ -243,5 +243,12 @@ def test_many_training_steps_in_one_call():
     np.testing.assert_allclose(again, python_loop(expected, xs, ys), rtol=1e-5, atol=1e-6)
     fewer = train(out + 0.0, xs[:5], ys[:5])  # another run length: as many steps as xs has
     np.testing.assert_allclose(fewer, python_loop(out, xs[:5], ys[:5]), rtol=1e-5, atol=1e-6)
+    more_xs, more_ys = (jnp.concatenate([a, a[:7]]) for a in (xs, ys))  # and more than STEPS
+    more = train(out + 0.0, more_xs, more_ys)
+    np.testing.assert_allclose(more, python_loop(out, more_xs, more_ys), rtol=1e-5, atol=1e-6)
+    for n in (5, STEPS + 7):  # one scan of one step at every length, not only at STEPS
+        (call,) = jax.make_jaxpr(train)(w0, more_xs[:n], more_ys[:n]).jaxpr.eqns
+        (scan,) = [e for e in call.params["jaxpr"].jaxpr.eqns if e.primitive.name == "scan"]
+        assert scan.params["length"] == n
     memory = train.lower(w0, xs, ys).compile().memory_analysis()
     assert memory.alias_size_in_bytes == w0.nbytes

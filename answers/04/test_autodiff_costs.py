@@ -30,12 +30,13 @@ from jaxkoans import __, todo  # noqa: F401  (the koans' blanks)
 B, D = 4, 8
 
 
-def block(w1, w2, x):
-    """一个两层的小块，三个中间值带名字：h [B, 4D]、g [B, D]、s [B]。
-    A small two-layer block with three named intermediates: h [B, 4D], g [B, D], s [B]."""
-    h = checkpoint_name(jnp.sin(x @ w1), "h")
-    g = checkpoint_name(jnp.cos(h @ w2), "g")
-    s = checkpoint_name(jnp.sum(g * g, axis=-1), "s")
+def block(w1, w2, x, names=("h", "g", "s")):
+    """一个两层的小块，三个中间值带名字：h [B, 4D]、g [B, D]、s [B]（names 可以换掉这三个名字）。
+    A small two-layer block with three named intermediates: h [B, 4D], g [B, D], s [B] (names
+    may replace those three names)."""
+    h = checkpoint_name(jnp.sin(x @ w1), names[0])
+    g = checkpoint_name(jnp.cos(h @ w2), names[1])
+    s = checkpoint_name(jnp.sum(g * g, axis=-1), names[2])
     return jnp.sum(jnp.tanh(g) * s[:, None])
 
 
@@ -97,27 +98,28 @@ def budget_policy(max_size):
 
 
 @pytest.mark.parametrize(
-    ("max_size", "kept", "kept_one_row"),
+    ("max_size", "kept", "kept_one_row", "kept_eight_rows"),
     [
-        (4, ["s"], ["s"]),
-        (32, ["g", "s"], ["h", "g", "s"]),
-        (127, ["g", "s"], ["h", "g", "s"]),
-        (128, ["h", "g", "s"], ["h", "g", "s"]),
+        (4, ["s"], ["s"], []),
+        (32, ["g", "s"], ["h", "g", "s"], ["s"]),
+        (127, ["g", "s"], ["h", "g", "s"], ["g", "s"]),
+        (128, ["h", "g", "s"], ["h", "g", "s"], ["g", "s"]),
     ],
 )
-def test_write_a_memory_budget_policy(max_size, kept, kept_one_row):
+def test_write_a_memory_budget_policy(max_size, kept, kept_one_row, kept_eight_rows):
     """✍️ 实现 budget_policy：库里的 policy 按名字或按原语挑（save_only_these_names、
     dots_saveable），没有按大小挑的。你的 policy 在 print_saved_residuals 里留下的只有三个参数和
     装得下的带名字的值（B 行一批和一行一批都要对，bfloat16 的也要对：数的是元素个数）；梯度和不加
-    checkpoint 时一样。
+    checkpoint 时一样。再换 8 行一批，和换了名字的同一个块。
     Write budget_policy: the library's policies choose by name or by primitive
     (save_only_these_names, dots_saveable), none by size. Your policy leaves only the three
     arguments and the named values that fit in print_saved_residuals' listing, for a batch of B
     rows and of one row, and in bfloat16 too (max_size counts elements, not bytes); the gradient
-    is the one without a checkpoint.
+    is the one without a checkpoint. Then 8 rows, and the same block with other names.
     """
     remat = jax.checkpoint(block, policy=budget_policy(max_size))
-    for args, names in ((_block_args(), kept), (_block_args(rows=1), kept_one_row)):
+    batches = [(_block_args(), kept), (_block_args(rows=1), kept_one_row)]
+    for args, names in batches + [(_block_args(rows=8), kept_eight_rows)]:
         lines = saved(remat, *args)
         assert re.findall(r"named '(\w+)'", "\n".join(lines)) == names, args[2].shape
         assert len(lines) == 3 + len(names), lines  # nothing else: no unnamed output is kept
@@ -130,6 +132,12 @@ def test_write_a_memory_budget_policy(max_size, kept, kept_one_row):
     half = [a.astype(jnp.bfloat16) for a in _block_args()]  # half the bytes, the same sizes
     named = re.findall(r"named '(\w+)'", "\n".join(saved(remat, *half)))
     assert named == kept, "max_size counts elements, whatever their dtype"
+    renamed = {"h": "up", "g": "gate", "s": "score"}
+    other = jax.checkpoint(
+        lambda *a: block(*a, names=tuple(renamed.values())), policy=budget_policy(max_size)
+    )
+    named = re.findall(r"named '(\w+)'", "\n".join(saved(other, *_block_args())))
+    assert named == [renamed[n] for n in kept], "any name checkpoint_name gives, not only h, g, s"
 
 
 def mlp(n, m, hidden=64, seed=0):

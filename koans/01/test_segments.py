@@ -52,6 +52,9 @@ def test_write_a_segment_softmax():
     np.testing.assert_allclose(
         jax.ops.segment_sum(got, ids, num_segments=4), [1.0, 1.0, 1.0, 1.0], rtol=1e-6
     )
+    tenth = logits / 10  # 段的最大值 100 和 -99.8：照样要减 / maxima 100 and -99.8: shift them too
+    got = jax.jit(segment_softmax, static_argnums=2)(tenth, ids, 4)
+    np.testing.assert_allclose(got, reference(tenth, ids, 4), rtol=1e-5)
 
     six = jnp.array([5, 2, 0, 4, 2, 1, 4, 3])  # num_segments is the caller's: six of them
     got = jax.jit(segment_softmax, static_argnums=2)(logits, six, 6)

@@ -195,3 +195,17 @@ def test_inject_hyperparams_puts_the_learning_rate_in_the_state():
     step(model, opt, zero)
     np.testing.assert_array_equal(model.kernel[...], before)
     assert int(opt.opt_state.count[...]) == WARMUP + 22
+
+    # 梯度不为零时，每一步都和 optax.adamw 一样 / with gradients that are not zero, every step is
+    # optax.adamw's (the zero gradients above leave Adam's moments, and so b1 and b2, unseen)
+    tx = make_optimizer_with_hyperparams()
+    adamw = optax.adamw(schedule(), weight_decay=WEIGHT_DECAY)
+    p = params()
+    ramp = jax.tree.map(lambda x: jnp.linspace(-1.0, 2.0, x.size).reshape(x.shape), p)
+    ours, theirs = tx.init(p), adamw.init(p)
+    for i in range(4):
+        grads = jax.tree.map(lambda r: (i - 1.5) * r, ramp)
+        mine, ours = jax.jit(tx.update)(grads, ours, p)
+        want, theirs = adamw.update(grads, theirs, p)
+        for name in p:
+            np.testing.assert_allclose(mine[name], want[name], rtol=1e-4, atol=1e-12)

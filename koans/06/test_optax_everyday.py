@@ -71,6 +71,8 @@ def test_warm_up_then_cosine_decay():
     phase = np.pi * (odd - WARMUP) / (TOTAL - WARMUP)
     on_cosine = END + (PEAK - END) * (1 + np.cos(phase)) / 2
     np.testing.assert_allclose([float(lr(int(s))) for s in odd], on_cosine, rtol=1e-5)
+    late = np.random.default_rng(1).integers(TOTAL + 1, 20 * TOTAL, size=5)  # 之后 / after TOTAL
+    np.testing.assert_allclose([float(lr(int(s))) for s in late], END, rtol=1e-5)
     rising = [float(lr(s)) for s in range(0, 101, 10)]
     falling = [float(lr(s)) for s in range(100, 1001, 50)]
     assert rising == sorted(rising) and falling == sorted(falling, reverse=True)

@@ -79,7 +79,7 @@ def test_a_callable_an_untraced_todo_returns_is_called_again_on_moved_values(
     (red teams 7a–c: a returned function was never called on other inputs)."""
     _made(warmup, tmp_path, author=True, monkeypatch=monkeypatch)
     (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
-    assert entry["costs"]["ints"] and len(entry["costs"]["fresh"]["test_bubble"]) == 2
+    assert entry["costs"]["ints"] and len(entry["costs"]["fresh"]["test_bubble"]) == 3  # each call
     chapter = tmp_path / "03"
     chapter.mkdir()
     costs.write(chapter, [entry])
@@ -88,6 +88,25 @@ def test_a_callable_an_untraced_todo_returns_is_called_again_on_moved_values(
     with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
         _made(warmup_looked_up, tmp_path, profiles, monkeypatch=monkeypatch)
     assert not contracts._MADE  # the returned function's code is watched no longer
+
+
+def test_closures_of_one_code_are_told_apart_by_their_cells(tmp_path, monkeypatch):
+    """optax's chains share one code object: the koan's calls of another instance (an inner
+    chain, another schedule) are not calls of the one the TODO returned (red team 9b)."""
+
+    def ramp(scale):
+        return lambda step: scale * step
+
+    def make():
+        return ramp(2.0)
+
+    module = types.SimpleNamespace(make=make)
+    with contracts.recording(module, {"make": UNTRACED}) as records:
+        mine, other = module.make(), ramp(5.0)
+        other(7), mine(3), other(9)
+    ((signature, _),) = records[0].seen
+    (function,) = records[0].returned[signature]
+    assert records[0].made[id(function)] == [((3,), {})]
 
 
 def test_a_jitted_function_a_todo_returns_is_called_again_on_values_of_its_traced_types():
@@ -103,10 +122,10 @@ def test_a_jitted_function_a_todo_returns_is_called_again_on_values_of_its_trace
     with contracts.recording(module, {"make_step": UNTRACED}) as records:
         module.make_step()(jnp.ones(3), jnp.ones(3))
     ((signature, _),) = records[0].seen
-    (code,) = records[0].returned[signature]
-    ((args, kwargs),) = records[0].made[code]
+    (function,) = records[0].returned[signature]
+    ((args, kwargs),) = records[0].made[id(function)]
     assert all(isinstance(a, jax.ShapeDtypeStruct) and a.shape == (3,) for a in args)
-    made = [records[0].made[code]]
+    made = [records[0].made[id(function)]]
     again = contracts._remade(make_step, made, 1, fresh.SCALE, False)()
     assert len(again) == 1 and again[0].shape == (3,) and not jnp.allclose(again[0], 0.9)
 

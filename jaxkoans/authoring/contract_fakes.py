@@ -90,7 +90,8 @@ def families(
             "    return r.at[0].set(t[0])\n"
             f"return _jax.tree.map(_first, _reference({args}), _technique({args}))"
         ),
-        # right only at the shapes of its first call (a size written in): elsewhere off by 1 %
+        # right only at the shapes of its first call (a size written in): elsewhere off by 1 % (an
+        # integer by one)
         # (the first call's shapes kept on a module that outlives the call, per variant)
         "only_tested": (
             f"_key = repr(_jax.tree.map(lambda v: (_np.shape(v), str(getattr(v, 'dtype', type(v)))), {packed}))\n"
@@ -101,8 +102,10 @@ def families(
             f"_first = _firsts.setdefault(__name__ + '::{fn.name}', _key)\n"
             f"_out = _technique({args})\n"
             "def _off(o):\n"
-            "    floating = hasattr(o, 'dtype') and _jax.numpy.issubdtype(o.dtype, _jax.numpy.floating)\n"
-            "    return o * 1.01 if floating else o\n"
+            "    if not hasattr(o, 'dtype') or o.dtype == bool:\n"
+            "        return o\n"
+            "    floating = _jax.numpy.issubdtype(o.dtype, _jax.numpy.floating)\n"
+            "    return o * 1.01 if floating else o + 1\n"
             "return _out if _key == _first else _jax.tree.map(_off, _out)"
         ),
     }

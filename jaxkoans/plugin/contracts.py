@@ -25,6 +25,9 @@ ASKS = ("on_path", "in_loop", "absent", "max_intermediate")  # what a contract a
 # JAX is imported on first use: the learner's tools read ContractBroken's cause without it.
 
 MAX_CALLS = 2  # distinct argument signatures read per TODO and koan
+# an untraced TODO's calls on plain values are cheap to replay: more of them, so a clamp at the
+# test's largest count (min(microbatches, 8)) meets that count moved (red team 9a)
+UNTRACED_CALLS = 4
 # Authors: a file to append each TODO's program to (`python -m jaxkoans.authoring programs`).
 PROGRAMS_ENV = "JAXKOANS_PROGRAMS"
 
@@ -64,8 +67,8 @@ class _Calls:
     # an untraced TODO's result may hold callables (a schedule, a step function, an optimizer's
     # init and update): signature -> their code objects, and each code's calls by the koan,
     # replayed from the TODO's replayed result (_remade)
-    returned: dict = field(default_factory=dict)
-    made: dict = field(default_factory=dict)  # code -> [(args, kwargs)] the koan called it with
+    returned: dict = field(default_factory=dict)  # signature -> [the functions returned]
+    made: dict = field(default_factory=dict)  # id(function) -> [(args, kwargs)] of its calls
     last: str | None = None  # the signature of the call in progress, where it was recorded
 
     def pending(self, signature: str):
@@ -76,8 +79,10 @@ class _Calls:
         import jax
 
         self.last = None
-        if len(self.seen) >= MAX_CALLS:
+        untraced = self.contract.get("traced", True) is False
+        if len(self.seen) >= (UNTRACED_CALLS if untraced else MAX_CALLS):
             return
+        args, kwargs = fresh.opened(args, kwargs)
         try:
             abstract = jax.tree.map(_spec, (args, kwargs))
             # the profiles' keys predate weak types in the read: a key names shapes and dtypes
@@ -91,7 +96,7 @@ class _Calls:
             signature += f" under {sorted(core.get_axis_env().axis_sizes.items())}"
         if any(signature == s for s, *_ in self.seen):
             return
-        if self.contract.get("traced", True) is False:
+        if untraced:
             if fresh.values_only(args, kwargs):  # called again on moved ones (_replayed)
                 self.seen.append((signature, None))
                 self.values[signature] = (args, kwargs)
@@ -199,7 +204,9 @@ _RUNNING: list = []  # the _Calls of the TODOs running in the koan's own calls, 
 _DEPTH = [0]  # binds in progress (a bind inside another's rule is the rule's, not the TODO's)
 
 
-_MADE: dict = {}  # code object of a callable an untraced TODO returned -> the TODO's _Calls
+# code object of a callable an untraced TODO returned -> [(the TODO's _Calls, the function)]:
+# closures of one code (optax's chains, schedules) are told apart by their cells
+_MADE: dict = {}
 
 
 def _on_end(code, offset, value):
@@ -207,11 +214,35 @@ def _on_end(code, offset, value):
     if calls is not None and _RUNNING and _RUNNING[-1] is calls:
         _RUNNING.pop()
         if calls.last is not None and calls.last not in calls.returned and not _READING[0]:
-            calls.returned[calls.last] = codes = [_code_of(f) for f in _callables(value)]
-            for made in codes:
-                if made is not None and made not in _WATCHED and made not in _MADE:
-                    _MADE[made] = calls
+            calls.returned[calls.last] = functions = _callables(value)
+            for function in functions:
+                made = _code_of(function)
+                if made in _WATCHED:
+                    continue
+                if made not in _MADE:
                     sys.monitoring.set_local_events(_TOOL, made, sys.monitoring.events.PY_START)
+                _MADE.setdefault(made, []).append((calls, function))
+
+
+def _is_running(function, code, frame) -> bool:
+    """True when `frame` (a call of `code`) runs `function` itself: the same closure cells, and
+    for a bound method the same object, not another function of that code."""
+    import inspect
+
+    inner = function
+    for _ in range(8):  # under jit's and functools' wrappers, as _code_of
+        if getattr(inner, "__code__", None) is code:
+            break
+        inner = getattr(inner, "__wrapped__", None) or getattr(inner, "fun", None)
+    if inspect.ismethod(function) and code.co_argcount:
+        if frame.f_locals.get(code.co_varnames[0]) is not function.__self__:
+            return False
+        inner = function.__func__
+    cells = getattr(inner, "__closure__", None) or ()
+    return all(
+        _filled(cell) and frame.f_locals.get(name) is cell.cell_contents
+        for name, cell in zip(code.co_freevars, cells, strict=False)
+    )
 
 
 def _callables(value, limit: int = 64) -> list:
@@ -258,11 +289,11 @@ def _on_start(code, offset):
     if _READING[0]:
         return None
     if calls is None:
-        maker = _MADE.get(code)
-        if maker is not None:  # a callable a TODO returned: its values-only calls, to replay
-            made = maker.made.setdefault(code, [])
-            if len(made) < MAX_CALLS:
-                made += _values(*_arguments(code, sys._getframe(1)))
+        frame = sys._getframe(1)
+        for maker, function in _MADE.get(code, ()):  # a callable a TODO returned: its calls
+            made = maker.made.setdefault(id(function), [])
+            if len(made) < UNTRACED_CALLS and _is_running(function, code, frame):
+                made += _values(*_arguments(code, frame))
         return None
     _RUNNING.append(calls)
     calls.depth = _DEPTH[0]
@@ -590,7 +621,7 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
 
     seed = zlib.crc32(f"{calls.name}::{costs.signature_key(signature)}".encode())
     args, kwargs = calls.values[signature]
-    made = [calls.made.get(code) or [] for code in calls.returned.get(signature) or []]
+    made = [calls.made.get(id(f)) or [] for f in calls.returned.get(signature) or []]
     if not fresh.movable(args, kwargs) and not any(made):
         return []  # nothing a move changes: the koan's own call was judged by its asserts
     mine = costs.koan_key(koan)

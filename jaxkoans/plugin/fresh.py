@@ -273,6 +273,39 @@ def drawn(args, kwargs, seed: int, size: float = 1.0, host: bool = False):
     return jax.tree.map(draw, (args, kwargs))
 
 
+_PRIMAL = []  # the pytree class `opened` makes, defined on first use (JAX imported late)
+
+
+def opened(args, kwargs):
+    """`args`/`kwargs` with each CustomVJPPrimal (what a custom_vjp's fwd is handed under
+    symbolic zeros: a value and whether it is perturbed) as a pytree of its value, so a fresh
+    case moves, draws and scales it like any array (it was a leaf none of them reached). The
+    class is a subclass: the TODO reads `.value` and `.perturbed` as before."""
+    import dataclasses
+
+    import jax
+    from jax.custom_derivatives import CustomVJPPrimal
+
+    if not _PRIMAL:
+
+        @dataclasses.dataclass
+        class Primal(CustomVJPPrimal):
+            pass
+
+        jax.tree_util.register_pytree_node(
+            Primal, lambda p: ((p.value,), p.perturbed), lambda aux, kids: Primal(kids[0], aux)
+        )
+        _PRIMAL.append(Primal)
+    primal = _PRIMAL[0]
+
+    def open_one(leaf):
+        if isinstance(leaf, CustomVJPPrimal) and not isinstance(leaf, primal):
+            return primal(leaf.value, leaf.perturbed)
+        return leaf
+
+    return jax.tree.map(open_one, (args, kwargs))
+
+
 def values_only(args, kwargs, drawn: bool = False) -> bool:
     """True when `args`/`kwargs` hold only values (numbers, flags, None, arrays: no function,
     no object, no path; a call that can be made again with nothing else), and with `drawn`

@@ -34,6 +34,9 @@ MAX_USES = 6  # uses of a technique perturbed one by one before giving up (the s
 # honest programs.
 CARRIED, WHOLE = 0.8, 0.9
 ROUNDING = 1e-5  # of an output's largest element: a change below it is rounding, not a use
+# the bits an integer output is flipped by, the next tried where the last changed nothing: a
+# platform's index moved to a branch of the same function (cpu and cuda both exact) is no test
+FLIPS = (1, 2, 3)
 # a profile's share with every use zeroed at once: `carried["exp together"]`
 TOGETHER = "together"
 EACH = "each output"  # that share per output leaf: `carried["exp each output"]` (a list)
@@ -59,10 +62,13 @@ class _Patch:
     its float outputs are sent to the host, in "perturb" mode use `target`'s are changed."""
 
     def __init__(
-        self, primitives, mode: str, targets=(), zero: bool = False, resize: bool = False
+        self, primitives, mode: str, targets=(), zero: bool = False, resize: bool = False,
+        flip: int = 1,
     ) -> None:
         self.primitives, self.mode, self.targets, self.zero = primitives, mode, set(targets), zero
         self.resize = resize  # perturb by `_resized`, not `_changed`
+        self.flip = flip  # the bits a signed integer's value is flipped by (an index moved)
+        self.ints = False  # a target's output was an integer (perturb)
         self.uses = 0
         self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
         self.seen: dict[tuple[int, int], list] = {}
@@ -91,7 +97,8 @@ class _Patch:
         if self.mode == "perturb":
             if use not in self.targets:
                 return value
-            changed = _resized(value) if self.resize else _changed(value, self.zero)
+            self.ints |= jax_numpy().issubdtype(value.dtype, jax_numpy().signedinteger)
+            changed = _resized(value) if self.resize else _changed(value, self.zero, self.flip)
             return changed if keep is None else jax_numpy().where(keep, value, changed)
         self._observe(self.seen, use, value)
         return value
@@ -156,7 +163,7 @@ def _kind(value) -> str | None:
     return None
 
 
-def _changed(value, zero: bool = False):
+def _changed(value, zero: bool = False, flip: int = 1):
     """`value` perturbed: a float scaled and shifted, a signed integer's lowest bit flipped (an
     index moves by one), an unsigned one's every bit (random bits: a float drawn from them uses
     the high ones), a boolean negated, a key's data flipped like unsigned bits. With `zero`
@@ -176,7 +183,7 @@ def _changed(value, zero: bool = False):
         return jax.random.wrap_key_data(~data, impl=jax.random.key_impl(value))
     if jnp.issubdtype(value.dtype, jnp.bool_) or jnp.issubdtype(value.dtype, jnp.unsignedinteger):
         return ~value
-    return value ^ jnp.ones_like(value)
+    return value ^ jnp.full_like(value, flip)
 
 
 def _resized(value):
@@ -283,9 +290,10 @@ def problems(
         # sign, a comparison keeps its result under a small move)
         informative = sorted(
             use for (run, use), values in watch.seen.items()
-            if run == 0 and any(v.any() for v in values + watch.seen.get((1, use), []))
-            and (not varies or not _same(values, watch.seen.get((1, use), []))
-                 or not _same(watch.fed.get((0, use), []), watch.fed.get((1, use), [])))
+            if run == 0 and (not watch.fed.get((0, use))  # fed nothing: a platform's index
+                             or any(v.any() for v in values + watch.seen.get((1, use), []))
+                             and (not varies or not _same(values, watch.seen.get((1, use), []))
+                                  or not _same(watch.fed.get((0, use), []), watch.fed.get((1, use), []))))
         )  # fmt: skip
         if not watch.seen:
             continue  # no output to watch (a token, a tuple of nothing)
@@ -418,8 +426,11 @@ def _share(
     for use in uses:
         try:
             targets = use if isinstance(use, tuple) else (use,)
-            with _Patch([primitive], "perturb", targets, zero, resize).active():
-                after = _run(function, args, kwargs)
+            for flip in FLIPS:  # an index moved to another branch may pick the same function
+                with _Patch([primitive], "perturb", targets, zero, resize, flip).active() as patch:
+                    after = _run(function, args, kwargs)
+                if not patch.ints or not _same(after, base):
+                    break
         except Exception:  # the perturbed run could not finish: the value was used
             return (1.0, [1.0] * len(base)) if each else 1.0
         if len(after) != len(base) or any(

@@ -185,3 +185,68 @@ def test_a_todo_read_in_place_under_shard_map_is_run_there_with_its_collective_p
         psum = program.of(function, *args).primitive("psum_invariant")
         found.append(liveness.problems(function, {"psum": psum}, args, {}, 3))
     assert found[0] == [] and "does not change the TODO" in found[1][0]
+
+
+def test_a_platform_index_fed_nothing_is_no_constant_fed_to_the_technique():
+    """An honest platform_dependent naming cpu, cuda and rocm: its index is the platform's, a
+    constant fed nothing, and was refused as "fed zeros or constants" (red team 9a); on one
+    platform's lowering the cond picks its branch by platform, so the answer's share is its own
+    and the TODO is held to it."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkoans.plugin import liveness
+
+    exact = lambda v: jax.nn.gelu(v, approximate=False)  # noqa: E731
+    approx = lambda v: jax.nn.gelu(v, approximate=True)  # noqa: E731
+
+    def answer(x):
+        return jax.lax.platform_dependent(x, tpu=approx, default=exact)
+
+    def honest(x):
+        return jax.lax.platform_dependent(x, cpu=exact, cuda=exact, rocm=exact, tpu=approx)
+
+    index = next(
+        e.primitive for e in jax.make_jaxpr(honest)(jnp.ones(3)).eqns
+        if e.primitive.name == "platform_index"
+    )  # fmt: skip
+    x, technique = jnp.linspace(-3.0, 3.0, 7), {"platform_index": index}
+    carried: dict = {}  # an author's run: the answer's shares (what it says is not held)
+    liveness.problems(jax.jit(answer), technique, (x,), {}, 3, carried=carried)
+    assert carried["platform_index"] == 0.0  # the branch is picked by platform, not by it
+    assert liveness.problems(jax.jit(honest), technique, (x,), {}, 3, carried) == []
+
+
+def test_an_integer_technique_is_tried_at_other_values_where_the_first_changes_nothing():
+    """An index moved by its lowest bit may pick an entry equal to its own: the next values
+    are tried before the use is said to carry nothing."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxkoans.plugin import liveness
+
+    table = jnp.array([5.0, 5.0, 7.0, 9.0])
+    value = jnp.array([0], jnp.int32)
+    got = [np.asarray(table[liveness._changed(value, flip=f)]).item() for f in liveness.FLIPS]
+    assert got == [5.0, 7.0, 9.0]  # the first flip alone would have said "changes nothing"
+
+
+def test_the_rows_a_ragged_dot_leaves_uncovered_are_not_perturbed():
+    """Rows past the sum of the group sizes are zero by the ragged dot's definition: perturbed,
+    they made the answer's share count rows an honest TODO zeroes its own way (03
+    `grouped_experts`, refused before)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxkoans.plugin import liveness
+
+    lhs, rhs = jnp.ones((6, 2)), jnp.ones((2, 2, 3))
+    sizes = jnp.array([2, 1], jnp.int32)
+    primitive = next(
+        e.primitive for e in jax.make_jaxpr(jax.lax.ragged_dot)(lhs, rhs, sizes).eqns
+        if e.primitive.name == "ragged_dot_general"
+    )  # fmt: skip
+    keep = np.asarray(liveness._uncovered(primitive, (lhs, rhs, sizes), jnp.zeros((6, 3))))
+    assert keep[:, 0].tolist() == [False, False, False, True, True, True]
+    assert liveness._uncovered(_cumsum(), (lhs,), lhs) is None  # any other primitive: none

@@ -402,3 +402,18 @@ def test_a_series_right_over_the_tests_range_meets_the_bold_case(tmp_path, monke
     assert _bold(answer(), tmp_path, monkeypatch, profiles) == ["act"]
     with pytest.raises(contracts.ContractBroken, match="scaled up by 32"):
         _bold(series(), tmp_path, monkeypatch, profiles)
+
+
+def test_a_custom_vjp_fwds_primal_inputs_are_moved_like_arrays():
+    """Under symbolic zeros a custom_vjp's fwd is handed CustomVJPPrimal(value, perturbed): a
+    leaf no fresh case reached, so tanh_layer_fwd's fresh, scaled and bold cases ran on its
+    test's own values (red team 9a: a clamp fitted to them passed)."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.custom_derivatives import CustomVJPPrimal
+
+    args, _ = fresh.opened((CustomVJPPrimal(jnp.ones(3), True),), {})
+    assert isinstance(args[0], CustomVJPPrimal) and args[0].perturbed
+    (moved,), _ = fresh.moved(args, {}, 7)
+    assert moved.perturbed and not np.allclose(moved.value, 1.0)
+    assert fresh.movable(args, {}) and len(fresh.floats(args, {})) == 1

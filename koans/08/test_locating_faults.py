@@ -450,6 +450,10 @@ def test_debug_print_in_scan_reports_every_step(capsys):
     quarter = jax.jit(newton_sqrt, static_argnums=1)(jnp.float32(0.25), 8)  # below one too
     np.testing.assert_allclose(quarter, 0.5, rtol=1e-6)
     assert len(printed_lines(capsys)) == 8
+    # 逐元素：一次求几个根 / elementwise: several roots at once
+    roots = jax.jit(newton_sqrt, static_argnums=1)(jnp.array([4.0, 9.0], jnp.float32), 8)
+    np.testing.assert_allclose(roots, [2.0, 3.0], rtol=1e-6)
+    assert len(printed_lines(capsys)) == 8
 
 
 def test_checkify_turns_silent_faults_into_errors():

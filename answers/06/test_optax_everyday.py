@@ -218,3 +218,9 @@ def test_inject_hyperparams_puts_the_learning_rate_in_the_state():
         want, theirs = adamw.update(grads, theirs, p)
         for name in p:
             np.testing.assert_allclose(mine[name], want[name], rtol=1e-4, atol=1e-12)
+    # 过了 TOTAL，状态里的学习率停在 END / past TOTAL the state's learning rate stays at END
+    def steps(state):  # TOTAL + 100 updates in one program
+        return jax.lax.fori_loop(0, TOTAL + 100, lambda _, s: tx.update(grads, s, p)[1], state)
+
+    steps = jax.jit(steps)
+    np.testing.assert_allclose(steps(tx.init(p)).hyperparams["learning_rate"], END, rtol=1e-5)

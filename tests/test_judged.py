@@ -14,6 +14,10 @@ def test_the_lines_name_what_binds():
     assert zh.startswith(judged.ZH) and en.startswith(judged.EN)
     assert costs.WORDS["flops"][1] in en and costs.WORDS["collective_bytes"][1] not in en
     assert "doubled" not in en  # no grown run in the profile
+    assert "scaled up by 32" not in en  # no bold case in the profile
+    bold = profile | {"bold": {"k": {"print": [[1.0]]}}}
+    zh_bold, en_bold = judged.sentence({"on_path": ["dot_general"]}, {"sig": bold})
+    assert "its floats scaled up by 32" in en_bold and "放大 32 倍" in zh_bold
     assert "carry the result" in en and "agree with ref" in en
     _, quiet = judged.sentence({"on_path": ["dot_general"], "liveness": False}, {"sig": profile})
     assert "carry the result" not in quiet

@@ -38,6 +38,8 @@ def sentence(
     mesh = any(isinstance((v or {}).get("print"), list)
                for p in runs for v in (p.get("mesh") or {}).values())  # fmt: skip
     scaled = any(v for p in runs for v in (p.get("scaled") or {}).values())
+    bold = any(isinstance((v or {}).get("print"), list)
+               for p in runs for v in (p.get("bold") or {}).values())  # fmt: skip
     zh, en = [], []
     cases = [  # (zh, en) of each kind of fresh case the answer's profile holds
         *([("数值略作移动" + ("、计数加一" if counts else ""),
@@ -47,6 +49,7 @@ def sentence(
           if grown else []),
         *([("更小的网格", "a smaller mesh")] if mesh else []),
         *([("浮点数缩小 2^24 倍", "its floats scaled down by 2^-24")] if scaled else []),
+        *([("浮点数放大 32 倍", "its floats scaled up by 32")] if bold else []),
     ]  # fmt: skip
     if cases:
         zh.append(f"在测试没见过的输入上（{'；'.join(z for z, _ in cases)}）结果必须与参考答案相同")

@@ -82,8 +82,8 @@ class _Calls:
         untraced = self.contract.get("traced", True) is False
         if len(self.seen) >= (UNTRACED_CALLS if untraced else MAX_CALLS):
             return
-        args, kwargs = fresh.opened(args, kwargs)
-        try:
+        try:  # a dict keyed by devices cannot be flattened: such a call is not recorded
+            args, kwargs = fresh.opened(args, kwargs)
             abstract = jax.tree.map(_spec, (args, kwargs))
             # the profiles' keys predate weak types in the read: a key names shapes and dtypes
             signature = repr(jax.tree.map(lambda x: x, abstract)).replace(", weak_type=True", "")
@@ -214,14 +214,20 @@ def _on_end(code, offset, value):
     if calls is not None and _RUNNING and _RUNNING[-1] is calls:
         _RUNNING.pop()
         if calls.last is not None and calls.last not in calls.returned and not _READING[0]:
-            calls.returned[calls.last] = functions = _callables(value)
-            for function in functions:
-                made = _code_of(function)
-                if made in _WATCHED:
-                    continue
-                if made not in _MADE:
-                    sys.monitoring.set_local_events(_TOOL, made, sys.monitoring.events.PY_START)
-                _MADE.setdefault(made, []).append((calls, function))
+            with contextlib.suppress(Exception):  # never an error in the koan's own call
+                _watch_made(calls, value)
+
+
+def _watch_made(calls: _Calls, value) -> None:
+    """Watch the calls of each function an untraced TODO's call returned (`value`)."""
+    calls.returned[calls.last] = functions = _callables(value)
+    for function in functions:
+        made = _code_of(function)
+        if made in _WATCHED:
+            continue
+        if made not in _MADE:
+            sys.monitoring.set_local_events(_TOOL, made, sys.monitoring.events.PY_START)
+        _MADE.setdefault(made, []).append((calls, function))
 
 
 def _is_running(function, code, frame) -> bool:
@@ -292,8 +298,9 @@ def _on_start(code, offset):
         frame = sys._getframe(1)
         for maker, function in _MADE.get(code, ()):  # a callable a TODO returned: its calls
             made = maker.made.setdefault(id(function), [])
-            if len(made) < UNTRACED_CALLS and _is_running(function, code, frame):
-                made += _values(*_arguments(code, frame))
+            with contextlib.suppress(Exception):  # never an error in the koan's own call
+                if len(made) < UNTRACED_CALLS and _is_running(function, code, frame):
+                    made += _values(*_arguments(code, frame))
         return None
     _RUNNING.append(calls)
     calls.depth = _DEPTH[0]

@@ -142,6 +142,17 @@ def _variant(answer: Path, function: str | None, body: str) -> str:
     return "".join(out)
 
 
+def _seeing(model, function: str | None) -> tuple[str, ...]:
+    """The koans whose run reaches the changed function (or any fix region): the others run
+    the answer's code unchanged, so running them tells nothing."""
+    if function in model.definitions:
+        return model.koans_seeing(model.definitions[function][0])
+    if function is None and model.regions:
+        seeing = {k for start, _ in model.regions for k in model.koans_seeing(start)}
+        return tuple(k.name for k in model.koans if k.name in seeing)
+    return tuple(k.name for k in model.koans)
+
+
 @pytest.fixture(scope="module")
 def runs() -> tuple[dict[str, list[dict]], str]:
     """Every case's variant run as the gates run theirs, all in one pytest process (one start of
@@ -158,7 +169,7 @@ def runs() -> tuple[dict[str, list[dict]], str]:
         answer = CHECKOUT.answers / relative
         source = _variant(answer, function, (folder / f"{case}.txt").read_text(encoding="utf-8"))
         variant = name.replace(".py", f"__r{number:03d}.py")
-        koans = tuple(k.name for k in koan_model.parse(source).koans)
+        koans = _seeing(koan_model.parse(source), function)
         chapters.setdefault(chapter, []).append(mutate.Variant(variant, source, koans))
         modules[case] = (chapter, variant)
     events, problem = mutate.run_chapter_events(CHECKOUT, chapters)

@@ -821,7 +821,7 @@ def _moved_run(function, args, kwargs, seed: int, read, scale: float, ints: bool
         with trips.counting() as steps:
             printed = run()
             jax.effects_barrier()
-        return printed, len(steps)
+        return printed, sum(steps)
     except Exception:  # a loop the counter cannot rewrite: the fingerprint alone
         return _outcome(run), None
 

@@ -16,7 +16,9 @@ the profile's `carried["<name> idle"]` is 0), so must every use of the TODO's: t
 value used only through a property another route also keeps (its sign, a comparison, whether
 it is NaN), or selected away by a computed `where` beside other work, fails. The runs
 re-trace the TODO under a fresh `jax.make_user_context` value, so no trace cached before (a
-nested jit) escapes the patch.
+nested jit) escapes the patch. Every perturbation of one technique runs one program, traced
+and compiled once: each use asks the host which change to make (`_Perturber`), where a
+program per change cost chapter 07 a compile per run (105 of its 250 s).
 """
 
 from __future__ import annotations
@@ -57,18 +59,22 @@ def fresh_traces():
     return _FRESH[0](next(_ROUND))
 
 
+# how a perturbed use is changed (`_Patch.codes`): kept, `_changed` with each of FLIPS, zeroed,
+# `_resized`
+KEEP, ZERO, RESIZE = 0, len(FLIPS) + 1, len(FLIPS) + 2
+
+
 class _Patch:
     """While active, each bind of the watched primitives is a numbered use: in "observe" mode
-    its float outputs are sent to the host, in "perturb" mode use `target`'s are changed."""
+    its float outputs are sent to the host, in "perturb" mode each use's are changed as
+    `codes` ({use: code}) says when the program runs (read at the bind where it runs eagerly
+    or `baked`)."""
 
-    def __init__(
-        self, primitives, mode: str, targets=(), zero: bool = False, resize: bool = False,
-        flip: int = 1,
-    ) -> None:
-        self.primitives, self.mode, self.targets, self.zero = primitives, mode, set(targets), zero
-        self.resize = resize  # perturb by `_resized`, not `_changed`
-        self.flip = flip  # the bits a signed integer's value is flipped by (an index moved)
-        self.ints = False  # a target's output was an integer (perturb)
+    def __init__(self, primitives, mode: str) -> None:
+        self.primitives, self.mode = primitives, mode
+        self.codes: dict[int, int] = {}
+        self.baked = False  # the codes are written into the trace (one trace per run)
+        self.signed: dict[int, bool] = {}  # whether a use's output is a signed integer
         self.uses = 0
         self.run = 0  # which run's values the host receives (observe: the inputs, then moved)
         self.seen: dict[tuple[int, int], list] = {}
@@ -95,13 +101,24 @@ class _Patch:
         if _kind(value) is None:
             return value
         if self.mode == "perturb":
-            if use not in self.targets:
-                return value
-            self.ints |= jax_numpy().issubdtype(value.dtype, jax_numpy().signedinteger)
-            changed = _resized(value) if self.resize else _changed(value, self.zero, self.flip)
-            return changed if keep is None else jax_numpy().where(keep, value, changed)
+            jnp = jax_numpy()
+            self.signed[use] = jnp.issubdtype(value.dtype, jnp.signedinteger)
+            changed = _selected(value, self._code(use, value))
+            return changed if keep is None else jnp.where(keep, value, changed)
         self._observe(self.seen, use, value)
         return value
+
+    def _code(self, use: int, value):
+        """How `use` is changed in this run: known now where it runs eagerly (or baked), else
+        asked of the host each time the program runs."""
+        import jax
+        import numpy as np
+
+        if self.baked or not isinstance(value, jax.core.Tracer):
+            return self.codes.get(use, KEEP)
+        return jax.pure_callback(
+            lambda: np.int32(self.codes.get(use, KEEP)), jax.ShapeDtypeStruct((), np.int32)
+        )
 
     def _observe(self, into: dict, use: int, value) -> None:
         import jax
@@ -161,6 +178,28 @@ def _kind(value) -> str | None:
     if jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.bool_):
         return "int"
     return None
+
+
+def _selected(value, code):
+    """`value` changed as `code` says (KEEP, `_changed` by FLIPS[code - 1], ZERO, RESIZE); a
+    code the host gives at run time selects among them all."""
+    import jax
+
+    def made(code: int):
+        if code == KEEP:
+            return value
+        if code == ZERO:
+            return _changed(value, zero=True)
+        return _resized(value) if code == RESIZE else _changed(value, flip=FLIPS[code - 1])
+
+    if isinstance(code, int):
+        return made(code)
+    every = [made(c) for c in range(RESIZE + 1)]
+    if _kind(value) == "key":
+        impl = jax.random.key_impl(value)
+        data = jax.lax.select_n(code, *(jax.random.key_data(v) for v in every))
+        return jax.random.wrap_key_data(data, impl=impl)
+    return jax.lax.select_n(code, *every)
 
 
 def _changed(value, zero: bool = False, flip: int = 1):
@@ -306,73 +345,76 @@ def problems(
             continue
         expected = (answer or {}).get(name)
         need = CARRIED * expected if expected and expected >= WHOLE else 0.0
-        # per output (each use alone, every use tried): a technique that makes one output (a
-        # cache written and returned) while other work makes another the answer's makes (the
-        # attention read from it)
-        each_theirs = (answer or {}).get(f"{name} {EACH}") or []
-        held_each = len(informative) <= MAX_USES and any(t >= WHOLE for t in each_theirs)
-        share, each = _share(function, primitive, informative[:MAX_USES], args, kwargs, base,
-                             0.0 if held_each else need, each=True)  # fmt: skip
-        # every use at once: uses that cancel one another each seem to carry the result alone
-        # (measured for the answer's profile; held where it is whole). Zeroed, a sum that
-        # cancels (r(2u) - 2 r(u)) stays zero, where an honest ratio of two uses (a sum over a
-        # count) does not survive its parts zeroed. (Moved alike at once, a value over itself
-        # would stay one, but so did an honest quantize_mx by frexp in its koan: not held.)
-        # One use may be every call of a cached jit.
-        held_each = held_each and bool(share)
-        theirs = (answer or {}).get(f"{name} {TOGETHER}")
-        held = bool(theirs and theirs >= WHOLE and share)
-        together = share
-        if carried is not None or held:
-            uses = [tuple(informative)]
-            together = _share(function, primitive, uses, args, kwargs, base, 0.0, zero=True)
-        if carried is not None:
-            carried[name] = round(share, 4)
-            carried[f"{name} {TOGETHER}"] = round(together, 4)
-            carried[f"{name} {EACH}"] = [round(e, 4) for e in each]
-        short = [
-            i for i, (mine, t) in enumerate(zip(each, each_theirs, strict=False))
-            if t >= WHOLE and mine < CARRIED * t
-        ]  # fmt: skip
-        if held_each and len(each) == len(each_theirs) and short:
-            outputs = ", ".join(map(str, short))
-            found.append(
-                f"改变 `{name}` 的输出几乎不改变输出 {outputs}，参考答案的却全变 / changing what "
-                f"`{name}` computes leaves output {outputs} (nearly) as it was, where the "
-                "answer's changes all of it: the technique makes another output (a cache "
-                "written and returned) and other work makes this one"
-            )
-            continue
-        if held and together < CARRIED * theirs:
-            found.append(
-                f"同时把 `{name}` 的每一处输出置零，结果只改变 {together:.0%}，参考答案改变 "
-                f"{theirs:.0%} / zeroing every use of `{name}` at once changes {together:.0%} of "
-                f"the TODO's result where the answer's changes {theirs:.0%}: its uses cancel one "
-                "another (a pair subtracted), and other work makes the result"
-            )
-            continue
-        if share == 0 and expected != 0:  # the answer's own may change only rounding (a shift)
-            found.append(
-                f"改变 `{name}` 的输出不改变结果 / changing what `{name}` computes does not "
-                "change the TODO's result: it is selected away, scaled to nothing or beside the "
-                "work that counts"
-            )
-        elif share < need:
-            found.append(
-                f"改变 `{name}` 的输出只改变结果的 {share:.0%}，参考答案改变 {expected:.0%} / "
-                f"changing what `{name}` computes changes {share:.0%} of the TODO's result "
-                f"where the answer's changes {expected:.0%}: the technique makes a part (a row, "
-                "a block, a head) and other work makes the rest"
-            )
-        else:
-            found += _idle(function, name, primitive, informative[:MAX_USES], args, kwargs, base,
-                           answer, carried, need)  # fmt: skip
+        with _Perturber(function, primitive, args, kwargs) as perturb:
+            found += _carry(name, perturb, informative, base, answer, carried, need, expected)
     return found
 
 
-def _idle(
-    function, name, primitive, uses: list, args, kwargs, base: list, answer, carried, need: float
-):
+def _carry(
+    name: str, perturb: "_Perturber", informative: list, base: list, answer, carried,
+    need: float, expected,
+) -> list[str]:
+    """(b) and (c) for one technique whose `informative` uses vary with the inputs."""
+    # per output (each use alone, every use tried): a technique that makes one output (a
+    # cache written and returned) while other work makes another the answer's makes (the
+    # attention read from it)
+    each_theirs = (answer or {}).get(f"{name} {EACH}") or []
+    held_each = len(informative) <= MAX_USES and any(t >= WHOLE for t in each_theirs)
+    share, each = _share(perturb, informative[:MAX_USES], base,
+                         0.0 if held_each else need, each=True)  # fmt: skip
+    # every use at once: uses that cancel one another each seem to carry the result alone
+    # (measured for the answer's profile; held where it is whole). Zeroed, a sum that
+    # cancels (r(2u) - 2 r(u)) stays zero, where an honest ratio of two uses (a sum over a
+    # count) does not survive its parts zeroed. (Moved alike at once, a value over itself
+    # would stay one, but so did an honest quantize_mx by frexp in its koan: not held.)
+    # One use may be every call of a cached jit.
+    held_each = held_each and bool(share)
+    theirs = (answer or {}).get(f"{name} {TOGETHER}")
+    held = bool(theirs and theirs >= WHOLE and share)
+    together = share
+    if carried is not None or held:
+        uses = [tuple(informative)]
+        together = _share(perturb, uses, base, 0.0, zero=True)
+    if carried is not None:
+        carried[name] = round(share, 4)
+        carried[f"{name} {TOGETHER}"] = round(together, 4)
+        carried[f"{name} {EACH}"] = [round(e, 4) for e in each]
+    short = [
+        i for i, (mine, t) in enumerate(zip(each, each_theirs, strict=False))
+        if t >= WHOLE and mine < CARRIED * t
+    ]  # fmt: skip
+    if held_each and len(each) == len(each_theirs) and short:
+        outputs = ", ".join(map(str, short))
+        return [
+            f"改变 `{name}` 的输出几乎不改变输出 {outputs}，参考答案的却全变 / changing what "
+            f"`{name}` computes leaves output {outputs} (nearly) as it was, where the "
+            "answer's changes all of it: the technique makes another output (a cache "
+            "written and returned) and other work makes this one"
+        ]
+    if held and together < CARRIED * theirs:
+        return [
+            f"同时把 `{name}` 的每一处输出置零，结果只改变 {together:.0%}，参考答案改变 "
+            f"{theirs:.0%} / zeroing every use of `{name}` at once changes {together:.0%} of "
+            f"the TODO's result where the answer's changes {theirs:.0%}: its uses cancel one "
+            "another (a pair subtracted), and other work makes the result"
+        ]
+    if share == 0 and expected != 0:  # the answer's own may change only rounding (a shift)
+        return [
+            f"改变 `{name}` 的输出不改变结果 / changing what `{name}` computes does not "
+            "change the TODO's result: it is selected away, scaled to nothing or beside the "
+            "work that counts"
+        ]
+    if share < need:
+        return [
+            f"改变 `{name}` 的输出只改变结果的 {share:.0%}，参考答案改变 {expected:.0%} / "
+            f"changing what `{name}` computes changes {share:.0%} of the TODO's result "
+            f"where the answer's changes {expected:.0%}: the technique makes a part (a row, "
+            "a block, a head) and other work makes the rest"
+        ]
+    return _idle(name, perturb, informative[:MAX_USES], base, answer, carried, need)
+
+
+def _idle(name, perturb: "_Perturber", uses: list, base: list, answer, carried, need: float):
     """(c): where each use of the answer's technique, resized (`_resized`), changes the result
     (its profile's idle count is 0), each of the TODO's `uses` must too; an author's run writes
     the count to `carried` (every use tried). A lone use held to `need` is left to it: no other
@@ -384,7 +426,7 @@ def _idle(
         return []
     idle = []
     for use in uses:
-        if _share(function, primitive, [use], args, kwargs, base, 0.0, resize=True) == 0:
+        if _share(perturb, [use], base, 0.0, resize=True) == 0:
             idle.append(use)
             if carried is None:
                 break
@@ -403,12 +445,49 @@ def _idle(
     ]
 
 
+class _Perturber:
+    """The TODO run with every use of `primitive` changed as each run asks (`run`), in one
+    trace and compile: a pure callback per use reads the change from the host. Where a later
+    run binds the primitive again (eager code), every bind is numbered anew each run; where
+    only some binds come again (eager code around a cached jit), or the callbacks cannot run
+    there (an export, a kernel's body), each run is traced anew with its changes written in."""
+
+    def __init__(self, function, primitive, args, kwargs) -> None:
+        self.function, self.args, self.kwargs = function, args, kwargs
+        self.patch = _Patch([primitive], "perturb")
+        self.binds: int | None = None  # the first run's binds
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self):
+        self.stack.enter_context(self.patch.active())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
+
+    def run(self, codes: dict[int, int]) -> tuple[list, bool]:
+        """The TODO's outputs with `codes` ({use: code}), and whether a changed use's output is
+        a signed integer."""
+        self.patch.codes = codes
+        signed = lambda: any(self.patch.signed.get(use) for use in codes)  # noqa: E731
+        if not self.patch.baked:
+            try:
+                self.patch.uses = 0
+                out = _run(self.function, self.args, self.kwargs)
+                self.binds = self.patch.uses if self.binds is None else self.binds
+                if self.patch.uses in (0, self.binds):
+                    return out, signed()
+            except Exception:
+                pass  # tried again with the changes written in: an error of its own is kept
+            self.patch.baked = True
+        with fresh_traces():
+            self.patch.uses = 0
+            return _run(self.function, self.args, self.kwargs), signed()
+
+
 def _share(
-    function,
-    primitive,
+    perturb: _Perturber,
     uses: list,
-    args,
-    kwargs,
     base: list,
     need: float,
     zero: bool = False,
@@ -426,10 +505,10 @@ def _share(
     for use in uses:
         try:
             targets = use if isinstance(use, tuple) else (use,)
-            for flip in FLIPS:  # an index moved to another branch may pick the same function
-                with _Patch([primitive], "perturb", targets, zero, resize, flip).active() as patch:
-                    after = _run(function, args, kwargs)
-                if not patch.ints or not _same(after, base):
+            for flip in range(1, len(FLIPS) + 1):  # an index moved to another branch may
+                code = ZERO if zero else RESIZE if resize else flip  # pick the same function
+                after, ints = perturb.run(dict.fromkeys(targets, code))
+                if not ints or not _same(after, base):
                     break
         except Exception:  # the perturbed run could not finish: the value was used
             return (1.0, [1.0] * len(base)) if each else 1.0

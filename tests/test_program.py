@@ -1049,3 +1049,16 @@ def test_a_signature_key_leaves_out_addresses_and_the_runs_own_names():
     assert key(f"koans_lookup_{uuid.uuid4().hex}") == key(f"koans_lookup_{uuid.uuid4().hex}")
     assert costs.signature_key("<function f at 0x7f01>") == costs.signature_key("<function f>")
     assert key("koans_lookup") != key("koans_count")  # a name the koan writes still tells
+
+
+def test_a_contracts_exp_is_met_by_exp2_inside_the_loop():
+    """FlashAttention-2 takes exp2 of scores scaled by log2(e): the same work as exp."""
+    from jaxkoans.api import program
+
+    def softmax_sum(xs):
+        return jax.lax.fori_loop(0, 3, lambda i, c: c + jnp.sum(jnp.exp2(xs * i)), 0.0)
+
+    read = program.of(jax.jit(softmax_sum), jnp.ones(4))
+    assert read.in_loop("exp") and read.on_path("exp") and not read.anywhere("exp")
+    assert read.primitive("exp").name == "exp2"
+    assert not read.in_loop("log")

@@ -126,6 +126,8 @@ ROUTES = {
     "gelu_by_partials_per_platform": ("02/test_other_platforms.py", "gelu"),
     "hlo_before_fusion_by_glob": ("02/test_compiler_options.py", "hlo_before_fusion"),
     "decode_by_stacked_cache": ("01/test_paths_and_caches.py", "decode_with_cache"),
+    # FlashAttention-2's exp2 of scores scaled by log2(e): the contract's exp met by exp2
+    "gpu_flash_by_exp2": ("07/test_gpu_flash_attention.py", "gpu_flash_attention_forward"),
 }
 
 

@@ -77,6 +77,9 @@ COLLECTIVE_KINDS = {  # primitive -> (kind, bytes moved per device per byte of p
     ("all-gather", 1), "reduce_scatter": ("reduce-scatter", 1), "all_to_all": ("all-to-all", 1),
     "ragged_all_to_all": ("all-to-all", 1), "ppermute": ("collective-permute", 1),
 }  # fmt: skip
+# primitives that do another's work, its input scaled: a contract naming the one is met by the
+# other (FlashAttention-2's exp2 of scores scaled by log2(e) is the softmax's exp)
+SAME_WORK = {"exp": {"exp", "exp2"}}
 OPAQUE = ("pure_callback", "io_callback", "ffi_call", "custom_call", "debug_callback")
 _HOST = ("pure_callback", "io_callback", "debug_callback")  # their operands go to the host
 
@@ -141,12 +144,16 @@ class Program:
         return tuple(read(self.source, i) for i in range(count)) if count > 1 else ()
 
     def on_path(self, primitive: str) -> bool:
-        """True when an equation of `primitive` lies on the path from the inputs to the outputs."""
-        return any(e.live and e.primitive == primitive for e in self.equations)
+        """True when an equation of `primitive` (or of one doing its work, SAME_WORK) lies on
+        the path from the inputs to the outputs."""
+        named = SAME_WORK.get(primitive, {primitive})
+        return any(e.live and e.primitive in named for e in self.equations)
 
     def in_loop(self, primitive: str) -> bool:
-        """True when a live equation of `primitive` runs inside a loop body (while, scan)."""
-        return any(e.live and e.in_loop and e.primitive == primitive for e in self.equations)
+        """True when a live equation of `primitive` (or of one doing its work, SAME_WORK) runs
+        inside a loop body (while, scan)."""
+        named = SAME_WORK.get(primitive, {primitive})
+        return any(e.live and e.in_loop and e.primitive in named for e in self.equations)
 
     def anywhere(self, primitive: str) -> bool:
         """True when `primitive` appears at any depth, dead code included."""
@@ -165,8 +172,12 @@ class Program:
         return max((s for e in self.equations if e.live for s in e.sizes), default=0)
 
     def primitive(self, name: str):
-        """The Primitive object of the equations named `name` (None when there is none)."""
-        return next((e.eqn.primitive for e in self.equations if e.primitive == name), None)
+        """The Primitive object of the equations named `name`, else of one doing its work
+        (SAME_WORK); None when there is none."""
+        named = [name, *sorted(SAME_WORK.get(name, set()) - {name})]
+        return next(
+            (e.eqn.primitive for n in named for e in self.equations if e.primitive == n), None
+        )
 
     def costs(self, technique: tuple[str, ...] = ()) -> Costs:
         """Flops by place, collective bytes by kind, the largest live intermediate (bytes),

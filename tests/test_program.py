@@ -1062,3 +1062,18 @@ def test_a_contracts_exp_is_met_by_exp2_inside_the_loop():
     assert read.in_loop("exp") and read.on_path("exp") and not read.anywhere("exp")
     assert read.primitive("exp").name == "exp2"
     assert not read.in_loop("log")
+
+
+def test_a_profile_write_names_what_the_file_held_before_and_holds_no_more(tmp_path):
+    """A koan whose answer failed in a regeneration loses its fresh cases: the write says so."""
+    from jaxkoans.plugin import costs
+
+    def entry(koan, moved):
+        return {"koan": f"answers/01/test_x.py::{koan}", "todo": "f", "signature": "s",
+                "costs": {"flops": 1, "fresh": {koan: moved}, "bold": {koan: moved}}}  # fmt: skip
+
+    both = [entry("test_a", [[1.0, 0.0]]), entry("test_b", [[2.0, 0.0]])]
+    assert costs.write(tmp_path, both) == []
+    assert costs.write(tmp_path, both[:1]) == ["test_x.py::f s bold test_b", "test_x.py::f s fresh test_b"]
+    assert costs.write(tmp_path, []) == ["test_x.py::f s", "test_x.py::f s bold test_a",
+                                         "test_x.py::f s fresh test_a"]  # fmt: skip

@@ -69,10 +69,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name a chapter (--chapter NN) or answer files")
     checkout = course.Course.here()
     if args.costs:
+        lost = []
         for number in args.chapter:
-            count = costs.write(checkout.koans / number, collect(checkout, [f"answers/{number}"]))
-            print(f"koans/{number}/{costs.FILE}: {count} profiles")
-        return 0
+            lost += [f"koans/{number}/{costs.FILE}: {gone}" for gone in
+                     costs.write(checkout.koans / number, collect(checkout, [f"answers/{number}"]))]  # fmt: skip
+            print(f"koans/{number}/{costs.FILE}: written")
+        if lost:  # a renamed or removed TODO or koan loses its profile; anything else is a failed run
+            print("lost since the last write (an answer that failed in this run?):", *lost,
+                  sep="\n  ", file=sys.stderr)  # fmt: skip
+        return 1 if lost else 0
     for todo, item in sorted(summary(collect(checkout, paths)).items()):
         dead = sorted(item["every"] - item["live"])
         if args.toml:

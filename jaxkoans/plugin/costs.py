@@ -173,8 +173,24 @@ def profiles_for(chapter_dir: Path, filename: str) -> dict[str, dict]:
     return {k[len(prefix) :]: v for k, v in data.items() if k.startswith(prefix)}
 
 
-def write(chapter_dir: Path, entries: list[dict]) -> int:
-    """Write the answers' profiles of one chapter from programs' log entries; how many."""
+def _held(profiles: dict) -> set[tuple]:
+    """What a costs.json holds, down to each koan's case: (TODO, signature, case, koan)."""
+    return {
+        (todo, signature, *each)
+        for todo, by_signature in profiles.items()
+        for signature, profile in by_signature.items()
+        for each in [("",)] + [(k, koan) for k in PER_KOAN for koan in profile.get(k) or {}]
+    }
+
+
+def write(chapter_dir: Path, entries: list[dict]) -> list[str]:
+    """Write the answers' profiles of one chapter from programs' log entries; what the file held
+    before and holds no more (a koan whose answer failed in this run loses its fresh cases
+    silently otherwise), in words."""
+    try:
+        before = json.loads((chapter_dir / FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        before = {}
     found: dict[str, dict] = {}
     for entry in entries:
         if "costs" not in entry:
@@ -197,4 +213,5 @@ def write(chapter_dir: Path, entries: list[dict]) -> int:
                     kept = True
     text = json.dumps(dict(sorted(found.items())), indent=1, sort_keys=True) + "\n"
     (chapter_dir / FILE).write_text(text, encoding="utf-8")
-    return sum(len(v) for v in found.values())
+    gone = _held(before) - _held(json.loads(text))
+    return [" ".join(filter(None, (t, s, *rest))) for t, s, *rest in sorted(gone)]

@@ -433,3 +433,23 @@ def test_a_call_the_recorder_cannot_read_runs_as_it_would_have():
     with contracts.recording(module, {"gather": UNTRACED}) as records:
         assert module.gather({Key(): 2.0, Key(): 1.0}) == [1.0, 2.0]
     assert records[0].seen == []
+
+
+def test_a_replayed_call_can_rename_its_dict_keys_and_keep_its_signs():
+    """An untraced TODO's replay may hand its callables dicts keyed by names the test never
+    used (a mask keyed by the test's names meets others) and keep a non-negative array so (an
+    optimizer's zero second moment moved below zero gives a NaN root)."""
+    from collections import namedtuple
+
+    import numpy as np
+
+    from jaxkoans.plugin import fresh
+
+    State = namedtuple("State", "count nu")
+    call = ({"w": np.zeros(3), "b": [np.ones(2)]}, State(0, {"w": np.zeros(3)}))
+    (grads, state), _ = fresh.moved(call, {"lr": 0.1}, 5, signs=True, names=True)
+    assert sorted(grads) == [fresh.NAMED + "b", fresh.NAMED + "w"]
+    assert isinstance(state, State) and list(state.nu) == [fresh.NAMED + "w"]
+    assert (np.asarray(state.nu[fresh.NAMED + "w"]) > 0).all()
+    (_, kept), kwargs = fresh.moved(call, {"lr": 0.1}, 5)
+    assert (np.asarray(kept.nu["w"]) < 0).any() and list(kwargs) == ["lr"]

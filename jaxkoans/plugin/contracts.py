@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import os
 import sys
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,8 @@ MAX_CALLS = 2  # distinct argument signatures read per TODO and koan
 # an untraced TODO's calls on plain values are cheap to replay: more of them, so a clamp at the
 # test's largest count (min(microbatches, 8)) meets that count moved (red team 9a)
 UNTRACED_CALLS = 4
+# how an untraced TODO's replay moved its call, kept per koan in its profile (fresh.moved)
+REPLAYS = ("ints", "signs", "names")
 # Authors: a file to append each TODO's program to (`python -m jaxkoans.authoring programs`).
 PROGRAMS_ENV = "JAXKOANS_PROGRAMS"
 
@@ -633,9 +636,9 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
         return []  # nothing a move changes: the koan's own call was judged by its asserts
     mine = costs.koan_key(koan)
 
-    def run(ints: bool, scale: float = fresh.SCALE):
-        function = _remade(calls.function, made, seed, scale, ints)
-        return _outcome(lambda: fresh.run(function, args, kwargs, seed, scale=scale, ints=ints))
+    def run(scale: float, *how: bool):  # how: ints, signs, names
+        function = _remade(calls.function, made, seed, scale, *how)
+        return _outcome(lambda: fresh.run(function, args, kwargs, seed, 0, scale, *how))
 
     _READING[0] = True
     try:
@@ -643,28 +646,38 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
             expected = ((answer or {}).get("fresh") or {}).get(mine)
             if not isinstance(expected, list):
                 return []
-            moved = run(bool(((answer or {}).get("ints") or {}).get(mine)))
+            scale = ((answer or {}).get("scale") or {}).get(mine)
+            how = (bool(((answer or {}).get(k) or {}).get(mine)) for k in REPLAYS)
+            moved = run(fresh.SCALE if scale is None else scale, *how)
             if any(made) and isinstance(moved, list) and len(moved) != len(expected):
                 return []  # its callables return another layout (an optimizer's state): honest
             return _fresh_problems({"moved": moved}, answer, mine)
-        base = run(False, scale=0.0)
-        for ints in (True, False):
-            printed = run(ints)
-            again = run(ints)  # the same twice: no clock, no address, no unwritten memory
+        base = run(0.0, False, False, False)
+        # the boldest case the answer stays near its base on: dict keys renamed and ints one
+        # up where it still runs; a non-negative array kept so only where moving it across
+        # zero takes the answer off (an optimizer's zero second moment: its root is NaN); the
+        # move shrunk where the values are far smaller than one (its moments, again)
+        for scale, signs, names, ints in itertools.product(
+            (fresh.SCALE, fresh.SCALE / 100, fresh.SCALE / 10_000), (False, True), (True, False),
+            (True, False),
+        ):
+            printed = run(scale, ints, signs, names)
+            again = run(scale, ints, signs, names)  # the same twice: no clock, no address
             if (
                 isinstance(printed, list)
                 and isinstance(again, list)
                 and not fresh.differs(again, printed)
                 and not fresh.far(printed, base)
             ):
-                _log_replayed(koan, calls.name, signature, printed, ints)
+                how = dict(zip(REPLAYS, (ints, signs, names), strict=True))
+                _log_replayed(koan, calls.name, signature, printed, scale, how)
                 break
         return []
     finally:
         _READING[0] = False
 
 
-def _remade(function, made: list, seed: int, scale: float, ints: bool):
+def _remade(function, made: list, seed: int, scale: float, *how: bool):
     """`function` whose result's callables are each called as the koan called them (`made`:
     per callable, its (args, kwargs)), on those moved alike: the result's other leaves, then
     what each call returned (a value of no array type as its text)."""
@@ -683,7 +696,7 @@ def _remade(function, made: list, seed: int, scale: float, ints: bool):
             for j, (a, k) in enumerate(calls):
                 a = a[1:] if inspect.ismethod(again) else a  # its frame's args hold self
                 a, k = fresh.drawn(a, k, seed + 7 * i + j)  # where it was traced: new values
-                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, ints)
+                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, *how)
                 for leaf in jax.tree.leaves(again(*a, **k)):
                     array = isinstance(leaf, int | float | bool) or hasattr(leaf, "dtype")
                     found.append(leaf if array else re.sub(r" at 0x[0-9a-f]+", "", repr(leaf)))
@@ -692,12 +705,16 @@ def _remade(function, made: list, seed: int, scale: float, ints: bool):
     return remade
 
 
-def _log_replayed(koan: str, name: str, signature: str, printed: list, ints: bool) -> None:
+def _log_replayed(
+    koan: str, name: str, signature: str, printed: list, scale: float, how: dict
+) -> None:
     import json
 
     mine = costs.koan_key(koan)
+    kept = {k: {mine: True} if on else {} for k, on in how.items()}
     entry = {"koan": koan, "todo": name, "signature": costs.signature_key(signature),
-             "costs": {"fresh": {mine: printed}, "ints": {mine: True} if ints else {}}}  # fmt: skip
+             "costs": {"fresh": {mine: printed}, "scale": {} if scale == fresh.SCALE else {mine: scale},
+                       **kept}}  # fmt: skip
     with open(os.environ[PROGRAMS_ENV], "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
 

@@ -44,6 +44,7 @@ POWERS = (0, 0.5, 1, 2)  # the powers of the factor an answer's result may scale
 SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
 # how the answer's fresh case was moved, kept in its profile per koan (plugin/contracts.py)
 MOVES = ("scale", "ints", "drawn")
+NAMED = "fresh_"  # put in front of every dict key of a case moved with `names` (keeps their order)
 
 
 def diverged(printed) -> bool:
@@ -86,11 +87,29 @@ def far(printed, base) -> bool:
     return any(off(m, b) for m, b in zip(printed, base, strict=True))
 
 
-def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
+def renamed(tree):
+    """`tree` with every string key of its dicts, at any depth (inside lists, tuples, named
+    tuples), given NAMED in front: a table keyed by the test's names (a mask, a size per
+    parameter) meets names it never saw, while a rule that reads the tree does not care."""
+    if isinstance(tree, dict) and tree and all(isinstance(k, str) for k in tree):
+        return type(tree)((NAMED + k, renamed(v)) for k, v in tree.items())
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*map(renamed, tree))
+    if type(tree) in (list, tuple):
+        return type(tree)(map(renamed, tree))
+    return tree
+
+
+def moved(
+    args, kwargs, seed: int, scale: float = SCALE, ints: bool = False, signs: bool = False,
+    names: bool = False,
+):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
     each value's size plus one), and with `ints` every Python int one up, every typed PRNG key
     another and every Mesh one device fewer along each axis (the arrays placed on it moved
-    onto the smaller one)."""
+    onto the smaller one). With `signs` a float array with no negative element stays so (its
+    elements moved to their size: an optimizer's second moment, a variance); with `names`
+    every dict key is `renamed` (the keyword names of the call are kept)."""
     import jax
     import numpy as np
 
@@ -126,9 +145,12 @@ def moved(args, kwargs, seed: int, scale: float = SCALE, ints: bool = False):
         # an inf or NaN the test hands in (a padded loss) stays: a learner's run treats the
         # warning that inf - inf gives as an error, and no fresh case would run at all
         step = np.where(np.isfinite(value), step, 0.0)
-        out = (value + step).astype(np.dtype(dtype))
+        out = value + step
+        out = (np.abs(out) if signs and not np.any(value < 0) else out).astype(np.dtype(dtype))
         return place(leaf, out) if isinstance(leaf, jax.Array) else out
 
+    if names:
+        args, kwargs = renamed(args), {k: renamed(v) for k, v in kwargs.items()}
     return jax.tree.map(move, (args, kwargs))
 
 
@@ -413,7 +435,8 @@ def differs(mine: list, answer: list) -> str:
 
 
 def run(
-    function, args, kwargs, seed: int, length: int = 0, scale: float = SCALE, ints: bool = False
+    function, args, kwargs, seed: int, length: int = 0, scale: float = SCALE, ints: bool = False,
+    signs: bool = False, names: bool = False,
 ) -> list[list[float]]:
     """The fingerprint of `function` on the moved inputs (grown along `length`, when given)."""
     import jax
@@ -422,7 +445,7 @@ def run(
     new_args, new_kwargs = (
         grown(args, kwargs, length, seed, ints)
         if length
-        else moved(args, kwargs, seed, scale, ints)
+        else moved(args, kwargs, seed, scale, ints, signs, names)
     )
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)
 

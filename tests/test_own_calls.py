@@ -24,16 +24,25 @@ def looked_up(stages, microbatches):  # right at the test's numbers only
     return {(8, 1): 7 / 8, (8, 3): 0.7}[(stages, microbatches)]
 
 
-def _run(function, tmp_path, profiles=None, author=False, monkeypatch=None):
-    module = types.SimpleNamespace(bubble=function)
+def _judged(name, function, koan, tmp_path, profiles, author, monkeypatch):
+    """`koan` (given the module) run with `name` recorded as an untraced TODO, and judged: an
+    author's run logs to tmp_path/log.jsonl, a learner's is held to `profiles`."""
+    module = types.SimpleNamespace(**{name: function})
     if author:
         monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
     else:
         monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
-    with contracts.recording(module, {"bubble": UNTRACED}) as records:
+    with contracts.recording(module, {name: UNTRACED}) as records:
+        koan(module)
+    return contracts.check(records, KOAN, {name: profiles} if profiles else None)
+
+
+def _run(function, tmp_path, profiles=None, author=False, monkeypatch=None):
+    def koan(module):
         for call in ((8, 1), (8, 3)):
             assert module.bubble(*call) == pytest.approx(bubble(*call))
-    return contracts.check(records, KOAN, {"bubble": profiles} if profiles else None)
+
+    return _judged("bubble", function, koan, tmp_path, profiles, author, monkeypatch)
 
 
 def test_an_untraced_todo_on_plain_values_is_held_to_the_answer_on_moved_ones(
@@ -60,15 +69,11 @@ def warmup_looked_up():  # right at the steps the test asks only
 
 
 def _made(function, tmp_path, profiles=None, author=False, monkeypatch=None):
-    module = types.SimpleNamespace(warmup=function)
-    if author:
-        monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
-    else:
-        monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
-    with contracts.recording(module, {"warmup": UNTRACED}) as records:
+    def koan(module):
         lr = module.warmup()
         assert [lr(s) for s in (10, 50, 100)] == [0.1, 0.5, 1.0]
-    return contracts.check(records, KOAN, {"warmup": profiles} if profiles else None)
+
+    return _judged("warmup", function, koan, tmp_path, profiles, author, monkeypatch)
 
 
 def test_a_callable_an_untraced_todo_returns_is_called_again_on_moved_values(

@@ -854,6 +854,25 @@ def _first_line(error: Exception) -> str:
     return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
 
 
+# the cases of the test's inputs scaled (fresh.scaled): what a wrong result there shows
+_SCALED_CASES = {
+    "scaled": (
+        "在缩小 2^24 倍的输入上（结果按参考答案的方式放大回来）结果与参考答案不同：阈值或 eps "
+        "这样的尺度被写进了代码",
+        "on the test's inputs scaled down by 2^-24 (the result scaled back as the answer's scales) "
+        "the result is not the answer's: {why}; a scale written in (a threshold, an eps) meets "
+        "values below it",
+    ),
+    "bold": (
+        "在放大 32 倍的输入上结果与参考答案不同：只在测试数值的范围里成立的写法（固定的平移、"
+        "级数、截断）到了范围之外",
+        "on the test's inputs scaled up by 32 the result is not the answer's: {why}; a way right "
+        "only over the range the test's values span (a fixed shift, a series, a clamp) meets "
+        "values past it",
+    ),
+}
+
+
 def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
     """Where the TODO's fresh case is not the answer's: another result on the moved call or the
     grown one, or more loop steps."""
@@ -883,24 +902,11 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
             f"在更小的网格上（{sizes}）结果与参考答案不同 / on a smaller mesh the test never "
             f"used ({sizes}) the result is not the answer's: {why}"
         )
-    scaled = (answer.get("scaled") or {}).get(koan) or {}
-    why = _why((case.get("scaled") or {}).get("print"), scaled.get("print"))
-    if why:
-        problems.append(
-            "在缩小 2^24 倍的输入上（结果按参考答案的方式放大回来）结果与参考答案不同：阈值或 eps "
-            "这样的尺度被写进了代码 / on the test's inputs scaled down by 2^-24 (the result "
-            f"scaled back as the answer's scales) the result is not the answer's: {why}; a "
-            "scale written in (a threshold, an eps) meets values below it"
-        )
-    bold = (answer.get("bold") or {}).get(koan) or {}
-    why = _why((case.get("bold") or {}).get("print"), bold.get("print"))
-    if why:
-        problems.append(
-            "在放大 32 倍的输入上结果与参考答案不同：只在测试数值的范围里成立的写法（固定的平移、"
-            "级数、截断）到了范围之外 / on the test's inputs scaled up by 32 the result is not the "
-            f"answer's: {why}; a way right only over the range the test's values span (a fixed "
-            "shift, a series, a clamp) meets values past it"
-        )
+    for key, (zh, en) in _SCALED_CASES.items():
+        theirs = ((answer.get(key) or {}).get(koan) or {}).get("print")
+        why = _why((case.get(key) or {}).get("print"), theirs)
+        if why:
+            problems.append(f"{zh} / {en.format(why=why)}")
     steps = (answer.get("steps") or {}).get(koan)
     problems += costs.more_steps(case.get("steps"), steps)
     return problems

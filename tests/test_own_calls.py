@@ -458,3 +458,50 @@ def test_a_replayed_call_can_rename_its_dict_keys_and_keep_its_signs():
     assert (np.asarray(state.nu[fresh.NAMED + "w"]) > 0).all()
     (_, kept), kwargs = fresh.moved(call, {"lr": 0.1}, 5)
     assert (np.asarray(kept.nu["w"]) < 0).any() and list(kwargs) == ["lr"]
+
+
+def _adam():
+    import optax
+
+    return optax.adam(0.1)
+
+
+def _adam_traced_too():  # another state layout, the same updates
+    import optax
+
+    return optax.chain(optax.adam(0.1), optax.trace(decay=0.0))
+
+
+def _adam_twice_the_rate():  # another state layout, other updates
+    import optax
+
+    return optax.chain(optax.adam(0.2), optax.trace(decay=0.0))
+
+
+def _optimize(function, tmp_path, profiles=None, author=False, monkeypatch=None):
+    import jax.numpy as jnp
+
+    def koan(module):
+        tx = module.make()
+        params = {"w": jnp.ones(3)}
+        updates, _ = tx.update({"w": jnp.full(3, 0.5)}, tx.init(params), params)
+        assert updates["w"].shape == (3,)
+
+    return _judged("make", function, koan, tmp_path, profiles, author, monkeypatch)
+
+
+def test_an_optimizer_of_another_state_layout_is_held_to_the_answers_updates(
+    tmp_path, monkeypatch
+):
+    """An update of another state layout (an extra transform's state) is compared where it is
+    shaped as its arguments: its updates (issue 54: it was not compared at all)."""
+    _optimize(_adam, tmp_path, author=True, monkeypatch=monkeypatch)
+    (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert entry["costs"]["layout"]["test_bubble"] == 1  # the updates, shaped as the grads
+    chapter = tmp_path / "06"
+    chapter.mkdir()
+    costs.write(chapter, [entry])
+    profiles = costs.profiles_for(chapter, "test_x.py")["make"]
+    assert _optimize(_adam_traced_too, tmp_path, profiles, monkeypatch=monkeypatch) == []
+    with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
+        _optimize(_adam_twice_the_rate, tmp_path, profiles, monkeypatch=monkeypatch)

@@ -708,7 +708,7 @@ def _remade(function, made: list, seed: int, scale: float, *how: bool):
             for j, (a, k) in enumerate(calls):
                 a = a[1:] if inspect.ismethod(again) else a  # its frame's args hold self
                 a, k = fresh.drawn(a, k, seed + 7 * i + j)  # where it was traced: new values
-                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, *how)
+                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, *how, counters=True)
                 result = again(*a, **k)
                 inputs = {jax.tree.structure(x) for x in (*a, *k.values())} - made_here
                 made_here.add(jax.tree.structure(result))

@@ -70,7 +70,8 @@ def tame(printed, args, kwargs) -> bool:
 
 def far(printed, base) -> bool:
     """True when the moved call's fingerprint (`printed`) is off its base's (the call unmoved):
-    an output with more NaNs than there, past DIVERGED where it was not, or ten times larger.
+    an output with more NaNs than there, past DIVERGED where it was not, or ten times larger
+    (where it was not zero).
     An output the answer makes NaN or inf by design (a skipped step's marker) is not far."""
     if not isinstance(printed, list):
         return False
@@ -82,7 +83,9 @@ def far(printed, base) -> bool:
             return True
         huge = not math.isfinite(m[0]) or m[0] > DIVERGED
         finite = math.isfinite(b[0]) and b[0] <= DIVERGED
-        return (huge and finite) or m[0] > 10 * max(b[0], 1e-6)
+        # ten times larger; an output zero unmoved (a step at a learning rate of zero) has no
+        # size to be ten times of
+        return (huge and finite) or (b[0] > 0 and m[0] > 10 * max(b[0], 1e-6))
 
     return any(off(m, b) for m, b in zip(printed, base, strict=True))
 
@@ -102,14 +105,15 @@ def renamed(tree):
 
 def moved(
     args, kwargs, seed: int, scale: float = SCALE, ints: bool = False, signs: bool = False,
-    names: bool = False,
+    names: bool = False, counters: bool = False,
 ):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
     each value's size plus one), and with `ints` every Python int one up, every typed PRNG key
     another and every Mesh one device fewer along each axis (the arrays placed on it moved
     onto the smaller one). With `signs` a float array with no negative element stays so (its
     elements moved to their size: an optimizer's second moment, a variance); with `names`
-    every dict key is `renamed` (the keyword names of the call are kept)."""
+    every dict key is `renamed` (the keyword names of the call are kept); with `counters` (and
+    `ints`) every integer scalar array one up too (an optimizer's step count)."""
     import jax
     import numpy as np
 
@@ -137,6 +141,8 @@ def moved(
         if ints and dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
             data = jax.random.key_data(leaf)  # another key: a seed written in is wrong there
             return jax.random.wrap_key_data(data ^ 1, impl=jax.random.key_impl(leaf))
+        if counters and ints and getattr(leaf, "shape", None) == () and _integer(dtype):
+            return place(leaf, leaf + 1) if isinstance(leaf, jax.Array) else leaf + 1
         if dtype is None or not hasattr(leaf, "shape") or not _floating(dtype):
             # integers, booleans and keys are kept: the problem's own (on the smaller mesh)
             return place(leaf, leaf) if meshes and isinstance(leaf, jax.Array) else leaf
@@ -189,6 +195,12 @@ def floats(args, kwargs) -> list:
     return [
         leaf for leaf in jax.tree.leaves((args, kwargs)) if _array(leaf) and _floating(leaf.dtype)
     ]
+
+
+def _integer(dtype) -> bool:
+    import numpy as np
+
+    return np.issubdtype(dtype, np.integer)
 
 
 def _floating(dtype) -> bool:

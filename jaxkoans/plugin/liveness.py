@@ -180,10 +180,20 @@ def _kind(value) -> str | None:
     return None
 
 
+# a float's change per code, read at run time: value * (scale + resized * (1/4 + tanh(value)/4))
+# + shift is `_changed` (flips alike) and `_resized` in one expression; arithmetic, so it is
+# differentiated as they are (a select's transpose fails under shard_map's varying types)
+_SCALE = (1.0, 1.5, 1.5, 1.5, 0.0, 1.0)
+_SHIFT = (0.0, 0.25, 0.25, 0.25, 0.0, 0.0)
+_RESIZED = (0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+
 def _selected(value, code):
     """`value` changed as `code` says (KEEP, `_changed` by FLIPS[code - 1], ZERO, RESIZE); a
-    code the host gives at run time selects among them all."""
+    code the host gives at run time selects among them (ZERO is always written in: a NaN or an
+    inf times zero is no zero)."""
     import jax
+    import jax.numpy as jnp
 
     def made(code: int):
         if code == KEEP:
@@ -194,6 +204,11 @@ def _selected(value, code):
 
     if isinstance(code, int):
         return made(code)
+    if _kind(value) == "float":
+        scale, shift, resized = (
+            jnp.asarray(table, value.dtype)[code] for table in (_SCALE, _SHIFT, _RESIZED)
+        )
+        return value * (scale + resized * (0.25 + jnp.tanh(value) / 4)) + shift
     every = [made(c) for c in range(RESIZE + 1)]
     if _kind(value) == "key":
         impl = jax.random.key_impl(value)
@@ -448,8 +463,7 @@ def _idle(name, perturb: "_Perturber", uses: list, base: list, answer, carried, 
 class _Perturber:
     """The TODO run with every use of `primitive` changed as each run asks (`run`), in one
     trace and compile: a pure callback per use reads the change from the host. Where a later
-    run binds the primitive again (eager code), every bind is numbered anew each run; where
-    only some binds come again (eager code around a cached jit), or the callbacks cannot run
+    run binds the primitive again (eager code, some binds or all), or the callbacks cannot run
     there (an export, a kernel's body), each run is traced anew with its changes written in."""
 
     def __init__(self, function, primitive, args, kwargs) -> None:
@@ -470,12 +484,23 @@ class _Perturber:
         a signed integer."""
         self.patch.codes = codes
         signed = lambda: any(self.patch.signed.get(use) for use in codes)  # noqa: E731
+        if ZERO in codes.values() and not self.patch.baked:
+            self.patch.baked = True
+            try:
+                with fresh_traces():
+                    self.patch.uses = 0
+                    return _run(self.function, self.args, self.kwargs), signed()
+            finally:
+                self.patch.baked = False
         if not self.patch.baked:
             try:
                 self.patch.uses = 0
                 out = _run(self.function, self.args, self.kwargs)
-                self.binds = self.patch.uses if self.binds is None else self.binds
+                first, self.binds = self.binds is None, self.binds or self.patch.uses
                 if self.patch.uses in (0, self.binds):
+                    # bound again, nothing was cached (eager code): a trace per run costs no
+                    # more, and writes in only the change it makes
+                    self.patch.baked = bool(self.patch.uses) and not first
                     return out, signed()
             except Exception:
                 pass  # tried again with the changes written in: an error of its own is kept

@@ -33,6 +33,9 @@ def test_an_untraced_todo_is_judged_by_its_asserts_and_names_no_new_api():
     replayed = {"sig": {"fresh": {"test_k": [[0.8, 0.0, 64.0]]}, "ints": {"test_k": True}}}
     zh, en = judged.sentence(contract, replayed, docstring="count what is alive")
     assert "moved (counts one up)" in en and "计数加一" in zh
+    replayed["sig"]["names"] = {"test_k": True}  # its dicts' keys renamed (fresh.renamed)
+    zh, en = judged.sentence(contract, replayed, docstring="count what is alive")
+    assert "moved (counts one up, dict keys renamed)" in en and "字典的键改名" in zh
 
 
 def test_a_failing_todo_shows_what_it_is_judged_by(tmp_path):

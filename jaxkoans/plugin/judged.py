@@ -31,7 +31,8 @@ def sentence(
     runs = list((profiles or {}).values())
     moved = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
     if contract.get("traced", True) is False:
-        return _untraced(contract.get("why", ""), docstring, solution, moved)
+        renamed = any(v for p in runs for v in (p.get("names") or {}).values())
+        return _untraced(contract.get("why", ""), docstring, solution, moved, renamed)
     grown = any(isinstance((v or {}).get("print"), list)
                 for p in runs for v in (p.get("grown") or {}).values())  # fmt: skip
     counts = any(v for p in runs for v in (p.get("ints") or {}).values())
@@ -84,10 +85,11 @@ def sentence(
 
 
 def _untraced(
-    why: str, docstring: str, solution: frozenset, replayed: bool = False
+    why: str, docstring: str, solution: frozenset, replayed: bool = False, renamed: bool = False
 ) -> tuple[str, str]:
     """The lines of a TODO that builds no program to read: its koans' asserts judge it, and
-    where it is `replayed` (contracts._replayed) its results on the values moved."""
+    where it is `replayed` (contracts._replayed) its results on the values moved (`renamed`:
+    and its dicts' keys renamed)."""
     known = docstring.replace(" ", "")
     kept = []
     for clause in _clauses(why):
@@ -98,13 +100,14 @@ def _untraced(
     en = f"{EN} by its koans' asserts; no program of it is read, nor its costs"
     if replayed:
         zh = (
-            f"{ZH}看调用它的 koan 的断言，以及同一个调用的数值略作移动（计数加一）后的结果："
+            f"{ZH}看调用它的 koan 的断言，以及同一个调用的数值略作移动（计数加一"
+            f"{'、字典的键改名' if renamed else ''}）后的结果："
             "必须与参考答案相同；不读它的程序，也不比代价"
         )
         en = (
             f"{EN} by its koans' asserts and by its results on the same calls with their numbers "
-            "moved (counts one up), which must be the answer's; no program of it is read, nor "
-            "its costs"
+            f"moved (counts one up{', dict keys renamed' if renamed else ''}), which must be the "
+            "answer's; no program of it is read, nor its costs"
         )
     if kept:
         return zh + "（原因见下一行）。", f"{en}: {'; '.join(kept)}."

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -221,3 +223,20 @@ def test_a_read_only_course_builds_in_the_temporary_directory(source, tmp_path, 
     )
     assert ctypes.CDLL(str(library)).answer() == 42
     assert cbuild.build(source) == library  # built once
+
+
+def test_a_scratch_folder_is_gone_when_its_process_exits(tmp_path):
+    """A koan's sources and library copies do not pile up in the temporary directory."""
+    code = (
+        "from jaxkoans.api import cbuild\n"
+        "folder = cbuild.scratch_folder('jaxkoans-test-')\n"
+        "(folder / 'x.cc').write_text('')\n"
+        "print(folder)\n"
+    )
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    folder = done.stdout.strip()
+    assert folder.startswith(str(tmp_path)) and not os.path.exists(folder)

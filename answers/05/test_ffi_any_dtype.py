@@ -11,7 +11,6 @@ it once (without a C++ compiler these koans are skipped).
 """
 
 import functools
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -67,7 +66,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ThirdPlusOneAny, Impl,
 @functools.cache
 def _source() -> Path:
     """THIRD_PLUS_ONE_CC written once per process into a private folder (cbuild caches the build)."""
-    path = Path(tempfile.mkdtemp(prefix="jaxkoans-ffi-")) / "third_plus_one.cc"
+    path = cbuild.scratch_folder("jaxkoans-ffi-") / "third_plus_one.cc"
     path.write_text(THIRD_PLUS_ONE_CC)
     return path
 

@@ -13,7 +13,6 @@ these koans are skipped).
 """
 
 import functools
-import tempfile
 from pathlib import Path
 
 import jax
@@ -75,7 +74,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(WeightedSum, Impl,
 @functools.cache
 def _source() -> Path:
     """WEIGHTED_SUM_CC written once per process into a private folder (cbuild caches the build)."""
-    path = Path(tempfile.mkdtemp(prefix="jaxkoans-ffi-")) / "weighted_sum.cc"
+    path = cbuild.scratch_folder("jaxkoans-ffi-") / "weighted_sum.cc"
     path.write_text(WEIGHTED_SUM_CC)
     return path
 

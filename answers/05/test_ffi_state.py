@@ -24,7 +24,6 @@ import functools
 import gc
 import hashlib
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -152,7 +151,7 @@ START = 10.0  # the counter's attribute `start`
 @functools.cache
 def _folder() -> Path:
     """A private folder per process for the sources and the library copies."""
-    return Path(tempfile.mkdtemp(prefix="jaxkoans-ffi-state-"))
+    return cbuild.scratch_folder("jaxkoans-ffi-state-")
 
 
 def _source(text: str) -> Path:

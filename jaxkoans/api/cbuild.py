@@ -11,6 +11,7 @@ the harness reports as an environment problem, never as the learner's answer.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import functools
@@ -111,6 +112,14 @@ def _writable(directory: Path) -> bool:
     except OSError:
         return False
     return os.access(directory, os.W_OK)
+
+
+def scratch_folder(prefix: str) -> Path:
+    """A private folder for this process's sources and library copies, removed when the process
+    exits: a koan's files must not pile up in the temporary directory run after run."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def fallback_dir() -> Path:

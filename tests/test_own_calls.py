@@ -37,6 +37,16 @@ def _judged(name, function, koan, tmp_path, profiles, author, monkeypatch):
     return contracts.check(records, KOAN, {name: profiles} if profiles else None)
 
 
+def _profiled(tmp_path, todo: str, chapter: str = "03"):
+    """The author's run logged in tmp_path/log.jsonl written as chapter `chapter`'s profiles:
+    its entries, and the profiles of `todo`."""
+    entries = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    folder = tmp_path / chapter
+    folder.mkdir()
+    costs.write(folder, entries)
+    return entries, costs.profiles_for(folder, "test_x.py")[todo]
+
+
 def _run(function, tmp_path, profiles=None, author=False, monkeypatch=None):
     def koan(module):
         for call in ((8, 1), (8, 3)):
@@ -83,12 +93,8 @@ def test_a_callable_an_untraced_todo_returns_is_called_again_on_moved_values(
     called again as the koan called it, from the TODO's replayed result, on its values moved
     (red teams 7a–c: a returned function was never called on other inputs)."""
     _made(warmup, tmp_path, author=True, monkeypatch=monkeypatch)
-    (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    (entry,), profiles = _profiled(tmp_path, "warmup")
     assert entry["costs"]["ints"] and len(entry["costs"]["fresh"]["test_bubble"]) == 3  # each call
-    chapter = tmp_path / "03"
-    chapter.mkdir()
-    costs.write(chapter, [entry])
-    profiles = costs.profiles_for(chapter, "test_x.py")["warmup"]
     assert _made(warmup, tmp_path, profiles, monkeypatch=monkeypatch) == []
     with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
         _made(warmup_looked_up, tmp_path, profiles, monkeypatch=monkeypatch)
@@ -496,12 +502,57 @@ def test_an_optimizer_of_another_state_layout_is_held_to_the_answers_updates(
     """An update of another state layout (an extra transform's state) is compared where it is
     shaped as its arguments: its updates (issue 54: it was not compared at all)."""
     _optimize(_adam, tmp_path, author=True, monkeypatch=monkeypatch)
-    (entry,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    (entry,), profiles = _profiled(tmp_path, "make", "06")
     assert entry["costs"]["layout"]["test_bubble"] == 1  # the updates, shaped as the grads
-    chapter = tmp_path / "06"
-    chapter.mkdir()
-    costs.write(chapter, [entry])
-    profiles = costs.profiles_for(chapter, "test_x.py")["make"]
     assert _optimize(_adam_traced_too, tmp_path, profiles, monkeypatch=monkeypatch) == []
     with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
         _optimize(_adam_twice_the_rate, tmp_path, profiles, monkeypatch=monkeypatch)
+
+
+def _adamw_by_rank():  # weight decay on the matrices, whatever they are called
+    import jax
+    import optax
+
+    def by_rank(params):
+        return jax.tree.map(lambda x: x.ndim > 1, params)
+
+    return optax.adamw(1e-5, weight_decay=1e-2, mask=by_rank)
+
+
+def _adamw_by_the_tests_names():  # right on the test's names only
+    import optax
+
+    return optax.adamw(1e-5, weight_decay=1e-2, mask=lambda p: {k: k == "kernel" for k in p})
+
+
+def _decayed(function, tmp_path, profiles=None, author=False, monkeypatch=None):
+    import jax.numpy as jnp
+
+    def koan(module):
+        tx = module.make()
+        params = {"kernel": jnp.ones((2, 3)), "bias": jnp.ones(3)}
+        grads = {"kernel": jnp.full((2, 3), 0.5), "bias": jnp.full(3, -0.5)}
+        state = tx.init(params)
+        for _ in range(2):
+            updates, state = tx.update(grads, state, params)
+        assert updates["kernel"].shape == (2, 3)
+
+    return _judged("make", function, koan, tmp_path, profiles, author, monkeypatch)
+
+
+def test_a_small_output_is_compared_at_its_own_scale(tmp_path, monkeypatch):
+    """An update at a learning rate of 1e-5 moves by 1e-7 where weight decay is left out: under
+    the absolute floor of 1e-6, but far above what rounding moves it. The answer's replay keeps
+    per output how far a NUDGE of its inputs moves it, and the floor is that (times 1,000), so a
+    mask keyed by the test's names is refused on renamed keys (issue 54: stop 70 let it pass)."""
+    _decayed(_adamw_by_rank, tmp_path, author=True, monkeypatch=monkeypatch)
+    (entry,), profiles = _profiled(tmp_path, "make", "06")
+    floors = entry["costs"]["floors"]["test_bubble"]
+    updates = entry["costs"]["layout"]["test_bubble"]  # the leading outputs
+    assert entry["costs"]["names"] and max(floors[:updates]) < 1e-7
+    assert _decayed(_adamw_by_rank, tmp_path, profiles, monkeypatch=monkeypatch) == []
+    with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
+        _decayed(_adamw_by_the_tests_names, tmp_path, profiles, monkeypatch=monkeypatch)
+    for profile in profiles.values():  # the same profile with the absolute floor lets it through
+        profile.pop("floors")
+    assert _decayed(_adamw_by_the_tests_names, tmp_path, profiles, monkeypatch=monkeypatch) == []

@@ -636,9 +636,11 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
         return []  # nothing a move changes: the koan's own call was judged by its asserts
     mine = costs.koan_key(koan)
 
-    def run(scale: float, *how: bool):  # how: ints, signs, names
-        function = _remade(calls.function, made, seed, scale, *how)
-        printed = _outcome(lambda: fresh.run(function, args, kwargs, seed, 0, scale, *how))
+    def run(scale: float, *how: bool, nudge: float = 1.0):  # how: ints, signs, names
+        function = _remade(calls.function, made, seed, scale, *how, nudge=nudge)
+        printed = _outcome(
+            lambda: fresh.run(function, args, kwargs, seed, 0, scale, *how, nudge=nudge)
+        )
         layout[:] = [getattr(function, "layout", 0)]
         return printed
 
@@ -658,7 +660,9 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
                 shaped = ((answer or {}).get("layout") or {}).get(mine)
                 if not shaped or shaped != layout[0]:
                     return []
-                moved, answer = moved[:shaped], {"fresh": {mine: expected[:shaped]}}
+                floor = (((answer or {}).get("floors") or {}).get(mine) or [])[:shaped]
+                answer = {"fresh": {mine: expected[:shaped]}, "floors": {mine: floor}}
+                moved = moved[:shaped]
             return _fresh_problems({"moved": moved}, answer, mine)
         base = run(0.0, False, False, False)
         # the boldest case the answer stays near its base on: dict keys renamed and ints one
@@ -678,14 +682,22 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
                 and not fresh.far(printed, base)
             ):
                 how = dict(zip(REPLAYS, (ints, signs, names), strict=True))
-                _log_replayed(koan, calls.name, signature, printed, scale, how, layout[0])
+                shaped = layout[0]
+                # how far rounding moves each output there: a small one is compared at its scale
+                nudged = run(scale, ints, signs, names, nudge=1 + fresh.NUDGE)
+                floor = (
+                    fresh.floors(nudged, printed)
+                    if isinstance(nudged, list) and len(nudged) == len(printed)
+                    else None
+                )
+                _log_replayed(koan, calls.name, signature, printed, scale, how, shaped, floor)
                 break
         return []
     finally:
         _READING[0] = False
 
 
-def _remade(function, made: list, seed: int, scale: float, *how: bool):
+def _remade(function, made: list, seed: int, scale: float, *how: bool, nudge: float = 1.0):
     """`function` whose result's callables are each called as the koan called them (`made`:
     per callable, its (args, kwargs)), on those moved alike: the result's other leaves, then
     what each call returned (a value of no array type as its text). The elements of a call's
@@ -708,7 +720,8 @@ def _remade(function, made: list, seed: int, scale: float, *how: bool):
             for j, (a, k) in enumerate(calls):
                 a = a[1:] if inspect.ismethod(again) else a  # its frame's args hold self
                 a, k = fresh.drawn(a, k, seed + 7 * i + j)  # where it was traced: new values
-                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, *how, counters=True)
+                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, *how, counters=True,
+                                   nudge=nudge)  # fmt: skip
                 result = again(*a, **k)
                 inputs = {jax.tree.structure(x) for x in (*a, *k.values())} - made_here
                 made_here.add(jax.tree.structure(result))
@@ -728,7 +741,8 @@ def _remade(function, made: list, seed: int, scale: float, *how: bool):
 
 
 def _log_replayed(
-    koan: str, name: str, signature: str, printed: list, scale: float, how: dict, layout: int
+    koan: str, name: str, signature: str, printed: list, scale: float, how: dict, layout: int,
+    floor: list | None,
 ) -> None:
     import json
 
@@ -736,7 +750,8 @@ def _log_replayed(
     kept = {k: {mine: True} if on else {} for k, on in how.items()}
     entry = {"koan": koan, "todo": name, "signature": costs.signature_key(signature),
              "costs": {"fresh": {mine: printed}, "scale": {} if scale == fresh.SCALE else {mine: scale},
-                       "layout": {mine: layout} if layout else {}, **kept}}  # fmt: skip
+                       "layout": {mine: layout} if layout else {},
+                       "floors": {mine: floor} if floor else {}, **kept}}  # fmt: skip
     with open(os.environ[PROGRAMS_ENV], "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
 
@@ -901,7 +916,7 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
     answer = answer or {}
     problems = []
     expected = (answer.get("fresh") or {}).get(koan)  # this koan's call, moved
-    why = _why(case.get("moved"), expected)
+    why = _why(case.get("moved"), expected, (answer.get("floors") or {}).get(koan))
     if why:
         problems.append(
             f"在测试没有见过的输入上（同一个调用，数值略作移动）结果与参考答案不同 / on inputs the "
@@ -934,10 +949,10 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
     return problems
 
 
-def _why(mine, expected) -> str:
+def _why(mine, expected, floor: list | None = None) -> str:
     if not isinstance(expected, list):
         return ""  # no answer's run to compare with (or the answer could not run there)
-    return mine if isinstance(mine, str) else fresh.differs(mine, expected) if mine else ""
+    return mine if isinstance(mine, str) else fresh.differs(mine, expected, floor) if mine else ""
 
 
 def _liveness(

@@ -51,7 +51,7 @@ WORDS = {
 # loops' steps, the share of the result its technique carries (plugin/liveness.py), how its
 # fresh case was moved where the usual move makes the answer diverge (fresh.MOVES)
 PER_KOAN = ("fresh", "grown", "steps", "carried", "scale", "ints", "drawn", "mesh", "scaled",
-            "bold", "signs", "names", "layout")  # fmt: skip
+            "bold", "signs", "names", "layout", "floors")  # fmt: skip
 # a TODO's data-dependent loops may take at most factor x the answer's steps + slack when run
 # (plugin/trips.py): another honest stopping test (a do-while, a flag set in the body) takes one
 # step more each time a loop runs, which doubles a run of one step; a loop that always runs to

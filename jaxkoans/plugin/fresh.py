@@ -105,7 +105,7 @@ def renamed(tree):
 
 def moved(
     args, kwargs, seed: int, scale: float = SCALE, ints: bool = False, signs: bool = False,
-    names: bool = False, counters: bool = False,
+    names: bool = False, counters: bool = False, nudge: float = 1.0,
 ):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
     each value's size plus one), and with `ints` every Python int one up, every typed PRNG key
@@ -113,7 +113,8 @@ def moved(
     onto the smaller one). With `signs` a float array with no negative element stays so (its
     elements moved to their size: an optimizer's second moment, a variance); with `names`
     every dict key is `renamed` (the keyword names of the call are kept); with `counters` (and
-    `ints`) every integer scalar array one up too (an optimizer's step count)."""
+    `ints`) every integer scalar array one up too (an optimizer's step count). Every moved
+    float is then times `nudge` (1 + NUDGE: how much rounding moves the result, `floors`)."""
     import jax
     import numpy as np
 
@@ -132,7 +133,7 @@ def moved(
 
     def move(leaf):
         if type(leaf) is float:
-            return leaf * (1.0 + scale * generator.uniform(0.5, 1.0))
+            return leaf * (1.0 + scale * generator.uniform(0.5, 1.0)) * nudge
         if type(leaf) is int and ints:  # not a bool: a flag is no count
             return leaf + 1
         if id(leaf) in meshes:
@@ -151,7 +152,7 @@ def moved(
         # an inf or NaN the test hands in (a padded loss) stays: a learner's run treats the
         # warning that inf - inf gives as an error, and no fresh case would run at all
         step = np.where(np.isfinite(value), step, 0.0)
-        out = value + step
+        out = (value + step) * nudge
         out = (np.abs(out) if signs and not np.any(value < 0) else out).astype(np.dtype(dtype))
         return place(leaf, out) if isinstance(leaf, jax.Array) else out
 
@@ -429,16 +430,38 @@ def _tolerance(bits: float) -> float:
     return RTOL if bits >= 32 else 5e-2 if bits >= 16 else 2e-1
 
 
-def differs(mine: list, answer: list) -> str:
-    """Why `mine` is another result than `answer` (two fingerprints), or ""."""
+FLOOR = 1e-6  # the absolute tolerance of an output where the answer's profile keeps no floor
+NOISE_TIMES = 1e3  # a floor this many times what a NUDGE moves the output, at most FLOOR
+LEAST = 1e-8  # and at least this: another honest order of operations may round a zero otherwise
+
+
+def floors(nudged: list, printed: list) -> list[float]:
+    """Per output, the absolute tolerance the answer's run there allows: NOISE_TIMES what a
+    NUDGE of every input moves it (`nudged` against `printed`), at most FLOOR. An output whose
+    size comes from a small factor (an update at a learning rate of 1e-5) is compared at its
+    own scale, not FLOOR's; one that rounding decides (a residual) keeps FLOOR."""
+
+    def moved_by(n, p):  # its norm and projections (not its NaN count, not its dtype's bits)
+        return max(abs(x - y) for x, y in zip(n[:1] + n[3:], p[:1] + p[3:], strict=True))
+
+    return [
+        min(FLOOR, NOISE_TIMES * moved_by(n, p))
+        for n, p in zip(nudged, printed, strict=True)
+    ]
+
+
+def differs(mine: list, answer: list, floor: list | None = None) -> str:
+    """Why `mine` is another result than `answer` (two fingerprints), or "": each output within
+    the tolerance of its dtype, relative to its norm, plus its `floor` (FLOOR where none)."""
     if len(mine) != len(answer):
         return f"{len(mine)} outputs, the answer has {len(answer)}"
     for i, (m, a) in enumerate(zip(mine, answer, strict=True)):
+        absolute = max(LEAST, floor[i]) if floor and len(floor) == len(answer) else FLOOR
         if not math.isfinite(a[0]) or a[0] > DIVERGED:
             continue  # the answer itself diverges there (an iteration moved off its basin)
         if m[1] != a[1]:
             return f"output {i}: {int(m[1])} NaN, the answer has {int(a[1])}"
-        scale = _tolerance(a[2]) * max(a[0], 1e-6) + 1e-6
+        scale = _tolerance(a[2]) * max(a[0], 1e-6) + absolute
         if abs(m[0] - a[0]) > scale or any(
             abs(x - y) > scale for x, y in zip(m[3:], a[3:], strict=True)
         ):
@@ -448,7 +471,7 @@ def differs(mine: list, answer: list) -> str:
 
 def run(
     function, args, kwargs, seed: int, length: int = 0, scale: float = SCALE, ints: bool = False,
-    signs: bool = False, names: bool = False,
+    signs: bool = False, names: bool = False, nudge: float = 1.0,
 ) -> list[list[float]]:
     """The fingerprint of `function` on the moved inputs (grown along `length`, when given)."""
     import jax
@@ -457,7 +480,7 @@ def run(
     new_args, new_kwargs = (
         grown(args, kwargs, length, seed, ints)
         if length
-        else moved(args, kwargs, seed, scale, ints, signs, names)
+        else moved(args, kwargs, seed, scale, ints, signs, names, nudge=nudge)
     )
     return fingerprint(jax.block_until_ready(function(*new_args, **new_kwargs)), seed)
 

@@ -291,6 +291,12 @@ def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
         str(e.outvars[0].aval) for e in equations("device_put", jax.grad(loss), ps, x)
     )
     assert moves == {f"float32<host>[{BATCH},{WIDTH}]": LAYERS, f"float32[{BATCH},{WIDTH}]": LAYERS}
+    # 别的形状也一样：更少的行、更窄的中间层 / other shapes alike: fewer rows, a narrower middle
+    narrow, rows = [(w1[:, : 2 * WIDTH], w2[: 2 * WIDTH]) for w1, w2 in ps], BATCH // 4
+    moves = collections.Counter(
+        str(e.outvars[0].aval) for e in equations("device_put", jax.grad(loss), narrow, x[:rows])
+    )
+    assert moves == {f"float32<host>[{rows},{WIDTH}]": LAYERS, f"float32[{rows},{WIDTH}]": LAYERS}
     # What a jitted vjp keeps for the backward pass, and in which memory.
     _, backward = jax.jit(lambda ps, x: jax.vjp(loss, ps, x))(ps, x)
     kept = collections.Counter(

@@ -120,15 +120,31 @@ def test_clip_then_adamw_with_a_decay_mask():
     np.testing.assert_allclose(p["kernel"], shrink, rtol=1e-6)
     np.testing.assert_array_equal(p["bias"], 1.0)
     np.testing.assert_array_equal(p["norm_scale"], 1.0)
+    # 过了 TOTAL 也一样：学习率跟着优化器状态里的步数走 / past TOTAL as well: the learning rate
+    # follows the step count in the optimizer state
+    tx = make_optimizer()
 
-    other = {"embedding": jnp.ones((4, 3)), "offset": jnp.ones(3)}  # any names: the mask's rule
+    def far(p):  # TOTAL + 100 updates in one program
+        def body(_, carry):
+            updates, state = tx.update(zero, carry[1], carry[0])
+            return optax.apply_updates(carry[0], updates), state
+
+        return jax.lax.fori_loop(0, TOTAL + 100, body, (p, tx.init(p)))[0]
+
+    shrink = np.prod([1 - float(lr(s)) * WEIGHT_DECAY for s in range(TOTAL + 100)])
+    np.testing.assert_allclose(jax.jit(far)(params())["kernel"], shrink, rtol=1e-4)
+
+    # 任何名字：掩码看的是维数，不是名字 / any names: the mask's rule is the rank, not the name
+    other = {"embedding": jnp.ones((4, 3)), "offset": jnp.ones(3),
+             "bias": jnp.ones((2, 2)), "kernel": jnp.ones(2)}  # fmt: skip
     tx, stepped = make_optimizer(), other
     state = tx.init(other)
     for _ in range(3):  # past the schedule's first step
         updates, state = tx.update(jax.tree.map(jnp.zeros_like, other), state, stepped)
         stepped = optax.apply_updates(stepped, updates)
-    assert float(stepped["embedding"][0, 0]) < 1.0
+    assert float(stepped["embedding"][0, 0]) < 1.0 and float(stepped["bias"][0, 0]) < 1.0
     np.testing.assert_array_equal(stepped["offset"], 1.0)
+    np.testing.assert_array_equal(stepped["kernel"], 1.0)
 
 
 def test_multisteps_inside_nnx_optimizer_counts_two_ways():

@@ -55,6 +55,15 @@ def distinct():
     return jnp.asarray((m + m.T) / 2, jnp.float32)
 
 
+def spread():
+    """特征值相距很远（-9、-2、3、10）的对称矩阵：差商从 e^-9 跨到 e^10。
+    A symmetric matrix whose eigenvalues lie far apart (-9, -2, 3, 10): its divided differences
+    run from e^-9 to e^10."""
+    q, _ = np.linalg.qr(np.random.default_rng(2).normal(size=(N, N)))
+    a = q @ np.diag([-9.0, -2.0, 3.0, 10.0]) @ q.T
+    return jnp.asarray((a + a.T) / 2, jnp.float32)
+
+
 WEIGHTS = np.add.outer(np.arange(N), np.arange(N)).astype(np.float32)  # a symmetric cotangent
 
 
@@ -143,19 +152,19 @@ def expm_sym_jvp(primals, tangents):
 
 def test_a_spectral_function_differentiates_through_repeated_eigenvalues():
     """✍️ 实现 expm_sym_jvp：谱函数的导数只需要特征值和特征向量本身，不需要特征向量的导数，所以在
-    重复特征值处也有限。你的规则在三个矩阵上（恰好重复、差一点点、互不相同）都要和
+    重复特征值处也有限。你的规则在四个矩阵上（恰好重复、差一点点、互不相同、相距很远）都要和
     SciPy 的 float64 参考值一致，在 jit 下也一样；整条规则只做几次矩阵乘法（数 jaxpr 里的
     dot_general），不是一个级数。
     Write expm_sym_jvp: a spectral function's derivative needs the eigenvalues and eigenvectors
-    only, never the eigenvectors' derivative, so it stays finite at repeated eigenvalues. On three
-    matrices (exactly repeated, a hair apart, distinct) your rule must agree with SciPy's float64
-    reference, under jit as well; the whole rule takes a handful of matrix products (count the
-    dot_general in its jaxpr), not a series.
+    only, never the eigenvectors' derivative, so it stays finite at repeated eigenvalues. On four
+    matrices (exactly repeated, a hair apart, distinct, far apart) your rule must agree with
+    SciPy's float64 reference, under jit as well; the whole rule takes a handful of matrix
+    products (count the dot_general in its jaxpr), not a series.
     """
     expm_sym.defjvp(expm_sym_jvp)
     gradient = jax.jit(jax.grad(loss(expm_sym)))
     direction = np.triu(WEIGHTS) / 10.0  # not symmetric: the rule holds for any dA
-    for a in (repeated(), rotated(), distinct()):
+    for a in (repeated(), rotated(), distinct(), spread()):
         want = exact(a, WEIGHTS)
         scale = np.max(np.abs(want))
         np.testing.assert_allclose(

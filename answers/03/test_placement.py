@@ -19,6 +19,7 @@ device holds which piece.
 
 import contextlib
 import io
+import itertools
 import re
 
 import jax
@@ -341,14 +342,15 @@ def test_make_array_from_single_device_arrays_wraps_the_buffers_where_they_are()
 @pytest.mark.parametrize("spec", [P("X"), P("Y", "X"), P(None, ("Y", "X")), P("Y")], ids=str)
 def test_stitch_per_device_results_into_one_global_array(spec):
     """（先写好 stitch。）每个设备手里已经有自己那一块（顺序打乱了给你）。stitch 返回的全局数组
-    形状、分片、数值都对（四种 spec、两种全局形状），并且每个分片正是给你的那块缓冲区：没有一个字节被复制。
+    形状、分片、数值都对（四种 spec、两种全局形状、两种网格形状），并且每个分片正是给你的那块缓冲区：
+    没有一个字节被复制。
     (Write stitch first.) Each device already holds its own block (handed to you in shuffled
     order). The global array stitch returns has the right shape, sharding and values (four
-    specs, two global shapes), and every shard is the very buffer you were given: not one byte
-    was copied.
+    specs, two global shapes, two mesh shapes), and every shard is the very buffer you were
+    given: not one byte was copied.
     """
-    mesh = jax.make_mesh((4, 2), ("X", "Y"))
-    for rows, columns in ((8, 16), (4, 24)):  # the global shape follows from the blocks
+    meshes = [jax.make_mesh(axes, ("X", "Y")) for axes in ((4, 2), (2, 4))]  # sizes: mesh.shape
+    for mesh, (rows, columns) in itertools.product(meshes, ((8, 16), (4, 24))):
         source = np.arange(float(rows * columns), dtype=np.float32).reshape(rows, columns)
         where = NamedSharding(mesh, spec).addressable_devices_indices_map(source.shape)
         pieces = {d: jax.device_put(source[i] * 1.0, d) for d, i in reversed(where.items())}

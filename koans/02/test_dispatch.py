@@ -243,6 +243,9 @@ def test_many_training_steps_in_one_call():
     np.testing.assert_allclose(again, python_loop(expected, xs, ys), rtol=1e-5, atol=1e-6)
     fewer = train(out + 0.0, xs[:5], ys[:5])  # another run length: as many steps as xs has
     np.testing.assert_allclose(fewer, python_loop(out, xs[:5], ys[:5]), rtol=1e-5, atol=1e-6)
+    w2, xs2, ys2 = out[:, :2], xs[:, :8], ys[:, :8, :2]  # other batches: 8 rows, 2 targets
+    narrow = train(w2 + 0.0, xs2, ys2)
+    np.testing.assert_allclose(narrow, python_loop(w2, xs2, ys2), rtol=1e-5, atol=1e-6)
     more_xs, more_ys = (jnp.concatenate([a, a[:7]]) for a in (xs, ys))  # and more than STEPS
     more = train(out + 0.0, more_xs, more_ys)
     np.testing.assert_allclose(more, python_loop(out, more_xs, more_ys), rtol=1e-5, atol=1e-6)

@@ -44,7 +44,7 @@ POWERS = (0, 0.5, 1, 2)  # the powers of the factor an answer's result may scale
 SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
 # how the answer's fresh case was moved, kept in its profile per koan (plugin/contracts.py)
 MOVES = ("scale", "ints", "drawn")
-NAMED = "fresh_"  # put in front of every dict key of a case moved with `names` (keeps their order)
+NAMED = "fresh_"  # in front of every dict key of a case moved with `names` (renamed)
 
 
 def diverged(printed) -> bool:
@@ -92,10 +92,13 @@ def far(printed, base) -> bool:
 
 def renamed(tree):
     """`tree` with every string key of its dicts, at any depth (inside lists, tuples, named
-    tuples), given NAMED in front: a table keyed by the test's names (a mask, a size per
-    parameter) meets names it never saw, while a rule that reads the tree does not care."""
+    tuples), another name: NAMED, then each of its characters the next one (`kernel` is
+    `fresh_lfsofm`). A table keyed by the test's names, or by a part of them (a suffix, a
+    substring), meets names it never saw, while a rule that reads the tree does not care; the
+    keys keep their order, and a key is renamed alike wherever it appears."""
     if isinstance(tree, dict) and tree and all(isinstance(k, str) for k in tree):
-        return type(tree)((NAMED + k, renamed(v)) for k, v in tree.items())
+        return type(tree)((NAMED + "".join(chr(ord(c) + 1) for c in k), renamed(v))
+                          for k, v in tree.items())  # fmt: skip
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         return type(tree)(*map(renamed, tree))
     if type(tree) in (list, tuple):

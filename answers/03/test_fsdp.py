@@ -175,6 +175,7 @@ def test_fsdp_spec_splits_the_first_divisible_axis():
     assert fsdp_spec((10, 16)) == P(None, "fsdp")
     assert fsdp_spec((3, 5, 24)) == P(None, None, "fsdp")
     assert fsdp_spec((10,)) == P()
+    assert fsdp_spec((3, 5, 7, 9, 16)) == P(None, None, None, None, "fsdp")  # any rank
     assert fsdp_spec(()) == P()
     rng = np.random.default_rng(5)  # and shapes no table holds / 以及任何表里都没有的形状
     for shape in [tuple(int(d) for d in rng.integers(1, 40, rng.integers(1, 5))) for _ in range(40)]:

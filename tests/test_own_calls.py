@@ -509,14 +509,25 @@ def test_an_optimizer_of_another_state_layout_is_held_to_the_answers_updates(
         _optimize(_adam_twice_the_rate, tmp_path, profiles, monkeypatch=monkeypatch)
 
 
-def _adamw_by_rank():  # weight decay on the matrices, whatever they are called
+def _by_rank(params):  # weight decay on the matrices, whatever they are called
     import jax
+
+    return jax.tree.map(lambda x: x.ndim > 1, params)
+
+
+def _adamw_by_rank():
     import optax
 
-    def by_rank(params):
-        return jax.tree.map(lambda x: x.ndim > 1, params)
+    return optax.adamw(1e-5, weight_decay=1e-2, mask=_by_rank)
 
-    return optax.adamw(1e-5, weight_decay=1e-2, mask=by_rank)
+
+def _adamw_by_rank_in_named_steps():  # honest: its state is keyed by names of its own
+    import optax
+
+    decay = optax.add_decayed_weights(1e-2, mask=_by_rank)
+    return optax.named_chain(
+        ("adam", optax.scale_by_adam()), ("decay", decay), ("rate", optax.scale(-1e-5))
+    )
 
 
 def _adamw_by_the_tests_names():  # right on the test's names only
@@ -557,9 +568,55 @@ def test_a_small_output_is_compared_at_its_own_scale(tmp_path, monkeypatch):
     updates = entry["costs"]["layout"]["test_bubble"]  # the leading outputs
     assert entry["costs"]["names"] and max(floors[:updates]) < 1e-7
     assert _decayed(_adamw_by_rank, tmp_path, profiles, monkeypatch=monkeypatch) == []
+    # the names its own init gave its state are not renamed (red team 10b: KeyError 'adam')
+    assert _decayed(_adamw_by_rank_in_named_steps, tmp_path, profiles, monkeypatch=monkeypatch) == []
     for shortcut in (_adamw_by_the_tests_names, _adamw_by_a_part_of_the_names):
         with pytest.raises(contracts.ContractBroken, match="inputs the test never showed"):
             _decayed(shortcut, tmp_path, profiles, monkeypatch=monkeypatch)
     for profile in profiles.values():  # the same profile with the absolute floor lets it through
         profile.pop("floors")
     assert _decayed(_adamw_by_the_tests_names, tmp_path, profiles, monkeypatch=monkeypatch) == []
+
+
+def _gated(function, tmp_path, monkeypatch, profiles=None):
+    """A koan that calls `function` per device under shard_map, on values between 1 and 2."""
+    import jax
+    import jax.numpy as jnp
+
+    module = types.SimpleNamespace(gate=function)
+    if profiles is None:
+        monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
+    else:
+        monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+    n = jax.device_count()
+    mesh = jax.make_mesh((n,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
+    with contracts.recording(module, {"gate": {"on_path": ["psum_invariant"]}}) as records:
+        x = 1.0 + jnp.arange(4.0 * n) / (4 * n)
+        program = jax.shard_map(module.gate, mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P("i"))
+        assert jnp.allclose(jax.jit(program)(x), x * jax.nn.sigmoid(x).sum())
+    return contracts.check(records, "answers/03/test_x.py::test_gate", profiles)
+
+
+def test_a_trick_right_over_the_values_drawn_meets_them_drawn_smaller_and_larger(
+    tmp_path, monkeypatch
+):
+    """Under shard_map a TODO's only fresh case was the smaller mesh, its values drawn at one
+    size: a sigmoid clamped to where the test's and those values lie passed (red team 10a's
+    floored MoE gate). The same program runs again on values drawn 1/32 and 32 times as
+    large, where the answer is finite and well conditioned there."""
+    import jax
+    import jax.numpy as jnp
+
+    def answer(x):
+        return x * jax.lax.psum(jax.nn.sigmoid(x).sum(), "i")
+
+    def clamped(x):  # right to 1e-6 for |x| < 4 only: 0.5 + x/4 - x^3/48 would not be; a clip is
+        return x * jax.lax.psum(jnp.clip(jax.nn.sigmoid(x), 0.01, 0.99).sum(), "i")
+
+    _gated(answer, tmp_path, monkeypatch)
+    (entry,), profiles = _profiled(tmp_path, "gate")
+    sized = entry["costs"]["mesh"]["test_gate"]["sized"]
+    assert sorted(sized) == ["0.03125", "32"]
+    assert _gated(answer, tmp_path, monkeypatch, {"gate": profiles}) == ["gate"]
+    with pytest.raises(contracts.ContractBroken, match="drawn times 32"):
+        _gated(clamped, tmp_path, monkeypatch, {"gate": profiles})

@@ -86,6 +86,9 @@ CONTRACT_KEYS: dict[str, type | tuple[type, ...]] = {
     "costs": dict,  # dimension -> factor against the answer's profile, or why it is free
     "liveness": bool,  # false: the technique need not vary with the inputs (say why)
     "batched_output": bool,  # a batching rule: (output, its batch axis), any axis as good
+    # why the problem has no answer on a smaller mesh (one expert per device): its fresh case
+    # under shard_map draws new values on the koan's own mesh instead
+    "smaller_mesh": str,
 }
 
 

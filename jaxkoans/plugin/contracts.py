@@ -703,7 +703,8 @@ def _remade(function, made: list, seed: int, scale: float, *how: bool, nudge: fl
     what each call returned (a value of no array type as its text). The elements of a call's
     output shaped as one of its arguments that no call made (an update's updates, shaped as
     the grads, not its state, shaped as what init made) come first; the function's `layout`
-    is then how many leaves they hold."""
+    is then how many leaves they hold. A dict key an earlier call's result held before any
+    call was handed it (a named chain's step names, in the state init made) keeps its name."""
     if not any(made):
         return function
 
@@ -716,13 +717,18 @@ def _remade(function, made: list, seed: int, scale: float, *how: bool, nudge: fl
         out = function(*args, **kwargs)
         shaped, other = [], [leaf for leaf in jax.tree.leaves(out) if not callable(leaf)]
         made_here = set()  # the structures the calls made: a state, not a result
+        handed, named = set(), set()  # dict keys handed to a call first, and given by one
         for i, (again, calls) in enumerate(zip(_callables(out), made, strict=False)):
             for j, (a, k) in enumerate(calls):
                 a = a[1:] if inspect.ismethod(again) else a  # its frame's args hold self
                 a, k = fresh.drawn(a, k, seed + 7 * i + j)  # where it was traced: new values
+                seen = fresh.keys((a, k))
+                kept = frozenset((seen & named) - handed)
+                handed |= seen - kept
                 a, k = fresh.moved(a, k, seed + 7 * i + j, scale, *how, counters=True,
-                                   nudge=nudge)  # fmt: skip
+                                   nudge=nudge, kept=kept)  # fmt: skip
                 result = again(*a, **k)
+                named |= fresh.keys(result)
                 inputs = {jax.tree.structure(x) for x in (*a, *k.values())} - made_here
                 made_here.add(jax.tree.structure(result))
                 for element in result if type(result) is tuple else (result,):
@@ -792,19 +798,40 @@ def _grown_costs(calls: _Calls, args, kwargs, grown: dict, seed: int, mesh) -> d
 def _on_smaller_mesh(calls: _Calls, call, seed: int, wanted) -> dict:
     """The TODO's fingerprint on a mesh with each axis halved (plugin/meshes.py), with the
     sizes it ran at: the call's global shapes kept, or its blocks' where the answer's profile
-    says so (an author's run keeps the first way the answer runs)."""
+    says so (an author's run keeps the first way the answer runs). Where the contract says why
+    the problem has no answer on a smaller mesh, on the koan's own mesh with new values."""
     ways = [False, True] if os.environ.get(PROGRAMS_ENV) else [bool(wanted.get("blocks"))]
+    same = bool(calls.contract.get("smaller_mesh"))
+
+    def run(size: float = 1.0):
+        return _outcome(lambda: meshes.run(calls.function, call, seed, blocks, same, size))
+
     _READING[0] = True
     try:
         for blocks in ways:
-            printed = _outcome(lambda b=blocks: meshes.run(calls.function, call, seed, b))
+            printed = run()
             if isinstance(printed, list):
                 break
+        # its floats drawn far smaller and far larger (the same program, run again): a trick
+        # right only over the range of the values drawn at size one (a floored gate, a clamp);
+        # an author's run keeps a size where the answer is finite and a NUDGE moves it less
+        # than the tolerance
+        sized = {}
+        for size in fresh.DRAWN_AT if isinstance(printed, list) else ():
+            key = f"{size:g}"
+            if not os.environ.get(PROGRAMS_ENV):
+                sized[key] = run(size) if key in (wanted.get("sized") or {}) else None
+                continue
+            at, nudged = run(size), run(size * (1 + fresh.NUDGE))
+            if isinstance(at, list) and isinstance(nudged, list) and not fresh.diverged(at) \
+                    and not fresh.differs(nudged, at):  # fmt: skip
+                sized[key] = at
     finally:
         _READING[0] = False
-    return {"sizes": meshes.smaller(call.sizes), "print": printed} | (
-        {"blocks": True} if blocks else {}
-    )
+    sizes = dict(call.sizes) if same else meshes.smaller(call.sizes)
+    return {"sizes": sizes, "print": printed} | ({"blocks": True} if blocks else {}) | (
+        {"same": True} if same else {}
+    ) | ({"sized": {k: v for k, v in sized.items() if v is not None}} if sized else {})
 
 
 def _on_a_chip() -> bool:
@@ -933,12 +960,17 @@ def _fresh_problems(case: dict, answer: dict | None, koan: str) -> list[str]:
         )
     on_mesh = (answer.get("mesh") or {}).get(koan) or {}
     why = _why((case.get("mesh") or {}).get("print"), on_mesh.get("print"))
+    for size, theirs in (on_mesh.get("sized") or {}).items():
+        mine = ((case.get("mesh") or {}).get("sized") or {}).get(size)
+        more = _why(mine if mine is not None else "no result", theirs)
+        why = why or (more and f"{more} (its floats drawn times {size})")
     if why:
         sizes = ", ".join(f"{a}={n}" for a, n in on_mesh["sizes"].items())
-        problems.append(
-            f"在更小的网格上（{sizes}）结果与参考答案不同 / on a smaller mesh the test never "
-            f"used ({sizes}) the result is not the answer's: {why}"
-        )
+        zh, en = ("同一个网格、新的数值", "new values on the koan's own mesh") if on_mesh.get(
+            "same"
+        ) else ("更小的网格", "a smaller mesh the test never used")
+        problems.append(f"在{zh}上（{sizes}）结果与参考答案不同 / on {en} ({sizes}) the result "
+                        f"is not the answer's: {why}")  # fmt: skip
     for key, (zh, en) in _SCALED_CASES.items():
         theirs = ((answer.get(key) or {}).get(koan) or {}).get("print")
         why = _why((case.get(key) or {}).get("print"), theirs)

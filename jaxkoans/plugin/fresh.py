@@ -44,6 +44,7 @@ POWERS = (0, 0.5, 1, 2)  # the powers of the factor an answer's result may scale
 SCALE = 0.05  # how far a fresh case moves each float (of its size plus one)
 # how the answer's fresh case was moved, kept in its profile per koan (plugin/contracts.py)
 MOVES = ("scale", "ints", "drawn")
+DRAWN_AT = (1 / 32, 32.0)  # the further sizes a case's floats are drawn at (under shard_map)
 NAMED = "fresh_"  # in front of every dict key of a case moved with `names` (renamed)
 
 
@@ -90,32 +91,48 @@ def far(printed, base) -> bool:
     return any(off(m, b) for m, b in zip(printed, base, strict=True))
 
 
-def renamed(tree):
+def keys(tree) -> set:
+    """The string keys of every dict in `tree`, at any depth (where `renamed` reaches)."""
+    found = set()
+    if isinstance(tree, dict):
+        found |= {k for k in tree if isinstance(k, str)}
+        tree = list(tree.values())
+    if isinstance(tree, list | tuple):
+        for item in tree:
+            found |= keys(item)
+    return found
+
+
+def renamed(tree, kept: frozenset = frozenset()):
     """`tree` with every string key of its dicts, at any depth (inside lists, tuples, named
     tuples), another name: NAMED, then each of its characters the next one (`kernel` is
     `fresh_lfsofm`). A table keyed by the test's names, or by a part of them (a suffix, a
     substring), meets names it never saw, while a rule that reads the tree does not care; the
-    keys keep their order, and a key is renamed alike wherever it appears."""
+    keys keep their order, and a key is renamed alike wherever it appears; those in `kept`
+    are not (the names a learner's own code gave its state)."""
     if isinstance(tree, dict) and tree and all(isinstance(k, str) for k in tree):
-        return type(tree)((NAMED + "".join(chr(ord(c) + 1) for c in k), renamed(v))
-                          for k, v in tree.items())  # fmt: skip
+        return type(tree)(
+            (k if k in kept else NAMED + "".join(chr(ord(c) + 1) for c in k), renamed(v, kept))
+            for k, v in tree.items()
+        )
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        return type(tree)(*map(renamed, tree))
+        return type(tree)(*(renamed(v, kept) for v in tree))
     if type(tree) in (list, tuple):
-        return type(tree)(map(renamed, tree))
+        return type(tree)(renamed(v, kept) for v in tree)
     return tree
 
 
 def moved(
     args, kwargs, seed: int, scale: float = SCALE, ints: bool = False, signs: bool = False,
-    names: bool = False, counters: bool = False, nudge: float = 1.0,
+    names: bool = False, counters: bool = False, nudge: float = 1.0, kept: frozenset = frozenset(),
 ):
     """`args`/`kwargs` with float arrays and Python floats moved by a seeded step (`scale` of
     each value's size plus one), and with `ints` every Python int one up, every typed PRNG key
     another and every Mesh one device fewer along each axis (the arrays placed on it moved
     onto the smaller one). With `signs` a float array with no negative element stays so (its
     elements moved to their size: an optimizer's second moment, a variance); with `names`
-    every dict key is `renamed` (the keyword names of the call are kept); with `counters` (and
+    every dict key not in `kept` is `renamed` (the keyword names of the call are kept); with
+    `counters` (and
     `ints`) every integer scalar array one up too (an optimizer's step count). Every moved
     float is then times `nudge` (1 + NUDGE: how much rounding moves the result, `floors`)."""
     import jax
@@ -160,7 +177,7 @@ def moved(
         return place(leaf, out) if isinstance(leaf, jax.Array) else out
 
     if names:
-        args, kwargs = renamed(args), {k: renamed(v) for k, v in kwargs.items()}
+        args, kwargs = renamed(args, kept), {k: renamed(v, kept) for k, v in kwargs.items()}
     return jax.tree.map(move, (args, kwargs))
 
 

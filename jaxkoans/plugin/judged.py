@@ -36,8 +36,11 @@ def sentence(
     grown = any(isinstance((v or {}).get("print"), list)
                 for p in runs for v in (p.get("grown") or {}).values())  # fmt: skip
     counts = any(v for p in runs for v in (p.get("ints") or {}).values())
-    mesh = any(isinstance((v or {}).get("print"), list)
-               for p in runs for v in (p.get("mesh") or {}).values())  # fmt: skip
+    meshes = [v for p in runs for v in (p.get("mesh") or {}).values()
+              if isinstance((v or {}).get("print"), list)]  # fmt: skip
+    mesh = ("同一个网格、新的数值", "new values on its own mesh") if any(
+        v.get("same") for v in meshes
+    ) else ("更小的网格", "a smaller mesh")
     scaled = any(v for p in runs for v in (p.get("scaled") or {}).values())
     bold = any(isinstance((v or {}).get("print"), list)
                for p in runs for v in (p.get("bold") or {}).values())  # fmt: skip
@@ -48,7 +51,7 @@ def sentence(
           if moved else []),
         *([("同一个调用再把轴加倍", "the same call with its axes doubled")]
           if grown else []),
-        *([("更小的网格", "a smaller mesh")] if mesh else []),
+        *([mesh] if meshes else []),
         *([("浮点数缩小 2^24 倍", "its floats scaled down by 2^-24")] if scaled else []),
         *([("浮点数放大 32 倍", "its floats scaled up by 32")] if bold else []),
     ]  # fmt: skip

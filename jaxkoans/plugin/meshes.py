@@ -50,13 +50,15 @@ def smaller(sizes: tuple) -> dict[str, int]:
 
 
 def mapped(
-    function, call: Placed, seed: int, sizes: dict[str, int] | None = None, blocks: bool = False
+    function, call: Placed, seed: int, sizes: dict[str, int] | None = None, blocks: bool = False,
+    size: float = 1.0,
 ):
     """(a jitted function of global arrays that runs `function` under shard_map on a mesh of
     `sizes` (default: the call's own, and the varying axes checked as the koan's shard_map
     checks them by default: its collectives are the same primitives) and stacks every
     device's outputs, drawn global arrays of the call's global shapes, or with `blocks` of
-    its blocks' shapes: each array's rows then shrink with its axes)."""
+    its blocks' shapes: each array's rows then shrink with its axes; floats drawn times
+    `size`)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -72,7 +74,7 @@ def mapped(
         shapes.append(jax.ShapeDtypeStruct((block.shape[0] * times, *block.shape[1:]), block.dtype)
                       if axes else block)  # fmt: skip
         specs.append(P(axes) if axes else P())
-    drawn = fresh.drawn(tuple(shapes), {}, seed, host=True)[0]
+    drawn = fresh.drawn(tuple(shapes), {}, seed, size, host=True)[0]
     values = [jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip(drawn, specs, strict=True)]  # fmt: skip
 
     def body(*blocks):
@@ -89,11 +91,16 @@ def mapped(
     return jax.jit(program), values
 
 
-def run(function, call: Placed, seed: int, blocks: bool = False) -> list[list[float]]:
-    """The fingerprint of `function` run under shard_map on the smaller mesh (`mapped`)."""
+def run(
+    function, call: Placed, seed: int, blocks: bool = False, same: bool = False,
+    size: float = 1.0,
+) -> list[list[float]]:
+    """The fingerprint of `function` run under shard_map on the smaller mesh (`mapped`), or with
+    `same` on the call's own mesh (new values only), its floats drawn times `size`."""
     import jax
 
     with jax.enable_x64(call.x64):
-        program, values = mapped(function, call, seed, smaller(call.sizes), blocks)
+        sizes = dict(call.sizes) if same else smaller(call.sizes)
+        program, values = mapped(function, call, seed, sizes, blocks, size)
         outputs = jax.block_until_ready(program(*values))
         return fresh.fingerprint(outputs, seed)  # a key among them read as its data

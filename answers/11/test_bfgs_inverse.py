@@ -48,18 +48,20 @@ def trajectory(rates):
 def recover_rates(observed):
     """从观测 observed（形状 [21, 2]）找回两个速率，返回 (速率, BFGS 的迭代次数)。在 log 速率上
     优化（速率保持为正）：loss(log_rates) = mean((trajectory(exp(log_rates)) - observed)²)，
-    从 log(GUESS) 出发，用 jax.scipy.optimize.minimize(…, method="BFGS", tol=1e-12)；
-    结果的 .x 和 .nit。大约 4 行。
+    从 log(GUESS) 出发，用 jax.scipy.optimize.minimize(…, method="BFGS")（JAX 0.12 的 minimize
+    接受 tol 却不读它：BFGS 停在 options 的 gtol，默认 1e-5，这里够用）；结果的 .x 和 .nit。
+    大约 4 行。
     Recover the two rates from observed ([21, 2]) and return (rates, BFGS's iteration count).
     Optimise the log rates (the rates stay positive): the loss above, from log(GUESS), with
-    jax.scipy.optimize.minimize(…, method="BFGS", tol=1e-12); the result's .x and .nit. About 4
-    lines.
+    jax.scipy.optimize.minimize(…, method="BFGS") (JAX 0.12's minimize takes tol and never
+    reads it: BFGS stops on options' gtol, by default 1e-5, enough here); the result's .x and
+    .nit. About 4 lines.
     """
 
     def loss(log_rates):
         return jnp.mean((trajectory(jnp.exp(log_rates)) - observed) ** 2)
 
-    result = minimize(loss, jnp.log(GUESS), method="BFGS", tol=1e-12)
+    result = minimize(loss, jnp.log(GUESS), method="BFGS")
     return jnp.exp(result.x), result.nit
 
 

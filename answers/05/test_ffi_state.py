@@ -341,13 +341,13 @@ def lookup(index, name, n):
 
 def test_the_table_is_built_once_per_executable_and_read_on_every_call():
     """✍️ 实现 lookup_stages_cc 和 lookup（register_stateful 来自上一个 koan）。查找表是这个
-    处理函数实例的状态：编译时建一次，之后每次调用只读它，不再重建；每个可执行程序（这里 n=4 和
-    n=8 各一个）有自己的表。探针 ScaleLiveTables 直接改写活着的表，用来证明 execute 读的是状态。
+    处理函数实例的状态：编译时建一次，之后每次调用只读它，不再重建；每个可执行程序（这里 n=4、
+    n=8，以及另一种形状的下标再用 n=4）有自己的表。探针 ScaleLiveTables 直接改写活着的表，用来证明 execute 读的是状态。
     小于 0 或不小于 n 的下标都被拒绝；表的大小 n = 0 时，编译就失败。
     Write lookup_stages_cc and lookup (register_stateful comes from the last koan). The lookup
     table is the state of this instance of the handler: built once at compile time, then only
-    read on each call, never rebuilt; each executable (one for n=4, one for n=8 here) has a table
-    of its own. The probe ScaleLiveTables rewrites the live tables in place, which shows that
+    read on each call, never rebuilt; each executable (here n=4, n=8, and n=4 again for an index
+    of another shape) has a table of its own. The probe ScaleLiveTables rewrites the live tables in place, which shows that
     execute reads the state. An index below 0 or at n and above is refused, and so is a table
     size n = 0 when the program is compiled.
     """
@@ -380,14 +380,17 @@ def test_the_table_is_built_once_per_executable_and_read_on_every_call():
         four(wide).block_until_ready()
     with pytest.raises(Exception, match="outside the table"):  # below the table too
         four(jnp.array([0, -1, 1, 2, 3], dtype=jnp.int32)).block_until_ready()
+    grid = jnp.array([[3, 0, 1], [2, 2, 0]], dtype=jnp.int32)  # another shape: an executable
+    np.testing.assert_array_equal(looking(grid, name, 4), table(4)[grid])  # and a table anew
+    assert library.StatesMade() == 3
     with pytest.raises(jax.errors.JaxRuntimeError, match="INVALID_ARGUMENT"):
         looking.lower(index, name, 0).compile()  # no table of no values
-    assert library.StatesMade() == 2
+    assert library.StatesMade() == 3
 
     del four, eight
     looking.clear_cache()
     gc.collect()
-    assert library.StatesFreed() == 2
+    assert library.StatesFreed() == 3
 
 
 def test_each_custom_call_instruction_gets_its_own_state():

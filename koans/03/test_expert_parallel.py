@@ -55,7 +55,7 @@ def moe_reference(x, w_gate, w_experts):
     token 直接乘自己专家的权重。/ The unsharded reference: x holds every device's tokens, each
     TOKENS rows routed once by route, and each token multiplied by its own expert's weights."""
     ys = []
-    for block in x.reshape(N, TOKENS, x.shape[1]):
+    for block in x.reshape(N, -1, x.shape[1]):
         expert, gate, _, kept = route(block, w_gate)
         y = jnp.tanh(jnp.einsum("td,tdf->tf", block, w_experts[expert]))
         ys.append(jnp.where(kept[:, None], gate[:, None] * y, 0.0))
@@ -147,16 +147,16 @@ def moe_layer(x, w_gate, w_block):
 
 
 def test_moe_sends_each_token_to_its_expert_and_back_with_two_all_to_alls():
-    """（先写好 moe_layer。）它和不切分的参考值相同（两组数据，都有 token 因容量被丢掉），HLO 里
-    的集合通信只有两条 all-to-all：每条是 N 段，每段是一个设备送给另一个设备的 (1, CAPACITY, D)
-    个数。每个设备送出的字节由容量决定，与 token 怎么路由无关——这就是定长的代价：空的槽位也要送。
-    没有 all-gather：token 和专家权重都不收集。
+    """（先写好 moe_layer。）它和不切分的参考值相同（两组数据，都有 token 因容量被丢掉；第三组
+    每个设备只有一半 token），HLO 里的集合通信只有两条 all-to-all：每条是 N 段，每段是一个设备
+    送给另一个设备的 (1, CAPACITY, D) 个数。每个设备送出的字节由容量决定，与 token 怎么路由
+    无关——这就是定长的代价：空的槽位也要送。没有 all-gather：token 和专家权重都不收集。
     (Write moe_layer first.) It equals the unsharded reference (two data sets, both with
-    tokens dropped for capacity), and the HLO's only collectives are two all-to-alls: each has N
-    pieces, each piece the (1, CAPACITY, D) numbers one device sends another. The bytes each
-    device sends follow from the capacity, not from how the tokens were routed: the price of
-    fixed shapes is that empty slots travel too. No all-gather: neither the tokens nor the
-    expert weights are collected.
+    tokens dropped for capacity, and a third with half the tokens on each device), and the
+    HLO's only collectives are two all-to-alls: each has N pieces, each piece the
+    (1, CAPACITY, D) numbers one device sends another. The bytes each device sends follow from
+    the capacity, not from how the tokens were routed: the price of fixed shapes is that empty
+    slots travel too. No all-gather: neither the tokens nor the expert weights are collected.
     """
     for seed in (0, 1):
         x, w_gate, w_experts = model(seed)
@@ -166,6 +166,12 @@ def test_moe_sends_each_token_to_its_expert_and_back_with_two_all_to_alls():
         )
         kept = jax.vmap(lambda b: route(b, w_gate)[3])(x.reshape(N, TOKENS, D))
         assert 0 < int(jnp.sum(~kept)) < N * TOKENS // 2  # 有 token 被丢掉 / some are dropped
+    x, w_gate, w_experts = model(2)
+    x = x.reshape(N, TOKENS, D)[:, : TOKENS // 2].reshape(-1, D)  # 每个设备一半 / half each
+    half, args = compiled_moe(moe_layer, x, w_gate, w_experts)
+    np.testing.assert_allclose(
+        half(*args), moe_reference(x, w_gate, w_experts), rtol=1e-5, atol=1e-6
+    )
 
     found = collectives(compiled.as_text())
     assert set(found) == {"all-to-all"}

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +241,31 @@ def test_a_scratch_folder_is_gone_when_its_process_exits(tmp_path):
     assert done.returncode == 0, done.stderr
     folder = done.stdout.strip()
     assert folder.startswith(str(tmp_path)) and not os.path.exists(folder)
+
+
+def test_a_scratch_folder_left_by_a_killed_process_is_swept_by_the_next(tmp_path):
+    """A process ended by a signal runs no atexit: the next scratch folder of that prefix sweeps
+    its folder, and leaves a live process's folder alone."""
+    code = (
+        "import os, signal\n"
+        "from jaxkoans.api import cbuild\n"
+        "folder = cbuild.scratch_folder('jaxkoans-test-')\n"
+        "print(folder, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    killed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    left = Path(killed.stdout.strip())
+    assert killed.returncode == -9 and left.is_dir()  # no atexit ran
+    live = tmp_path / f"jaxkoans-test-{os.getpid()}-live"
+    live.mkdir()
+    other = tmp_path / "jaxkoans-test-notapid"
+    other.mkdir()
+    sweep = "from jaxkoans.api import cbuild; cbuild.scratch_folder('jaxkoans-test-')"
+    swept = subprocess.run(
+        [sys.executable, "-c", sweep], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert swept.returncode == 0, swept.stderr
+    assert not left.exists() and live.is_dir() and other.is_dir()

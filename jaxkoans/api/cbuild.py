@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import ctypes
 import functools
+import glob
 import hashlib
 import os
 import shutil
@@ -116,10 +117,31 @@ def _writable(directory: Path) -> bool:
 
 def scratch_folder(prefix: str) -> Path:
     """A private folder for this process's sources and library copies, removed when the process
-    exits: a koan's files must not pile up in the temporary directory run after run."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    exits: a koan's files must not pile up in the temporary directory run after run. A process
+    ended by a signal or os._exit runs no atexit, so its folder (named by its pid) is swept by
+    the next process that makes one."""
+    _sweep(prefix)
+    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
+
+
+def _sweep(prefix: str) -> None:
+    """Remove the scratch folders of this prefix whose process is gone."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{glob.escape(prefix)}*-*"):
+        pid = folder.name[len(prefix) :].partition("-")[0]
+        if pid.isdigit() and folder.is_dir() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def fallback_dir() -> Path:

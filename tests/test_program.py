@@ -981,6 +981,23 @@ def test_run_time_steps_tell_a_loop_that_stops_from_one_that_runs_to_its_end():
     assert "16 steps" in costs.more_steps(counted["runs on"], counted["stops"])[0]
 
 
+def test_an_inner_loops_steps_are_counted_once():
+    """A loop's body is re-made to carry its count: the loops inside it, counted when they were
+    bound, are not counted again (3 outer steps of 4 inner ones each: 3 + 12)."""
+    from jaxkoans.plugin import trips
+
+    def inner(x):
+        return jax.lax.while_loop(lambda c: c[0] < 4 + 0 * x, lambda c: (c[0] + 1, c[1] * 2), (0, x))
+
+    def outer(x):
+        return jax.lax.while_loop(lambda c: c[0] < 3 + 0 * c[1], lambda c: (c[0] + 1, inner(c[1])[1]), (0, x))
+
+    with trips.counting() as steps:
+        assert float(jax.jit(outer)(1.0)[1]) == 2.0**12
+        jax.effects_barrier()
+    assert sum(steps) == 15 and len(steps) == 4
+
+
 def test_values_drawn_on_the_host_are_those_drawn_on_the_device():
     """The smaller mesh's inputs are drawn as NumPy arrays and placed from the host (no reshard
     compiled, plugin/meshes.py): the same numbers, dtypes and keys as the device draw."""

@@ -23,9 +23,16 @@ def counting():
     from jaxkoans.plugin.liveness import rebinding
 
     steps: list[int] = []
+    remaking = [False]  # a loop's cond and body are re-made by evaluating their jaxprs, whose
+    # inner loops were counted when they were first bound: counted again, each step of an inner
+    # loop would be taken twice, a loop three deep three times
 
     def counted(bind):
         def ticking(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+            params = dict(cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)
+            if remaking[0]:
+                return bind(*args, cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, **params)
+
             def cond(*operands):  # the cond's consts, the carry, the count
                 return core.jaxpr_as_fun(cond_jaxpr)(*operands[:-1])
 
@@ -33,14 +40,14 @@ def counting():
                 return (*core.jaxpr_as_fun(body_jaxpr)(*operands[:-1]), operands[-1] + 1)
 
             count = jax.ShapeDtypeStruct((), jnp.int32)
+            remaking[0] = True
+            try:
+                counting_cond = jax.make_jaxpr(cond)(*cond_jaxpr.in_avals, count)
+                counting_body = jax.make_jaxpr(body)(*body_jaxpr.in_avals, count)
+            finally:
+                remaking[0] = False
             *out, n = bind(
-                *args[: cond_nconsts + body_nconsts],
-                *args[cond_nconsts + body_nconsts :],
-                jnp.int32(0),
-                cond_jaxpr=jax.make_jaxpr(cond)(*cond_jaxpr.in_avals, count),
-                body_jaxpr=jax.make_jaxpr(body)(*body_jaxpr.in_avals, count),
-                cond_nconsts=cond_nconsts,
-                body_nconsts=body_nconsts,
+                *args, jnp.int32(0), cond_jaxpr=counting_cond, body_jaxpr=counting_body, **params
             )
             jax.debug.callback(lambda n: steps.append(int(n)), n)
             return out

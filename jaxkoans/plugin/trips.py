@@ -23,6 +23,9 @@ def counting():
     from jaxkoans.plugin.liveness import rebinding
 
     steps: list[int] = []
+
+    def tick(n):
+        steps.append(int(n))
     remaking = [False]  # a loop's cond and body are re-made by evaluating their jaxprs, whose
     # inner loops were counted when they were first bound: counted again, each step of an inner
     # loop would be taken twice, a loop three deep three times
@@ -36,8 +39,14 @@ def counting():
             def cond(*operands):  # the cond's consts, the carry, the count
                 return core.jaxpr_as_fun(cond_jaxpr)(*operands[:-1])
 
+            hoisted, inner = _hoisted(body_jaxpr, tick)
+
             def body(*operands):  # the body's consts, the carry, the count
-                return (*core.jaxpr_as_fun(body_jaxpr)(*operands[:-1]), operands[-1] + 1)
+                *out, count = operands
+                *out, = core.jaxpr_as_fun(hoisted)(*out)
+                for steps_inside in out[len(out) - inner :]:
+                    count = count + steps_inside
+                return (*out[: len(out) - inner], count + 1)
 
             count = jax.ShapeDtypeStruct((), jnp.int32)
             remaking[0] = True
@@ -49,10 +58,30 @@ def counting():
             *out, n = bind(
                 *args, jnp.int32(0), cond_jaxpr=counting_cond, body_jaxpr=counting_body, **params
             )
-            jax.debug.callback(lambda n: steps.append(int(n)), n)
+            jax.debug.callback(tick, n)
             return out
 
         return ticking
 
     with rebinding({loops.while_p: counted}):
         yield steps
+
+
+def _hoisted(closed, tick):
+    """`closed` with the counts its own inner loops hand to `tick` returned as its last outputs
+    instead of called back, and how many: a loop inside a loop adds its count to the outer one's
+    rather than calling the host at each of its ends (a call cost 0.7 ms; 11,300 in 11
+    newton_krylov). Loops inside a scan, a cond or a nested jit keep their calls."""
+    jaxpr = closed.jaxpr
+    ticks = [e for e in jaxpr.eqns if e.primitive.name == "debug_callback" and _calls(e, tick)]
+    if not ticks:
+        return closed, 0
+    kept = [e for e in jaxpr.eqns if all(e is not t for t in ticks)]
+    outvars = [*jaxpr.outvars, *(t.invars[0] for t in ticks)]
+    return closed.replace(jaxpr=jaxpr.replace(eqns=kept, outvars=outvars)), len(ticks)
+
+
+def _calls(equation, tick) -> bool:
+    """Whether a debug_callback equation calls `tick` (held by the closure JAX wraps it in)."""
+    cells = getattr(equation.params.get("callback"), "__closure__", None) or ()
+    return any(cell.cell_contents is tick for cell in cells)

@@ -525,7 +525,7 @@ def _fresh_case(calls: _Calls, pending, signature: str, read, koan: str, answer)
         costs.koan_key(koan)
     )
     if signature in calls.placed and wanted:  # the answer's profile keeps one per TODO
-        return {"mesh": _on_smaller_mesh(calls, calls.placed[signature], seed, wanted)}
+        return {"mesh": _on_a_mesh(calls, calls.placed[signature], seed, wanted)}
     if not isinstance(pending, tuple):
         return {}
     mine = costs.koan_key(koan)
@@ -795,9 +795,9 @@ def _grown_costs(calls: _Calls, args, kwargs, grown: dict, seed: int, mesh) -> d
     return None if isinstance(read, str) else read.costs(technique(calls.contract)).as_dict()
 
 
-def _on_smaller_mesh(calls: _Calls, call, seed: int, wanted) -> dict:
-    """The TODO's fingerprint on a mesh with each axis halved (plugin/meshes.py), with the
-    sizes it ran at: the call's global shapes kept, or its blocks' where the answer's profile
+def _on_a_mesh(calls: _Calls, call, seed: int, wanted) -> dict:
+    """The TODO's fingerprint on another mesh, each axis halved (plugin/meshes.py), and on
+    its floats drawn smaller and larger there, with the sizes it ran at: the call's global shapes kept, or its blocks' where the answer's profile
     says so (an author's run keeps the first way the answer runs). Where the contract says why
     the problem has no answer on a smaller mesh, on the koan's own mesh with new values."""
     ways = [False, True] if os.environ.get(PROGRAMS_ENV) else [bool(wanted.get("blocks"))]

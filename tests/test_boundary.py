@@ -237,6 +237,14 @@ def _os_system():
     return os.system("true")
 
 
+def _whole_batch():  # red team 11a: a batch norm from the BatchTracer's whole batch
+    return jax.vmap(lambda x: x - getattr(x, "val").mean(0), axis_name="batch")(jnp.ones((4, 2)))
+
+
+def _tangent_read():
+    return jax.jvp(lambda x: x * x.tangent, (1.0,), (2.0,))
+
+
 READS = {  # the route first; then the brief's list and our own
     "sys._current_frames + object.__getattribute__": (_frames_by_current_frames, "frames"),
     "sys._getframe spelled apart": (_frames_by_getframe, "frames"),
@@ -255,6 +263,9 @@ READS = {  # the issue's route first; then the brief's list and our own
     # another process reads the answer file (`cat`): red team 6
     "subprocess.run": (_subprocess, "exec"),
     "os.system": (_os_system, "exec"),
+    # a transformation's tracer holds more than its function is handed
+    "BatchTracer.val": (_whole_batch, "tracer"),
+    "JVPTracer.tangent": (_tangent_read, "tracer"),
 }
 
 
@@ -304,6 +315,8 @@ def test_the_libraries_own_reads_and_honest_code_are_not_refused(hook):
         x = jnp.arange(4.0)
         jax.jit(lambda a: jnp.cumsum(a) * 2)(x).block_until_ready()  # JAX reads code itself
         np.testing.assert_allclose(np.asarray(jax.grad(lambda a: (a**2).sum())(x)), 2 * x)
+        batch_norm = jax.vmap(lambda a: a - jax.lax.pmean(a, "b"), axis_name="b")  # JAX's reads
+        jax.jvp(jax.jit(batch_norm), (x,), (x,))
     finally:
         arm(None)
     assert drain() == []

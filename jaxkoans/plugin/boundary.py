@@ -29,12 +29,13 @@ MODULES = ("builtins", "math", "operator", "functools", "sys", "inspect", "trace
 IGNORED = frozenset({"__warningregistry__", "__loader__", "__spec__"})
 MESSAGE = (
     "这个 koan 运行时改变了检查所用的代码（函数的代码、默认值、闭包或模块里的名字），或者读取了程序本身"
-    "（帧、代码对象、koan 或答案文件，另起的进程也算）。检查要比较的是你算出的值，而不是被改过的检查："
-    "请用本课的技术计算结果。\n"
+    "（帧、代码对象、koan 或答案文件，另起的进程也算；或变换的 tracer 内部，例如 vmap 的整批数据）。"
+    "检查要比较的是你算出的值，而不是被改过的检查：请用本课的技术计算结果。\n"
     "While this koan ran, code changed what its checks call (a function's code, defaults, closure "
     "or a module's names) or read the program itself (frames, code objects, a koan or answer "
-    "file, by another process too). The checks compare the values you compute, not a changed "
-    "check: compute the result with the lesson's technique."
+    "file, by another process too; or a transformation's tracer inside, such as vmap's whole "
+    "batch). The checks compare the values you compute, not a changed check: compute the result "
+    "with the lesson's technique."
 )
 FUNCTION_STATE = ("__code__", "__defaults__", "__kwdefaults__")
 _is, _MISSING, _contents = operator.is_, object(), operator.attrgetter("cell_contents")
@@ -241,6 +242,10 @@ EVENTS = {
 # object.__getattr__/__setattr__/__delattr__, by the attribute's name (the course's one table)
 ATTRIBUTES = {name: reading.ATTRIBUTES[name] for name in (*FUNCTION_STATE, "gi_frame", "cr_frame",
               "ag_frame", "tb_frame", "f_code", "gi_code", "cr_code", "ag_code")}  # fmt: skip
+# A transformation's tracer holds more than the value its function is handed (a BatchTracer the
+# whole batch): read from the learner's code, the problem is solved from the test's data.
+_SLOTS: dict = {}  # (tracer class, slot name) -> its member descriptor, as JAX made it
+TRACER_SLOTS = {("batching", "BatchTracer"): ("val", "batch_dim"), ("ad", "JVPTracer"): ("primal", "tangent")}  # fmt: skip
 # ctypes reaching memory or a library of its own; not a symbol of the course's FFI library (05)
 CTYPES = ("ctypes.dlopen", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "ctypes.addressof", "ctypes.call_function")  # fmt: skip
 
@@ -293,6 +298,24 @@ def install(
     packages = tuple({os.path.join(p, "") for p in (*site.getsitepackages(), site.getusersitepackages(),
                       *(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))})  # fmt: skip
 
+    def note(what: str, category: str, frame) -> None:
+        """Refuse `what` where the frame that asked (past the standard library) is the
+        learner's and its contract does not allow `category`."""
+        while frame is not None:  # through the standard library to who asked
+            name = frame.f_code.co_filename
+            if name == __file__ or (name.startswith("<frozen importlib") and category != "file"):
+                return  # the boundary's own reads; an import statement's (marshal, open)
+            if not standard_library(name, stdlib, packages):
+                break
+            frame = frame.f_back
+        allowed = learner_at(frame.f_code, frame.f_lasti) if frame is not None else None
+        if allowed is None or category in allowed.split():
+            return
+        base = os.path.basename(frame.f_code.co_filename)
+        found = f"{what}: {category}, from the learner's code ({base}:{frame.f_lineno})"
+        if found not in state["found"]:
+            state["found"].append(found)
+
     def hook(event: str, args: tuple) -> None:
         if event == "object.__setattr__" and touched is not None and args[1] in FUNCTION_STATE:
             touched.append(args[0])  # armed or not: a fix region's code runs at import
@@ -303,26 +326,44 @@ def install(
         state["busy"] = True
         try:
             category = _category(event, args, course)
-            frame = getframe(1) if category is not None else None
-            while frame is not None:  # through the standard library to who asked
-                name = frame.f_code.co_filename
-                if name == __file__ or (name.startswith("<frozen importlib") and category != "file"):
-                    return  # the boundary's own reads; an import statement's (marshal, open)
-                if not standard_library(name, stdlib, packages):
-                    break
-                frame = frame.f_back
-            allowed = learner_at(frame.f_code, frame.f_lasti) if frame is not None else None
-            if allowed is None or category in allowed.split():
-                return
-            what = event if not event.startswith("object.") else f"{event}({args[1]!r})"
-            base = os.path.basename(frame.f_code.co_filename)
-            found = f"{what}: {category}, from the learner's code ({base}:{frame.f_lineno})"
-            if found not in state["found"]:
-                state["found"].append(found)
+            if category is not None:
+                what = event if not event.startswith("object.") else f"{event}({args[1]!r})"
+                note(what, category, getframe(1))
         except Exception:
             return
         finally:
             state["busy"] = False
+
+    def read(owner: str, slot):
+        """`slot` (a tracer's member descriptor) behind a descriptor that notes a learner's read."""
+
+        class Watched:
+            def __get__(self, tracer, kind=None):
+                if tracer is not None and state["koan"] is not None and not state["busy"]:
+                    frame = getframe(1)
+                    if not frame.f_code.co_filename.startswith(packages):  # JAX's own reads
+                        state["busy"] = True
+                        try:
+                            note(f"{owner}.{slot.__name__}", "tracer", frame)
+                        finally:
+                            state["busy"] = False
+                return slot.__get__(tracer, kind)
+
+            def __set__(self, tracer, value):
+                slot.__set__(tracer, value)
+
+            def __delete__(self, tracer):
+                slot.__delete__(tracer)
+
+        return Watched()
+
+    from jax._src.interpreters import ad, batching  # the tracers: no public names in 0.12
+
+    for (module, owner), slots in TRACER_SLOTS.items():
+        kind = getattr({"ad": ad, "batching": batching}[module], owner)
+        for name in slots:  # the slot itself, also where a boundary was installed before
+            slot = _SLOTS.setdefault((kind, name), vars(kind)[name])
+            setattr(kind, name, read(owner, slot))
 
     def arm(koan: str | None) -> None:
         state["koan"] = koan

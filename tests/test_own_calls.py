@@ -620,3 +620,49 @@ def test_a_trick_right_over_the_values_drawn_meets_them_drawn_smaller_and_larger
     assert _gated(answer, tmp_path, monkeypatch, {"gate": profiles}) == ["gate"]
     with pytest.raises(contracts.ContractBroken, match="drawn times 32"):
         _gated(clamped, tmp_path, monkeypatch, {"gate": profiles})
+
+
+def _summing(function, tmp_path, profiles=None, author=False, monkeypatch=None):
+    import jax.numpy as jnp
+
+    def koan(module):
+        total = module.make()
+        xs = jnp.linspace(0.5, 1.0, 5)
+        assert jnp.allclose(total(xs), (xs**2).sum())
+
+    return _judged("make", function, koan, tmp_path, profiles, author, monkeypatch)
+
+
+def _scanned_sum():
+    import jax
+
+    def total(xs):
+        return jax.lax.scan(lambda c, x: (c + x * x, None), 0.0, xs)[0]
+
+    return jax.jit(total)
+
+
+def _summed():  # honest: the same result by another route
+    import jax
+
+    return jax.jit(lambda xs: xs @ xs)
+
+
+def _capped_at_the_tests_length():  # red team 11a: steps capped at the longest the koan runs
+    import jax
+
+    def total(xs):
+        return jax.lax.scan(lambda c, x: (c + x * x, None), 0.0, xs[:5])[0]
+
+    return jax.jit(total)
+
+
+def test_a_returned_callable_is_also_called_on_longer_arrays(tmp_path, monkeypatch):
+    """A callable an untraced TODO returns is also called with its arrays grown: a cap at the
+    test's length (make_train_steps scanning at most the 19 steps the koan runs) is refused."""
+    _summing(_scanned_sum, tmp_path, author=True, monkeypatch=monkeypatch)
+    (entry,), profiles = _profiled(tmp_path, "make")
+    assert entry["costs"]["grown"]["test_bubble"]["length"] == 5
+    assert _summing(_summed, tmp_path, profiles, monkeypatch=monkeypatch) == []
+    with pytest.raises(contracts.ContractBroken, match="on a larger input the test never showed"):
+        _summing(_capped_at_the_tests_length, tmp_path, profiles, monkeypatch=monkeypatch)

@@ -636,8 +636,9 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
         return []  # nothing a move changes: the koan's own call was judged by its asserts
     mine = costs.koan_key(koan)
 
-    def run(scale: float, *how: bool, nudge: float = 1.0):  # how: ints, signs, names
-        function = _remade(calls.function, made, seed, scale, *how, nudge=nudge)
+    def run(scale: float, *how: bool, nudge: float = 1.0, length: int | list = 0):  # how: ints,
+        # signs, names
+        function = _remade(calls.function, made, seed, scale, *how, nudge=nudge, length=length)
         printed = _outcome(
             lambda: fresh.run(function, args, kwargs, seed, 0, scale, *how, nudge=nudge)
         )
@@ -654,6 +655,8 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
             scale = ((answer or {}).get("scale") or {}).get(mine)
             how = (bool(((answer or {}).get(k) or {}).get(mine)) for k in REPLAYS)
             moved = run(fresh.SCALE if scale is None else scale, *how)
+            longer = ((answer or {}).get("grown") or {}).get(mine) or {}
+            grown = run(0.0, length=longer["length"]) if longer else None
             if any(made) and isinstance(moved, list) and len(moved) != len(expected):
                 # its callables return another layout (an optimizer's state): honest; what is
                 # shaped as their arguments (the updates) is still compared
@@ -661,9 +664,12 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
                 if not shaped or shaped != layout[0]:
                     return []
                 floor = (((answer or {}).get("floors") or {}).get(mine) or [])[:shaped]
-                answer = {"fresh": {mine: expected[:shaped]}, "floors": {mine: floor}}
+                answer = {"fresh": {mine: expected[:shaped]}, "floors": {mine: floor}} | (
+                    {"grown": {mine: longer | {"print": longer["print"][:shaped]}}} if longer else {}
+                )
                 moved = moved[:shaped]
-            return _fresh_problems({"moved": moved}, answer, mine)
+                grown = grown[:shaped] if isinstance(grown, list) else grown
+            return _fresh_problems({"moved": moved, "grown": {"print": grown}}, answer, mine)
         base = run(0.0, False, False, False)
         # the boldest case the answer stays near its base on: dict keys renamed and ints one
         # up where it still runs; a non-negative array kept so only where moving it across
@@ -690,16 +696,33 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
                     if isinstance(nudged, list) and len(nudged) == len(printed)
                     else None
                 )
-                _log_replayed(koan, calls.name, signature, printed, scale, how, shaped, floor)
+                _log_replayed(koan, calls.name, signature, printed, scale, how, shaped, floor,
+                              _longer(run, made))  # fmt: skip
                 break
         return []
     finally:
         _READING[0] = False
 
 
-def _remade(function, made: list, seed: int, scale: float, *how: bool, nudge: float = 1.0):
+def _longer(run, made: list) -> dict:
+    """An author's run: the callables' calls grown along every length of their arrays at once,
+    else along one (largest first), where the answer gives one result twice: a size, count or
+    cap written in for the test's calls (a scan over at most as many steps as the koan runs)
+    meets a longer one."""
+    lengths = sorted({n for calls in made for a, k in calls for n in fresh.lengths(a, k)})[::-1]
+    for length in ([lengths] if len(lengths) > 1 else []) + lengths[:3]:
+        printed, again = run(0.0, length=length), run(0.0, length=length)
+        if isinstance(printed, list) and isinstance(again, list) and not fresh.differs(again, printed):
+            return {"length": length, "print": printed}
+    return {}
+
+
+def _remade(
+    function, made: list, seed: int, scale: float, *how: bool, nudge: float = 1.0,
+    length: int | list = 0,
+):
     """`function` whose result's callables are each called as the koan called them (`made`:
-    per callable, its (args, kwargs)), on those moved alike: the result's other leaves, then
+    per callable, its (args, kwargs)), on those moved alike (with `length`, grown along it): the result's other leaves, then
     what each call returned (a value of no array type as its text). The elements of a call's
     output shaped as one of its arguments that no call made (an update's updates, shaped as
     the grads, not its state, shaped as what init made) come first; the function's `layout`
@@ -725,8 +748,9 @@ def _remade(function, made: list, seed: int, scale: float, *how: bool, nudge: fl
                 seen = fresh.keys((a, k))
                 kept = frozenset((seen & named) - handed)
                 handed |= seen - kept
-                a, k = fresh.moved(a, k, seed + 7 * i + j, scale, *how, counters=True,
-                                   nudge=nudge, kept=kept)  # fmt: skip
+                a, k = fresh.grown(a, k, length, seed + 7 * i + j) if length else fresh.moved(
+                    a, k, seed + 7 * i + j, scale, *how, counters=True, nudge=nudge, kept=kept
+                )
                 result = again(*a, **k)
                 named |= fresh.keys(result)
                 inputs = {jax.tree.structure(x) for x in (*a, *k.values())} - made_here
@@ -748,7 +772,7 @@ def _remade(function, made: list, seed: int, scale: float, *how: bool, nudge: fl
 
 def _log_replayed(
     koan: str, name: str, signature: str, printed: list, scale: float, how: dict, layout: int,
-    floor: list | None,
+    floor: list | None, longer: dict,
 ) -> None:
     import json
 
@@ -757,7 +781,8 @@ def _log_replayed(
     entry = {"koan": koan, "todo": name, "signature": costs.signature_key(signature),
              "costs": {"fresh": {mine: printed}, "scale": {} if scale == fresh.SCALE else {mine: scale},
                        "layout": {mine: layout} if layout else {},
-                       "floors": {mine: floor} if floor else {}, **kept}}  # fmt: skip
+                       "floors": {mine: floor} if floor else {},
+                       "grown": {mine: longer} if longer else {}, **kept}}  # fmt: skip
     with open(os.environ[PROGRAMS_ENV], "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
 

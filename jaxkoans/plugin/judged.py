@@ -30,11 +30,11 @@ def sentence(
     (the answer's body) that `docstring` does not: nothing the TODO's own text does not give."""
     runs = list((profiles or {}).values())
     moved = any(isinstance(v, list) for p in runs for v in (p.get("fresh") or {}).values())
-    if contract.get("traced", True) is False:
-        renamed = any(v for p in runs for v in (p.get("names") or {}).values())
-        return _untraced(contract.get("why", ""), docstring, solution, moved, renamed)
     grown = any(isinstance((v or {}).get("print"), list)
                 for p in runs for v in (p.get("grown") or {}).values())  # fmt: skip
+    if contract.get("traced", True) is False:
+        renamed = any(v for p in runs for v in (p.get("names") or {}).values())
+        return _untraced(contract.get("why", ""), docstring, solution, moved, renamed, grown)
     counts = any(v for p in runs for v in (p.get("ints") or {}).values())
     meshes = [v for p in runs for v in (p.get("mesh") or {}).values()
               if isinstance((v or {}).get("print"), list)]  # fmt: skip
@@ -88,11 +88,12 @@ def sentence(
 
 
 def _untraced(
-    why: str, docstring: str, solution: frozenset, replayed: bool = False, renamed: bool = False
+    why: str, docstring: str, solution: frozenset, replayed: bool = False, renamed: bool = False,
+    longer: bool = False,
 ) -> tuple[str, str]:
     """The lines of a TODO that builds no program to read: its koans' asserts judge it, and
     where it is `replayed` (contracts._replayed) its results on the values moved (`renamed`:
-    and its dicts' keys renamed)."""
+    and its dicts' keys renamed; `longer`: and its callables' calls grown along a length)."""
     known = docstring.replace(" ", "")
     kept = []
     for clause in _clauses(why):
@@ -104,12 +105,14 @@ def _untraced(
     if replayed:
         zh = (
             f"{ZH}看调用它的 koan 的断言，以及同一个调用的数值略作移动（计数加一"
-            f"{'、字典的键改名' if renamed else ''}）后的结果："
+            f"{'、字典的键改名' if renamed else ''}）后的结果"
+            f"{'，以及数组加长的调用的结果' if longer else ''}："
             "必须与参考答案相同；不读它的程序，也不比代价"
         )
         en = (
             f"{EN} by its koans' asserts and by its results on the same calls with their numbers "
-            f"moved (counts one up{', dict keys renamed' if renamed else ''}), which must be the "
+            f"moved (counts one up{', dict keys renamed' if renamed else ''})"
+            f"{' and on calls with their arrays grown' if longer else ''}, which must be the "
             "answer's; no program of it is read, nor its costs"
         )
     if kept:

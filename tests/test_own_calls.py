@@ -24,14 +24,19 @@ def looked_up(stages, microbatches):  # right at the test's numbers only
     return {(8, 1): 7 / 8, (8, 3): 0.7}[(stages, microbatches)]
 
 
-def _judged(name, function, koan, tmp_path, profiles, author, monkeypatch):
-    """`koan` (given the module) run with `name` recorded as an untraced TODO, and judged: an
-    author's run logs to tmp_path/log.jsonl, a learner's is held to `profiles`."""
-    module = types.SimpleNamespace(**{name: function})
+def _as_author(author: bool, tmp_path, monkeypatch) -> None:
+    """An author's run logs the answer's profile to tmp_path/log.jsonl; a learner's is judged."""
     if author:
         monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
     else:
         monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+
+
+def _judged(name, function, koan, tmp_path, profiles, author, monkeypatch):
+    """`koan` (given the module) run with `name` recorded as an untraced TODO, and judged: an
+    author's run logs to tmp_path/log.jsonl, a learner's is held to `profiles`."""
+    module = types.SimpleNamespace(**{name: function})
+    _as_author(author, tmp_path, monkeypatch)
     with contracts.recording(module, {name: UNTRACED}) as records:
         koan(module)
     return contracts.check(records, KOAN, {name: profiles} if profiles else None)
@@ -222,7 +227,7 @@ def test_the_judges_runs_happen_inside_the_mesh_the_koan_set(tmp_path, monkeypat
         return jax.sharding.reshard(x * 2.0, jax.P("d"))
 
     module = types.SimpleNamespace(spread=spread)
-    monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
+    _as_author(True, tmp_path, monkeypatch)
     contract = {"spread": {"on_path": ["mul"]}}
     with contracts.recording(module, contract) as records, jax.set_mesh(mesh):
         module.spread(jnp.ones((2 * n, 3)))
@@ -238,7 +243,7 @@ def test_the_program_read_is_the_one_the_koans_call_ran(monkeypatch):
     import jax
     import jax.numpy as jnp
 
-    monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+    _as_author(False, None, monkeypatch)
 
     def step(u, h):  # dense work only when h comes in weakly typed
         if getattr(jax.typeof(h), "weak_type", False):
@@ -380,10 +385,7 @@ def _bold(function, tmp_path, monkeypatch, profiles=None):
     import jax.numpy as jnp
 
     module = types.SimpleNamespace(act=function)
-    if profiles is None:
-        monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
-    else:
-        monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+    _as_author(profiles is None, tmp_path, monkeypatch)
     with contracts.recording(module, {"act": {"on_path": ["mul"]}}) as records:
         x = jnp.linspace(-0.1, 0.1, 8)
         assert jnp.allclose(module.act(x), x * jnp.tanh(x), rtol=1e-3, atol=1e-7)
@@ -584,10 +586,7 @@ def _gated(function, tmp_path, monkeypatch, profiles=None):
     import jax.numpy as jnp
 
     module = types.SimpleNamespace(gate=function)
-    if profiles is None:
-        monkeypatch.setenv(contracts.PROGRAMS_ENV, str(tmp_path / "log.jsonl"))
-    else:
-        monkeypatch.delenv(contracts.PROGRAMS_ENV, raising=False)
+    _as_author(profiles is None, tmp_path, monkeypatch)
     n = jax.device_count()
     mesh = jax.make_mesh((n,), ("i",), axis_types=(jax.sharding.AxisType.Auto,))
     with contracts.recording(module, {"gate": {"on_path": ["psum_invariant"]}}) as records:

@@ -110,6 +110,17 @@ def test_neutralise_sets_aside_a_shadowing_libtpu(monkeypatch, tmp_path):
     assert tpu.sys.path == [str(venv_lib)]
 
 
+def test_the_venvs_own_libtpu_named_by_import_jax_is_no_note(monkeypatch, tmp_path):
+    """`import jax` sets TPU_LIBRARY_PATH to the venv's own libtpu (on the TPU v5e, doctor and
+    `--tpu` said it was ignored): that is no libtpu of the machine's set aside."""
+    own = tmp_path / "venv-site"
+    (own / "libtpu").mkdir(parents=True)
+    monkeypatch.setattr(tpu.sysconfig, "get_paths", lambda: {"purelib": str(own)})
+    monkeypatch.setattr(tpu.sys, "path", [])
+    monkeypatch.setenv("TPU_LIBRARY_PATH", str(Path(tpu.sys.prefix) / "lib" / "libtpu.so"))
+    assert tpu.neutralise() == []
+
+
 def test_no_tpu_on_this_machine_in_one_line(monkeypatch):
     monkeypatch.setattr(tpu, "chips_on_this_machine", lambda: 0)
     attached = tpu.attach()

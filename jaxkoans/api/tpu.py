@@ -67,7 +67,9 @@ def neutralise() -> list[str]:
     if not own.is_dir():
         return []
     notes = []
-    if os.environ.pop("TPU_LIBRARY_PATH", None) is not None:
+    # `import jax` sets it to the venv's own libtpu (libtpu's configure_library_path): no note
+    named = os.environ.pop("TPU_LIBRARY_PATH", None)
+    if named is not None and not _inside_venv(named):
         notes.append("TPU_LIBRARY_PATH ignored: the venv's libtpu is used")
     shadows = [p for p in sys.path if p and not _inside_venv(p) and (Path(p) / "libtpu").is_dir()]
     for entry in shadows:

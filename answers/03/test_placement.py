@@ -227,7 +227,8 @@ def test_an_uneven_split_is_padded_by_auto_mode_and_refused_by_explicit_and_shar
     里把结果收回来的 all-gather 是什么类型（补齐后的形状）？这样约束过的值作为 jit 的输出时
     成了什么分片（文档说过）？Explicit 模式里的 reshard 不补齐，报哪个异常类？shard_map
     （Manual）也不补齐：自己补。写好 mean_loss_on_mesh：在 jit 里补齐、用掩码遮掉补的行、
-    沿 "i" 加起来；检查值和梯度等于不补齐的参照，每个设备的块有几行，还有 HLO 里没有 all-gather。
+    沿 "i" 加起来；检查值和梯度等于不补齐的参照（几种批大小，有一批很大；真实的行也可能全是 0、目标也是 0：
+    掩码只看行数），每个设备的块有几行，还有 HLO 里没有 all-gather。
     ⚠️ Trap: 10 rows split over 8 devices. jit's in_shardings refuses it like the device_put of
     the koan before (on an Auto mesh with an exception subclass internal to JAX). Inside jit,
     Auto mode's with_sharding_constraint accepts it: the
@@ -236,8 +237,9 @@ def test_an_uneven_split_is_padded_by_auto_mode_and_refused_by_explicit_and_shar
     have as jit's output (the documentation says)? Explicit mode's reshard pads nothing: which
     exception class does it raise? shard_map (Manual) pads nothing either: pad yourself. Write
     mean_loss_on_mesh: pad inside jit, mask the padded rows, add up along "i"; the koan checks
-    the value and gradient against the unpadded reference, how many rows each device's block
-    holds, and that the HLO has no all-gather.
+    the value and gradient against the unpadded reference (batches of several sizes, a large
+    one too; a real row may be all zeros with a zero target: the mask counts rows), how many
+    rows each device's block holds, and that the HLO has no all-gather.
     """
     rng = np.random.default_rng(0)
     x = rng.standard_normal((10, 3), dtype=np.float32)
@@ -261,9 +263,10 @@ def test_an_uneven_split_is_padded_by_auto_mode_and_refused_by_explicit_and_shar
         jax.jit(jax.shard_map(jnp.sin, mesh=auto, in_specs=P("i"), out_specs=P("i")))(x)
 
     w = rng.standard_normal(3, dtype=np.float32)
-    for batch, rows_per_device in [(10, 2), (3, 1), (16, 2)]:
+    for batch, rows_per_device in [(1000, 125), (10, 2), (3, 1), (16, 2)]:
         xb = rng.standard_normal((batch, 3), dtype=np.float32)
         yb = rng.standard_normal(batch, dtype=np.float32)
+        xb[1], yb[1] = 0.0, 0.0  # a real row of zeros with a zero target is still a real row
 
         def loss(w, xb=xb, yb=yb):
             return mean_loss_on_mesh(w, xb, yb, auto)
@@ -342,14 +345,15 @@ def test_make_array_from_single_device_arrays_wraps_the_buffers_where_they_are()
 @pytest.mark.parametrize("spec", [P("X"), P("Y", "X"), P(None, ("Y", "X")), P("Y")], ids=str)
 def test_stitch_per_device_results_into_one_global_array(spec):
     """（先写好 stitch。）每个设备手里已经有自己那一块（顺序打乱了给你）。stitch 返回的全局数组
-    形状、分片、数值都对（四种 spec、两种全局形状、两种网格形状），并且每个分片正是给你的那块缓冲区：
-    没有一个字节被复制。
+    形状、分片、数值都对（四种 spec、两种全局形状、三种网格形状，其中一种有一根 spec 不提的轴：沿它复制），
+    并且每个分片正是给你的那块缓冲区：没有一个字节被复制。
     (Write stitch first.) Each device already holds its own block (handed to you in shuffled
     order). The global array stitch returns has the right shape, sharding and values (four
-    specs, two global shapes, two mesh shapes), and every shard is the very buffer you were
-    given: not one byte was copied.
+    specs, two global shapes, three mesh shapes, one with an axis no spec names: copies along
+    it), and every shard is the very buffer you were given: not one byte was copied.
     """
     meshes = [jax.make_mesh(axes, ("X", "Y")) for axes in ((4, 2), (2, 4))]  # sizes: mesh.shape
+    meshes.append(jax.make_mesh((2, 2, 2), ("X", "Y", "Z")))  # Z: named by no spec
     for mesh, (rows, columns) in itertools.product(meshes, ((8, 16), (4, 24))):
         source = np.arange(float(rows * columns), dtype=np.float32).reshape(rows, columns)
         where = NamedSharding(mesh, spec).addressable_devices_indices_map(source.shape)

@@ -350,12 +350,13 @@ def weighted_sum_jvp(prim, primals, tangents):
 def test_a_primitive_jvp_rule_receives_ad_zero():
     """✍️ 实现 weighted_sum_jvp：原语的 JVP 规则（ad.primitive_jvps）总会对没被扰动的输入收到
     ad.Zero——这里没有开关。先看一个不管它的规则怎样失败，再写一个认出它、跳过那一项的规则：
-    grad、jit、jvp 都要对，而且只对 x 求导时切向量里只有一次乘法，原值由原语本身给出（bind 一次）。
+    grad、jit、jvp 都要对，而且只对 x 求导时切向量里只有一次乘法（mul 或 dot 都算），
+    原值由原语本身给出（bind 一次）。
     Write weighted_sum_jvp: a primitive's JVP rule (ad.primitive_jvps) always receives an
     ad.Zero for every input that is not perturbed; there is no switch. First see a rule that
     ignores it fail, then write one that recognises it and skips the term: grad, jit and jvp
-    must be right, and differentiating by x alone puts a single multiplication in the tangent
-    and the primitive itself (bound once) in the primal.
+    must be right, and differentiating by x alone puts a single multiplication (a mul or a dot,
+    either counts) in the tangent and the primitive itself (bound once) in the primal.
     """
     x = jnp.arange(1.0, 4.0)
     w = jnp.array([0.5, -2.0, 3.0])
@@ -378,7 +379,8 @@ def test_a_primitive_jvp_rule_receives_ad_zero():
     np.testing.assert_allclose(tangent, float(jnp.sum(w) + jnp.sum(x)), rtol=1e-6)
 
     by_x = jax.make_jaxpr(lambda x, t: jax.jvp(lambda x: prim.bind(x, w), (x,), (t,)))(x, x)
-    assert [e.primitive.name for e in by_x.eqns].count("mul") == 1
+    names = [e.primitive.name for e in by_x.eqns]
+    assert names.count("mul") + names.count("dot_general") == 1  # jnp.sum(t * w) or jnp.vdot(t, w)
     assert [e.primitive.name for e in by_x.eqns].count("weighted_sum") == 1  # prim.bind: the primal
 
 

@@ -353,14 +353,16 @@ def test_gradient_accumulation_communicates_once_after_the_loop():
     MICROBATCHES 次：给定的对照在循环体里做 all-reduce，每个微批次一次；你的循环体里一条也没有，
     all-reduce 都在循环之后（ENTRY 里）。条数本身取决于 XLA 的 CPU pass cpu-all-reduce-combiner
     （它把 w 和 b 的两次求和并成一条），在循环里还是循环外则不取决于它。梯度的运算都在循环里：
-    循环之外几乎没有浮点运算（Program.costs 按位置数）。
+    循环之外几乎没有浮点运算（Program.costs 按位置数）；循环的每一趟只算一个微批次：循环里的浮点运算和给定的
+    对照差不多，不是它的 MICROBATCHES 倍。
     (Write accumulated_grads first.) It equals the whole batch's gradient. In the compiled
     HLO the while loop runs MICROBATCHES times: the given contrast all-reduces inside the loop
     body, once per microbatch; your loop body holds none, and the all-reduces come after the
     loop (in ENTRY). Their number depends on XLA's CPU pass cpu-all-reduce-combiner (which
     merges the sums of w and b into one); whether they sit inside or outside the loop does not.
     The gradients' arithmetic is the loop's: next to no flops happen beside it (Program.costs
-    counts them by place).
+    counts them by place), and each trip works on one microbatch: the loop's flops are about
+    the given contrast's, not MICROBATCHES times them.
     """
     params, x, y = regression_data()
     reference = jax.grad(linear_loss)(params, x, y)
@@ -385,3 +387,7 @@ def test_gradient_accumulation_communicates_once_after_the_loop():
     program = read(jax.make_jaxpr(jax.shard_map(accumulated_grads, **specs))(*args).jaxpr)
     flops = program.costs(("scan",)).flops
     assert flops["outside"] < 0.25 * flops["technique"], flops
+    # each trip one microbatch's gradient (the whole block's, taken in one trip of the loop and
+    # the other trips idle, is MICROBATCHES times the work)
+    contrast_jaxpr = jax.make_jaxpr(jax.shard_map(pmean_every_microbatch, **specs))(*args).jaxpr
+    assert flops["technique"] < 2 * read(contrast_jaxpr).costs(("scan",)).flops["technique"], flops

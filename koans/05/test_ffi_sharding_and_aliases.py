@@ -271,6 +271,13 @@ def test_custom_partitioning_keeps_the_kernel_sharded_under_jit():
     replicated = NamedSharding(mesh, P())
     assert in_sharding.is_equivalent_to(replicated, 2)
     assert out_sharding.is_equivalent_to(replicated, 2)
+    # 另一个轴名：规则读输入的分片，不写死轴名 / another axis name: the rule reads the input's
+    # sharding, no axis name written in
+    named = jax.make_mesh((2,), ("rows",), axis_types=(jax.sharding.AxisType.Explicit,))
+    by_rows = jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(named, P("rows")))
+    _, _, out_rows, (in_rows,) = leaky_sum_partition(named, (by_rows,), by_rows)
+    assert in_rows.is_equivalent_to(NamedSharding(named, P("rows", None)), 2)
+    assert out_rows.is_equivalent_to(NamedSharding(named, P("rows", None)), 2)
 
     want = leaky_sum_numpy(np.arange(32.0).reshape(8, 4), 0.5)
 

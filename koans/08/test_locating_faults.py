@@ -495,6 +495,16 @@ def test_checkify_turns_silent_faults_into_errors():
         else:
             raise AssertionError(f"{message}: 没有报错 / not raised")
 
+    def shifted(values, i):  # 故障在函数里面产生，参数上看不出来 / the faults arise inside: no argument shows them
+        return values[i + 3] / (values[i] - 1.0)
+
+    np.testing.assert_allclose(checked(shifted)(table, jnp.array([1])), [5.0])
+    for args, message in (((table, jnp.array([2])), "out-of-bounds indexing"),
+                          ((table, jnp.array([0])), "division by zero")):
+        with raises_exactly(checkify.JaxRuntimeError) as info:
+            checked(shifted)(*args)
+        assert str(info.value).startswith(message)
+
 
 # Two failing programs, written afresh for every run: which fault, the functions' names and the
 # lines they sit on are drawn at random, so no answer can be read off this file. Each kind is
@@ -626,6 +636,17 @@ def test_debug_callback_finds_the_step_where_training_diverges():
     np.testing.assert_allclose(w, v, rtol=1e-4)
     first_blow_up = next(i for i, n in enumerate(norms) if n > 50 * norms[0])
     assert first_blow_up == 6
+    # 另一个特征数：范数是整个梯度的 / another feature count: the norm is the whole gradient's
+    wide = np.random.default_rng(1).normal(size=(3, 4, 5))
+    wide_norms = []
+    sgd_scan(jnp.zeros(5), jnp.asarray(wide), 0.01, log_gradient_norm, wide_norms.append)
+    jax.effects_barrier()
+    v, expected_wide = np.zeros(5), []
+    for x in wide:
+        g = 2 * x.T @ (x @ v - 1.0)
+        expected_wide.append(np.linalg.norm(g))
+        v = v - 0.01 * g
+    np.testing.assert_allclose([float(n) for n in wide_norms], expected_wide, rtol=1e-4)
     # in step order on every backend, not only on this CPU: the callback's effect is ordered
     jaxpr = jax.make_jaxpr(lambda g: log_gradient_norm(g, norms.append))(jnp.ones(3))
     (callback,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "debug_callback"]

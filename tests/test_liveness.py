@@ -250,3 +250,37 @@ def test_the_rows_a_ragged_dot_leaves_uncovered_are_not_perturbed():
     keep = np.asarray(liveness._uncovered(primitive, (lhs, rhs, sizes), jnp.zeros((6, 3))))
     assert keep[:, 0].tolist() == [False, False, False, True, True, True]
     assert liveness._uncovered(_cumsum(), (lhs,), lhs) is None  # any other primitive: none
+
+
+def test_a_technique_an_eager_shard_map_cannot_watch_is_watched_under_jit():
+    """Red team 11b: 05 leaky_sum_per_shard calls its kernel in an eager shard_map over an
+    Explicit mesh, which refuses the watch's callbacks: its liveness never ran, and the kernel
+    fed zeros beside a cumsum doing the work passed. It is watched under jit instead."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src import ffi  # ffi_call_p: no public name in 0.12
+
+    from jaxkoans.api import cbuild
+    from jaxkoans.plugin import liveness
+
+    target = cbuild.ffi_target("koans_leaky_sum_sharded", "leaky_sum.cc", "LeakySum")
+    mesh = jax.make_mesh((2,), ("batch",), axis_types=(jax.sharding.AxisType.Explicit,))
+    x = jax.device_put(jnp.arange(32.0).reshape(8, 4) / 7, jax.NamedSharding(mesh, jax.P("batch")))
+
+    def kernel(block):
+        like = jax.ShapeDtypeStruct(block.shape, block.dtype)
+        return jax.ffi.ffi_call(target, like)(block, decay=np.float32(0.5), reverse=False)
+
+    def per_shard(local):
+        return jax.shard_map(local, mesh=mesh, in_specs=jax.P("batch"), out_specs=jax.P("batch"))
+
+    def honest(x):
+        return per_shard(kernel)(x)
+
+    def on_zeros(x):
+        return per_shard(lambda b: kernel(jnp.zeros_like(b)) + jnp.cumsum(b, axis=1))(x)
+
+    technique = {"ffi_call": ffi.ffi_call_p}
+    assert liveness.problems(honest, technique, (x,), {}, 3) == []
+    assert "fed zeros or constants" in liveness.problems(on_zeros, technique, (x,), {}, 3)[0]

@@ -285,6 +285,34 @@ def rebinding(wraps: dict):
                 primitive.bind = bind
 
 
+def _jitted(function):
+    """`function` under jit over the arrays it is handed (the rest closed over), one compile
+    per structure: a TODO whose eager run cannot be watched (red team 11b: an eager shard_map
+    over Explicit-sharded inputs refuses the watch's callbacks, and its liveness never ran)."""
+    import jax
+
+    compiled: dict = {}
+
+    def run(*args, **kwargs):
+        leaves, tree = jax.tree.flatten((args, kwargs))
+        at = tuple(i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array))
+        rest = tuple((i, leaf) for i, leaf in enumerate(leaves) if i not in at)
+        key = (tree, at, tuple((i, id(leaf)) for i, leaf in rest))
+        if key not in compiled:
+
+            def on(*arrays):
+                full = list(leaves)
+                for i, array in zip(at, arrays, strict=True):
+                    full[i] = array
+                a, k = jax.tree.unflatten(tree, full)
+                return function(*a, **k)
+
+            compiled[key] = jax.jit(on)
+        return compiled[key](*(leaves[i] for i in at))
+
+    return run
+
+
 def _run(function, args, kwargs):
     import jax
     import numpy as np
@@ -322,13 +350,18 @@ def problems(
         moved = fresh.moved(args, kwargs, seed, scale=0.5)  # far enough to move a round
     except Exception:
         return []  # inputs that cannot be moved (not arrays): the asserts judged the TODO
+    jitted = _jitted(function)
     for name, primitive in primitives.items():
-        try:  # one trace and compile, two runs: the inputs, then the inputs moved
-            with _Patch([primitive], "observe").active() as watch:
-                base = _run(function, args, kwargs)
-                watch.run = 1
-                _run(function, *moved)
-        except Exception:
+        for running in (function, jitted):  # eager first: the TODO as the koan called it
+            try:  # one trace and compile, two runs: the inputs, then the inputs moved
+                with _Patch([primitive], "observe").active() as watch:
+                    base = _run(running, args, kwargs)
+                    watch.run = 1
+                    _run(running, *moved)
+                break
+            except Exception:
+                continue
+        else:
             continue  # a program that cannot be run twice: the asserts judged it
         if not watch.uses:
             found.append(
@@ -360,7 +393,7 @@ def problems(
             continue
         expected = (answer or {}).get(name)
         need = CARRIED * expected if expected and expected >= WHOLE else 0.0
-        with _Perturber(function, primitive, args, kwargs) as perturb:
+        with _Perturber(running, primitive, args, kwargs) as perturb:
             found += _carry(name, perturb, informative, base, answer, carried, need, expected)
     return found
 

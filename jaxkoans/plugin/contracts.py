@@ -654,14 +654,13 @@ def _replayed(calls: _Calls, signature: str, koan: str, answer: dict | None) -> 
                 return []
             scale = ((answer or {}).get("scale") or {}).get(mine)
             how = (bool(((answer or {}).get(k) or {}).get(mine)) for k in REPLAYS)
-            moved = run(fresh.SCALE if scale is None else scale, *how)
+            moved, shaped = run(fresh.SCALE if scale is None else scale, *how), layout[0]
             longer = ((answer or {}).get("grown") or {}).get(mine) or {}
             grown = run(0.0, length=longer["length"]) if longer else None
             if any(made) and isinstance(moved, list) and len(moved) != len(expected):
                 # its callables return another layout (an optimizer's state): honest; what is
                 # shaped as their arguments (the updates) is still compared
-                shaped = ((answer or {}).get("layout") or {}).get(mine)
-                if not shaped or shaped != layout[0]:
+                if not shaped or shaped != ((answer or {}).get("layout") or {}).get(mine):
                     return []
                 floor = (((answer or {}).get("floors") or {}).get(mine) or [])[:shaped]
                 answer = {"fresh": {mine: expected[:shaped]}, "floors": {mine: floor}} | (
@@ -712,7 +711,9 @@ def _longer(run, made: list) -> dict:
     lengths = sorted({n for calls in made for a, k in calls for n in fresh.lengths(a, k)})[::-1]
     for length in ([lengths] if len(lengths) > 1 else []) + lengths[:3]:
         printed, again = run(0.0, length=length), run(0.0, length=length)
-        if isinstance(printed, list) and isinstance(again, list) and not fresh.differs(again, printed):
+        if isinstance(printed, list) and isinstance(again, list) and not fresh.differs(
+            again, printed
+        ):
             return {"length": length, "print": printed}
     return {}
 
@@ -722,11 +723,11 @@ def _remade(
     length: int | list = 0,
 ):
     """`function` whose result's callables are each called as the koan called them (`made`:
-    per callable, its (args, kwargs)), on those moved alike (with `length`, grown along it): the result's other leaves, then
-    what each call returned (a value of no array type as its text). The elements of a call's
-    output shaped as one of its arguments that no call made (an update's updates, shaped as
-    the grads, not its state, shaped as what init made) come first; the function's `layout`
-    is then how many leaves they hold. A dict key an earlier call's result held before any
+    per callable, its (args, kwargs)), on those moved alike (with `length`, grown along it):
+    the result's other leaves, then what each call returned (a value of no array type as its
+    text). The elements of a call's output shaped as one of its arguments that no call made
+    (an update's updates, shaped as the grads, not its state, shaped as what init made) come
+    first; the function's `layout` is then how many leaves they hold. A dict key an earlier call's result held before any
     call was handed it (a named chain's step names, in the state init made) keeps its name."""
     if not any(made):
         return function
@@ -822,8 +823,8 @@ def _grown_costs(calls: _Calls, args, kwargs, grown: dict, seed: int, mesh) -> d
 
 def _on_a_mesh(calls: _Calls, call, seed: int, wanted) -> dict:
     """The TODO's fingerprint on another mesh, each axis halved (plugin/meshes.py), and on
-    its floats drawn smaller and larger there, with the sizes it ran at: the call's global shapes kept, or its blocks' where the answer's profile
-    says so (an author's run keeps the first way the answer runs). Where the contract says why
+    its floats drawn smaller and larger there, with the sizes it ran at: the call's global
+    shapes kept, or its blocks' where the answer's profile says so (an author's run keeps the first way the answer runs). Where the contract says why
     the problem has no answer on a smaller mesh, on the koan's own mesh with new values."""
     ways = [False, True] if os.environ.get(PROGRAMS_ENV) else [bool(wanted.get("blocks"))]
     same = bool(calls.contract.get("smaller_mesh"))

@@ -284,3 +284,31 @@ def test_a_technique_an_eager_shard_map_cannot_watch_is_watched_under_jit():
     technique = {"ffi_call": ffi.ffi_call_p}
     assert liveness.problems(honest, technique, (x,), {}, 3) == []
     assert "fed zeros or constants" in liveness.problems(on_zeros, technique, (x,), {}, 3)[0]
+
+
+def test_a_technique_on_values_in_host_memory_is_watched_under_jit():
+    """06 host_adam_step: the eager watch of a compute_on handed values in host memory raises
+    (a memory kind mismatch), so its liveness never ran; under jit a compute_on fed zeros beside
+    the update done on the device is refused."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.compute_on import compute_on
+
+    from jaxkoans.plugin import liveness
+
+    host, device = jax.memory.Space.Host, jax.memory.Space.Device
+    on_host = compute_on(lambda w, g: w - 0.1 * g, compute_type="device_host", out_memory_spaces=device)
+
+    def step(w, g):
+        return on_host(jax.device_put(w, host), jax.device_put(g, host))
+
+    def on_zeros(w, g):
+        zeros = [jax.device_put(jnp.zeros_like(v), host) for v in (w, g)]
+        return on_host(*zeros) + w - 0.1 * g
+
+    w, g = jnp.linspace(1, 2, 8), jnp.linspace(-1, 1, 8)
+    eqns = jax.make_jaxpr(step)(w, g).eqns
+    (technique,) = [e.primitive for e in eqns if e.primitive.name == "compute_on"]
+    assert liveness.problems(step, {"compute_on": technique}, (w, g), {}, 3) == []
+    found = liveness.problems(on_zeros, {"compute_on": technique}, (w, g), {}, 3)
+    assert "fed zeros or constants" in found[0]

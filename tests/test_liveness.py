@@ -312,3 +312,33 @@ def test_a_technique_on_values_in_host_memory_is_watched_under_jit():
     assert liveness.problems(step, {"compute_on": technique}, (w, g), {}, 3) == []
     found = liveness.problems(on_zeros, {"compute_on": technique}, (w, g), {}, 3)
     assert "fed zeros or constants" in found[0]
+
+
+def _with_dead_use(x):  # honest, with dead code: a use no output depends on
+    import jax
+
+    s = jax.lax.cumsum(x)
+    jax.lax.cumsum(2 * x)
+    return s, jax.lax.cumsum(x) * s
+
+
+def test_a_use_no_output_depends_on_is_dead_code_not_a_use_selected_away():
+    """Red team 12a: an honest ZeRO step resharded the params for an Adam update that never
+    reads them, and was refused as a use "selected away". A use the program read holds as dead
+    code is excused; one a computed where selects away is live there, and still refused."""
+    import jax.numpy as jnp
+
+    from jaxkoans.api import program
+    from jaxkoans.plugin import liveness
+
+    def dead(function):
+        read = program.of(function, jnp.linspace(*X))
+        return {"cumsum": read.every()["cumsum"] - read.live()["cumsum"]}
+
+    answer, x = _profile(_honest), jnp.linspace(*X)
+    assert dead(_with_dead_use) == {"cumsum": 1} and dead(_selected_away) == {"cumsum": 0}
+    technique = {"cumsum": _cumsum()}
+    assert liveness.problems(_with_dead_use, technique, (x,), {}, 3, answer, None, dead(_with_dead_use)) == []
+    assert "resizing what use" in liveness.problems(_with_dead_use, technique, (x,), {}, 3, answer)[0]
+    (said,) = liveness.problems(_selected_away, technique, (x,), {}, 3, answer, None, dead(_selected_away))
+    assert "resizing what use" in said

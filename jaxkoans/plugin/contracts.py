@@ -1031,15 +1031,18 @@ def _liveness(
 
     techniques = {n: read.primitive(n) for n in perturbed(calls.contract)}
     techniques = {n: p for n, p in techniques.items() if p is not None}
+    every, live = read.every(), read.live()
+    dead = {n: every[p.name] - live[p.name] for n, p in techniques.items()}  # dead code
     pending = calls.pending(signature)
     seed = zlib.crc32(costs.koan_key(koan).encode())  # the same in a gate's copy of the file
     _READING[0] = True
     try:
         if signature in calls.placed:  # under shard_map: run there, on the call's own mesh
             function, args = meshes.mapped(calls.function, calls.placed[signature], seed)
-            return liveness.problems(function, techniques, args, {}, seed, answer, carried)
+            return liveness.problems(function, techniques, args, {}, seed, answer, carried, dead)
         args, kwargs = _inputs(calls, pending, signature, seed, size)  # drawn as the fresh case's
-        return liveness.problems(calls.function, techniques, args, kwargs, seed, answer, carried)
+        return liveness.problems(calls.function, techniques, args, kwargs, seed, answer, carried,
+                                 dead)  # fmt: skip
     finally:
         _READING[0] = False
 

@@ -366,12 +366,14 @@ def problems(
     seed: int,
     answer: dict | None = None,
     carried: dict | None = None,
+    dead: dict | None = None,
 ) -> list[str]:
     """What shows that `primitives` ({name: Primitive}) do not carry `function`'s result on
     `args`/`kwargs`; [] when some use of each varies with the inputs and its uses carry some of
     the result (at least `CARRIED` x the answer's share where the answer's carry nearly all of
     it; `answer`: {name: share}), or when the TODO cannot be run again (then its asserts and
-    program are the judges). The share each technique's uses carried is written to `carried`."""
+    program are the judges). The share each technique's uses carried is written to `carried`.
+    `dead`: {name: how many of its equations no output depends on} in the program read."""
     found = []
     try:
         moved = fresh.moved(args, kwargs, seed, scale=0.5)  # far enough to move a round
@@ -413,13 +415,14 @@ def problems(
         expected = (answer or {}).get(name)
         need = CARRIED * expected if expected and expected >= WHOLE else 0.0
         with _Perturber(running, primitive, args, kwargs) as perturb:
-            found += _carry(name, perturb, informative, base, answer, carried, need, expected)
+            found += _carry(name, perturb, informative, base, answer, carried, need, expected,
+                            (dead or {}).get(name, 0))  # fmt: skip
     return found
 
 
 def _carry(
     name: str, perturb: "_Perturber", informative: list, base: list, answer, carried,
-    need: float, expected,
+    need: float, expected, dead: int = 0,
 ) -> list[str]:
     """(b) and (c) for one technique whose `informative` uses vary with the inputs."""
     # per output (each use alone, every use tried): a technique that makes one output (a
@@ -478,15 +481,20 @@ def _carry(
             f"where the answer's changes {expected:.0%}: the technique makes a part (a row, "
             "a block, a head) and other work makes the rest"
         ]
-    return _idle(name, perturb, informative[:MAX_USES], base, answer, carried, need)
+    return _idle(name, perturb, informative[:MAX_USES], base, answer, carried, need, dead)
 
 
-def _idle(name, perturb: "_Perturber", uses: list, base: list, answer, carried, need: float):
+def _idle(
+    name, perturb: "_Perturber", uses: list, base: list, answer, carried, need: float,
+    dead: int = 0,
+):
     """(c): where each use of the answer's technique, resized (`_resized`), changes the result
-    (its profile's idle count is 0), each of the TODO's `uses` must too; an author's run writes
-    the count to `carried` (every use tried). A lone use held to `need` is left to it: no other
-    use can make the result, and a value read through its sign or selected away changes a
-    share of it far below the answer's (a run saved per TODO)."""
+    (its profile's idle count is 0), each of the TODO's `uses` must too, less its `dead` ones
+    (dead code, no output depends on it: red team 12a's params resharded for an Adam update
+    that never reads them); a computed where keeps what it selects away live. An author's run
+    writes the count to `carried` (every use tried). A lone use held to `need` is left to it:
+    no other use can make the result, and a value read through its sign or selected away
+    changes a share of it far below the answer's (a run saved per TODO)."""
     if carried is None and (answer or {}).get(f"{name} {IDLE}") != 0:
         return []  # the answer's own has a use that changes nothing so (or no such profile)
     if carried is None and len(uses) == 1 and need:
@@ -495,16 +503,16 @@ def _idle(name, perturb: "_Perturber", uses: list, base: list, answer, carried, 
     for use in uses:
         if _share(perturb, [use], base, 0.0, resize=True) == 0:
             idle.append(use)
-            if carried is None:
+            if carried is None and len(idle) > dead:
                 break
     if carried is not None:
         carried[f"{name} {IDLE}"] = len(idle)
         return []
-    if not idle:
+    if len(idle) <= dead:
         return []
     return [
-        f"`{name}` 的第 {idle[0] + 1} 处输出改变大小（符号、顺序、零和 NaN 不变）不改变结果，参考"
-        f"答案的每一处都改变它 / resizing what use {idle[0] + 1} of `{name}` computes (its "
+        f"`{name}` 的第 {idle[-1] + 1} 处输出改变大小（符号、顺序、零和 NaN 不变）不改变结果，参考"
+        f"答案的每一处都改变它 / resizing what use {idle[-1] + 1} of `{name}` computes (its "
         "signs, order, zeros and NaNs kept) leaves the TODO's result as it was, where every "
         "use of the answer's changes it: that value counts only through a property another "
         "route also keeps (a sign, a comparison, whether it is NaN) or a computed where selects "

@@ -245,6 +245,10 @@ def _tangent_read():
     return jax.jvp(lambda x: x * x.tangent, (1.0,), (2.0,))
 
 
+def _whole_batch_by_contents():  # red team 12b: the slots handed out by a method of JAX's
+    return jax.vmap(lambda x: x - dict(x._contents())["val"].mean(0))(jnp.ones((4, 2)))
+
+
 READS = {  # the route first; then the brief's list and our own
     "sys._current_frames + object.__getattribute__": (_frames_by_current_frames, "frames"),
     "sys._getframe spelled apart": (_frames_by_getframe, "frames"),
@@ -266,6 +270,7 @@ READS = {  # the issue's route first; then the brief's list and our own
     # a transformation's tracer holds more than its function is handed
     "BatchTracer.val": (_whole_batch, "tracer"),
     "JVPTracer.tangent": (_tangent_read, "tracer"),
+    "BatchTracer._contents": (_whole_batch_by_contents, "tracer"),
 }
 
 

@@ -244,8 +244,14 @@ ATTRIBUTES = {name: reading.ATTRIBUTES[name] for name in (*FUNCTION_STATE, "gi_f
               "ag_frame", "tb_frame", "f_code", "gi_code", "cr_code", "ag_code")}  # fmt: skip
 # A transformation's tracer holds more than the value its function is handed (a BatchTracer the
 # whole batch): read from the learner's code, the problem is solved from the test's data.
-_SLOTS: dict = {}  # (tracer class, slot name) -> its member descriptor, as JAX made it
-TRACER_SLOTS = {("batching", "BatchTracer"): ("val", "batch_dim"), ("ad", "JVPTracer"): ("primal", "tangent")}  # fmt: skip
+# Its slots, and the methods that hand them out (`_contents`, `get_referent`: red team 12b),
+# read from the learner's line; JAX's own reads and calls pass.
+_SLOTS: dict = {}  # (tracer class, name) -> its member descriptor or method, as JAX made it
+TRACER_SLOTS = {
+    ("batching", "BatchTracer"): ("val", "batch_dim", "_contents", "full_lower", "get_referent"),
+    ("ad", "JVPTracer"): ("primal", "tangent", "full_lower", "get_referent", "to_concrete_value"),
+    ("core", "Tracer"): ("_contents",),
+}
 # ctypes reaching memory or a library of its own; not a symbol of the course's FFI library (05)
 CTYPES = ("ctypes.dlopen", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "ctypes.addressof", "ctypes.call_function")  # fmt: skip
 
@@ -334,8 +340,9 @@ def install(
         finally:
             state["busy"] = False
 
-    def read(owner: str, slot):
-        """`slot` (a tracer's member descriptor) behind a descriptor that notes a learner's read."""
+    def read(owner: str, name: str, slot):
+        """`slot` (a tracer's member descriptor or method) behind a descriptor that notes a
+        learner's read."""
 
         class Watched:
             def __get__(self, tracer, kind=None):
@@ -344,7 +351,7 @@ def install(
                     if not frame.f_code.co_filename.startswith(packages):  # JAX's own reads
                         state["busy"] = True
                         try:
-                            note(f"{owner}.{slot.__name__}", "tracer", frame)
+                            note(f"{owner}.{name}", "tracer", frame)
                         finally:
                             state["busy"] = False
                 return slot.__get__(tracer, kind)
@@ -357,13 +364,14 @@ def install(
 
         return Watched()
 
-    from jax._src.interpreters import ad, batching  # the tracers: no public names in 0.12
+    from jax._src import core as jax_core  # the tracers: no public names in 0.12
+    from jax._src.interpreters import ad, batching
 
     for (module, owner), slots in TRACER_SLOTS.items():
-        kind = getattr({"ad": ad, "batching": batching}[module], owner)
+        kind = getattr({"ad": ad, "batching": batching, "core": jax_core}[module], owner)
         for name in slots:  # the slot itself, also where a boundary was installed before
             slot = _SLOTS.setdefault((kind, name), vars(kind)[name])
-            setattr(kind, name, read(owner, slot))
+            setattr(kind, name, read(owner, name, slot))
 
     def arm(koan: str | None) -> None:
         state["koan"] = koan
@@ -421,11 +429,11 @@ class Watch:
         import numpy.testing  # numpy loads it on first use: the asserts
         import pytest
 
-        self.fingerprint = Fingerprint()
         self.learner_file = functools.cache(learner_lines)
         self.touched: list = []  # functions whose code or defaults were set (the audit hook)
         self.written: dict = {}  # code object -> whether it holds the learner's code
         self.arm, self.drain = install(self.learner_at, self.touched, course)
+        self.fingerprint = Fingerprint()  # after install: the tracers' watched methods are JAX's
         self.module: tuple[dict, dict] | None = None  # the koan's namespace, and as setup left it
         self.item, self.known = None, len(sys.modules)  # the koan whose call is watched
         self.code, self.busy, self.at_checks = None, False, []

@@ -137,6 +137,10 @@ def test_fsdp_and_tensor_parallel_train_step_on_a_2d_mesh():
     gradient. Predict how many of each collective there are.
     """
     x, y = batch()
+    # 任何网格：先在另一种形状的网格上 / any mesh: first on a mesh of another shape
+    other = jax.make_mesh((MODEL, DATA), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+    for placed in shard_batch(other, x, y):
+        assert placed.sharding.is_equivalent_to(NamedSharding(other, P("data")), 2)
     mesh = jax.make_mesh((DATA, MODEL), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
     with jax.set_mesh(mesh):
         model = MLP(nnx.Rngs(0))

@@ -134,8 +134,10 @@ def test_clip_then_adamw_with_a_decay_mask():
     shrink = np.prod([1 - float(lr(s)) * WEIGHT_DECAY for s in range(TOTAL + 100)])
     np.testing.assert_allclose(jax.jit(far)(params())["kernel"], shrink, rtol=1e-4)
 
-    # 任何名字：掩码看的是维数，不是名字 / any names: the mask's rule is the rank, not the name
-    other = {"embedding": jnp.ones((4, 3)), "offset": jnp.ones(3),
+    # 任何名字、任何大小：掩码看的是维数，不是名字，也不是元素个数（offset 比每个矩阵都大）
+    # any names, any sizes: the mask's rule is the rank, not the name nor the number of
+    # elements (offset is larger than every matrix)
+    other = {"embedding": jnp.ones((4, 3)), "offset": jnp.ones(16),
              "bias": jnp.ones((2, 2)), "kernel": jnp.ones(2)}  # fmt: skip
     tx, stepped = make_optimizer(), other
     state = tx.init(other)

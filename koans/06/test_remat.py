@@ -314,6 +314,17 @@ def test_a_custom_policy_keeps_one_name_and_offloads_the_other_dots():
 
     a, b = jnp.ones((2, 3, 4)), jnp.ones((2, 4, 5))
     assert not equations("device_put", jax.grad(jax.checkpoint(scores, policy=keep_up_offload_dots)), a, b)
+    # 没有批次维的矩阵乘，激活是三维的（一批序列乘一个权重）也一样卸载
+    # A matmul without batch dimensions is offloaded on a 3-D activation too (a batch of
+    # sequences times one weight)
+    def projected(x, w):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    projected_grad = jax.grad(jax.checkpoint(projected, policy=keep_up_offload_dots))
+    moves = collections.Counter(
+        str(e.outvars[0].aval) for e in equations("device_put", projected_grad, a, b[0])
+    )
+    assert moves == {"float32<host>[2,3,5]": 1, "float32[2,3,5]": 1}
 
 
 def test_what_an_offload_policy_compiles_to_on_this_cpu():

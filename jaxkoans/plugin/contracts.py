@@ -1182,23 +1182,15 @@ def _read(function, args, kwargs, mesh):
 
     from jaxkoans.api import program as program_reader
 
-    leaves, tree = jax.tree.flatten((args, kwargs))
-    inputs = jax.ShapeDtypeStruct | jax.core.Tracer
-    arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, inputs)]
-
-    def rebuilt(*values):
-        filled = list(leaves)
-        for i, value in zip(arrays, values, strict=True):
-            filled[i] = value
-        a, k = jax.tree.unflatten(tree, filled)
-        return function(*a, **k)
-
+    rebuilt, specs = fresh.over_arrays(
+        function, args, kwargs, jax.ShapeDtypeStruct | jax.core.Tracer
+    )
     mesh, x64 = mesh  # as in force at the call: the mesh and float64 (jax.enable_x64 blocks)
     context = jax.sharding.use_abstract_mesh(mesh) if mesh.axis_names else contextlib.nullcontext()
     _READING[0] = True
     try:
         with context, jax.enable_x64(x64):
-            return program_reader.read(jax.make_jaxpr(rebuilt)(*[leaves[i] for i in arrays]))
+            return program_reader.read(jax.make_jaxpr(rebuilt)(*specs))
     except Exception as error:
         return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     finally:

@@ -489,6 +489,25 @@ def differs(mine: list, answer: list, floor: list | None = None) -> str:
     return ""
 
 
+def over_arrays(function, args, kwargs, kinds):
+    """(`function` as a function of the leaves of `args`/`kwargs` that are instances of
+    `kinds`, the rest closed over; those leaves): what jit or a trace is handed, where the
+    call also holds meshes, ints and functions."""
+    import jax
+
+    leaves, tree = jax.tree.flatten((args, kwargs))
+    at = [i for i, leaf in enumerate(leaves) if isinstance(leaf, kinds)]
+
+    def rebuilt(*values):
+        filled = list(leaves)
+        for i, value in zip(at, values, strict=True):
+            filled[i] = value
+        a, k = jax.tree.unflatten(tree, filled)
+        return function(*a, **k)
+
+    return rebuilt, [leaves[i] for i in at]
+
+
 def run(
     function, args, kwargs, seed: int, length: int = 0, scale: float = SCALE, ints: bool = False,
     signs: bool = False, names: bool = False, nudge: float = 1.0,

@@ -322,20 +322,11 @@ def _jitted(function):
 
     def run(*args, **kwargs):
         leaves, tree = jax.tree.flatten((args, kwargs))
-        at = tuple(i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array))
-        rest = tuple((i, leaf) for i, leaf in enumerate(leaves) if i not in at)
-        key = (tree, at, tuple((i, id(leaf)) for i, leaf in rest))
-        if key not in compiled:
-
-            def on(*arrays):
-                full = list(leaves)
-                for i, array in zip(at, arrays, strict=True):
-                    full[i] = array
-                a, k = jax.tree.unflatten(tree, full)
-                return function(*a, **k)
-
-            compiled[key] = jax.jit(on)
-        return compiled[key](*(leaves[i] for i in at))
+        rebuilt, arrays = fresh.over_arrays(function, args, kwargs, jax.Array)
+        key = (tree, tuple(id(leaf) for leaf in leaves if not isinstance(leaf, jax.Array)))
+        if key not in compiled:  # the same closed-over values: one compile
+            compiled[key] = jax.jit(rebuilt)
+        return compiled[key](*arrays)
 
     return run
 

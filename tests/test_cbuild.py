@@ -226,18 +226,20 @@ def test_a_read_only_course_builds_in_the_temporary_directory(source, tmp_path, 
     assert cbuild.build(source) == library  # built once
 
 
-def test_a_scratch_folder_is_gone_when_its_process_exits(tmp_path):
-    """A koan's sources and library copies do not pile up in the temporary directory."""
-    code = (
-        "from jaxkoans.api import cbuild\n"
-        "folder = cbuild.scratch_folder('jaxkoans-test-')\n"
-        "(folder / 'x.cc').write_text('')\n"
-        "print(folder)\n"
-    )
+def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
+    """`code` in a fresh Python whose temporary directory is tmp_path."""
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
     )
+
+
+MAKE = "from jaxkoans.api import cbuild\nfolder = cbuild.scratch_folder('jaxkoans-test-')\n"
+
+
+def test_a_scratch_folder_is_gone_when_its_process_exits(tmp_path):
+    """A koan's sources and library copies do not pile up in the temporary directory."""
+    done = _python(MAKE + "(folder / 'x.cc').write_text('')\nprint(folder)\n", tmp_path)
     assert done.returncode == 0, done.stderr
     folder = done.stdout.strip()
     assert folder.startswith(str(tmp_path)) and not os.path.exists(folder)
@@ -246,26 +248,14 @@ def test_a_scratch_folder_is_gone_when_its_process_exits(tmp_path):
 def test_a_scratch_folder_left_by_a_killed_process_is_swept_by_the_next(tmp_path):
     """A process ended by a signal runs no atexit: the next scratch folder of that prefix sweeps
     its folder, and leaves a live process's folder alone."""
-    code = (
-        "import os, signal\n"
-        "from jaxkoans.api import cbuild\n"
-        "folder = cbuild.scratch_folder('jaxkoans-test-')\n"
-        "print(folder, flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    env = dict(os.environ, TMPDIR=str(tmp_path))
-    killed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
-    )
+    kill = "import os, signal\nprint(folder, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    killed = _python(MAKE + kill, tmp_path)
     left = Path(killed.stdout.strip())
     assert killed.returncode == -9 and left.is_dir()  # no atexit ran
     live = tmp_path / f"jaxkoans-test-{os.getpid()}-live"
     live.mkdir()
     other = tmp_path / "jaxkoans-test-notapid"
     other.mkdir()
-    sweep = "from jaxkoans.api import cbuild; cbuild.scratch_folder('jaxkoans-test-')"
-    swept = subprocess.run(
-        [sys.executable, "-c", sweep], capture_output=True, text=True, timeout=120, env=env
-    )
+    swept = _python(MAKE, tmp_path)
     assert swept.returncode == 0, swept.stderr
     assert not left.exists() and live.is_dir() and other.is_dir()
